@@ -1,0 +1,44 @@
+/**
+ * Builds the single executable `dist/openai4s` and the symlink `dist/openai4s-worker`, then
+ * smoke-runs both names. Autoloading of .env and bunfig.toml is off in the binary: an admin's
+ * working directory must not change how the daemon behaves.
+ */
+import { existsSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
+
+const outDir = join(import.meta.dir, "dist");
+const outfile = join(outDir, "openai4s");
+const workerLink = join(outDir, "openai4s-worker");
+mkdirSync(outDir, { recursive: true });
+
+const result = await Bun.build({
+  entrypoints: [join(import.meta.dir, "src/main.ts")],
+  compile: {
+    target: "bun-linux-x64",
+    outfile,
+    autoloadDotenv: false,
+    autoloadBunfig: false,
+  },
+  minify: true,
+  bytecode: true,
+  format: "esm",
+  sourcemap: "linked",
+});
+if (!result.success) {
+  for (const log of result.logs) console.error(log);
+  process.exit(1);
+}
+if (existsSync(workerLink)) rmSync(workerLink);
+symlinkSync("openai4s", workerLink);
+
+for (const argv of [
+  [outfile, "--version"],
+  [workerLink, "--help"],
+]) {
+  const smoke = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe" });
+  if (smoke.exitCode !== 0) {
+    console.error(`smoke test failed: ${argv.join(" ")}\n${smoke.stderr.toString()}`);
+    process.exit(1);
+  }
+}
+console.log(`built ${outfile} (+ ${workerLink})`);

@@ -1,0 +1,30 @@
+/** A subcommand: its one-line summary for `openai4s --help`, and its entry point. */
+export interface Command {
+  readonly name: string;
+  readonly summary: string;
+  /** Hidden commands are internal modes of the binary (e.g. the local job supervisor). */
+  readonly hidden?: boolean;
+  /** Returns the process exit code: 0 success, 1 operation failed, 2 usage/config error. */
+  run(args: readonly string[], io: CommandIo): Promise<number>;
+}
+
+export interface CommandIo {
+  readonly stdout: (text: string) => void;
+  readonly stderr: (text: string) => void;
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+export const processIo: CommandIo = {
+  stdout: (text) => {
+    process.stdout.write(text);
+  },
+  stderr: (text) => {
+    process.stderr.write(text);
+  },
+  env: process.env,
+};
+
+/** A usage error: printed with a pointer to --help, exit code 2. */
+export class UsageError extends Error {
+  override readonly name = "UsageError";
+}

@@ -1,0 +1,33 @@
+/**
+ * Every subcommand of the binary. Each lives in its own module; this list is the only place
+ * that knows them all (and the source of `openai4s --help`).
+ */
+
+import { serveCommand } from "../daemon/serve-command.ts";
+import { superviseCommand } from "../orchestration/local/supervise-command.ts";
+import { workerCommand } from "../worker/worker-command.ts";
+import { cancelCommand } from "./cancel.ts";
+import { checkConfigCommand } from "./check-config.ts";
+import type { Command } from "./command.ts";
+import { execCommand } from "./exec.ts";
+import { listCommand } from "./list.ts";
+import { profilesCommand } from "./profiles.ts";
+import { sessionCommand } from "./session.ts";
+import { showCommand } from "./show.ts";
+import { submitCommand } from "./submit.ts";
+import { waitCommand } from "./wait.ts";
+
+export const COMMANDS: readonly Command[] = [
+  serveCommand,
+  submitCommand,
+  sessionCommand,
+  execCommand,
+  listCommand,
+  showCommand,
+  cancelCommand,
+  waitCommand,
+  profilesCommand,
+  checkConfigCommand,
+  workerCommand,
+  superviseCommand,
+];

@@ -1,0 +1,73 @@
+#!/usr/bin/env bun
+/**
+ * One executable, two roles. Invoked as `openai4s-worker` (through the symlink, or any path
+ * whose basename starts so) it is the worker a backend starts on a compute node; otherwise
+ * the first argument names the subcommand. `process.argv0` is the invoked name in a compiled
+ * Bun binary (argv[0] is always "bun").
+ */
+import { basename } from "node:path";
+import { type CommandIo, processIo, UsageError } from "./cli/command.ts";
+import { COMMANDS } from "./cli/registry.ts";
+import { VERSION } from "./version.ts";
+
+export function usage(): string {
+  const lines = COMMANDS.filter((c) => !c.hidden).map((c) => `  ${c.name.padEnd(14)} ${c.summary}`);
+  return [
+    `openai4s ${VERSION}: puts scientists' sessions and batch jobs onto compute.`,
+    "",
+    "Usage: openai4s <command> [options]",
+    "       openai4s-worker [options]     (the worker role, started by a backend)",
+    "",
+    "Commands:",
+    ...lines,
+    "",
+    "Run `openai4s <command> --help` for a command's options.",
+    "Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.",
+    "",
+  ].join("\n");
+}
+
+export async function main(argv0: string, args: readonly string[], io: CommandIo): Promise<number> {
+  const invoked = basename(argv0);
+  if (invoked.startsWith("openai4s-worker")) {
+    const worker = COMMANDS.find((c) => c.name === "worker");
+    if (!worker) throw new Error("worker command is not registered");
+    return run(worker.run.bind(worker), args, io);
+  }
+  const [first, ...rest] = args;
+  if (first === undefined || first === "--help" || first === "-h" || first === "help") {
+    io.stdout(usage());
+    return 0;
+  }
+  if (first === "--version" || first === "-V" || first === "version") {
+    io.stdout(`openai4s ${VERSION}\n`);
+    return 0;
+  }
+  const command = COMMANDS.find((c) => c.name === first);
+  if (!command) {
+    io.stderr(`openai4s: unknown command ${JSON.stringify(first)}\n\n${usage()}`);
+    return 2;
+  }
+  return run(command.run.bind(command), rest, io);
+}
+
+async function run(
+  entry: (args: readonly string[], io: CommandIo) => Promise<number>,
+  args: readonly string[],
+  io: CommandIo,
+): Promise<number> {
+  try {
+    return await entry(args, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr(`openai4s: ${error.message}\nTry --help.\n`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+if (import.meta.main) {
+  const code = await main(process.argv0, process.argv.slice(2), processIo);
+  process.exitCode = code;
+}

@@ -1,0 +1,260 @@
+/**
+ * The vocabulary of the orchestration core: what work was requested (a Workload), what one
+ * attempt at it was granted (an Allocation, with exactly one executionEpoch), and the phases
+ * and reason codes both move through.
+ *
+ * Naming is fixed so two vocabularies cannot blur: the incarnation counter that must refuse
+ * stale values (INV-7) is `executionEpoch`; the version of the declarative spec is
+ * `specRevision`. The kernel layer's word for the former is never used here.
+ */
+
+export const WORKLOAD_KINDS = ["SESSION", "BATCH"] as const;
+export type WorkloadKind = (typeof WORKLOAD_KINDS)[number];
+
+/**
+ * Workload and allocation phases. The order is not a state machine: the reconciler decides
+ * legal moves. What matters for invariants is which phases are terminal and which phases
+ * mean "an allocation may exist at the backend" (see ACTIVE_ALLOCATION_PHASES).
+ */
+export const PHASES = [
+  "PENDING",
+  "SUBMITTING",
+  "QUEUED",
+  "RUNNING",
+  "STOPPING",
+  "COMPLETED",
+  "FAILED",
+  "CANCELLED",
+  "LOST",
+] as const;
+export type Phase = (typeof PHASES)[number];
+
+export const TERMINAL_PHASES = ["COMPLETED", "FAILED", "CANCELLED", "LOST"] as const;
+export type TerminalPhase = (typeof TERMINAL_PHASES)[number];
+
+/**
+ * The phases in which an allocation may hold (or be about to hold) resources at the backend.
+ * SUBMITTING is included on purpose: a submission whose answer was lost (Unknown) may have
+ * landed, so a second attempt must not start beside it (INV-8). This list is the only
+ * readable copy of the set the store's partial unique index enforces; a test proves the two
+ * agree.
+ */
+export const ACTIVE_ALLOCATION_PHASES = ["SUBMITTING", "QUEUED", "RUNNING", "STOPPING"] as const;
+export type ActiveAllocationPhase = (typeof ACTIVE_ALLOCATION_PHASES)[number];
+
+const terminalSet: ReadonlySet<Phase> = new Set(TERMINAL_PHASES);
+const activeSet: ReadonlySet<Phase> = new Set(ACTIVE_ALLOCATION_PHASES);
+
+export function isTerminal(phase: Phase): phase is TerminalPhase {
+  return terminalSet.has(phase);
+}
+
+export function isActiveAllocation(phase: Phase): phase is ActiveAllocationPhase {
+  return activeSet.has(phase);
+}
+
+export function isPhase(value: string): value is Phase {
+  return (PHASES as readonly string[]).includes(value);
+}
+
+/** Namespaced helpers, so call sites read `Phase.isTerminal(p)` as in the design. */
+export const Phase = {
+  all: PHASES,
+  terminal: TERMINAL_PHASES,
+  activeAllocation: ACTIVE_ALLOCATION_PHASES,
+  isTerminal,
+  isActiveAllocation,
+  isPhase,
+} as const;
+
+/**
+ * Reason codes (appendix C of the plan). Every terminal phase and every refusal carries one.
+ * BACKEND_UNAVAILABLE is an observation, never a terminal reason: an unreachable backend
+ * leaves every phase where it was.
+ */
+export const REASONS = [
+  "SUBMITTED",
+  "ACCEPTED",
+  "STARTED",
+  "EXITED_ZERO",
+  "NONZERO_EXIT",
+  "TIME_LIMIT_EXCEEDED",
+  "OUT_OF_MEMORY",
+  "NODE_FAILURE",
+  "PREEMPTED",
+  "BOOT_FAILURE",
+  "DEADLINE_EXCEEDED",
+  "SUSPENDED",
+  "REQUEUED",
+  "SUBMIT_REJECTED",
+  "SUBMIT_UNKNOWN",
+  "USER_CANCELLED",
+  "CANCELLED_BY_BACKEND",
+  "IDLE_TIMEOUT",
+  "MAX_LIFETIME",
+  "NOT_FOUND_BY_BACKEND",
+  "ISOLATION_UNAVAILABLE",
+  "BACKEND_UNAVAILABLE",
+  "RETRYING",
+  "ATTEMPTS_EXHAUSTED",
+  "SUPERSEDED",
+  "WORKER_CONNECTED",
+  "WORKER_MISSING",
+  "WORKSPACE_VISIBLE",
+  "WORKSPACE_NOT_VISIBLE",
+  "KERNEL_RESPONSIVE",
+  "KERNEL_UNRESPONSIVE",
+  "ALLOCATION_RUNNING",
+  "ALLOCATION_NOT_RUNNING",
+  "READY",
+  "INTERNAL_ERROR",
+] as const;
+export type Reason = (typeof REASONS)[number];
+
+export function isReason(value: string): value is Reason {
+  return (REASONS as readonly string[]).includes(value);
+}
+
+/** Allocation ends after which a workload with attempts left gets a new attempt. */
+export const RECOVERABLE_REASONS: ReadonlySet<Reason> = new Set<Reason>([
+  "NOT_FOUND_BY_BACKEND",
+  "NODE_FAILURE",
+  "PREEMPTED",
+]);
+
+declare const externalHandleBrand: unique symbol;
+/**
+ * The backend's own identifier for an allocation, kept opaque so no call site in the core
+ * can start interpreting it (INV-2 survives a dozen call sites only if the type says so).
+ */
+export type ExternalHandle = string & { readonly [externalHandleBrand]: true };
+export function externalHandle(raw: string): ExternalHandle {
+  if (raw.length === 0) throw new Error("ExternalHandle must not be empty");
+  return raw as ExternalHandle;
+}
+
+declare const submissionTokenBrand: unique symbol;
+/**
+ * Minted and persisted before a submission is attempted: "did my submission land?" must be a
+ * question about what the backend was asked to record (INV-8). Its alphabet is [a-z0-9-] and
+ * it is at most 40 characters, so any backend can carry it in a name or comment field.
+ */
+export type SubmissionToken = string & { readonly [submissionTokenBrand]: true };
+
+export const SUBMISSION_TOKEN_PATTERN = /^o4s-[a-z0-9]{26}$/;
+
+export function isSubmissionToken(raw: string): raw is SubmissionToken {
+  return SUBMISSION_TOKEN_PATTERN.test(raw);
+}
+
+export function submissionToken(raw: string): SubmissionToken {
+  if (!isSubmissionToken(raw)) throw new Error(`not a submission token: ${JSON.stringify(raw)}`);
+  return raw;
+}
+
+const TOKEN_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+/** 26 characters of base36 from a CSPRNG: about 134 bits, unguessable and collision-free. */
+export function mintSubmissionToken(randomBytes: (n: number) => Uint8Array): SubmissionToken {
+  const bytes = randomBytes(26);
+  let out = "o4s-";
+  for (const b of bytes) out += TOKEN_ALPHABET[b % 36];
+  return out as SubmissionToken;
+}
+
+/** What a scientist asks for, in their units. Scheduler mapping lives in a backend. */
+export interface ResourceProfile {
+  readonly name: string;
+  readonly description: string;
+  readonly kinds: readonly WorkloadKind[];
+  readonly resources: {
+    readonly nodes: number;
+    readonly cpus: number;
+    readonly gpus: number;
+    readonly memoryMb: number | null;
+    readonly timeLimitSeconds: number | null;
+  };
+}
+
+/**
+ * The durable spec: what operators read back. The submitted spec is derived from it per
+ * attempt (AttemptPreparer), so credentials bound to (allocation, epoch) never live here.
+ */
+export interface WorkloadSpec {
+  readonly command?: readonly string[];
+  readonly env?: Readonly<Record<string, string>>;
+  readonly timeLimitSeconds?: number;
+  readonly idleTimeoutSeconds?: number;
+  readonly maxLifetimeSeconds?: number;
+}
+
+/** What the reconciler wants for a workload. STOP carries why it was asked to stop. */
+export type DesiredState =
+  | { readonly kind: "RUN" }
+  | { readonly kind: "STOP"; readonly reason: Reason; readonly message: string };
+
+export interface Workload {
+  readonly id: string;
+  readonly kind: WorkloadKind;
+  readonly name: string;
+  readonly profile: string;
+  readonly spec: WorkloadSpec;
+  readonly specRevision: number;
+  readonly phase: Phase;
+  readonly reason: Reason | null;
+  readonly message: string | null;
+  readonly desired: DesiredState;
+  readonly executionEpoch: number;
+  readonly maxAttempts: number;
+  readonly exitCode: number | null;
+  readonly idempotencyKey: string | null;
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  /** Set by user activity only (exec, tasks); never by heartbeats. Epoch milliseconds. */
+  readonly lastActiveAt: number | null;
+}
+
+/** One attempt at a workload, with one executionEpoch and one SubmissionToken. */
+export interface Allocation {
+  readonly id: string;
+  readonly workloadId: string;
+  readonly epoch: number;
+  readonly token: SubmissionToken;
+  readonly handle: ExternalHandle | null;
+  readonly phase: Phase;
+  readonly reason: Reason | null;
+  readonly message: string | null;
+  readonly exitCode: number | null;
+  readonly submittedAt: number | null;
+  readonly startedAt: number | null;
+  readonly endedAt: number | null;
+  /** When a TerminalAllocationAcknowledger fact for this allocation was acknowledged. */
+  readonly acknowledgedAt: number | null;
+}
+
+export const CONDITION_TYPES = [
+  "ALLOCATION_RUNNING",
+  "WORKER_CONNECTED",
+  "WORKSPACE_VISIBLE",
+  "KERNEL_RESPONSIVE",
+  "READY",
+] as const;
+export type ConditionType = (typeof CONDITION_TYPES)[number];
+export type ConditionStatus = "TRUE" | "FALSE" | "UNKNOWN";
+
+export interface Condition {
+  readonly type: ConditionType;
+  readonly status: ConditionStatus;
+  readonly reason: string;
+  readonly message: string;
+  readonly lastTransitionTime: number;
+}
+
+export interface TransitionEvent {
+  readonly workloadId: string;
+  readonly allocationId: string | null;
+  readonly at: number;
+  readonly phase: Phase;
+  readonly reason: Reason | null;
+  readonly message: string | null;
+}

@@ -1,0 +1,260 @@
+/**
+ * The boundary any resource plane presents to the orchestration core. Nothing here names a
+ * scheduler (INV-2); a backend translates its own vocabulary into these shapes.
+ *
+ * Every call takes a batch: the reconciler observes all active allocations of a tick in one
+ * call, submits every attempt of a tick in one call (so a backend can share one token lookup
+ * between them), and cancels in one call. A backend that talks to a scheduler can therefore
+ * keep its scheduler calls per tick constant as the number of workloads grows.
+ */
+import type {
+  ExternalHandle,
+  Phase,
+  Reason,
+  ResourceProfile,
+  SubmissionToken,
+  WorkloadKind,
+} from "./models.ts";
+
+/** How the allocation's processes are started. Derived per attempt by the AttemptPreparer. */
+export type Launch =
+  | {
+      readonly kind: "COMMAND";
+      readonly command: readonly string[];
+      readonly env: Readonly<Record<string, string>>;
+    }
+  | {
+      /**
+       * One worker per node. The backend starts `workerCommand` followed by
+       * `--rank-env NAME`, naming the environment variable its launcher sets to the rank;
+       * the worker reads the credential file for that rank from `credentialDir`. Only the
+       * directory path is handed over: no credential value enters the environment or argv.
+       */
+      readonly kind: "WORKER";
+      readonly workerCommand: readonly string[];
+      readonly credentialDir: string;
+      readonly ranks: number;
+      readonly env: Readonly<Record<string, string>>;
+    };
+
+export interface SubmitRequest {
+  readonly allocationId: string;
+  readonly workloadId: string;
+  readonly workloadKind: WorkloadKind;
+  readonly token: SubmissionToken;
+  readonly epoch: number;
+  readonly profile: string;
+  readonly name: string;
+  readonly launch: Launch;
+  readonly timeLimitSeconds: number | null;
+  /** Directory the daemon owns for this allocation: logs, markers, credentials live here. */
+  readonly allocationDir: string;
+  /** The workload's workspace (its working directory). */
+  readonly workspaceDir: string;
+}
+
+export interface Created {
+  readonly kind: "Created";
+  readonly token: SubmissionToken;
+  readonly handle: ExternalHandle;
+}
+/** A submission with this token is already there: what makes a retry safe. */
+export interface Existing {
+  readonly kind: "Existing";
+  readonly token: SubmissionToken;
+  readonly handle: ExternalHandle;
+}
+/** An answer: the workload can fail cleanly. */
+export interface Rejected {
+  readonly kind: "Rejected";
+  readonly token: SubmissionToken;
+  readonly message: string;
+}
+/**
+ * Not "retry me": the caller must first reconcile by token, because a blind retry is how one
+ * submission becomes two jobs each holding a GPU. It carries its token so the caller cannot
+ * skip that step by failing to fish the token out of state.
+ */
+export interface Unknown {
+  readonly kind: "Unknown";
+  readonly token: SubmissionToken;
+  readonly message: string;
+}
+export type SubmitResult = Created | Existing | Rejected | Unknown;
+
+/** What the backend knows of one allocation, in orchestration terms. */
+export type AllocationObservation =
+  | {
+      readonly kind: "Observed";
+      /** QUEUED, RUNNING, STOPPING or a terminal phase. */
+      readonly phase: Phase;
+      readonly reason: Reason | null;
+      readonly message: string | null;
+      readonly exitCode: number | null;
+      readonly startedAt: number | null;
+      readonly endedAt: number | null;
+    }
+  /**
+   * The backend could not say this time (a lagging accounting record, a partial outage). The
+   * caller changes nothing. Never a reason to call the allocation LOST.
+   */
+  | { readonly kind: "Indeterminate"; readonly message: string };
+
+export interface ObservationTarget {
+  readonly allocationId: string;
+  readonly token: SubmissionToken;
+  readonly handle: ExternalHandle;
+}
+
+export type ObserveResult =
+  /** BACKEND_UNAVAILABLE: changes no phase. */
+  | { readonly kind: "Unavailable"; readonly message: string }
+  | {
+      readonly kind: "Observed";
+      /** Keyed by allocationId; every target has an entry. */
+      readonly observations: ReadonlyMap<string, AllocationObservation>;
+    };
+
+export type FindResult =
+  | {
+      readonly kind: "Found";
+      readonly handle: ExternalHandle;
+      readonly observation: AllocationObservation;
+    }
+  /** A definite answer that nothing with this token exists: only this allows a new submit. */
+  | { readonly kind: "Absent" }
+  /** No answer. Never read as absence. */
+  | { readonly kind: "Unavailable"; readonly message: string };
+
+export type CancelResult =
+  | { readonly kind: "Requested" }
+  | { readonly kind: "Unavailable"; readonly message: string };
+
+export interface BackendDiagnostics {
+  readonly backend: string;
+  readonly healthy: boolean;
+  readonly message: string;
+  /** Calls to the resource plane since start, by command or operation name. */
+  readonly calls: Readonly<Record<string, number>>;
+}
+
+export interface AllocationBackend {
+  /** A short name for logs and diagnostics, e.g. "local". */
+  readonly name: string;
+  /** The profiles this backend can place work on (public view only). */
+  profiles(): readonly ResourceProfile[];
+  /**
+   * Submit every request. Before submitting, the backend asks whether each token is already
+   * out there; when that question cannot be answered the result is Unknown, never a second
+   * submission. Keyed by token; every request has an entry.
+   */
+  submit(requests: readonly SubmitRequest[]): Promise<ReadonlyMap<SubmissionToken, SubmitResult>>;
+  /** One call for all active allocations of a tick. */
+  observe(targets: readonly ObservationTarget[]): Promise<ObserveResult>;
+  /** Ask the backend to stop these allocations. Idempotent. Keyed by allocationId. */
+  cancel(targets: readonly ObservationTarget[]): Promise<ReadonlyMap<string, CancelResult>>;
+  /** Resolve tokens after an Unknown submission. Keyed by token; every token has an entry. */
+  findByToken(
+    tokens: readonly SubmissionToken[],
+  ): Promise<ReadonlyMap<SubmissionToken, FindResult>>;
+  diagnostics(): Promise<BackendDiagnostics>;
+}
+
+// ---------------------------------------------------------------------------------------
+// Optional capabilities. Each stands alone and is detected by a type guard, never by a flag
+// on the base port: a Protocol nobody can implement only gets implemented badly.
+// ---------------------------------------------------------------------------------------
+
+export type TaskResult =
+  | {
+      readonly kind: "Completed";
+      readonly exitCode: number;
+      readonly stdout: string;
+      readonly stderr: string;
+    }
+  /** No live allocation, or the backend refused: never a fallback to a new allocation (INV-4). */
+  | { readonly kind: "Refused"; readonly message: string }
+  | { readonly kind: "Unavailable"; readonly message: string };
+
+export interface TaskRunner {
+  /** Runs a step inside the allocation the workload already holds. */
+  runTask(
+    target: ObservationTarget,
+    command: readonly string[],
+    options: { readonly timeoutMs: number },
+  ): Promise<TaskResult>;
+}
+
+export function isTaskRunner(
+  backend: AllocationBackend,
+): backend is AllocationBackend & TaskRunner {
+  return typeof (backend as Partial<TaskRunner>).runTask === "function";
+}
+
+/** A durable fact the backend keeps about an ended allocation until told it may forget it. */
+export interface TerminalFact {
+  readonly token: SubmissionToken;
+}
+
+export interface TerminalAllocationAcknowledger {
+  /** Facts the backend still holds about terminal allocations. */
+  pendingTerminalFacts(): Promise<readonly TerminalFact[]>;
+  /**
+   * The caller has re-read the allocation from durable storage and confirmed its workload is
+   * terminal or moved to a later epoch; the backend may now drop what it kept.
+   */
+  acknowledgeTerminal(token: SubmissionToken): Promise<void>;
+}
+
+export function isTerminalAllocationAcknowledger(
+  backend: AllocationBackend,
+): backend is AllocationBackend & TerminalAllocationAcknowledger {
+  const b = backend as Partial<TerminalAllocationAcknowledger>;
+  return (
+    typeof b.pendingTerminalFacts === "function" && typeof b.acknowledgeTerminal === "function"
+  );
+}
+
+export type IsolationVerdict =
+  | { readonly kind: "Verified"; readonly mechanism: string }
+  | { readonly kind: "Unverified"; readonly message: string };
+
+/**
+ * May allow interactive placement only when a verified per-allocation OS identity, container
+ * or mount namespace keeps sibling tasks from reading the workspace and the credential. A
+ * shared uid with 0700/0600 is not enough. A missing, Unverified or throwing check refuses a
+ * SESSION.
+ */
+export interface SessionIsolationProvider {
+  verifySessionIsolation(): Promise<IsolationVerdict>;
+}
+
+export function isSessionIsolationProvider(
+  backend: AllocationBackend,
+): backend is AllocationBackend & SessionIsolationProvider {
+  return (
+    typeof (backend as Partial<SessionIsolationProvider>).verifySessionIsolation === "function"
+  );
+}
+
+/**
+ * Asks the backend's isolation capability, folding "missing", "Unverified" and "threw" into
+ * one refusal. Callers must not distinguish them: all three mean no SESSION.
+ */
+export async function sessionIsolationVerdict(
+  backend: AllocationBackend,
+): Promise<IsolationVerdict> {
+  if (!isSessionIsolationProvider(backend)) {
+    return { kind: "Unverified", message: `backend ${backend.name} does not isolate sessions` };
+  }
+  try {
+    const verdict = await backend.verifySessionIsolation();
+    if (verdict?.kind === "Verified") return verdict;
+    return {
+      kind: "Unverified",
+      message: verdict?.kind === "Unverified" ? verdict.message : "isolation check gave no verdict",
+    };
+  } catch (error) {
+    return { kind: "Unverified", message: `isolation check failed: ${String(error)}` };
+  }
+}

@@ -1,0 +1,42 @@
+import type { Database } from "bun:sqlite";
+import { EMBEDDED_MIGRATIONS, type EmbeddedMigration } from "./migrations.ts";
+
+export interface MigrationReport {
+  readonly applied: readonly string[];
+  readonly alreadyApplied: readonly string[];
+}
+
+/**
+ * Applies every embedded migration not yet recorded, each in its own IMMEDIATE transaction,
+ * so two daemons starting on one database cannot both apply the same step (the second waits
+ * on the write lock, then sees the row and skips).
+ */
+export function migrate(
+  sqlite: Database,
+  migrations: readonly EmbeddedMigration[] = EMBEDDED_MIGRATIONS,
+): MigrationReport {
+  sqlite.run(
+    "CREATE TABLE IF NOT EXISTS openai4s_migrations (tag TEXT PRIMARY KEY NOT NULL, applied_at INTEGER NOT NULL)",
+  );
+  const applied: string[] = [];
+  const alreadyApplied: string[] = [];
+  const isApplied = sqlite.query<{ tag: string }, [string]>(
+    "SELECT tag FROM openai4s_migrations WHERE tag = ?",
+  );
+  for (const migration of migrations) {
+    const step = sqlite.transaction(() => {
+      if (isApplied.get(migration.tag)) return false;
+      for (const statement of migration.sql.split("--> statement-breakpoint")) {
+        if (statement.trim().length > 0) sqlite.run(statement);
+      }
+      sqlite.run("INSERT INTO openai4s_migrations (tag, applied_at) VALUES (?, ?)", [
+        migration.tag,
+        Date.now(),
+      ]);
+      return true;
+    });
+    if (step.immediate()) applied.push(migration.tag);
+    else alreadyApplied.push(migration.tag);
+  }
+  return { applied, alreadyApplied };
+}

@@ -1,0 +1,19 @@
+/**
+ * Migrations embedded into the program text, so the compiled binary migrates a database
+ * without reading a folder on disk (drizzle's folder migrator cannot see one from inside a
+ * single executable). drizzle-kit generates the .sql files and the journal; add each new
+ * file to EMBEDDED below. test/store/migrations.test.ts fails when the list and the journal
+ * disagree.
+ */
+
+import m0000 from "./migrations/0000_init.sql" with { type: "text" };
+import journal from "./migrations/meta/_journal.json" with { type: "json" };
+
+export interface EmbeddedMigration {
+  readonly tag: string;
+  readonly sql: string;
+}
+
+export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [{ tag: "0000_init", sql: m0000 }];
+
+export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

@@ -1,0 +1,58 @@
+import { and, eq } from "drizzle-orm";
+import type { Condition, ConditionStatus, ConditionType } from "../../orchestration/models.ts";
+import type { StoreDeps } from "../deps.ts";
+import { toCondition } from "../rows.ts";
+import { conditions } from "../schema.ts";
+
+export interface ConditionUpdate {
+  readonly type: ConditionType;
+  readonly status: ConditionStatus;
+  readonly reason: string;
+  readonly message: string;
+}
+
+/**
+ * Upserts a condition. lastTransitionTime moves only when the status changes, as in
+ * Kubernetes: a condition re-asserted every tick keeps the time it first became true.
+ */
+export function setCondition(deps: StoreDeps, workloadId: string, update: ConditionUpdate): void {
+  const now = deps.clock.now();
+  deps.db.transaction((tx) => {
+    const existing = tx
+      .select()
+      .from(conditions)
+      .where(and(eq(conditions.workloadId, workloadId), eq(conditions.type, update.type)))
+      .get();
+    if (!existing) {
+      tx.insert(conditions)
+        .values({ workloadId, ...update, lastTransitionTime: now })
+        .run();
+      return;
+    }
+    if (
+      existing.status === update.status &&
+      existing.reason === update.reason &&
+      existing.message === update.message
+    ) {
+      return;
+    }
+    tx.update(conditions)
+      .set({
+        status: update.status,
+        reason: update.reason,
+        message: update.message,
+        lastTransitionTime: existing.status === update.status ? existing.lastTransitionTime : now,
+      })
+      .where(and(eq(conditions.workloadId, workloadId), eq(conditions.type, update.type)))
+      .run();
+  });
+}
+
+export function listConditions(deps: StoreDeps, workloadId: string): readonly Condition[] {
+  return deps.db
+    .select()
+    .from(conditions)
+    .where(eq(conditions.workloadId, workloadId))
+    .all()
+    .map(toCondition);
+}

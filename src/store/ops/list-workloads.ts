@@ -1,0 +1,46 @@
+import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
+import type { Phase, Workload, WorkloadKind } from "../../orchestration/models.ts";
+import type { StoreDeps } from "../deps.ts";
+import { toWorkload } from "../rows.ts";
+import { workloads } from "../schema.ts";
+
+export interface ListWorkloadsQuery {
+  readonly kind?: WorkloadKind;
+  readonly phase?: Phase;
+  readonly limit: number;
+  /** Opaque to callers: `${createdAt}.${id}` of the last item of the previous page. */
+  readonly cursor?: { readonly createdAt: number; readonly id: string };
+}
+
+export interface WorkloadPage {
+  readonly items: readonly Workload[];
+  readonly next: { readonly createdAt: number; readonly id: string } | null;
+}
+
+/** Newest first, keyset-paginated so a page is stable while workloads are being added. */
+export function listWorkloads(deps: StoreDeps, query: ListWorkloadsQuery): WorkloadPage {
+  const filters: SQL[] = [];
+  if (query.kind) filters.push(eq(workloads.kind, query.kind));
+  if (query.phase) filters.push(eq(workloads.phase, query.phase));
+  if (query.cursor) {
+    const c = query.cursor;
+    const before = or(
+      lt(workloads.createdAt, c.createdAt),
+      and(eq(workloads.createdAt, c.createdAt), lt(workloads.id, c.id)),
+    );
+    if (before) filters.push(before);
+  }
+  const rows = deps.db
+    .select()
+    .from(workloads)
+    .where(filters.length > 0 ? and(...filters) : undefined)
+    .orderBy(desc(workloads.createdAt), desc(workloads.id))
+    .limit(query.limit + 1)
+    .all();
+  const items = rows.slice(0, query.limit).map(toWorkload);
+  const last = items.at(-1);
+  return {
+    items,
+    next: rows.length > query.limit && last ? { createdAt: last.createdAt, id: last.id } : null,
+  };
+}

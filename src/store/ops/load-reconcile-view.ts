@@ -1,0 +1,54 @@
+import { and, eq, inArray, notInArray } from "drizzle-orm";
+import { type Allocation, TERMINAL_PHASES, type Workload } from "../../orchestration/models.ts";
+import type { StoreDeps } from "../deps.ts";
+import { toAllocation, toWorkload } from "../rows.ts";
+import { allocations, workloads } from "../schema.ts";
+
+export interface ReconcileItem {
+  readonly workload: Workload;
+  /** The allocation of the workload's current executionEpoch, if one was minted. */
+  readonly current: Allocation | null;
+}
+
+/**
+ * Every workload that is not terminal, with its current attempt: two queries whatever the
+ * number of workloads, because the reconciler reads this once per tick.
+ */
+export function loadReconcileView(deps: StoreDeps): readonly ReconcileItem[] {
+  const live = deps.db
+    .select()
+    .from(workloads)
+    .where(notInArray(workloads.phase, [...TERMINAL_PHASES]))
+    .all()
+    .map(toWorkload);
+  if (live.length === 0) return [];
+  const currentRows = deps.db
+    .select({ a: allocations })
+    .from(allocations)
+    .innerJoin(
+      workloads,
+      and(
+        eq(allocations.workloadId, workloads.id),
+        eq(allocations.epoch, workloads.executionEpoch),
+      ),
+    )
+    .where(notInArray(workloads.phase, [...TERMINAL_PHASES]))
+    .all();
+  const byWorkload = new Map<string, Allocation>();
+  for (const { a } of currentRows) byWorkload.set(a.workloadId, toAllocation(a));
+  return live.map((workload) => ({ workload, current: byWorkload.get(workload.id) ?? null }));
+}
+
+/** Allocations of the given ids (used to re-read before acknowledging terminal facts). */
+export function getAllocationsByIds(
+  deps: StoreDeps,
+  ids: readonly string[],
+): readonly Allocation[] {
+  if (ids.length === 0) return [];
+  return deps.db
+    .select()
+    .from(allocations)
+    .where(inArray(allocations.id, [...ids]))
+    .all()
+    .map(toAllocation);
+}

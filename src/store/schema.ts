@@ -1,0 +1,128 @@
+/**
+ * The durable state: workloads (what was asked for), allocations (one row per attempt, one
+ * executionEpoch each), events (every phase transition with reason and time), session
+ * conditions, and burned credential nonces.
+ *
+ * Times are epoch milliseconds (integers) so ordering and arithmetic never depend on a
+ * string format.
+ */
+import { sql } from "drizzle-orm";
+import {
+  index,
+  integer,
+  primaryKey,
+  sqliteTable,
+  text,
+  uniqueIndex,
+} from "drizzle-orm/sqlite-core";
+
+export const workloads = sqliteTable(
+  "workloads",
+  {
+    id: text("id").primaryKey(),
+    kind: text("kind").notNull(),
+    name: text("name").notNull(),
+    profile: text("profile").notNull(),
+    /** The durable spec operators read back. Never holds a credential or signature. */
+    specJson: text("spec_json").notNull(),
+    specRevision: integer("spec_revision").notNull().default(1),
+    phase: text("phase").notNull(),
+    reason: text("reason"),
+    message: text("message"),
+    /** RUN or STOP; STOP carries why (USER_CANCELLED, IDLE_TIMEOUT, MAX_LIFETIME, ...). */
+    desired: text("desired").notNull().default("RUN"),
+    stopReason: text("stop_reason"),
+    stopMessage: text("stop_message"),
+    executionEpoch: integer("execution_epoch").notNull().default(0),
+    maxAttempts: integer("max_attempts").notNull().default(1),
+    exitCode: integer("exit_code"),
+    idempotencyKey: text("idempotency_key"),
+    /** Hash of the request body that created this workload, to answer 409 on key reuse. */
+    requestHash: text("request_hash"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    lastActiveAt: integer("last_active_at"),
+  },
+  (t) => [
+    uniqueIndex("workloads_idempotency_key").on(t.idempotencyKey),
+    index("workloads_phase").on(t.phase),
+    index("workloads_created").on(t.createdAt, t.id),
+  ],
+);
+
+export const allocations = sqliteTable(
+  "allocations",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id),
+    epoch: integer("epoch").notNull(),
+    token: text("token").notNull(),
+    handle: text("handle"),
+    phase: text("phase").notNull(),
+    reason: text("reason"),
+    message: text("message"),
+    exitCode: integer("exit_code"),
+    submittedAt: integer("submitted_at"),
+    startedAt: integer("started_at"),
+    endedAt: integer("ended_at"),
+    acknowledgedAt: integer("acknowledged_at"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("allocations_token").on(t.token),
+    uniqueIndex("allocations_workload_epoch").on(t.workloadId, t.epoch),
+    // At most one active allocation per workload. The list is written literally (SQLite
+    // refuses bound parameters in an index predicate) and must equal
+    // ACTIVE_ALLOCATION_PHASES in models.ts: test/store/active-index.test.ts proves it.
+    uniqueIndex("allocations_one_active_per_workload")
+      .on(t.workloadId)
+      .where(sql`${t.phase} IN ('SUBMITTING','QUEUED','RUNNING','STOPPING')`),
+    index("allocations_phase").on(t.phase),
+  ],
+);
+
+export const events = sqliteTable(
+  "events",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id),
+    allocationId: text("allocation_id"),
+    at: integer("at").notNull(),
+    phase: text("phase").notNull(),
+    reason: text("reason"),
+    message: text("message"),
+  },
+  (t) => [index("events_workload").on(t.workloadId, t.id)],
+);
+
+export const conditions = sqliteTable(
+  "conditions",
+  {
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id),
+    type: text("type").notNull(),
+    status: text("status").notNull(),
+    reason: text("reason").notNull(),
+    message: text("message").notNull(),
+    lastTransitionTime: integer("last_transition_time").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.workloadId, t.type] })],
+);
+
+/**
+ * Credential nonces already presented to the worker gateway. Durable so that a daemon
+ * restart does not reopen replay.
+ */
+export const burnedNonces = sqliteTable("burned_nonces", {
+  nonce: text("nonce").primaryKey(),
+  allocationId: text("allocation_id").notNull(),
+  burnedAt: integer("burned_at").notNull(),
+  expiresAt: integer("expires_at").notNull(),
+});
+
+export const schema = { workloads, allocations, events, conditions, burnedNonces } as const;
