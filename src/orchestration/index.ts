@@ -4,3 +4,4 @@
 export * from "./attempt-preparer.ts";
 export * from "./models.ts";
 export * from "./ports.ts";
+export * from "./sandbox.ts";
