@@ -5,4 +5,7 @@
  *
  * Sections are owned by different parts of the daemon; keep edits surgical.
  */
-export {};
+
+// Internal modes of the binary that belong to a backend: the CLI registry reaches them only
+// through here, so no module outside this file imports a backend package.
+export { superviseCommand } from "./orchestration/local/supervise-command.ts";

@@ -3,8 +3,8 @@
  * that knows them all (and the source of `openai4s --help`).
  */
 
+import { superviseCommand } from "../composition-root.ts";
 import { serveCommand } from "../daemon/serve-command.ts";
-import { superviseCommand } from "../orchestration/local/supervise-command.ts";
 import { workerCommand } from "../worker/worker-command.ts";
 import { cancelCommand } from "./cancel.ts";
 import { checkConfigCommand } from "./check-config.ts";

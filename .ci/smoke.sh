@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Smoke run of the built binary as an admin would use it: --version, the worker name, a
+# daemon on a fresh state dir, one BATCH job through the CLI, graceful SIGTERM.
+set -euo pipefail
+DIST=${1:?usage: smoke.sh DIST_DIR}
+BIN="$DIST/openai4s"
+"$BIN" --version
+"$DIST/openai4s-worker" --help >/dev/null
+STATE=$(mktemp -d /tmp/o4s-smoke.XXXXXX)
+"$BIN" serve --state-dir "$STATE" 2>"$STATE/daemon.log" &
+DAEMON=$!
+trap 'kill "$DAEMON" 2>/dev/null || true; rm -rf "$STATE"' EXIT
+for _ in $(seq 1 100); do [ -S "$STATE/api.sock" ] && break; sleep 0.1; done
+SERVER="unix:$STATE/api.sock"
+ID=$("$BIN" submit --server "$SERVER" -- /bin/sh -c 'echo smoke-ok')
+"$BIN" wait --server "$SERVER" "$ID" --until TERMINAL --timeout 60s
+"$BIN" show --server "$SERVER" --json "$ID" | grep -q '"phase":"COMPLETED"'
+kill -TERM "$DAEMON"
+wait "$DAEMON"
+[ ! -e "$STATE/api.sock" ] || { echo "socket left behind after SIGTERM" >&2; exit 1; }
+echo "smoke: ok ($ID completed)"
