@@ -1,0 +1,2 @@
+export * from "./backend.ts";
+export * from "./supervise-command.ts";

@@ -1,0 +1,124 @@
+/**
+ * The local backend's durable job records: one directory per submission token under
+ * `STATE/backends/local/jobs/<token>/`. The directory appears by rename of a complete
+ * temporary directory, so "the record exists" always means "the whole request is on disk",
+ * and it exists BEFORE any process is started: that is what makes `findByToken` a real
+ * answer after a daemon restart rather than a guess (INV-8).
+ *
+ *   record.json   the request: argv, env, cwd, log paths, time limit (written by the backend)
+ *   claim.json    who runs it: a supervisor's identity, or the backend's withdrawal (link(2),
+ *                 so of racing supervisors exactly one starts the job: exactly-once)
+ *   job.json      the job's process group leader identity and start time (supervisor)
+ *   exit.json     how it ended (supervisor), written before the supervisor exits
+ *   cancel.json   a durable cancel request (backend), so a signal lost in a crash is not a
+ *                 cancel lost
+ *   supervisor.log the supervisor's own stdout/stderr: never a pipe to the daemon, which may die
+ */
+import { join } from "node:path";
+import * as v from "valibot";
+import { readTextIfExists } from "./durable-fs.ts";
+
+export const JOB_FILES = {
+  record: "record.json",
+  claim: "claim.json",
+  job: "job.json",
+  exit: "exit.json",
+  cancel: "cancel.json",
+  supervisorLog: "supervisor.log",
+} as const;
+
+export function jobsRoot(backendDir: string): string {
+  return join(backendDir, "jobs");
+}
+
+export function jobDir(backendDir: string, token: string): string {
+  return join(jobsRoot(backendDir), token);
+}
+
+const identitySchema = {
+  pid: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  startTicks: v.pipe(v.string(), v.regex(/^\d+$/)),
+  bootId: v.string(),
+};
+
+export const jobRecordSchema = v.strictObject({
+  version: v.literal(1),
+  token: v.string(),
+  allocationId: v.string(),
+  workloadId: v.string(),
+  epoch: v.number(),
+  /** The final argv, already wrapped by the sandbox when there is one. */
+  argv: v.pipe(v.array(v.string()), v.minLength(1)),
+  env: v.record(v.string(), v.string()),
+  /** The workload's workspace: the job's working directory. */
+  cwd: v.string(),
+  /** The daemon's directory for this allocation (logs live here). */
+  allocationDir: v.string(),
+  /** WORKER launches only: where the per-rank credential files are. */
+  credentialDir: v.nullable(v.string()),
+  stdoutPath: v.string(),
+  stderrPath: v.string(),
+  timeLimitSeconds: v.nullable(v.pipe(v.number(), v.minValue(0))),
+  /** Between SIGTERM and SIGKILL of the job's group on a time limit or cancel. */
+  killGraceMs: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  createdAt: v.number(),
+});
+export type JobRecord = v.InferOutput<typeof jobRecordSchema>;
+
+export const WITHDRAWN_OUTCOMES = ["CANCELLED", "SUPERVISOR_FAILED"] as const;
+export type WithdrawnOutcome = (typeof WITHDRAWN_OUTCOMES)[number];
+
+export const claimSchema = v.variant("kind", [
+  v.strictObject({ kind: v.literal("Supervisor"), ...identitySchema, claimedAt: v.number() }),
+  /** The backend took the job before any supervisor did, so it never starts. */
+  v.strictObject({
+    kind: v.literal("Withdrawn"),
+    outcome: v.picklist(WITHDRAWN_OUTCOMES),
+    message: v.string(),
+    at: v.number(),
+  }),
+]);
+export type Claim = v.InferOutput<typeof claimSchema>;
+export type SupervisorClaim = Extract<Claim, { readonly kind: "Supervisor" }>;
+
+/** The job's leader; its PID is also its process group id (started with setsid). */
+export const jobStartSchema = v.strictObject({ ...identitySchema, startedAt: v.number() });
+export type JobStart = v.InferOutput<typeof jobStartSchema>;
+
+export const EXIT_REASONS = [
+  /** The job ended by itself. */
+  "EXITED",
+  /** The supervisor stopped it at its time limit. */
+  "TIME_LIMIT",
+  /** Stopped because the daemon asked (cancel.json). */
+  "CANCELLED",
+  /** Stopped because someone else signalled the supervisor (no cancel request). */
+  "TERMINATED",
+  /** The job's command could not be started. */
+  "LAUNCH_FAILED",
+] as const;
+export type ExitReason = (typeof EXIT_REASONS)[number];
+
+export const exitRecordSchema = v.strictObject({
+  reason: v.picklist(EXIT_REASONS),
+  exitCode: v.nullable(v.number()),
+  signal: v.nullable(v.string()),
+  message: v.string(),
+  startedAt: v.nullable(v.number()),
+  endedAt: v.number(),
+});
+export type ExitRecord = v.InferOutput<typeof exitRecordSchema>;
+
+export const cancelRequestSchema = v.strictObject({ requestedAt: v.number() });
+export type CancelRequest = v.InferOutput<typeof cancelRequestSchema>;
+
+/** Reads and validates one JSON file of a job directory; null when it does not exist. */
+export function readJobFile<T extends v.GenericSchema>(
+  dir: string,
+  name: string,
+  schema: T,
+): v.InferOutput<T> | null {
+  const text = readTextIfExists(join(dir, name));
+  if (text === null) return null;
+  return v.parse(schema, JSON.parse(text));
+}

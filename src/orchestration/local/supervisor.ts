@@ -1,0 +1,198 @@
+/**
+ * The supervisor: one small process per local job, started detached (its own session, stdio
+ * on a file) so a `kill -9` of the daemon does not take it or the job with it. It is the only
+ * parent the job has, so it is the only process that can learn the job's exit status: that
+ * is why it, not the daemon, writes the exit record, and writes it durably before it exits
+ * (observers rely on that order to tell "finished" from "lost").
+ *
+ * Exactly-once: a supervisor first claims the job with link(2); a second supervisor for the
+ * same record (a daemon that restarted while the first was still starting) loses the race
+ * and exits without starting anything.
+ */
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { Log } from "../../log.ts";
+import { publishExclusive, writeFileDurable } from "./durable-fs.ts";
+import { signalName } from "./job-state.ts";
+import { identify, readProcStat, signalGroup } from "./proc.ts";
+import {
+  type Claim,
+  type ExitReason,
+  type ExitRecord,
+  JOB_FILES,
+  type JobRecord,
+  type JobStart,
+  jobRecordSchema,
+  readJobFile,
+} from "./records.ts";
+
+export interface SupervisorDeps {
+  readonly now: () => number;
+  readonly bootId: string;
+  readonly log: Log;
+}
+
+type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
+
+const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
+
+/** Runs one job to its end. Returns the supervisor's own exit code. */
+export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<number> {
+  const record = readJobFile(dir, JOB_FILES.record, jobRecordSchema);
+  if (record === null) {
+    deps.log.error("no job record", { dir });
+    return 1;
+  }
+  const self = identify(process.pid, deps.bootId);
+  if (self === null) throw new Error("cannot read this process's own /proc entry");
+
+  // Installed BEFORE the claim: once the claim names this process, a cancel may signal it at
+  // any moment, and the default action (die) would leave a claimed job with no exit record.
+  let signalled = false;
+  let onStop: (reason: StopReason) => void = () => {};
+  const stopReasonFromSignal = (): StopReason =>
+    existsSync(join(dir, JOB_FILES.cancel)) ? "CANCELLED" : "TERMINATED";
+  const handler = () => {
+    signalled = true;
+    onStop(stopReasonFromSignal());
+  };
+  for (const s of STOP_SIGNALS) process.on(s, handler);
+  // Detached from any terminal, but a stray hangup must not kill the job's only witness.
+  const ignore = () => {};
+  process.on("SIGHUP", ignore);
+  try {
+    const claim: Claim = { kind: "Supervisor", ...self, claimedAt: deps.now() };
+    if (!publishExclusive(join(dir, JOB_FILES.claim), JSON.stringify(claim))) {
+      deps.log.info("job already claimed by another supervisor; not starting it", { dir });
+      return 0;
+    }
+    deps.log.info("claimed job", { dir, token: record.token });
+    if (signalled || existsSync(join(dir, JOB_FILES.cancel))) {
+      writeExit(dir, {
+        reason: signalled ? stopReasonFromSignal() : "CANCELLED",
+        exitCode: null,
+        signal: null,
+        message: "cancelled before it started",
+        startedAt: null,
+        endedAt: deps.now(),
+      });
+      return 0;
+    }
+    return await superviseJob(dir, record, deps, (install) => {
+      onStop = install;
+    });
+  } finally {
+    for (const s of STOP_SIGNALS) process.off(s, handler);
+    process.off("SIGHUP", ignore);
+  }
+}
+
+async function superviseJob(
+  dir: string,
+  record: JobRecord,
+  deps: SupervisorDeps,
+  setOnStop: (onStop: (reason: StopReason) => void) => void,
+): Promise<number> {
+  let proc: Bun.Subprocess<"ignore", number, number>;
+  const startedAt = deps.now();
+  try {
+    mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
+    mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
+    const out = openSync(record.stdoutPath, "a", 0o600);
+    const err = openSync(record.stderrPath, "a", 0o600);
+    try {
+      proc = Bun.spawn([...record.argv], {
+        cwd: record.cwd,
+        env: { ...record.env },
+        stdio: ["ignore", out, err],
+        // Its own session and process group: cancel and time limits signal the group, so
+        // grandchildren die with it.
+        detached: true,
+      });
+    } finally {
+      closeSync(out);
+      closeSync(err);
+    }
+  } catch (error) {
+    const code = (error as { readonly code?: unknown }).code;
+    writeExit(dir, {
+      reason: "LAUNCH_FAILED",
+      // The shell's conventions: 127 "command not found", 126 "cannot execute".
+      exitCode: code === "ENOENT" ? 127 : 126,
+      signal: null,
+      message: `could not start ${JSON.stringify(record.argv[0])}: ${String(error)}`,
+      startedAt: null,
+      endedAt: deps.now(),
+    });
+    return 0;
+  }
+  const group = proc.pid;
+  const leaderStat = readProcStat(group);
+  const jobStart: JobStart = {
+    pid: group,
+    startTicks: leaderStat?.startTicks ?? "0",
+    bootId: deps.bootId,
+    startedAt,
+  };
+  writeFileDurable(join(dir, JOB_FILES.job), JSON.stringify(jobStart));
+  deps.log.info("started job", { pid: group, argv0: record.argv[0] });
+
+  // Mutated from signal handlers and timers; an object so the compiler does not narrow it.
+  const state: {
+    exited: boolean;
+    stopReason: StopReason | null;
+    killTimer: ReturnType<typeof setTimeout> | null;
+  } = { exited: false, stopReason: null, killTimer: null };
+  const beginStop = (reason: StopReason) => {
+    if (state.exited || state.stopReason !== null) return;
+    state.stopReason = reason;
+    deps.log.info("stopping job group", { reason, group });
+    signalGroup(group, "SIGTERM");
+    state.killTimer = setTimeout(() => signalGroup(group, "SIGKILL"), record.killGraceMs);
+  };
+  setOnStop(beginStop);
+  // A signal that arrived while the job was being started is honoured now.
+  if (existsSync(join(dir, JOB_FILES.cancel))) beginStop("CANCELLED");
+  const limitTimer =
+    record.timeLimitSeconds === null
+      ? null
+      : setTimeout(() => beginStop("TIME_LIMIT"), record.timeLimitSeconds * 1000);
+
+  await proc.exited;
+  state.exited = true;
+  if (limitTimer !== null) clearTimeout(limitTimer);
+  if (state.killTimer !== null) clearTimeout(state.killTimer);
+  // The allocation ends with its leader: background processes it left in the group would
+  // otherwise keep holding the machine with nobody accounting for them.
+  signalGroup(group, "SIGKILL");
+
+  const finalReason: ExitReason = state.stopReason ?? "EXITED";
+  const signal = signalName(proc.signalCode);
+  const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
+  const why =
+    finalReason === "TIME_LIMIT"
+      ? ` after its time limit of ${record.timeLimitSeconds} s`
+      : finalReason === "CANCELLED"
+        ? " after a cancel request"
+        : finalReason === "TERMINATED"
+          ? " after its supervisor was signalled"
+          : "";
+  writeExit(dir, {
+    reason: finalReason,
+    exitCode: proc.exitCode,
+    signal,
+    message: `${how}${why}`,
+    startedAt,
+    endedAt: deps.now(),
+  });
+  deps.log.info("job ended", {
+    reason: finalReason,
+    exitCode: proc.exitCode,
+    signal: proc.signalCode,
+  });
+  return 0;
+}
+
+function writeExit(dir: string, exit: ExitRecord): void {
+  writeFileDurable(join(dir, JOB_FILES.exit), JSON.stringify(exit));
+}

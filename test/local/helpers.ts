@@ -1,0 +1,228 @@
+/**
+ * Shared set-up for the local backend's tests: real processes, real files, a temp state dir
+ * per test, and a clean-up that kills every supervisor and job group the test left behind.
+ */
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import type { FaultPoints } from "../../src/fault-point.ts";
+import { silentLog } from "../../src/log.ts";
+import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
+import {
+  createLocalBackend,
+  type LocalBackend,
+  type LocalBackendOptions,
+} from "../../src/orchestration/local/backend.ts";
+import {
+  groupMayBeOurs,
+  isAlive,
+  readBootId,
+  readProcStat,
+} from "../../src/orchestration/local/proc.ts";
+import {
+  externalHandle,
+  mintSubmissionToken,
+  type SubmissionToken,
+} from "../../src/orchestration/models.ts";
+import type {
+  AllocationBackend,
+  AllocationObservation,
+  ObservationTarget,
+  SubmitRequest,
+} from "../../src/orchestration/ports.ts";
+import { selfCommand } from "../../src/self-command.ts";
+
+const BOOT_ID = readBootId();
+
+export const DAEMON_SECRET_NAME = "O4S_TEST_DAEMON_SECRET";
+
+export interface TestState {
+  readonly root: string;
+  readonly layout: StateLayout;
+  readonly backendDir: string;
+}
+
+const created: string[] = [];
+
+export function makeState(): TestState {
+  const root = mkdtempSync(join(tmpdir(), "o4s-local-"));
+  created.push(root);
+  const layout = stateLayout(root);
+  return { root, layout, backendDir: layout.backendDir("local") };
+}
+
+export function backendOptions(
+  state: TestState,
+  overrides: Partial<LocalBackendOptions> = {},
+): LocalBackendOptions {
+  return {
+    backendDir: state.backendDir,
+    selfCommand: selfCommand(),
+    clock: systemClock,
+    log: silentLog,
+    hostEnv: {
+      PATH: process.env["PATH"],
+      HOME: process.env["HOME"],
+      LANG: "C.UTF-8",
+      [DAEMON_SECRET_NAME]: "must-not-reach-jobs",
+    },
+    killGraceMs: 500,
+    ...overrides,
+  };
+}
+
+export function makeBackend(
+  state: TestState,
+  overrides: Partial<LocalBackendOptions> = {},
+): LocalBackend {
+  return createLocalBackend(backendOptions(state, overrides));
+}
+
+export function newToken(): SubmissionToken {
+  return mintSubmissionToken((n) => randomBytes(n));
+}
+
+export function makeRequest(
+  state: TestState,
+  command: readonly string[],
+  overrides: Partial<SubmitRequest> = {},
+): SubmitRequest {
+  const workloadId = `w-${randomBytes(4).toString("hex")}`;
+  const allocationId = `a-${randomBytes(4).toString("hex")}`;
+  return {
+    allocationId,
+    workloadId,
+    workloadKind: "BATCH",
+    token: newToken(),
+    epoch: 1,
+    profile: "default",
+    name: "test",
+    launch: { kind: "COMMAND", command, env: {} },
+    timeLimitSeconds: null,
+    allocationDir: state.layout.allocationDir(workloadId, allocationId),
+    workspaceDir: state.layout.workspaceDir(workloadId),
+    ...overrides,
+  };
+}
+
+export function targetOf(request: SubmitRequest): ObservationTarget {
+  return {
+    allocationId: request.allocationId,
+    token: request.token,
+    handle: externalHandle(request.token),
+  };
+}
+
+export async function observeOne(
+  backend: AllocationBackend,
+  request: SubmitRequest,
+): Promise<AllocationObservation> {
+  const result = await backend.observe([targetOf(request)]);
+  if (result.kind !== "Observed") throw new Error(`backend unavailable: ${result.message}`);
+  const observation = result.observations.get(request.allocationId);
+  if (observation === undefined) throw new Error("no observation for the target");
+  return observation;
+}
+
+export function phaseOf(observation: AllocationObservation): string {
+  return observation.kind === "Observed" ? observation.phase : "INDETERMINATE";
+}
+
+/** Polls `read` until `done` holds, or fails with the last value after `timeoutMs`. */
+export async function waitFor<T>(
+  read: () => Promise<T> | T,
+  done: (value: T) => boolean,
+  timeoutMs = 20_000,
+  intervalMs = 40,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last = await read();
+  while (!done(last)) {
+    if (Date.now() > deadline) {
+      throw new Error(`condition not reached in ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
+    }
+    await Bun.sleep(intervalMs);
+    last = await read();
+  }
+  return last;
+}
+
+export async function waitForPhase(
+  backend: AllocationBackend,
+  request: SubmitRequest,
+  phases: readonly string[],
+  timeoutMs = 20_000,
+): Promise<AllocationObservation> {
+  return waitFor(
+    () => observeOne(backend, request),
+    (o) => phases.includes(phaseOf(o)),
+    timeoutMs,
+  );
+}
+
+/** Alive = has a /proc entry that is not a zombie (PID 1 here does not reap orphans). */
+export function processAlive(pid: number): boolean {
+  const stat = readProcStat(pid);
+  return stat !== null && stat.state !== "Z" && stat.state !== "X";
+}
+
+export function jobFile(state: TestState, token: string, name: string): string {
+  return join(state.backendDir, "jobs", token, name);
+}
+
+export function readJson(path: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+}
+
+export function lines(path: string): string[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((l) => l.length > 0);
+}
+
+/** A fault point that throws instead of killing: the submit stops there, like a crash. */
+export class SimulatedCrash extends Error {
+  override readonly name = "SimulatedCrash";
+}
+export function crashAt(point: string): FaultPoints {
+  return {
+    hit(p) {
+      if (p === point) throw new SimulatedCrash(p);
+    },
+  };
+}
+
+function killQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+/** Kills every supervisor and job group recorded under the state dirs, then removes them. */
+export function cleanUpStates(): void {
+  for (const root of created.splice(0)) {
+    const jobs = join(root, "backends", "local", "jobs");
+    if (existsSync(jobs)) {
+      for (const token of readdirSync(jobs)) {
+        for (const name of ["job.json", "claim.json"]) {
+          const path = join(jobs, token, name);
+          if (!existsSync(path)) continue;
+          const data = readJson(path);
+          const pid = Number(data["pid"]);
+          if (!Number.isInteger(pid) || pid <= 1) continue; // a withdrawn claim has no pid
+          const identity = { pid, startTicks: String(data["startTicks"]), bootId: BOOT_ID };
+          // Only the incarnation this test started: a reused PID belongs to someone else.
+          if (name === "job.json" && groupMayBeOurs(identity, BOOT_ID))
+            killQuietly(-pid, "SIGKILL");
+          if (name === "claim.json" && isAlive(identity, BOOT_ID)) killQuietly(pid, "SIGKILL");
+        }
+      }
+    }
+    rmSync(root, { recursive: true, force: true });
+  }
+}
