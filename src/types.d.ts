@@ -5,3 +5,10 @@ declare module "*.sql" {
   // biome-ignore lint/style/noDefaultExport: a text import's shape is the bundler's, not ours
   export default text;
 }
+
+// The worker's Python kernel is embedded the same way (src/worker/kernel.py).
+declare module "*.py" {
+  const text: string;
+  // biome-ignore lint/style/noDefaultExport: a text import's shape is the bundler's, not ours
+  export default text;
+}

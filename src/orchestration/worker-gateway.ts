@@ -1,0 +1,933 @@
+/**
+ * Where backend-placed workers dial back. Not opened unless `OPENAI4S_WORKER_LISTEN` says so
+ * (the daemon decides, with `workerGatewayListenFromEnv`): a listener on by default is attack
+ * surface on every laptop that will never run a cluster job. The worker is the client because
+ * compute nodes usually can reach nobody while the daemon usually can be reached.
+ *
+ * The credential is verified and its nonce burned before a single byte goes back: this socket
+ * carries code execution, and a listener that serves first and checks later is a
+ * remote-execution surface for the duration of "later". A refusal is the 7 ASCII bytes
+ * `refused` and a close, whatever the cause (expired, replayed, forged, wrong epoch, unknown
+ * allocation, malformed, oversized, too slow): the difference is itself an oracle. For the
+ * same reason every judged credential takes the same path (the HMAC is always computed, the
+ * expectation always looked up, even for garbage) and every refusal is held back to a common
+ * floor (`refusalFloorMs`, counted from the moment the deciding bytes arrived), so timing does
+ * not tell which check failed. Which check it was goes to the daemon's log only.
+ *
+ * Rendezvous is keyed by (allocationId, epoch): a latecomer from a previous epoch cannot
+ * satisfy a wait on the current one (and is refused anyway, its epoch not being current).
+ *
+ * Reconnection. A credential connects once: its nonce is burned durably. So that a network
+ * blip or a daemon restart does not kill a session's kernel, the gateway hands every
+ * connected worker a fresh single-use *resume* credential (same allocation, epoch and rank,
+ * new nonce, `resumeTtlMs` validity) in `welcome` and again in every `heartbeat_ack`. A worker
+ * that loses its connection dials again with the newest one until its grace period ends. It
+ * passes exactly the same verification (the key and the burn table are durable, the
+ * expectations come from the store), so a restarted daemon takes its workers back and a
+ * stopped or superseded allocation refuses them. A resumed connection for a rank replaces
+ * the rank's previous one, which is presumed half-open.
+ *
+ * Known limit: the transport is plain TCP. A credential or resume credential read off the
+ * wire by an eavesdropper is single-use, but an active attacker between worker and daemon can
+ * do anything; listen on a network you trust.
+ */
+import { hostname as osHostname } from "node:os";
+import type { Socket, TCPSocketListener } from "bun";
+import type { Clock } from "../clock.ts";
+import type { Log } from "../log.ts";
+import type { StoreDeps } from "../store/deps.ts";
+import { burnNonce, pruneBurnedNonces } from "../store/ops/burn-nonce.ts";
+import {
+  type Credential,
+  mintNonce,
+  type RandomBytes,
+  type SigningKey,
+  signCredential,
+  verifyCredentialSignature,
+} from "./bootstrap.ts";
+import {
+  createFrameDecoder,
+  createSocketWriter,
+  DEFAULT_MAX_FRAME_BYTES,
+  encodeFrame,
+  type FrameDecoder,
+  formatHostPort,
+  type GatewayMessage,
+  LIVENESS_INTERVALS,
+  MAX_CREDENTIAL_FRAME_BYTES,
+  parseCredentialFrame,
+  parseHostPort,
+  parseWorkerMessage,
+  REFUSED_BYTES,
+  type ResponseFor,
+  type SocketWriter,
+  type WorkerRequest,
+  type WorkerResponse,
+} from "./worker-protocol.ts";
+
+// ---------------------------------------------------------------------------------------
+// Public contract
+// ---------------------------------------------------------------------------------------
+
+/** What the daemon currently expects of an allocation's workers. */
+export interface GatewayExpectation {
+  /** The allocation's epoch: a credential for any other epoch is refused. */
+  readonly epoch: number;
+  /** Number of workers: valid ranks are 0 .. ranks-1. */
+  readonly ranks: number;
+  /** The allocation is being stopped (STOPPING) or is over: every credential is refused. */
+  readonly fenced: boolean;
+}
+
+export interface GatewayExpectations {
+  /**
+   * The expectation for an allocation, or null when the daemon expects no workers for it.
+   * Synchronous on purpose: verdict, nonce burn and registration happen in one turn of the
+   * event loop, so two connections cannot both pass the checks before either is recorded.
+   * Called for every judged credential, genuine or not (equal work on every path).
+   */
+  lookup(allocationId: string): GatewayExpectation | null;
+}
+
+export type GatewayEvent =
+  | {
+      readonly kind: "WorkerConnected";
+      readonly allocationId: string;
+      readonly epoch: number;
+      readonly rank: number;
+    }
+  | {
+      readonly kind: "WorkerDisconnected";
+      readonly allocationId: string;
+      readonly epoch: number;
+      readonly rank: number;
+      /** For logs: "closed by peer", "heartbeat timeout", "stopped", "replaced", ... */
+      readonly reason: string;
+    }
+  /** Someone was refused. Deliberately carries no reason (see the module comment). */
+  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string };
+
+export interface WorkerConnectionInfo {
+  readonly remoteAddress: string;
+  /** Injected-clock milliseconds. */
+  readonly connectedAt: number;
+  /** Last frame of any kind from the worker (heartbeats included). Never user activity. */
+  readonly lastSeenAt: number;
+}
+
+export type RequestOutcome<T extends WorkerResponse> =
+  | { readonly kind: "Answered"; readonly response: T }
+  /** The worker answered that it could not serve the request. */
+  | { readonly kind: "WorkerError"; readonly message: string }
+  /** No live connection for that (allocation, epoch, rank). Nothing was sent. */
+  | { readonly kind: "NotConnected" }
+  /** The request's frame would exceed the frame cap. Nothing was sent. */
+  | { readonly kind: "TooLarge"; readonly bytes: number }
+  /** No answer in time. The request may still be running on the worker. */
+  | { readonly kind: "TimedOut" }
+  /** The connection went away before the answer came. */
+  | { readonly kind: "Disconnected" };
+
+export type WaitOutcome =
+  | { readonly kind: "Connected" }
+  | { readonly kind: "Aborted" }
+  | { readonly kind: "Closed" };
+
+export interface WorkerGateway {
+  /** HOST:PORT workers must dial: what goes into credential files (`gatewayAddress`). */
+  readonly address: string;
+  /** Ranks of (allocationId, epoch) with a live, authenticated connection. */
+  connected(allocationId: string, epoch: number): ReadonlySet<number>;
+  connection(allocationId: string, epoch: number, rank: number): WorkerConnectionInfo | null;
+  /**
+   * Resolves Connected once ranks 0 .. ranks-1 of exactly this epoch are all connected at the
+   * same time (at once, if they already are); Aborted when `signal` aborts; Closed when the
+   * gateway closes.
+   */
+  waitForRanks(
+    allocationId: string,
+    epoch: number,
+    ranks: number,
+    signal?: AbortSignal,
+  ): Promise<WaitOutcome>;
+  /**
+   * Sends a request to one worker and waits for its answer. Never rejects. Requests to one
+   * worker run concurrently, except that its kernel runs one `exec` at a time, in order.
+   */
+  request<R extends WorkerRequest>(
+    allocationId: string,
+    epoch: number,
+    rank: number,
+    request: R,
+    timeoutMs: number,
+  ): Promise<RequestOutcome<ResponseFor<R>>>;
+  /**
+   * Tells every connected worker of (allocationId, epoch) to exit, and refuses that pair's
+   * credentials from now on (also resume credentials). Returns how many workers were told.
+   * Workers not connected at this moment learn it when they try to resume and are refused.
+   */
+  stop(allocationId: string, epoch: number, reason: string): number;
+  /**
+   * Stops listening and drops every connection WITHOUT telling workers to stop: a daemon
+   * restart must not kill sessions. Workers reconnect (resume) to the next gateway.
+   */
+  close(): Promise<void>;
+}
+
+export interface WorkerGatewayOptions {
+  /** HOST:PORT to listen on (port 0: any free port; see `address` for the result). */
+  readonly listen: string;
+  /**
+   * The host written into credentials. Default: the listen host, or this machine's hostname
+   * when listening on a wildcard address (0.0.0.0, ::).
+   */
+  readonly advertiseHost?: string;
+  readonly store: StoreDeps;
+  readonly key: SigningKey;
+  /** For credential expiry and last-seen times. */
+  readonly clock: Clock;
+  readonly log: Log;
+  readonly expectations: GatewayExpectations;
+  /** Cap on frames after the handshake (default 1 MiB). */
+  readonly maxFrameBytes?: number;
+  /** How often workers heartbeat (default 5000). 3 missed intervals drop the connection. */
+  readonly heartbeatIntervalMs?: number;
+  /** A peer that has not sent a complete credential frame by then is refused (default 10 s). */
+  readonly handshakeTimeoutMs?: number;
+  /**
+   * Every refusal is sent this long after the deciding bytes arrived (default 100 ms). Must
+   * exceed the slowest verification (an fsynced nonce burn), or timing leaks again.
+   */
+  readonly refusalFloorMs?: number;
+  /** Validity of the resume credentials handed to connected workers (default 10 min). */
+  readonly resumeTtlMs?: number;
+  /** Connections still in the handshake beyond this are closed at once (default 256). */
+  readonly maxPendingHandshakes?: number;
+  readonly random?: RandomBytes;
+  readonly onEvent?: (event: GatewayEvent) => void;
+}
+
+export type WorkerListenSetting =
+  | { readonly kind: "Disabled" }
+  /** `listen` is a validated HOST:PORT for `WorkerGatewayOptions.listen`. */
+  | { readonly kind: "Enabled"; readonly listen: string }
+  | { readonly kind: "Invalid"; readonly message: string };
+
+export const WORKER_LISTEN_ENV = "OPENAI4S_WORKER_LISTEN";
+
+/** Reads `OPENAI4S_WORKER_LISTEN`. Unset or empty: Disabled; the gateway stays closed. */
+export function workerGatewayListenFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+): WorkerListenSetting {
+  const raw = env[WORKER_LISTEN_ENV];
+  if (raw === undefined || raw === "") return { kind: "Disabled" };
+  const parsed = parseHostPort(raw);
+  if (!parsed) {
+    return {
+      kind: "Invalid",
+      message: `${WORKER_LISTEN_ENV}=${JSON.stringify(raw)} is not HOST:PORT (or [IPV6]:PORT)`,
+    };
+  }
+  return { kind: "Enabled", listen: formatHostPort(parsed) };
+}
+
+// ---------------------------------------------------------------------------------------
+// The verdict on a credential frame: pure apart from `burn`, so it can be tested without
+// sockets; the gateway calls exactly this.
+// ---------------------------------------------------------------------------------------
+
+/** Why a credential was refused: for the daemon's log, never for the peer. */
+export type RefusalReason =
+  | "malformed"
+  | "oversized"
+  | "handshake timeout"
+  | "forged"
+  | "expired"
+  | "unknown allocation"
+  | "fenced"
+  | "wrong epoch"
+  | "rank out of range"
+  | "replayed"
+  | "internal error";
+
+type Unparsable = "malformed" | "oversized";
+
+export type CredentialVerdict =
+  | { readonly kind: "Accepted"; readonly credential: Credential }
+  | {
+      readonly kind: "Refused";
+      readonly reason: RefusalReason;
+      /** The claims, when the signature held (so they may be logged); otherwise null. */
+      readonly authentic: Credential | null;
+    };
+
+export interface JudgeDeps {
+  readonly key: SigningKey;
+  /** Injected-clock epoch milliseconds. */
+  readonly now: number;
+  readonly expectations: GatewayExpectations;
+  /** (allocation, epoch) pairs this gateway was told to stop. */
+  readonly stopped: (allocationId: string, epoch: number) => boolean;
+  /** Burns the nonce durably; false when it was burned already (a replay). */
+  readonly burn: (credential: Credential) => boolean;
+}
+
+/** Passed as the frame when the bytes did not even make one frame. */
+export const NOT_A_FRAME: unique symbol = Symbol("not a frame");
+
+/** Stands in for an unparseable credential, so garbage costs the same HMAC as a forgery. */
+const DUMMY_CREDENTIAL: Credential = {
+  allocationId: "-",
+  epoch: 0,
+  rank: 0,
+  expiresAt: 0,
+  nonce: "0".repeat(32),
+  signature: "0".repeat(64),
+};
+
+/**
+ * Judges the first frame. Every path, garbage included, computes the HMAC and consults the
+ * expectations before deciding; only a credential that passed every other check reaches the
+ * burn, so a stranger's bytes never cause a write.
+ */
+export function judgeCredential(
+  frame: unknown,
+  unparsable: Unparsable,
+  deps: JudgeDeps,
+): CredentialVerdict {
+  const credential = frame === NOT_A_FRAME ? null : parseCredentialFrame(frame);
+  const subject = credential ?? DUMMY_CREDENTIAL;
+  const genuine = verifyCredentialSignature(deps.key, subject);
+  const expectation = deps.expectations.lookup(subject.allocationId);
+  const refused = (reason: RefusalReason): CredentialVerdict => ({
+    kind: "Refused",
+    reason,
+    authentic: genuine ? credential : null,
+  });
+  if (!credential) return refused(unparsable);
+  if (!genuine) return refused("forged");
+  if (credential.expiresAt <= deps.now) return refused("expired");
+  if (!expectation) return refused("unknown allocation");
+  if (expectation.fenced || deps.stopped(credential.allocationId, credential.epoch)) {
+    return refused("fenced");
+  }
+  if (expectation.epoch !== credential.epoch) return refused("wrong epoch");
+  if (credential.rank >= expectation.ranks) return refused("rank out of range");
+  if (!deps.burn(credential)) return refused("replayed");
+  return { kind: "Accepted", credential };
+}
+
+// ---------------------------------------------------------------------------------------
+// Implementation
+// ---------------------------------------------------------------------------------------
+
+interface Pending {
+  readonly kind: WorkerRequest["kind"];
+  readonly timer: ReturnType<typeof setTimeout>;
+  readonly resolve: (outcome: RequestOutcome<WorkerResponse>) => void;
+}
+
+interface LiveState {
+  readonly phase: "live";
+  readonly slot: string;
+  readonly allocationId: string;
+  readonly epoch: number;
+  readonly rank: number;
+  readonly decoder: FrameDecoder;
+  readonly pending: Map<number, Pending>;
+  readonly connectedAt: number;
+  nextRequestId: number;
+  lastSeenAt: number;
+}
+
+type ConnState =
+  | { readonly phase: "handshake"; readonly decoder: FrameDecoder }
+  | { readonly phase: "refusing" }
+  | LiveState
+  | { readonly phase: "closed" };
+
+interface Conn {
+  readonly socket: Socket<Conn>;
+  readonly remoteAddress: string;
+  readonly writer: SocketWriter;
+  /** Handshake deadline, refusal delay, or post-stop linger: at most one at a time. */
+  timer: ReturnType<typeof setTimeout> | null;
+  state: ConnState;
+}
+
+interface Waiter {
+  readonly ranks: number;
+  readonly resolve: (outcome: WaitOutcome) => void;
+}
+
+const slotKey = (allocationId: string, epoch: number) => `${epoch}\u0000${allocationId}`;
+/** How long a refused or stopped peer may linger before we cut it off. */
+const LINGER_MS = 5000;
+/** Bytes a peer may leave unread before we give up on it. */
+const MAX_PENDING_WRITE_BYTES = 8 * 1024 * 1024;
+const PRUNE_INTERVAL_MS = 60 * 60 * 1000;
+const WILDCARD_HOSTS = new Set(["0.0.0.0", "::", "[::]"]);
+
+export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGateway {
+  const listen = parseHostPort(options.listen);
+  if (!listen) throw new Error(`worker gateway: cannot listen on ${options.listen}`);
+  const { store, key, clock, log, expectations } = options;
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 5000;
+  const handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
+  const refusalFloorMs = options.refusalFloorMs ?? 100;
+  const resumeTtlMs = options.resumeTtlMs ?? 10 * 60 * 1000;
+  const maxPendingHandshakes = options.maxPendingHandshakes ?? 256;
+  const random = options.random ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
+
+  /** (allocation, epoch) → rank → live connection. */
+  const slots = new Map<string, Map<number, Conn>>();
+  const waiters = new Map<string, Set<Waiter>>();
+  /** Pairs told to stop: refused from now on even before the store says fenced. */
+  const stopped = new Set<string>();
+  const conns = new Set<Conn>();
+  let handshaking = 0;
+  let closed = false;
+  let lastPruneAt = Number.NEGATIVE_INFINITY;
+
+  function emit(event: GatewayEvent): void {
+    if (!options.onEvent) return;
+    try {
+      options.onEvent(event);
+    } catch (error) {
+      log.error("worker gateway: event subscriber threw", {
+        event: event.kind,
+        error: String(error),
+      });
+    }
+  }
+
+  function send(conn: Conn, message: GatewayMessage): boolean {
+    const frame = encodeFrame(message, maxFrameBytes);
+    if (!frame) return false;
+    return conn.writer.write(frame);
+  }
+
+  function setTimer(conn: Conn, ms: number, action: () => void): void {
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer = null;
+    if (conn.state.phase === "closed") return; // retired meanwhile: nothing left to time
+    conn.timer = setTimeout(() => {
+      conn.timer = null;
+      action();
+    }, ms);
+  }
+
+  function leaveHandshake(conn: Conn): void {
+    if (conn.state.phase === "handshake" || conn.state.phase === "refusing") handshaking--;
+  }
+
+  // --- handshake ------------------------------------------------------------------------
+
+  function onOpen(socket: Socket<Conn>): void {
+    socket.setNoDelay(true);
+    const conn: Conn = {
+      socket,
+      remoteAddress: socket.remoteAddress,
+      writer: createSocketWriter(socket, { maxPendingBytes: MAX_PENDING_WRITE_BYTES }),
+      timer: null,
+      state: {
+        phase: "handshake",
+        decoder: createFrameDecoder({ maxFrameBytes: MAX_CREDENTIAL_FRAME_BYTES }),
+      },
+    };
+    socket.data = conn;
+    if (closed || handshaking >= maxPendingHandshakes) {
+      // Not a judgement on a credential (none was read): just no capacity. No byte is sent.
+      conn.state = { phase: "closed" };
+      socket.terminate();
+      return;
+    }
+    conns.add(conn);
+    handshaking++;
+    setTimer(conn, handshakeTimeoutMs, () => refuse(conn, "handshake timeout", performance.now()));
+  }
+
+  function onHandshakeData(conn: Conn, decoder: FrameDecoder, chunk: Uint8Array): void {
+    const decidedAt = performance.now();
+    const result = decoder.push(chunk);
+    switch (result.kind) {
+      case "Oversized":
+        judge(conn, NOT_A_FRAME, decidedAt, "oversized");
+        return;
+      case "Malformed":
+        judge(conn, NOT_A_FRAME, decidedAt, "malformed");
+        return;
+      case "Frames": {
+        const [first] = result.frames;
+        if (first === undefined) return; // not complete yet: wait (the deadline runs)
+        // The worker sends exactly one frame and waits for the verdict; anything more is not
+        // a worker. It is judged like garbage, through the same path.
+        const alone = result.frames.length === 1 && decoder.buffered() === 0;
+        judge(conn, alone ? first : NOT_A_FRAME, decidedAt, "malformed");
+        return;
+      }
+      default: {
+        const never: never = result;
+        throw new Error(`unhandled decode result ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  /**
+   * Verifies, burns, registers: all synchronous, so two connections for one rank cannot both
+   * pass before either is recorded.
+   */
+  function judge(conn: Conn, frame: unknown, decidedAt: number, unparsable: Unparsable): void {
+    let verdict: CredentialVerdict;
+    try {
+      verdict = judgeCredential(frame, unparsable, {
+        key,
+        now: clock.now(),
+        expectations,
+        stopped: (allocationId, epoch) => stopped.has(slotKey(allocationId, epoch)),
+        burn: (c) =>
+          burnNonce(store, {
+            nonce: c.nonce,
+            allocationId: c.allocationId,
+            expiresAt: c.expiresAt,
+          }),
+      });
+    } catch (error) {
+      log.error("worker gateway: credential check failed", { error: String(error) });
+      verdict = { kind: "Refused", reason: "internal error", authentic: null };
+    }
+    switch (verdict.kind) {
+      case "Accepted":
+        accept(conn, verdict.credential);
+        return;
+      case "Refused":
+        refuse(conn, verdict.reason, decidedAt, verdict.authentic);
+        return;
+      default: {
+        const never: never = verdict;
+        throw new Error(`unhandled verdict ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  function refuse(
+    conn: Conn,
+    reason: RefusalReason,
+    decidedAt: number,
+    authenticClaims: Credential | null = null,
+  ): void {
+    if (conn.state.phase !== "handshake") return;
+    conn.state = { phase: "refusing" };
+    // The peer learns nothing of `reason`; the operator does. Claims are logged only when
+    // the signature held (never the signature itself); otherwise they are a stranger's words.
+    log.info("worker gateway: credential refused", {
+      remoteAddress: conn.remoteAddress,
+      reason,
+      ...(authenticClaims && {
+        allocationId: authenticClaims.allocationId,
+        epoch: authenticClaims.epoch,
+        rank: authenticClaims.rank,
+      }),
+    });
+    emit({ kind: "CredentialRefused", remoteAddress: conn.remoteAddress });
+    const delay = Math.max(0, decidedAt + refusalFloorMs - performance.now());
+    setTimer(conn, delay, () => {
+      // Linger first: the FIN below may close the socket (and retire `conn`) synchronously.
+      setTimer(conn, LINGER_MS, () => conn.socket.terminate());
+      conn.writer.write(REFUSED_BYTES);
+      conn.writer.endWhenFlushed();
+    });
+  }
+
+  function accept(conn: Conn, credential: Credential): void {
+    leaveHandshake(conn);
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer = null;
+    const { allocationId, epoch, rank } = credential;
+    const slot = slotKey(allocationId, epoch);
+    const now = clock.now();
+    const live: LiveState = {
+      phase: "live",
+      slot,
+      allocationId,
+      epoch,
+      rank,
+      decoder: createFrameDecoder({ maxFrameBytes }),
+      pending: new Map(),
+      connectedAt: now,
+      nextRequestId: 1,
+      lastSeenAt: now,
+    };
+    conn.state = live;
+    let ranks = slots.get(slot);
+    if (!ranks) {
+      ranks = new Map();
+      slots.set(slot, ranks);
+    }
+    const previous = ranks.get(rank);
+    // A fresh credential for a rank that is still connected comes from that rank's worker
+    // resuming over a new connection; the old one is presumed half-open.
+    if (previous) retire(previous, "replaced", true);
+    ranks.set(rank, conn);
+    send(conn, {
+      kind: "welcome",
+      allocationId,
+      epoch,
+      rank,
+      heartbeatIntervalMs,
+      resume: mintResume(live),
+    });
+    log.info("worker gateway: worker connected", {
+      allocationId,
+      epoch,
+      rank,
+      remoteAddress: conn.remoteAddress,
+    });
+    emit({ kind: "WorkerConnected", allocationId, epoch, rank });
+    notifyWaiters(slot);
+  }
+
+  function mintResume(live: LiveState): Credential {
+    return signCredential(key, {
+      allocationId: live.allocationId,
+      epoch: live.epoch,
+      rank: live.rank,
+      expiresAt: clock.now() + resumeTtlMs,
+      nonce: mintNonce(random),
+    });
+  }
+
+  // --- live connections ----------------------------------------------------------------
+
+  function onLiveData(conn: Conn, live: LiveState, chunk: Uint8Array): void {
+    const result = live.decoder.push(chunk);
+    switch (result.kind) {
+      case "Oversized":
+        drop(conn, `protocol violation: frame of ${result.length} bytes`);
+        return;
+      case "Malformed":
+        drop(conn, `protocol violation: ${result.message}`);
+        return;
+      case "Frames":
+        break;
+      default: {
+        const never: never = result;
+        throw new Error(`unhandled decode result ${JSON.stringify(never)}`);
+      }
+    }
+    for (const frame of result.frames) {
+      if (conn.state !== live) return; // dropped by an earlier frame of this chunk
+      const message = parseWorkerMessage(frame);
+      if (!message) {
+        drop(conn, "protocol violation: unknown message");
+        return;
+      }
+      live.lastSeenAt = clock.now();
+      switch (message.kind) {
+        case "heartbeat":
+          send(conn, { kind: "heartbeat_ack", resume: mintResume(live) });
+          break;
+        case "response": {
+          const pending = live.pending.get(message.id);
+          // Unknown ids are answers that came after their request timed out: harmless.
+          if (!pending) break;
+          const { response } = message;
+          if (response.kind !== pending.kind && response.kind !== "error") {
+            drop(conn, `protocol violation: ${response.kind} answers ${pending.kind}`);
+            return;
+          }
+          live.pending.delete(message.id);
+          clearTimeout(pending.timer);
+          pending.resolve(
+            response.kind === "error"
+              ? { kind: "WorkerError", message: response.message }
+              : { kind: "Answered", response },
+          );
+          break;
+        }
+        default: {
+          const never: never = message;
+          throw new Error(`unhandled worker message ${JSON.stringify(never)}`);
+        }
+      }
+    }
+  }
+
+  /** Cuts a connection off now. */
+  function drop(conn: Conn, reason: string): void {
+    retire(conn, reason, true);
+  }
+
+  /**
+   * Takes a connection out of every table (idempotent): its rank is no longer connected, its
+   * pending requests resolve Disconnected. With `terminate` the socket is cut too.
+   */
+  function retire(conn: Conn, reason: string, terminate: boolean): void {
+    const state = conn.state;
+    if (state.phase === "closed") return;
+    leaveHandshake(conn);
+    conn.state = { phase: "closed" };
+    conns.delete(conn);
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer = null;
+    if (state.phase === "live") {
+      const ranks = slots.get(state.slot);
+      if (ranks?.get(state.rank) === conn) {
+        ranks.delete(state.rank);
+        if (ranks.size === 0) slots.delete(state.slot);
+      }
+      for (const pending of state.pending.values()) {
+        clearTimeout(pending.timer);
+        pending.resolve({ kind: "Disconnected" });
+      }
+      state.pending.clear();
+      log.info("worker gateway: worker disconnected", {
+        allocationId: state.allocationId,
+        epoch: state.epoch,
+        rank: state.rank,
+        reason,
+      });
+      emit({
+        kind: "WorkerDisconnected",
+        allocationId: state.allocationId,
+        epoch: state.epoch,
+        rank: state.rank,
+        reason,
+      });
+    }
+    if (terminate) conn.socket.terminate();
+  }
+
+  function notifyWaiters(slot: string): void {
+    const set = waiters.get(slot);
+    if (!set) return;
+    const ranks = slots.get(slot);
+    for (const waiter of set) {
+      if (allPresent(ranks, waiter.ranks)) {
+        set.delete(waiter);
+        waiter.resolve({ kind: "Connected" });
+      }
+    }
+    if (set.size === 0) waiters.delete(slot);
+  }
+
+  function allPresent(ranks: Map<number, Conn> | undefined, count: number): boolean {
+    for (let r = 0; r < count; r++) if (!ranks?.has(r)) return false;
+    return true;
+  }
+
+  function sweep(): void {
+    const now = clock.now();
+    const deadAfterMs = LIVENESS_INTERVALS * heartbeatIntervalMs;
+    for (const conn of conns) {
+      const state = conn.state;
+      if (state.phase === "live" && now - state.lastSeenAt > deadAfterMs) {
+        drop(conn, "heartbeat timeout");
+      }
+    }
+    if (now - lastPruneAt >= PRUNE_INTERVAL_MS) {
+      lastPruneAt = now;
+      try {
+        pruneBurnedNonces(store);
+      } catch (error) {
+        log.warn("worker gateway: pruning burned nonces failed", { error: String(error) });
+      }
+    }
+  }
+
+  // --- the listener --------------------------------------------------------------------
+
+  /** A bug in one connection's handling must cost that connection, not the gateway. */
+  function guarded(conn: Conn, action: () => void): void {
+    try {
+      action();
+    } catch (error) {
+      log.error("worker gateway: connection handler failed", { error: String(error) });
+      if (conn.state.phase === "handshake") {
+        refuse(conn, "internal error", performance.now());
+      } else {
+        drop(conn, "internal error");
+      }
+    }
+  }
+
+  const listener: TCPSocketListener<Conn> = Bun.listen<Conn>({
+    hostname: listen.hostname,
+    port: listen.port,
+    // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
+    // peer closes. Closing fully while it is still sending (an oversized frame) would answer
+    // with a reset, which can destroy the unread `refused` on its side. It also lets a peer
+    // that sent a truncated frame and shut down its side still hear the verdict.
+    allowHalfOpen: true,
+    socket: {
+      binaryType: "uint8array",
+      open: onOpen,
+      data(socket, chunk) {
+        const conn = socket.data;
+        guarded(conn, () => {
+          const state = conn.state;
+          switch (state.phase) {
+            case "handshake":
+              return onHandshakeData(conn, state.decoder, chunk);
+            case "live":
+              return onLiveData(conn, state, chunk);
+            case "refusing":
+            case "closed":
+              return; // read and discarded, so our close is a FIN, not a reset
+            default: {
+              const never: never = state;
+              throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
+            }
+          }
+        });
+      },
+      drain(socket) {
+        socket.data.writer.flush();
+      },
+      end(socket) {
+        // The peer shut down its side (FIN).
+        const conn = socket.data;
+        guarded(conn, () => {
+          const state = conn.state;
+          switch (state.phase) {
+            case "handshake":
+              // Whatever it sent is all it will send: judge it now, however incomplete.
+              judge(conn, NOT_A_FRAME, performance.now(), "malformed");
+              return;
+            case "live":
+              retire(conn, "closed by peer", true);
+              return;
+            case "refusing":
+            case "closed":
+              return; // our answer (if any) is under way; the linger bounds the rest
+            default: {
+              const never: never = state;
+              throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
+            }
+          }
+        });
+      },
+      close(socket) {
+        const conn = socket.data as Conn | undefined;
+        if (conn) retire(conn, "closed by peer", false);
+      },
+      error(socket, error) {
+        const conn = socket.data as Conn | undefined;
+        log.warn("worker gateway: socket error", { error: String(error) });
+        if (conn) retire(conn, `socket error: ${error.message}`, true);
+      },
+    },
+  });
+
+  const sweeper = setInterval(sweep, heartbeatIntervalMs);
+  const advertised =
+    options.advertiseHost ??
+    (WILDCARD_HOSTS.has(listener.hostname) ? osHostname() : listener.hostname);
+  const address = formatHostPort({ hostname: advertised, port: listener.port });
+  log.info("worker gateway: listening", { address });
+
+  return {
+    address,
+
+    connected(allocationId, epoch) {
+      return new Set(slots.get(slotKey(allocationId, epoch))?.keys());
+    },
+
+    connection(allocationId, epoch, rank) {
+      const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
+      if (conn?.state.phase !== "live") return null;
+      return {
+        remoteAddress: conn.remoteAddress,
+        connectedAt: conn.state.connectedAt,
+        lastSeenAt: conn.state.lastSeenAt,
+      };
+    },
+
+    waitForRanks(allocationId, epoch, ranks, signal) {
+      const slot = slotKey(allocationId, epoch);
+      if (closed) return Promise.resolve({ kind: "Closed" });
+      if (signal?.aborted) return Promise.resolve({ kind: "Aborted" });
+      if (allPresent(slots.get(slot), ranks)) return Promise.resolve({ kind: "Connected" });
+      return new Promise<WaitOutcome>((resolve) => {
+        let set = waiters.get(slot);
+        if (!set) {
+          set = new Set();
+          waiters.set(slot, set);
+        }
+        const onAbort = () => {
+          set.delete(waiter);
+          if (set.size === 0 && waiters.get(slot) === set) waiters.delete(slot);
+          resolve({ kind: "Aborted" });
+        };
+        const waiter: Waiter = {
+          ranks,
+          resolve: (outcome) => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve(outcome);
+          },
+        };
+        set.add(waiter);
+        signal?.addEventListener("abort", onAbort, { once: true });
+      });
+    },
+
+    request<R extends WorkerRequest>(
+      allocationId: string,
+      epoch: number,
+      rank: number,
+      request: R,
+      timeoutMs: number,
+    ): Promise<RequestOutcome<ResponseFor<R>>> {
+      type Outcome = RequestOutcome<ResponseFor<R>>;
+      const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
+      const live = conn?.state;
+      if (!conn || live?.phase !== "live") return Promise.resolve({ kind: "NotConnected" });
+      const id = live.nextRequestId++;
+      const frame = encodeFrame({ kind: "request", id, request }, maxFrameBytes);
+      if (!frame) {
+        const bytes = new TextEncoder().encode(JSON.stringify(request)).length;
+        return Promise.resolve({ kind: "TooLarge", bytes });
+      }
+      return new Promise<Outcome>((resolve) => {
+        const timer = setTimeout(() => {
+          live.pending.delete(id);
+          resolve({ kind: "TimedOut" });
+        }, timeoutMs);
+        live.pending.set(id, {
+          kind: request.kind,
+          timer,
+          // The response kind was checked against `request.kind` on receipt.
+          resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
+        });
+        if (!conn.writer.write(frame)) retire(conn, "peer stopped reading", true);
+      });
+    },
+
+    stop(allocationId, epoch, reason) {
+      const slot = slotKey(allocationId, epoch);
+      stopped.add(slot);
+      const ranks = [...(slots.get(slot)?.values() ?? [])];
+      for (const conn of ranks) {
+        // Retired first: from this moment the rank is not connected, whatever the socket does.
+        retire(conn, "stopped", false);
+        send(conn, { kind: "stop", reason });
+        conn.writer.endWhenFlushed();
+        // The worker closes on `stop`; one that does not is cut off after the linger.
+        const socket = conn.socket;
+        setTimeout(() => socket.terminate(), LINGER_MS).unref();
+      }
+      return ranks.length;
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearInterval(sweeper);
+      for (const conn of [...conns]) retire(conn, "gateway closed", true);
+      for (const set of waiters.values()) for (const w of set) w.resolve({ kind: "Closed" });
+      waiters.clear();
+      listener.stop(true);
+    },
+  };
+}

@@ -1,0 +1,283 @@
+/**
+ * The worker end to end, from source (`bun src/main.ts worker ...`, which is what the
+ * `openai4s-worker` name dispatches to), against a real gateway on loopback. Real processes
+ * and real time: waits poll with deadlines.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { Subprocess } from "bun";
+import { systemClock } from "../../src/clock.ts";
+import { mintCredentials } from "../../src/orchestration/bootstrap.ts";
+import { type Harness, realPython, startHarness, tempDir, until } from "./gateway-harness.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const BUN = join(ROOT, "node_modules/.bin/bun");
+const MAIN = join(ROOT, "src/main.ts");
+const RANK_ENV = "O4S_TEST_RANK";
+
+type Proc = Subprocess<"ignore", "pipe", "pipe">;
+const procs: Proc[] = [];
+const harnesses: Harness[] = [];
+afterEach(async () => {
+  for (const p of procs.splice(0)) {
+    p.kill("SIGKILL");
+    await p.exited;
+  }
+  for (const h of harnesses.splice(0)) await h.close();
+});
+
+function setup(ranks = 1): { h: Harness; credentialDir: string; workspace: string } {
+  const h = startHarness(systemClock, { heartbeatIntervalMs: 200 });
+  harnesses.push(h);
+  h.expectations.set("alloc-w", { epoch: 3, ranks, fenced: false });
+  const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+  const workspace = join(h.dir, "workspace");
+  mkdirSync(workspace, { recursive: true });
+  mintCredentials({
+    key: h.key,
+    allocationId: "alloc-w",
+    epoch: 3,
+    ranks,
+    ttlMs: 60_000,
+    clock: systemClock,
+    random: randomBytes,
+    gatewayAddress: h.gateway.address,
+    credentialDir,
+  });
+  return { h, credentialDir, workspace };
+}
+
+function spawnWorker(
+  args: readonly string[],
+  options: { rank?: string | undefined; cwd?: string } = {},
+): Proc {
+  const env: Record<string, string | undefined> = { ...process.env };
+  delete env[RANK_ENV];
+  if (options.rank !== undefined) env[RANK_ENV] = options.rank;
+  const p = Bun.spawn([BUN, MAIN, "worker", ...args], {
+    env,
+    cwd: options.cwd ?? ROOT,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  procs.push(p);
+  return p;
+}
+
+function workerArgs(credentialDir: string, graceSeconds = 1): string[] {
+  return [
+    "--credential-dir",
+    credentialDir,
+    "--rank-env",
+    RANK_ENV,
+    "--grace-seconds",
+    String(graceSeconds),
+    "--python",
+    realPython(),
+  ];
+}
+
+async function finish(p: Proc): Promise<{ code: number; stdout: string; stderr: string }> {
+  const [code, stdout, stderr] = await Promise.all([
+    p.exited,
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+  ]);
+  return { code, stdout, stderr };
+}
+
+function secretsOf(credentialDir: string, rank = 0): string[] {
+  const file = JSON.parse(readFileSync(join(credentialDir, `rank-${rank}.cred`), "utf8"));
+  return [file.credential.signature, file.credential.nonce];
+}
+
+describe("command line", () => {
+  test("--help exits 0 with the real help text", async () => {
+    const r = await finish(spawnWorker(["--help"]));
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("--credential-dir DIR");
+    expect(r.stdout).toContain("--rank-env NAME");
+  }, 20_000);
+
+  test("usage and configuration errors exit 2", async () => {
+    const dir = tempDir();
+    const cases: [readonly string[], string | undefined, string][] = [
+      [["--credential-dir", dir], "0", "--rank-env is required"],
+      [
+        ["--credential-dir", dir, "--rank-env", RANK_ENV],
+        undefined,
+        "must hold this worker's rank",
+      ],
+      [["--credential-dir", dir, "--rank-env", RANK_ENV], "one", "must hold this worker's rank"],
+      [["--credential-dir", dir, "--rank-env", RANK_ENV], "-1", "must hold this worker's rank"],
+      [["--credential-dir", dir, "--rank-env", "1BAD"], "0", "not a variable name"],
+      [["--credential-dir", dir, "--rank-env", RANK_ENV, "--bogus"], "0", "unknown option"],
+      [["--credential-dir", dir, "--rank-env", RANK_ENV], "0", "no credential file"],
+    ];
+    const results = await Promise.all(
+      cases.map(([args, rank]) => finish(spawnWorker(args, { rank }))),
+    );
+    for (const [i, r] of results.entries()) {
+      expect({ code: r.code, case: i }).toEqual({ code: 2, case: i });
+      expect(r.stderr).toContain(cases[i]![2]);
+    }
+  }, 30_000);
+});
+
+describe("against a live gateway", () => {
+  test("a refused credential exits 1 at once, without retrying and without logging secrets", async () => {
+    const { h, credentialDir } = setup();
+    h.expectations.delete("alloc-w"); // the daemon no longer expects this allocation
+    const started = performance.now();
+    const r = await finish(spawnWorker(workerArgs(credentialDir, 30), { rank: "0" }));
+    expect(r.code).toBe(1);
+    expect(performance.now() - started).toBeLessThan(15_000);
+    expect(r.stderr).toContain("refused");
+    for (const secret of secretsOf(credentialDir)) expect(r.stderr).not.toContain(secret);
+    expect(h.events.filter((e) => e.kind === "CredentialRefused").length).toBe(1);
+  }, 30_000);
+
+  test("connects, heartbeats, probes the workspace, runs a stateful kernel, exits on stop", async () => {
+    const { h, credentialDir, workspace } = setup(2);
+    const workers = ["0", "1"].map((rank) =>
+      spawnWorker(workerArgs(credentialDir), { rank, cwd: workspace }),
+    );
+    const ready = await Promise.race([
+      h.gateway.waitForRanks("alloc-w", 3, 2),
+      Bun.sleep(20_000).then(() => ({ kind: "TimedOut" })),
+    ]);
+    expect(ready).toEqual({ kind: "Connected" });
+
+    // Heartbeats move last-seen.
+    const seen = h.gateway.connection("alloc-w", 3, 1)!.lastSeenAt;
+    expect(await until(() => h.gateway.connection("alloc-w", 3, 1)!.lastSeenAt > seen)).toBe(true);
+
+    // Workspace probe: the marker with the expected content, the wrong content, nothing.
+    const marker = join(workspace, ".openai4s-marker");
+    writeFileSync(marker, "epoch-3-token");
+    const probe = (path: string, expect: string) =>
+      h.gateway.request("alloc-w", 3, 1, { kind: "probe_workspace", path, expect }, 5000);
+    expect(await probe(marker, "epoch-3-token")).toEqual({
+      kind: "Answered",
+      response: { kind: "probe_workspace", found: true, content: "epoch-3-token" },
+    });
+    expect(await probe(marker, "epoch-2-token")).toMatchObject({
+      response: { found: false, content: "epoch-3-token" },
+    });
+    expect(await probe(join(workspace, "absent"), "x")).toMatchObject({
+      response: { found: false, content: null },
+    });
+    expect(await probe("relative/path", "x")).toMatchObject({ response: { found: false } });
+
+    // The kernel keeps state, captures output, reports errors; it runs in the workspace.
+    const exec = (code: string) =>
+      h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000);
+    expect(await exec("x = 41")).toMatchObject({ response: { status: "OK", value: null } });
+    expect(await exec("x + 1")).toMatchObject({ response: { status: "OK", value: "42" } });
+    expect(
+      await exec("import sys\nprint('to out')\nprint('to err', file=sys.stderr)"),
+    ).toMatchObject({
+      response: { status: "OK", output: "to out\n", stderr: "to err\n" },
+    });
+    const failed = await exec("undefined_name");
+    expect(failed).toMatchObject({ response: { status: "ERROR", value: null } });
+    expect(failed.kind === "Answered" && failed.response.error).toContain("NameError");
+    expect(await exec("import os\nos.getcwd()")).toMatchObject({
+      response: { value: `'${workspace}'` },
+    });
+    // An answer bigger than a frame (3 UTF-8 bytes a character, 200 000 of them twice) is shrunk
+    // to fit, not allowed to cost the connection.
+    const huge = await exec("print('\u20ac' * 200000)\n'\u20ac' * 200000");
+    expect(huge).toMatchObject({ kind: "Answered", response: { status: "OK" } });
+    if (huge.kind !== "Answered" || huge.response.kind !== "exec") throw new Error("unreachable");
+    expect(huge.response.output).toContain("more characters not shown");
+    expect(huge.response.output.startsWith("\u20ac".repeat(1000))).toBe(true);
+    expect(h.gateway.connected("alloc-w", 3).size).toBe(2);
+    expect(await exec("x")).toMatchObject({ response: { value: "41" } });
+    // Rank 1 has its own kernel.
+    expect(
+      await h.gateway.request("alloc-w", 3, 1, { kind: "exec", code: "'x' in globals()" }, 20_000),
+    ).toMatchObject({ response: { value: "False" } });
+
+    expect(h.gateway.stop("alloc-w", 3, "test over")).toBe(2);
+    const results = await Promise.all(workers.map(finish));
+    for (const r of results) {
+      expect(r.code).toBe(0);
+      for (const rank of [0, 1]) {
+        for (const secret of secretsOf(credentialDir, rank)) expect(r.stderr).not.toContain(secret);
+      }
+    }
+  }, 60_000);
+
+  test("the gateway going away for longer than the grace period makes the worker exit 1", async () => {
+    const { h, credentialDir } = setup();
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await h.gateway.close();
+    const closedAt = performance.now();
+    const r = await finish(worker);
+    const after = performance.now() - closedAt;
+    expect(r.code).toBe(1);
+    expect(after).toBeGreaterThanOrEqual(1000);
+    expect(after).toBeLessThan(15_000);
+    expect(r.stderr).toContain("could not resume within the grace period");
+  }, 40_000);
+
+  test("a daemon restart within the grace period keeps the session and its kernel state", async () => {
+    const { h, credentialDir } = setup();
+    const worker = spawnWorker(workerArgs(credentialDir, 20), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    const exec = (code: string) =>
+      h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000);
+    expect(await exec("state = 'kept'")).toMatchObject({ response: { status: "OK" } });
+    const kernelPid = await exec("import os\nos.getpid()");
+    await h.restart(); // same port, same key, same burn table
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 15_000)).toBe(true);
+    expect(await exec("state")).toMatchObject({ response: { value: "'kept'" } });
+    expect(await exec("import os\nos.getpid()")).toEqual(kernelPid);
+    h.gateway.stop("alloc-w", 3, "done");
+    expect((await finish(worker)).code).toBe(0);
+  }, 60_000);
+
+  test("a worker that starts before the gateway keeps dialing until it can connect", async () => {
+    const { h, credentialDir } = setup();
+    await h.gateway.close(); // the daemon is "not up yet"; the credential names its address
+    const worker = spawnWorker(workerArgs(credentialDir), { rank: "0" });
+    await Bun.sleep(1500);
+    expect(worker.exitCode).toBeNull();
+    await h.restart();
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    h.gateway.stop("alloc-w", 3, "done");
+    expect((await finish(worker)).code).toBe(0);
+  }, 60_000);
+
+  test("SIGTERM stops the worker and kills its kernel", async () => {
+    const { h, credentialDir } = setup();
+    const worker = spawnWorker(workerArgs(credentialDir), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    const answer = await h.gateway.request(
+      "alloc-w",
+      3,
+      0,
+      { kind: "exec", code: "import os\nos.getpid()" },
+      20_000,
+    );
+    if (answer.kind !== "Answered" || answer.response.kind !== "exec") throw new Error("no pid");
+    const kernelPid = Number(answer.response.value);
+    worker.kill("SIGTERM");
+    expect((await finish(worker)).code).toBe(0);
+    expect(
+      await until(() => {
+        try {
+          process.kill(kernelPid, 0);
+          return !/\) [^Z] /.test(readFileSync(`/proc/${kernelPid}/stat`, "utf8"));
+        } catch {
+          return true;
+        }
+      }, 5000),
+    ).toBe(true);
+  }, 40_000);
+});
