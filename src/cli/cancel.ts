@@ -1,11 +1,47 @@
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  connect,
+  encodeId,
+  oneId,
+  parseCommandArgs,
+  printJson,
+  reportFailure,
+  systemRuntime,
+  type WorkloadBody,
+} from "./client.ts";
 import type { Command } from "./command.ts";
 
-// TRANSITIONAL: replaced by the issue that owns this command.
-export const cancelCommand: Command = {
-  name: "cancel",
-  summary: "Cancel a workload (idempotent)",
-  async run(_args, io) {
-    io.stderr("openai4s cancel: not implemented yet\n");
-    return 1;
-  },
-};
+const HELP = `Usage: openai4s cancel ID
+
+Ask the daemon to stop workload ID. Idempotent: cancelling twice, or cancelling a
+workload that already ended, succeeds. \`openai4s wait ID\` waits for the end.
+
+${CLIENT_OPTIONS_HELP}`;
+
+export function createCancelCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return {
+    name: "cancel",
+    summary: "Cancel a workload (idempotent)",
+    async run(args, io) {
+      const { values, positionals } = parseCommandArgs("cancel", args, {});
+      if (values.help) {
+        io.stdout(HELP);
+        return 0;
+      }
+      const id = oneId("cancel", positionals);
+      const client = connect(values, io, runtime);
+      const json = values.json === true;
+      const result = await client.request<WorkloadBody>(
+        "POST",
+        `/v1/workloads/${encodeId(id)}/cancel`,
+      );
+      if (result.kind !== "Ok") return reportFailure("cancel", result, io, json);
+      if (json) printJson(io, result.body);
+      else io.stdout(`cancel requested: ${result.body.id} (now ${result.body.phase})\n`);
+      return 0;
+    },
+  };
+}
+
+export const cancelCommand = createCancelCommand();

@@ -1,11 +1,58 @@
-import type { Command } from "./command.ts";
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  connect,
+  encodeId,
+  parseCommandArgs,
+  printJson,
+  reportFailure,
+  systemRuntime,
+} from "./client.ts";
+import { type Command, UsageError } from "./command.ts";
 
-// TRANSITIONAL: replaced by the issue that owns this command.
-export const execCommand: Command = {
-  name: "exec",
-  summary: "Run code in a READY session's kernel",
-  async run(_args, io) {
-    io.stderr("openai4s exec: not implemented yet\n");
-    return 1;
-  },
-};
+const HELP = `Usage: openai4s exec ID CODE
+
+Run CODE in the kernel of READY session ID and print its output. Counts as activity,
+so it keeps the session from being reclaimed as idle.
+Exit status 1 when the code raised an error (printed on stderr) or the session is not READY.
+
+${CLIENT_OPTIONS_HELP}`;
+
+interface ExecBody {
+  readonly status: "OK" | "ERROR";
+  readonly output: string;
+  readonly error: string | null;
+}
+
+export function createExecCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return {
+    name: "exec",
+    summary: "Run code in a READY session's kernel",
+    async run(args, io) {
+      const { values, positionals } = parseCommandArgs("exec", args, {});
+      if (values.help) {
+        io.stdout(HELP);
+        return 0;
+      }
+      if (positionals.length !== 2) {
+        throw new UsageError("exec: expected exactly two arguments: ID CODE");
+      }
+      const [id, code] = positionals as [string, string];
+      const client = connect(values, io, runtime);
+      const json = values.json === true;
+      const result = await client.request<ExecBody>("POST", `/v1/workloads/${encodeId(id)}/exec`, {
+        body: { code },
+      });
+      if (result.kind !== "Ok") return reportFailure("exec", result, io, json);
+      if (json) {
+        printJson(io, result.body);
+      } else {
+        io.stdout(result.body.output);
+        if (result.body.error) io.stderr(`${result.body.error.replace(/\n?$/, "\n")}`);
+      }
+      return result.body.status === "OK" ? 0 : 1;
+    },
+  };
+}
+
+export const execCommand = createExecCommand();

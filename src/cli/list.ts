@@ -1,11 +1,94 @@
-import type { Command } from "./command.ts";
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  connect,
+  parseCommandArgs,
+  printJson,
+  reportFailure,
+  systemRuntime,
+  table,
+  type WorkloadBody,
+} from "./client.ts";
+import { type Command, UsageError } from "./command.ts";
 
-// TRANSITIONAL: replaced by the issue that owns this command.
-export const listCommand: Command = {
-  name: "list",
-  summary: "List workloads",
-  async run(_args, io) {
-    io.stderr("openai4s list: not implemented yet\n");
-    return 1;
-  },
-};
+const HELP = `Usage: openai4s list [options]
+
+List workloads, newest first.
+
+Options:
+  --kind KIND      BATCH or SESSION.
+  --phase PHASE    PENDING, SUBMITTING, QUEUED, RUNNING, STOPPING, COMPLETED, FAILED,
+                   CANCELLED or LOST.
+  --limit N        Page size, 1-500 (default 50).
+  --all            Follow pages to the end.
+${CLIENT_OPTIONS_HELP}`;
+
+interface Page {
+  readonly items: readonly WorkloadBody[];
+  readonly nextCursor: string | null;
+}
+
+export function createListCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return {
+    name: "list",
+    summary: "List workloads",
+    async run(args, io) {
+      const { values, positionals } = parseCommandArgs("list", args, {
+        kind: { type: "string" },
+        phase: { type: "string" },
+        limit: { type: "string" },
+        all: { type: "boolean" },
+      });
+      if (values.help) {
+        io.stdout(HELP);
+        return 0;
+      }
+      if (positionals.length > 0) {
+        throw new UsageError(`list: unexpected argument "${positionals[0]}"`);
+      }
+      if (values.limit !== undefined && !/^[0-9]{1,3}$/.test(values.limit)) {
+        throw new UsageError(`list: --limit "${values.limit}" is not a number from 1 to 500`);
+      }
+      const client = connect(values, io, runtime);
+      const json = values.json === true;
+      const items: WorkloadBody[] = [];
+      let cursor: string | null = null;
+      let more = false;
+      do {
+        const query = new URLSearchParams();
+        if (values.kind !== undefined) query.set("kind", values.kind);
+        if (values.phase !== undefined) query.set("phase", values.phase);
+        if (values.limit !== undefined) query.set("limit", values.limit);
+        if (cursor !== null) query.set("cursor", cursor);
+        const qs = query.toString();
+        const result = await client.request<Page>("GET", `/v1/workloads${qs ? `?${qs}` : ""}`);
+        if (result.kind !== "Ok") return reportFailure("list", result, io, json);
+        items.push(...result.body.items);
+        cursor = result.body.nextCursor;
+        more = cursor !== null;
+      } while (values.all && cursor !== null);
+      if (json) {
+        printJson(io, { items, nextCursor: cursor });
+        return 0;
+      }
+      io.stdout(
+        table(
+          ["ID", "KIND", "PHASE", "REASON", "PROFILE", "CREATED", "NAME"],
+          items.map((w) => [
+            w.id,
+            w.kind,
+            w.phase,
+            w.reason ?? "",
+            w.profile,
+            w.createdAt.replace(/\.\d{3}Z$/, "Z"),
+            w.name,
+          ]),
+        ),
+      );
+      if (more) io.stderr("(more workloads: --all to list them all)\n");
+      return 0;
+    },
+  };
+}
+
+export const listCommand = createListCommand();

@@ -1,11 +1,67 @@
-import type { Command } from "./command.ts";
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  connect,
+  type ProfileBody,
+  parseCommandArgs,
+  printJson,
+  reportFailure,
+  systemRuntime,
+  table,
+} from "./client.ts";
+import { type Command, UsageError } from "./command.ts";
+import { formatDuration } from "./duration.ts";
 
-// TRANSITIONAL: replaced by the issue that owns this command.
-export const profilesCommand: Command = {
-  name: "profiles",
-  summary: "List the profiles the daemon's backend offers",
-  async run(_args, io) {
-    io.stderr("openai4s profiles: not implemented yet\n");
-    return 1;
-  },
-};
+const HELP = `Usage: openai4s profiles
+
+List the profiles the daemon's backend offers: what each accepts and grants.
+
+${CLIENT_OPTIONS_HELP}`;
+
+export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return {
+    name: "profiles",
+    summary: "List the profiles the daemon's backend offers",
+    async run(args, io) {
+      const { values, positionals } = parseCommandArgs("profiles", args, {});
+      if (values.help) {
+        io.stdout(HELP);
+        return 0;
+      }
+      if (positionals.length > 0) {
+        throw new UsageError(`profiles: unexpected argument "${positionals[0]}"`);
+      }
+      const client = connect(values, io, runtime);
+      const json = values.json === true;
+      const result = await client.request<{ profiles: readonly ProfileBody[] }>(
+        "GET",
+        "/v1/profiles",
+      );
+      if (result.kind !== "Ok") return reportFailure("profiles", result, io, json);
+      if (json) {
+        printJson(io, result.body);
+        return 0;
+      }
+      io.stdout(
+        table(
+          ["NAME", "KINDS", "NODES", "CPUS", "GPUS", "MEMORY", "TIME LIMIT", "DESCRIPTION"],
+          result.body.profiles.map((p) => [
+            p.name,
+            p.kinds.join(","),
+            String(p.resources.nodes),
+            String(p.resources.cpus),
+            String(p.resources.gpus),
+            p.resources.memoryMb === null ? "-" : `${p.resources.memoryMb} MB`,
+            p.resources.timeLimitSeconds === null
+              ? "-"
+              : formatDuration(p.resources.timeLimitSeconds),
+            p.description,
+          ]),
+        ),
+      );
+      return 0;
+    },
+  };
+}
+
+export const profilesCommand = createProfilesCommand();

@@ -1,11 +1,106 @@
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  connect,
+  encodeId,
+  oneId,
+  parseCommandArgs,
+  printJson,
+  reportFailure,
+  systemRuntime,
+  table,
+  type WorkloadBody,
+} from "./client.ts";
 import type { Command } from "./command.ts";
 
-// TRANSITIONAL: replaced by the issue that owns this command.
-export const showCommand: Command = {
-  name: "show",
-  summary: "Show one workload with its conditions and allocations",
-  async run(_args, io) {
-    io.stderr("openai4s show: not implemented yet\n");
-    return 1;
-  },
-};
+const HELP = `Usage: openai4s show ID
+
+Show workload ID: its phase and reason, its conditions (sessions), its allocations
+(one per attempt) and its transitions. --json prints the workload exactly as the API does.
+
+${CLIENT_OPTIONS_HELP}`;
+
+interface EventsBody {
+  readonly events: readonly {
+    readonly at: string;
+    readonly phase: string;
+    readonly reason: string | null;
+    readonly message: string | null;
+  }[];
+}
+
+export function renderWorkload(w: WorkloadBody): string {
+  const lines = [
+    `ID:          ${w.id}`,
+    `Name:        ${w.name}`,
+    `Kind:        ${w.kind}`,
+    `Profile:     ${w.profile}`,
+    `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,
+    ...(w.message ? [`Message:     ${w.message}`] : []),
+    ...(w.exitCode !== null ? [`Exit code:   ${w.exitCode}`] : []),
+    `Epoch:       ${w.executionEpoch}`,
+    `Created:     ${w.createdAt}`,
+    `Updated:     ${w.updatedAt}`,
+    ...(w.lastActiveAt ? [`Last active: ${w.lastActiveAt}`] : []),
+  ];
+  let out = `${lines.join("\n")}\n`;
+  if (w.conditions.length > 0) {
+    out += `\nConditions:\n${table(
+      ["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
+      w.conditions.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime, c.message]),
+    )}`;
+  }
+  if (w.allocations.length > 0) {
+    out += `\nAllocations:\n${table(
+      ["EPOCH", "ID", "PHASE", "REASON", "SUBMITTED", "STARTED", "ENDED"],
+      w.allocations.map((a) => [
+        String(a.epoch),
+        a.id,
+        a.phase,
+        a.reason ?? "",
+        a.submittedAt ?? "-",
+        a.startedAt ?? "-",
+        a.endedAt ?? "-",
+      ]),
+    )}`;
+  }
+  return out;
+}
+
+export function createShowCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return {
+    name: "show",
+    summary: "Show one workload with its conditions and allocations",
+    async run(args, io) {
+      const { values, positionals } = parseCommandArgs("show", args, {});
+      if (values.help) {
+        io.stdout(HELP);
+        return 0;
+      }
+      const id = oneId("show", positionals);
+      const client = connect(values, io, runtime);
+      const json = values.json === true;
+      const result = await client.request<WorkloadBody>("GET", `/v1/workloads/${encodeId(id)}`);
+      if (result.kind !== "Ok") return reportFailure("show", result, io, json);
+      if (json) {
+        printJson(io, result.body);
+        return 0;
+      }
+      let out = renderWorkload(result.body);
+      const events = await client.request<EventsBody>(
+        "GET",
+        `/v1/workloads/${encodeId(id)}/events`,
+      );
+      if (events.kind === "Ok" && events.body.events.length > 0) {
+        out += `\nEvents:\n${table(
+          ["AT", "PHASE", "REASON", "MESSAGE"],
+          events.body.events.map((e) => [e.at, e.phase, e.reason ?? "", e.message ?? ""]),
+        )}`;
+      }
+      io.stdout(out);
+      return 0;
+    },
+  };
+}
+
+export const showCommand = createShowCommand();

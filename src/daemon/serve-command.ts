@@ -1,11 +1,214 @@
-import type { Command } from "../cli/command.ts";
+/**
+ * `openai4s serve`: parses flags, resolves the state dir, starts the daemon, and turns
+ * SIGTERM/SIGINT into a graceful stop. Backend names come from the composition root's
+ * registry, so this file names no backend beyond the default.
+ */
+import { homedir } from "node:os";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { type Command, type CommandIo, UsageError } from "../cli/command.ts";
+import { systemClock } from "../clock.ts";
+import { BACKENDS, DEFAULT_BACKEND } from "../composition-root.ts";
+import { jsonLog, type LogLevel } from "../log.ts";
+import { selfCommand } from "../self-command.ts";
+import { VERSION } from "../version.ts";
+import { startDaemon } from "./daemon.ts";
+import { isLoopback, type ListenAddress, parseListenAddress } from "./listen.ts";
+import { resolveStateDir } from "./state-dir.ts";
 
-// TRANSITIONAL: replaced by the issue that owns this command.
+function help(): string {
+  const backends = Object.entries(BACKENDS)
+    .map(([name, entry]) => `                          ${name.padEnd(8)} ${entry.describe}`)
+    .join("\n");
+  return `Usage: openai4s serve [options]
+
+Run the daemon: the admin API, the reconciler and (opt-in) the worker gateway.
+
+Options:
+  --state-dir DIR         State directory (else $OPENAI4S_STATE_DIR, else
+                          $XDG_STATE_HOME/openai4s, else ~/.local/state/openai4s).
+                          Created 0700; holds the database, keys, admin token, socket.
+  --listen ADDR           unix:PATH or HOST:PORT; repeatable. Default unix:STATE_DIR/api.sock
+                          (mode 0600). TCP listeners require Authorization: Bearer TOKEN
+                          with the token in STATE_DIR/admin-token.
+  --allow-remote          Allow a --listen address that is not loopback.
+  --backend NAME          Where work runs (default ${DEFAULT_BACKEND}):
+${backends}
+  --cluster-config FILE   The cluster.toml a cluster backend reads its profiles from.
+  --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
+  -h, --help              Show this help.
+
+Environment:
+  OPENAI4S_WORKER_LISTEN=HOST:PORT   Open the worker gateway (sessions); off when unset.
+
+SIGTERM or SIGINT stops accepting requests, lets the current reconciler tick finish,
+closes the database and removes the socket; exit status 0.
+Exit codes: 0 stopped cleanly, 1 could not start or run, 2 usage or configuration error.
+`;
+}
+
+const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
+
+export interface ServeOptions {
+  readonly stateDir: string;
+  readonly listen: readonly ListenAddress[];
+  readonly backend: string;
+  readonly clusterConfigPath: string | null;
+  readonly logLevel: LogLevel;
+}
+
+/** Flags to options; every problem is a UsageError naming its flag (exit 2). */
+export function parseServeArgs(
+  args: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+  homeDir: string,
+): ServeOptions | "help" {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(args);
+  } catch (error) {
+    throw new UsageError(`serve: ${(error as Error).message}`);
+  }
+  const v = parsed.values;
+  if (v.help) return "help";
+  if (parsed.positionals.length > 0) {
+    throw new UsageError(`serve: unexpected argument "${parsed.positionals[0]}"`);
+  }
+  const stateDir = resolveStateDir({ flag: v["state-dir"], env, homeDir, cwd }).path;
+  const backend = v.backend ?? DEFAULT_BACKEND;
+  if (!Object.hasOwn(BACKENDS, backend)) {
+    throw new UsageError(
+      `serve: --backend "${backend}" is not one of ${Object.keys(BACKENDS).join(", ")}`,
+    );
+  }
+  const logLevel = (v["log-level"] ?? "info") as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new UsageError(`serve: --log-level must be one of ${LOG_LEVELS.join(", ")}`);
+  }
+  const rawListen = v.listen ?? [];
+  const listen: ListenAddress[] = [];
+  for (const raw of rawListen) {
+    const result = parseListenAddress(raw, cwd);
+    if (result.kind === "Invalid") throw new UsageError(`serve: --listen ${result.message}`);
+    const address = result.address;
+    if (address.kind === "tcp" && !isLoopback(address.host) && !v["allow-remote"]) {
+      throw new UsageError(
+        `serve: --listen ${raw} is not a loopback address; add --allow-remote to expose the admin API`,
+      );
+    }
+    listen.push(address);
+  }
+  if (listen.length === 0) listen.push({ kind: "unix", path: resolve(stateDir, "api.sock") });
+  const clusterConfig = v["cluster-config"];
+  return {
+    stateDir,
+    listen,
+    backend,
+    clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
+    logLevel,
+  };
+}
+
+function parse(args: readonly string[]) {
+  return parseArgs({
+    args: [...args],
+    strict: true,
+    allowPositionals: true,
+    options: {
+      "state-dir": { type: "string" },
+      listen: { type: "string", multiple: true },
+      "allow-remote": { type: "boolean" },
+      backend: { type: "string" },
+      "cluster-config": { type: "string" },
+      "log-level": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}
+
+/**
+ * Resolves on the first SIGTERM or SIGINT. Later signals are logged and otherwise ignored:
+ * supervisors often deliver one signal twice (to the process and to its group), and a
+ * duplicate must not turn a clean shutdown into an abrupt one. Shutdown is bounded anyway
+ * (the drain timeout, one tick); SIGKILL remains for a daemon that truly hangs.
+ */
+function firstSignal(onRepeat: (signal: string) => void): {
+  readonly received: Promise<string>;
+  dispose(): void;
+} {
+  let seen = false;
+  let resolveSignal: (signal: string) => void = () => {};
+  const received = new Promise<string>((resolve) => {
+    resolveSignal = resolve;
+  });
+  const handler = (signal: NodeJS.Signals) => {
+    if (seen) {
+      onRepeat(signal);
+      return;
+    }
+    seen = true;
+    resolveSignal(signal);
+  };
+  process.on("SIGTERM", handler);
+  process.on("SIGINT", handler);
+  return {
+    received,
+    dispose() {
+      process.off("SIGTERM", handler);
+      process.off("SIGINT", handler);
+    },
+  };
+}
+
 export const serveCommand: Command = {
   name: "serve",
   summary: "Run the daemon: admin API, reconciler and (opt-in) worker gateway",
-  async run(_args, io) {
-    io.stderr("openai4s serve: not implemented yet\n");
-    return 1;
+  async run(args: readonly string[], io: CommandIo) {
+    const options = parseServeArgs(args, io.env, process.cwd(), homedir());
+    if (options === "help") {
+      io.stdout(help());
+      return 0;
+    }
+    const log = jsonLog((line) => io.stderr(line), { level: options.logLevel });
+    const started = await startDaemon({
+      stateDir: options.stateDir,
+      listen: options.listen,
+      backend: options.backend,
+      clusterConfigPath: options.clusterConfigPath,
+      version: VERSION,
+      env: io.env,
+      selfCommand: selfCommand(),
+      clock: systemClock,
+      log,
+    });
+    switch (started.kind) {
+      case "ConfigError":
+        log.error("configuration error", { message: started.message });
+        io.stderr(`openai4s serve: ${started.message}\n`);
+        return 2;
+      case "Failed":
+        log.error("could not start", { message: started.message });
+        io.stderr(`openai4s serve: ${started.message}\n`);
+        return 1;
+      case "Started":
+        break;
+      default: {
+        const never: never = started;
+        throw new Error(`unhandled start result ${JSON.stringify(never)}`);
+      }
+    }
+    // Handlers go in only now: a usage or configuration error above exits at once.
+    const signals = firstSignal((repeat) => {
+      log.info("already stopping; signal ignored", { signal: repeat });
+    });
+    const signal = await signals.received;
+    log.info("signal received", { signal });
+    try {
+      await started.daemon.stop();
+    } finally {
+      signals.dispose();
+    }
+    return 0;
   },
 };

@@ -1,0 +1,68 @@
+/**
+ * The admin API: one Hono app built from injected deps. Feature folders contribute routes;
+ * this file owns what is common to all of them: authentication per listener, the single
+ * mapping of errors to problem+json, 404s, and request counting.
+ */
+import { Hono } from "hono";
+import { routePath } from "hono/route";
+import { authorize } from "./auth.ts";
+import type { ApiDeps, ApiEnv } from "./deps.ts";
+import { ApiError, internalError, notFound, PROBLEM_CONTENT_TYPE } from "./problem.ts";
+import { createProfileRoutes } from "./profiles/routes.ts";
+import { createRequestCounter } from "./system/metrics.ts";
+import { createSystemRoutes } from "./system/routes.ts";
+import { createWorkloadRoutes } from "./workloads/routes.ts";
+
+function problemResponse(error: ApiError): Response {
+  return new Response(JSON.stringify(error.body()), {
+    status: error.status,
+    headers: {
+      "Content-Type": PROBLEM_CONTENT_TYPE,
+      ...(error.status === 401 ? { "WWW-Authenticate": 'Bearer realm="openai4s"' } : {}),
+    },
+  });
+}
+
+export function createApp(deps: ApiDeps) {
+  const app = new Hono<ApiEnv>();
+  const requests = createRequestCounter();
+
+  app.use("*", async function countRequests(c, next) {
+    await next();
+    // The route pattern, not the URL: ids must not become label values (unbounded series).
+    // Index -1 is the route that would handle the request, even when an earlier
+    // middleware (authentication) answered instead; a wildcard means no route matched.
+    const matched = routePath(c, -1);
+    const route = matched === "*" || matched === "/*" ? "unmatched" : matched;
+    requests.count(c.req.method, route, c.res.status);
+  });
+
+  app.use("*", async function authenticate(c, next) {
+    // `c.env` is undefined when a caller passed no bindings at all.
+    const bindings = c.env as ApiEnv["Bindings"] | undefined;
+    authorize(bindings?.access, c.req.header("authorization"));
+    await next();
+  });
+
+  app.route("/", createSystemRoutes(deps, requests));
+  app.route("/", createProfileRoutes(deps));
+  app.route("/", createWorkloadRoutes(deps));
+
+  app.notFound(function unknownRoute(c) {
+    return problemResponse(notFound(`no route ${c.req.method} ${c.req.path}`));
+  });
+
+  app.onError(function toProblem(error, c) {
+    if (error instanceof ApiError) return problemResponse(error);
+    deps.log.error("request failed", {
+      method: c.req.method,
+      path: c.req.path,
+      error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+    });
+    return problemResponse(internalError());
+  });
+
+  return app;
+}
+
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,69 @@
+/**
+ * Everything the API reaches, injected by `createApp(deps)`: no handler opens a database,
+ * picks a backend or reads the wall clock on its own, so tests build an app over a
+ * temporary store and a fake backend and call `app.request()`.
+ */
+import type { Clock } from "../clock.ts";
+import type { Log } from "../log.ts";
+import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { StoreDeps } from "../store/deps.ts";
+import type { SessionService } from "./session-service.ts";
+
+/**
+ * What the API reads from the reconciler's last finished tick: a structural subset of the
+ * reconciler's own TickReport, so the running reconciler is passed in as it is.
+ */
+export interface TickFigures {
+  /** Epoch milliseconds when the tick started. */
+  readonly startedAt: number;
+  readonly durationMs: number;
+  /** Calls the tick made to the backend, by port operation. */
+  readonly backendCalls: Readonly<Record<string, number>>;
+  readonly backendCallsTotal: number;
+  /** Some backend call answered Unavailable or threw during the tick. */
+  readonly backendUnavailable: boolean;
+  /** Set when a store failure aborted the tick. */
+  readonly error: string | null;
+}
+
+/** The slice of the running reconciler the API may touch. */
+export interface ReconcilerHandle {
+  /** Run a tick soon instead of waiting for the next period (after a submit or cancel). */
+  wake(): void;
+  /** Null until the first tick completed. */
+  lastTick(): TickFigures | null;
+}
+
+export interface ApiDeps {
+  readonly store: StoreDeps;
+  readonly backend: AllocationBackend;
+  readonly reconciler: ReconcilerHandle;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Absent when sessions are not enabled: exec then answers 409. */
+  readonly sessions?: SessionService;
+  /** New workload ids; injectable so tests can force collisions or fixed ids. */
+  readonly newWorkloadId?: () => string;
+  /** How long /v1/diagnostics waits for the backend before reporting it unhealthy. */
+  readonly diagnosticsTimeoutMs?: number;
+  readonly version: string;
+}
+
+/**
+ * How the listener that received a request authenticates it, passed per request as Hono's
+ * `env` (`app.fetch(request, bindings)`). A unix socket's file mode is its access control;
+ * a TCP listener needs the admin token. A request with no bindings is refused: a listener
+ * that forgot to say how it authenticates must fail closed, not open.
+ */
+export type Access =
+  | { readonly kind: "LocalSocket" }
+  | { readonly kind: "Bearer"; readonly token: string };
+
+export interface ApiBindings {
+  readonly access: Access;
+}
+
+export interface ApiEnv {
+  // Hono's Env wants a mutable index-free record; the bindings are read-only in practice.
+  Bindings: ApiBindings;
+}

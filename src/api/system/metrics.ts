@@ -1,0 +1,118 @@
+/**
+ * Prometheus text exposition (format 0.0.4). Series with a fixed label set (every kind x
+ * phase) are always emitted, zero included, so a dashboard's query does not vanish when a
+ * phase empties.
+ */
+import { PHASES, WORKLOAD_KINDS } from "../../orchestration/models.ts";
+import type { WorkloadCount } from "../../store/index.ts";
+import type { TickFigures } from "../deps.ts";
+
+export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+/** Requests served, by method, route pattern and status; owned by one app instance. */
+export interface RequestCounter {
+  count(method: string, route: string, status: number): void;
+  snapshot(): ReadonlyMap<string, { readonly labels: Labels; readonly value: number }>;
+}
+
+type Labels = Readonly<Record<string, string>>;
+
+export function createRequestCounter(): RequestCounter {
+  const series = new Map<string, { labels: Labels; value: number }>();
+  return {
+    count(method, route, status) {
+      const labels = { method, route, status: String(status) };
+      const key = JSON.stringify(labels);
+      const entry = series.get(key);
+      if (entry) entry.value += 1;
+      else series.set(key, { labels, value: 1 });
+    },
+    snapshot: () => series,
+  };
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+}
+
+function sample(name: string, labels: Labels, value: number): string {
+  const pairs = Object.entries(labels).map(([k, v]) => `${k}="${escapeLabel(v)}"`);
+  return `${name}${pairs.length > 0 ? `{${pairs.join(",")}}` : ""} ${value}`;
+}
+
+export interface MetricsInput {
+  readonly version: string;
+  readonly workloads: readonly WorkloadCount[];
+  readonly lastTick: TickFigures | null;
+  readonly requests: RequestCounter;
+}
+
+export function renderMetrics(input: MetricsInput): string {
+  const lines: string[] = [];
+  const family = (name: string, type: "gauge" | "counter", help: string) => {
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+  };
+
+  family("openai4s_build_info", "gauge", "Version of the running daemon.");
+  lines.push(sample("openai4s_build_info", { version: input.version }, 1));
+
+  family("openai4s_workloads", "gauge", "Workloads in the store by kind and phase.");
+  for (const kind of WORKLOAD_KINDS) {
+    for (const phase of PHASES) {
+      const found = input.workloads.find((w) => w.kind === kind && w.phase === phase);
+      lines.push(sample("openai4s_workloads", { kind, phase }, found?.count ?? 0));
+    }
+  }
+
+  const tick = input.lastTick;
+  family(
+    "openai4s_reconciler_last_tick_timestamp_seconds",
+    "gauge",
+    "When the last completed reconciler tick started (0: none yet).",
+  );
+  lines.push(
+    sample("openai4s_reconciler_last_tick_timestamp_seconds", {}, tick ? tick.startedAt / 1000 : 0),
+  );
+  family(
+    "openai4s_reconciler_last_tick_duration_seconds",
+    "gauge",
+    "Duration of the last completed reconciler tick.",
+  );
+  lines.push(
+    sample("openai4s_reconciler_last_tick_duration_seconds", {}, tick ? tick.durationMs / 1000 : 0),
+  );
+  family(
+    "openai4s_reconciler_last_tick_backend_calls",
+    "gauge",
+    "Calls to the backend made by the last completed reconciler tick, by port operation.",
+  );
+  for (const [operation, calls] of Object.entries(tick?.backendCalls ?? {})) {
+    lines.push(sample("openai4s_reconciler_last_tick_backend_calls", { operation }, calls));
+  }
+  family(
+    "openai4s_reconciler_last_tick_backend_calls_total",
+    "gauge",
+    "All calls to the backend made by the last completed reconciler tick.",
+  );
+  lines.push(
+    sample("openai4s_reconciler_last_tick_backend_calls_total", {}, tick?.backendCallsTotal ?? 0),
+  );
+  family(
+    "openai4s_reconciler_last_tick_backend_unavailable",
+    "gauge",
+    "1 when the backend did not answer during the last completed tick.",
+  );
+  lines.push(
+    sample(
+      "openai4s_reconciler_last_tick_backend_unavailable",
+      {},
+      tick?.backendUnavailable ? 1 : 0,
+    ),
+  );
+
+  family("openai4s_http_requests_total", "counter", "API requests served.");
+  for (const { labels, value } of input.requests.snapshot().values()) {
+    lines.push(sample("openai4s_http_requests_total", labels, value));
+  }
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,96 @@
+import { Hono } from "hono";
+import type { BackendDiagnostics } from "../../orchestration/ports.ts";
+import { countWorkloads } from "../../store/index.ts";
+import type { ApiDeps, ApiEnv } from "../deps.ts";
+import { iso } from "../views.ts";
+import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
+import { openApiDocument } from "./openapi.ts";
+
+const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
+
+/**
+ * The backend's own report, bounded in time: a hung scheduler must not hang the endpoint an
+ * operator opens to find out that the scheduler hangs.
+ */
+async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
+  const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<BackendDiagnostics>((resolve) => {
+    timer = setTimeout(
+      () =>
+        resolve({
+          backend: deps.backend.name,
+          healthy: false,
+          message: `no answer from the backend within ${timeoutMs} ms`,
+          calls: {},
+        }),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([
+      deps.backend.diagnostics().catch(
+        (error: unknown): BackendDiagnostics => ({
+          backend: deps.backend.name,
+          healthy: false,
+          message: `diagnostics failed: ${String(error)}`,
+          calls: {},
+        }),
+      ),
+      timedOut,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
+  const app = new Hono<ApiEnv>();
+  const document = openApiDocument(deps.version);
+
+  app.get("/healthz", function health(c) {
+    return c.json({ status: "ok" });
+  });
+
+  app.get("/v1/diagnostics", async function diagnostics(c) {
+    const backend = await backendDiagnostics(deps);
+    const tick = deps.reconciler.lastTick();
+    return c.json({
+      version: deps.version,
+      backend: {
+        name: deps.backend.name,
+        healthy: backend.healthy,
+        message: backend.message,
+        calls: backend.calls,
+      },
+      reconciler: {
+        lastTick: tick
+          ? {
+              startedAt: iso(tick.startedAt),
+              durationMs: tick.durationMs,
+              backendCalls: tick.backendCalls,
+              backendCallsTotal: tick.backendCallsTotal,
+              backendUnavailable: tick.backendUnavailable,
+              error: tick.error,
+            }
+          : null,
+      },
+    });
+  });
+
+  app.get("/metrics", function metrics(c) {
+    const text = renderMetrics({
+      version: deps.version,
+      workloads: countWorkloads(deps.store),
+      lastTick: deps.reconciler.lastTick(),
+      requests,
+    });
+    return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
+  });
+
+  app.get("/openapi.json", function openApi(c) {
+    return c.json(document);
+  });
+
+  return app;
+}

@@ -1,0 +1,166 @@
+/**
+ * The JSON shapes of INTERFACE.md, built from store rows. Times leave the daemon as ISO-8601
+ * UTC strings; inside they stay epoch milliseconds. Fields are picked one by one, never
+ * spread from a row: a column added to the store (a submission token, a backend handle)
+ * must not appear in a response by accident.
+ */
+import {
+  type Allocation,
+  CONDITION_TYPES,
+  type Condition,
+  type ConditionStatus,
+  type ConditionType,
+  type Phase,
+  type ResourceProfile,
+  type TransitionEvent,
+  type Workload,
+  type WorkloadKind,
+} from "../orchestration/models.ts";
+
+export function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function isoOrNull(ms: number | null): string | null {
+  return ms === null ? null : iso(ms);
+}
+
+export interface ConditionView {
+  readonly type: ConditionType;
+  readonly status: ConditionStatus;
+  readonly reason: string;
+  readonly message: string;
+  readonly lastTransitionTime: string;
+}
+
+export interface AllocationView {
+  readonly id: string;
+  readonly epoch: number;
+  readonly phase: Phase;
+  readonly reason: string | null;
+  readonly submittedAt: string | null;
+  readonly startedAt: string | null;
+  readonly endedAt: string | null;
+}
+
+export interface WorkloadView {
+  readonly id: string;
+  readonly kind: WorkloadKind;
+  readonly name: string;
+  readonly profile: string;
+  readonly phase: Phase;
+  readonly reason: string | null;
+  readonly message: string | null;
+  readonly specRevision: number;
+  readonly executionEpoch: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly lastActiveAt: string | null;
+  readonly exitCode: number | null;
+  readonly conditions: readonly ConditionView[];
+  readonly allocations: readonly AllocationView[];
+}
+
+/**
+ * A SESSION always shows all five conditions, in the documented order: one the sessions
+ * engine has not written yet is UNKNOWN rather than absent, so a client never has to tell
+ * "missing from the list" from "not known yet".
+ */
+function conditionViews(workload: Workload, stored: readonly Condition[]): ConditionView[] {
+  if (workload.kind === "BATCH") return [];
+  return CONDITION_TYPES.map((type) => {
+    const found = stored.find((c) => c.type === type);
+    if (found) {
+      return {
+        type,
+        status: found.status,
+        reason: found.reason,
+        message: found.message,
+        lastTransitionTime: iso(found.lastTransitionTime),
+      };
+    }
+    return {
+      type,
+      status: "UNKNOWN",
+      reason: "NOT_OBSERVED",
+      message: "not observed yet",
+      lastTransitionTime: iso(workload.createdAt),
+    };
+  });
+}
+
+export function allocationView(a: Allocation): AllocationView {
+  return {
+    id: a.id,
+    epoch: a.epoch,
+    phase: a.phase,
+    reason: a.reason,
+    submittedAt: isoOrNull(a.submittedAt),
+    startedAt: isoOrNull(a.startedAt),
+    endedAt: isoOrNull(a.endedAt),
+  };
+}
+
+export function workloadView(
+  workload: Workload,
+  conditions: readonly Condition[],
+  allocations: readonly Allocation[],
+): WorkloadView {
+  return {
+    id: workload.id,
+    kind: workload.kind,
+    name: workload.name,
+    profile: workload.profile,
+    phase: workload.phase,
+    reason: workload.reason,
+    message: workload.message,
+    specRevision: workload.specRevision,
+    executionEpoch: workload.executionEpoch,
+    createdAt: iso(workload.createdAt),
+    updatedAt: iso(workload.updatedAt),
+    lastActiveAt: isoOrNull(workload.lastActiveAt),
+    exitCode: workload.exitCode,
+    conditions: conditionViews(workload, conditions),
+    allocations: allocations.map(allocationView),
+  };
+}
+
+export interface EventView {
+  readonly at: string;
+  readonly phase: Phase;
+  readonly reason: string | null;
+  readonly message: string | null;
+}
+
+export function eventView(e: TransitionEvent): EventView {
+  return { at: iso(e.at), phase: e.phase, reason: e.reason, message: e.message };
+}
+
+export interface ProfileView {
+  readonly name: string;
+  readonly description: string;
+  readonly kinds: readonly WorkloadKind[];
+  readonly resources: {
+    readonly nodes: number;
+    readonly cpus: number;
+    readonly gpus: number;
+    readonly memoryMb: number | null;
+    readonly timeLimitSeconds: number | null;
+  };
+}
+
+/** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
+export function profileView(p: ResourceProfile): ProfileView {
+  return {
+    name: p.name,
+    description: p.description,
+    kinds: [...p.kinds],
+    resources: {
+      nodes: p.resources.nodes,
+      cpus: p.resources.cpus,
+      gpus: p.resources.gpus,
+      memoryMb: p.resources.memoryMb,
+      timeLimitSeconds: p.resources.timeLimitSeconds,
+    },
+  };
+}

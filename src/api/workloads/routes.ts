@@ -1,0 +1,221 @@
+/**
+ * The workload routes. Handlers are named functions so a stack trace or a route listing
+ * says which one ran.
+ */
+import { type Context, Hono } from "hono";
+import type { Workload } from "../../orchestration/models.ts";
+import { isTerminal } from "../../orchestration/models.ts";
+import { isTaskRunner } from "../../orchestration/ports.ts";
+import {
+  getWorkload,
+  listAllocations,
+  listConditions,
+  listEvents,
+  listWorkloads,
+  requestStop,
+  touchActivity,
+} from "../../store/index.ts";
+import type { ApiDeps, ApiEnv } from "../deps.ts";
+import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
+import { parseWith, readBody, readJson } from "../validation.ts";
+import { eventView, type WorkloadView, workloadView } from "../views.ts";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
+import { ExecBody, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
+import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
+
+export function createWorkloadRoutes(deps: ApiDeps) {
+  const app = new Hono<ApiEnv>();
+
+  function view(workload: Workload): WorkloadView {
+    return workloadView(
+      workload,
+      listConditions(deps.store, workload.id),
+      listAllocations(deps.store, workload.id),
+    );
+  }
+
+  function mustGet(c: Context<ApiEnv>): Workload {
+    const id = c.req.param("id") ?? "";
+    const workload = getWorkload(deps.store, id);
+    if (!workload) throw notFound(`no workload ${JSON.stringify(id)}`);
+    return workload;
+  }
+
+  app.post("/v1/workloads", async function submit(c) {
+    const key = parseIdempotencyKey(c.req.header("idempotency-key"));
+    const submission = normalize(parseWith(SubmitBody, await readJson(c)));
+    const outcome = await submitWorkload(deps, submission, key);
+    switch (outcome.kind) {
+      case "Created":
+        deps.log.info("workload accepted", {
+          workloadId: outcome.workload.id,
+          kind: outcome.workload.kind,
+          profile: outcome.workload.profile,
+        });
+        deps.reconciler.wake();
+        c.header("Location", `/v1/workloads/${outcome.workload.id}`);
+        return c.json(view(outcome.workload), 201);
+      case "Replayed":
+        return c.json(view(outcome.workload), 200);
+      default: {
+        const never: never = outcome;
+        throw new Error(`unhandled submit outcome ${JSON.stringify(never)}`);
+      }
+    }
+  });
+
+  app.get("/v1/workloads", function list(c) {
+    const query = parseWith(ListQuery, c.req.query());
+    let cursor: { readonly createdAt: number; readonly id: string } | undefined;
+    if (query.cursor !== undefined) {
+      const decoded = decodeCursor(query.cursor);
+      if (!decoded) {
+        throw validationFailed([{ path: "cursor", message: "not a cursor this API issued" }]);
+      }
+      cursor = decoded;
+    }
+    const page = listWorkloads(deps.store, {
+      limit: query.limit ?? LIMITS.listLimitDefault,
+      ...(query.kind !== undefined ? { kind: query.kind } : {}),
+      ...(query.phase !== undefined ? { phase: query.phase } : {}),
+      ...(cursor !== undefined ? { cursor } : {}),
+    });
+    return c.json({
+      items: page.items.map(view),
+      nextCursor: page.next ? encodeCursor(page.next) : null,
+    });
+  });
+
+  app.get("/v1/workloads/:id", function show(c) {
+    return c.json(view(mustGet(c)));
+  });
+
+  app.get("/v1/workloads/:id/events", function events(c) {
+    const workload = mustGet(c);
+    return c.json({ events: listEvents(deps.store, workload.id).map(eventView) });
+  });
+
+  app.post("/v1/workloads/:id/cancel", function cancel(c) {
+    const workload = mustGet(c);
+    const result = requestStop(deps.store, workload.id, "USER_CANCELLED", "cancelled by the user");
+    switch (result.kind) {
+      case "NotFound":
+        throw notFound(`no workload ${JSON.stringify(workload.id)}`);
+      case "Requested":
+        deps.log.info("cancel requested", { workloadId: workload.id });
+        deps.reconciler.wake();
+        break;
+      case "AlreadyRequested":
+      case "AlreadyTerminal":
+        // Idempotent: the first request already did everything a second one could.
+        break;
+      default: {
+        const never: never = result;
+        throw new Error(`unhandled stop result ${JSON.stringify(never)}`);
+      }
+    }
+    const after = getWorkload(deps.store, workload.id) ?? workload;
+    return c.json(view(after), 202);
+  });
+
+  app.post("/v1/workloads/:id/exec", async function exec(c) {
+    const workload = mustGet(c);
+    const body = await readBody(c, ExecBody);
+    if (!deps.sessions) {
+      throw conflict(
+        "sessions-disabled",
+        "Sessions disabled",
+        "sessions are not enabled on this daemon",
+      );
+    }
+    if (workload.kind !== "SESSION") {
+      throw conflict(
+        "not-a-session",
+        "Not a session",
+        `workload ${workload.id} is a ${workload.kind}, not a SESSION`,
+      );
+    }
+    if (isTerminal(workload.phase)) {
+      throw conflict(
+        "workload-ended",
+        "Workload ended",
+        `workload ${workload.id} is ${workload.phase}`,
+      );
+    }
+    // An attempt to run code is a present user, whether or not the kernel is ready yet.
+    touchActivity(deps.store, workload.id);
+    const outcome = await deps.sessions.exec(workload.id, body.code);
+    switch (outcome.kind) {
+      case "Ok":
+        // Again after the run: a long computation must not leave the lease looking idle.
+        touchActivity(deps.store, workload.id);
+        return c.json({ status: outcome.status, output: outcome.output, error: outcome.error });
+      case "NotReady":
+        throw conflict("session-not-ready", "Session not ready", outcome.message);
+      case "NotFound":
+        throw notFound(`no session for workload ${JSON.stringify(workload.id)}`);
+      default: {
+        const never: never = outcome;
+        throw new Error(`unhandled exec outcome ${JSON.stringify(never)}`);
+      }
+    }
+  });
+
+  app.post("/v1/workloads/:id/tasks", async function tasks(c) {
+    const workload = mustGet(c);
+    const body = await readBody(c, TaskBody);
+    const backend = deps.backend;
+    if (!isTaskRunner(backend)) {
+      throw conflict(
+        "tasks-unsupported",
+        "Steps not supported",
+        `backend ${backend.name} cannot run steps inside an allocation`,
+      );
+    }
+    if (isTerminal(workload.phase) || workload.desired.kind === "STOP") {
+      throw conflict(
+        "workload-ended",
+        "Workload ending",
+        `workload ${workload.id} is ${workload.phase}${workload.desired.kind === "STOP" ? " and being stopped" : ""}`,
+      );
+    }
+    // Only the current attempt's allocation, and only while it runs with a handle: never a
+    // new submission in its place (INV-4).
+    const current = listAllocations(deps.store, workload.id).find(
+      (a) => a.epoch === workload.executionEpoch,
+    );
+    if (current?.phase !== "RUNNING" || current.handle === null) {
+      throw conflict(
+        "no-live-allocation",
+        "No live allocation",
+        `workload ${workload.id} has no running allocation to run a step in`,
+      );
+    }
+    touchActivity(deps.store, workload.id);
+    const result = await backend.runTask(
+      { allocationId: current.id, token: current.token, handle: current.handle },
+      body.command,
+      { timeoutMs: (body.timeoutSeconds ?? LIMITS.taskTimeoutDefaultSeconds) * 1000 },
+    );
+    touchActivity(deps.store, workload.id);
+    switch (result.kind) {
+      case "Completed":
+        return c.json({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr });
+      case "Refused":
+        throw conflict("task-refused", "Step refused", result.message);
+      case "Unavailable":
+        throw new ApiError({
+          status: 503,
+          slug: "backend-unavailable",
+          title: "Backend unavailable",
+          detail: result.message,
+        });
+      default: {
+        const never: never = result;
+        throw new Error(`unhandled task result ${JSON.stringify(never)}`);
+      }
+    }
+  });
+
+  return app;
+}

@@ -1,0 +1,120 @@
+/**
+ * Request schemas of the workload routes. Limits are named constants because the OpenAPI
+ * document states the same numbers: one source, so the two cannot drift apart.
+ */
+import * as v from "valibot";
+import { PHASES, WORKLOAD_KINDS } from "../../orchestration/models.ts";
+import { noNul } from "../validation.ts";
+
+export const LIMITS = {
+  nameMaxLength: 63,
+  profileMaxLength: 64,
+  commandMaxArgs: 1024,
+  argMaxLength: 32 * 1024,
+  envMaxEntries: 256,
+  envKeyMaxLength: 128,
+  envValueMaxLength: 32 * 1024,
+  /** A year: beyond that a number is a unit mistake (ms for s), not a plan. */
+  timeLimitMaxSeconds: 366 * 24 * 3600,
+  idleTimeoutMinSeconds: 60,
+  idleTimeoutMaxSeconds: 30 * 24 * 3600,
+  maxAttemptsMax: 10,
+  codeMaxLength: 512 * 1024,
+  taskTimeoutMaxSeconds: 24 * 3600,
+  taskTimeoutDefaultSeconds: 600,
+  listLimitMax: 500,
+  listLimitDefault: 50,
+  idempotencyKeyMaxLength: 200,
+} as const;
+
+/**
+ * Names travel into backend job names and log lines: a small charset, starting with an
+ * alphanumeric so a name can never read as an option (`-x`) or a hidden file.
+ */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+export const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** The daemon's own launch variables use this prefix; a user value must not shadow them. */
+export const RESERVED_ENV_PREFIX = "OPENAI4S_";
+/** Printable ASCII without spaces: a key is an opaque token a client chose. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,200}$/;
+
+const positiveInteger = (max: number) =>
+  v.pipe(v.number(), v.integer("must be an integer"), v.minValue(1), v.maxValue(max));
+
+const argument = v.pipe(v.string(), v.maxLength(LIMITS.argMaxLength), noNul("an argument"));
+
+const envKey = v.pipe(
+  v.string(),
+  v.maxLength(LIMITS.envKeyMaxLength),
+  v.regex(ENV_KEY_PATTERN, "must match ^[A-Za-z_][A-Za-z0-9_]*$"),
+  v.check(
+    (k: string) => !k.toUpperCase().startsWith(RESERVED_ENV_PREFIX),
+    `names starting with ${RESERVED_ENV_PREFIX} are reserved for the daemon`,
+  ),
+);
+
+const envValue = v.pipe(v.string(), v.maxLength(LIMITS.envValueMaxLength), noNul("a value"));
+
+export const SubmitBody = v.strictObject({
+  kind: v.picklist(WORKLOAD_KINDS),
+  profile: v.pipe(v.string(), v.minLength(1), v.maxLength(LIMITS.profileMaxLength)),
+  name: v.optional(
+    v.pipe(v.string(), v.regex(NAME_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")),
+  ),
+  command: v.optional(
+    v.pipe(
+      v.array(argument),
+      v.minLength(1, "must not be empty"),
+      v.maxLength(LIMITS.commandMaxArgs),
+    ),
+  ),
+  env: v.optional(
+    v.pipe(
+      v.record(envKey, envValue),
+      v.check(
+        (env) => Object.keys(env).length <= LIMITS.envMaxEntries,
+        `at most ${LIMITS.envMaxEntries} variables`,
+      ),
+    ),
+  ),
+  timeLimitSeconds: v.optional(positiveInteger(LIMITS.timeLimitMaxSeconds)),
+  idleTimeoutSeconds: v.optional(
+    v.pipe(
+      v.number(),
+      v.integer("must be an integer"),
+      v.minValue(LIMITS.idleTimeoutMinSeconds),
+      v.maxValue(LIMITS.idleTimeoutMaxSeconds),
+    ),
+  ),
+  maxAttempts: v.optional(positiveInteger(LIMITS.maxAttemptsMax)),
+});
+export type SubmitBody = v.InferOutput<typeof SubmitBody>;
+
+export const ExecBody = v.strictObject({
+  code: v.pipe(v.string(), v.maxLength(LIMITS.codeMaxLength)),
+});
+
+export const TaskBody = v.strictObject({
+  command: v.pipe(
+    v.array(argument),
+    v.minLength(1, "must not be empty"),
+    v.maxLength(LIMITS.commandMaxArgs),
+  ),
+  timeoutSeconds: v.optional(positiveInteger(LIMITS.taskTimeoutMaxSeconds)),
+});
+
+const decimal = (max: number) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,6}$/, "must be a decimal integer"),
+    v.transform(Number),
+    v.minValue(1),
+    v.maxValue(max),
+  );
+
+export const ListQuery = v.strictObject({
+  kind: v.optional(v.picklist(WORKLOAD_KINDS)),
+  phase: v.optional(v.picklist(PHASES)),
+  limit: v.optional(decimal(LIMITS.listLimitMax)),
+  cursor: v.optional(v.string()),
+});

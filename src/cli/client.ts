@@ -1,0 +1,367 @@
+/**
+ * What every client command shares: where the daemon is (`--server`, `$OPENAI4S_SERVER`,
+ * else the default socket of the default state dir), the token (`--token-file`,
+ * `$OPENAI4S_TOKEN`), one request function that turns transport failures and problem+json
+ * into values, and the rendering of problems for humans.
+ */
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+import { type ParseArgsConfig, parseArgs } from "node:util";
+import { resolveStateDir } from "../daemon/state-dir.ts";
+import { type CommandIo, UsageError } from "./command.ts";
+
+export const SERVER_ENV = "OPENAI4S_SERVER";
+export const TOKEN_ENV = "OPENAI4S_TOKEN";
+
+export type ServerAddress =
+  | { readonly kind: "unix"; readonly path: string }
+  | { readonly kind: "http"; readonly baseUrl: string };
+
+/** The process-level things a client command touches, injectable for tests. */
+export interface ClientRuntime {
+  readonly fetch: (url: string, init: RequestInit & { unix?: string }) => Promise<Response>;
+  readonly homeDir: () => string;
+  readonly cwd: () => string;
+  readonly readFile: (path: string) => string;
+  /** Whether stdout is a terminal (live status lines) . */
+  readonly isTty: () => boolean;
+  readonly sleep: (ms: number) => Promise<void>;
+  /** Epoch milliseconds. */
+  readonly now: () => number;
+}
+
+export const systemRuntime: ClientRuntime = {
+  fetch: (url, init) => fetch(url, init),
+  homeDir: () => homedir(),
+  cwd: () => process.cwd(),
+  readFile: (path) => readFileSync(path, "utf8"),
+  isTty: () => process.stdout.isTTY === true,
+  sleep: (ms) => Bun.sleep(ms),
+  now: () => Date.now(),
+};
+
+/** Options every client command accepts. */
+export const CLIENT_OPTIONS = {
+  server: { type: "string" },
+  "token-file": { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies NonNullable<ParseArgsConfig["options"]>;
+
+export const CLIENT_OPTIONS_HELP = `Connection:
+  --server ADDR        unix:PATH or http://HOST:PORT (else $OPENAI4S_SERVER, else the
+                       socket of the default state dir).
+  --token-file FILE    Admin token for a TCP server (else $OPENAI4S_TOKEN).
+  --json               Print the API's JSON body instead of text.
+  -h, --help           Show this help.
+Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.
+`;
+
+/** parseArgs, strict, with every failure turned into a usage error naming the command. */
+export function parseCommandArgs<const O extends NonNullable<ParseArgsConfig["options"]>>(
+  command: string,
+  args: readonly string[],
+  options: O,
+) {
+  try {
+    return parseArgs({
+      args: [...args],
+      options: { ...CLIENT_OPTIONS, ...options },
+      strict: true,
+      allowPositionals: true,
+    });
+  } catch (error) {
+    throw new UsageError(`${command}: ${(error as Error).message}`);
+  }
+}
+
+export function resolveServer(
+  flag: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  runtime: Pick<ClientRuntime, "homeDir" | "cwd">,
+): ServerAddress {
+  const fromFlag = flag !== undefined;
+  const raw = flag ?? (env[SERVER_ENV] === "" ? undefined : env[SERVER_ENV]);
+  if (raw === undefined) {
+    const stateDir = resolveStateDir({
+      flag: undefined,
+      env,
+      homeDir: runtime.homeDir(),
+      cwd: runtime.cwd(),
+    });
+    return { kind: "unix", path: join(stateDir.path, "api.sock") };
+  }
+  const where = fromFlag ? "--server" : `$${SERVER_ENV}`;
+  if (raw.startsWith("unix:")) {
+    const path = raw.slice("unix:".length);
+    if (path === "") throw new UsageError(`${where}: unix: needs a socket path`);
+    return { kind: "unix", path: resolve(runtime.cwd(), path) };
+  }
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`${where}: "${raw}" is neither unix:PATH nor http://HOST:PORT`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UsageError(`${where}: "${raw}" is neither unix:PATH nor http://HOST:PORT`);
+  }
+  return { kind: "http", baseUrl: url.origin };
+}
+
+export function resolveToken(
+  flag: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  runtime: Pick<ClientRuntime, "readFile" | "cwd">,
+): string | null {
+  if (flag !== undefined) {
+    let text: string;
+    try {
+      text = runtime.readFile(resolve(runtime.cwd(), flag));
+    } catch (error) {
+      throw new UsageError(`--token-file: cannot read ${flag}: ${(error as Error).message}`);
+    }
+    const token = text.trim();
+    if (token === "") throw new UsageError(`--token-file: ${flag} is empty`);
+    return token;
+  }
+  const fromEnv = env[TOKEN_ENV];
+  return fromEnv === undefined || fromEnv === "" ? null : fromEnv.trim();
+}
+
+export interface Problem {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+  readonly errors?: readonly { readonly path: string; readonly message: string }[];
+  readonly reason?: string;
+}
+
+export type ApiResult<T> =
+  | { readonly kind: "Ok"; readonly status: number; readonly body: T }
+  | { readonly kind: "Problem"; readonly status: number; readonly problem: Problem }
+  /** No HTTP answer at all: the daemon is not running, the socket is wrong, a proxy died. */
+  | { readonly kind: "Unreachable"; readonly message: string };
+
+export interface ApiClient {
+  readonly server: ServerAddress;
+  request<T>(
+    method: "GET" | "POST",
+    path: string,
+    options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
+  ): Promise<ApiResult<T>>;
+}
+
+export function describeServer(server: ServerAddress): string {
+  return server.kind === "unix" ? `unix:${server.path}` : server.baseUrl;
+}
+
+export function createClient(
+  server: ServerAddress,
+  token: string | null,
+  runtime: Pick<ClientRuntime, "fetch">,
+): ApiClient {
+  return {
+    server,
+    async request<T>(
+      method: "GET" | "POST",
+      path: string,
+      options: {
+        readonly body?: unknown;
+        readonly headers?: Readonly<Record<string, string>>;
+      } = {},
+    ): Promise<ApiResult<T>> {
+      const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
+      if (token !== null) headers["Authorization"] = `Bearer ${token}`;
+      if (options.body !== undefined) headers["Content-Type"] = "application/json";
+      const init: RequestInit & { unix?: string } = {
+        method,
+        headers,
+        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+        ...(server.kind === "unix" ? { unix: server.path } : {}),
+      };
+      // Over a unix socket the host part is a formality; the path is what routes.
+      const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
+      let response: Response;
+      try {
+        response = await runtime.fetch(url, init);
+      } catch (error) {
+        return {
+          kind: "Unreachable",
+          message: `cannot reach the daemon at ${describeServer(server)}: ${(error as Error).message}`,
+        };
+      }
+      const text = await response.text();
+      let body: unknown;
+      try {
+        body = text === "" ? null : JSON.parse(text);
+      } catch {
+        body = null;
+      }
+      if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
+      if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
+      return {
+        kind: "Problem",
+        status: response.status,
+        problem: {
+          type: "about:blank",
+          title: response.statusText || "Error",
+          status: response.status,
+          detail: text.slice(0, 500) || `HTTP ${response.status}`,
+        },
+      };
+    },
+  };
+}
+
+function isProblem(body: unknown): body is Problem {
+  if (body === null || typeof body !== "object") return false;
+  const b = body as Record<string, unknown>;
+  return typeof b["title"] === "string" && typeof b["status"] === "number";
+}
+
+/** Connection flags to a client; usage errors name the flag. */
+export function connect(
+  values: { readonly server?: string | undefined; readonly "token-file"?: string | undefined },
+  io: CommandIo,
+  runtime: ClientRuntime,
+): ApiClient {
+  const server = resolveServer(values.server, io.env, runtime);
+  const token = resolveToken(values["token-file"], io.env, runtime);
+  return createClient(server, token, runtime);
+}
+
+export function renderProblem(command: string, problem: Problem): string {
+  const lines = [`openai4s ${command}: ${problem.detail || problem.title}`];
+  if (problem.reason !== undefined) lines.push(`  reason: ${problem.reason}`);
+  for (const e of problem.errors ?? []) lines.push(`  ${e.path || "(body)"}: ${e.message}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * 400 and 401 are the caller's input or configuration (exit 2); everything else the daemon
+ * refused or failed is an operation that failed (exit 1).
+ */
+export function problemExitCode(status: number): 1 | 2 {
+  return status === 400 || status === 401 || status === 413 ? 2 : 1;
+}
+
+/**
+ * Reports a non-Ok result and returns its exit code. With --json the problem body is the
+ * output, exactly as the API sent it.
+ */
+export function reportFailure(
+  command: string,
+  result: Exclude<ApiResult<unknown>, { kind: "Ok" }>,
+  io: CommandIo,
+  json: boolean,
+): number {
+  switch (result.kind) {
+    case "Unreachable":
+      io.stderr(`openai4s ${command}: ${result.message}\n`);
+      return 1;
+    case "Problem":
+      if (json) io.stdout(`${JSON.stringify(result.problem, null, 2)}\n`);
+      else io.stderr(renderProblem(command, result.problem));
+      return problemExitCode(result.status);
+    default: {
+      const never: never = result;
+      throw new Error(`unhandled result ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export function printJson(io: CommandIo, body: unknown): void {
+  io.stdout(`${JSON.stringify(body, null, 2)}\n`);
+}
+
+/** Fixed-width columns for human output; the last column is not padded. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd();
+  return `${[line(header), ...rows.map(line)].join("\n")}\n`;
+}
+
+/** The shapes of INTERFACE.md the client reads. */
+export interface WorkloadBody {
+  readonly id: string;
+  readonly kind: "BATCH" | "SESSION";
+  readonly name: string;
+  readonly profile: string;
+  readonly phase: string;
+  readonly reason: string | null;
+  readonly message: string | null;
+  readonly specRevision: number;
+  readonly executionEpoch: number;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly lastActiveAt: string | null;
+  readonly exitCode: number | null;
+  readonly conditions: readonly {
+    readonly type: string;
+    readonly status: string;
+    readonly reason: string;
+    readonly message: string;
+    readonly lastTransitionTime: string;
+  }[];
+  readonly allocations: readonly {
+    readonly id: string;
+    readonly epoch: number;
+    readonly phase: string;
+    readonly reason: string | null;
+    readonly submittedAt: string | null;
+    readonly startedAt: string | null;
+    readonly endedAt: string | null;
+  }[];
+}
+
+export interface ProfileBody {
+  readonly name: string;
+  readonly description: string;
+  readonly kinds: readonly string[];
+  readonly resources: {
+    readonly nodes: number;
+    readonly cpus: number;
+    readonly gpus: number;
+    readonly memoryMb: number | null;
+    readonly timeLimitSeconds: number | null;
+  };
+}
+
+export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
+  "COMPLETED",
+  "FAILED",
+  "CANCELLED",
+  "LOST",
+]);
+
+/** The profile to use when none was named: `default` if it fits, else the first that does. */
+export async function pickProfile(
+  client: ApiClient,
+  kind: "BATCH" | "SESSION",
+): Promise<ApiResult<string | null>> {
+  const result = await client.request<{ profiles: readonly ProfileBody[] }>("GET", "/v1/profiles");
+  if (result.kind !== "Ok") return result;
+  const fitting = result.body.profiles.filter((p) => p.kinds.includes(kind));
+  const chosen = fitting.find((p) => p.name === "default") ?? fitting[0];
+  return { kind: "Ok", status: result.status, body: chosen?.name ?? null };
+}
+
+/** Validates a workload id argument's presence (its existence is the daemon's answer). */
+export function oneId(command: string, positionals: readonly string[]): string {
+  if (positionals.length === 0) throw new UsageError(`${command}: a workload ID is required`);
+  if (positionals.length > 1) {
+    throw new UsageError(`${command}: unexpected argument "${positionals[1]}"`);
+  }
+  return positionals[0] as string;
+}
+
+export function encodeId(id: string): string {
+  return encodeURIComponent(id);
+}

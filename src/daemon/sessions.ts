@@ -1,0 +1,81 @@
+/**
+ * The sessions seam of the daemon. Sessions are opt-in: they need the worker gateway, and
+ * the gateway listens only when OPENAI4S_WORKER_LISTEN says so (a listener on by default is
+ * attack surface on every laptop that will never run a cluster job). `composeSessions`
+ * returns null when sessions are off; the daemon then refuses SESSION attempts in the
+ * preparer and answers exec with 409.
+ *
+ * The sessions engine plugs in by filling the `Enabled` branch: build the gateway, the
+ * SESSION preparer, the readiness loop, the reclaimer and the session service from the
+ * context, start what listens or loops, and return them here. Nothing else in the daemon
+ * changes.
+ */
+import type { SessionService } from "../api/session-service.ts";
+import type { Clock } from "../clock.ts";
+import type { Log } from "../log.ts";
+import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";
+import type { StateLayout } from "../orchestration/layout.ts";
+import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { BarrierHooks } from "../orchestration/reconciler.ts";
+import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/session/engine.ts";
+import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
+import type { StoreDeps } from "../store/deps.ts";
+
+export interface SessionsContext {
+  readonly layout: StateLayout;
+  readonly store: StoreDeps;
+  readonly backend: AllocationBackend;
+  readonly clock: Clock;
+  readonly log: Log;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** How this binary re-invokes itself; the worker command is derived from it. */
+  readonly selfCommand: readonly string[];
+}
+
+export interface SessionsComponent {
+  /** What `POST /v1/workloads/{id}/exec` calls. */
+  readonly service: SessionService;
+  /** Prepares SESSION attempts (credentials, workspace marker, worker launch). */
+  readonly preparer: AttemptPreparer;
+  /** Stages 2 and 3 of the cancel barrier: stop what runs inside the allocation. */
+  readonly barrierHooks?: BarrierHooks;
+  /** Given the running reconciler once it exists, e.g. to wake it when a worker connects. */
+  attachReconciler?(reconciler: { wake(): void }): void;
+  /** Stops the gateway and any session loop; called before the database closes. */
+  stop(): Promise<void>;
+}
+
+export async function composeSessions(context: SessionsContext): Promise<SessionsComponent | null> {
+  const setting = workerGatewayListenFromEnv(context.env);
+  switch (setting.kind) {
+    case "Disabled":
+      return null;
+    case "Invalid":
+      throw new Error(setting.message);
+    case "Enabled": {
+      const read = sessionSettingsFromEnv(context.env, context.selfCommand);
+      if (read.kind === "Invalid") throw new Error(read.message);
+      const engine = startSessionEngine({
+        layout: context.layout,
+        store: context.store,
+        backend: context.backend,
+        clock: context.clock,
+        log: context.log,
+        listen: setting.listen,
+        workerCommand: read.settings.workerCommand,
+        lease: read.settings.lease,
+      });
+      return {
+        service: engine.service,
+        preparer: engine.preparer,
+        barrierHooks: engine.barrierHooks,
+        attachReconciler: (reconciler) => engine.attachReconciler(reconciler),
+        stop: () => engine.stop(),
+      };
+    }
+    default: {
+      const never: never = setting;
+      throw new Error(`unhandled worker listen setting ${JSON.stringify(never)}`);
+    }
+  }
+}

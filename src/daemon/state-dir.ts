@@ -1,0 +1,69 @@
+/**
+ * Where the daemon keeps its state, and making sure it is private. The order is fixed by
+ * INTERFACE.md: `--state-dir`, `$OPENAI4S_STATE_DIR`, `$XDG_STATE_HOME/openai4s`,
+ * `~/.local/state/openai4s`. The client commands resolve the same way to find the default
+ * socket, so a daemon and a client started by one user agree without configuration.
+ */
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
+
+export const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
+
+export type StateDirSource = "flag" | "env" | "xdg" | "home";
+
+export interface ResolvedStateDir {
+  readonly path: string;
+  readonly source: StateDirSource;
+}
+
+export interface StateDirInputs {
+  readonly flag: string | undefined;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly homeDir: string;
+  readonly cwd: string;
+}
+
+/** An empty variable counts as unset, as shells make unsetting awkward. */
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === "" ? undefined : value;
+}
+
+export function resolveStateDir(inputs: StateDirInputs): ResolvedStateDir {
+  const flag = nonEmpty(inputs.flag);
+  if (flag !== undefined) return { path: resolve(inputs.cwd, flag), source: "flag" };
+  const env = nonEmpty(inputs.env[STATE_DIR_ENV]);
+  if (env !== undefined) return { path: resolve(inputs.cwd, env), source: "env" };
+  // The XDG spec says a relative XDG_STATE_HOME is invalid and must be ignored.
+  const xdg = nonEmpty(inputs.env["XDG_STATE_HOME"]);
+  if (xdg !== undefined && isAbsolute(xdg)) {
+    return { path: join(xdg, "openai4s"), source: "xdg" };
+  }
+  return { path: join(inputs.homeDir, ".local", "state", "openai4s"), source: "home" };
+}
+
+/**
+ * Creates the directory 0700, or tightens an existing one to 0700: it holds the signing key,
+ * the admin token and the API socket, and a group-readable parent would let others at least
+ * list workload ids. Returns whether the mode had to be tightened, for the log.
+ */
+export function prepareStateDir(path: string): { readonly tightenedFrom: number | null } {
+  mkdirSync(path, { recursive: true, mode: 0o700 });
+  const stat = statSync(path);
+  if (!stat.isDirectory()) throw new Error(`state dir ${path} is not a directory`);
+  const mode = stat.mode & 0o777;
+  if (mode === 0o700) return { tightenedFrom: null };
+  chmodSync(path, 0o700);
+  return { tightenedFrom: mode };
+}
+
+/**
+ * The database file is created 0600 before SQLite opens it, and tightened if an earlier run
+ * left it looser: SQLite gives its -wal and -shm files the database file's own mode, so this
+ * one mode decides all three.
+ */
+export function prepareDatabaseFile(path: string): void {
+  if (!existsSync(path)) closeSync(openSync(path, "a", 0o600));
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    if (existsSync(file) && (statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * An API over a temporary store and a scripted backend, called in process with
+ * `app.request()`. Counters let tests assert "nothing written" and "reconciler woken".
+ */
+import { expect } from "bun:test";
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createApp } from "../../src/api/app.ts";
+import type { Access, ApiDeps, TickFigures } from "../../src/api/deps.ts";
+import type { SessionService } from "../../src/api/session-service.ts";
+import { type ManualClock, manualClock } from "../../src/clock.ts";
+import { memoryLog } from "../../src/log.ts";
+import type { ResourceProfile, SubmissionToken } from "../../src/orchestration/models.ts";
+import type {
+  AllocationBackend,
+  BackendDiagnostics,
+  CancelResult,
+  FindResult,
+  ObserveResult,
+  SubmitResult,
+} from "../../src/orchestration/ports.ts";
+import { openDatabase, type StoreDeps } from "../../src/store/index.ts";
+
+export const PROFILES: readonly ResourceProfile[] = [
+  {
+    name: "default",
+    description: "This machine",
+    kinds: ["BATCH"],
+    resources: { nodes: 1, cpus: 2, gpus: 0, memoryMb: null, timeLimitSeconds: 3600 },
+  },
+  {
+    name: "interactive",
+    description: "Sessions",
+    kinds: ["SESSION", "BATCH"],
+    resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb: 1024, timeLimitSeconds: null },
+  },
+];
+
+/** A backend the API may only ask for profiles and diagnostics; anything else fails loudly. */
+export function fakeBackend(overrides: Partial<AllocationBackend> = {}): AllocationBackend & {
+  readonly calls: string[];
+} {
+  const calls: string[] = [];
+  const refuse = (what: string) => {
+    calls.push(what);
+    throw new Error(`the API must not call backend.${what}`);
+  };
+  return {
+    name: "fake",
+    calls,
+    profiles: () => PROFILES,
+    submit: async (): Promise<ReadonlyMap<SubmissionToken, SubmitResult>> => refuse("submit"),
+    observe: async (): Promise<ObserveResult> => refuse("observe"),
+    cancel: async (): Promise<ReadonlyMap<string, CancelResult>> => refuse("cancel"),
+    findByToken: async (): Promise<ReadonlyMap<SubmissionToken, FindResult>> =>
+      refuse("findByToken"),
+    diagnostics: async (): Promise<BackendDiagnostics> => ({
+      backend: "fake",
+      healthy: true,
+      message: "fine",
+      calls: { observe: 3 },
+    }),
+    ...overrides,
+  };
+}
+
+export interface Harness {
+  readonly dir: string;
+  readonly clock: ManualClock;
+  readonly store: StoreDeps;
+  readonly sqlite: import("bun:sqlite").Database;
+  readonly app: ReturnType<typeof createApp>;
+  readonly wakes: { count: number };
+  readonly log: ReturnType<typeof memoryLog>;
+  tick: TickFigures | null;
+  request(path: string, init?: RequestInit, access?: Access): Promise<Response>;
+  post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
+  rows(): { readonly workloads: number; readonly events: number; readonly allocations: number };
+  close(): void;
+}
+
+export function harness(
+  options: {
+    readonly backend?: AllocationBackend;
+    readonly sessions?: SessionService;
+    readonly diagnosticsTimeoutMs?: number;
+    readonly newWorkloadId?: () => string;
+  } = {},
+): Harness {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-api-"));
+  const clock = manualClock();
+  const opened = openDatabase(join(dir, "openai4s.db"));
+  const store: StoreDeps = { db: opened.db, clock };
+  const wakes = { count: 0 };
+  const log = memoryLog();
+  const h: Harness = {
+    dir,
+    clock,
+    store,
+    sqlite: opened.sqlite,
+    wakes,
+    log,
+    tick: null,
+    app: undefined as unknown as ReturnType<typeof createApp>,
+    async request(path, init, access = { kind: "LocalSocket" }) {
+      return await h.app.request(path, init, { access });
+    },
+    post(path, body, headers = {}) {
+      return h.request(path, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      });
+    },
+    rows() {
+      const one = (table: string) =>
+        (opened.sqlite.query(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+      return {
+        workloads: one("workloads"),
+        events: one("events"),
+        allocations: one("allocations"),
+      };
+    },
+    close() {
+      opened.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  const deps: ApiDeps = {
+    store,
+    backend: options.backend ?? fakeBackend(),
+    reconciler: {
+      wake: () => {
+        wakes.count += 1;
+      },
+      lastTick: () => h.tick,
+    },
+    clock,
+    log,
+    version: "9.9.9-test",
+    ...(options.sessions ? { sessions: options.sessions } : {}),
+    ...(options.diagnosticsTimeoutMs !== undefined
+      ? { diagnosticsTimeoutMs: options.diagnosticsTimeoutMs }
+      : {}),
+    ...(options.newWorkloadId ? { newWorkloadId: options.newWorkloadId } : {}),
+  };
+  (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
+  return h;
+}
+
+/**
+ * Every path under dir with its size and mtime, the database's own files aside (their
+ * pages are checked by counting rows): "no file written" is this, unchanged.
+ */
+export function snapshotFiles(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const entry of readdirSync(d)) {
+      const p = join(d, entry);
+      if (entry.startsWith("openai4s.db")) continue;
+      const s = statSync(p);
+      out[p] = `${s.isDirectory() ? "dir" : s.size}:${s.mtimeMs}`;
+      if (s.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+export async function problemOf(response: Response): Promise<{
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  errors: { path: string; message: string }[];
+  reason?: string;
+}> {
+  expect(response.headers.get("content-type")).toContain("application/problem+json");
+  return (await response.json()) as never;
+}

@@ -1,0 +1,258 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { openApiDocument } from "../../src/api/system/openapi.ts";
+import { fakeBackend, type Harness, harness, PROFILES, problemOf } from "./support.ts";
+
+const open: Harness[] = [];
+function make(options: Parameters<typeof harness>[0] = {}): Harness {
+  const h = harness(options);
+  open.push(h);
+  return h;
+}
+afterEach(() => {
+  for (const h of open.splice(0)) h.close();
+});
+
+describe("health and profiles", () => {
+  test("GET /healthz", async () => {
+    const h = make();
+    const res = await h.request("/healthz");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: "ok" });
+  });
+
+  test("GET /v1/profiles shows the public view only", async () => {
+    // A backend that hands over richer objects than the port promises: the mapping onto
+    // its own queues must not ride along into the response.
+    const leaky = PROFILES.map((p) => ({ ...p, partition: "gpu-a100", qos: "high", queue: "q" }));
+    const h = make({ backend: fakeBackend({ profiles: () => leaky }) });
+    const res = await h.request("/v1/profiles");
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).not.toMatch(/partition|qos|queue|gpu-a100/i);
+    const body = JSON.parse(text) as { profiles: Record<string, unknown>[] };
+    expect(body.profiles.map((p) => p["name"])).toEqual(["default", "interactive"]);
+    expect(Object.keys(body.profiles[0] ?? {}).sort()).toEqual([
+      "description",
+      "kinds",
+      "name",
+      "resources",
+    ]);
+  });
+});
+
+describe("GET /v1/diagnostics", () => {
+  test("backend report and the reconciler's last tick", async () => {
+    const h = make();
+    expect(
+      ((await (await h.request("/v1/diagnostics")).json()) as { reconciler: unknown }).reconciler,
+    ).toEqual({ lastTick: null });
+    h.tick = {
+      startedAt: Date.UTC(2026, 0, 2, 3, 4, 5),
+      durationMs: 12.5,
+      backendCalls: { observe: 1, submit: 1 },
+      backendCallsTotal: 2,
+      backendUnavailable: false,
+      error: null,
+    };
+    const body = (await (await h.request("/v1/diagnostics")).json()) as Record<string, unknown>;
+    expect(body).toEqual({
+      version: "9.9.9-test",
+      backend: { name: "fake", healthy: true, message: "fine", calls: { observe: 3 } },
+      reconciler: {
+        lastTick: {
+          startedAt: "2026-01-02T03:04:05.000Z",
+          durationMs: 12.5,
+          backendCalls: { observe: 1, submit: 1 },
+          backendCallsTotal: 2,
+          backendUnavailable: false,
+          error: null,
+        },
+      },
+    });
+  });
+
+  test("a hung backend is reported unhealthy after the timeout, not waited on", async () => {
+    const h = make({
+      backend: fakeBackend({ diagnostics: () => new Promise(() => {}) }),
+      diagnosticsTimeoutMs: 20,
+    });
+    const res = await h.request("/v1/diagnostics");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { backend: { healthy: boolean; message: string } };
+    expect(body.backend.healthy).toBe(false);
+    expect(body.backend.message).toContain("20 ms");
+  });
+
+  test("a throwing backend is reported unhealthy", async () => {
+    const h = make({
+      backend: fakeBackend({
+        diagnostics: async () => {
+          throw new Error("boom");
+        },
+      }),
+    });
+    const body = (await (await h.request("/v1/diagnostics")).json()) as {
+      backend: { healthy: boolean; message: string };
+    };
+    expect(body.backend).toMatchObject({ healthy: false });
+    expect(body.backend.message).toContain("boom");
+  });
+});
+
+describe("GET /metrics", () => {
+  test("Prometheus text: workloads by kind and phase, tick figures, build info, requests", async () => {
+    const h = make();
+    for (let i = 0; i < 2; i++) {
+      await h.post("/v1/workloads", { kind: "BATCH", profile: "default", command: ["true"] });
+    }
+    await h.request("/v1/workloads/w-none");
+    await h.request("/v1/profiles", {}, { kind: "Bearer", token: "t" });
+    await h.request("/nowhere");
+    h.tick = {
+      startedAt: 1_700_000_000_000,
+      durationMs: 250,
+      backendCalls: { observe: 2, submit: 1 },
+      backendCallsTotal: 3,
+      backendUnavailable: true,
+      error: null,
+    };
+    const res = await h.request("/metrics");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/plain; version=0.0.4");
+    const text = await res.text();
+    const lines = text.split("\n");
+    expect(lines).toContain('openai4s_build_info{version="9.9.9-test"} 1');
+    expect(lines).toContain('openai4s_workloads{kind="BATCH",phase="PENDING"} 2');
+    expect(lines).toContain('openai4s_workloads{kind="SESSION",phase="RUNNING"} 0');
+    expect(lines).toContain("openai4s_reconciler_last_tick_duration_seconds 0.25");
+    expect(lines).toContain('openai4s_reconciler_last_tick_backend_calls{operation="observe"} 2');
+    expect(lines).toContain("openai4s_reconciler_last_tick_backend_calls_total 3");
+    expect(lines).toContain("openai4s_reconciler_last_tick_backend_unavailable 1");
+    expect(lines).toContain("openai4s_reconciler_last_tick_timestamp_seconds 1700000000");
+    expect(lines).toContain(
+      'openai4s_http_requests_total{method="POST",route="/v1/workloads",status="201"} 2',
+    );
+    // The route pattern, never the id: one series per route, not per workload.
+    expect(lines).toContain(
+      'openai4s_http_requests_total{method="GET",route="/v1/workloads/:id",status="404"} 1',
+    );
+    // Refused by authentication: still counted, under the route it asked for.
+    expect(lines).toContain(
+      'openai4s_http_requests_total{method="GET",route="/v1/profiles",status="401"} 1',
+    );
+    expect(lines).toContain(
+      'openai4s_http_requests_total{method="GET",route="unmatched",status="404"} 1',
+    );
+    // Every sample line belongs to a declared family.
+    const families = new Set(
+      lines.filter((l) => l.startsWith("# TYPE ")).map((l) => l.split(" ")[2]),
+    );
+    for (const line of lines.filter((l) => l !== "" && !l.startsWith("#"))) {
+      expect(families.has(line.split(/[{ ]/)[0])).toBe(true);
+      expect(line).toMatch(/^[a-z0-9_]+(\{[^}]*\})? -?[0-9.e+-]+$/);
+    }
+  });
+});
+
+describe("GET /openapi.json", () => {
+  test("OpenAPI 3.1 documenting exactly the registered routes", async () => {
+    const h = make();
+    const res = await h.request("/openapi.json");
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as {
+      openapi: string;
+      info: { version: string };
+      paths: Record<string, Record<string, unknown>>;
+    };
+    expect(doc.openapi).toBe("3.1.0");
+    expect(doc.info.version).toBe("9.9.9-test");
+    const documented = Object.entries(doc.paths)
+      .flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`))
+      .sort();
+    const registered = [
+      ...new Set(
+        h.app.routes
+          .filter((r) => r.method !== "ALL")
+          .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, "{$1}")}`),
+      ),
+    ].sort();
+    expect(documented).toEqual(registered);
+    // Every $ref resolves.
+    const text = JSON.stringify(doc);
+    const schemas = (doc as unknown as { components: { schemas: Record<string, unknown> } })
+      .components.schemas;
+    for (const [, name] of text.matchAll(/"#\/components\/schemas\/([A-Za-z]+)"/g)) {
+      expect(schemas[name as string]).toBeDefined();
+    }
+  });
+
+  test("the document carries no scheduler vocabulary", () => {
+    expect(JSON.stringify(openApiDocument("x"))).not.toMatch(/partition|qos|sbatch|slurm/i);
+  });
+});
+
+describe("errors", () => {
+  test("an unknown route is a 404 problem", async () => {
+    const h = make();
+    const res = await h.request("/v2/nothing");
+    expect(res.status).toBe(404);
+    expect((await problemOf(res)).detail).toContain("/v2/nothing");
+  });
+
+  test("a bug is a 500 problem that says nothing about internals, and is logged", async () => {
+    const h = make({
+      backend: fakeBackend({
+        profiles: () => {
+          throw new Error("secret internal detail");
+        },
+      }),
+    });
+    const res = await h.request("/v1/profiles");
+    expect(res.status).toBe(500);
+    const problem = await problemOf(res);
+    expect(JSON.stringify(problem)).not.toContain("secret internal detail");
+    expect(h.log.lines.join("")).toContain("secret internal detail");
+  });
+});
+
+describe("TCP access: bearer token", () => {
+  const bearer = { kind: "Bearer", token: "s3cret-token" } as const;
+
+  test.each([
+    ["no header", {}],
+    ["a wrong token", { Authorization: "Bearer nope" }],
+    ["a prefix of the token", { Authorization: "Bearer s3cret" }],
+    ["another scheme", { Authorization: "Basic s3cret-token" }],
+    ["an empty token", { Authorization: "Bearer " }],
+  ])("%s: 401 problem, nothing written", async (_l, headers) => {
+    const h = make();
+    const res = await h.request(
+      "/v1/workloads",
+      {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...headers },
+        body: JSON.stringify({ kind: "BATCH", profile: "default", command: ["true"] }),
+      },
+      bearer,
+    );
+    expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toContain("Bearer");
+    expect((await problemOf(res)).type).toBe("urn:openai4s:problem:unauthorized");
+    expect(h.rows().workloads).toBe(0);
+  });
+
+  test("the right token passes", async () => {
+    const h = make();
+    const res = await h.request(
+      "/healthz",
+      { headers: { Authorization: "Bearer s3cret-token" } },
+      bearer,
+    );
+    expect(res.status).toBe(200);
+  });
+
+  test("a request without bindings is refused (fail closed)", async () => {
+    const h = make();
+    expect((await h.app.request("/healthz")).status).toBe(401);
+  });
+});

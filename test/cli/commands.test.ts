@@ -1,0 +1,447 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { createCancelCommand } from "../../src/cli/cancel.ts";
+import { UsageError } from "../../src/cli/command.ts";
+import { createExecCommand } from "../../src/cli/exec.ts";
+import { createListCommand } from "../../src/cli/list.ts";
+import { createProfilesCommand } from "../../src/cli/profiles.ts";
+import { createSessionCommand } from "../../src/cli/session.ts";
+import { createShowCommand } from "../../src/cli/show.ts";
+import { createSubmitCommand } from "../../src/cli/submit.ts";
+import { createWaitCommand } from "../../src/cli/wait.ts";
+import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
+import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
+import { fakeBackend, type Harness, harness } from "../api/support.ts";
+import { captureIo, runtimeFor } from "./support.ts";
+
+const open: Harness[] = [];
+function make(options: Parameters<typeof harness>[0] = {}): Harness {
+  const h = harness(options);
+  open.push(h);
+  return h;
+}
+afterEach(() => {
+  for (const h of open.splice(0)) h.close();
+});
+
+const verified = () =>
+  fakeBackend({
+    verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+  } as never);
+
+async function usage(run: () => Promise<number>): Promise<string> {
+  try {
+    await run();
+  } catch (error) {
+    expect(error).toBeInstanceOf(UsageError);
+    return (error as Error).message;
+  }
+  throw new Error("expected a usage error");
+}
+
+function toRunning(h: Harness, id: string) {
+  const allocationId = `a-${id}`;
+  mintAttempt(h.store, {
+    workloadId: id,
+    allocationId,
+    token: mintSubmissionToken((n) => crypto.getRandomValues(new Uint8Array(n))),
+    expectedEpoch: 0,
+    message: "submitting",
+  });
+  applyTransition(h.store, {
+    allocation: {
+      id: allocationId,
+      expectedPhase: "SUBMITTING",
+      phase: "RUNNING",
+      reason: "STARTED",
+      message: null,
+      handle: externalHandle("1"),
+      startedAt: h.clock.now(),
+    },
+    workload: {
+      id,
+      expectedPhase: "SUBMITTING",
+      expectedEpoch: 1,
+      phase: "RUNNING",
+      reason: "STARTED",
+      message: "running",
+    },
+  });
+  return allocationId;
+}
+
+function toTerminal(h: Harness, id: string, phase: "COMPLETED" | "FAILED", allocationId: string) {
+  applyTransition(h.store, {
+    allocation: {
+      id: allocationId,
+      expectedPhase: "RUNNING",
+      phase,
+      reason: phase === "COMPLETED" ? "EXITED_ZERO" : "NONZERO_EXIT",
+      message: null,
+    },
+    workload: {
+      id,
+      expectedPhase: "RUNNING",
+      expectedEpoch: 1,
+      phase,
+      reason: phase === "COMPLETED" ? "EXITED_ZERO" : "NONZERO_EXIT",
+      message: phase === "COMPLETED" ? "exit 0" : "exit 3",
+      exitCode: phase === "COMPLETED" ? 0 : 3,
+    },
+  });
+}
+
+describe("submit", () => {
+  test("prints the id; flags become the request; the default profile is picked", async () => {
+    const h = make();
+    const runtime = runtimeFor(h);
+    const io = captureIo();
+    const code = await createSubmitCommand(runtime).run(
+      [
+        "--name",
+        "hello",
+        "--time-limit",
+        "59m30s",
+        "--env",
+        "A=1",
+        "--env",
+        "B=x=y",
+        "--max-attempts",
+        "2",
+        "--idempotency-key",
+        "k1",
+        "--",
+        "echo",
+        "--not-a-flag",
+      ],
+      io,
+    );
+    expect(io.err()).toBe("");
+    expect(code).toBe(0);
+    const id = io.out().trim();
+    expect(id).toMatch(/^w-/);
+    const w = getWorkload(h.store, id);
+    expect(w).toMatchObject({
+      name: "hello",
+      profile: "default",
+      maxAttempts: 2,
+      idempotencyKey: "k1",
+      spec: {
+        command: ["echo", "--not-a-flag"],
+        env: { A: "1", B: "x=y" },
+        timeLimitSeconds: 3570,
+      },
+    });
+    // Same key again: same id, exit 0.
+    const again = captureIo();
+    await createSubmitCommand(runtime).run(
+      [
+        "--name",
+        "hello",
+        "--time-limit",
+        "59m30s",
+        "--env",
+        "A=1",
+        "--env",
+        "B=x=y",
+        "--max-attempts",
+        "2",
+        "--idempotency-key",
+        "k1",
+        "--",
+        "echo",
+        "--not-a-flag",
+      ],
+      again,
+    );
+    expect(again.out().trim()).toBe(id);
+  });
+
+  test("--json prints the API body", async () => {
+    const h = make();
+    const io = captureIo();
+    expect(await createSubmitCommand(runtimeFor(h)).run(["--json", "--", "true"], io)).toBe(0);
+    expect(JSON.parse(io.out())).toMatchObject({ kind: "BATCH", phase: "PENDING" });
+  });
+
+  test.each([
+    [["--time-limit", "1.5h", "--", "x"], "--time-limit"],
+    [["--time-limit", "0", "--", "x"], "--time-limit"],
+    [["--env", "NOEQUALS", "--", "x"], "--env"],
+    [["--max-attempts", "lots", "--", "x"], "--max-attempts"],
+    [["--bogus", "--", "x"], "--bogus"],
+    [[], "command"],
+  ])("%p is a usage error naming %s; nothing is sent", async (args, named) => {
+    const h = make();
+    const runtime = runtimeFor(h);
+    const message = await usage(() => createSubmitCommand(runtime).run(args, captureIo()));
+    expect(message).toContain(named);
+    expect(runtime.requests).toEqual([]);
+  });
+
+  test("the daemon's 400 is rendered with the field and exits 2", async () => {
+    const h = make();
+    const io = captureIo();
+    const code = await createSubmitCommand(runtimeFor(h)).run(["--profile", "nope", "--", "x"], io);
+    expect(code).toBe(2);
+    expect(io.err()).toContain("profile: unknown profile");
+    expect(h.rows().workloads).toBe(0);
+  });
+
+  test("an unreachable daemon: exit 1 naming the socket", async () => {
+    const h = make();
+    const runtime = {
+      ...runtimeFor(h),
+      fetch: async () => {
+        throw new Error("ENOENT");
+      },
+    };
+    const io = captureIo();
+    expect(
+      await createSubmitCommand(runtime).run(["--server", "unix:/nowhere.sock", "--", "x"], io),
+    ).toBe(1);
+    expect(io.err()).toContain("unix:/nowhere.sock");
+  });
+});
+
+describe("session start and exec", () => {
+  test("session start posts a SESSION with the idle timeout", async () => {
+    const h = make({ backend: verified() });
+    const io = captureIo();
+    const code = await createSessionCommand(runtimeFor(h)).run(
+      ["start", "--idle-timeout", "15m", "--name", "nb"],
+      io,
+    );
+    expect(code).toBe(0);
+    const w = getWorkload(h.store, io.out().trim());
+    expect(w).toMatchObject({ kind: "SESSION", profile: "interactive", name: "nb" });
+    expect(w?.spec.idleTimeoutSeconds).toBe(900);
+  });
+
+  test("the isolation refusal reaches the user with its reason; exit 1", async () => {
+    const h = make();
+    const io = captureIo();
+    expect(await createSessionCommand(runtimeFor(h)).run(["start"], io)).toBe(1);
+    expect(io.err()).toContain("reason: ISOLATION_UNAVAILABLE");
+  });
+
+  test("usage: an action is required; --idle-timeout must be a duration", async () => {
+    const h = make();
+    expect(await usage(() => createSessionCommand(runtimeFor(h)).run([], captureIo()))).toContain(
+      "session start",
+    );
+    expect(
+      await usage(() => createSessionCommand(runtimeFor(h)).run(["stop"], captureIo())),
+    ).toContain('"stop"');
+    expect(
+      await usage(() =>
+        createSessionCommand(runtimeFor(h)).run(["start", "--idle-timeout", "soon"], captureIo()),
+      ),
+    ).toContain("--idle-timeout");
+  });
+
+  test("exec prints the output; an ERROR exits 1 with the error on stderr", async () => {
+    let answer = { kind: "Ok", status: "OK", output: "2\n", error: null } as const as never;
+    const h = make({ backend: verified(), sessions: { exec: async () => answer } });
+    const sid = (
+      (await (
+        await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" })
+      ).json()) as {
+        id: string;
+      }
+    ).id;
+    const io = captureIo();
+    expect(await createExecCommand(runtimeFor(h)).run([sid, "1+1"], io)).toBe(0);
+    expect(io.out()).toBe("2\n");
+    answer = { kind: "Ok", status: "ERROR", output: "", error: "ZeroDivisionError" } as never;
+    const io2 = captureIo();
+    expect(await createExecCommand(runtimeFor(h)).run([sid, "1/0"], io2)).toBe(1);
+    expect(io2.err()).toBe("ZeroDivisionError\n");
+    expect(await usage(() => createExecCommand(runtimeFor(h)).run([sid], captureIo()))).toContain(
+      "ID CODE",
+    );
+  });
+});
+
+describe("list, show, cancel, profiles", () => {
+  test("list shows a table; --all follows pages; --json is the API body", async () => {
+    const h = make();
+    for (let i = 0; i < 3; i++) {
+      await h.post("/v1/workloads", {
+        kind: "BATCH",
+        profile: "default",
+        command: ["true"],
+        name: `j${i}`,
+      });
+      h.clock.advance(1);
+    }
+    const io = captureIo();
+    expect(await createListCommand(runtimeFor(h)).run(["--limit", "2"], io)).toBe(0);
+    const lines = io.out().trim().split("\n");
+    expect(lines[0]).toMatch(/^ID\s+KIND\s+PHASE/);
+    expect(lines).toHaveLength(3);
+    expect(io.err()).toContain("--all");
+    const all = captureIo();
+    await createListCommand(runtimeFor(h)).run(["--limit", "2", "--all", "--json"], all);
+    const body = JSON.parse(all.out()) as { items: { name: string }[]; nextCursor: null };
+    expect(body.items.map((i) => i.name)).toEqual(["j2", "j1", "j0"]);
+    expect(body.nextCursor).toBeNull();
+    const bad = captureIo();
+    expect(await createListCommand(runtimeFor(h)).run(["--phase", "DONE"], bad)).toBe(2);
+    expect(bad.err()).toContain("phase");
+  });
+
+  test("show renders the workload with allocations and events; unknown id exits 1", async () => {
+    const h = make();
+    const id = (
+      (await (
+        await h.post("/v1/workloads", { kind: "BATCH", profile: "default", command: ["true"] })
+      ).json()) as { id: string }
+    ).id;
+    toRunning(h, id);
+    const io = captureIo();
+    expect(await createShowCommand(runtimeFor(h)).run([id], io)).toBe(0);
+    expect(io.out()).toContain(`ID:          ${id}`);
+    expect(io.out()).toContain("Phase:       RUNNING (STARTED)");
+    expect(io.out()).toContain("Allocations:");
+    expect(io.out()).toContain("Events:");
+    const missing = captureIo();
+    expect(await createShowCommand(runtimeFor(h)).run(["w-none"], missing)).toBe(1);
+    expect(missing.err()).toContain("w-none");
+    expect(await usage(() => createShowCommand(runtimeFor(h)).run([], captureIo()))).toContain(
+      "ID",
+    );
+  });
+
+  test("cancel is idempotent", async () => {
+    const h = make();
+    const id = (
+      (await (
+        await h.post("/v1/workloads", { kind: "BATCH", profile: "default", command: ["true"] })
+      ).json()) as { id: string }
+    ).id;
+    for (let i = 0; i < 2; i++) {
+      const io = captureIo();
+      expect(await createCancelCommand(runtimeFor(h)).run([id], io)).toBe(0);
+      expect(io.out()).toContain(`cancel requested: ${id}`);
+    }
+    expect(getWorkload(h.store, id)?.desired.kind).toBe("STOP");
+  });
+
+  test("profiles prints the public view", async () => {
+    const h = make();
+    const io = captureIo();
+    expect(await createProfilesCommand(runtimeFor(h)).run([], io)).toBe(0);
+    expect(io.out()).toContain("default");
+    expect(io.out()).toContain("1h");
+    expect(io.out()).toContain("1024 MB");
+  });
+});
+
+describe("wait", () => {
+  async function batch(h: Harness): Promise<string> {
+    const res = await h.post("/v1/workloads", {
+      kind: "BATCH",
+      profile: "default",
+      command: ["true"],
+    });
+    return ((await res.json()) as { id: string }).id;
+  }
+
+  test("TERMINAL: one plain line per change, exit 0 when COMPLETED", async () => {
+    const h = make();
+    const id = await batch(h);
+    const runtime = runtimeFor(h);
+    let polls = 0;
+    let allocationId = "";
+    runtime.onSleep = () => {
+      polls += 1;
+      if (polls === 2) allocationId = toRunning(h, id);
+      if (polls === 4) toTerminal(h, id, "COMPLETED", allocationId);
+    };
+    const io = captureIo();
+    expect(await createWaitCommand(runtime).run([id], io)).toBe(0);
+    const lines = io.out().trim().split("\n");
+    expect(lines.map((l) => l.split(" ")[2])).toEqual(["PENDING", "RUNNING", "COMPLETED"]);
+  });
+
+  test("TERMINAL: a FAILED job exits 1 and says how it ended", async () => {
+    const h = make();
+    const id = await batch(h);
+    const a = toRunning(h, id);
+    toTerminal(h, id, "FAILED", a);
+    const io = captureIo();
+    expect(await createWaitCommand(runtimeFor(h)).run([id], io)).toBe(1);
+    expect(io.err()).toContain("ended FAILED (NONZERO_EXIT): exit 3");
+  });
+
+  test("READY for a BATCH is RUNNING; a live status line on a terminal", async () => {
+    const h = make();
+    const id = await batch(h);
+    const runtime = runtimeFor(h, { tty: true });
+    runtime.onSleep = () => {
+      toRunning(h, id);
+    };
+    const io = captureIo();
+    expect(await createWaitCommand(runtime).run([id, "--until", "ready"], io)).toBe(0);
+    expect(io.out()).toContain("\r\x1b[2K");
+    expect(io.out().endsWith("\n")).toBe(true);
+  });
+
+  test("READY for a SESSION is its READY condition", async () => {
+    const h = make({ backend: verified() });
+    const id = (
+      (await (
+        await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" })
+      ).json()) as { id: string }
+    ).id;
+    const runtime = runtimeFor(h);
+    runtime.onSleep = () => {
+      toRunning(h, id);
+      setCondition(h.store, id, { type: "READY", status: "TRUE", reason: "READY", message: "" });
+    };
+    const io = captureIo();
+    expect(await createWaitCommand(runtime).run([id], io)).toBe(0);
+    expect(io.out()).toContain("READY=UNKNOWN");
+  });
+
+  test("--timeout expires: exit 1; --until garbage is a usage error", async () => {
+    const h = make();
+    const id = await batch(h);
+    const io = captureIo();
+    expect(await createWaitCommand(runtimeFor(h)).run([id, "--timeout", "2s"], io)).toBe(1);
+    expect(io.err()).toContain("timed out after 2s");
+    expect(
+      await usage(() => createWaitCommand(runtimeFor(h)).run([id, "--until", "DONE"], captureIo())),
+    ).toContain("--until");
+    expect(
+      await usage(() => createWaitCommand(runtimeFor(h)).run([id, "--timeout", "x"], captureIo())),
+    ).toContain("--timeout");
+  });
+
+  test("an unknown id exits 1 at once", async () => {
+    const h = make();
+    const io = captureIo();
+    expect(await createWaitCommand(runtimeFor(h)).run(["w-none"], io)).toBe(1);
+  });
+});
+
+describe("--help on every client command", () => {
+  test.each([
+    ["submit", createSubmitCommand],
+    ["session", createSessionCommand],
+    ["exec", createExecCommand],
+    ["list", createListCommand],
+    ["show", createShowCommand],
+    ["cancel", createCancelCommand],
+    ["wait", createWaitCommand],
+    ["profiles", createProfilesCommand],
+  ] as const)("%s --help: usage on stdout, exit 0, nothing sent", async (name, factory) => {
+    const h = make();
+    const runtime = runtimeFor(h);
+    const io = captureIo();
+    expect(await factory(runtime).run(["--help"], io)).toBe(0);
+    expect(io.out()).toContain(`openai4s ${name}`);
+    expect(io.out()).toContain("--server");
+    expect(runtime.requests).toEqual([]);
+  });
+});

@@ -1,0 +1,142 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { memoryLog } from "../../src/log.ts";
+import { selfCommand } from "../../src/self-command.ts";
+import { openDatabase } from "../../src/store/index.ts";
+
+const dirs: string[] = [];
+const daemons: RunningDaemon[] = [];
+afterEach(async () => {
+  for (const d of daemons.splice(0)) await d.stop();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function config(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
+  const root = mkdtempSync(join(tmpdir(), "o4s-daemon-"));
+  dirs.push(root);
+  const stateDir = join(root, "state");
+  return {
+    stateDir,
+    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
+    backend: "local",
+    clusterConfigPath: null,
+    version: "0.0.0-test",
+    env: { PATH: process.env["PATH"] },
+    selfCommand: selfCommand(),
+    clock: systemClock,
+    log: memoryLog(),
+    tickIntervalMs: 100,
+    ...overrides,
+  };
+}
+
+async function started(c: DaemonConfig): Promise<RunningDaemon> {
+  const result = await startDaemon(c);
+  if (result.kind !== "Started") throw new Error(`did not start: ${JSON.stringify(result)}`);
+  daemons.push(result.daemon);
+  return result.daemon;
+}
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+describe("startDaemon", () => {
+  test("private state: dir 0700, token, database and socket 0600", async () => {
+    const c = config();
+    const d = await started(c);
+    expect(mode(c.stateDir)).toBe(0o700);
+    expect(mode(d.layout.adminToken)).toBe(0o600);
+    expect(mode(d.layout.database)).toBe(0o600);
+    expect(mode(d.layout.apiSocket)).toBe(0o600);
+    expect(statSync(d.layout.apiSocket).isSocket()).toBe(true);
+    const res = await fetch("http://localhost/healthz", { unix: d.layout.apiSocket } as never);
+    expect(await res.json()).toEqual({ status: "ok" });
+  });
+
+  test("TCP needs the admin token; the unix socket does not", async () => {
+    const c = config();
+    const d = await started({
+      ...c,
+      listen: [...c.listen, { kind: "tcp", host: "127.0.0.1", port: 0 }],
+    });
+    const tcp = d.listening.find((l) => l.startsWith("127.0.0.1:"));
+    expect(tcp).toBeDefined();
+    const url = `http://${tcp}/v1/profiles`;
+    const token = readFileSync(d.layout.adminToken, "utf8").trim();
+    const anonymous = await fetch(url);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get("content-type")).toContain("application/problem+json");
+    expect((await fetch(url, { headers: { Authorization: "Bearer wrong" } })).status).toBe(401);
+    const ok = await fetch(url, { headers: { Authorization: `Bearer ${token}` } });
+    expect(ok.status).toBe(200);
+    const viaSocket = await fetch("http://localhost/v1/profiles", {
+      unix: d.layout.apiSocket,
+    } as never);
+    expect(viaSocket.status).toBe(200);
+  });
+
+  test("a second daemon on a live socket refuses to start and leaves the first alone", async () => {
+    const c = config();
+    const first = await started(c);
+    const second = await startDaemon({ ...c, log: memoryLog() });
+    expect(second.kind).toBe("Failed");
+    expect(second.kind === "Failed" && second.message).toContain("another process answers");
+    const res = await fetch("http://localhost/healthz", { unix: first.layout.apiSocket } as never);
+    expect(res.status).toBe(200);
+  });
+
+  test("stop(): socket removed, database closed cleanly, and a restart works", async () => {
+    const c = config();
+    const d = await started(c);
+    await d.stop();
+    await d.stop();
+    expect(existsSync(d.layout.apiSocket)).toBe(false);
+    // A clean close leaves every commit in the main file: the WAL is gone or empty.
+    const wal = `${d.layout.database}-wal`;
+    expect(existsSync(wal) ? statSync(wal).size : 0).toBe(0);
+    const reopened = openDatabase(d.layout.database);
+    reopened.close();
+    await started({ ...c, log: memoryLog() });
+  });
+
+  test.each([
+    ["an unknown backend", { backend: "nope" }, /unknown backend "nope"/],
+    [
+      "a cluster config for the local backend",
+      { clusterConfigPath: "/etc/c.toml" },
+      /--cluster-config/,
+    ],
+    [
+      "an invalid worker listen address",
+      { env: { OPENAI4S_WORKER_LISTEN: "nope" } },
+      /OPENAI4S_WORKER_LISTEN/,
+    ],
+  ] as const)(
+    "%s is a configuration error, and nothing keeps listening",
+    async (_l, o, message) => {
+      const c = config(o as Partial<DaemonConfig>);
+      const result = await startDaemon(c);
+      expect(result.kind).toBe("ConfigError");
+      expect(result.kind === "ConfigError" && result.message).toMatch(message);
+      expect(existsSync(join(c.stateDir, "api.sock"))).toBe(false);
+    },
+  );
+
+  test("a TCP port in use: Failed, and the unix socket opened before it is removed again", async () => {
+    const blocker = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+    try {
+      const c = config();
+      const result = await startDaemon({
+        ...c,
+        listen: [...c.listen, { kind: "tcp", host: "127.0.0.1", port: blocker.port as number }],
+      });
+      expect(result.kind).toBe("Failed");
+      expect(existsSync(join(c.stateDir, "api.sock"))).toBe(false);
+    } finally {
+      await blocker.stop(true);
+    }
+  });
+});

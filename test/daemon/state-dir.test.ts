@@ -1,0 +1,75 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { prepareStateDir, resolveStateDir } from "../../src/daemon/state-dir.ts";
+
+describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/.local/state", () => {
+  const base = { homeDir: "/home/ada", cwd: "/work" };
+  test.each([
+    [
+      "the flag wins",
+      "rel/dir",
+      { OPENAI4S_STATE_DIR: "/e", XDG_STATE_HOME: "/x" },
+      "/work/rel/dir",
+      "flag",
+    ],
+    [
+      "then the variable",
+      undefined,
+      { OPENAI4S_STATE_DIR: "/e", XDG_STATE_HOME: "/x" },
+      "/e",
+      "env",
+    ],
+    ["then XDG_STATE_HOME", undefined, { XDG_STATE_HOME: "/x" }, "/x/openai4s", "xdg"],
+    [
+      "a relative XDG_STATE_HOME is ignored",
+      undefined,
+      { XDG_STATE_HOME: "x" },
+      "/home/ada/.local/state/openai4s",
+      "home",
+    ],
+    [
+      "empty variables count as unset",
+      "",
+      { OPENAI4S_STATE_DIR: "", XDG_STATE_HOME: "" },
+      "/home/ada/.local/state/openai4s",
+      "home",
+    ],
+    ["then the home default", undefined, {}, "/home/ada/.local/state/openai4s", "home"],
+  ] as const)("%s", (_l, flag, env, path, source) => {
+    expect(resolveStateDir({ ...base, flag, env })).toEqual({ path, source });
+  });
+});
+
+describe("prepareStateDir", () => {
+  const dirs: string[] = [];
+  afterEach(() => {
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+  function tmp(): string {
+    const d = mkdtempSync(join(tmpdir(), "o4s-state-"));
+    dirs.push(d);
+    return d;
+  }
+
+  test("creates missing parents, the directory 0700", () => {
+    const dir = join(tmp(), "a", "b");
+    expect(prepareStateDir(dir)).toEqual({ tightenedFrom: null });
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  test("tightens an existing group-readable directory and says so", () => {
+    const dir = join(tmp(), "s");
+    mkdirSync(dir);
+    chmodSync(dir, 0o755);
+    expect(prepareStateDir(dir)).toEqual({ tightenedFrom: 0o755 });
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+  });
+
+  test("a file in the way is an error", () => {
+    const file = join(tmp(), "f");
+    writeFileSync(file, "");
+    expect(() => prepareStateDir(file)).toThrow();
+  });
+});

@@ -1,0 +1,64 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { clearStaleSocket, removeSocket, withPrivateSocket } from "../../src/daemon/unix-socket.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+function socketPath(): string {
+  const d = mkdtempSync(join(tmpdir(), "o4s-sock-"));
+  dirs.push(d);
+  return join(d, "api.sock");
+}
+
+describe("the API socket file", () => {
+  test("a missing path is free", async () => {
+    expect(await clearStaleSocket(socketPath())).toEqual({ kind: "Free" });
+  });
+
+  test("is created 0600, and a live listener is never unlinked", async () => {
+    const path = socketPath();
+    const server = withPrivateSocket(path, () =>
+      Bun.serve({ unix: path, fetch: () => new Response("hi") }),
+    );
+    try {
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+      expect((await clearStaleSocket(path)).kind).toBe("InUse");
+      expect(existsSync(path)).toBe(true);
+    } finally {
+      await server.stop(true);
+    }
+  });
+
+  test("a leftover socket nobody answers on is removed", async () => {
+    const path = socketPath();
+    // A child that binds the socket and is then SIGKILLed leaves the file behind, as a
+    // crashed daemon would.
+    const child = Bun.spawn(
+      [
+        process.execPath,
+        "-e",
+        `Bun.serve({ unix: ${JSON.stringify(path)}, fetch: () => new Response("x") }); console.log("up");`,
+      ],
+      { stdout: "pipe" },
+    );
+    const reader = child.stdout.getReader();
+    await reader.read();
+    child.kill("SIGKILL");
+    await child.exited;
+    expect(existsSync(path)).toBe(true);
+    expect(await clearStaleSocket(path)).toEqual({ kind: "StaleRemoved" });
+    expect(existsSync(path)).toBe(false);
+  });
+
+  test("a regular file at the path is not touched", async () => {
+    const path = socketPath();
+    writeFileSync(path, "precious");
+    expect((await clearStaleSocket(path)).kind).toBe("NotASocket");
+    removeSocket(path);
+    expect(existsSync(path)).toBe(true);
+  });
+});
