@@ -1,0 +1,375 @@
+/**
+ * The Slurm backend against a REAL cluster (scripts/slurm-test-cluster.sh):
+ *
+ * 1. Scheduler calls per reconciler tick with 1, 20 and 100 active jobs: the real reconciler,
+ *    store and backend, one `reconcileOnce()` per tick, calls counted by the broker. Target:
+ *    at most one squeue and at most one sacct per observation tick, whatever the count.
+ * 2. 100 jobs submitted at once (the first tick of the 100 case): target one squeue and one
+ *    sacct shared by every submission, plus one sbatch per job.
+ * 3. Submit latency: `POST /v1/workloads` on a real daemon (`--backend slurm`) until the job
+ *    exists in the controller (the backend's sbatch returned with its id; squeue is then
+ *    asked to confirm), beside the bare cost of the scheduler calls that path needs (token
+ *    lookup: squeue + sacct; then sbatch) run directly. Target: the daemon adds <= 25 %.
+ *
+ * Run: `OPENAI4S_SLURM_TEST_DIR=/tmp/o4s-slurm node_modules/.bin/bun bench/slurm.bench.ts`.
+ * Without a cluster it prints one line and exits 0.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../src/clock.ts";
+import { jsonLog, type Log, type LogFields } from "../src/log.ts";
+import { batchPreparer } from "../src/orchestration/batch-preparer.ts";
+import { stateLayout } from "../src/orchestration/layout.ts";
+import type { SubmissionToken } from "../src/orchestration/models.ts";
+import { preparerByKind } from "../src/orchestration/preparer-by-kind.ts";
+import { bindReconcilerStore, createReconciler } from "../src/orchestration/reconciler.ts";
+import { sessionsDisabledPreparer } from "../src/orchestration/session/preparer.ts";
+import { createSlurmBackend } from "../src/orchestration/slurm/backend.ts";
+import {
+  createSlurmBroker,
+  type SlurmBroker,
+  type SlurmCommand,
+} from "../src/orchestration/slurm/broker.ts";
+import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
+import { loadTestCluster, type TestCluster } from "../test/slurm/cluster-config.ts";
+import { BASE_PLACEMENT, catalog, newToken } from "../test/slurm/support.ts";
+
+const SKIP_LINE =
+  "slurm bench skipped: set OPENAI4S_SLURM_TEST_DIR (e.g. `bash scripts/slurm-test-cluster.sh up /tmp/o4s-slurm && OPENAI4S_SLURM_TEST_DIR=/tmp/o4s-slurm bun bench/slurm.bench.ts`)";
+
+type Calls = Record<SlurmCommand, number>;
+
+interface TickCalls {
+  readonly tick: string;
+  readonly calls: Calls;
+  readonly durationMs: number;
+}
+
+export interface SlurmBenchResult {
+  readonly machine: string;
+  readonly perTick: readonly {
+    readonly activeJobs: number;
+    readonly ticks: readonly TickCalls[];
+  }[];
+  readonly latency: {
+    readonly samples: number;
+    readonly daemonMs: Summary;
+    readonly bareMs: Summary;
+    readonly overheadPercent: number;
+  } | null;
+}
+
+interface Summary {
+  readonly median: number;
+  readonly p90: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+function summarize(values: readonly number[]): Summary {
+  const s = [...values].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+  return { median: at(0.5), p90: at(0.9), min: s[0] ?? Number.NaN, max: s.at(-1) ?? Number.NaN };
+}
+
+function diff(after: Calls, before: Calls): Calls {
+  return {
+    sbatch: after.sbatch - before.sbatch,
+    squeue: after.squeue - before.squeue,
+    sacct: after.sacct - before.sacct,
+    scancel: after.scancel - before.scancel,
+    srun: after.srun - before.srun,
+  };
+}
+
+function machine(cluster: TestCluster): string {
+  const cpu = cpus()[0]?.model.trim() ?? "unknown CPU";
+  const version = Bun.spawnSync({
+    cmd: ["sbatch", "--version"],
+    env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+  })
+    .stdout.toString()
+    .trim();
+  const kernel = readFileSync("/proc/sys/kernel/osrelease", "utf8").trim();
+  return `${cpus().length} x ${cpu}, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${kernel}, ${version}, Bun ${Bun.version}; cluster: 2 slurmd on this machine (scripts/slurm-test-cluster.sh)`;
+}
+
+/** A broker that can pretend the controller forgot every job (to force the accounting path). */
+function switchableBroker(real: SlurmBroker): SlurmBroker & { forget: boolean } {
+  const b = {
+    ...real,
+    forget: false,
+    async listQueue(names: readonly string[]) {
+      const answer = await real.listQueue(names);
+      return b.forget && answer.kind === "Answered"
+        ? { kind: "Answered" as const, value: [] }
+        : answer;
+    },
+  };
+  return b;
+}
+
+async function perTickCalls(cluster: TestCluster, activeJobs: number): Promise<TickCalls[]> {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-bench-"));
+  const layout = stateLayout(dir);
+  const database = openDatabase(join(dir, "openai4s.db"));
+  const real = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
+  const broker = switchableBroker(real);
+  const log = jsonLog(() => {}, { level: "error" });
+  const backend = createSlurmBackend({
+    broker,
+    placements: catalog({ bench: { ...BASE_PLACEMENT, memoryMb: 10 } }),
+    clock: systemClock,
+    log,
+  });
+  const reconciler = createReconciler({
+    store: bindReconcilerStore({ db: database.db, clock: systemClock }),
+    backend,
+    preparer: preparerByKind({
+      BATCH: batchPreparer({ layout }),
+      SESSION: sessionsDisabledPreparer("bench"),
+    }),
+    clock: systemClock,
+    log,
+  });
+  const deps = { db: database.db, clock: systemClock };
+  const ids: string[] = [];
+  for (let i = 0; i < activeJobs; i++) {
+    const id = crypto.randomUUID();
+    ids.push(id);
+    createWorkload(deps, {
+      id,
+      kind: "BATCH",
+      name: `bench-${i}`,
+      profile: "bench",
+      spec: { command: ["/bin/sleep", "600"] },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+  }
+  const ticks: TickCalls[] = [];
+  const tick = async (label: string) => {
+    const before = real.callCounts();
+    const started = performance.now();
+    await reconciler.reconcileOnce();
+    ticks.push({
+      tick: label,
+      calls: diff(real.callCounts(), before),
+      durationMs: performance.now() - started,
+    });
+  };
+  try {
+    await tick("submit");
+    for (let i = 1; i <= 5; i++) {
+      await tick(`observe ${i}`);
+      await Bun.sleep(200);
+    }
+    broker.forget = true;
+    await tick("observe, all left the queue");
+    broker.forget = false;
+    for (const id of ids) requestStop(deps, id, "USER_CANCELLED", "bench over");
+    await tick("cancel");
+    for (let i = 0; i < 30; i++) {
+      const report = await reconciler.reconcileOnce();
+      if (report.workloadsConsidered === 0) break;
+      await Bun.sleep(300);
+    }
+  } finally {
+    database.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return ticks;
+}
+
+function waitingLog(
+  inner: Log,
+): Log & { nextSubmitted(): Promise<{ at: number; fields: LogFields }> } {
+  let waiter: ((v: { at: number; fields: LogFields }) => void) | null = null;
+  return {
+    ...inner,
+    info(message, fields) {
+      if (message === "submitted" && waiter !== null) {
+        const w = waiter;
+        waiter = null;
+        w({ at: performance.now(), fields: fields ?? {} });
+      }
+      inner.info(message, fields);
+    },
+    nextSubmitted() {
+      return new Promise((resolve) => {
+        waiter = resolve;
+      });
+    },
+  };
+}
+
+async function submitLatency(
+  cluster: TestCluster,
+  samples: number,
+): Promise<SlurmBenchResult["latency"]> {
+  // The daemon is the API engineer's; imported lazily so the other figures never depend on it.
+  const { startDaemon } = await import("../src/daemon/daemon.ts");
+  const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-latency-"));
+  const config = join(dir, "cluster.toml");
+  writeFileSync(
+    config,
+    [
+      "[profiles.bench]",
+      'description = "benchmark"',
+      'partition = "debug"',
+      "cpus = 1",
+      "memory_mb = 10",
+      "time_limit_minutes = 10",
+      "allow_batch = true",
+      "",
+    ].join("\n"),
+  );
+  const socket = join(dir, "api.sock");
+  const log = waitingLog(jsonLog(() => {}, { level: "info" }));
+  const started = await startDaemon({
+    stateDir: join(dir, "state"),
+    listen: [{ kind: "unix", path: socket }],
+    backend: "slurm",
+    clusterConfigPath: config,
+    version: "bench",
+    env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+    selfCommand: [process.execPath, join(import.meta.dir, "../src/main.ts")],
+    clock: systemClock,
+    log,
+  });
+  if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+  const broker = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
+  const jobIds: string[] = [];
+  const daemonMs: number[] = [];
+  const bareMs: number[] = [];
+  try {
+    for (let i = 0; i < samples; i++) {
+      // Through the daemon.
+      await Bun.sleep(150 + Math.random() * 500);
+      const submitted = log.nextSubmitted();
+      const t0 = performance.now();
+      const response = await fetch("http://localhost/v1/workloads", {
+        unix: socket,
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ kind: "BATCH", profile: "bench", command: ["/bin/sleep", "300"] }),
+      });
+      if (response.status !== 201)
+        throw new Error(`POST: ${response.status} ${await response.text()}`);
+      const { at, fields } = await submitted;
+      daemonMs.push(at - t0);
+      const jobId = String(fields["jobId"]);
+      const token = String(fields["token"]);
+      jobIds.push(jobId);
+      const visible = await broker.listQueue([token]);
+      if (visible.kind !== "Answered" || !visible.value.some((r) => r.jobId === jobId)) {
+        throw new Error(`job ${jobId} not visible in squeue: ${JSON.stringify(visible)}`);
+      }
+      await broker.cancelJobs([jobId]);
+
+      // The same scheduler calls, bare.
+      await Bun.sleep(150 + Math.random() * 500);
+      const token2: SubmissionToken = newToken();
+      const b0 = performance.now();
+      const queue = await broker.listQueue([token2]);
+      const accounting = await broker.listAccounting({
+        kind: "ByNames",
+        names: [token2],
+        lookbackSeconds: 7 * 86_400,
+      });
+      const script = join(dir, "bare.sh");
+      writeFileSync(script, "#!/bin/sh\nexec /bin/sleep 300\n", { mode: 0o700 });
+      const id = await broker.submitBatch({
+        jobName: token2,
+        comment: token2,
+        scriptPath: script,
+        workDir: dir,
+        stdoutPath: join(dir, "bare.out"),
+        stderrPath: join(dir, "bare.err"),
+        partition: "debug",
+        qos: null,
+        account: null,
+        nodes: 1,
+        cpusPerTask: 1,
+        gpusPerNode: 0,
+        memoryMb: 10,
+        timeLimitMinutes: 10,
+        env: { PATH: "/usr/bin:/bin" },
+      });
+      bareMs.push(performance.now() - b0);
+      if (queue.kind !== "Answered" || accounting.kind !== "Answered" || id.kind !== "Answered") {
+        throw new Error(`bare scheduler calls failed: ${JSON.stringify([queue, accounting, id])}`);
+      }
+      jobIds.push(id.value);
+      await broker.cancelJobs([id.value]);
+    }
+  } finally {
+    if (jobIds.length > 0) await broker.cancelJobs(jobIds);
+    await started.daemon.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const daemon = summarize(daemonMs);
+  const bare = summarize(bareMs);
+  return {
+    samples,
+    daemonMs: daemon,
+    bareMs: bare,
+    overheadPercent: ((daemon.median - bare.median) / bare.median) * 100,
+  };
+}
+
+export async function benchSlurm(cluster: TestCluster): Promise<SlurmBenchResult> {
+  const perTick: { activeJobs: number; ticks: TickCalls[] }[] = [];
+  const counts = (process.env["O4S_BENCH_ACTIVE_JOBS"] ?? "1,20,100")
+    .split(",")
+    .filter(Boolean)
+    .map(Number);
+  for (const n of counts) perTick.push({ activeJobs: n, ticks: await perTickCalls(cluster, n) });
+  const latency = await submitLatency(
+    cluster,
+    Number(process.env["O4S_BENCH_LATENCY_SAMPLES"] ?? 20),
+  );
+  return { machine: machine(cluster), perTick, latency };
+}
+
+function printTable(result: SlurmBenchResult): void {
+  const f = (n: number) => n.toFixed(1);
+  console.log(`slurm bench on ${result.machine}\n`);
+  console.log("| active jobs | tick | sbatch | squeue | sacct | scancel | tick ms |");
+  console.log("|---:|---|---:|---:|---:|---:|---:|");
+  for (const { activeJobs, ticks } of result.perTick) {
+    for (const t of ticks) {
+      const c = t.calls;
+      console.log(
+        `| ${activeJobs} | ${t.tick} | ${c.sbatch} | ${c.squeue} | ${c.sacct} | ${c.scancel} | ${f(t.durationMs)} |`,
+      );
+    }
+  }
+  const l = result.latency;
+  if (l !== null) {
+    console.log(
+      `\n| submit latency (${l.samples} samples) | median ms | p90 ms | min ms | max ms |`,
+    );
+    console.log("|---|---:|---:|---:|---:|");
+    console.log(
+      `| POST /v1/workloads → job in the controller | ${f(l.daemonMs.median)} | ${f(l.daemonMs.p90)} | ${f(l.daemonMs.min)} | ${f(l.daemonMs.max)} |`,
+    );
+    console.log(
+      `| bare: squeue + sacct + sbatch | ${f(l.bareMs.median)} | ${f(l.bareMs.p90)} | ${f(l.bareMs.min)} | ${f(l.bareMs.max)} |`,
+    );
+    console.log(`\ndaemon overhead on the median: ${f(l.overheadPercent)} % (target <= 25 %)`);
+  }
+}
+
+if (import.meta.main) {
+  const cluster = loadTestCluster(process.env);
+  if (cluster === null) {
+    console.log(SKIP_LINE);
+  } else {
+    const result = await benchSlurm(cluster);
+    printTable(result);
+    console.log(JSON.stringify({ bench: "slurm", ...result }));
+  }
+}

@@ -1,0 +1,674 @@
+/**
+ * The AllocationBackend for a Slurm cluster. Three behaviours are load-bearing:
+ *
+ * 1. A lost submission is Unknown, never a failure, and `submit` begins by asking whether the
+ *    token is already out there, so the retry after an Unknown returns Existing instead of a
+ *    second job on the cluster (INV-8). The lookup matches JobName as well as Comment: sacct
+ *    persists Comment only where the site sets AccountingStoreFlags=job_comment (and only
+ *    once the job ended), while JobName is an ordinary accounting field. When the lookup
+ *    cannot be answered, submit returns Unknown rather than pressing on: absence of an answer
+ *    is not an answer of absence.
+ * 2. A job in neither the queue nor accounting is LOST, never COMPLETED, and only on
+ *    evidence: successful answers from both, for several observations over a grace period,
+ *    because accounting lags the controller by seconds (a short job may first appear there
+ *    under the name "allocation").
+ * 3. An unreachable scheduler leaves every phase where it was (observe says Unavailable).
+ *
+ * Observation is batched so scheduler calls per tick stay constant as jobs grow: one squeue
+ * for every target (filtered by our job names, all states, so a job that ended less than
+ * MinJobAge ago is still read from the controller), and one sacct only for the targets that
+ * have left the controller. Submissions of a tick share one token lookup (one squeue, one
+ * sacct) and then cost one sbatch each.
+ *
+ * A multi-node SESSION is one launcher task per node, each worker resolving its rank from
+ * SLURM_PROCID; only paths reach the job's environment and command line, never a credential
+ * value. `runTask` runs a step inside the allocation the workload already holds and refuses
+ * when it is not running: submitting a fresh allocation instead is exactly what INV-4 forbids.
+ *
+ * This backend does not declare session isolation (SessionIsolationProvider): jobs of one
+ * service account share a uid, and 0600 files do not separate them.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import {
+  externalHandle,
+  isTerminal,
+  type ResourceProfile,
+  type SubmissionToken,
+} from "../models.ts";
+import type {
+  AllocationBackend,
+  AllocationObservation,
+  BackendDiagnostics,
+  CancelResult,
+  FindResult,
+  ObservationTarget,
+  ObserveResult,
+  SubmitRequest,
+  SubmitResult,
+  TaskResult,
+  TaskRunner,
+} from "../ports.ts";
+import { type BatchBody, renderBatchScript } from "./batch-script.ts";
+import type { BatchSpec, SlurmBroker, SlurmCommandError } from "./broker.ts";
+import type { AccountingRow, QueueRow } from "./parse.ts";
+import { mapJobState, normaliseState } from "./state-table.ts";
+
+/**
+ * What a profile maps to on the cluster (D5: the administrator's side of cluster.toml). The
+ * profile loader adapts its own type to this.
+ */
+export interface SlurmPlacement {
+  readonly partition: string | null;
+  readonly qos: string | null;
+  readonly account: string | null;
+  readonly nodes: number;
+  /** Per node (per task: one task per node). */
+  readonly cpus: number;
+  /** Per node. */
+  readonly gpus: number;
+  readonly memoryMb: number | null;
+  readonly timeLimitSeconds: number | null;
+}
+
+export interface PlacementCatalog {
+  /** The public view: what scientists see. No partition, no QoS. */
+  profiles(): readonly ResourceProfile[];
+  /** The administrator's mapping for a profile name, or null when there is no such profile. */
+  placement(profile: string): SlurmPlacement | null;
+}
+
+export interface SlurmBackendOptions {
+  readonly broker: SlurmBroker;
+  readonly placements: PlacementCatalog;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** PATH inside jobs and steps (the daemon's own PATH never reaches a job). */
+  readonly jobPath?: string;
+  /** The in-allocation launcher a WORKER batch script calls. */
+  readonly launcher?: string;
+  /** How far back the token lookup searches accounting. */
+  readonly accountingLookbackSeconds?: number;
+  /** LOST needs absence from queue and accounting for at least this long... */
+  readonly lostGraceMs?: number;
+  /** ...and over at least this many consecutive successful observations. */
+  readonly lostMinObservations?: number;
+  /** sbatch calls in flight at once during one submit(). */
+  readonly submitConcurrency?: number;
+  /** Per stream, for runTask's output. */
+  readonly taskMaxOutputBytes?: number;
+}
+
+export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+export const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
+export const DEFAULT_LOST_GRACE_MS = 60_000;
+export const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
+/** The variable the launcher sets to each task's rank. */
+export const RANK_ENV = "SLURM_PROCID";
+const SCRIPT_NAME = "job.sh";
+/** sacct's placeholder name for a job whose record has not received its real name yet. */
+const ACCOUNTING_PLACEHOLDER_NAME = "allocation";
+
+export type SlurmBackend = AllocationBackend & TaskRunner;
+
+type Lookup =
+  | { readonly kind: "Found"; readonly jobId: string; readonly observation: AllocationObservation }
+  | { readonly kind: "Absent" }
+  | { readonly kind: "Unavailable"; readonly message: string };
+
+interface Absence {
+  readonly handle: string;
+  readonly since: number;
+  readonly count: number;
+}
+
+export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
+  const { broker, placements, clock, log } = options;
+  const jobPath = options.jobPath ?? DEFAULT_JOB_PATH;
+  const launcher = options.launcher ?? "srun";
+  const lookbackSeconds = options.accountingLookbackSeconds ?? DEFAULT_ACCOUNTING_LOOKBACK_SECONDS;
+  const lostGraceMs = options.lostGraceMs ?? DEFAULT_LOST_GRACE_MS;
+  const lostMinObservations = options.lostMinObservations ?? DEFAULT_LOST_MIN_OBSERVATIONS;
+  const submitConcurrency = Math.max(1, options.submitConcurrency ?? 8);
+  const taskMaxOutputBytes = options.taskMaxOutputBytes ?? 1024 * 1024;
+
+  /** Per allocation: since when, and for how many observations, it was seen nowhere. */
+  const absences = new Map<string, Absence>();
+  let health: { healthy: boolean; message: string } = { healthy: true, message: "no calls yet" };
+
+  function noteFailure(error: SlurmCommandError): void {
+    if (error.kind === "refused") return;
+    health = { healthy: false, message: error.message };
+    log.warn("scheduler call failed", {
+      command: error.command,
+      kind: error.kind,
+      error: error.message,
+    });
+  }
+  function noteSuccess(command: string): void {
+    if (!health.healthy) log.info("scheduler answers again", { command });
+    health = { healthy: true, message: `last ${command} answered` };
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Reading rows
+  // -------------------------------------------------------------------------------------
+
+  function observationOf(
+    source: "queue" | "accounting",
+    jobId: string,
+    row: {
+      readonly state: string;
+      readonly exit: QueueRow["exit"];
+      readonly startedAt: number | null;
+      readonly endedAt: number | null;
+    },
+    pendingReason: string,
+  ): AllocationObservation {
+    const mapping = mapJobState(row.state, row.exit);
+    if (mapping.kind === "Indeterminate") {
+      if (mapping.unrecognised) {
+        log.warn("unrecognised job state: leaving the phase unchanged", {
+          jobId,
+          source,
+          state: row.state.slice(0, 64),
+        });
+      }
+      return { kind: "Indeterminate", message: mapping.message };
+    }
+    const started = mapping.phase !== "QUEUED";
+    const ended = isTerminal(mapping.phase);
+    let message = mapping.message;
+    if (mapping.phase === "QUEUED" && pendingReason !== "" && pendingReason !== "None") {
+      message = `waiting: ${pendingReason}`;
+    }
+    return {
+      kind: "Observed",
+      phase: mapping.phase,
+      reason: mapping.reason,
+      message,
+      exitCode: mapping.exitCode,
+      startedAt: started ? row.startedAt : null,
+      endedAt: ended ? row.endedAt : null,
+    };
+  }
+
+  const fromQueue = (row: QueueRow) => observationOf("queue", row.jobId, row, row.reason);
+  const fromAccounting = (row: AccountingRow) => observationOf("accounting", row.jobId, row, "");
+
+  const carries = (row: { readonly name: string; readonly comment: string }, token: string) =>
+    row.name === token || row.comment === token;
+
+  /** Several jobs under one token would be an INV-8 breach: say so, and prefer the newest. */
+  function pick<R extends { readonly jobId: string }>(token: string, rows: readonly R[]): R | null {
+    if (rows.length === 0) return null;
+    const ids = new Set(rows.map((r) => r.jobId));
+    if (ids.size > 1) {
+      log.error("several jobs carry one submission token", { token, jobIds: [...ids] });
+    }
+    return rows.reduce((a, b) => (BigInt(b.jobId) > BigInt(a.jobId) ? b : a));
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Token lookup: one squeue, then one sacct for the tokens the controller does not know.
+  //
+  // Both listings are filtered by our job names, so every row is one of ours and no other
+  // job's free-text name can break the parse; a row then matches on JobName OR Comment.
+  // squeue shows the comment whatever the accounting flags; sacct keeps it only with
+  // job_comment and only once the job ended, which is why JobName is what the accounting
+  // half stands on. squeue covers every state for MinJobAge after a job ends, which closes
+  // the window in which accounting has not yet caught up with a job that just finished.
+  // -------------------------------------------------------------------------------------
+
+  async function lookupTokens(
+    tokens: readonly SubmissionToken[],
+  ): Promise<Map<SubmissionToken, Lookup>> {
+    const out = new Map<SubmissionToken, Lookup>();
+    const unique = [...new Set(tokens)];
+    if (unique.length === 0) return out;
+    const queue = await broker.listQueue(unique);
+    if (queue.kind === "Failed") {
+      noteFailure(queue.error);
+      for (const t of unique) out.set(t, { kind: "Unavailable", message: queue.error.message });
+      return out;
+    }
+    noteSuccess("squeue");
+    const remaining: SubmissionToken[] = [];
+    for (const token of unique) {
+      const row = pick(
+        token,
+        queue.value.filter((r) => carries(r, token)),
+      );
+      if (row === null) remaining.push(token);
+      else out.set(token, { kind: "Found", jobId: row.jobId, observation: fromQueue(row) });
+    }
+    if (remaining.length === 0) return out;
+    const accounting = await broker.listAccounting({
+      kind: "ByNames",
+      names: remaining,
+      lookbackSeconds,
+    });
+    if (accounting.kind === "Failed") {
+      noteFailure(accounting.error);
+      for (const t of remaining) {
+        out.set(t, { kind: "Unavailable", message: accounting.error.message });
+      }
+      return out;
+    }
+    noteSuccess("sacct");
+    for (const token of remaining) {
+      const row = pick(
+        token,
+        accounting.value.filter((r) => carries(r, token)),
+      );
+      out.set(
+        token,
+        row === null
+          ? { kind: "Absent" }
+          : { kind: "Found", jobId: row.jobId, observation: fromAccounting(row) },
+      );
+    }
+    return out;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Submission
+  // -------------------------------------------------------------------------------------
+
+  type Prepared =
+    | { readonly kind: "Ready"; readonly spec: BatchSpec }
+    | { readonly kind: "Rejected"; readonly message: string }
+    | { readonly kind: "Unknown"; readonly message: string };
+
+  function prepare(request: SubmitRequest): Prepared {
+    const placement = placements.placement(request.profile);
+    if (placement === null) {
+      return { kind: "Rejected", message: `no such profile: ${JSON.stringify(request.profile)}` };
+    }
+    const launch = request.launch;
+    let body: BatchBody;
+    let nodes: number;
+    switch (launch.kind) {
+      case "COMMAND":
+        body = { kind: "COMMAND", command: launch.command };
+        nodes = placement.nodes;
+        break;
+      case "WORKER":
+        body = {
+          kind: "WORKER",
+          launcher,
+          ranks: launch.ranks,
+          workerCommand: launch.workerCommand,
+          rankEnv: RANK_ENV,
+        };
+        nodes = launch.ranks;
+        break;
+      default: {
+        const never: never = launch;
+        throw new Error(`unhandled launch ${JSON.stringify(never)}`);
+      }
+    }
+    const rendered = renderBatchScript(body);
+    if (rendered.kind === "Invalid") return { kind: "Rejected", message: rendered.message };
+    // The profile's limit is a ceiling ("a workload may ask for less"), never raised here.
+    const timeLimitSeconds =
+      request.timeLimitSeconds === null
+        ? placement.timeLimitSeconds
+        : placement.timeLimitSeconds === null
+          ? request.timeLimitSeconds
+          : Math.min(request.timeLimitSeconds, placement.timeLimitSeconds);
+    const scriptPath = join(request.allocationDir, SCRIPT_NAME);
+    try {
+      mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
+      mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
+      writeFileSync(scriptPath, rendered.script, { mode: 0o700 });
+    } catch (error) {
+      // Nothing was submitted, but a full disk is not the workload's fault: Unknown sends the
+      // caller through findByToken (Absent) and back here, rather than failing the workload.
+      return { kind: "Unknown", message: `could not write the batch script: ${String(error)}` };
+    }
+    return {
+      kind: "Ready",
+      spec: {
+        jobName: request.token,
+        comment: request.token,
+        scriptPath,
+        workDir: request.workspaceDir,
+        stdoutPath: join(request.allocationDir, "stdout.log"),
+        stderrPath: join(request.allocationDir, "stderr.log"),
+        partition: placement.partition,
+        qos: placement.qos,
+        account: placement.account,
+        nodes,
+        cpusPerTask: placement.cpus,
+        gpusPerNode: placement.gpus,
+        memoryMb: placement.memoryMb,
+        // The scheduler counts whole minutes: round up, never cut the user's time short.
+        timeLimitMinutes:
+          timeLimitSeconds === null ? null : Math.max(1, Math.ceil(timeLimitSeconds / 60)),
+        // The job's whole environment. The launch env may override PATH; the broker refuses
+        // credential-shaped names and values that would change the meaning of --export.
+        env: { PATH: jobPath, ...launch.env },
+      },
+    };
+  }
+
+  async function submitOne(request: SubmitRequest): Promise<SubmitResult> {
+    const token = request.token;
+    const prepared = prepare(request);
+    switch (prepared.kind) {
+      case "Rejected":
+        return { kind: "Rejected", token, message: prepared.message };
+      case "Unknown":
+        return { kind: "Unknown", token, message: prepared.message };
+      case "Ready":
+        break;
+      default: {
+        const never: never = prepared;
+        throw new Error(`unhandled preparation ${JSON.stringify(never)}`);
+      }
+    }
+    const result = await broker.submitBatch(prepared.spec);
+    if (result.kind === "Answered") {
+      noteSuccess("sbatch");
+      log.info("submitted", { token, jobId: result.value, allocationId: request.allocationId });
+      return { kind: "Created", token, handle: externalHandle(result.value) };
+    }
+    const error = result.error;
+    noteFailure(error);
+    switch (error.kind) {
+      case "refused":
+        return { kind: "Rejected", token, message: error.message };
+      case "timed_out":
+      case "unreachable":
+      case "malformed":
+        // The job may exist: the answer, not the submission, may be what was lost.
+        return { kind: "Unknown", token, message: error.message };
+      default: {
+        const never: never = error.kind;
+        throw new Error(`unhandled error kind ${String(never)}`);
+      }
+    }
+  }
+
+  async function inPool<T, R>(items: readonly T[], limit: number, f: (t: T) => Promise<R>) {
+    const results: R[] = new Array(items.length);
+    let next = 0;
+    const worker = async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= items.length) return;
+        results[i] = await f(items[i] as T);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+    return results;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Observation
+  // -------------------------------------------------------------------------------------
+
+  /**
+   * One more successful observation without the job. LOST only after both the count and the
+   * time say so; until then Indeterminate, which changes nothing.
+   */
+  function absent(target: ObservationTarget, why: string): AllocationObservation {
+    const now = clock.now();
+    const previous = absences.get(target.allocationId);
+    const entry: Absence =
+      previous === undefined || previous.handle !== target.handle
+        ? { handle: target.handle, since: now, count: 1 }
+        : { ...previous, count: previous.count + 1 };
+    absences.set(target.allocationId, entry);
+    const forMs = now - entry.since;
+    if (entry.count >= lostMinObservations && forMs >= lostGraceMs) {
+      log.warn("job is in neither the queue nor accounting: LOST", {
+        allocationId: target.allocationId,
+        jobId: target.handle,
+        observations: entry.count,
+        forMs,
+      });
+      return {
+        kind: "Observed",
+        phase: "LOST",
+        reason: "NOT_FOUND_BY_BACKEND",
+        message: `job ${target.handle} ${why} for ${Math.round(forMs / 1000)} s over ${entry.count} observations`,
+        exitCode: null,
+        startedAt: null,
+        endedAt: null,
+      };
+    }
+    return {
+      kind: "Indeterminate",
+      message: `job ${target.handle} ${why} (${entry.count} of ${lostMinObservations} observations, ${Math.round(forMs / 1000)} s of ${Math.round(lostGraceMs / 1000)} s)`,
+    };
+  }
+
+  function accountingObservation(
+    target: ObservationTarget,
+    rows: readonly AccountingRow[],
+  ): AllocationObservation {
+    const sameId = rows.filter((r) => r.jobId === target.handle);
+    const ours = pick(
+      target.token,
+      sameId.filter((r) => carries(r, target.token)),
+    );
+    if (ours === null) {
+      if (sameId.some((r) => r.name === ACCOUNTING_PLACEHOLDER_NAME)) {
+        // Accounting has the id but not yet its name: lag, not absence.
+        return {
+          kind: "Indeterminate",
+          message: `accounting has job ${target.handle} without its name yet`,
+        };
+      }
+      return absent(target, "is in neither the queue nor accounting");
+    }
+    const observation = fromAccounting(ours);
+    if (observation.kind === "Observed" && !isTerminal(observation.phase)) {
+      // The controller no longer knows the job, but accounting still says it lives: either
+      // accounting lags, or the controller lost it. Only time tells which.
+      return absent(
+        target,
+        `is not in the queue while accounting says ${normaliseState(ours.state)}`,
+      );
+    }
+    absences.delete(target.allocationId);
+    return observation;
+  }
+
+  // -------------------------------------------------------------------------------------
+  // The port
+  // -------------------------------------------------------------------------------------
+
+  return {
+    name: "slurm",
+
+    profiles: () => placements.profiles(),
+
+    async submit(requests) {
+      const out = new Map<SubmissionToken, SubmitResult>();
+      const unique = new Map<SubmissionToken, SubmitRequest>();
+      for (const r of requests) if (!unique.has(r.token)) unique.set(r.token, r);
+      if (unique.size === 0) return out;
+      const lookup = await lookupTokens([...unique.keys()]);
+      const toSubmit: SubmitRequest[] = [];
+      for (const [token, request] of unique) {
+        const found = lookup.get(token) ?? { kind: "Unavailable", message: "not looked up" };
+        switch (found.kind) {
+          case "Found":
+            out.set(token, { kind: "Existing", token, handle: externalHandle(found.jobId) });
+            break;
+          case "Unavailable":
+            out.set(token, {
+              kind: "Unknown",
+              token,
+              message: `could not tell whether this submission already exists: ${found.message}`,
+            });
+            break;
+          case "Absent":
+            toSubmit.push(request);
+            break;
+          default: {
+            const never: never = found;
+            throw new Error(`unhandled lookup ${JSON.stringify(never)}`);
+          }
+        }
+      }
+      const results = await inPool(toSubmit, submitConcurrency, submitOne);
+      for (const result of results) out.set(result.token, result);
+      return out;
+    },
+
+    async observe(targets): Promise<ObserveResult> {
+      const observations = new Map<string, AllocationObservation>();
+      const wanted = new Set(targets.map((t) => t.allocationId));
+      for (const id of absences.keys()) if (!wanted.has(id)) absences.delete(id);
+      if (targets.length === 0) return { kind: "Observed", observations };
+
+      const queue = await broker.listQueue([...new Set(targets.map((t) => t.token))]);
+      if (queue.kind === "Failed") {
+        noteFailure(queue.error);
+        return { kind: "Unavailable", message: queue.error.message };
+      }
+      noteSuccess("squeue");
+      const byId = new Map(queue.value.map((r) => [r.jobId, r]));
+      const gone: ObservationTarget[] = [];
+      for (const target of targets) {
+        const row = byId.get(target.handle);
+        if (row !== undefined && carries(row, target.token)) {
+          absences.delete(target.allocationId);
+          observations.set(target.allocationId, fromQueue(row));
+        } else {
+          gone.push(target);
+        }
+      }
+      if (gone.length === 0) return { kind: "Observed", observations };
+
+      const accounting = await broker.listAccounting({
+        kind: "ByJobIds",
+        jobIds: [...new Set(gone.map((t) => t.handle))],
+      });
+      if (accounting.kind === "Failed") {
+        noteFailure(accounting.error);
+        // The controller answered, accounting did not: no evidence either way for these.
+        for (const target of gone) {
+          observations.set(target.allocationId, {
+            kind: "Indeterminate",
+            message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
+          });
+        }
+        return { kind: "Observed", observations };
+      }
+      noteSuccess("sacct");
+      for (const target of gone) {
+        observations.set(target.allocationId, accountingObservation(target, accounting.value));
+      }
+      return { kind: "Observed", observations };
+    },
+
+    async cancel(targets) {
+      const out = new Map<string, CancelResult>();
+      if (targets.length === 0) return out;
+      const result = await broker.cancelJobs([...new Set(targets.map((t) => t.handle))]);
+      if (result.kind === "Failed") noteFailure(result.error);
+      for (const target of targets) {
+        out.set(
+          target.allocationId,
+          result.kind === "Answered"
+            ? { kind: "Requested" }
+            : { kind: "Unavailable", message: result.error.message },
+        );
+      }
+      return out;
+    },
+
+    async findByToken(tokens) {
+      const lookup = await lookupTokens(tokens);
+      const out = new Map<SubmissionToken, FindResult>();
+      for (const token of tokens) {
+        const found = lookup.get(token) ?? { kind: "Unavailable", message: "not looked up" };
+        switch (found.kind) {
+          case "Found":
+            out.set(token, {
+              kind: "Found",
+              handle: externalHandle(found.jobId),
+              observation: found.observation,
+            });
+            break;
+          case "Absent":
+            out.set(token, { kind: "Absent" });
+            break;
+          case "Unavailable":
+            out.set(token, { kind: "Unavailable", message: found.message });
+            break;
+          default: {
+            const never: never = found;
+            throw new Error(`unhandled lookup ${JSON.stringify(never)}`);
+          }
+        }
+      }
+      return out;
+    },
+
+    async runTask(target, command, { timeoutMs }): Promise<TaskResult> {
+      const queue = await broker.listQueue([target.token]);
+      if (queue.kind === "Failed") {
+        noteFailure(queue.error);
+        return { kind: "Unavailable", message: queue.error.message };
+      }
+      noteSuccess("squeue");
+      const row = queue.value.find((r) => r.jobId === target.handle && carries(r, target.token));
+      if (row === undefined) {
+        return { kind: "Refused", message: "no live allocation: the job is not in the queue" };
+      }
+      const state = normaliseState(row.state);
+      if (state !== "RUNNING") {
+        return { kind: "Refused", message: `no live allocation: the job is ${state}` };
+      }
+      const result = await broker.runStep({
+        jobId: row.jobId,
+        command,
+        env: { PATH: jobPath },
+        workDir: row.workDir.startsWith("/") ? row.workDir : null,
+        timeoutMs,
+        maxOutputBytes: taskMaxOutputBytes,
+        // The scheduler's own backstop, should this daemon die before its timer fires.
+        timeLimitMinutes: Math.max(1, Math.ceil(timeoutMs / 60_000) + 1),
+      });
+      if (result.kind === "Answered") {
+        const { exitCode, stdout, stderr } = result.value;
+        return { kind: "Completed", exitCode, stdout, stderr };
+      }
+      const error = result.error;
+      switch (error.kind) {
+        case "refused":
+          return { kind: "Refused", message: error.message };
+        case "timed_out":
+          return {
+            kind: "Unavailable",
+            message: `the task did not finish within ${timeoutMs} ms and was stopped`,
+          };
+        case "unreachable":
+        case "malformed":
+          noteFailure(error);
+          return { kind: "Unavailable", message: error.message };
+        default: {
+          const never: never = error.kind;
+          throw new Error(`unhandled error kind ${String(never)}`);
+        }
+      }
+    },
+
+    async diagnostics(): Promise<BackendDiagnostics> {
+      return {
+        backend: "slurm",
+        healthy: health.healthy,
+        message: health.message,
+        calls: broker.callCounts(),
+      };
+    },
+  };
+}

@@ -1,0 +1,122 @@
+/**
+ * The batch script: one of the very few places in the tree where a shell exists. sbatch runs
+ * a script, not an argv, so the allocation's command has to be written as shell text; every
+ * argument is therefore single-quoted, the one POSIX quoting form with no escapes inside it
+ * (`$`, backquotes, backslashes, `!`, newlines and globs are all literal between single
+ * quotes). A single quote itself is written as `'\''`: close, escaped quote, reopen.
+ *
+ * Nothing in the script comes from a user except inside those quotes, and the first command
+ * line precedes every quoted argument, so an argument containing "\n#SBATCH --export=ALL"
+ * is past the point where sbatch stops reading directives: the only directives that exist
+ * are the options on sbatch's own argv.
+ */
+
+export type QuoteResult =
+  | { readonly kind: "Quoted"; readonly text: string }
+  /** NUL cannot be carried by argv at all; refusing is the only honest answer. */
+  | { readonly kind: "Invalid"; readonly message: string };
+
+/** POSIX single-quote quoting of one argument. */
+export function shellQuote(arg: string): QuoteResult {
+  if (arg.includes("\0")) return { kind: "Invalid", message: "argument contains NUL" };
+  return { kind: "Quoted", text: `'${arg.replaceAll("'", `'\\''`)}'` };
+}
+
+/** Quotes every argument and joins them with single spaces, or names the first bad one. */
+export function shellQuoteAll(argv: readonly string[]): QuoteResult {
+  const parts: string[] = [];
+  for (const [index, arg] of argv.entries()) {
+    const quoted = shellQuote(arg);
+    if (quoted.kind === "Invalid") {
+      return { kind: "Invalid", message: `argument ${index}: ${quoted.message}` };
+    }
+    parts.push(quoted.text);
+  }
+  return { kind: "Quoted", text: parts.join(" ") };
+}
+
+export type BatchBody =
+  /** The workload's command runs as the batch step itself, on the first node. */
+  | { readonly kind: "COMMAND"; readonly command: readonly string[] }
+  /**
+   * One worker per node, started by the in-allocation launcher. Each worker learns its rank
+   * from the environment variable `rankEnv` that the launcher sets per task (SLURM_PROCID);
+   * only that variable's NAME is on the command line, never a credential.
+   */
+  | {
+      readonly kind: "WORKER";
+      readonly launcher: string;
+      readonly ranks: number;
+      readonly workerCommand: readonly string[];
+      readonly rankEnv: string;
+    };
+
+export type RenderResult =
+  | { readonly kind: "Rendered"; readonly script: string }
+  | { readonly kind: "Invalid"; readonly message: string };
+
+/**
+ * The launcher line of a WORKER script. `--export=ALL` hands each task the batch script's own
+ * environment, which is already the validated `--export` list sbatch was given (plus the
+ * scheduler's own variables): without it the tasks get an empty environment and the launcher
+ * cannot even find the worker binary (measured: "execve(): ...: No such file or directory").
+ * `--kill-on-bad-exit=1`: one dead worker ends the step, so a gang never runs half-present.
+ */
+export function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): readonly string[] {
+  return [
+    body.launcher,
+    "--export=ALL",
+    `--nodes=${body.ranks}`,
+    `--ntasks=${body.ranks}`,
+    "--ntasks-per-node=1",
+    "--kill-on-bad-exit=1",
+    ...body.workerCommand,
+    "--rank-env",
+    body.rankEnv,
+  ];
+}
+
+export function renderBatchScript(body: BatchBody): RenderResult {
+  let argv: readonly string[];
+  switch (body.kind) {
+    case "COMMAND":
+      argv = body.command;
+      break;
+    case "WORKER":
+      if (!Number.isInteger(body.ranks) || body.ranks < 1) {
+        return { kind: "Invalid", message: `ranks must be a positive integer, got ${body.ranks}` };
+      }
+      if (!/^[A-Z_][A-Z0-9_]*$/.test(body.rankEnv)) {
+        return { kind: "Invalid", message: "rank variable name is not an identifier" };
+      }
+      argv = workerLaunchArgv(body);
+      break;
+    default: {
+      const never: never = body;
+      throw new Error(`unhandled batch body ${JSON.stringify(never)}`);
+    }
+  }
+  const program = argv[0];
+  if (program === undefined || program === "") {
+    return { kind: "Invalid", message: "the command is empty" };
+  }
+  // bash's `exec` takes options (-a, -c, -l); dash's does not. A program name starting with
+  // "-" would mean different things under different /bin/sh, so it is refused outright.
+  if (program.startsWith("-")) {
+    return { kind: "Invalid", message: "the program name must not start with '-'" };
+  }
+  const quoted = shellQuoteAll(argv);
+  if (quoted.kind === "Invalid") return quoted;
+  return {
+    kind: "Rendered",
+    script: [
+      "#!/bin/sh",
+      "# Written by openai4s. Every argument below is single-quoted; nothing is expanded.",
+      // A command line before any quoted argument: sbatch stops reading #SBATCH directives
+      // at the first line that is not a comment, so no argument can smuggle one in.
+      "set -u",
+      `exec ${quoted.text}`,
+      "",
+    ].join("\n"),
+  };
+}

@@ -1,0 +1,121 @@
+/**
+ * Gate for the real-cluster tests (test/slurm/*.cluster.test.ts): they run when
+ * OPENAI4S_SLURM_TEST_DIR names a cluster started by scripts/slurm-test-cluster.sh, and are
+ * skipped otherwise with one line saying how to enable them.
+ */
+import { join } from "node:path";
+import type {
+  AllocationBackend,
+  AllocationObservation,
+  ObservationTarget,
+} from "../../src/orchestration/ports.ts";
+import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import type { ProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
+import { createProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
+import { loadTestCluster, type TestCluster } from "./cluster-config.ts";
+
+export type { TestCluster } from "./cluster-config.ts";
+
+export const ENABLE_HINT =
+  "slurm-cluster tests skipped: set OPENAI4S_SLURM_TEST_DIR to enable them, e.g. " +
+  "`bash scripts/slurm-test-cluster.sh up /tmp/o4s-slurm && OPENAI4S_SLURM_TEST_DIR=/tmp/o4s-slurm bun test`";
+
+export const testCluster: TestCluster | null = loadTestCluster(process.env);
+// Module code runs once per test process, so the hint is printed once, not once per file.
+if (testCluster === null) console.log(ENABLE_HINT);
+
+export function realBroker(
+  cluster: TestCluster,
+  options: { readonly runner?: ProcessRunner; readonly commandTimeoutMs?: number } = {},
+): SlurmBroker {
+  return createSlurmBroker({
+    path: cluster.path,
+    slurmConf: cluster.slurmConf,
+    runner: options.runner ?? createProcessRunner(),
+    ...(options.commandTimeoutMs === undefined
+      ? {}
+      : { commandTimeoutMs: options.commandTimeoutMs }),
+  });
+}
+
+/**
+ * The one fault a real cluster cannot produce on demand: sbatch reaches the controller and
+ * the job is created, but the caller never hears the answer. The real command runs; its
+ * reply is thrown away and reported as a timeout.
+ */
+export function answerLosingRunner(): ProcessRunner {
+  const real = createProcessRunner();
+  return {
+    async run(request) {
+      const outcome = await real.run(request);
+      if (request.program !== "sbatch") return outcome;
+      return { kind: "TimedOut", stdout: "", stderr: "", durationMs: request.timeoutMs };
+    },
+  };
+}
+
+/**
+ * A broker that sees the controller as having already forgotten every job (what MinJobAge
+ * does five minutes after a job ends): squeue answers, with nothing. Accounting is real.
+ * Used to make the accounting half of a lookup answer on its own, without a 5-minute wait.
+ */
+export function forgetfulController(broker: SlurmBroker): SlurmBroker {
+  return {
+    ...broker,
+    async listQueue(names) {
+      const answer = await broker.listQueue(names);
+      return answer.kind === "Answered" ? { kind: "Answered", value: [] } : answer;
+    },
+  };
+}
+
+/** Runs scripts/slurm-test-cluster.sh COMMAND DIR ARGS... and fails loudly if it fails. */
+export function clusterScript(cluster: TestCluster, command: string, ...args: string[]): string {
+  const result = Bun.spawnSync({
+    cmd: [
+      "bash",
+      join(import.meta.dir, "../../scripts/slurm-test-cluster.sh"),
+      command,
+      cluster.dir,
+      ...args,
+    ],
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const out = `${result.stdout.toString()}${result.stderr.toString()}`;
+  if (result.exitCode !== 0) throw new Error(`slurm-test-cluster.sh ${command} failed:\n${out}`);
+  return out;
+}
+
+/** Observes until `done` accepts the observation, or throws with the last one at the deadline. */
+export async function waitForObservation(
+  backend: AllocationBackend,
+  target: ObservationTarget,
+  done: (o: AllocationObservation) => boolean,
+  deadlineMs: number,
+): Promise<AllocationObservation> {
+  const end = Date.now() + deadlineMs;
+  let last: unknown = null;
+  for (;;) {
+    const result = await backend.observe([target]);
+    if (result.kind === "Observed") {
+      const o = result.observations.get(target.allocationId);
+      if (o !== undefined && done(o)) return o;
+      last = o;
+    } else {
+      last = result;
+    }
+    if (Date.now() > end) {
+      throw new Error(
+        `no matching observation within ${deadlineMs} ms; last: ${JSON.stringify(last)}`,
+      );
+    }
+    await Bun.sleep(250);
+  }
+}
+
+export const inPhase =
+  (...phases: string[]) =>
+  (o: AllocationObservation) =>
+    o.kind === "Observed" && phases.includes(o.phase);

@@ -1,0 +1,120 @@
+/**
+ * `serve --backend slurm --cluster-config FILE`, in process, against the REAL cluster: the
+ * composition root's slurm entry, the reconciler and the API on top of the backend.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { silentLog } from "../../src/log.ts";
+import { type TestCluster, testCluster } from "./cluster-env.ts";
+
+describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
+  const cluster = testCluster as TestCluster;
+  let dir: string;
+  let socket: string;
+  let daemon: RunningDaemon;
+
+  const api = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`http://localhost${path}`, {
+      unix: socket,
+      method,
+      ...(body === undefined
+        ? {}
+        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  const waitFor = async (id: string, phases: readonly string[], deadlineMs: number) => {
+    const end = Date.now() + deadlineMs;
+    for (;;) {
+      const { body } = await api("GET", `/v1/workloads/${id}`);
+      if (phases.includes(String(body["phase"]))) return body;
+      if (Date.now() > end) throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
+      await Bun.sleep(250);
+    }
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-daemon-"));
+    socket = join(dir, "api.sock");
+    const config = join(dir, "cluster.toml");
+    writeFileSync(
+      config,
+      [
+        "[profiles.small]",
+        'description = "one CPU"',
+        'partition = "debug"',
+        "cpus = 1",
+        "memory_mb = 50",
+        "time_limit_minutes = 10",
+        "allow_batch = true",
+        "",
+      ].join("\n"),
+    );
+    const started = await startDaemon({
+      stateDir: join(dir, "state"),
+      listen: [{ kind: "unix", path: socket }],
+      backend: "slurm",
+      clusterConfigPath: config,
+      version: "test",
+      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
+      clock: systemClock,
+      log: silentLog,
+      tickIntervalMs: 250,
+    });
+    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+    daemon = started.daemon;
+  });
+
+  afterAll(async () => {
+    await daemon?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("profiles show no scheduler vocabulary; diagnostics name the backend", async () => {
+    const profiles = await api("GET", "/v1/profiles");
+    expect(profiles.status).toBe(200);
+    expect(JSON.stringify(profiles.body)).not.toMatch(/partition|qos|debug/i);
+    const diagnostics = await api("GET", "/v1/diagnostics");
+    expect(JSON.stringify(diagnostics.body)).toContain("slurm");
+  });
+
+  test("a BATCH workload's nonzero exit reaches the API as FAILED/NONZERO_EXIT", async () => {
+    const created = await api("POST", "/v1/workloads", {
+      kind: "BATCH",
+      profile: "small",
+      command: ["/bin/sh", "-c", "exit 3"],
+    });
+    expect(created.status).toBe(201);
+    const end = await waitFor(
+      String(created.body["id"]),
+      ["COMPLETED", "FAILED", "CANCELLED", "LOST"],
+      60_000,
+    );
+    expect(end).toMatchObject({ phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 });
+  }, 90_000);
+
+  test("a step runs inside the live allocation; after cancel the API refuses (INV-4)", async () => {
+    const created = await api("POST", "/v1/workloads", {
+      kind: "BATCH",
+      profile: "small",
+      command: ["/bin/sleep", "300"],
+    });
+    const id = String(created.body["id"]);
+    await waitFor(id, ["RUNNING"], 30_000);
+    const task = await api("POST", `/v1/workloads/${id}/tasks`, {
+      command: ["/bin/sh", "-c", "echo hi"],
+    });
+    expect(task).toMatchObject({ status: 200, body: { exitCode: 0, stdout: "hi\n" } });
+    expect((await api("POST", `/v1/workloads/${id}/cancel`)).status).toBe(202);
+    const end = await waitFor(id, ["CANCELLED", "FAILED", "COMPLETED"], 60_000);
+    expect(end).toMatchObject({ phase: "CANCELLED" });
+    const refused = await api("POST", `/v1/workloads/${id}/tasks`, { command: ["/bin/true"] });
+    expect(refused.status).toBe(409);
+  }, 120_000);
+});
