@@ -1,0 +1,130 @@
+/**
+ * Sessions on the local backend, through the built binary with bubblewrap:
+ *  - allocation RUNNING → READY: from the allocation's RUNNING event (the reconciler recorded
+ *    it) to READY's lastTransitionTime, both stamped by the daemon's clock. Target < 1 s.
+ *  - exec round trip: `POST /v1/workloads/{id}/exec` with `1+1` over the unix socket, as a
+ *    client sees it (HTTP, activity bookkeeping, gateway, kernel). Target median < 10 ms.
+ *
+ * Run: `node_modules/.bin/bun bench/session.bench.ts [sessions] [execs]`.
+ */
+import {
+  condition,
+  type Daemon,
+  ensureBuilt,
+  ms,
+  startDaemon,
+  until,
+  type WorkloadView,
+} from "../test/session/harness.ts";
+
+export interface SessionBenchResult {
+  readonly sessions: number;
+  readonly runningToReadyMs: Summary;
+  readonly submitToReadyMs: Summary;
+  readonly execRoundTripMs: Summary;
+}
+
+interface Summary {
+  readonly median: number;
+  readonly p90: number;
+  readonly max: number;
+  readonly min: number;
+}
+
+function summarize(values: readonly number[]): Summary {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) =>
+    sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+  return {
+    median: at(0.5),
+    p90: at(0.9),
+    max: sorted.at(-1) ?? NaN,
+    min: sorted[0] ?? NaN,
+  };
+}
+
+async function api(d: Daemon, method: string, path: string, body?: unknown): Promise<Response> {
+  return fetch(`http://localhost${path}`, {
+    method,
+    unix: d.socket,
+    headers: { "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+}
+
+async function workload(d: Daemon, id: string): Promise<WorkloadView> {
+  return (await (await api(d, "GET", `/v1/workloads/${id}`)).json()) as WorkloadView;
+}
+
+export async function benchSessions(
+  sessionCount = 10,
+  execCount = 300,
+): Promise<SessionBenchResult> {
+  ensureBuilt();
+  const d = await startDaemon({});
+  const runningToReady: number[] = [];
+  const submitToReady: number[] = [];
+  const exec: number[] = [];
+  try {
+    for (let i = 0; i < sessionCount; i++) {
+      const t0 = performance.now();
+      const created = await api(d, "POST", "/v1/workloads", {
+        kind: "SESSION",
+        profile: "default",
+      });
+      if (created.status !== 201)
+        throw new Error(`create: ${created.status} ${await created.text()}`);
+      const { id } = (await created.json()) as { id: string };
+      const w = await until(
+        `session ${id} READY`,
+        async () => {
+          const v = await workload(d, id);
+          return condition(v, "READY")?.status === "TRUE" ? v : null;
+        },
+        30_000,
+        5,
+      );
+      submitToReady.push(performance.now() - t0);
+      const { events } = (await (await api(d, "GET", `/v1/workloads/${id}/events`)).json()) as {
+        events: { at: string | number; phase: string }[];
+      };
+      const list = events;
+      const running = list.find((e) => e.phase === "RUNNING");
+      const ready = condition(w, "READY");
+      if (running && ready) runningToReady.push(ms(ready.lastTransitionTime) - ms(running.at));
+      if (i === 0) {
+        for (let j = 0; j < 20; j++)
+          await api(d, "POST", `/v1/workloads/${id}/exec`, { code: "1+1" });
+        for (let j = 0; j < execCount; j++) {
+          const s = performance.now();
+          const r = await api(d, "POST", `/v1/workloads/${id}/exec`, { code: "1+1" });
+          await r.arrayBuffer();
+          if (r.status !== 200) throw new Error(`exec: ${r.status}`);
+          exec.push(performance.now() - s);
+        }
+      }
+      await api(d, "POST", `/v1/workloads/${id}/cancel`);
+    }
+  } finally {
+    await d.stop();
+  }
+  return {
+    sessions: sessionCount,
+    runningToReadyMs: summarize(runningToReady),
+    submitToReadyMs: summarize(submitToReady),
+    execRoundTripMs: summarize(exec),
+  };
+}
+
+if (import.meta.main) {
+  const sessions = Number(process.argv[2] ?? 10);
+  const execs = Number(process.argv[3] ?? 300);
+  const result = await benchSessions(sessions, execs);
+  const f = (s: Summary) =>
+    `median ${s.median.toFixed(1)} ms, p90 ${s.p90.toFixed(1)} ms, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)}`;
+  console.log(`session bench (${result.sessions} sessions, local backend, bubblewrap)`);
+  console.log(`  allocation RUNNING → READY: ${f(result.runningToReadyMs)} (target < 1000 ms)`);
+  console.log(`  submit → READY:             ${f(result.submitToReadyMs)}`);
+  console.log(`  exec round trip (1+1, API): ${f(result.execRoundTripMs)} (target median < 10 ms)`);
+  console.log(JSON.stringify({ bench: "session", ...result }));
+}

@@ -1,0 +1,221 @@
+/**
+ * A per-allocation sandbox built on bubblewrap (`bwrap`): every process an allocation starts
+ * runs in its own mount, PID and IPC namespace in which the system directories are
+ * read-only and the ONLY daemon-owned paths that exist are the ones the launch names (its
+ * workspace, its allocation directory, its credential directory). A sibling allocation of
+ * the same uid is therefore not "protected by 0600": it is simply not there.
+ *
+ * The command line is the one measured in notes/isolation.md, plus three things that
+ * measurement did not cover:
+ *  - `--cap-drop ALL`. Run by root, bwrap leaves every capability in the sandbox (measured:
+ *    CapEff 000001fffeffffff), and a process holding CAP_SYS_ADMIN and CAP_MKNOD can create
+ *    the host's disk device and mount it, which undoes the whole mount namespace.
+ *  - masked roots (the daemon's state directory): mounted as an empty tmpfs after the
+ *    executable's directory is bound, so a binary installed ABOVE the state directory
+ *    cannot re-expose every other allocation read-only through its own bind.
+ *  - no `--unshare-net`: workers dial the gateway over TCP, so the network namespace stays
+ *    shared. What it exposes (loopback services, abstract unix sockets) is exposed to any
+ *    process of the host anyway; it is not where workspaces and credentials live.
+ *
+ * `verify()` proves all of that before anyone relies on it (see `probe`), and fails closed:
+ * a missing bwrap, an error, a timeout or any unexpected answer is Unverified.
+ */
+import { accessSync, constants, existsSync, realpathSync } from "node:fs";
+import { dirname, isAbsolute, resolve } from "node:path";
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import type { IsolationVerdict } from "../ports.ts";
+import type { Sandbox, SandboxPaths } from "../sandbox.ts";
+import { runIsolationProbe } from "./probe.ts";
+
+/** Read-only system directories; bound only when they exist on this host. */
+export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"] as const;
+
+export interface BubblewrapOptions {
+  /** Path to `bwrap`; default: looked up on PATH when verifying and wrapping. */
+  readonly bwrapPath?: string;
+  readonly log: Log;
+  /** Where the verification probe creates its two sibling allocations; default os.tmpdir(). */
+  readonly tmpRoot?: string;
+  /**
+   * Directories hidden behind an empty tmpfs in every sandbox (the daemon's state dir), so
+   * nothing but the launch's own paths below them is visible whatever else is bound.
+   */
+  readonly maskedRoots?: readonly string[];
+  /**
+   * Extra read-only directories every sandbox needs, e.g. the prefix of the Python that runs
+   * the kernel when it is not under /usr. Never a directory above a masked root's siblings.
+   */
+  readonly readOnlyExtra?: readonly string[];
+  /** How long a verdict is reused before `verify()` probes again. Default 60 s. */
+  readonly cacheTtlMs?: number;
+  /** Deadline for one probe run. Default 10 s. */
+  readonly probeTimeoutMs?: number;
+  readonly clock?: Clock;
+}
+
+export interface BubblewrapSandbox extends Sandbox {
+  /** Forget the cached verdict and probe now (e.g. after an admin installed bwrap). */
+  refresh(): Promise<IsolationVerdict>;
+}
+
+/** `bwrap` from an explicit path (must be executable) or from PATH; null when absent. */
+export function resolveBwrap(bwrapPath: string | undefined): string | null {
+  if (bwrapPath !== undefined) {
+    try {
+      accessSync(bwrapPath, constants.X_OK);
+      return bwrapPath;
+    } catch {
+      return null;
+    }
+  }
+  return Bun.which("bwrap");
+}
+
+/** The executable's directory as written and as resolved through symlinks, when it exists. */
+function executableDirs(executable: string): readonly string[] {
+  const found = isAbsolute(executable) || executable.includes("/") ? resolve(executable) : null;
+  const path = found ?? Bun.which(executable);
+  if (path === null || !existsSync(path)) return [];
+  const dirs = [dirname(path)];
+  try {
+    dirs.push(dirname(realpathSync(path)));
+  } catch {
+    // A dangling symlink: bwrap will fail to exec it and the launch fails visibly.
+  }
+  return dirs;
+}
+
+function within(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+}
+
+function coveredBySystem(dir: string): boolean {
+  // /bin, /lib, ... are bound by their own entries; "/" itself would expose everything.
+  return dir === "/" || SYSTEM_DIRS.some((s) => within(dir, s));
+}
+
+export interface WrapConfig {
+  readonly bwrap: string;
+  readonly maskedRoots: readonly string[];
+  readonly readOnlyExtra: readonly string[];
+}
+
+/**
+ * The bwrap argv. Order matters, because bwrap applies mounts in order: system dirs, fresh
+ * /proc, /dev and /tmp, the executable's directory, then the masks, then the launch's
+ * writable dirs, and its read-only dirs LAST so that a credential directory inside a
+ * writable allocation directory ends up read-only.
+ */
+export function bubblewrapArgv(
+  config: WrapConfig,
+  argv: readonly string[],
+  paths: SandboxPaths,
+): readonly string[] {
+  const [executable] = argv;
+  if (executable === undefined) throw new Error("cannot sandbox an empty command");
+  const out: string[] = [config.bwrap];
+  for (const dir of SYSTEM_DIRS) {
+    if (existsSync(dir)) out.push("--ro-bind", dir, dir);
+  }
+  out.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
+  // After the private /tmp, or an executable installed under /tmp would be hidden by it.
+  const seen = new Set<string>();
+  for (const dir of [...executableDirs(executable), ...config.readOnlyExtra]) {
+    if (coveredBySystem(dir) || seen.has(dir)) continue;
+    seen.add(dir);
+    out.push("--ro-bind", dir, dir);
+  }
+  for (const dir of config.maskedRoots) out.push("--tmpfs", dir);
+  for (const dir of paths.writable) out.push("--bind", dir, dir);
+  for (const dir of paths.readOnly) out.push("--ro-bind", dir, dir);
+  out.push(
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+    "--",
+    ...argv,
+  );
+  return out;
+}
+
+/**
+ * Verdict caching: the first `verify()` probes (the daemon calls it at startup), later calls
+ * reuse the verdict for `cacheTtlMs`, and concurrent callers share one probe in flight. Both
+ * verdicts expire: a Verified one so an uninstalled or broken bwrap is noticed within the
+ * TTL instead of never, an Unverified one so installing bwrap needs no daemon restart.
+ */
+export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapSandbox {
+  const clock = options.clock ?? { now: () => Date.now() };
+  const ttlMs = options.cacheTtlMs ?? 60_000;
+  const maskedRoots = (options.maskedRoots ?? []).map((d) => resolve(d));
+  const readOnlyExtra = (options.readOnlyExtra ?? []).map((d) => resolve(d));
+  let cached: { readonly verdict: IsolationVerdict; readonly at: number } | null = null;
+  let inFlight: Promise<IsolationVerdict> | null = null;
+
+  function config(): WrapConfig {
+    // Wrapping with a missing bwrap yields a launch that fails with ENOENT: visible, and
+    // never an unsandboxed run. Verification is what keeps SESSIONs from getting that far.
+    const bwrap = resolveBwrap(options.bwrapPath) ?? options.bwrapPath ?? "bwrap";
+    return { bwrap, maskedRoots, readOnlyExtra };
+  }
+
+  async function probeNow(): Promise<IsolationVerdict> {
+    const bwrap = resolveBwrap(options.bwrapPath);
+    if (bwrap === null) {
+      const where = options.bwrapPath ?? "PATH";
+      return { kind: "Unverified", message: `bubblewrap (bwrap) not found on ${where}` };
+    }
+    try {
+      return await runIsolationProbe({
+        tmpRoot: options.tmpRoot,
+        timeoutMs: options.probeTimeoutMs ?? 10_000,
+        wrap: (argv, paths, probeRoot) =>
+          bubblewrapArgv(
+            { bwrap, maskedRoots: [...maskedRoots, probeRoot], readOnlyExtra },
+            argv,
+            paths,
+          ),
+      });
+    } catch (error) {
+      return { kind: "Unverified", message: `isolation probe failed: ${String(error)}` };
+    }
+  }
+
+  function run(): Promise<IsolationVerdict> {
+    if (inFlight) return inFlight;
+    const started = clock.now();
+    inFlight = probeNow()
+      .then((verdict) => {
+        cached = { verdict, at: started };
+        if (verdict.kind === "Verified") {
+          options.log.info("session isolation verified", { mechanism: verdict.mechanism });
+        } else {
+          options.log.warn("session isolation unavailable", { message: verdict.message });
+        }
+        return verdict;
+      })
+      .finally(() => {
+        inFlight = null;
+      });
+    return inFlight;
+  }
+
+  return {
+    mechanism: "bubblewrap",
+    wrap(argv, paths) {
+      return bubblewrapArgv(config(), argv, paths);
+    },
+    verify() {
+      if (cached && clock.now() - cached.at < ttlMs) return Promise.resolve(cached.verdict);
+      return run();
+    },
+    refresh() {
+      cached = null;
+      return run();
+    },
+  };
+}

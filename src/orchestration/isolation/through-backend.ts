@@ -1,0 +1,312 @@
+/**
+ * Isolation for a backend whose allocations run somewhere else (compute nodes): the sandbox
+ * is put on the launch line of every allocation, and it is verified ON THE NODES, by running
+ * the isolation probe as an allocation of that very backend. A check on the daemon's host
+ * would prove nothing about a node that lacks bwrap or forbids namespaces.
+ *
+ * Both work through the AllocationBackend port only, so no backend has to know about them:
+ *  - `sandboxedBackend` rewrites each submitted launch into its sandboxed form (paths:
+ *    the workspace and allocation directory writable, the credential directory read-only)
+ *    and declares SessionIsolationProvider with the node verdict;
+ *  - `verifyThroughBackend` lays the probe's two sibling allocations out under a directory
+ *    the nodes see at the same path (the state dir is shared with the nodes, or workers could
+ *    not read their credentials), submits one short COMMAND allocation that starts a decoy
+ *    sibling on the node and runs the sandboxed probe beside it, waits for the allocation to
+ *    end, and judges what it printed exactly as the local probe does.
+ */
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import { isTerminal, mintSubmissionToken } from "../models.ts";
+import {
+  type AllocationBackend,
+  type IsolationVerdict,
+  isTaskRunner,
+  type Launch,
+  type SessionIsolationProvider,
+  type TaskRunner,
+} from "../ports.ts";
+import type { Sandbox, SandboxPaths } from "../sandbox.ts";
+import { createProbeLayout, judgeProbe } from "./probe.ts";
+
+/**
+ * Runs on the node, outside the sandbox: starts the decoy sibling (a `sleep` exec'd through
+ * a symlink named $1, so its comm is unique), runs the sandboxed probe (the rest of the
+ * arguments), and reports whether the decoy was alive throughout.
+ */
+const NODE_SCRIPT = `
+name=$1; shift
+d=$(mktemp -d) || exit 97
+ln -s "$(command -v sleep)" "$d/$name" || exit 97
+"$d/$name" 120 &
+decoy=$!
+i=0
+while [ "$(cat /proc/$decoy/comm 2>/dev/null)" != "$name" ] && [ $i -lt 200 ]; do sleep 0.01; i=$((i+1)); done
+"$@"
+rc=$?
+if [ "$(cat /proc/$decoy/comm 2>/dev/null)" = "$name" ]; then echo decoy-alive=yes; else echo decoy-alive=no; fi
+kill $decoy 2>/dev/null
+rm -rf "$d"
+exit $rc
+`;
+
+export interface BackendProbeOptions {
+  /** The backend as it submits (NOT the sandboxed wrapper: the probe wraps itself). */
+  readonly backend: AllocationBackend;
+  readonly sandbox: Sandbox;
+  /** A directory the nodes see at the same path, below a root the sandbox masks. */
+  readonly probeRoot: string;
+  /** The profile the probe allocation runs on (one that offers SESSION). */
+  readonly profile: string;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Give up (and cancel the probe) after this long. Default 120 s. */
+  readonly timeoutMs?: number;
+  /** Between observations. Default 500 ms. */
+  readonly pollIntervalMs?: number;
+}
+
+export async function verifyThroughBackend(
+  options: BackendProbeOptions,
+): Promise<IsolationVerdict> {
+  const { backend } = options;
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const pollIntervalMs = options.pollIntervalMs ?? 500;
+  mkdirSync(options.probeRoot, { recursive: true, mode: 0o700 });
+  const root = mkdtempSync(join(options.probeRoot, "probe-"));
+  const unverified = (message: string): IsolationVerdict => ({
+    kind: "Unverified",
+    message: `isolation probe on ${backend.name}: ${message}`,
+  });
+  try {
+    const layout = createProbeLayout(root);
+    const wrapped = options.sandbox.wrap(layout.argv, layout.paths);
+    const launch: Launch = {
+      kind: "COMMAND",
+      command: ["/bin/sh", "-c", NODE_SCRIPT, "o4s-node-probe", layout.decoyName, ...wrapped],
+      env: {},
+    };
+    const token = mintSubmissionToken((n) => randomBytes(n));
+    const allocationId = `isolation-probe-${randomBytes(6).toString("hex")}`;
+    const results = await backend.submit([
+      {
+        allocationId,
+        workloadId: "isolation-probe",
+        workloadKind: "BATCH",
+        token,
+        epoch: 0,
+        profile: options.profile,
+        name: "isolation-probe",
+        launch,
+        timeLimitSeconds: Math.ceil(timeoutMs / 1000),
+        allocationDir: layout.allocationDir,
+        workspaceDir: layout.workspace,
+      },
+    ]);
+    const submitted = results.get(token);
+    if (!submitted) return unverified("the backend gave no answer for the probe");
+    let handle: Parameters<AllocationBackend["observe"]>[0][number]["handle"];
+    switch (submitted.kind) {
+      case "Created":
+      case "Existing":
+        handle = submitted.handle;
+        break;
+      case "Rejected":
+        return unverified(`the probe was refused: ${submitted.message}`);
+      case "Unknown":
+        return unverified(`the probe's submission is unknown: ${submitted.message}`);
+      default: {
+        const never: never = submitted;
+        throw new Error(`unhandled submit result ${JSON.stringify(never)}`);
+      }
+    }
+    const target = { allocationId, token, handle };
+    const deadline = options.clock.now() + timeoutMs;
+    let ended: { exitCode: number | null; phase: string } | null = null;
+    while (ended === null) {
+      if (options.clock.now() > deadline) {
+        await backend.cancel([target]);
+        return unverified(`no result within ${Math.round(timeoutMs / 1000)} s`);
+      }
+      const observed = await backend.observe([target]);
+      if (observed.kind === "Observed") {
+        const o = observed.observations.get(allocationId);
+        if (o?.kind === "Observed" && isTerminal(o.phase)) {
+          ended = { exitCode: o.exitCode, phase: o.phase };
+          break;
+        }
+      }
+      await Bun.sleep(pollIntervalMs);
+    }
+    const stdoutPath = join(layout.allocationDir, "stdout.log");
+    const stdout = existsSync(stdoutPath) ? readFileSync(stdoutPath, "utf8") : "";
+    const stderrPath = join(layout.allocationDir, "stderr.log");
+    const stderr = existsSync(stderrPath) ? readFileSync(stderrPath, "utf8") : "";
+    const verdict = judgeProbe(
+      layout,
+      {
+        exitCode: ended.phase === "COMPLETED" ? 0 : (ended.exitCode ?? 1),
+        stdout,
+        stderr: stderr === "" ? `the probe allocation ended ${ended.phase}` : stderr,
+        decoyAlive: /^decoy-alive=yes$/m.test(stdout),
+      },
+      `bubblewrap on the ${backend.name} nodes (private mount, PID and IPC namespaces, no capabilities)`,
+    );
+    return verdict.kind === "Verified" ? verdict : unverified(verdict.message);
+  } catch (error) {
+    return unverified(String(error));
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+/** The sandboxed form of a launch: the paths are the allocation's own, and nothing else. */
+export function sandboxLaunch(launch: Launch, sandbox: Sandbox, paths: SandboxPaths): Launch {
+  switch (launch.kind) {
+    case "COMMAND":
+      return { ...launch, command: sandbox.wrap(launch.command, paths) };
+    case "WORKER":
+      // The backend appends `--rank-env NAME` after the wrapped argv, i.e. after bwrap's
+      // `--`: it reaches the worker unchanged, and the launcher's rank variable is inherited.
+      return { ...launch, workerCommand: sandbox.wrap(launch.workerCommand, paths) };
+    default: {
+      const never: never = launch;
+      throw new Error(`unhandled launch ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export interface SandboxedBackendOptions {
+  readonly sandbox: Sandbox;
+  /** The node verdict, cached by the caller's policy (see `cachedVerdict`). */
+  verify(): Promise<IsolationVerdict>;
+  /**
+   * The allocation and workspace directories of an allocation, for steps (`runTask`) of
+   * allocations this process did not submit (a daemon restart); null when unknown.
+   */
+  locate(
+    allocationId: string,
+  ): { readonly allocationDir: string; readonly workspaceDir: string } | null;
+}
+
+/**
+ * The backend with every launch in the sandbox (BATCH included: a job outside it could read a
+ * session's credential), and steps too: a step runs in the same sandbox as its allocation,
+ * or is refused when that allocation's directories cannot be found.
+ */
+export function sandboxedBackend<B extends AllocationBackend>(
+  backend: B,
+  options: SandboxedBackendOptions,
+): AllocationBackend & SessionIsolationProvider & Partial<TaskRunner> {
+  // A BATCH allocation has no credential directory: binding a missing path fails the launch.
+  const pathsOf = (
+    allocationDir: string,
+    workspaceDir: string,
+    credentialDir: string | null,
+  ): SandboxPaths => ({
+    writable: [workspaceDir, allocationDir],
+    readOnly: credentialDir === null ? [] : [credentialDir],
+  });
+  const wrapped: AllocationBackend & SessionIsolationProvider = {
+    name: backend.name,
+    profiles: () => backend.profiles(),
+    submit: (requests) =>
+      backend.submit(
+        requests.map((r) => ({
+          ...r,
+          launch: sandboxLaunch(
+            r.launch,
+            options.sandbox,
+            pathsOf(
+              r.allocationDir,
+              r.workspaceDir,
+              r.launch.kind === "WORKER" ? r.launch.credentialDir : null,
+            ),
+          ),
+        })),
+      ),
+    observe: (targets) => backend.observe(targets),
+    cancel: (targets) => backend.cancel(targets),
+    findByToken: (tokens) => backend.findByToken(tokens),
+    diagnostics: () => backend.diagnostics(),
+    verifySessionIsolation: () => options.verify(),
+  };
+  if (!isTaskRunner(backend)) return wrapped;
+  const runner: TaskRunner = {
+    async runTask(target, command, taskOptions) {
+      const where = options.locate(target.allocationId);
+      if (where === null) {
+        return {
+          kind: "Refused",
+          message: "cannot find this allocation's directories to sandbox the step",
+        };
+      }
+      const credentialDir = join(where.allocationDir, "credentials");
+      const argv = options.sandbox.wrap(
+        command,
+        pathsOf(
+          where.allocationDir,
+          where.workspaceDir,
+          existsSync(credentialDir) ? credentialDir : null,
+        ),
+      );
+      return backend.runTask(target, argv, taskOptions);
+    },
+  };
+  return { ...wrapped, ...runner };
+}
+
+/**
+ * Finds an allocation's directories on disk (`<root>/workloads/<w>/allocations/<a>`): steps
+ * are rare, and the directory tree is the record every attempt leaves behind anyway.
+ */
+export function locateInStateDir(
+  root: string,
+): (
+  allocationId: string,
+) => { readonly allocationDir: string; readonly workspaceDir: string } | null {
+  return (allocationId) => {
+    const workloads = join(root, "workloads");
+    if (!existsSync(workloads)) return null;
+    for (const w of readdirSync(workloads)) {
+      const allocationDir = join(workloads, w, "allocations", allocationId);
+      if (existsSync(allocationDir)) {
+        return { allocationDir, workspaceDir: join(workloads, w, "workspace") };
+      }
+    }
+    return null;
+  };
+}
+
+/** Verification is an allocation on a cluster: cache its verdict, share one run in flight. */
+export function cachedVerdict(
+  run: () => Promise<IsolationVerdict>,
+  options: {
+    readonly clock: Clock;
+    readonly ttlMs: number;
+    /** A verdict just obtained (e.g. at start), valid from now for `ttlMs`. */
+    readonly seed?: IsolationVerdict;
+  },
+): () => Promise<IsolationVerdict> {
+  let cached: { readonly verdict: IsolationVerdict; readonly at: number } | null =
+    options.seed === undefined ? null : { verdict: options.seed, at: options.clock.now() };
+  let inFlight: Promise<IsolationVerdict> | null = null;
+  return () => {
+    if (cached && options.clock.now() - cached.at < options.ttlMs) {
+      return Promise.resolve(cached.verdict);
+    }
+    if (inFlight) return inFlight;
+    const started = options.clock.now();
+    inFlight = run()
+      .then((verdict) => {
+        cached = { verdict, at: started };
+        return verdict;
+      })
+      .finally(() => {
+        inFlight = null;
+      });
+    return inFlight;
+  };
+}

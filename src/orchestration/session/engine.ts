@@ -1,0 +1,229 @@
+/**
+ * The sessions engine, assembled: signing key, worker gateway, SESSION preparer, readiness
+ * loop, reclaimer, exec service and the session half of the cancel barrier. The daemon starts
+ * it only when the worker gateway is enabled (OPENAI4S_WORKER_LISTEN); without a gateway no
+ * worker could dial back, so SESSION is refused instead (see the composition root).
+ *
+ * Wiring between the parts, and why:
+ *  - gateway events (a worker connected or went away) trigger a readiness pass, so READY
+ *    follows the last worker's connection by one pass instead of one period; a connection
+ *    also wakes the reconciler, so the allocation's RUNNING is recorded on the next tick;
+ *  - the reclaimer wakes the reconciler when it asks a session to stop, so the barrier runs
+ *    on the next tick rather than at the next period;
+ *  - an exec that finds its worker gone triggers readiness, so READY turns FALSE at once.
+ */
+import { randomBytes } from "node:crypto";
+import type { SessionService } from "../../api/session-service.ts";
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import type { StoreDeps } from "../../store/deps.ts";
+import type { AttemptPreparer } from "../attempt-preparer.ts";
+import { loadOrCreateSigningKey } from "../bootstrap.ts";
+import type { StateLayout } from "../layout.ts";
+import type { AllocationBackend } from "../ports.ts";
+import { createReclaimer, type ReclaimerDefaults } from "../reclaimer.ts";
+import type { BarrierHooks } from "../reconciler/types.ts";
+import { createWorkerGateway, type WorkerGateway } from "../worker-gateway.ts";
+import { createSessionPreparer } from "./preparer.ts";
+import { createSessionReadiness, type SessionReadiness } from "./readiness.ts";
+import {
+  createGatewayExpectations,
+  createSessionBarrierHooks,
+  createSessionService,
+} from "./service.ts";
+
+/** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
+export const DEFAULT_LEASE: ReclaimerDefaults = {
+  idleTimeoutSeconds: 60 * 60,
+  maxLifetimeSeconds: 24 * 60 * 60,
+};
+
+/**
+ * A worker's first credential must outlive the allocation's wait in the backend's queue plus
+ * the worker's start. A week covers a busy cluster; once connected, the gateway's short-lived
+ * resume credentials take over, and the nonce is burned at first use either way.
+ */
+export const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+
+export interface SessionEngineOptions {
+  readonly layout: StateLayout;
+  readonly store: StoreDeps;
+  readonly backend: AllocationBackend;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Validated HOST:PORT for the gateway to listen on. */
+  readonly listen: string;
+  /** The host written into credentials, when the listen host is not what workers dial. */
+  readonly advertiseHost?: string;
+  /** How a backend starts a worker; `--credential-dir DIR` and `--rank-env NAME` are appended. */
+  readonly workerCommand: readonly string[];
+  readonly lease?: ReclaimerDefaults;
+  readonly credentialTtlMs?: number;
+  /** Readiness pass period (default 200 ms). */
+  readonly readinessIntervalMs?: number;
+  /** Reclaimer pass period (default 1 s). */
+  readonly reclaimIntervalMs?: number;
+}
+
+export interface SessionEngine {
+  readonly gateway: WorkerGateway;
+  readonly service: SessionService;
+  readonly preparer: AttemptPreparer;
+  readonly barrierHooks: BarrierHooks;
+  readonly readiness: SessionReadiness;
+  /** The reconciler, once it exists: the reclaimer wakes it after requesting a stop. */
+  attachReconciler(reconciler: { wake(): void }): void;
+  /** Stops the loops and closes the gateway WITHOUT stopping workers (they resume). */
+  stop(): Promise<void>;
+}
+
+export function startSessionEngine(options: SessionEngineOptions): SessionEngine {
+  const { layout, store, backend, clock, log } = options;
+  const key = loadOrCreateSigningKey(layout.signingKey);
+  let readiness: SessionReadiness | null = null;
+  let reconciler: { wake(): void } | null = null;
+
+  const gateway = createWorkerGateway({
+    listen: options.listen,
+    ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
+    store,
+    key,
+    clock,
+    log,
+    expectations: createGatewayExpectations({ store, layout }),
+    onEvent(event) {
+      if (event.kind === "WorkerConnected" || event.kind === "WorkerDisconnected") {
+        readiness?.trigger();
+      }
+      // A worker that dialled in is running, whatever the backend's last answer said: a tick
+      // now records RUNNING without waiting out the reconciler's period.
+      if (event.kind === "WorkerConnected") reconciler?.wake();
+    },
+  });
+  readiness = createSessionReadiness({
+    store,
+    gateway,
+    layout,
+    key,
+    clock,
+    log,
+    ...(options.readinessIntervalMs !== undefined
+      ? { intervalMs: options.readinessIntervalMs }
+      : {}),
+  });
+  const ready = readiness;
+  const reclaimer = createReclaimer({
+    store,
+    clock,
+    log,
+    defaults: options.lease ?? DEFAULT_LEASE,
+    ...(options.reclaimIntervalMs !== undefined ? { intervalMs: options.reclaimIntervalMs } : {}),
+    onStopRequested: () => reconciler?.wake(),
+  });
+  const preparer = createSessionPreparer({
+    layout,
+    key,
+    clock,
+    random: (n) => randomBytes(n),
+    gatewayAddress: gateway.address,
+    workerCommand: options.workerCommand,
+    credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
+    backend,
+  });
+  const service = createSessionService({
+    store,
+    gateway,
+    log,
+    onWorkerLost: () => ready.trigger(),
+  });
+  const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
+
+  const loops = new AbortController();
+  const running = Promise.all([ready.run(loops.signal), reclaimer.run(loops.signal)]);
+  let stopping: Promise<void> | null = null;
+
+  return {
+    gateway,
+    service,
+    preparer,
+    barrierHooks,
+    readiness: ready,
+    attachReconciler(r) {
+      reconciler = r;
+    },
+    stop() {
+      stopping ??= (async () => {
+        loops.abort();
+        await running;
+        await gateway.close();
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * Replaces the worker command (JSON array of strings) — for tests that must hold a worker
+ * back or wrap it, never needed in production. The daemon's environment is the admin's, so
+ * this grants nothing the admin could not do by replacing the binary.
+ */
+export const WORKER_COMMAND_ENV = "OPENAI4S_WORKER_COMMAND";
+/** The daemon's default idle timeout for sessions that do not set one (whole seconds). */
+export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
+/** The daemon's default maximum session lifetime (whole seconds). */
+export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
+
+export interface SessionSettings {
+  readonly workerCommand: readonly string[];
+  readonly lease: ReclaimerDefaults;
+}
+
+export type SessionSettingsResult =
+  | { readonly kind: "Settings"; readonly settings: SessionSettings }
+  | { readonly kind: "Invalid"; readonly message: string };
+
+/**
+ * The admin's session settings from the daemon's environment: the worker command
+ * (`selfCommand` + `worker` unless OPENAI4S_WORKER_COMMAND says otherwise) and the default
+ * lease. A spec's own idleTimeoutSeconds / maxLifetimeSeconds still win over these.
+ */
+export function sessionSettingsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  selfCommand: readonly string[],
+): SessionSettingsResult {
+  let workerCommand: readonly string[] = [...selfCommand, "worker"];
+  const raw = env[WORKER_COMMAND_ENV];
+  if (raw !== undefined && raw !== "") {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch {
+      parsed = null;
+    }
+    if (
+      !Array.isArray(parsed) ||
+      parsed.length === 0 ||
+      !parsed.every((a): a is string => typeof a === "string" && a !== "")
+    ) {
+      return {
+        kind: "Invalid",
+        message: `${WORKER_COMMAND_ENV} must be a JSON array of non-empty strings`,
+      };
+    }
+    workerCommand = parsed;
+  }
+  const seconds = (name: string, fallback: number | null): number | null | string => {
+    const text = env[name];
+    if (text === undefined || text === "") return fallback;
+    if (!/^[1-9][0-9]{0,9}$/.test(text)) return `${name} must be a whole number of seconds ≥ 1`;
+    return Number(text);
+  };
+  const idle = seconds(IDLE_TIMEOUT_ENV, DEFAULT_LEASE.idleTimeoutSeconds);
+  const lifetime = seconds(MAX_LIFETIME_ENV, DEFAULT_LEASE.maxLifetimeSeconds);
+  if (typeof idle === "string") return { kind: "Invalid", message: idle };
+  if (typeof lifetime === "string") return { kind: "Invalid", message: lifetime };
+  return {
+    kind: "Settings",
+    settings: { workerCommand, lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime } },
+  };
+}

@@ -1,0 +1,473 @@
+/**
+ * Session readiness (INV-5): the conjunction of four conditions, and READY, whose reason
+ * names the first one missing. A resource plane saying "running" only means a process
+ * started somewhere: not that it connected back to us (WORKER_CONNECTED, every rank of the
+ * CURRENT epoch), not that its files are where the user's data is (WORKSPACE_VISIBLE, every
+ * worker reads back the marker the preparer wrote into the workspace), not that it can
+ * compute (KERNEL_RESPONSIVE, `1+1` evaluates to `2`).
+ *
+ * Probing is not free and a kernel runs one exec at a time, so the two probes run once per
+ * (allocation, epoch) and are then remembered while the workers stay connected; every pass
+ * re-checks only the cheap facts (the allocation's phase, the gateway's connection table). A
+ * rank that drops invalidates what was learnt: its replacement is probed again.
+ *
+ * Passes run every `intervalMs` and also at once when the gateway reports a connection
+ * (`trigger`), so READY follows the last worker's connection by one pass, not one period.
+ */
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import type { StoreDeps } from "../../store/deps.ts";
+import { setCondition } from "../../store/ops/conditions.ts";
+import { getWorkload } from "../../store/ops/get-workload.ts";
+import { listEndedSessionsWithOpenConditions } from "../../store/ops/list-ended-sessions-with-open-conditions.ts";
+import { loadReconcileView } from "../../store/ops/load-reconcile-view.ts";
+import type { SigningKey } from "../bootstrap.ts";
+import type { StateLayout } from "../layout.ts";
+import type { Allocation, ConditionStatus, ConditionType, Workload } from "../models.ts";
+import type { RequestOutcome, WorkerGateway } from "../worker-gateway.ts";
+import type { WorkerResponse } from "../worker-protocol.ts";
+import { readSessionAttempt, workspaceMarker, workspaceMarkerPath } from "./preparer.ts";
+
+/** The four readiness conditions, in the order READY names the first missing one. */
+export const READINESS_ORDER = [
+  "ALLOCATION_RUNNING",
+  "WORKER_CONNECTED",
+  "WORKSPACE_VISIBLE",
+  "KERNEL_RESPONSIVE",
+] as const satisfies readonly ConditionType[];
+
+export interface ConditionValue {
+  readonly type: ConditionType;
+  readonly status: ConditionStatus;
+  readonly reason: string;
+  readonly message: string;
+}
+
+export type SessionGateway = Pick<WorkerGateway, "connected" | "request">;
+
+export interface SessionReadinessOptions {
+  readonly store: StoreDeps;
+  readonly gateway: SessionGateway;
+  readonly layout: StateLayout;
+  readonly key: SigningKey;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Period of `run`. Default 200 ms: READY within a second of the allocation running. */
+  readonly intervalMs?: number;
+  /** After a failed probe, the next try waits this long. Default 1 s. */
+  readonly probeRetryMs?: number;
+  /** Per probe_workspace request. Default 5 s. */
+  readonly probeTimeoutMs?: number;
+  /** For the `1+1` probe, which may include the kernel's start. Default 15 s. */
+  readonly kernelTimeoutMs?: number;
+}
+
+export interface SessionReadiness {
+  /** One pass over every SESSION workload; resolves when its conditions are written. */
+  evaluateOnce(): Promise<void>;
+  /** Runs passes until the signal aborts. */
+  run(signal: AbortSignal): Promise<void>;
+  /** Asks for a pass now (e.g. a worker connected); coalesces with one already due. */
+  trigger(): void;
+}
+
+type ProbeResult =
+  | { readonly ok: true; readonly message: string }
+  | { readonly ok: false; readonly message: string };
+
+interface AttemptKnowledge {
+  workspace: ProbeResult | null;
+  kernel: ProbeResult | null;
+  /** The probes running now, if any: at most one round per attempt at a time. */
+  probing: Promise<void> | null;
+  /** After a failed round, not before this (clock ms): a broken worker is not hammered. */
+  retryAt: number;
+}
+
+const attemptKey = (a: Allocation) => `${a.epoch}\u0000${a.id}`;
+
+/** READY from the four conditions: TRUE only when all are; else the first missing one. */
+export function readyCondition(conditions: readonly ConditionValue[]): ConditionValue {
+  for (const type of READINESS_ORDER) {
+    const c = conditions.find((x) => x.type === type);
+    if (c?.status !== "TRUE") {
+      return {
+        type: "READY",
+        status: "FALSE",
+        reason: type,
+        message: `${type} is ${c?.status ?? "UNKNOWN"}: ${c?.message ?? "not evaluated yet"}`,
+      };
+    }
+  }
+  return { type: "READY", status: "TRUE", reason: "READY", message: "the session is ready" };
+}
+
+function endedConditions(workload: Workload | null): readonly ConditionValue[] {
+  const how = workload
+    ? `the session ended: ${workload.phase}${workload.reason ? ` (${workload.reason})` : ""}`
+    : "the session no longer exists";
+  const four: ConditionValue[] = [
+    { type: "ALLOCATION_RUNNING", status: "FALSE", reason: "ALLOCATION_NOT_RUNNING", message: how },
+    { type: "WORKER_CONNECTED", status: "FALSE", reason: "WORKER_MISSING", message: how },
+    { type: "WORKSPACE_VISIBLE", status: "FALSE", reason: "WORKSPACE_NOT_VISIBLE", message: how },
+    { type: "KERNEL_RESPONSIVE", status: "FALSE", reason: "KERNEL_UNRESPONSIVE", message: how },
+  ];
+  return [...four, readyCondition(four)];
+}
+
+export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
+  const { store, gateway, layout, key, log } = options;
+  const intervalMs = options.intervalMs ?? 200;
+  const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
+  const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
+  const probeRetryMs = options.probeRetryMs ?? 1000;
+  const { clock } = options;
+
+  /** What the probes learnt, per attempt, while all its workers stayed connected. */
+  const knowledge = new Map<string, AttemptKnowledge>();
+  /** Ranks per allocation, from the preparer's record (immutable once written). */
+  const ranksByAllocation = new Map<string, number>();
+  /** The last conditions written per workload, so an unchanged pass writes nothing. */
+  const written = new Map<string, Map<ConditionType, string>>();
+  let sweptEnded = false;
+  let wake: (() => void) | null = null;
+  const probesInFlight = new Set<Promise<void>>();
+  let closed = false;
+
+  function write(workloadId: string, values: readonly ConditionValue[]): void {
+    let mine = written.get(workloadId);
+    if (!mine) {
+      mine = new Map();
+      written.set(workloadId, mine);
+    }
+    for (const v of values) {
+      const fingerprint = `${v.status}\u0000${v.reason}\u0000${v.message}`;
+      if (mine.get(v.type) === fingerprint) continue;
+      setCondition(store, workloadId, v);
+      mine.set(v.type, fingerprint);
+    }
+  }
+
+  function ranksOf(workloadId: string, allocation: Allocation): number | null {
+    const known = ranksByAllocation.get(allocation.id);
+    if (known !== undefined) return known;
+    const record = readSessionAttempt(layout.allocationDir(workloadId, allocation.id));
+    if (record === null) return null;
+    ranksByAllocation.set(allocation.id, record.ranks);
+    return record.ranks;
+  }
+
+  async function probeWorkspace(
+    workload: Workload,
+    a: Allocation,
+    ranks: number,
+  ): Promise<ProbeResult> {
+    const path = workspaceMarkerPath(layout.workspaceDir(workload.id));
+    const expect = workspaceMarker(key, a.id, a.epoch);
+    const answers = await Promise.all(
+      Array.from({ length: ranks }, (_, rank) =>
+        gateway.request(
+          a.id,
+          a.epoch,
+          rank,
+          { kind: "probe_workspace", path, expect },
+          probeTimeoutMs,
+        ),
+      ),
+    );
+    const problems: string[] = [];
+    answers.forEach((outcome, rank) => {
+      if (outcome.kind !== "Answered") {
+        problems.push(`rank ${rank}: ${describeFailure(outcome)}`);
+      } else if (!outcome.response.found) {
+        problems.push(
+          outcome.response.content === null
+            ? `rank ${rank} cannot read ${path}`
+            : `rank ${rank} reads a different marker at ${path}`,
+        );
+      }
+    });
+    if (problems.length > 0) {
+      return {
+        ok: false,
+        message: `the workspace marker was not confirmed: ${problems.join("; ")}`,
+      };
+    }
+    return {
+      ok: true,
+      message: `${ranks === 1 ? "the worker" : `all ${ranks} workers`} read the workspace marker at ${path}`,
+    };
+  }
+
+  async function probeKernel(a: Allocation): Promise<ProbeResult> {
+    const started = performance.now();
+    const outcome = await gateway.request(
+      a.id,
+      a.epoch,
+      0,
+      { kind: "exec", code: "1+1" },
+      kernelTimeoutMs,
+    );
+    if (outcome.kind !== "Answered") {
+      return { ok: false, message: `1+1 was not evaluated: ${describeFailure(outcome)}` };
+    }
+    const r = outcome.response;
+    if (r.status !== "OK" || r.value !== "2") {
+      return {
+        ok: false,
+        message: `1+1 evaluated to ${JSON.stringify(r.value)} (status ${r.status}${r.error ? `: ${r.error.slice(0, 200)}` : ""})`,
+      };
+    }
+    return {
+      ok: true,
+      message: `1+1 evaluated to 2 in ${Math.round(performance.now() - started)} ms`,
+    };
+  }
+
+  /** Probes what is not yet known, both at once; a pass follows as soon as they answer. */
+  function startProbes(known: AttemptKnowledge, workload: Workload, a: Allocation, ranks: number) {
+    const round = (async () => {
+      const [workspace, kernel] = await Promise.all([
+        known.workspace?.ok ? known.workspace : probeWorkspace(workload, a, ranks),
+        known.kernel?.ok ? known.kernel : probeKernel(a),
+      ]);
+      known.workspace = workspace;
+      known.kernel = kernel;
+      if (!workspace.ok || !kernel.ok) known.retryAt = clock.now() + probeRetryMs;
+    })()
+      .catch((error) => {
+        known.retryAt = clock.now() + probeRetryMs;
+        log.error("session readiness probe failed", {
+          workloadId: workload.id,
+          error: String(error),
+        });
+      })
+      .finally(() => {
+        known.probing = null;
+        probesInFlight.delete(round);
+        trigger();
+      });
+    known.probing = round;
+    probesInFlight.add(round);
+  }
+
+  function evaluate(workload: Workload, a: Allocation | null): readonly ConditionValue[] {
+    const allocationRunning: ConditionValue =
+      a?.phase === "RUNNING"
+        ? {
+            type: "ALLOCATION_RUNNING",
+            status: "TRUE",
+            reason: "ALLOCATION_RUNNING",
+            message: `allocation ${a.id} (epoch ${a.epoch}) is RUNNING`,
+          }
+        : {
+            type: "ALLOCATION_RUNNING",
+            status: "FALSE",
+            reason: "ALLOCATION_NOT_RUNNING",
+            message: a
+              ? `allocation ${a.id} (epoch ${a.epoch}) is ${a.phase}`
+              : `no allocation yet; the session is ${workload.phase}`,
+          };
+    const notChecked = (
+      type: "WORKSPACE_VISIBLE" | "KERNEL_RESPONSIVE",
+      why: string,
+    ): ConditionValue => ({
+      type,
+      status: "UNKNOWN",
+      reason: type === "WORKSPACE_VISIBLE" ? "WORKSPACE_NOT_VISIBLE" : "KERNEL_UNRESPONSIVE",
+      message: `not checked: ${why}`,
+    });
+    const ranks = a ? ranksOf(workload.id, a) : null;
+    if (a === null || ranks === null) {
+      const why = a === null ? "no allocation yet" : "the attempt is not prepared yet";
+      const four = [
+        allocationRunning,
+        {
+          type: "WORKER_CONNECTED",
+          status: "FALSE",
+          reason: "WORKER_MISSING",
+          message: why,
+        } as const,
+        notChecked("WORKSPACE_VISIBLE", why),
+        notChecked("KERNEL_RESPONSIVE", why),
+      ];
+      return [...four, readyCondition(four)];
+    }
+
+    const connected = gateway.connected(a.id, a.epoch);
+    const missing = Array.from({ length: ranks }, (_, r) => r).filter((r) => !connected.has(r));
+    const k = attemptKey(a);
+    const workerConnected: ConditionValue =
+      missing.length === 0
+        ? {
+            type: "WORKER_CONNECTED",
+            status: "TRUE",
+            reason: "WORKER_CONNECTED",
+            message: `${ranks === 1 ? "the worker" : `all ${ranks} workers`} of epoch ${a.epoch} connected`,
+          }
+        : {
+            type: "WORKER_CONNECTED",
+            status: "FALSE",
+            reason: "WORKER_MISSING",
+            message: `${ranks - missing.length} of ${ranks} workers of epoch ${a.epoch} connected; waiting for rank${missing.length === 1 ? "" : "s"} ${missing.join(", ")}`,
+          };
+    if (missing.length > 0) {
+      // What a previous connection proved says nothing about its replacement.
+      knowledge.delete(k);
+      const why = "waiting for every worker to connect";
+      const four = [
+        allocationRunning,
+        workerConnected,
+        notChecked("WORKSPACE_VISIBLE", why),
+        notChecked("KERNEL_RESPONSIVE", why),
+      ];
+      return [...four, readyCondition(four)];
+    }
+
+    let known = knowledge.get(k);
+    if (!known) {
+      known = { workspace: null, kernel: null, probing: null, retryAt: 0 };
+      knowledge.set(k, known);
+    }
+    // Probe only an attempt that is wanted and not being torn down: the barrier may be
+    // stopping these very workers. Probes run beside the passes, never inside one: a kernel
+    // that takes a second to start must not delay noticing that the allocation runs.
+    const wanted = workload.desired.kind === "RUN" && a.phase !== "STOPPING";
+    const complete = known.workspace?.ok === true && known.kernel?.ok === true;
+    if (wanted && !complete && known.probing === null && clock.now() >= known.retryAt) {
+      startProbes(known, workload, a, ranks);
+    }
+    const workspace: ConditionValue = known.workspace
+      ? {
+          type: "WORKSPACE_VISIBLE",
+          status: known.workspace.ok ? "TRUE" : "FALSE",
+          reason: known.workspace.ok ? "WORKSPACE_VISIBLE" : "WORKSPACE_NOT_VISIBLE",
+          message: known.workspace.message,
+        }
+      : notChecked("WORKSPACE_VISIBLE", wanted ? "probing the workers" : "the session is stopping");
+    const kernel: ConditionValue = known.kernel
+      ? {
+          type: "KERNEL_RESPONSIVE",
+          status: known.kernel.ok ? "TRUE" : "FALSE",
+          reason: known.kernel.ok ? "KERNEL_RESPONSIVE" : "KERNEL_UNRESPONSIVE",
+          message: known.kernel.message,
+        }
+      : notChecked("KERNEL_RESPONSIVE", wanted ? "probing the workers" : "the session is stopping");
+    const four = [allocationRunning, workerConnected, workspace, kernel];
+    return [...four, readyCondition(four)];
+  }
+
+  function pass(): void {
+    if (!sweptEnded) {
+      // Sessions that ended while no readiness loop was watching (a daemon restart).
+      for (const id of listEndedSessionsWithOpenConditions(store)) {
+        write(id, endedConditions(getWorkload(store, id)));
+      }
+      sweptEnded = true;
+    }
+    const view = loadReconcileView(store).filter((item) => item.workload.kind === "SESSION");
+    const live = new Set(view.map((item) => item.workload.id));
+    // Sessions seen live before and gone from the view now have ended.
+    for (const id of [...written.keys()]) {
+      if (live.has(id)) continue;
+      write(id, endedConditions(getWorkload(store, id)));
+      written.delete(id);
+    }
+    const liveAttempts = new Set<string>();
+    for (const { workload, current } of view) {
+      if (current) liveAttempts.add(attemptKey(current));
+      try {
+        write(workload.id, evaluate(workload, current));
+      } catch (error) {
+        // One session's broken state must not hold the others' readiness back.
+        log.error("session readiness evaluation failed", {
+          workloadId: workload.id,
+          error: String(error),
+        });
+      }
+    }
+    for (const k of knowledge.keys()) if (!liveAttempts.has(k)) knowledge.delete(k);
+  }
+
+  /**
+   * One pass, then waits for the probes it started and passes again until nothing is in
+   * flight: what a caller (a test, a CLI) that wants "the conditions now" needs. The loop in
+   * `run` does not wait: probe completions trigger it instead.
+   */
+  async function evaluateOnce(): Promise<void> {
+    pass();
+    while (probesInFlight.size > 0) {
+      await Promise.all([...probesInFlight]);
+      pass();
+    }
+  }
+
+  function trigger(): void {
+    // After `run` ended (daemon shutdown), a late probe answer must not touch a store that
+    // is about to close.
+    if (closed) return;
+    if (wake) {
+      wake();
+      return;
+    }
+    try {
+      pass();
+    } catch (error) {
+      log.error("session readiness pass failed", { error: String(error) });
+    }
+  }
+
+  return {
+    evaluateOnce,
+    trigger,
+    async run(signal) {
+      if (signal.aborted) closed = true;
+      signal.addEventListener(
+        "abort",
+        () => {
+          closed = true;
+        },
+        { once: true },
+      );
+      while (!signal.aborted) {
+        try {
+          pass();
+        } catch (error) {
+          log.error("session readiness pass failed", { error: String(error) });
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, intervalMs);
+          function done() {
+            clearTimeout(timer);
+            signal.removeEventListener("abort", done);
+            wake = null;
+            resolve();
+          }
+          wake = done;
+          signal.addEventListener("abort", done, { once: true });
+        });
+      }
+    },
+  };
+}
+
+type RequestFailure = Exclude<RequestOutcome<WorkerResponse>, { readonly kind: "Answered" }>;
+
+function describeFailure(outcome: RequestFailure): string {
+  switch (outcome.kind) {
+    case "NotConnected":
+      return "not connected";
+    case "TimedOut":
+      return "no answer in time";
+    case "Disconnected":
+      return "the connection was lost";
+    case "WorkerError":
+      return `the worker could not serve it: ${outcome.message}`;
+    case "TooLarge":
+      return `the request is too large (${outcome.bytes} bytes)`;
+    default: {
+      const unreachable: never = outcome;
+      return `unexpected outcome ${JSON.stringify(unreachable)}`;
+    }
+  }
+}

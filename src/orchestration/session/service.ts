@@ -1,0 +1,186 @@
+/**
+ * What the API and the reconciler need from the sessions engine at run time: running code in
+ * a READY session (`exec`), the gateway's expectations (which allocations may have workers
+ * dial in), and the session half of the cancel barrier.
+ */
+import type { ExecOutcome, SessionService } from "../../api/session-service.ts";
+import type { Log } from "../../log.ts";
+import type { StoreDeps } from "../../store/deps.ts";
+import { listConditions } from "../../store/ops/conditions.ts";
+import { getAllocation } from "../../store/ops/get-allocation.ts";
+import { getWorkload } from "../../store/ops/get-workload.ts";
+import { listAllocations } from "../../store/ops/list-allocations.ts";
+import type { StateLayout } from "../layout.ts";
+import type { Allocation, Workload } from "../models.ts";
+import type { BarrierHooks } from "../reconciler/types.ts";
+import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../worker-gateway.ts";
+import { readSessionAttempt } from "./preparer.ts";
+
+export interface SessionServiceOptions {
+  readonly store: StoreDeps;
+  readonly gateway: Pick<WorkerGateway, "request">;
+  readonly log: Log;
+  /** How long one exec may run before the caller gets an answer without its result. */
+  readonly execTimeoutMs?: number;
+  /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
+  readonly onWorkerLost?: () => void;
+}
+
+/**
+ * Exec runs in the kernel of rank 0 of the workload's CURRENT attempt, and only when READY is
+ * TRUE: a session whose workspace was never confirmed must not run a user's code where the
+ * user's data is not. Recording the activity is the API's job (ExecOutcome's contract).
+ */
+export function createSessionService(options: SessionServiceOptions): SessionService {
+  const { store, gateway } = options;
+  const execTimeoutMs = options.execTimeoutMs ?? 10 * 60 * 1000;
+  return {
+    async exec(workloadId: string, code: string): Promise<ExecOutcome> {
+      const workload = getWorkload(store, workloadId);
+      if (workload?.kind !== "SESSION") return { kind: "NotFound" };
+      const ready = listConditions(store, workloadId).find((c) => c.type === "READY");
+      if (ready?.status !== "TRUE") {
+        const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
+        return {
+          kind: "NotReady",
+          message: `the session is ${workload.phase} and not READY (${why})`,
+        };
+      }
+      if (workload.desired.kind === "STOP") {
+        return {
+          kind: "NotReady",
+          message: `the session is stopping (${workload.desired.reason})`,
+        };
+      }
+      const current = listAllocations(store, workloadId).find(
+        (a) => a.epoch === workload.executionEpoch,
+      );
+      if (current?.phase !== "RUNNING") {
+        return { kind: "NotReady", message: "the session's allocation is not running" };
+      }
+      const outcome = await gateway.request(
+        current.id,
+        current.epoch,
+        0,
+        { kind: "exec", code },
+        execTimeoutMs,
+      );
+      switch (outcome.kind) {
+        case "Answered": {
+          const r = outcome.response;
+          return { kind: "Ok", status: r.status, output: joinOutput(r), error: r.error };
+        }
+        case "NotConnected":
+        case "Disconnected":
+          options.onWorkerLost?.();
+          return { kind: "NotReady", message: "the session's worker is not connected" };
+        case "TimedOut":
+          return {
+            kind: "NotReady",
+            message: `no answer within ${Math.round(execTimeoutMs / 1000)} s; the code may still be running`,
+          };
+        case "WorkerError":
+          return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
+        case "TooLarge":
+          return { kind: "NotReady", message: `the code is too large (${outcome.bytes} bytes)` };
+        default: {
+          const unreachable: never = outcome;
+          throw new Error(`unhandled exec outcome ${JSON.stringify(unreachable)}`);
+        }
+      }
+    },
+  };
+}
+
+/** stdout, then stderr, then the last expression's value: what a notebook cell shows. */
+function joinOutput(r: {
+  readonly output: string;
+  readonly stderr: string;
+  readonly value: string | null;
+}): string {
+  let out = r.output + r.stderr;
+  if (r.value !== null) out += out === "" || out.endsWith("\n") ? r.value : `\n${r.value}`;
+  return out;
+}
+
+/**
+ * Which allocations may have workers connect, read from the store on every judged
+ * credential (the gateway calls this synchronously). An allocation is expected when it is
+ * a SESSION's CURRENT attempt, in an active phase other than STOPPING, and its workload still
+ * wants to run; anything else is fenced, so a worker of a stopped or superseded attempt is
+ * refused even if its credential has not expired (INV-7).
+ */
+export function createGatewayExpectations(deps: {
+  readonly store: StoreDeps;
+  readonly layout: StateLayout;
+}): GatewayExpectations {
+  const ranksCache = new Map<string, number>();
+  return {
+    lookup(allocationId: string): GatewayExpectation | null {
+      const allocation = getAllocation(deps.store, allocationId);
+      if (!allocation) return null;
+      const workload = getWorkload(deps.store, allocation.workloadId);
+      if (workload?.kind !== "SESSION") return null;
+      let ranks = ranksCache.get(allocationId);
+      if (ranks === undefined) {
+        const record = readSessionAttempt(deps.layout.allocationDir(workload.id, allocationId));
+        if (record === null) return null;
+        ranks = record.ranks;
+        ranksCache.set(allocationId, ranks);
+      }
+      const fenced =
+        workload.executionEpoch !== allocation.epoch ||
+        workload.desired.kind === "STOP" ||
+        !(
+          allocation.phase === "SUBMITTING" ||
+          allocation.phase === "QUEUED" ||
+          allocation.phase === "RUNNING"
+        );
+      return { epoch: allocation.epoch, ranks, fenced };
+    },
+  };
+}
+
+export interface SessionBarrierOptions {
+  readonly gateway: Pick<WorkerGateway, "stop" | "connected">;
+  readonly clock: { now(): number };
+  readonly log: Log;
+  /** After this long since the first `cancelTasks`, `drained` answers true regardless. */
+  readonly drainDeadlineMs?: number;
+}
+
+/**
+ * The session half of the reconciler's cancel barrier (stages 2 and 3): tell the attempt's
+ * workers to exit and refuse its credentials from now on; drained once none of them is
+ * connected. Re-entrant like the barrier itself: the gateway's stop is idempotent, and the
+ * drain deadline starts at the first call, so a barrier re-run after a lagging backend does
+ * not wait anew. The deadline exists because a worker that ignores `stop` must not wedge the
+ * barrier: stage 4 (the backend's release) kills it anyway. BATCH has no workers: no-op.
+ */
+export function createSessionBarrierHooks(options: SessionBarrierOptions): BarrierHooks {
+  const drainDeadlineMs = options.drainDeadlineMs ?? 10_000;
+  const stoppedAt = new Map<string, number>();
+  return {
+    async cancelTasks(workload: Workload, allocation: Allocation) {
+      if (workload.kind !== "SESSION") return;
+      if (!stoppedAt.has(allocation.id)) stoppedAt.set(allocation.id, options.clock.now());
+      const told = options.gateway.stop(allocation.id, allocation.epoch, "the session is stopping");
+      if (told > 0) {
+        options.log.info("told session workers to stop", {
+          workloadId: workload.id,
+          allocationId: allocation.id,
+          workers: told,
+        });
+      }
+    },
+    async drained(workload: Workload, allocation: Allocation) {
+      if (workload.kind !== "SESSION") return true;
+      if (options.gateway.connected(allocation.id, allocation.epoch).size === 0) {
+        stoppedAt.delete(allocation.id);
+        return true;
+      }
+      const since = stoppedAt.get(allocation.id);
+      return since !== undefined && options.clock.now() - since >= drainDeadlineMs;
+    },
+  };
+}

@@ -1,0 +1,255 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { manualClock } from "../../src/clock.ts";
+import { silentLog } from "../../src/log.ts";
+import {
+  bubblewrapArgv,
+  createBubblewrapSandbox,
+  resolveBwrap,
+} from "../../src/orchestration/isolation/bubblewrap.ts";
+
+const REAL_BWRAP = resolveBwrap(undefined);
+const dirs: string[] = [];
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-iso-"));
+  dirs.push(dir);
+  return dir;
+}
+
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A stand-in for bwrap: a shell script with the given body, made executable. */
+function fakeBwrap(body: string): string {
+  const path = join(tempDir(), "bwrap");
+  writeFileSync(path, `#!/bin/sh\n${body}\n`);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+/** A bwrap that forwards to the real one minus the given flags (and their arguments). */
+function bwrapWithout(flags: Readonly<Record<string, number>>): string {
+  const cases = Object.entries(flags)
+    .map(([flag, n]) => `    ${flag}) skip=${n}; continue ;;`)
+    .join("\n");
+  return fakeBwrap(`skip=0
+for a; do
+  shift
+  if [ "$skip" -gt 0 ]; then skip=$((skip - 1)); continue; fi
+  case "$a" in
+${cases}
+  esac
+  set -- "$@" "$a"
+done
+exec ${REAL_BWRAP} "$@"`);
+}
+
+describe("bubblewrap sandbox verification", () => {
+  test("is Verified on this machine with the real bwrap", async () => {
+    expect(REAL_BWRAP).not.toBeNull();
+    const sandbox = createBubblewrapSandbox({ log: silentLog, tmpRoot: tempDir() });
+    const verdict = await sandbox.verify();
+    expect(verdict).toEqual({ kind: "Verified", mechanism: expect.stringContaining("bubblewrap") });
+  });
+
+  test("is Unverified when bwrap is missing", async () => {
+    const sandbox = createBubblewrapSandbox({
+      log: silentLog,
+      bwrapPath: join(tempDir(), "no-such-bwrap"),
+    });
+    const verdict = await sandbox.verify();
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind === "Unverified") expect(verdict.message).toContain("not found");
+  });
+
+  test("is Unverified with a fake bwrap that runs the command without isolating it", async () => {
+    const bwrapPath = fakeBwrap(
+      'while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"',
+    );
+    const tmpRoot = tempDir();
+    const sandbox = createBubblewrapSandbox({ log: silentLog, bwrapPath, tmpRoot });
+    const verdict = await sandbox.verify();
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind !== "Unverified") return;
+    expect(verdict.message).toContain("sibling allocation's credential directory was visible");
+    expect(verdict.message).toContain("sibling process was visible");
+    // The probe cleaned up after itself.
+    expect(readdirSync(tmpRoot)).toEqual([]);
+  });
+
+  test("each isolation property is checked on its own", async () => {
+    const withoutPid = await createBubblewrapSandbox({
+      log: silentLog,
+      bwrapPath: bwrapWithout({ "--unshare-pid": 0 }),
+      tmpRoot: tempDir(),
+    }).verify();
+    expect(withoutPid).toEqual({
+      kind: "Unverified",
+      message: "isolation probe: a sibling process was visible",
+    });
+
+    const keepingCaps = await createBubblewrapSandbox({
+      log: silentLog,
+      bwrapPath: bwrapWithout({ "--cap-drop": 1 }),
+      tmpRoot: tempDir(),
+    }).verify();
+    expect(keepingCaps.kind).toBe("Unverified");
+    if (keepingCaps.kind === "Unverified") {
+      expect(keepingCaps.message).toContain("the probe kept capabilities");
+    }
+
+    const failing = await createBubblewrapSandbox({
+      log: silentLog,
+      bwrapPath: fakeBwrap("echo broken >&2; exit 1"),
+      tmpRoot: tempDir(),
+    }).verify();
+    expect(failing).toEqual({
+      kind: "Unverified",
+      message: "isolation probe: probe sandbox exited 1: broken",
+    });
+  });
+
+  test("a probe that hangs is Unverified after the deadline", async () => {
+    const sandbox = createBubblewrapSandbox({
+      log: silentLog,
+      bwrapPath: fakeBwrap("exec sleep 30"),
+      tmpRoot: tempDir(),
+      probeTimeoutMs: 200,
+    });
+    const verdict = await sandbox.verify();
+    expect(verdict.kind).toBe("Unverified");
+  });
+
+  test("the verdict is cached for the TTL, shared by concurrent callers, then re-probed", async () => {
+    const counter = join(tempDir(), "count");
+    const bwrapPath = fakeBwrap(`echo x >> ${counter}\nexec ${REAL_BWRAP} "$@"`);
+    const clock = manualClock();
+    const sandbox = createBubblewrapSandbox({
+      log: silentLog,
+      bwrapPath,
+      tmpRoot: tempDir(),
+      clock,
+      cacheTtlMs: 1000,
+    });
+    const probes = () => readFileSync(counter, "utf8").split("\n").filter(Boolean).length;
+    const [first, second] = await Promise.all([sandbox.verify(), sandbox.verify()]);
+    expect(first.kind).toBe("Verified");
+    expect(second).toBe(first);
+    expect(probes()).toBe(1);
+    clock.advance(999);
+    await sandbox.verify();
+    expect(probes()).toBe(1);
+    clock.advance(1);
+    await sandbox.verify();
+    expect(probes()).toBe(2);
+    await sandbox.refresh();
+    expect(probes()).toBe(3);
+  });
+});
+
+describe("bubblewrap wrap() as a real allocation uses it", () => {
+  function layout() {
+    const state = tempDir();
+    const mine = join(state, "workloads", "w1");
+    const other = join(state, "workloads", "w2");
+    const paths = {
+      workspace: join(mine, "workspace"),
+      alloc: join(mine, "allocations", "a1"),
+      credentials: join(mine, "allocations", "a1", "credentials"),
+      otherWorkspace: join(other, "workspace"),
+    };
+    for (const d of [paths.workspace, paths.credentials, paths.otherWorkspace]) {
+      mkdirSync(d, { recursive: true });
+    }
+    writeFileSync(join(paths.credentials, "rank-0"), "secret", { mode: 0o600 });
+    writeFileSync(join(paths.otherWorkspace, "data"), "theirs", { mode: 0o600 });
+    writeFileSync(join(state, "signing-key"), "key", { mode: 0o600 });
+    return { state, ...paths };
+  }
+
+  function runIn(argv: readonly string[]): { code: number; out: string } {
+    const result = Bun.spawnSync([...argv], { stdout: "pipe", stderr: "pipe" });
+    return { code: result.exitCode, out: result.stdout.toString() + result.stderr.toString() };
+  }
+
+  test("sees its own workspace and credential (read-only), not siblings or the state dir", () => {
+    const l = layout();
+    const sandbox = createBubblewrapSandbox({ log: silentLog, maskedRoots: [l.state] });
+    const script = [
+      `cat ${l.credentials}/rank-0 && echo`,
+      `echo hello > ${l.workspace}/out && echo wrote-workspace`,
+      `(echo x > ${l.credentials}/forged) 2>/dev/null || echo credentials-read-only`,
+      `test -e ${l.otherWorkspace}/data || echo sibling-absent`,
+      `test -e ${l.state}/signing-key || echo key-absent`,
+    ].join("; ");
+    const argv = sandbox.wrap(["/bin/sh", "-c", script], {
+      writable: [l.workspace, l.alloc],
+      readOnly: [l.credentials],
+    });
+    const { code, out } = runIn(argv);
+    expect(code).toBe(0);
+    expect(out.split("\n").filter(Boolean)).toEqual([
+      "secret",
+      "wrote-workspace",
+      "credentials-read-only",
+      "sibling-absent",
+      "key-absent",
+    ]);
+    expect(readFileSync(join(l.workspace, "out"), "utf8")).toBe("hello\n");
+    expect(existsSync(join(l.credentials, "forged"))).toBe(false);
+  });
+
+  test("an executable installed above the workloads does not re-expose them", () => {
+    const l = layout();
+    // The "binary" lives in the parent of every workload, so binding its directory (which
+    // wrap does for the executable) would show every sibling read-only...
+    const tool = join(l.state, "workloads", "tool.sh");
+    writeFileSync(tool, `#!/bin/sh\ntest -e ${l.otherWorkspace}/data && echo LEAK || echo ok\n`);
+    chmodSync(tool, 0o755);
+    const paths = { writable: [l.workspace, l.alloc], readOnly: [l.credentials] };
+    const bwrap = REAL_BWRAP ?? "bwrap";
+    const unmasked = bubblewrapArgv({ bwrap, maskedRoots: [], readOnlyExtra: [] }, [tool], paths);
+    expect(runIn(unmasked).out.trim()).toBe("LEAK");
+    // ...unless the state dir is masked after it: then the tool is not even there, and the
+    // launch fails visibly instead of leaking.
+    const masked = bubblewrapArgv(
+      { bwrap, maskedRoots: [l.state], readOnlyExtra: [] },
+      [tool],
+      paths,
+    );
+    const result = runIn(masked);
+    expect(result.out).not.toContain("LEAK");
+    expect(result.code).not.toBe(0);
+  });
+
+  test("the command follows `--`, after every mount and the namespace flags", () => {
+    const argv = bubblewrapArgv(
+      { bwrap: "/usr/bin/bwrap", maskedRoots: [], readOnlyExtra: [] },
+      ["/bin/true", "--bind", "/", "/"],
+      { writable: ["/w"], readOnly: ["/r"] },
+    );
+    const dash = argv.indexOf("--");
+    expect(argv.slice(dash + 1)).toEqual(["/bin/true", "--bind", "/", "/"]);
+    const flags = argv.slice(0, dash);
+    for (const f of ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]) {
+      expect(flags).toContain(f);
+    }
+    expect(flags).not.toContain("--unshare-net");
+    expect(flags.join(" ")).toContain("--cap-drop ALL");
+    // Read-only binds come last, so a credential dir inside a writable dir stays read-only.
+    expect(flags.lastIndexOf("--ro-bind")).toBeGreaterThan(flags.lastIndexOf("--bind"));
+  });
+});

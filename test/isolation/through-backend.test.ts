@@ -1,0 +1,210 @@
+/**
+ * The node-side probe and the sandboxing decorator, exercised through a real backend (the
+ * local one, raw: the decorator is what sandboxes it here). The same code runs against the
+ * Slurm dev cluster in test/session/slurm-session.cluster.test.ts.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { silentLog } from "../../src/log.ts";
+import { createBubblewrapSandbox } from "../../src/orchestration/isolation/bubblewrap.ts";
+import {
+  cachedVerdict,
+  locateInStateDir,
+  sandboxedBackend,
+  verifyThroughBackend,
+} from "../../src/orchestration/isolation/through-backend.ts";
+import { stateLayout } from "../../src/orchestration/layout.ts";
+import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
+import { mintSubmissionToken } from "../../src/orchestration/models.ts";
+import { isTaskRunner } from "../../src/orchestration/ports.ts";
+import { selfCommand } from "../../src/self-command.ts";
+import { killProcessesMentioning } from "../session/harness.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) {
+    killProcessesMentioning(d);
+    rmSync(d, { recursive: true, force: true });
+  }
+});
+
+function setup(bwrapPath?: string) {
+  const root = mkdtempSync(join(tmpdir(), "o4s-through-"));
+  dirs.push(root);
+  const layout = stateLayout(join(root, "state"));
+  mkdirSync(layout.root, { recursive: true });
+  const backend = createLocalBackend({
+    backendDir: layout.backendDir("local"),
+    selfCommand: selfCommand(),
+    clock: systemClock,
+    log: silentLog,
+    hostEnv: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
+    killGraceMs: 500,
+  });
+  const sandbox = createBubblewrapSandbox({
+    log: silentLog,
+    maskedRoots: [layout.root],
+    ...(bwrapPath === undefined ? {} : { bwrapPath }),
+  });
+  return { root, layout, backend, sandbox };
+}
+
+describe("verifyThroughBackend", () => {
+  test("is Verified when the probe allocation runs in bubblewrap", async () => {
+    const { layout, backend, sandbox } = setup();
+    const verdict = await verifyThroughBackend({
+      backend,
+      sandbox,
+      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      profile: "default",
+      clock: systemClock,
+      log: silentLog,
+      pollIntervalMs: 50,
+    });
+    expect(verdict).toEqual({
+      kind: "Verified",
+      mechanism: expect.stringContaining("local nodes"),
+    });
+  }, 30_000);
+
+  test("is Unverified when the node's bwrap does not isolate", async () => {
+    const fakeDir = mkdtempSync(join(tmpdir(), "o4s-fakebwrap-"));
+    dirs.push(fakeDir);
+    const fake = join(fakeDir, "bwrap");
+    writeFileSync(
+      fake,
+      '#!/bin/sh\nwhile [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n',
+    );
+    chmodSync(fake, 0o755);
+    const { layout, backend, sandbox } = setup(fake);
+    const verdict = await verifyThroughBackend({
+      backend,
+      sandbox,
+      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      profile: "default",
+      clock: systemClock,
+      log: silentLog,
+      pollIntervalMs: 50,
+    });
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind === "Unverified") {
+      expect(verdict.message).toContain("sibling allocation's credential directory was visible");
+      expect(verdict.message).toContain("sibling process was visible");
+    }
+  }, 30_000);
+
+  test("is Unverified when the probe cannot be placed", async () => {
+    const { layout, backend, sandbox } = setup();
+    const verdict = await verifyThroughBackend({
+      backend,
+      sandbox,
+      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      profile: "no-such-profile",
+      clock: systemClock,
+      log: silentLog,
+    });
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind === "Unverified") expect(verdict.message).toContain("refused");
+  });
+});
+
+describe("sandboxedBackend", () => {
+  test("every launch and every step runs in the allocation's sandbox", async () => {
+    const { layout, backend, sandbox } = setup();
+    const verify = cachedVerdict(async () => ({ kind: "Verified", mechanism: "test" }), {
+      clock: systemClock,
+      ttlMs: 60_000,
+    });
+    const sandboxed = sandboxedBackend(backend, {
+      sandbox,
+      verify,
+      locate: locateInStateDir(layout.root),
+    });
+    expect(await sandboxed.verifySessionIsolation()).toEqual({
+      kind: "Verified",
+      mechanism: "test",
+    });
+    // A sibling's file and the state dir's secrets, both of which the sandbox must hide.
+    const sibling = join(layout.workspaceDir("w2"), "secret");
+    mkdirSync(layout.workspaceDir("w2"), { recursive: true });
+    writeFileSync(sibling, "theirs");
+    writeFileSync(layout.signingKey, "key", { mode: 0o600 });
+    const allocationDir = layout.allocationDir("w1", "a1");
+    const workspaceDir = layout.workspaceDir("w1");
+    mkdirSync(allocationDir, { recursive: true });
+    mkdirSync(workspaceDir, { recursive: true });
+    const token = mintSubmissionToken((n) => crypto.getRandomValues(new Uint8Array(n)));
+    const script = `test -e ${sibling} && echo sibling-visible || echo sibling-hidden; test -e ${layout.signingKey} && echo key-visible || echo key-hidden; echo mine > out`;
+    const results = await sandboxed.submit([
+      {
+        allocationId: "a1",
+        workloadId: "w1",
+        workloadKind: "BATCH",
+        token,
+        epoch: 1,
+        profile: "default",
+        name: "t",
+        launch: { kind: "COMMAND", command: ["/bin/sh", "-c", `${script}; sleep 30`], env: {} },
+        timeLimitSeconds: 60,
+        allocationDir,
+        workspaceDir,
+      },
+    ]);
+    const created = results.get(token);
+    if (created?.kind !== "Created") throw new Error(JSON.stringify(created));
+    const target = { allocationId: "a1", token, handle: created.handle };
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const o = await sandboxed.observe([target]);
+      if (o.kind === "Observed" && o.observations.get("a1")?.kind === "Observed") {
+        const obs = o.observations.get("a1");
+        if (obs?.kind === "Observed" && obs.phase === "RUNNING") break;
+      }
+      await Bun.sleep(50);
+    }
+    const stdout = join(allocationDir, "stdout.log");
+    while (Date.now() < deadline && !readFileSync(stdout, "utf8").includes("key-"))
+      await Bun.sleep(50);
+    console.log("STDERR", readFileSync(join(allocationDir, "stderr.log"), "utf8"));
+    expect(readFileSync(stdout, "utf8").trim().split("\n")).toEqual([
+      "sibling-hidden",
+      "key-hidden",
+    ]);
+    expect(readFileSync(join(workspaceDir, "out"), "utf8")).toBe("mine\n");
+    if (!isTaskRunner(sandboxed)) throw new Error("the local backend runs steps");
+    const step = await sandboxed.runTask(
+      target,
+      ["/bin/sh", "-c", `test -e ${sibling} && echo visible || echo hidden; cat out`],
+      { timeoutMs: 10_000 },
+    );
+    expect(step).toMatchObject({ kind: "Completed", exitCode: 0, stdout: "hidden\nmine\n" });
+    const unknown = await sandboxed.runTask({ ...target, allocationId: "nope" }, ["true"], {
+      timeoutMs: 1000,
+    });
+    expect(unknown.kind).toBe("Refused");
+    await sandboxed.cancel([target]);
+  }, 30_000);
+
+  test("the verdict is cached and one run is shared", async () => {
+    let runs = 0;
+    let now = 0;
+    const verify = cachedVerdict(
+      async () => {
+        runs += 1;
+        return { kind: "Unverified", message: "no" };
+      },
+      { clock: { now: () => now }, ttlMs: 100 },
+    );
+    await Promise.all([verify(), verify(), verify()]);
+    expect(runs).toBe(1);
+    now = 99;
+    await verify();
+    expect(runs).toBe(1);
+    now = 100;
+    await verify();
+    expect(runs).toBe(2);
+  });
+});

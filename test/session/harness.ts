@@ -1,0 +1,269 @@
+/**
+ * Drives the BUILT binary end to end: builds `dist/openai4s` when it is missing or older than
+ * the sources, starts `openai4s serve` on a private state dir with the worker gateway on a
+ * free port, and runs client commands against it. Every process it starts is found again by
+ * the unique temporary directory in its command line, so teardown kills exactly those.
+ */
+import { createHash } from "node:crypto";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+
+export const ROOT = join(import.meta.dir, "..", "..");
+export const BINARY = join(ROOT, "dist", "openai4s");
+const BUN = join(ROOT, "node_modules", ".bin", "bun");
+
+function newestSourceMtimeMs(dir: string): number {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestSourceMtimeMs(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+/** Builds the binary unless it is newer than every source file. */
+export function ensureBuilt(): void {
+  const sources = Math.max(
+    newestSourceMtimeMs(join(ROOT, "src")),
+    statSync(join(ROOT, "build.ts")).mtimeMs,
+  );
+  if (existsSync(BINARY) && statSync(BINARY).mtimeMs > sources) return;
+  const built = Bun.spawnSync([BUN, "build.ts"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  if (built.exitCode !== 0) {
+    throw new Error(`build failed:\n${built.stdout.toString()}\n${built.stderr.toString()}`);
+  }
+}
+
+export async function freePort(): Promise<number> {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = server.port;
+  server.stop(true);
+  return port;
+}
+
+export interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface Daemon {
+  readonly dir: string;
+  readonly stateDir: string;
+  readonly socket: string;
+  readonly proc: ReturnType<typeof Bun.spawn>;
+  cli(...args: string[]): Promise<CliResult>;
+  /** `show ID --json`, parsed. */
+  show(id: string): Promise<WorkloadView>;
+  stop(): Promise<void>;
+  log(): string;
+}
+
+export interface ConditionView {
+  readonly type: string;
+  readonly status: string;
+  readonly reason: string;
+  readonly message: string;
+  readonly lastTransitionTime: string | number;
+}
+
+export interface WorkloadView {
+  readonly id: string;
+  readonly kind: string;
+  readonly phase: string;
+  readonly reason: string | null;
+  readonly message: string | null;
+  readonly lastActiveAt: string | number | null;
+  readonly conditions: readonly ConditionView[];
+  readonly allocations: readonly {
+    readonly id: string;
+    readonly epoch: number;
+    readonly phase: string;
+    readonly startedAt: string | number | null;
+  }[];
+}
+
+export function condition(w: WorkloadView, type: string): ConditionView | undefined {
+  return w.conditions.find((c) => c.type === type);
+}
+
+/** Epoch ms from the API's time representation (ISO string or number). */
+export function ms(t: string | number | null | undefined): number {
+  if (t === null || t === undefined) return Number.NaN;
+  return typeof t === "number" ? t : Date.parse(t);
+}
+
+export async function startDaemon(options: {
+  readonly env?: Readonly<Record<string, string>>;
+  readonly gateway?: boolean;
+  /** Extra `serve` arguments, e.g. `--backend slurm --cluster-config FILE`. */
+  readonly args?: readonly string[];
+  /** How long to wait for the daemon to answer (a cluster backend verifies first). */
+  readonly startTimeoutMs?: number;
+}): Promise<Daemon> {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-e2e-session-"));
+  const stateDir = join(dir, "state");
+  const socket = join(stateDir, "api.sock");
+  const logPath = join(dir, "daemon.log");
+  const env: Record<string, string> = {
+    PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+    HOME: process.env["HOME"] ?? "/root",
+    ...(options.gateway === false
+      ? {}
+      : { OPENAI4S_WORKER_LISTEN: `127.0.0.1:${await freePort()}` }),
+    ...options.env,
+  };
+  const proc = Bun.spawn([BINARY, "serve", "--state-dir", stateDir, ...(options.args ?? [])], {
+    env,
+    stdin: "ignore",
+    stdout: Bun.file(logPath),
+    stderr: Bun.file(logPath),
+  });
+  const daemon: Daemon = {
+    dir,
+    stateDir,
+    socket,
+    proc,
+    async cli(...args) {
+      const p = Bun.spawn([BINARY, ...args], {
+        env: { ...env, OPENAI4S_SERVER: `unix:${socket}` },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const [stdout, stderr, code] = await Promise.all([
+        new Response(p.stdout).text(),
+        new Response(p.stderr).text(),
+        p.exited,
+      ]);
+      return { code, stdout, stderr };
+    },
+    async show(id) {
+      const r = await daemon.cli("show", id, "--json");
+      if (r.code !== 0) throw new Error(`show ${id} failed: ${r.stderr}`);
+      return JSON.parse(r.stdout) as WorkloadView;
+    },
+    async stop() {
+      proc.kill("SIGTERM");
+      const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+      await proc.exited;
+      clearTimeout(timer);
+      killProcessesMentioning(dir);
+      rmSync(dir, { recursive: true, force: true });
+    },
+    log: () => (existsSync(logPath) ? readFileSync(logPath, "utf8") : ""),
+  };
+  const deadline = Date.now() + (options.startTimeoutMs ?? 15_000);
+  while (Date.now() < deadline) {
+    if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}:\n${daemon.log()}`);
+    if (existsSync(socket)) {
+      const r = await daemon.cli("list");
+      if (r.code === 0) return daemon;
+    }
+    await Bun.sleep(20);
+  }
+  throw new Error(`daemon did not come up:\n${daemon.log()}`);
+}
+
+/** Pids of processes whose command line mentions `needle` (e.g. a test's temp dir). */
+export function processesMentioning(needle: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(entry)) continue;
+    const pid = Number(entry);
+    if (pid === process.pid) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8");
+      const state = readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]?.[0];
+      if (cmdline.includes(needle) && state !== "Z") pids.push(pid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return pids;
+}
+
+export function killProcessesMentioning(needle: string): void {
+  for (const pid of processesMentioning(needle)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}
+
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | undefined | false>,
+  timeoutMs = 20_000,
+  intervalMs = 25,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown = null;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value) return value;
+      last = value;
+    } catch (error) {
+      last = error;
+    }
+    await Bun.sleep(intervalMs);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${String(last)})`);
+}
+
+/**
+ * A stand-in worker command that holds the real worker back while `HOLD` exists in its own
+ * directory, then execs the real one. Its directory is bound read-only into the sandbox as
+ * the executable's, and it is a live bind: removing HOLD outside is seen inside.
+ */
+export function holdingWorker(
+  dir: string,
+  /** A shell condition: only workers for which it holds are held back (default: all). */
+  when = "true",
+): { command: string; hold(): void; release(): void } {
+  const wrapperDir = join(dir, "worker-wrapper");
+  mkdirSync(wrapperDir, { recursive: true });
+  const command = join(wrapperDir, "hold-then-worker.sh");
+  const holdFile = join(wrapperDir, "HOLD");
+  writeFileSync(
+    command,
+    `#!/bin/sh\nif ${when}; then\n  while [ -e "${holdFile}" ]; do sleep 0.05; done\nfi\nexec "${BINARY}" worker "$@"\n`,
+  );
+  chmodSync(command, 0o755);
+  return {
+    command,
+    hold: () => writeFileSync(holdFile, ""),
+    release: () => rmSync(holdFile, { force: true }),
+  };
+}
+
+/** Every path under `root` with its mode and, for files, its bytes: "byte for byte". */
+export function treeDigest(root: string, skip: (path: string) => boolean = () => false): string {
+  const h = createHash("sha256");
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir).sort()) {
+      const p = join(dir, entry);
+      if (skip(p)) continue;
+      const s = statSync(p);
+      h.update(`${relative(root, p)}\0${s.mode.toString(8)}\0`);
+      if (s.isDirectory()) walk(p);
+      else if (s.isFile()) h.update(readFileSync(p));
+    }
+  };
+  walk(root);
+  return h.digest("hex");
+}
