@@ -1,0 +1,84 @@
+/**
+ * The compiled binary migrates a fresh database and an existing one. drizzle's folder
+ * migrator cannot read a folder from inside a single executable, so this is checked through
+ * `dist/openai4s` itself, not only from source.
+ */
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { JOURNAL_TAGS } from "../../src/store/migrations.ts";
+import { BINARY, ensureBuilt } from "../support/binary.ts";
+
+const dirs: string[] = [];
+beforeAll(() => ensureBuilt(), 120_000);
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** Starts the binary's daemon on STATE, waits until it serves, stops it with SIGTERM. */
+async function serveOnce(stateDir: string): Promise<string> {
+  const proc = Bun.spawn([BINARY, "serve", "--state-dir", stateDir], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: stateDir },
+  });
+  const socket = join(stateDir, "api.sock");
+  const deadline = Date.now() + 15_000;
+  let healthy = false;
+  while (Date.now() < deadline && !healthy) {
+    if (existsSync(socket)) {
+      try {
+        const res = await fetch("http://localhost/healthz", { unix: socket });
+        healthy = res.ok;
+      } catch {
+        // not answering yet
+      }
+    }
+    if (!healthy) await Bun.sleep(50);
+  }
+  proc.kill("SIGTERM");
+  const code = await proc.exited;
+  const log = await new Response(proc.stderr).text();
+  expect({ healthy, code }).toEqual({ healthy: true, code: 0 });
+  return log;
+}
+
+describe("the compiled binary migrates its database", () => {
+  test("a fresh state dir gets every embedded migration", async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), "o4s-binmig-"));
+    dirs.push(stateDir);
+    await serveOnce(stateDir);
+    const db = new Database(join(stateDir, "openai4s.db"), { readonly: true });
+    const tags = db.query<{ tag: string }, []>("SELECT tag FROM openai4s_migrations").all();
+    expect(tags.map((t) => t.tag)).toEqual([...JOURNAL_TAGS]);
+    const tables = db
+      .query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table'")
+      .all()
+      .map((t) => t.name);
+    expect(tables).toEqual(expect.arrayContaining(["workloads", "allocations", "events"]));
+    db.close();
+  }, 60_000);
+
+  test("an existing database keeps its rows across a restart of the binary", async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), "o4s-binmig-"));
+    dirs.push(stateDir);
+    await serveOnce(stateDir);
+    const path = join(stateDir, "openai4s.db");
+    const writer = new Database(path);
+    writer.run(
+      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, reason, created_at, updated_at) VALUES ('w-kept','BATCH','kept','default','{\"command\":[\"true\"]}','COMPLETED','EXITED_ZERO',1,1)",
+    );
+    writer.close();
+    await serveOnce(stateDir);
+    const db = new Database(path, { readonly: true });
+    expect(db.query("SELECT id, phase FROM workloads WHERE id = 'w-kept'").all()).toEqual([
+      { id: "w-kept", phase: "COMPLETED" },
+    ]);
+    expect(db.query("SELECT COUNT(*) AS n FROM openai4s_migrations").get()).toEqual({
+      n: JOURNAL_TAGS.length,
+    });
+    db.close();
+  }, 60_000);
+});
