@@ -1,0 +1,66 @@
+/**
+ * The default AttemptPreparer for BATCH workloads: the submitted spec is the durable one,
+ * run as a plain command in the workload's workspace. Nothing bound to (allocation, epoch)
+ * is derived (BATCH never gets a worker credential), but the allocation still gets its own
+ * directory, because logs and markers of two attempts must not overwrite each other.
+ *
+ * Re-executable, as the port demands: preparing the same attempt again (a tick that died
+ * between prepare and submit) finds the directories there and returns the same attempt.
+ */
+import { chmod, mkdir } from "node:fs/promises";
+import type { AttemptPreparer, PrepareResult } from "./attempt-preparer.ts";
+import type { StateLayout } from "./layout.ts";
+import type { Allocation, Workload } from "./models.ts";
+
+export interface BatchPreparerOptions {
+  readonly layout: StateLayout;
+}
+
+/** 0700: the workspace holds the user's data and the allocation dir its logs. */
+const PRIVATE_DIR_MODE = 0o700;
+
+async function privateDir(path: string): Promise<void> {
+  await mkdir(path, { recursive: true, mode: PRIVATE_DIR_MODE });
+  // mkdir's mode only applies to directories it creates and is filtered by the umask; a
+  // directory left by an earlier attempt or a looser umask is tightened here.
+  await chmod(path, PRIVATE_DIR_MODE);
+}
+
+export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
+  const { layout } = options;
+  return {
+    async prepare(workload: Workload, allocation: Allocation): Promise<PrepareResult> {
+      if (workload.kind !== "BATCH") {
+        return {
+          kind: "Refused",
+          reason: "INTERNAL_ERROR",
+          message: `the batch preparer was given a ${workload.kind} workload`,
+        };
+      }
+      const command = workload.spec.command;
+      if (command === undefined || command.length === 0) {
+        return {
+          kind: "Refused",
+          reason: "INTERNAL_ERROR",
+          message: "a BATCH workload needs a non-empty command",
+        };
+      }
+      const workspaceDir = layout.workspaceDir(workload.id);
+      const allocationDir = layout.allocationDir(workload.id, allocation.id);
+      // Failures here (permissions, a full disk) throw: broken infrastructure, which the
+      // reconciler logs and retries next tick, rather than a refusal that fails the workload.
+      await privateDir(layout.workloadDir(workload.id));
+      await privateDir(workspaceDir);
+      await privateDir(allocationDir);
+      return {
+        kind: "Prepared",
+        attempt: {
+          launch: { kind: "COMMAND", command: [...command], env: { ...(workload.spec.env ?? {}) } },
+          allocationDir,
+          workspaceDir,
+          timeLimitSeconds: workload.spec.timeLimitSeconds ?? null,
+        },
+      };
+    },
+  };
+}

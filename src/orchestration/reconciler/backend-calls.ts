@@ -1,0 +1,159 @@
+/**
+ * The reconciler's side of the backend port, one instance per tick: counts every call (the
+ * figure `/v1/diagnostics` and the benchmark report) and turns a throwing backend into the
+ * "no answer" of the operation. A backend that throws is broken infrastructure; the tick
+ * treats it exactly like an unavailable one, which changes nothing, instead of dying and
+ * taking every other workload's step with it.
+ */
+import type { Log } from "../../log.ts";
+import type { SubmissionToken } from "../models.ts";
+import {
+  type AllocationBackend,
+  type CancelResult,
+  type FindResult,
+  isTerminalAllocationAcknowledger,
+  type ObservationTarget,
+  type ObserveResult,
+  type SubmitRequest,
+  type SubmitResult,
+  type TerminalFact,
+} from "../ports.ts";
+import type { BackendOperation } from "./types.ts";
+
+export interface TickBackend {
+  readonly calls: Readonly<Record<BackendOperation, number>>;
+  /** Some call answered Unavailable or threw. */
+  readonly unavailable: boolean;
+  observe(targets: readonly ObservationTarget[]): Promise<ObserveResult>;
+  findByToken(
+    tokens: readonly SubmissionToken[],
+  ): Promise<ReadonlyMap<SubmissionToken, FindResult>>;
+  /** Every request has an entry; a missing one is read as Unknown, never as absence. */
+  submit(requests: readonly SubmitRequest[]): Promise<ReadonlyMap<SubmissionToken, SubmitResult>>;
+  cancel(targets: readonly ObservationTarget[]): Promise<ReadonlyMap<string, CancelResult>>;
+  /** Null: the backend has no acknowledger capability, or the call failed. */
+  pendingTerminalFacts(): Promise<readonly TerminalFact[] | null>;
+  acknowledgeTerminal(token: SubmissionToken): Promise<boolean>;
+}
+
+export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
+  const calls: Record<BackendOperation, number> = {
+    observe: 0,
+    findByToken: 0,
+    submit: 0,
+    cancel: 0,
+    pendingTerminalFacts: 0,
+    acknowledgeTerminal: 0,
+  };
+  let unavailable = false;
+  const broken = (operation: BackendOperation, error: unknown): string => {
+    unavailable = true;
+    const message = `backend ${backend.name} ${operation} threw: ${String(error)}`;
+    log.error("backend call threw; treated as unavailable", {
+      backend: backend.name,
+      operation,
+      error: String(error),
+    });
+    return message;
+  };
+
+  return {
+    calls,
+    get unavailable() {
+      return unavailable;
+    },
+    async observe(targets) {
+      if (targets.length === 0) return { kind: "Observed", observations: new Map() };
+      calls.observe += 1;
+      try {
+        const result = await backend.observe(targets);
+        if (result.kind === "Unavailable") unavailable = true;
+        return result;
+      } catch (error) {
+        return { kind: "Unavailable", message: broken("observe", error) };
+      }
+    },
+    async findByToken(tokens) {
+      if (tokens.length === 0) return new Map();
+      calls.findByToken += 1;
+      let answers: ReadonlyMap<SubmissionToken, FindResult>;
+      try {
+        answers = await backend.findByToken(tokens);
+      } catch (error) {
+        const message = broken("findByToken", error);
+        return new Map(tokens.map((t) => [t, { kind: "Unavailable", message }] as const));
+      }
+      const out = new Map<SubmissionToken, FindResult>();
+      for (const token of tokens) {
+        const answer = answers.get(token);
+        // A token the backend did not answer for is "no answer", never "not there".
+        const found: FindResult = answer ?? { kind: "Unavailable", message: "no answer for token" };
+        if (found.kind === "Unavailable") unavailable = true;
+        out.set(token, found);
+      }
+      return out;
+    },
+    async submit(requests) {
+      if (requests.length === 0) return new Map();
+      calls.submit += 1;
+      let answers: ReadonlyMap<SubmissionToken, SubmitResult>;
+      try {
+        answers = await backend.submit(requests);
+      } catch (error) {
+        // The call may have landed before it threw: Unknown, resolved by token next tick.
+        const message = broken("submit", error);
+        return new Map(
+          requests.map((r) => [r.token, { kind: "Unknown", token: r.token, message }] as const),
+        );
+      }
+      const out = new Map<SubmissionToken, SubmitResult>();
+      for (const r of requests) {
+        out.set(
+          r.token,
+          answers.get(r.token) ?? {
+            kind: "Unknown",
+            token: r.token,
+            message: "no answer for token",
+          },
+        );
+      }
+      return out;
+    },
+    async cancel(targets) {
+      if (targets.length === 0) return new Map();
+      calls.cancel += 1;
+      try {
+        const answers = await backend.cancel(targets);
+        for (const answer of answers.values())
+          if (answer.kind === "Unavailable") unavailable = true;
+        return answers;
+      } catch (error) {
+        const message = broken("cancel", error);
+        return new Map(
+          targets.map((t) => [t.allocationId, { kind: "Unavailable", message }] as const),
+        );
+      }
+    },
+    async pendingTerminalFacts() {
+      if (!isTerminalAllocationAcknowledger(backend)) return null;
+      calls.pendingTerminalFacts += 1;
+      try {
+        return await backend.pendingTerminalFacts();
+      } catch (error) {
+        broken("pendingTerminalFacts", error);
+        return null;
+      }
+    },
+    async acknowledgeTerminal(token) {
+      if (!isTerminalAllocationAcknowledger(backend)) return false;
+      calls.acknowledgeTerminal += 1;
+      try {
+        await backend.acknowledgeTerminal(token);
+        return true;
+      } catch (error) {
+        broken("acknowledgeTerminal", error);
+        return false;
+      }
+    },
+  };
+}

@@ -1,0 +1,470 @@
+/**
+ * Pure step builders: given what the store says and what the backend answered, the one
+ * compare-and-set transition to write (or null when nothing changed, so a steady tick writes
+ * nothing). Every transition names the phase and epoch it expects, which is what makes a
+ * step re-executable: re-run after a crash, it either applies once or finds the world moved.
+ */
+import type { Transition } from "../../store/ops/apply-transition.ts";
+import {
+  type Allocation,
+  type ExternalHandle,
+  isTerminal,
+  type Phase,
+  RECOVERABLE_REASONS,
+  type Reason,
+  type TerminalPhase,
+  type Workload,
+} from "../models.ts";
+import type { AllocationObservation, FindResult, SubmitResult } from "../ports.ts";
+
+type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
+
+/**
+ * A terminal phase always carries a reason. When the backend gives none, the phase implies
+ * one; COMPLETED's is EXITED_ZERO (the process exited with status 0, which is all COMPLETED
+ * may ever claim).
+ */
+export const DEFAULT_TERMINAL_REASON: Readonly<Record<TerminalPhase, Reason>> = {
+  COMPLETED: "EXITED_ZERO",
+  FAILED: "NONZERO_EXIT",
+  CANCELLED: "CANCELLED_BY_BACKEND",
+  LOST: "NOT_FOUND_BY_BACKEND",
+};
+
+/** Phases a backend may report for an allocation it knows. */
+export function isObservablePhase(phase: Phase): boolean {
+  return phase !== "PENDING" && phase !== "SUBMITTING";
+}
+
+interface Ending {
+  readonly phase: TerminalPhase;
+  readonly reason: Reason;
+  readonly message: string | null;
+  readonly exitCode: number | null;
+  readonly startedAt: number | null;
+  readonly endedAt: number | null;
+}
+
+function endingOf(obs: Observed & { readonly phase: TerminalPhase }): Ending {
+  return {
+    phase: obs.phase,
+    reason: obs.reason ?? DEFAULT_TERMINAL_REASON[obs.phase],
+    message: obs.message,
+    exitCode: obs.exitCode,
+    startedAt: obs.startedAt,
+    endedAt: obs.endedAt,
+  };
+}
+
+function endingOfAllocation(a: Allocation & { readonly phase: TerminalPhase }): Ending {
+  return {
+    phase: a.phase,
+    reason: a.reason ?? DEFAULT_TERMINAL_REASON[a.phase],
+    message: a.message,
+    exitCode: a.exitCode,
+    startedAt: a.startedAt,
+    endedAt: a.endedAt,
+  };
+}
+
+export type AttemptOutcome =
+  /** The workload goes back to PENDING (RETRYING); the next tick mints epoch + 1, new token. */
+  | { readonly kind: "Retry"; readonly message: string }
+  /** The workload takes the attempt's terminal phase and reason. */
+  | { readonly kind: "End"; readonly ending: Ending };
+
+/**
+ * What an ended attempt means for a workload that still wants to run. Only the reasons that
+ * say "the resources went away under it" (LOST, NODE_FAILURE, PREEMPTED) earn a new attempt,
+ * and only while attempts are left: a job that failed on its own would fail again.
+ */
+export function outcomeOfAttempt(w: Workload, ending: Ending): AttemptOutcome {
+  if (RECOVERABLE_REASONS.has(ending.reason) && w.executionEpoch < w.maxAttempts) {
+    return {
+      kind: "Retry",
+      message: `attempt ${w.executionEpoch} ended ${ending.reason}; attempt ${w.executionEpoch + 1} of ${w.maxAttempts} follows`,
+    };
+  }
+  return { kind: "End", ending };
+}
+
+/** Both rows leave in one transaction, so the workload never disagrees with its attempt. */
+function endAttempt(
+  w: Workload,
+  a: Allocation,
+  ending: Ending,
+  now: number,
+  handle?: ExternalHandle,
+): Transition {
+  const outcome = outcomeOfAttempt(w, ending);
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: ending.phase,
+      reason: ending.reason,
+      message: ending.message,
+      exitCode: ending.exitCode,
+      endedAt: ending.endedAt ?? now,
+      ...(a.startedAt === null && ending.startedAt !== null ? { startedAt: ending.startedAt } : {}),
+      ...(handle !== undefined ? { handle, submittedAt: now } : {}),
+    },
+    workload:
+      outcome.kind === "Retry"
+        ? {
+            id: w.id,
+            expectedPhase: w.phase,
+            expectedEpoch: w.executionEpoch,
+            phase: "PENDING",
+            reason: "RETRYING",
+            message: outcome.message,
+          }
+        : {
+            id: w.id,
+            expectedPhase: w.phase,
+            expectedEpoch: w.executionEpoch,
+            phase: ending.phase,
+            reason: ending.reason,
+            message: ending.message,
+            exitCode: ending.exitCode,
+          },
+  };
+}
+
+/** Mirror a live observation onto the allocation and its workload. */
+function progress(
+  w: Workload,
+  a: Allocation,
+  obs: Observed,
+  now: number,
+  handle?: ExternalHandle,
+): Transition | null {
+  if (handle === undefined && obs.phase === a.phase && obs.phase === w.phase) return null;
+  const startedAt =
+    obs.phase === "RUNNING" && a.startedAt === null ? { startedAt: obs.startedAt ?? now } : {};
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: obs.phase,
+      reason: obs.reason,
+      message: obs.message,
+      ...startedAt,
+      ...(handle !== undefined ? { handle, submittedAt: now } : {}),
+    },
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: obs.phase,
+      reason: obs.reason,
+      message: obs.message,
+    },
+  };
+}
+
+/** A watched allocation's observation. Null: nothing changed (the steady state). */
+export function followObservation(
+  w: Workload,
+  a: Allocation,
+  obs: Observed,
+  now: number,
+): Transition | null {
+  const phase = obs.phase;
+  if (isTerminal(phase)) return endAttempt(w, a, endingOf({ ...obs, phase }), now);
+  return progress(w, a, obs, now);
+}
+
+/**
+ * The token lookup found the submission whose answer we never recorded: record its handle
+ * and whatever the lookup saw. An Indeterminate sighting still proves the job exists, so the
+ * allocation is at least QUEUED; the next observation says more.
+ */
+export function recordFound(
+  w: Workload,
+  a: Allocation,
+  found: Extract<FindResult, { readonly kind: "Found" }>,
+  now: number,
+): Transition | null {
+  const obs = found.observation;
+  if (obs.kind === "Observed" && isObservablePhase(obs.phase)) {
+    const phase = obs.phase;
+    if (isTerminal(phase)) return endAttempt(w, a, endingOf({ ...obs, phase }), now, found.handle);
+    return progress(w, a, obs, now, found.handle);
+  }
+  const queued: Observed = {
+    kind: "Observed",
+    phase: "QUEUED",
+    reason: "SUBMITTED",
+    message: "found by its submission token",
+    exitCode: null,
+    startedAt: null,
+    endedAt: null,
+  };
+  return progress(w, a, queued, now, found.handle);
+}
+
+/**
+ * An allocation that ended while its workload still shows a live phase. Only a store written
+ * by something other than this reconciler gets here (every ending is written together with
+ * its workload), but a level-triggered loop settles it instead of wedging on it.
+ */
+export function settleEnded(w: Workload, a: Allocation & { readonly phase: TerminalPhase }) {
+  const outcome = outcomeOfAttempt(w, endingOfAllocation(a));
+  if (outcome.kind === "Retry") {
+    if (w.phase === "PENDING") return null;
+    return {
+      workload: {
+        id: w.id,
+        expectedPhase: w.phase,
+        expectedEpoch: w.executionEpoch,
+        phase: "PENDING",
+        reason: "RETRYING",
+        message: outcome.message,
+      },
+    } satisfies Transition;
+  }
+  const e = outcome.ending;
+  return {
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: e.phase,
+      reason: e.reason,
+      message: e.message,
+      exitCode: e.exitCode,
+    },
+  } satisfies Transition;
+}
+
+/** The submit answer for one freshly minted or re-submitted attempt. */
+export function recordSubmitResult(
+  w: Workload,
+  a: Allocation,
+  result: SubmitResult,
+  now: number,
+): Transition {
+  const expectW = { id: w.id, expectedPhase: w.phase, expectedEpoch: w.executionEpoch };
+  switch (result.kind) {
+    case "Created":
+    case "Existing": {
+      const message =
+        result.kind === "Created"
+          ? `attempt ${a.epoch} submitted`
+          : `attempt ${a.epoch} was already submitted`;
+      return {
+        allocation: {
+          id: a.id,
+          expectedPhase: a.phase,
+          phase: "QUEUED",
+          reason: "SUBMITTED",
+          message,
+          handle: result.handle,
+          submittedAt: now,
+        },
+        workload: { ...expectW, phase: "QUEUED", reason: "SUBMITTED", message },
+      };
+    }
+    case "Rejected":
+      return {
+        allocation: {
+          id: a.id,
+          expectedPhase: a.phase,
+          phase: "FAILED",
+          reason: "SUBMIT_REJECTED",
+          message: result.message,
+          endedAt: now,
+        },
+        workload: {
+          ...expectW,
+          phase: "FAILED",
+          reason: "SUBMIT_REJECTED",
+          message: result.message,
+        },
+      };
+    case "Unknown":
+      // The phase stays SUBMITTING: that, with no handle, is what sends the next tick to
+      // findByToken first. The reason is only for operators reading the events.
+      return {
+        allocation: {
+          id: a.id,
+          expectedPhase: a.phase,
+          phase: "SUBMITTING",
+          reason: "SUBMIT_UNKNOWN",
+          message: result.message,
+        },
+        workload: {
+          ...expectW,
+          phase: "SUBMITTING",
+          reason: "SUBMIT_UNKNOWN",
+          message: result.message,
+        },
+      };
+    default: {
+      const unreachable: never = result;
+      throw new Error(`unhandled submit result ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+/** The preparer refused the attempt: it ends FAILED without ever being submitted. */
+export function refuseAttempt(
+  w: Workload,
+  a: Allocation,
+  reason: Reason,
+  message: string,
+  now: number,
+): Transition {
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: "FAILED",
+      reason,
+      message,
+      endedAt: now,
+    },
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: "FAILED",
+      reason,
+      message,
+    },
+  };
+}
+
+export interface StopIntent {
+  readonly reason: Reason;
+  readonly message: string;
+}
+
+/** Barrier stage 1: workload and allocation to STOPPING (gateways refuse this epoch's work). */
+export function fence(w: Workload, a: Allocation, stop: StopIntent): Transition | null {
+  if (w.phase === "STOPPING" && a.phase === "STOPPING") return null;
+  const message = stop.message.length > 0 ? stop.message : "stopping";
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: "STOPPING",
+      reason: stop.reason,
+      message,
+    },
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: "STOPPING",
+      reason: stop.reason,
+      message,
+    },
+  };
+}
+
+/** The handle of a stopping allocation whose submission was unresolved. */
+export function recordStoppingHandle(
+  a: Allocation,
+  handle: ExternalHandle,
+  now: number,
+): Transition {
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: a.phase,
+      reason: a.reason,
+      message: "found by its submission token while stopping",
+      handle,
+      submittedAt: now,
+    },
+  };
+}
+
+/** What "terminal" was observed for a stopping allocation. */
+export type StopEnding =
+  /** The backend reports the allocation ended (whatever ended it). */
+  | {
+      readonly kind: "Ended";
+      readonly observation: Observed & { readonly phase: TerminalPhase };
+      readonly handle?: ExternalHandle;
+    }
+  /** A definite answer that the submission never reached the backend. */
+  | { readonly kind: "NeverSubmitted" };
+
+/**
+ * Barrier stage 6: the workload ends CANCELLED with the reason it was asked to stop for; the
+ * allocation keeps the backend's truth about how it ended (it may have completed on its own
+ * just before the cancel landed, and saying otherwise would lose that fact).
+ */
+export function markStopped(
+  w: Workload,
+  a: Allocation,
+  stop: StopIntent,
+  ending: StopEnding,
+  now: number,
+): Transition {
+  const wMessage = stop.message.length > 0 ? stop.message : "stopped";
+  const workload = {
+    id: w.id,
+    expectedPhase: w.phase,
+    expectedEpoch: w.executionEpoch,
+    phase: "CANCELLED" as const,
+    reason: stop.reason,
+    message: wMessage,
+  };
+  switch (ending.kind) {
+    case "Ended": {
+      const e = endingOf(ending.observation);
+      // A cancellation the backend gives no reason for is the one this barrier asked for.
+      const reason =
+        e.phase === "CANCELLED" && ending.observation.reason === null ? stop.reason : e.reason;
+      return {
+        allocation: {
+          id: a.id,
+          expectedPhase: a.phase,
+          phase: e.phase,
+          reason,
+          message: e.message,
+          exitCode: e.exitCode,
+          endedAt: e.endedAt ?? now,
+          ...(a.startedAt === null && e.startedAt !== null ? { startedAt: e.startedAt } : {}),
+          ...(ending.handle !== undefined ? { handle: ending.handle, submittedAt: now } : {}),
+        },
+        workload: { ...workload, exitCode: e.exitCode },
+      };
+    }
+    case "NeverSubmitted":
+      return {
+        allocation: {
+          id: a.id,
+          expectedPhase: a.phase,
+          phase: "CANCELLED",
+          reason: stop.reason,
+          message: "stopped before it reached the backend",
+          endedAt: now,
+        },
+        workload,
+      };
+    default: {
+      const unreachable: never = ending;
+      throw new Error(`unhandled stop ending ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
+/** A workload asked to stop that holds nothing at the backend ends CANCELLED directly. */
+export function stopWithoutAllocation(w: Workload, stop: StopIntent): Transition {
+  return {
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: "CANCELLED",
+      reason: stop.reason,
+      message: stop.message.length > 0 ? stop.message : "stopped",
+    },
+  };
+}

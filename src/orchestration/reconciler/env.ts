@@ -1,0 +1,36 @@
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import type { Transition } from "../../store/ops/apply-transition.ts";
+import type { AttemptPreparer } from "../attempt-preparer.ts";
+import type { SubmissionToken } from "../models.ts";
+import type { TickBackend } from "./backend-calls.ts";
+import type { ReconcilerStore } from "./store.ts";
+import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
+
+/** Everything one tick works with. Built fresh per tick; nothing in it outlives the tick. */
+export interface TickEnv {
+  readonly store: ReconcilerStore;
+  readonly backend: TickBackend;
+  readonly preparer: AttemptPreparer;
+  readonly hooks: BarrierHooks;
+  readonly clock: Clock;
+  readonly log: Log;
+  readonly mintToken: () => SubmissionToken;
+  readonly newAllocationId: () => string;
+  readonly faultPoint: (name: ReconcilerFaultPoint) => void;
+  readonly counters: { writes: number; minted: number; submitted: number };
+  /** Tokens whose unknown-to-the-store terminal fact was already logged (log once). */
+  readonly reportedUnknownFacts: Set<string>;
+}
+
+/**
+ * Applies compare-and-set transitions in one batch. Store errors propagate on purpose: a
+ * failing store is a tick that died half way, and the next tick starts over from what was
+ * committed. Catching it here would let the tick go on acting on writes that never happened.
+ */
+export function write(env: TickEnv, transitions: readonly Transition[]): readonly boolean[] {
+  if (transitions.length === 0) return [];
+  const applied = env.store.applyTransitions(transitions);
+  for (const ok of applied) if (ok) env.counters.writes += 1;
+  return applied;
+}

@@ -1,0 +1,37 @@
+import type { Allocation, SubmissionToken } from "../models.ts";
+import type { AllocationObservation, FindResult, ObservationTarget } from "../ports.ts";
+import type { TickEnv } from "./env.ts";
+
+/** What the backend said this tick: at most one observe and one findByToken, for everyone. */
+export interface BackendReads {
+  /** Null when the observe call was Unavailable (BACKEND_UNAVAILABLE: change nothing). */
+  readonly observations: ReadonlyMap<string, AllocationObservation> | null;
+  readonly found: ReadonlyMap<SubmissionToken, FindResult>;
+}
+
+/**
+ * `observed`: allocations with a handle. `unresolved`: allocations whose submission outcome
+ * was never recorded (Unknown, or the tick died around submit): the token is the only way
+ * to ask whether they landed. Both calls are reads and independent, so they run together.
+ */
+export async function readBackend(
+  env: TickEnv,
+  observed: readonly Allocation[],
+  unresolved: readonly Allocation[],
+): Promise<BackendReads> {
+  const targets: ObservationTarget[] = [];
+  for (const a of observed) {
+    if (a.handle !== null) targets.push({ allocationId: a.id, token: a.token, handle: a.handle });
+  }
+  const [observation, found] = await Promise.all([
+    env.backend.observe(targets),
+    env.backend.findByToken(unresolved.map((a) => a.token)),
+  ]);
+  if (observation.kind === "Unavailable") {
+    env.log.warn("backend unavailable; phases left as they are", { message: observation.message });
+  }
+  return {
+    observations: observation.kind === "Observed" ? observation.observations : null,
+    found,
+  };
+}

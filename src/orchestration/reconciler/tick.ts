@@ -1,0 +1,275 @@
+/**
+ * One level-triggered tick: read desired (the store) and observed (the backend, one call per
+ * operation for everyone), then take at most one step per workload. A step is one of:
+ * follow an observation; resolve an unrecorded submission by token; mint, prepare and
+ * submit an attempt; run the cancel barrier; settle an ended attempt. Every step is written
+ * as a compare-and-set on what it read, so a tick that dies half way leaves a store from
+ * which the next tick simply takes the remaining steps.
+ */
+import type { Transition } from "../../store/ops/apply-transition.ts";
+import type { ReconcileItem } from "../../store/ops/load-reconcile-view.ts";
+import type { PrepareResult } from "../attempt-preparer.ts";
+import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
+import type { SubmitRequest } from "../ports.ts";
+import { acknowledgeSweep } from "./acknowledge.ts";
+import { cancelBarrier } from "./barrier.ts";
+import {
+  followObservation,
+  isObservablePhase,
+  recordFound,
+  recordSubmitResult,
+  refuseAttempt,
+  settleEnded,
+} from "./decisions.ts";
+import { type TickEnv, write } from "./env.ts";
+import { type BackendReads, readBackend } from "./reads.ts";
+
+interface Live {
+  readonly workload: Workload;
+  readonly allocation: Allocation;
+}
+
+interface Plan {
+  /** Want to run, hold no active allocation, and may start an attempt. */
+  readonly mint: Workload[];
+  /** An attempt ended but the workload does not show it yet. */
+  readonly settle: Transition[];
+  /** Submission outcome never recorded: ask by token first (INV-8). */
+  readonly unresolved: Live[];
+  /** Have a handle: follow the observation. */
+  readonly watched: Live[];
+  /** Asked to stop: the cancel barrier. */
+  readonly stopping: ReconcileItem[];
+}
+
+function classify(view: readonly ReconcileItem[]): Plan {
+  const plan: Plan = { mint: [], settle: [], unresolved: [], watched: [], stopping: [] };
+  for (const item of view) {
+    const { workload: w, current: a } = item;
+    if (w.desired.kind === "STOP") {
+      plan.stopping.push(item);
+    } else if (a === null) {
+      plan.mint.push(w);
+    } else if (isActiveAllocation(a.phase)) {
+      if (a.handle === null) plan.unresolved.push({ workload: w, allocation: a });
+      else plan.watched.push({ workload: w, allocation: a });
+    } else {
+      const phase = a.phase;
+      // An allocation in PENDING does not exist (attempts are born SUBMITTING).
+      if (!isTerminal(phase)) continue;
+      const settle = settleEnded(w, { ...a, phase });
+      // Null: back in PENDING after a recoverable end (RETRYING), so the next attempt.
+      if (settle === null) plan.mint.push(w);
+      else plan.settle.push(settle);
+    }
+  }
+  return plan;
+}
+
+export async function reconcileTick(env: TickEnv): Promise<number> {
+  const view = env.store.loadView();
+  const plan = classify(view);
+
+  const observed: Allocation[] = plan.watched.map((l) => l.allocation);
+  const unresolved: Allocation[] = plan.unresolved.map((l) => l.allocation);
+  for (const { current: a } of plan.stopping) {
+    if (a === null || !isActiveAllocation(a.phase)) continue;
+    if (a.handle === null) unresolved.push(a);
+    else observed.push(a);
+  }
+  const reads = await readBackend(env, observed, unresolved);
+
+  const resubmit = followAndResolve(env, plan, reads);
+  await submitAttempts(env, plan.mint, resubmit);
+  await cancelBarrier(env, plan.stopping, reads);
+  await acknowledgeSweep(env);
+  return view.length;
+}
+
+/** Observations and token lookups for workloads that want to run; returns the Absent ones. */
+function followAndResolve(env: TickEnv, plan: Plan, reads: BackendReads): Live[] {
+  const now = env.clock.now();
+  const transitions: Transition[] = [...plan.settle];
+  if (reads.observations !== null) {
+    for (const { workload, allocation } of plan.watched) {
+      const obs = reads.observations.get(allocation.id);
+      if (obs === undefined) {
+        env.log.warn("backend gave no observation for an allocation; left as it is", {
+          allocationId: allocation.id,
+        });
+        continue;
+      }
+      // Indeterminate (e.g. accounting lagging): never a reason to call it LOST.
+      if (obs.kind === "Indeterminate") continue;
+      if (!isObservablePhase(obs.phase)) {
+        env.log.warn("backend reported a phase it cannot observe; ignored", {
+          allocationId: allocation.id,
+          phase: obs.phase,
+        });
+        continue;
+      }
+      const t = followObservation(workload, allocation, obs, now);
+      if (t !== null) transitions.push(t);
+    }
+  }
+  const resubmit: Live[] = [];
+  for (const live of plan.unresolved) {
+    const found = reads.found.get(live.allocation.token);
+    if (found === undefined) continue;
+    switch (found.kind) {
+      case "Found": {
+        const t = recordFound(live.workload, live.allocation, found, now);
+        if (t !== null) transitions.push(t);
+        break;
+      }
+      case "Absent":
+        // A definite answer that it never landed: submit again, with the SAME token and
+        // allocation, so a late landing of the first try is still the same job.
+        resubmit.push(live);
+        break;
+      case "Unavailable":
+        // No answer is not an answer of absence: ask again next tick.
+        break;
+      default: {
+        const unreachable: never = found;
+        throw new Error(`unhandled find result ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+  write(env, transitions);
+  return resubmit;
+}
+
+/**
+ * Mint (persist token and attempt) → prepare → one submit → record the answers. The mint is
+ * committed before the backend is asked anything: a crash after the backend accepted must
+ * leave a token in the store to find the job by (INV-8).
+ */
+async function submitAttempts(
+  env: TickEnv,
+  mint: readonly Workload[],
+  resubmit: readonly Live[],
+): Promise<void> {
+  const attempts: Live[] = [];
+  if (mint.length > 0 && env.backend.unavailable) {
+    // Submitting into a backend that just failed to answer only piles up Unknowns to
+    // resolve; the workloads stay PENDING until a tick hears from it.
+    env.log.info("backend unavailable this tick; new attempts wait", { waiting: mint.length });
+  } else if (mint.length > 0) {
+    const inputs = mint.map((w) => ({
+      workloadId: w.id,
+      allocationId: env.newAllocationId(),
+      token: env.mintToken(),
+      expectedEpoch: w.executionEpoch,
+      message: `attempt ${w.executionEpoch + 1} of ${Math.max(w.maxAttempts, w.executionEpoch + 1)}`,
+    }));
+    const results = env.store.mintAttempts(inputs);
+    results.forEach((r, i) => {
+      const w = mint[i];
+      const input = inputs[i];
+      if (w === undefined || input === undefined) return;
+      switch (r.kind) {
+        case "Minted":
+          env.counters.minted += 1;
+          env.counters.writes += 1;
+          attempts.push({
+            workload: {
+              ...w,
+              executionEpoch: r.allocation.epoch,
+              phase: "SUBMITTING",
+              reason: null,
+              message: input.message,
+            },
+            allocation: r.allocation,
+          });
+          break;
+        case "Stale":
+          env.log.debug("attempt not minted; the workload moved on", {
+            workloadId: w.id,
+            message: r.message,
+          });
+          break;
+        default: {
+          const unreachable: never = r;
+          throw new Error(`unhandled mint result ${JSON.stringify(unreachable)}`);
+        }
+      }
+    });
+    env.faultPoint("reconciler.after-mint");
+  }
+  attempts.push(...resubmit);
+  if (attempts.length === 0) return;
+
+  const now = env.clock.now();
+  const prepared = await Promise.all(
+    attempts.map(async (live): Promise<PrepareResult | null> => {
+      try {
+        return await env.preparer.prepare(live.workload, live.allocation);
+      } catch (error) {
+        // Broken infrastructure (a directory that cannot be created): the attempt stays
+        // SUBMITTING with no handle, so the next tick asks by token (Absent) and prepares again.
+        env.log.error("preparing an attempt failed; retried next tick", {
+          workloadId: live.workload.id,
+          allocationId: live.allocation.id,
+          error: String(error),
+        });
+        return null;
+      }
+    }),
+  );
+  const refusals: Transition[] = [];
+  const requests: { readonly live: Live; readonly request: SubmitRequest }[] = [];
+  attempts.forEach((live, i) => {
+    const p = prepared[i];
+    if (p === null || p === undefined) return;
+    switch (p.kind) {
+      case "Refused":
+        refusals.push(refuseAttempt(live.workload, live.allocation, p.reason, p.message, now));
+        break;
+      case "Prepared":
+        requests.push({
+          live,
+          request: {
+            allocationId: live.allocation.id,
+            workloadId: live.workload.id,
+            workloadKind: live.workload.kind,
+            token: live.allocation.token,
+            epoch: live.allocation.epoch,
+            profile: live.workload.profile,
+            name: live.workload.name,
+            launch: p.attempt.launch,
+            timeLimitSeconds: p.attempt.timeLimitSeconds,
+            allocationDir: p.attempt.allocationDir,
+            workspaceDir: p.attempt.workspaceDir,
+          },
+        });
+        break;
+      default: {
+        const unreachable: never = p;
+        throw new Error(`unhandled prepare result ${JSON.stringify(unreachable)}`);
+      }
+    }
+  });
+  write(env, refusals);
+  if (requests.length === 0) return;
+
+  const answers = await env.backend.submit(requests.map((r) => r.request));
+  env.faultPoint("reconciler.after-submit");
+  const recorded: Transition[] = [];
+  for (const { live, request } of requests) {
+    const answer = answers.get(request.token) ?? {
+      kind: "Unknown" as const,
+      token: request.token,
+      message: "no answer for token",
+    };
+    if (answer.kind === "Created" || answer.kind === "Existing") env.counters.submitted += 1;
+    if (answer.kind === "Unknown") {
+      env.log.warn("submission outcome unknown; resolved by token next tick", {
+        allocationId: live.allocation.id,
+        message: answer.message,
+      });
+    }
+    recorded.push(recordSubmitResult(live.workload, live.allocation, answer, env.clock.now()));
+  }
+  write(env, recorded);
+}

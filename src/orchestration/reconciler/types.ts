@@ -1,0 +1,114 @@
+import type { Clock } from "../../clock.ts";
+import type { Log } from "../../log.ts";
+import type { AttemptPreparer } from "../attempt-preparer.ts";
+import type { Allocation, Workload } from "../models.ts";
+import type { AllocationBackend } from "../ports.ts";
+import type { ReconcilerStore } from "./store.ts";
+
+/**
+ * Stages 2 and 3 of the cancel barrier, for whoever runs things inside an allocation (the
+ * session layer tells its workers to stop here). Both run again on every tick until the
+ * barrier completes, so both must be idempotent. A hook that throws holds the barrier for
+ * that workload until the next tick; it never skips a stage.
+ */
+export interface BarrierHooks {
+  /** Ask everything running inside the allocation to stop. */
+  cancelTasks(workload: Workload, allocation: Allocation): Promise<void>;
+  /**
+   * True once nothing of this workload still runs inside the allocation. Must become true
+   * once the allocation's processes are gone (or the backend lost them), or the barrier
+   * waits forever.
+   */
+  drained(workload: Workload, allocation: Allocation): Promise<boolean>;
+}
+
+/** Timers for `run`, injectable so a test can fire the periodic tick by hand. */
+export interface Timers {
+  set(callback: () => void, delayMs: number): unknown;
+  clear(handle: unknown): void;
+}
+
+export interface ReconcilerOptions {
+  /** `bindReconcilerStore({ db, clock })`, or a wrapper of it (tests inject crashes). */
+  readonly store: ReconcilerStore;
+  readonly backend: AllocationBackend;
+  /** Derives the submitted spec per attempt, e.g. `preparerByKind({ BATCH: batchPreparer(...) })`. */
+  readonly preparer: AttemptPreparer;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Period of the level-triggered tick in `run`. Default 1000 ms. */
+  readonly tickIntervalMs?: number;
+  /** Default: cancelTasks does nothing, drained is immediately true. */
+  readonly barrierHooks?: BarrierHooks;
+  /** CSPRNG for SubmissionTokens. Default: crypto.getRandomValues. */
+  readonly randomBytes?: (n: number) => Uint8Array;
+  /** Allocation ids. Default: crypto.randomUUID. */
+  readonly newAllocationId?: () => string;
+  /** Default: the global setTimeout/clearTimeout. */
+  readonly timers?: Timers;
+  /** Monotonic milliseconds for tick durations. Default: performance.now. */
+  readonly monotonicMs?: () => number;
+  /**
+   * Called at named points inside a tick (see RECONCILER_FAULT_POINTS), so a crash test can
+   * kill the process exactly there (e.g. `(p) => faultPoints.hit(p)`). Default: nothing.
+   */
+  readonly faultPoint?: (name: ReconcilerFaultPoint) => void;
+}
+
+/** Where a crash test may kill a tick. Each sits right after a durable or external effect. */
+export const RECONCILER_FAULT_POINTS = [
+  /** Tokens and attempts are durable; nothing was submitted. */
+  "reconciler.after-mint",
+  /** The backend answered submit; nothing of the answer is recorded. */
+  "reconciler.after-submit",
+  /** Stopping workloads are fenced; tasks not yet cancelled. */
+  "reconciler.after-fence",
+  /** Cancel was sent to the backend; nothing marked terminal. */
+  "reconciler.after-release",
+] as const;
+export type ReconcilerFaultPoint = (typeof RECONCILER_FAULT_POINTS)[number];
+
+export const BACKEND_OPERATIONS = [
+  "observe",
+  "findByToken",
+  "submit",
+  "cancel",
+  "pendingTerminalFacts",
+  "acknowledgeTerminal",
+] as const;
+export type BackendOperation = (typeof BACKEND_OPERATIONS)[number];
+
+/** What one tick did, for `/v1/diagnostics`, metrics and the benchmark. */
+export interface TickReport {
+  /** Clock time (epoch ms) the tick started. */
+  readonly startedAt: number;
+  readonly durationMs: number;
+  /** Live (non-terminal) workloads read from the store. */
+  readonly workloadsConsidered: number;
+  /** Backend calls made by this tick, by operation. */
+  readonly backendCalls: Readonly<Record<BackendOperation, number>>;
+  readonly backendCallsTotal: number;
+  /** Some backend call answered Unavailable or threw this tick. */
+  readonly backendUnavailable: boolean;
+  /** Store steps that moved something (transitions applied, attempts minted, acknowledgements). */
+  readonly writes: number;
+  readonly attemptsMinted: number;
+  readonly submitted: number;
+  /** Set when a store failure aborted the tick (the next tick starts over). */
+  readonly error: string | null;
+}
+
+export interface Reconciler {
+  /** One tick. Never overlaps another tick; rejects when the store failed mid-tick. */
+  reconcileOnce(): Promise<TickReport>;
+  /**
+   * Ticks every `tickIntervalMs` and whenever `wake()` is called, until `signal` aborts;
+   * resolves once the tick in progress has finished (graceful shutdown). A failed tick is
+   * logged and the loop goes on.
+   */
+  run(signal: AbortSignal): Promise<void>;
+  /** A workload was created or asked to stop: tick now (coalesced) instead of at the period. */
+  wake(): void;
+  /** The last finished tick, or null before the first. */
+  lastTick(): TickReport | null;
+}

@@ -1,0 +1,161 @@
+/**
+ * A reconciler on an in-memory store and a simulated backend, with helpers to create
+ * workloads and read them back. Shared by the reconciler's scenario and property tests.
+ */
+import { type ManualClock, manualClock } from "../../src/clock.ts";
+import { memoryLog } from "../../src/log.ts";
+import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
+import type { Allocation, Reason, Workload, WorkloadKind } from "../../src/orchestration/models.ts";
+import {
+  type BarrierHooks,
+  bindReconcilerStore,
+  createReconciler,
+  type Reconciler,
+  type ReconcilerStore,
+  type Timers,
+} from "../../src/orchestration/reconciler.ts";
+import {
+  createWorkload,
+  getWorkload,
+  listAllocations,
+  listEvents,
+  openDatabase,
+  requestStop,
+  type StoreDeps,
+} from "../../src/store/index.ts";
+import {
+  createSimulatedBackend,
+  type SimulatedBackend,
+  type SimulatedBackendOptions,
+} from "../support/simulated-backend.ts";
+
+/** Prepares every attempt without touching the filesystem. */
+export const inertPreparer: AttemptPreparer = {
+  async prepare(workload, allocation) {
+    return {
+      kind: "Prepared",
+      attempt: {
+        launch: { kind: "COMMAND", command: workload.spec.command ?? ["true"], env: {} },
+        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
+        workspaceDir: `/nonexistent/${workload.id}`,
+        timeLimitSeconds: null,
+      },
+    };
+  },
+};
+
+/** Deterministic bytes (xorshift32), so a failing property replays exactly. */
+export function seededBytes(seed = 0x9e3779b9): (n: number) => Uint8Array {
+  let x = seed >>> 0 || 1;
+  return (n) => {
+    const out = new Uint8Array(n);
+    for (let i = 0; i < n; i++) {
+      x ^= x << 13;
+      x >>>= 0;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      x >>>= 0;
+      out[i] = x & 0xff;
+    }
+    return out;
+  };
+}
+
+export interface HarnessOptions {
+  readonly sim?: SimulatedBackendOptions;
+  readonly preparer?: AttemptPreparer;
+  readonly barrierHooks?: BarrierHooks;
+  readonly timers?: Timers;
+  readonly tickIntervalMs?: number;
+  /** Wrap the store (e.g. to inject crashes). */
+  readonly wrapStore?: (store: ReconcilerStore) => ReconcilerStore;
+}
+
+export interface Harness {
+  readonly clock: ManualClock;
+  readonly deps: StoreDeps;
+  readonly sim: SimulatedBackend;
+  readonly log: ReturnType<typeof memoryLog>;
+  reconciler: Reconciler;
+  /** A fresh reconciler on the same store and backend: what a restarted daemon builds. */
+  restart(): Reconciler;
+  addWorkload(options?: {
+    readonly maxAttempts?: number;
+    readonly kind?: WorkloadKind;
+    readonly command?: readonly string[];
+  }): string;
+  stop(id: string, reason?: Reason, message?: string): void;
+  workload(id: string): Workload;
+  allocations(id: string): readonly Allocation[];
+  phases(id: string): readonly string[];
+  tick(): ReturnType<Reconciler["reconcileOnce"]>;
+  close(): void;
+}
+
+export function harness(options: HarnessOptions = {}): Harness {
+  const clock = manualClock();
+  const opened = openDatabase(":memory:");
+  const deps: StoreDeps = { db: opened.db, clock };
+  const sim = createSimulatedBackend({ clock, ...options.sim });
+  const log = memoryLog();
+  const random = seededBytes();
+  let allocationSeq = 0;
+  let workloadSeq = 0;
+  const build = () =>
+    createReconciler({
+      store: (options.wrapStore ?? ((s) => s))(bindReconcilerStore(deps)),
+      backend: sim.backend,
+      preparer: options.preparer ?? inertPreparer,
+      clock,
+      log,
+      randomBytes: random,
+      newAllocationId: () => `a${++allocationSeq}`,
+      ...(options.barrierHooks ? { barrierHooks: options.barrierHooks } : {}),
+      ...(options.timers ? { timers: options.timers } : {}),
+      ...(options.tickIntervalMs !== undefined ? { tickIntervalMs: options.tickIntervalMs } : {}),
+    });
+  const h: Harness = {
+    clock,
+    deps,
+    sim,
+    log,
+    reconciler: build(),
+    restart() {
+      h.reconciler = build();
+      return h.reconciler;
+    },
+    addWorkload(o = {}) {
+      const id = `w${++workloadSeq}`;
+      createWorkload(deps, {
+        id,
+        kind: o.kind ?? "BATCH",
+        name: id,
+        profile: "default",
+        spec: { command: [...(o.command ?? ["true"])] },
+        maxAttempts: o.maxAttempts ?? 1,
+        idempotencyKey: null,
+        requestHash: null,
+      });
+      return id;
+    },
+    stop(id, reason = "USER_CANCELLED", message = "cancelled by the user") {
+      requestStop(deps, id, reason, message);
+    },
+    workload(id) {
+      const w = getWorkload(deps, id);
+      if (!w) throw new Error(`no workload ${id}`);
+      return w;
+    },
+    allocations: (id) => listAllocations(deps, id),
+    phases: (id) => listEvents(deps, id).map((e) => e.phase),
+    tick() {
+      clock.advance(1000);
+      sim.step();
+      return h.reconciler.reconcileOnce();
+    },
+    close() {
+      opened.close();
+    },
+  };
+  return h;
+}
