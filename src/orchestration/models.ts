@@ -53,8 +53,10 @@ export function isActiveAllocation(phase: Phase): phase is ActiveAllocationPhase
   return activeSet.has(phase);
 }
 
+const phaseSet: ReadonlySet<string> = new Set(PHASES);
+
 export function isPhase(value: string): value is Phase {
-  return (PHASES as readonly string[]).includes(value);
+  return phaseSet.has(value);
 }
 
 /** Namespaced helpers, so call sites read `Phase.isTerminal(p)` as in the design. */
@@ -111,8 +113,11 @@ export const REASONS = [
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
+const reasonSet: ReadonlySet<string> = new Set(REASONS);
+
+// Called for every row the store decodes (10,000 per tick at scale): a set, not a scan.
 export function isReason(value: string): value is Reason {
-  return (REASONS as readonly string[]).includes(value);
+  return reasonSet.has(value);
 }
 
 /** Allocation ends after which a workload with attempts left gets a new attempt. */
