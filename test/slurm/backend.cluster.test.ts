@@ -159,7 +159,9 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
         lookbackSeconds: 3600,
       });
       if (answer.kind === "Answered") rows = answer.value;
-      if (rows.length > 0 && rows.every((r) => r.state === "COMPLETED")) break;
+      // The comment is written separately from the end state (seen on a fresh cluster: a
+      // COMPLETED row with an empty comment for a moment), so wait for both.
+      if (rows.length > 0 && rows.every((r) => r.state === "COMPLETED" && r.comment !== "")) break;
       if (Date.now() > deadline)
         throw new Error(`accounting never settled: ${JSON.stringify(rows)}`);
       await Bun.sleep(500);
