@@ -1,4 +1,4 @@
-import { and, eq, inArray, notInArray } from "drizzle-orm";
+import { and, eq, notInArray } from "drizzle-orm";
 import { type Allocation, TERMINAL_PHASES, type Workload } from "../../orchestration/models.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toAllocation, toWorkload } from "../rows.ts";
@@ -37,18 +37,4 @@ export function loadReconcileView(deps: StoreDeps): readonly ReconcileItem[] {
   const byWorkload = new Map<string, Allocation>();
   for (const { a } of currentRows) byWorkload.set(a.workloadId, toAllocation(a));
   return live.map((workload) => ({ workload, current: byWorkload.get(workload.id) ?? null }));
-}
-
-/** Allocations of the given ids (used to re-read before acknowledging terminal facts). */
-export function getAllocationsByIds(
-  deps: StoreDeps,
-  ids: readonly string[],
-): readonly Allocation[] {
-  if (ids.length === 0) return [];
-  return deps.db
-    .select()
-    .from(allocations)
-    .where(inArray(allocations.id, [...ids]))
-    .all()
-    .map(toAllocation);
 }
