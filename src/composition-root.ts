@@ -13,7 +13,6 @@ import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
 import {
-  cachedVerdict,
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
@@ -21,10 +20,12 @@ import {
 import type { StateLayout } from "./orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "./orchestration/local/backend.ts";
 import type { ResourceProfile } from "./orchestration/models.ts";
-import type {
-  AllocationBackend,
-  IsolationVerdict,
-  SessionIsolationProvider,
+import {
+  type AllocationBackend,
+  type IsolationVerdict,
+  isTaskRunner,
+  type SessionIsolationProvider,
+  type TaskRunner,
 } from "./orchestration/ports.ts";
 import type { Sandbox } from "./orchestration/sandbox.ts";
 import { createSlurmBackend, type PlacementCatalog } from "./orchestration/slurm/backend.ts";
@@ -215,6 +216,13 @@ function selfDirectories(selfCommand: readonly string[]): readonly string[] {
 
 /** How long a node verdict is reused before a new probe allocation is submitted. */
 const CLUSTER_ISOLATION_TTL_MS = 10 * 60 * 1000;
+/**
+ * How long an Unverified verdict stands before a session request probes again. Most
+ * Unverified verdicts at start are an outage (controller down, slurm.conf mid-edit), not a
+ * node without bwrap: kept for the daemon's lifetime, they switched sessions off until
+ * someone restarted it.
+ */
+export const CLUSTER_ISOLATION_RETRY_MS = 60 * 1000;
 
 /**
  * A cluster backend with sessions: the same policy as the local one, except that the sandbox
@@ -250,23 +258,89 @@ async function withClusterSessionIsolation(
       log: context.log,
     });
   const first = await probe();
-  if (first.kind !== "Verified") {
-    context.log.warn("session isolation unavailable on the nodes", { message: first.message });
-    return withoutSessionIsolation(
-      backend,
-      `sessions need a verified per-allocation sandbox on the nodes: ${first.message}`,
-    );
+  // Launch lines are wrapped in the sandbox only once it has been seen working on the nodes:
+  // wrapping BATCH jobs in a bwrap the nodes may not have would fail every one of them.
+  let sandboxing = first.kind === "Verified";
+  if (first.kind === "Verified") {
+    context.log.info("session isolation verified on the nodes", { mechanism: first.mechanism });
+  } else {
+    context.log.warn("session isolation unavailable on the nodes; probed again on demand", {
+      message: first.message,
+    });
   }
-  context.log.info("session isolation verified on the nodes", { mechanism: first.mechanism });
-  return sandboxedBackend(backend, {
+  const cachedProbe = clusterVerdictCache(probe, context.clock, first);
+  const verify = async (): Promise<IsolationVerdict> => {
+    const verdict = await cachedProbe();
+    if (verdict.kind === "Unverified") {
+      return {
+        kind: "Unverified",
+        message: `sessions need a verified per-allocation sandbox on the nodes: ${verdict.message}`,
+      };
+    }
+    if (!sandboxing) {
+      context.log.info("session isolation verified on the nodes", {
+        mechanism: verdict.mechanism,
+      });
+      sandboxing = true;
+    }
+    return verdict;
+  };
+  const sandboxed = sandboxedBackend(backend, {
     sandbox,
-    verify: cachedVerdict(probe, {
-      clock: context.clock,
-      ttlMs: CLUSTER_ISOLATION_TTL_MS,
-      seed: first,
-    }),
+    verify,
     locate: locateInStateDir(context.layout.root),
   });
+  const current = (): AllocationBackend => (sandboxing ? sandboxed : backend);
+  const switching: AllocationBackend & SessionIsolationProvider = {
+    name: backend.name,
+    profiles: () => backend.profiles(),
+    submit: (requests) => current().submit(requests),
+    observe: (targets) => backend.observe(targets),
+    cancel: (targets) => backend.cancel(targets),
+    findByToken: (tokens) => backend.findByToken(tokens),
+    diagnostics: () => backend.diagnostics(),
+    verifySessionIsolation: verify,
+  };
+  if (!isTaskRunner(backend)) return switching;
+  const runner: TaskRunner = {
+    runTask(target, command, options) {
+      const chosen = current();
+      return isTaskRunner(chosen)
+        ? chosen.runTask(target, command, options)
+        : backend.runTask(target, command, options);
+    },
+  };
+  return { ...switching, ...runner };
+}
+
+/**
+ * cachedVerdict's policy (one probe in flight, its verdict reused) with a shorter memory for
+ * an Unverified verdict: CLUSTER_ISOLATION_RETRY_MS instead of CLUSTER_ISOLATION_TTL_MS.
+ */
+function clusterVerdictCache(
+  probe: () => Promise<IsolationVerdict>,
+  clock: Clock,
+  seed: IsolationVerdict,
+): () => Promise<IsolationVerdict> {
+  let cached = { verdict: seed, at: clock.now() };
+  let inFlight: Promise<IsolationVerdict> | null = null;
+  return () => {
+    const ttlMs =
+      cached.verdict.kind === "Verified" ? CLUSTER_ISOLATION_TTL_MS : CLUSTER_ISOLATION_RETRY_MS;
+    if (clock.now() - cached.at < ttlMs) return Promise.resolve(cached.verdict);
+    if (inFlight === null) {
+      const started = clock.now();
+      inFlight = probe()
+        .then((verdict) => {
+          cached = { verdict, at: started };
+          return verdict;
+        })
+        .finally(() => {
+          inFlight = null;
+        });
+    }
+    return inFlight;
+  };
 }
 
 /** The backend, answering the isolation question with why not (never Verified). */

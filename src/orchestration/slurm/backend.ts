@@ -139,7 +139,12 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   let health: { healthy: boolean; message: string } = { healthy: true, message: "no calls yet" };
 
   function noteFailure(error: SlurmCommandError): void {
-    if (error.kind === "refused") return;
+    // A refused sbatch/scancel/srun is an answer about one job. A refused listing is not: a
+    // squeue or sacct that exits nonzero (unparsable slurm.conf, no such user) leaves every
+    // phase unread, and diagnostics saying "healthy" then hide why nothing moves.
+    if (error.kind === "refused" && error.command !== "squeue" && error.command !== "sacct") {
+      return;
+    }
     health = { healthy: false, message: error.message };
     log.warn("scheduler call failed", {
       command: error.command,

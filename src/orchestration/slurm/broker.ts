@@ -441,6 +441,9 @@ export const UNREACHABLE_PATTERNS: readonly RegExp[] = [
   /unable to (resolve|establish)/i,
   /backup controller/i,
   /could not (connect|establish)/i,
+  // The client could not read slurm.conf (an admin mid-edit, a shared file system hiccup):
+  // it never asked the controller, so a refused job would be a guess.
+  /unable to process configuration file/i,
   /insane message length/i,
 ];
 

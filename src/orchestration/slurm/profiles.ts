@@ -13,7 +13,7 @@
  *   sbatch argv builder) at load time, so a profile the loader accepts is one the broker will
  *   submit, never a refusal discovered when a scientist's job is queued.
  */
-import { readFileSync, statSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import type { ResourceProfile, WorkloadKind } from "../models.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type BatchSpec, SCHEDULER_NAME_PATTERN, sbatchArgv } from "./broker.ts";
@@ -539,6 +539,27 @@ function firstNonUtf8Line(bytes: Uint8Array): number | null {
 
 export type ClusterConfigSource = { readonly path: string } | { readonly text: string };
 
+/**
+ * The file's bytes, or null past `limit`. The size check above only holds for regular files:
+ * a device or pipe (`/dev/zero`, `<(generate-config)`) reports size 0, and reading it whole
+ * ran for 50 s and several GB before failing.
+ */
+function readAtMost(path: string, limit: number): Uint8Array | null {
+  const fd = openSync(path, "r");
+  try {
+    const buffer = Buffer.alloc(limit + 1);
+    let length = 0;
+    for (;;) {
+      const n = readSync(fd, buffer, length, buffer.length - length, null);
+      if (n === 0) return buffer.subarray(0, length);
+      length += n;
+      if (length > limit) return null;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function loadClusterConfig(source: ClusterConfigSource): ClusterConfigLoad {
   if ("text" in source) return parseClusterConfig(source.text);
   let bytes: Uint8Array;
@@ -550,7 +571,14 @@ export function loadClusterConfig(source: ClusterConfigSource): ClusterConfigLoa
         message: `${size} bytes is too large for a cluster configuration (at most ${MAX_CLUSTER_CONFIG_BYTES})`,
       };
     }
-    bytes = readFileSync(source.path);
+    const read = readAtMost(source.path, MAX_CLUSTER_CONFIG_BYTES);
+    if (read === null) {
+      return {
+        kind: "Unreadable",
+        message: `more than ${MAX_CLUSTER_CONFIG_BYTES} bytes is too large for a cluster configuration`,
+      };
+    }
+    bytes = read;
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     return {
