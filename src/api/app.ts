@@ -23,6 +23,29 @@ function problemResponse(error: ApiError): Response {
   });
 }
 
+/**
+ * The methods routed for a path, from the app's own route table: a client that used the
+ * wrong verb on a real resource is told so (405 with Allow), not that the resource does not
+ * exist, which sends it hunting for a typo in the URL.
+ */
+function allowedMethods(
+  routes: readonly { readonly method: string; readonly path: string }[],
+): (path: string) => readonly string[] {
+  const table = routes
+    .filter((r) => r.method !== "ALL" && !r.path.includes("*"))
+    .map((r) => {
+      const source = r.path
+        .split("/")
+        .map((part) =>
+          part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+        )
+        .join("/");
+      return { method: r.method, pattern: new RegExp(`^${source}$`) };
+    });
+  return (path) =>
+    [...new Set(table.filter((r) => r.pattern.test(path)).map((r) => r.method))].sort();
+}
+
 export function createApp(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
   const requests = createRequestCounter();
@@ -48,7 +71,23 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
 
+  // Read lazily: app.routes is complete only once every feature folder was mounted.
+  let allowed: ((path: string) => readonly string[]) | null = null;
   app.notFound(function unknownRoute(c) {
+    allowed ??= allowedMethods(app.routes);
+    const methods = allowed(c.req.path);
+    if (methods.length > 0) {
+      const response = problemResponse(
+        new ApiError({
+          status: 405,
+          slug: "method-not-allowed",
+          title: "Method not allowed",
+          detail: `${c.req.method} is not allowed on ${c.req.path}; allowed: ${methods.join(", ")}`,
+        }),
+      );
+      response.headers.set("Allow", methods.join(", "));
+      return response;
+    }
     return problemResponse(notFound(`no route ${c.req.method} ${c.req.path}`));
   });
 

@@ -28,7 +28,9 @@ export function authorize(access: Access | undefined, authorization: string | un
       // The socket file's 0600 mode already decided who may connect.
       return;
     case "Bearer": {
-      const match = /^Bearer ([^\s]+)$/i.exec(authorization ?? "");
+      // RFC 9110 allows several spaces after the scheme; a token copied from a file with
+      // its newline, or pasted with a trailing space, is the same token.
+      const match = /^\s*Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
       if (!match?.[1] || !tokensMatch(match[1], access.token)) {
         throw unauthorized("a valid admin token is required: Authorization: Bearer TOKEN");
       }

@@ -24,9 +24,14 @@ export function issuePath(issue: v.BaseIssue<unknown>): string {
 export function issuesToErrors(issues: readonly v.BaseIssue<unknown>[]): FieldError[] {
   return issues.map((issue) => {
     const path = issuePath(issue);
-    // valibot words an unknown key of a strict object as "Expected never"; say what it is.
+    // valibot reports both an unknown key and a missing one as a strict_object issue; only
+    // the expectation tells them apart ("never" for a key that must not be there). Calling
+    // a missing `profile` "unknown" sends the client looking for a typo that is not there.
     if (issue.type === "strict_object" && path !== "") {
-      return { path, message: `unknown field "${path.split(".").at(-1)}"` };
+      const field = path.split(".").at(-1);
+      return issue.expected === "never"
+        ? { path, message: `unknown field "${field}"` }
+        : { path, message: `required field "${field}" is missing` };
     }
     return { path, message: issue.message };
   });
@@ -41,8 +46,37 @@ export function parseWith<const S extends v.GenericSchema>(
   return result.output;
 }
 
+/**
+ * Whether a declared Content-Type may carry this API's JSON. Besides JSON itself, the two
+ * types common clients send by default for a string body (`fetch`: text/plain, `curl -d`:
+ * form-urlencoded) and no type at all: refusing those would break the usual first try for
+ * no safety, since the body must parse as a JSON object anyway. A type that names another
+ * format (XML, multipart) says the client sends something else: refused, not guessed at.
+ */
+export function acceptsAsJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return true;
+  const media = (contentType.split(";")[0] ?? "").trim().toLowerCase();
+  return (
+    media === "" ||
+    media === "application/json" ||
+    media.endsWith("+json") ||
+    media === "text/plain" ||
+    media === "application/x-www-form-urlencoded"
+  );
+}
+
 /** The raw JSON value of the body, bounded in size. */
 export async function readJson(c: Context): Promise<unknown> {
+  const contentType = c.req.header("content-type");
+  if (!acceptsAsJson(contentType)) {
+    throw new ApiError({
+      status: 415,
+      slug: "unsupported-media-type",
+      title: "Unsupported media type",
+      detail: `the body must be JSON (Content-Type: application/json), not ${JSON.stringify(contentType)}`,
+      errors: [{ path: "Content-Type", message: "must be application/json" }],
+    });
+  }
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw bodyTooLarge();
   const text = await c.req.text();

@@ -47,7 +47,10 @@ export function createExecCommand(runtime: ClientRuntime = systemRuntime): Comma
       if (json) {
         printJson(io, result.body);
       } else {
-        io.stdout(result.body.output);
+        // The last expression's value comes without a newline (`x + 1` → "42"); printed
+        // as is it would run into the shell prompt.
+        const output = result.body.output;
+        io.stdout(output === "" || output.endsWith("\n") ? output : `${output}\n`);
         if (result.body.error) io.stderr(`${result.body.error.replace(/\n?$/, "\n")}`);
       }
       return result.body.status === "OK" ? 0 : 1;

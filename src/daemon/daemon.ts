@@ -24,6 +24,7 @@ import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { prepareDatabaseFile, prepareStateDir } from "./state-dir.ts";
+import { lockStateDir } from "./state-lock.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
 export interface DaemonConfig {
@@ -126,6 +127,17 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
       }
     }
   }
+
+  // 3b. Ours alone: a second daemon on this directory that listens elsewhere (TCP, another
+  // socket path) passed the socket check; it stops here (exit 1), before the database.
+  let lock: ReturnType<typeof lockStateDir>;
+  try {
+    lock = lockStateDir(config.stateDir);
+  } catch (error) {
+    return fail({ kind: "Failed", message: `state dir ${config.stateDir}: ${String(error)}` });
+  }
+  if (lock.kind === "Busy") return fail({ kind: "Failed", message: lock.message });
+  cleanups.push(lock.release);
 
   // 4. The store.
   let database: OpenedDatabase;

@@ -368,6 +368,7 @@ export function openApiDocument(version: string) {
               "Idempotency-Key reused with another body, or reason ISOLATION_UNAVAILABLE: the backend cannot isolate sessions",
             ),
             "413": problem("Body too large"),
+            "415": problem("Content-Type names a format other than JSON"),
             ...commonProblems,
           },
         },
@@ -433,6 +434,7 @@ export function openApiDocument(version: string) {
           responses: {
             "200": { description: "The kernel ran the code", ...json(ref("ExecResult")) },
             "400": problem("Invalid request"),
+            "415": problem("Content-Type names a format other than JSON"),
             "404": problem("No such workload or session"),
             "409": problem("Sessions disabled, not a session, ended, or not READY"),
             ...commonProblems,
@@ -448,6 +450,7 @@ export function openApiDocument(version: string) {
           responses: {
             "200": { description: "The step ran", ...json(ref("TaskResult")) },
             "400": problem("Invalid request"),
+            "415": problem("Content-Type names a format other than JSON"),
             "404": problem("No such workload"),
             "409": problem("The backend cannot run steps, or there is no live allocation"),
             "503": problem("The backend could not be reached"),

@@ -55,6 +55,32 @@ const envKey = v.pipe(
 
 const envValue = v.pipe(v.string(), v.maxLength(LIMITS.envValueMaxLength), noNul("a value"));
 
+/**
+ * Keys valibot's record skips without an issue (its guard against prototype pollution):
+ * `{"env": {"constructor": "x"}}` would otherwise be accepted and the variable silently
+ * dropped, which is "ignored", never allowed for a request field. `__proto__` and friends
+ * are legal variable names, but no job needs them and storing them safely is not worth it.
+ */
+const UNSTORABLE_KEYS: readonly string[] = ["__proto__", "constructor", "prototype"];
+
+const envObject = v.pipe(
+  v.custom<Readonly<Record<string, unknown>>>(
+    (x) => typeof x === "object" && x !== null && !Array.isArray(x),
+    "must be an object of NAME: value",
+  ),
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (!dataset.typed) return;
+    for (const key of Object.keys(dataset.value)) {
+      if (!UNSTORABLE_KEYS.includes(key)) continue;
+      addIssue({
+        message: `"${key}" is not accepted as a variable name`,
+        path: [{ type: "object", origin: "key", input: dataset.value, key, value: key }],
+      });
+    }
+  }),
+  v.record(envKey, envValue),
+);
+
 export const SubmitBody = v.strictObject({
   kind: v.picklist(WORKLOAD_KINDS),
   profile: v.pipe(v.string(), v.minLength(1), v.maxLength(LIMITS.profileMaxLength)),
@@ -70,7 +96,7 @@ export const SubmitBody = v.strictObject({
   ),
   env: v.optional(
     v.pipe(
-      v.record(envKey, envValue),
+      envObject,
       v.check(
         (env) => Object.keys(env).length <= LIMITS.envMaxEntries,
         `at most ${LIMITS.envMaxEntries} variables`,

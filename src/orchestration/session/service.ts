@@ -26,6 +26,9 @@ export interface SessionServiceOptions {
   readonly onWorkerLost?: () => void;
 }
 
+/** An interrupt is one signal in the worker: an answer this slow means the worker is gone. */
+const INTERRUPT_TIMEOUT_MS = 5000;
+
 /**
  * Exec runs in the kernel of rank 0 of the workload's CURRENT attempt, and only when READY is
  * TRUE: a session whose workspace was never confirmed must not run a user's code where the
@@ -74,11 +77,28 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         case "Disconnected":
           options.onWorkerLost?.();
           return { kind: "NotReady", message: "the session's worker is not connected" };
-        case "TimedOut":
+        case "TimedOut": {
+          // Cells run one at a time: left running, an endless loop would hold every later
+          // exec (and the kernel probe) behind it until the session is cancelled. A SIGINT
+          // raises KeyboardInterrupt in the cell, as a notebook's interrupt button does.
+          const interrupt = await gateway.request(
+            current.id,
+            current.epoch,
+            0,
+            { kind: "interrupt" },
+            INTERRUPT_TIMEOUT_MS,
+          );
+          const interrupted = interrupt.kind === "Answered" && interrupt.response.delivered;
+          options.log.warn("exec timed out", { workloadId, interrupted });
           return {
             kind: "NotReady",
-            message: `no answer within ${Math.round(execTimeoutMs / 1000)} s; the code may still be running`,
+            message: `no answer within ${Math.round(execTimeoutMs / 1000)} s; ${
+              interrupted
+                ? "the cell was interrupted"
+                : "the code may still be running (the interrupt was not delivered)"
+            }`,
           };
+        }
         case "WorkerError":
           return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
         case "TooLarge":

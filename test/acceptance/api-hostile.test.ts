@@ -1,0 +1,137 @@
+/**
+ * Hostile input against the API, in process (`app.request()`): every refusal is
+ * problem+json naming what is wrong, and leaves no row and no file behind.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { type Harness, harness, problemOf, snapshotFiles } from "../api/support.ts";
+
+let h: Harness;
+afterEach(() => h?.close());
+
+const BATCH = { kind: "BATCH", profile: "default", command: ["true"] } as const;
+
+async function refusedWithoutWrites(
+  response: Promise<Response>,
+  status: number,
+): Promise<Awaited<ReturnType<typeof problemOf>>> {
+  const before = { rows: h.rows(), files: snapshotFiles(h.dir) };
+  const res = await response;
+  expect(res.status).toBe(status);
+  const problem = await problemOf(res);
+  expect(problem.status).toBe(status);
+  expect(h.rows()).toEqual(before.rows);
+  expect(snapshotFiles(h.dir)).toEqual(before.files);
+  return problem;
+}
+
+describe("validation names the field and says what is wrong with it", () => {
+  test("a missing required field is reported as missing, not as unknown", async () => {
+    h = harness();
+    const problem = await refusedWithoutWrites(
+      h.post("/v1/workloads", { kind: "BATCH", command: ["true"] }),
+      400,
+    );
+    expect(problem.errors).toHaveLength(1);
+    expect(problem.errors[0]?.path).toBe("profile");
+    expect(problem.errors[0]?.message).not.toContain("unknown");
+    expect(problem.errors[0]?.message).toContain("required");
+  });
+
+  test("an unknown field is still named as unknown", async () => {
+    h = harness();
+    const problem = await refusedWithoutWrites(h.post("/v1/workloads", { ...BATCH, x: 1 }), 400);
+    expect(problem.errors).toEqual([{ path: "x", message: 'unknown field "x"' }]);
+  });
+
+  test.each(["__proto__", "constructor", "prototype"])(
+    "env key %p is refused, never silently dropped",
+    async (key) => {
+      h = harness();
+      // Raw JSON: an object literal with __proto__ would set the prototype, not a key.
+      const body = `{"kind":"BATCH","profile":"default","command":["true"],"env":{"${key}":"x"}}`;
+      const problem = await refusedWithoutWrites(h.post("/v1/workloads", body), 400);
+      expect(problem.errors.map((e) => e.path)).toEqual([`env.${key}`]);
+    },
+  );
+});
+
+describe("media type", () => {
+  test.each(["application/xml", "multipart/form-data; boundary=x", "text/html"])(
+    "a body declared as %p is refused with 415, naming Content-Type",
+    async (type) => {
+      h = harness();
+      const problem = await refusedWithoutWrites(
+        h.request("/v1/workloads", {
+          method: "POST",
+          headers: { "Content-Type": type },
+          body: JSON.stringify(BATCH),
+        }),
+        415,
+      );
+      expect(problem.errors.map((e) => e.path)).toEqual(["Content-Type"]);
+    },
+  );
+
+  test.each([
+    "application/json",
+    "application/json; charset=utf-8",
+    "application/merge-patch+json",
+    // What `fetch` sends for a string body and `curl -d` for any: refusing them would
+    // break the most common clients for no safety gained (the body must still be JSON).
+    "text/plain;charset=UTF-8",
+    "application/x-www-form-urlencoded",
+  ])("a JSON body declared as %p is accepted", async (type) => {
+    h = harness();
+    const res = await h.request("/v1/workloads", {
+      method: "POST",
+      headers: { "Content-Type": type },
+      body: JSON.stringify(BATCH),
+    });
+    expect(res.status).toBe(201);
+  });
+});
+
+describe("methods and routes", () => {
+  test.each([
+    ["DELETE", "/v1/workloads", "GET, POST"],
+    ["PUT", "/v1/workloads/w-abc", "GET"],
+    ["GET", "/v1/workloads/w-abc/cancel", "POST"],
+    ["POST", "/healthz", "GET"],
+    ["DELETE", "/v1/workloads/w-abc/events", "GET"],
+  ])("%s %s is 405 problem+json with Allow: %s", async (method, path, allow) => {
+    h = harness();
+    const before = h.rows();
+    const res = await h.request(path, { method });
+    expect(res.status).toBe(405);
+    expect(res.headers.get("allow")).toBe(allow);
+    expect((await problemOf(res)).detail).toContain(method);
+    expect(h.rows()).toEqual(before);
+  });
+
+  test("an unknown path is still 404, and 405 does not bypass authentication", async () => {
+    h = harness();
+    expect((await h.request("/v2/nothing", { method: "DELETE" })).status).toBe(404);
+    const res = await h.request(
+      "/v1/workloads",
+      { method: "DELETE" },
+      { kind: "Bearer", token: "t" },
+    );
+    expect(res.status).toBe(401);
+  });
+});
+
+describe("bearer token syntax", () => {
+  test("extra spaces around the token are tolerated; the token itself is not", async () => {
+    h = harness();
+    const access = { kind: "Bearer", token: "s3cret" } as const;
+    const get = (authorization: string) =>
+      h.request("/healthz", { headers: { Authorization: authorization } }, access);
+    expect((await get("Bearer s3cret")).status).toBe(200);
+    expect((await get("Bearer   s3cret  ")).status).toBe(200);
+    expect((await get("bearer s3cret")).status).toBe(200);
+    expect((await get("Bearer s3cre")).status).toBe(401);
+    expect((await get("Bearer s3cret x")).status).toBe(401);
+    expect((await get("Bearers3cret")).status).toBe(401);
+    expect((await get("Basic s3cret")).status).toBe(401);
+  });
+});

@@ -1,0 +1,33 @@
+/**
+ * `openai4s exec ID 'x + 1'` in a terminal: the value of the last expression is printed like
+ * `print` would, on its own line, not glued to the shell prompt that follows.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { createExecCommand } from "../../src/cli/exec.ts";
+import { fakeBackend, type Harness, harness } from "../api/support.ts";
+import { captureIo, runtimeFor } from "../cli/support.ts";
+
+let h: Harness;
+afterEach(() => h?.close());
+
+test("exec ends its output with a newline, and adds none to an empty output", async () => {
+  let output = "42";
+  h = harness({
+    backend: fakeBackend({
+      verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+    } as never),
+    sessions: { exec: async () => ({ kind: "Ok", status: "OK", output, error: null }) },
+  });
+  const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });
+  const { id } = (await res.json()) as { id: string };
+  const run = async () => {
+    const io = captureIo();
+    expect(await createExecCommand(runtimeFor(h)).run([id, "x"], io)).toBe(0);
+    return io.out();
+  };
+  expect(await run()).toBe("42\n");
+  output = "hello\n";
+  expect(await run()).toBe("hello\n");
+  output = "";
+  expect(await run()).toBe("");
+});

@@ -1,0 +1,118 @@
+/**
+ * One daemon per state directory. Two reconcilers over one database would each submit and
+ * supervise the same workloads; the socket check alone does not catch a second daemon that
+ * listens only on TCP (or on another socket path).
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { memoryLog } from "../../src/log.ts";
+import { selfCommand } from "../../src/self-command.ts";
+import { BINARY, ensureBuilt } from "../support/binary.ts";
+
+const dirs: string[] = [];
+const daemons: RunningDaemon[] = [];
+const processes: ReturnType<typeof Bun.spawn>[] = [];
+afterEach(async () => {
+  for (const p of processes.splice(0)) p.kill("SIGKILL");
+  for (const d of daemons.splice(0)) await d.stop();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function config(stateDir: string, overrides: Partial<DaemonConfig> = {}): DaemonConfig {
+  return {
+    stateDir,
+    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
+    backend: "local",
+    clusterConfigPath: null,
+    version: "0.0.0-test",
+    env: { PATH: process.env["PATH"] },
+    selfCommand: selfCommand(),
+    clock: systemClock,
+    log: memoryLog(),
+    tickIntervalMs: 100,
+    ...overrides,
+  };
+}
+
+function tempState(): string {
+  const root = mkdtempSync(join(tmpdir(), "o4s-acc-lock-"));
+  dirs.push(root);
+  return join(root, "state");
+}
+
+async function healthy(socket: string): Promise<boolean> {
+  try {
+    const res = await fetch("http://localhost/healthz", { unix: socket } as never);
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+describe("one daemon per state dir", () => {
+  test("a second daemon listening only on TCP is refused, and the first keeps serving", async () => {
+    const stateDir = tempState();
+    const first = await startDaemon(config(stateDir));
+    expect(first.kind).toBe("Started");
+    if (first.kind === "Started") daemons.push(first.daemon);
+    const second = await startDaemon(
+      config(stateDir, { listen: [{ kind: "tcp", host: "127.0.0.1", port: 0 }] }),
+    );
+    if (second.kind === "Started") daemons.push(second.daemon);
+    expect(second.kind).toBe("Failed");
+    expect(second.kind !== "Started" && second.message).toContain(stateDir);
+    expect(second.kind !== "Started" && second.message).toContain("another daemon");
+    expect(await healthy(join(stateDir, "api.sock"))).toBe(true);
+
+    // Once the first stops, the directory is free again.
+    await daemons.splice(0)[0]?.stop();
+    const third = await startDaemon(config(stateDir));
+    expect(third.kind).toBe("Started");
+    if (third.kind === "Started") daemons.push(third.daemon);
+  });
+
+  test("the binary: a daemon killed with SIGKILL leaves nothing that blocks the next start", async () => {
+    ensureBuilt();
+    const stateDir = tempState();
+    const socket = join(stateDir, "api.sock");
+    const serve = () => {
+      const p = Bun.spawn([BINARY, "serve", "--state-dir", stateDir], {
+        stdout: "ignore",
+        stderr: "pipe",
+      });
+      processes.push(p);
+      return p;
+    };
+    const untilHealthy = async () => {
+      const deadline = Date.now() + 15_000;
+      while (!(await healthy(socket))) {
+        if (Date.now() > deadline) throw new Error("daemon did not answer");
+        await Bun.sleep(50);
+      }
+    };
+    const first = serve();
+    await untilHealthy();
+    // A second binary on the same dir, on another socket path, exits 1 naming the reason.
+    const second = Bun.spawn(
+      [BINARY, "serve", "--state-dir", stateDir, "--listen", `unix:${socket}.other`],
+      {
+        stdout: "ignore",
+        stderr: "pipe",
+      },
+    );
+    processes.push(second);
+    expect(await second.exited).toBe(1);
+    expect(await new Response(second.stderr).text()).toContain("another daemon");
+    expect(await healthy(socket)).toBe(true);
+
+    first.kill("SIGKILL");
+    await first.exited;
+    expect(existsSync(socket)).toBe(true); // stale: nobody removed it
+    serve();
+    await untilHealthy();
+  }, 60_000);
+});
