@@ -35,7 +35,12 @@ export async function main(argv0: string, args: readonly string[], io: CommandIo
     return run(worker.run.bind(worker), args, io);
   }
   const [first, ...rest] = args;
-  if (first === undefined || first === "--help" || first === "-h" || first === "help") {
+  if (first === undefined) {
+    // No subcommand is a usage error (exit 2), so a script that lost its argument fails.
+    io.stderr(usage());
+    return 2;
+  }
+  if (first === "--help" || first === "-h" || first === "help") {
     io.stdout(usage());
     return 0;
   }
@@ -68,6 +73,13 @@ async function run(
 }
 
 if (import.meta.main) {
+  // `openai4s list | head -1`: a reader that went away is not an error worth a stack trace.
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+      throw error;
+    });
+  }
   const code = await main(process.argv0, process.argv.slice(2), processIo);
   process.exitCode = code;
 }

@@ -20,14 +20,12 @@ Show workload ID: its phase and reason, its conditions (sessions), its allocatio
 
 ${CLIENT_OPTIONS_HELP}`;
 
-interface EventsBody {
-  readonly events: readonly {
-    readonly at: string;
-    readonly phase: string;
-    readonly reason: string | null;
-    readonly message: string | null;
-  }[];
-}
+type EventsBody = readonly {
+  readonly at: string;
+  readonly phase: string;
+  readonly reason: string | null;
+  readonly message: string | null;
+}[];
 
 export function renderWorkload(w: WorkloadBody): string {
   const lines = [
@@ -91,10 +89,10 @@ export function createShowCommand(runtime: ClientRuntime = systemRuntime): Comma
         "GET",
         `/v1/workloads/${encodeId(id)}/events`,
       );
-      if (events.kind === "Ok" && events.body.events.length > 0) {
+      if (events.kind === "Ok" && events.body.length > 0) {
         out += `\nEvents:\n${table(
           ["AT", "PHASE", "REASON", "MESSAGE"],
-          events.body.events.map((e) => [e.at, e.phase, e.reason ?? "", e.message ?? ""]),
+          events.body.map((e) => [e.at, e.phase, e.reason ?? "", e.message ?? ""]),
         )}`;
       }
       io.stdout(out);

@@ -6,6 +6,7 @@
  */
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
+import { UsageError } from "../cli/command.ts";
 
 export const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
 
@@ -29,6 +30,9 @@ function nonEmpty(value: string | undefined): string | undefined {
 }
 
 export function resolveStateDir(inputs: StateDirInputs): ResolvedStateDir {
+  // An explicit empty flag is a mistake (an unset shell variable), not a request for the
+  // default: silently using ~/.local/state would start a second, empty daemon.
+  if (inputs.flag === "") throw new UsageError("--state-dir must not be empty");
   const flag = nonEmpty(inputs.flag);
   if (flag !== undefined) return { path: resolve(inputs.cwd, flag), source: "flag" };
   const env = nonEmpty(inputs.env[STATE_DIR_ENV]);

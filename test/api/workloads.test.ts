@@ -132,7 +132,8 @@ describe("GET /v1/workloads/{id} and events", () => {
     running(h, id);
     const res = await h.request(`/v1/workloads/${id}/events`);
     expect(res.status).toBe(200);
-    const { events } = (await res.json()) as { events: { phase: string; at: string }[] };
+    const events = (await res.json()) as { phase: string; at: string }[];
+    expect(Array.isArray(events)).toBe(true);
     expect(events.map((e) => e.phase)).toEqual(["PENDING", "SUBMITTING", "RUNNING"]);
     expect(Object.keys(events[0] ?? {}).sort()).toEqual(["at", "message", "phase", "reason"]);
     expect((await h.request("/v1/workloads/w-nope/events")).status).toBe(404);

@@ -35,6 +35,19 @@ describe("main dispatch", () => {
     expect(io.out()).not.toContain("__supervise");
   });
 
+  test("no subcommand at all is a usage error: help on stderr, exit 2", async () => {
+    const io = captureIo();
+    expect(await main("openai4s", [], io)).toBe(2);
+    expect(io.err()).toContain("Commands:");
+    expect(io.out()).toBe("");
+  });
+
+  test("an explicit empty --state-dir is a usage error, not the default dir", async () => {
+    const io = captureIo();
+    expect(await main("openai4s", ["serve", "--state-dir", ""], io)).toBe(2);
+    expect(io.err()).toContain("--state-dir must not be empty");
+  });
+
   test("an unknown subcommand is a usage error: exit 2, named on stderr", async () => {
     const io = captureIo();
     expect(await main("openai4s", ["frobnicate"], io)).toBe(2);

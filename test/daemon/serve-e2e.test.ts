@@ -112,7 +112,7 @@ describe("openai4s serve over its unix socket", () => {
       const shown = await curl("GET", `/v1/workloads/${id}`);
       expect(shown.body).toMatchObject({ phase: "COMPLETED", reason: "EXITED_ZERO", exitCode: 0 });
       const events = await curl("GET", `/v1/workloads/${id}/events`);
-      const phases = (events.body as { events: { phase: string }[] }).events.map((e) => e.phase);
+      const phases = (events.body as { phase: string }[]).map((e) => e.phase);
       expect(phases[0]).toBe("PENDING");
       expect(phases.at(-1)).toBe("COMPLETED");
       expect(phases).toContain("SUBMITTING");

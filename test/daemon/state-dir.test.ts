@@ -31,7 +31,7 @@ describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/
     ],
     [
       "empty variables count as unset",
-      "",
+      undefined,
       { OPENAI4S_STATE_DIR: "", XDG_STATE_HOME: "" },
       "/home/ada/.local/state/openai4s",
       "home",

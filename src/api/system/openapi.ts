@@ -466,11 +466,7 @@ export function openApiDocument(version: string) {
           responses: {
             "200": {
               description: "Events",
-              ...json({
-                type: "object",
-                required: ["events"],
-                properties: { events: { type: "array", items: ref("Event") } },
-              }),
+              ...json({ type: "array", items: ref("Event") }),
             },
             "404": problem("No such workload"),
             ...commonProblems,

@@ -92,7 +92,8 @@ export function createWorkloadRoutes(deps: ApiDeps) {
 
   app.get("/v1/workloads/:id/events", function events(c) {
     const workload = mustGet(c);
-    return c.json({ events: listEvents(deps.store, workload.id).map(eventView) });
+    // A bare array: INTERFACE.md gives this route no wrapper, unlike the list and profiles.
+    return c.json(listEvents(deps.store, workload.id).map(eventView));
   });
 
   app.post("/v1/workloads/:id/cancel", function cancel(c) {
