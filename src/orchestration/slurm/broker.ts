@@ -22,6 +22,8 @@
  *   PATH" as "no such job" once declared every running job lost: nothing here ever turns a
  *   failure into an empty answer.
  */
+
+import { CREDENTIAL_ENV_NAME_PATTERN } from "../env-policy.ts";
 import {
   type AccountingRow,
   isJobId,
@@ -88,11 +90,10 @@ export const JOB_LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const SCHEDULER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /**
- * Credential-shaped names. Deliberately broad: a false positive costs a renamed variable, a
- * false negative puts a secret where `scontrol show job` prints it.
+ * Credential-shaped names (the project-wide rule, src/orchestration/env-policy.ts), checked
+ * again here because the broker is where a value would become visible to `scontrol show job`.
  */
-export const CREDENTIAL_NAME_PATTERN =
-  /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|KEY|CREDENTIAL|CREDS|PRIVATE|AUTH|COOKIE|SIGNATURE|SESSIONID/i;
+export const CREDENTIAL_NAME_PATTERN = CREDENTIAL_ENV_NAME_PATTERN;
 /**
  * Variables the scheduler's own tools read inside the job (an in-job srun obeys SLURM_NTASKS,
  * SRUN_*, ...): setting them would change how the allocation's tasks start.
