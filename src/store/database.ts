@@ -3,7 +3,12 @@ import { type BunSQLiteDatabase, drizzle } from "drizzle-orm/bun-sqlite";
 import { migrate } from "./migrate.ts";
 import { schema } from "./schema.ts";
 
-export type Db = BunSQLiteDatabase<typeof schema>;
+/**
+ * `$client` is the bun:sqlite connection under drizzle. The reconciler's hot operations use it
+ * directly: `$client.query(text)` compiles a statement once per connection and hands back the
+ * cached one afterwards, where a drizzle builder re-renders and re-prepares per row.
+ */
+export type Db = BunSQLiteDatabase<typeof schema> & { readonly $client: Database };
 
 export interface OpenedDatabase {
   readonly sqlite: Database;

@@ -7,6 +7,7 @@
  */
 
 import m0000 from "./migrations/0000_init.sql" with { type: "text" };
+import m0001 from "./migrations/0001_live_workloads_index.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -14,6 +15,9 @@ export interface EmbeddedMigration {
   readonly sql: string;
 }
 
-export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [{ tag: "0000_init", sql: m0000 }];
+export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
+  { tag: "0000_init", sql: m0000 },
+  { tag: "0001_live_workloads_index", sql: m0001 },
+];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

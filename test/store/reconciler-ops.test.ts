@@ -162,6 +162,18 @@ describe("loadReconcileSnapshot", () => {
     sqlite.run("UPDATE allocations SET phase = 'WEIRD' WHERE workload_id = 'running'");
     expect(() => loadReconcileSnapshot(deps)).toThrow(/unknown phase/);
   });
+
+  test("spec is decoded on first read, once, and a corrupted one throws there", () => {
+    const { deps, sqlite } = populated();
+    const running = loadReconcileSnapshot(deps).find((i) => i.workload.id === "running");
+    const expected = getWorkload(deps, "running")?.spec;
+    expect(running?.workload.spec).toEqual(expected as NonNullable<typeof expected>);
+    expect(running?.workload.spec).toBe(running?.workload.spec as NonNullable<typeof expected>);
+    expect({ ...running?.workload }.spec).toEqual(expected as NonNullable<typeof expected>);
+    sqlite.run("UPDATE workloads SET spec_json = '{broken' WHERE id = 'running'");
+    const corrupted = loadReconcileSnapshot(deps).find((i) => i.workload.id === "running");
+    expect(() => corrupted?.workload.spec).toThrow();
+  });
 });
 
 describe("applyTransitions", () => {

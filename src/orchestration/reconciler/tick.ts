@@ -63,6 +63,11 @@ function classify(view: readonly ReconcileItem[]): Plan {
       else plan.settle.push(settle);
     }
   }
+  // The snapshot decodes `spec` lazily (only these workloads are ever prepared). Decoding
+  // theirs here, before any backend call or write, keeps a corrupted spec a tick that stops
+  // before its first step, as an eager decode did, instead of one that fails half way.
+  for (const w of plan.mint) void w.spec;
+  for (const l of plan.unresolved) void l.workload.spec;
   return plan;
 }
 

@@ -1,7 +1,6 @@
-import { eq } from "drizzle-orm";
+import type { Database } from "bun:sqlite";
 import type { ExternalHandle, Phase, Reason } from "../../orchestration/models.ts";
 import type { StoreDeps } from "../deps.ts";
-import { allocations, events, workloads } from "../schema.ts";
 
 export interface AllocationChange {
   readonly id: string;
@@ -38,73 +37,111 @@ export interface Transition {
  * and an event for each phase that moved. Both sides are compare-and-set, so a step re-run
  * after a crash (or by a second reconciler) that finds the world already moved writes
  * nothing and returns false. Events are only written for a real phase or reason change.
+ *
+ * Plain SQL on the connection rather than drizzle builders: a tick applies up to 10,000 of
+ * these, and rendering and preparing five statements per step was most of the 0.3 ms each
+ * cost. `query` compiles each statement text once per connection; the allocation UPDATE has
+ * one text per combination of optional fields (at most 32), each cached the same way.
  */
 export function applyTransition(deps: StoreDeps, transition: Transition): boolean {
   const now = deps.clock.now();
-  return deps.db.transaction((tx) => {
-    const a = transition.allocation;
-    const w = transition.workload;
-    const aRow = a
-      ? tx.select().from(allocations).where(eq(allocations.id, a.id)).get()
-      : undefined;
-    const wRow = w ? tx.select().from(workloads).where(eq(workloads.id, w.id)).get() : undefined;
-    if (a && (!aRow || aRow.phase !== a.expectedPhase)) return false;
-    if (w && (!wRow || wRow.phase !== w.expectedPhase || wRow.executionEpoch !== w.expectedEpoch)) {
-      return false;
+  const sqlite = deps.db.$client;
+  // Nested inside a caller's transaction (applyTransitions) this is a savepoint, so each
+  // step keeps its own all-or-nothing.
+  return sqlite.transaction(() => applyInTransaction(sqlite, transition, now))();
+}
+
+interface AllocationCasRow {
+  readonly phase: string;
+  readonly reason: string | null;
+  readonly workload_id: string;
+}
+
+interface WorkloadCasRow {
+  readonly phase: string;
+  readonly reason: string | null;
+  readonly execution_epoch: number;
+}
+
+type Binding = string | number | null;
+
+const INSERT_EVENT =
+  "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message) VALUES (?, ?, ?, ?, ?, ?)";
+
+function applyInTransaction(sqlite: Database, transition: Transition, now: number): boolean {
+  const a = transition.allocation;
+  const w = transition.workload;
+  const aRow = a
+    ? sqlite
+        .query<AllocationCasRow, [string]>(
+          "SELECT phase, reason, workload_id FROM allocations WHERE id = ?",
+        )
+        .get(a.id)
+    : null;
+  const wRow = w
+    ? sqlite
+        .query<WorkloadCasRow, [string]>(
+          "SELECT phase, reason, execution_epoch FROM workloads WHERE id = ?",
+        )
+        .get(w.id)
+    : null;
+  if (a && (!aRow || aRow.phase !== a.expectedPhase)) return false;
+  if (w && (!wRow || wRow.phase !== w.expectedPhase || wRow.execution_epoch !== w.expectedEpoch)) {
+    return false;
+  }
+  if (a && aRow) {
+    // Optional fields: undefined leaves the column as it is; null (exitCode) clears it.
+    let sets = "phase = ?, reason = ?, message = ?";
+    const values: Binding[] = [a.phase, a.reason, a.message];
+    if (a.handle !== undefined) {
+      sets += ", handle = ?";
+      values.push(a.handle);
     }
-    if (a && aRow) {
-      tx.update(allocations)
-        .set({
-          phase: a.phase,
-          reason: a.reason,
-          message: a.message,
-          ...(a.handle !== undefined ? { handle: a.handle } : {}),
-          ...(a.exitCode !== undefined ? { exitCode: a.exitCode } : {}),
-          ...(a.submittedAt !== undefined ? { submittedAt: a.submittedAt } : {}),
-          ...(a.startedAt !== undefined ? { startedAt: a.startedAt } : {}),
-          ...(a.endedAt !== undefined ? { endedAt: a.endedAt } : {}),
-        })
-        .where(eq(allocations.id, a.id))
-        .run();
-      // Allocation-only transitions are recorded against the workload's event stream too,
-      // so `events` tells the whole story of every attempt.
-      if (!w && (aRow.phase !== a.phase || aRow.reason !== a.reason)) {
-        tx.insert(events)
-          .values({
-            workloadId: aRow.workloadId,
-            allocationId: a.id,
-            at: now,
-            phase: a.phase,
-            reason: a.reason,
-            message: a.message,
-          })
-          .run();
-      }
+    if (a.exitCode !== undefined) {
+      sets += ", exit_code = ?";
+      values.push(a.exitCode);
     }
-    if (w && wRow) {
-      tx.update(workloads)
-        .set({
-          phase: w.phase,
-          reason: w.reason,
-          message: w.message,
-          updatedAt: now,
-          ...(w.exitCode !== undefined ? { exitCode: w.exitCode } : {}),
-        })
-        .where(eq(workloads.id, w.id))
-        .run();
-      if (wRow.phase !== w.phase || wRow.reason !== w.reason) {
-        tx.insert(events)
-          .values({
-            workloadId: w.id,
-            allocationId: a?.id ?? null,
-            at: now,
-            phase: w.phase,
-            reason: w.reason,
-            message: w.message,
-          })
-          .run();
-      }
+    if (a.submittedAt !== undefined) {
+      sets += ", submitted_at = ?";
+      values.push(a.submittedAt);
     }
-    return true;
-  });
+    if (a.startedAt !== undefined) {
+      sets += ", started_at = ?";
+      values.push(a.startedAt);
+    }
+    if (a.endedAt !== undefined) {
+      sets += ", ended_at = ?";
+      values.push(a.endedAt);
+    }
+    values.push(a.id);
+    sqlite.query<never, Binding[]>(`UPDATE allocations SET ${sets} WHERE id = ?`).run(...values);
+    // Allocation-only transitions are recorded against the workload's event stream too,
+    // so `events` tells the whole story of every attempt.
+    if (!w && (aRow.phase !== a.phase || aRow.reason !== a.reason)) {
+      sqlite
+        .query<never, Binding[]>(INSERT_EVENT)
+        .run(aRow.workload_id, a.id, now, a.phase, a.reason, a.message);
+    }
+  }
+  if (w && wRow) {
+    if (w.exitCode !== undefined) {
+      sqlite
+        .query<never, Binding[]>(
+          "UPDATE workloads SET phase = ?, reason = ?, message = ?, updated_at = ?, exit_code = ? WHERE id = ?",
+        )
+        .run(w.phase, w.reason, w.message, now, w.exitCode, w.id);
+    } else {
+      sqlite
+        .query<never, Binding[]>(
+          "UPDATE workloads SET phase = ?, reason = ?, message = ?, updated_at = ? WHERE id = ?",
+        )
+        .run(w.phase, w.reason, w.message, now, w.id);
+    }
+    if (wRow.phase !== w.phase || wRow.reason !== w.reason) {
+      sqlite
+        .query<never, Binding[]>(INSERT_EVENT)
+        .run(w.id, a?.id ?? null, now, w.phase, w.reason, w.message);
+    }
+  }
+  return true;
 }

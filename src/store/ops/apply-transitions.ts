@@ -18,7 +18,7 @@ export function applyTransitions(
   transitions: readonly Transition[],
 ): readonly boolean[] {
   if (transitions.length === 0) return [];
-  return deps.db.transaction(() => transitions.map((t) => applyTransition(deps, t)), {
-    behavior: "immediate",
-  });
+  return deps.db.$client
+    .transaction(() => transitions.map((t) => applyTransition(deps, t)))
+    .immediate();
 }

@@ -1,31 +1,39 @@
-import { sql } from "drizzle-orm";
-import { PHASES, TERMINAL_PHASES } from "../../orchestration/models.ts";
+import {
+  type Allocation,
+  externalHandle,
+  PHASES,
+  submissionToken,
+  TERMINAL_PHASES,
+  type Workload,
+  type WorkloadSpec,
+} from "../../orchestration/models.ts";
 import type { StoreDeps } from "../deps.ts";
-import { toAllocation, toWorkload } from "../rows.ts";
-import type { allocations, workloads } from "../schema.ts";
+import { parseDesired, parsePhase, parseReason, parseWorkloadKind } from "../rows.ts";
 import type { ReconcileItem } from "./load-reconcile-view.ts";
-
-type WorkloadRow = typeof workloads.$inferSelect;
-type AllocationRow = typeof allocations.$inferSelect;
 
 const terminal: ReadonlySet<string> = new Set(TERMINAL_PHASES);
 // Written as literals (they are our own constants, never user input) so the statement text is
-// fixed and the planner sees `phase IN (...)` on the phase index: a store that keeps years of
-// terminal history must not make every tick scan it.
-const LIVE_PHASES_SQL = PHASES.filter((p) => !terminal.has(p))
+// fixed and the planner can match it against the partial index `workloads_live`, whose
+// predicate is this same list: the index holds only live workloads, already in
+// (created_at, id) order, so a store that keeps years of terminal history is not scanned and
+// the live rows are not sorted on every tick. The planner, without statistics, prefers
+// workloads_phase and a temp b-tree sort (half of a 10,000-workload tick), hence INDEXED BY:
+// should the index ever stop matching, preparing the statement fails loudly instead of
+// silently falling back to the sort. test/store/live-index.test.ts checks the plan.
+export const LIVE_PHASES_SQL = PHASES.filter((p) => !terminal.has(p))
   .map((p) => `'${p}'`)
   .join(",");
 
 // Column order is the contract between this statement and the decoder below. request_hash
 // and the allocation's created_at are left out: neither is part of Workload or Allocation.
-const SNAPSHOT_SQL = `
+export const SNAPSHOT_SQL = `
 SELECT
   w.id, w.kind, w.name, w.profile, w.spec_json, w.spec_revision, w.phase, w.reason,
   w.message, w.desired, w.stop_reason, w.stop_message, w.execution_epoch, w.max_attempts,
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
   a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at
-FROM workloads w
+FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE w.phase IN (${LIVE_PHASES_SQL})
 ORDER BY w.created_at, w.id`;
@@ -70,58 +78,73 @@ type SnapshotRow = [
  *
  * Why a second op: the reconciler reads this every tick, and at 10,000 live workloads the
  * two ORM queries plus their per-row mapping cost more than the whole tick budget (50 ms).
- * One LEFT JOIN on the (workload_id, epoch) unique index, rows fetched as arrays, and each
- * row still decoded by the same `toWorkload`/`toAllocation` parsers, so a corrupted row
- * throws instead of being guessed at. test/store/reconciler-ops.test.ts proves both views
- * agree.
+ * One LEFT JOIN on the (workload_id, epoch) unique index, walked in order on the partial
+ * `workloads_live` index; the statement is compiled once per connection (`query` caches it)
+ * and rows are fetched as arrays and decoded straight into Workload/Allocation by the same
+ * parsers as `toWorkload`/`toAllocation`, so a corrupted phase, reason, kind or token throws
+ * instead of being guessed at. test/store/reconciler-ops.test.ts proves both views agree.
+ *
+ * The one thing decoded lazily is `spec`: the reconciler reads it only for a workload it is
+ * about to prepare, and parsing 10,000 JSON documents (and keeping their garbage) per tick
+ * for nothing was a fifth of a steady tick. Still re-read from the store every tick (the
+ * text comes with the row); only the JSON.parse waits for the first `.spec`, and a
+ * corrupted spec throws there. The reconciler touches `.spec` of every workload it may
+ * prepare before it writes anything, so such a row still stops the tick before any step.
  */
 export function loadReconcileSnapshot(deps: StoreDeps): readonly ReconcileItem[] {
-  const rows = deps.db.values<SnapshotRow>(sql.raw(SNAPSHOT_SQL));
+  const rows = deps.db.$client.query(SNAPSHOT_SQL).values() as unknown as readonly SnapshotRow[];
   const items: ReconcileItem[] = new Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i] as SnapshotRow;
-    const workloadRow: WorkloadRow = {
-      id: r[0],
-      kind: r[1],
-      name: r[2],
-      profile: r[3],
-      specJson: r[4],
-      specRevision: r[5],
-      phase: r[6],
-      reason: r[7],
-      message: r[8],
-      desired: r[9],
-      stopReason: r[10],
-      stopMessage: r[11],
-      executionEpoch: r[12],
-      maxAttempts: r[13],
-      exitCode: r[14],
-      idempotencyKey: r[15],
-      requestHash: null,
-      createdAt: r[16],
-      updatedAt: r[17],
-      lastActiveAt: r[18],
-    };
-    const current =
-      r[19] === null
-        ? null
-        : toAllocation({
-            id: r[19],
-            workloadId: r[0],
-            epoch: r[20] as number,
-            token: r[21] as string,
-            handle: r[22],
-            phase: r[23] as string,
-            reason: r[24],
-            message: r[25],
-            exitCode: r[26],
-            submittedAt: r[27],
-            startedAt: r[28],
-            endedAt: r[29],
-            acknowledgedAt: r[30],
-            createdAt: 0,
-          } satisfies AllocationRow);
-    items[i] = { workload: toWorkload(workloadRow), current };
+    items[i] = { workload: decodeWorkload(r), current: decodeAllocation(r) };
   }
   return items;
+}
+
+function decodeWorkload(r: SnapshotRow): Workload {
+  const specJson = r[4];
+  let spec: WorkloadSpec | undefined;
+  return {
+    id: r[0],
+    kind: parseWorkloadKind(r[1]),
+    name: r[2],
+    profile: r[3],
+    // An own enumerable getter, not a prototype one: `{ ...workload }`, toEqual and
+    // JSON.stringify all see `spec` as the plain property the type says it is.
+    get spec(): WorkloadSpec {
+      spec ??= JSON.parse(specJson) as WorkloadSpec;
+      return spec;
+    },
+    specRevision: r[5],
+    phase: parsePhase(r[6]),
+    reason: parseReason(r[7]),
+    message: r[8],
+    desired: parseDesired(r[9], r[10], r[11]),
+    executionEpoch: r[12],
+    maxAttempts: r[13],
+    exitCode: r[14],
+    idempotencyKey: r[15],
+    createdAt: r[16],
+    updatedAt: r[17],
+    lastActiveAt: r[18],
+  };
+}
+
+function decodeAllocation(r: SnapshotRow): Allocation | null {
+  if (r[19] === null) return null;
+  return {
+    id: r[19],
+    workloadId: r[0],
+    epoch: r[20] as number,
+    token: submissionToken(r[21] as string),
+    handle: r[22] === null ? null : externalHandle(r[22]),
+    phase: parsePhase(r[23] as string),
+    reason: parseReason(r[24]),
+    message: r[25],
+    exitCode: r[26],
+    submittedAt: r[27],
+    startedAt: r[28],
+    endedAt: r[29],
+    acknowledgedAt: r[30],
+  };
 }

@@ -11,7 +11,7 @@ export function mintAttempts(
   inputs: readonly MintAttemptInput[],
 ): readonly MintAttemptResult[] {
   if (inputs.length === 0) return [];
-  return deps.db.transaction(() => inputs.map((input) => mintAttempt(deps, input)), {
-    behavior: "immediate",
-  });
+  return deps.db.$client
+    .transaction(() => inputs.map((input) => mintAttempt(deps, input)))
+    .immediate();
 }

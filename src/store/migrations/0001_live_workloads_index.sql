@@ -1,0 +1,1 @@
+CREATE INDEX `workloads_live` ON `workloads` (`created_at`,`id`) WHERE "workloads"."phase" IN ('PENDING','SUBMITTING','QUEUED','RUNNING','STOPPING');

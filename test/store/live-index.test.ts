@@ -1,0 +1,43 @@
+import { describe, expect, test } from "bun:test";
+import { PHASES, TERMINAL_PHASES } from "../../src/orchestration/models.ts";
+import { openDatabase } from "../../src/store/index.ts";
+import { LIVE_PHASES_SQL, SNAPSHOT_SQL } from "../../src/store/ops/load-reconcile-snapshot.ts";
+
+const terminal: ReadonlySet<string> = new Set(TERMINAL_PHASES);
+
+describe("workloads_live (the reconciler's every-tick read)", () => {
+  test("its phase list is exactly the non-terminal phases, as the snapshot statement writes them", () => {
+    const db = openDatabase(":memory:");
+    try {
+      const row = db.sqlite
+        .query<{ sql: string }, []>(
+          "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'workloads_live'",
+        )
+        .get();
+      if (!row) throw new Error("the partial index workloads_live is missing");
+      expect(row.sql).toContain("(`created_at`,`id`)");
+      const match = /WHERE\s+(?:"workloads"\.)?"?phase"?\s+IN\s*\(([^)]*)\)/i.exec(row.sql);
+      if (!match?.[1]) throw new Error(`no phase list in ${row.sql}`);
+      const listed = match[1].split(",").map((p) => p.trim().replace(/^'|'$/g, ""));
+      const live = PHASES.filter((p) => !terminal.has(p));
+      expect([...listed].sort()).toEqual([...live].sort());
+      expect(LIVE_PHASES_SQL.split(",").map((p) => p.replace(/^'|'$/g, ""))).toEqual(live);
+    } finally {
+      db.close();
+    }
+  });
+
+  test("the snapshot walks the partial index in order: no sort, no scan of terminal history", () => {
+    const db = openDatabase(":memory:");
+    try {
+      const plan = db.sqlite
+        .query<{ detail: string }, []>(`EXPLAIN QUERY PLAN ${SNAPSHOT_SQL}`)
+        .all()
+        .map((r) => r.detail);
+      expect(plan.some((d) => d.includes("USING INDEX workloads_live"))).toBe(true);
+      expect(plan.some((d) => d.includes("TEMP B-TREE"))).toBe(false);
+    } finally {
+      db.close();
+    }
+  });
+});
