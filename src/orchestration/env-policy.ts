@@ -2,7 +2,7 @@
  * Which environment variable names may be given to a job. One rule for every backend: a
  * secret travels as the path to a 0600 file, never as a value in a job's environment, where
  * a scheduler prints it to anyone who asks about the job and /proc shows it to every process
- * of the uid. The API refuses these names at admission; a backend's own boundary (the Slurm
+ * of the uid. The API refuses these names at admission; a backend's own boundary (the scheduler
  * broker) checks them again with the same pattern.
  */
 
