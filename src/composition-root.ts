@@ -13,6 +13,7 @@ import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
 import {
+  cachedVerdict,
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
@@ -268,7 +269,13 @@ async function withClusterSessionIsolation(
       message: first.message,
     });
   }
-  const cachedProbe = clusterVerdictCache(probe, context.clock, first);
+  // A shorter memory for an Unverified verdict: most are an outage, not a node without bwrap.
+  const cachedProbe = cachedVerdict(probe, {
+    clock: context.clock,
+    seed: first,
+    ttlMs: (verdict) =>
+      verdict.kind === "Verified" ? CLUSTER_ISOLATION_TTL_MS : CLUSTER_ISOLATION_RETRY_MS,
+  });
   const verify = async (): Promise<IsolationVerdict> => {
     const verdict = await cachedProbe();
     if (verdict.kind === "Unverified") {
@@ -311,36 +318,6 @@ async function withClusterSessionIsolation(
     },
   };
   return { ...switching, ...runner };
-}
-
-/**
- * cachedVerdict's policy (one probe in flight, its verdict reused) with a shorter memory for
- * an Unverified verdict: CLUSTER_ISOLATION_RETRY_MS instead of CLUSTER_ISOLATION_TTL_MS.
- */
-function clusterVerdictCache(
-  probe: () => Promise<IsolationVerdict>,
-  clock: Clock,
-  seed: IsolationVerdict,
-): () => Promise<IsolationVerdict> {
-  let cached = { verdict: seed, at: clock.now() };
-  let inFlight: Promise<IsolationVerdict> | null = null;
-  return () => {
-    const ttlMs =
-      cached.verdict.kind === "Verified" ? CLUSTER_ISOLATION_TTL_MS : CLUSTER_ISOLATION_RETRY_MS;
-    if (clock.now() - cached.at < ttlMs) return Promise.resolve(cached.verdict);
-    if (inFlight === null) {
-      const started = clock.now();
-      inFlight = probe()
-        .then((verdict) => {
-          cached = { verdict, at: started };
-          return verdict;
-        })
-        .finally(() => {
-          inFlight = null;
-        });
-    }
-    return inFlight;
-  };
 }
 
 /** The backend, answering the isolation question with why not (never Verified). */

@@ -1,10 +1,9 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
+  createClientCommand,
   encodeId,
   oneId,
-  parseCommandArgs,
   printJson,
   reportFailure,
   systemRuntime,
@@ -20,18 +19,14 @@ workload that already ended, succeeds. \`openai4s wait ID\` waits for the end.
 ${CLIENT_OPTIONS_HELP}`;
 
 export function createCancelCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "cancel",
     summary: "Cancel a workload (idempotent)",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("cancel", args, {});
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
       const id = oneId("cancel", positionals);
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
+      const client = connect();
       const result = await client.request<WorkloadBody>(
         "POST",
         `/v1/workloads/${encodeId(id)}/cancel`,
@@ -41,7 +36,7 @@ export function createCancelCommand(runtime: ClientRuntime = systemRuntime): Com
       else io.stdout(`cancel requested: ${result.body.id} (now ${result.body.phase})\n`);
       return 0;
     },
-  };
+  });
 }
 
 export const cancelCommand = createCancelCommand();

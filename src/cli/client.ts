@@ -8,8 +8,9 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
+import type { EventView, ProfileView, WorkloadView } from "../api/views.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
-import { type CommandIo, UsageError } from "./command.ts";
+import { type Command, type CommandIo, UsageError } from "./command.ts";
 
 export const SERVER_ENV = "OPENAI4S_SERVER";
 export const TOKEN_ENV = "OPENAI4S_TOKEN";
@@ -58,8 +59,10 @@ export const CLIENT_OPTIONS_HELP = `Connection:
 Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.
 `;
 
+type CommandOptions = NonNullable<ParseArgsConfig["options"]>;
+
 /** parseArgs, strict, with every failure turned into a usage error naming the command. */
-export function parseCommandArgs<const O extends NonNullable<ParseArgsConfig["options"]>>(
+export function parseCommandArgs<const O extends CommandOptions>(
   command: string,
   args: readonly string[],
   options: O,
@@ -74,6 +77,66 @@ export function parseCommandArgs<const O extends NonNullable<ParseArgsConfig["op
   } catch (error) {
     throw new UsageError(`${command}: ${(error as Error).message}`);
   }
+}
+
+interface ClientOptionValues {
+  readonly server?: string | undefined;
+  readonly "token-file"?: string | undefined;
+  readonly json?: boolean | undefined;
+  readonly help?: boolean | undefined;
+}
+
+/** What a client command's body gets: its parsed arguments and a way to reach the daemon. */
+export type ClientInvocation<O extends CommandOptions> = ReturnType<typeof parseCommandArgs<O>> & {
+  readonly io: CommandIo;
+  /** `--json`: print the API's body instead of text. */
+  readonly json: boolean;
+  /**
+   * Resolves `--server` and `--token-file` into a client. Called by the body after its own
+   * argument checks, so that a bad argument is reported as such and not as whatever the
+   * connection flags happen to get wrong.
+   */
+  readonly connect: () => ApiClient;
+};
+
+export interface ClientCommandSpec<O extends CommandOptions> {
+  readonly name: string;
+  readonly summary: string;
+  /** Printed for `-h`/`--help` (exit 0) instead of running the command. */
+  readonly help: string;
+  /** The command's own options; the connection options are added to them. */
+  readonly options: O;
+  readonly run: (invocation: ClientInvocation<O>) => Promise<number>;
+}
+
+/**
+ * A command that talks to the daemon. Every such command parses its arguments the same way
+ * (strictly, usage errors naming the command), answers `--help` the same way, and resolves
+ * the connection flags the same way: one place, so that no command drifts from the others.
+ */
+export function createClientCommand<const O extends CommandOptions>(
+  runtime: ClientRuntime,
+  spec: ClientCommandSpec<O>,
+): Command {
+  return {
+    name: spec.name,
+    summary: spec.summary,
+    async run(args, io) {
+      const parsed = parseCommandArgs(spec.name, args, spec.options);
+      // The CLIENT_OPTIONS are in every parse; TypeScript cannot see that through generic O.
+      const common = parsed.values as ClientOptionValues;
+      if (common.help) {
+        io.stdout(spec.help);
+        return 0;
+      }
+      return spec.run({
+        ...parsed,
+        io,
+        json: common.json === true,
+        connect: () => connect(common, io, runtime),
+      });
+    },
+  };
 }
 
 export function resolveServer(
@@ -224,7 +287,7 @@ function isProblem(body: unknown): body is Problem {
 
 /** Connection flags to a client; usage errors name the flag. */
 export function connect(
-  values: { readonly server?: string | undefined; readonly "token-file"?: string | undefined },
+  values: Pick<ClientOptionValues, "server" | "token-file">,
   io: CommandIo,
   runtime: ClientRuntime,
 ): ApiClient {
@@ -288,51 +351,13 @@ export function table(header: readonly string[], rows: readonly (readonly string
   return `${[line(header), ...rows.map(line)].join("\n")}\n`;
 }
 
-/** The shapes of INTERFACE.md the client reads. */
-export interface WorkloadBody {
-  readonly id: string;
-  readonly kind: "BATCH" | "SESSION";
-  readonly name: string;
-  readonly profile: string;
-  readonly phase: string;
-  readonly reason: string | null;
-  readonly message: string | null;
-  readonly specRevision: number;
-  readonly executionEpoch: number;
-  readonly createdAt: string;
-  readonly updatedAt: string;
-  readonly lastActiveAt: string | null;
-  readonly exitCode: number | null;
-  readonly conditions: readonly {
-    readonly type: string;
-    readonly status: string;
-    readonly reason: string;
-    readonly message: string;
-    readonly lastTransitionTime: string;
-  }[];
-  readonly allocations: readonly {
-    readonly id: string;
-    readonly epoch: number;
-    readonly phase: string;
-    readonly reason: string | null;
-    readonly submittedAt: string | null;
-    readonly startedAt: string | null;
-    readonly endedAt: string | null;
-  }[];
-}
-
-export interface ProfileBody {
-  readonly name: string;
-  readonly description: string;
-  readonly kinds: readonly string[];
-  readonly resources: {
-    readonly nodes: number;
-    readonly cpus: number;
-    readonly gpus: number;
-    readonly memoryMb: number | null;
-    readonly timeLimitSeconds: number | null;
-  };
-}
+/**
+ * The shapes of INTERFACE.md the client reads: the daemon's own view types (type-only, so
+ * nothing of the server is loaded), one definition of the wire format for both ends.
+ */
+export type WorkloadBody = WorkloadView;
+export type ProfileBody = ProfileView;
+export type EventBody = EventView;
 
 export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
   "COMPLETED",
@@ -351,6 +376,50 @@ export async function pickProfile(
   const fitting = result.body.profiles.filter((p) => p.kinds.includes(kind));
   const chosen = fitting.find((p) => p.name === "default") ?? fitting[0];
   return { kind: "Ok", status: result.status, body: chosen?.name ?? null };
+}
+
+export interface NewWorkload {
+  /** The command as the user typed it, for messages: `submit`, `session start`. */
+  readonly command: string;
+  readonly kind: "BATCH" | "SESSION";
+  /** Every field of the request body but `kind` and `profile`. */
+  readonly fields: Readonly<Record<string, unknown>>;
+  /** `--profile`; when absent, `pickProfile` chooses one for `kind`. */
+  readonly profile: string | undefined;
+  readonly idempotencyKey: string | undefined;
+}
+
+/**
+ * `POST /v1/workloads` for `submit` and `session start`, which differ only in the body they
+ * build: picks the profile when none was named, sends the idempotency key, and prints the
+ * new workload's id (its body with --json). Returns the exit code.
+ */
+export async function createWorkload(
+  client: ApiClient,
+  workload: NewWorkload,
+  io: CommandIo,
+  json: boolean,
+): Promise<number> {
+  const { command, kind } = workload;
+  let profile = workload.profile;
+  if (profile === undefined) {
+    const picked = await pickProfile(client, kind);
+    if (picked.kind !== "Ok") return reportFailure(command, picked, io, json);
+    if (picked.body === null) {
+      io.stderr(`openai4s ${command}: the daemon offers no profile that accepts ${kind}\n`);
+      return 1;
+    }
+    profile = picked.body;
+  }
+  const key = workload.idempotencyKey;
+  const result = await client.request<WorkloadBody>("POST", "/v1/workloads", {
+    body: { kind, ...workload.fields, profile },
+    ...(key !== undefined ? { headers: { "Idempotency-Key": key } } : {}),
+  });
+  if (result.kind !== "Ok") return reportFailure(command, result, io, json);
+  if (json) printJson(io, result.body);
+  else io.stdout(`${result.body.id}\n`);
+  return 0;
 }
 
 /** Validates a workload id argument's presence (its existence is the daemon's answer). */

@@ -5,6 +5,8 @@
  * wrong way kills a week-long job or holds a GPU for a month.
  */
 
+import { UsageError } from "./command.ts";
+
 const UNITS = /^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$/;
 const CLOCK = /^([0-9]+):([0-5][0-9]):([0-5][0-9])$/;
 
@@ -23,6 +25,25 @@ export function parseDuration(text: string): number | null {
     seconds = Number(h ?? 0) * 3600 + Number(m ?? 0) * 60 + Number(s ?? 0);
   }
   if (!Number.isSafeInteger(seconds) || seconds <= 0) return null;
+  return seconds;
+}
+
+/**
+ * A duration flag's value in seconds, or undefined when the flag was not given. A value that
+ * is not a duration is a usage error naming the command and the flag.
+ */
+export function parseDurationFlag(
+  command: string,
+  flag: string,
+  text: string | undefined,
+): number | undefined {
+  if (text === undefined) return undefined;
+  const seconds = parseDuration(text);
+  if (seconds === null) {
+    throw new UsageError(
+      `${command}: ${flag} "${text}" is not a duration (90, 90s, 15m, 2h, 1h30m, HH:MM:SS)`,
+    );
+  }
   return seconds;
 }
 

@@ -1,9 +1,8 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
+  createClientCommand,
   encodeId,
-  parseCommandArgs,
   printJson,
   reportFailure,
   systemRuntime,
@@ -25,21 +24,17 @@ interface ExecBody {
 }
 
 export function createExecCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "exec",
     summary: "Run code in a READY session's kernel",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("exec", args, {});
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
       if (positionals.length !== 2) {
         throw new UsageError("exec: expected exactly two arguments: ID CODE");
       }
       const [id, code] = positionals as [string, string];
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
+      const client = connect();
       const result = await client.request<ExecBody>("POST", `/v1/workloads/${encodeId(id)}/exec`, {
         body: { code },
       });
@@ -55,7 +50,7 @@ export function createExecCommand(runtime: ClientRuntime = systemRuntime): Comma
       }
       return result.body.status === "OK" ? 0 : 1;
     },
-  };
+  });
 }
 
 export const execCommand = createExecCommand();

@@ -1,8 +1,7 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
-  parseCommandArgs,
+  createClientCommand,
   printJson,
   reportFailure,
   systemRuntime,
@@ -29,28 +28,24 @@ interface Page {
 }
 
 export function createListCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "list",
     summary: "List workloads",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("list", args, {
-        kind: { type: "string" },
-        phase: { type: "string" },
-        limit: { type: "string" },
-        all: { type: "boolean" },
-      });
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {
+      kind: { type: "string" },
+      phase: { type: "string" },
+      limit: { type: "string" },
+      all: { type: "boolean" },
+    },
+    async run({ values, positionals, io, json, connect }) {
       if (positionals.length > 0) {
         throw new UsageError(`list: unexpected argument "${positionals[0]}"`);
       }
       if (values.limit !== undefined && !/^[0-9]{1,3}$/.test(values.limit)) {
         throw new UsageError(`list: --limit "${values.limit}" is not a number from 1 to 500`);
       }
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
+      const client = connect();
       const items: WorkloadBody[] = [];
       let cursor: string | null = null;
       let more = false;
@@ -88,7 +83,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
       if (more) io.stderr("(more workloads: --all to list them all)\n");
       return 0;
     },
-  };
+  });
 }
 
 export const listCommand = createListCommand();

@@ -1,9 +1,8 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
+  createClientCommand,
   type ProfileBody,
-  parseCommandArgs,
   printJson,
   reportFailure,
   systemRuntime,
@@ -19,20 +18,16 @@ List the profiles the daemon's backend offers: what each accepts and grants.
 ${CLIENT_OPTIONS_HELP}`;
 
 export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "profiles",
     summary: "List the profiles the daemon's backend offers",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("profiles", args, {});
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
       if (positionals.length > 0) {
         throw new UsageError(`profiles: unexpected argument "${positionals[0]}"`);
       }
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
+      const client = connect();
       const result = await client.request<{ profiles: readonly ProfileBody[] }>(
         "GET",
         "/v1/profiles",
@@ -61,7 +56,7 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
       );
       return 0;
     },
-  };
+  });
 }
 
 export const profilesCommand = createProfilesCommand();

@@ -1,16 +1,12 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
-  parseCommandArgs,
-  pickProfile,
-  printJson,
-  reportFailure,
+  createClientCommand,
+  createWorkload,
   systemRuntime,
-  type WorkloadBody,
 } from "./client.ts";
 import { type Command, UsageError } from "./command.ts";
-import { parseDuration } from "./duration.ts";
+import { parseDurationFlag } from "./duration.ts";
 
 const HELP = `Usage: openai4s session start [options]
 
@@ -27,33 +23,19 @@ Options:
   --idempotency-key KEY    Retrying with the same key returns the same session.
 ${CLIENT_OPTIONS_HELP}`;
 
-function duration(flag: string, text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const seconds = parseDuration(text);
-  if (seconds === null) {
-    throw new UsageError(
-      `session start: ${flag} "${text}" is not a duration (90, 90s, 15m, 2h, 1h30m, HH:MM:SS)`,
-    );
-  }
-  return seconds;
-}
-
 export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "session",
     summary: "Start an interactive SESSION (`session start`)",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("session", args, {
-        profile: { type: "string" },
-        name: { type: "string" },
-        "idle-timeout": { type: "string" },
-        "time-limit": { type: "string" },
-        "idempotency-key": { type: "string" },
-      });
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {
+      profile: { type: "string" },
+      name: { type: "string" },
+      "idle-timeout": { type: "string" },
+      "time-limit": { type: "string" },
+      "idempotency-key": { type: "string" },
+    },
+    async run({ values, positionals, io, json, connect }) {
       const [action, extra] = positionals;
       if (action !== "start") {
         throw new UsageError(
@@ -64,36 +46,26 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
       }
       if (extra !== undefined)
         throw new UsageError(`session start: unexpected argument "${extra}"`);
-      const body: Record<string, unknown> = { kind: "SESSION" };
-      if (values.name !== undefined) body["name"] = values.name;
-      const idle = duration("--idle-timeout", values["idle-timeout"]);
-      if (idle !== undefined) body["idleTimeoutSeconds"] = idle;
-      const limit = duration("--time-limit", values["time-limit"]);
-      if (limit !== undefined) body["timeLimitSeconds"] = limit;
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
-      if (values.profile !== undefined) {
-        body["profile"] = values.profile;
-      } else {
-        const picked = await pickProfile(client, "SESSION");
-        if (picked.kind !== "Ok") return reportFailure("session start", picked, io, json);
-        if (picked.body === null) {
-          io.stderr("openai4s session start: the daemon offers no profile that accepts SESSION\n");
-          return 1;
-        }
-        body["profile"] = picked.body;
-      }
-      const key = values["idempotency-key"];
-      const result = await client.request<WorkloadBody>("POST", "/v1/workloads", {
-        body,
-        ...(key !== undefined ? { headers: { "Idempotency-Key": key } } : {}),
-      });
-      if (result.kind !== "Ok") return reportFailure("session start", result, io, json);
-      if (json) printJson(io, result.body);
-      else io.stdout(`${result.body.id}\n`);
-      return 0;
+      const fields: Record<string, unknown> = {};
+      if (values.name !== undefined) fields["name"] = values.name;
+      const idle = parseDurationFlag("session start", "--idle-timeout", values["idle-timeout"]);
+      if (idle !== undefined) fields["idleTimeoutSeconds"] = idle;
+      const limit = parseDurationFlag("session start", "--time-limit", values["time-limit"]);
+      if (limit !== undefined) fields["timeLimitSeconds"] = limit;
+      return createWorkload(
+        connect(),
+        {
+          command: "session start",
+          kind: "SESSION",
+          fields,
+          profile: values.profile,
+          idempotencyKey: values["idempotency-key"],
+        },
+        io,
+        json,
+      );
     },
-  };
+  });
 }
 
 export const sessionCommand = createSessionCommand();

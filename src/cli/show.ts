@@ -1,10 +1,10 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
+  createClientCommand,
+  type EventBody,
   encodeId,
   oneId,
-  parseCommandArgs,
   printJson,
   reportFailure,
   systemRuntime,
@@ -19,13 +19,6 @@ Show workload ID: its phase and reason, its conditions (sessions), its allocatio
 (one per attempt) and its transitions. --json prints the workload exactly as the API does.
 
 ${CLIENT_OPTIONS_HELP}`;
-
-type EventsBody = readonly {
-  readonly at: string;
-  readonly phase: string;
-  readonly reason: string | null;
-  readonly message: string | null;
-}[];
 
 export function renderWorkload(w: WorkloadBody): string {
   const lines = [
@@ -66,18 +59,14 @@ export function renderWorkload(w: WorkloadBody): string {
 }
 
 export function createShowCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "show",
     summary: "Show one workload with its conditions and allocations",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("show", args, {});
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
       const id = oneId("show", positionals);
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
+      const client = connect();
       const result = await client.request<WorkloadBody>("GET", `/v1/workloads/${encodeId(id)}`);
       if (result.kind !== "Ok") return reportFailure("show", result, io, json);
       if (json) {
@@ -85,7 +74,7 @@ export function createShowCommand(runtime: ClientRuntime = systemRuntime): Comma
         return 0;
       }
       let out = renderWorkload(result.body);
-      const events = await client.request<EventsBody>(
+      const events = await client.request<readonly EventBody[]>(
         "GET",
         `/v1/workloads/${encodeId(id)}/events`,
       );
@@ -98,7 +87,7 @@ export function createShowCommand(runtime: ClientRuntime = systemRuntime): Comma
       io.stdout(out);
       return 0;
     },
-  };
+  });
 }
 
 export const showCommand = createShowCommand();

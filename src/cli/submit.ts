@@ -1,16 +1,12 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
-  parseCommandArgs,
-  pickProfile,
-  printJson,
-  reportFailure,
+  createClientCommand,
+  createWorkload,
   systemRuntime,
-  type WorkloadBody,
 } from "./client.ts";
 import { type Command, UsageError } from "./command.ts";
-import { parseDuration } from "./duration.ts";
+import { parseDurationFlag } from "./duration.ts";
 
 const HELP = `Usage: openai4s submit [options] -- CMD [ARG ...]
 
@@ -28,36 +24,26 @@ Options:
 ${CLIENT_OPTIONS_HELP}`;
 
 export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "submit",
     summary: "Submit a BATCH workload",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("submit", args, {
-        profile: { type: "string" },
-        name: { type: "string" },
-        "time-limit": { type: "string" },
-        env: { type: "string", multiple: true },
-        "max-attempts": { type: "string" },
-        "idempotency-key": { type: "string" },
-      });
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {
+      profile: { type: "string" },
+      name: { type: "string" },
+      "time-limit": { type: "string" },
+      env: { type: "string", multiple: true },
+      "max-attempts": { type: "string" },
+      "idempotency-key": { type: "string" },
+    },
+    async run({ values, positionals, io, json, connect }) {
       if (positionals.length === 0) {
         throw new UsageError("submit: a command is required after --");
       }
-      const body: Record<string, unknown> = { kind: "BATCH", command: positionals };
-      if (values.name !== undefined) body["name"] = values.name;
-      if (values["time-limit"] !== undefined) {
-        const seconds = parseDuration(values["time-limit"]);
-        if (seconds === null) {
-          throw new UsageError(
-            `submit: --time-limit "${values["time-limit"]}" is not a duration (90, 90s, 15m, 2h, 1h30m, HH:MM:SS)`,
-          );
-        }
-        body["timeLimitSeconds"] = seconds;
-      }
+      const fields: Record<string, unknown> = { command: positionals };
+      if (values.name !== undefined) fields["name"] = values.name;
+      const limit = parseDurationFlag("submit", "--time-limit", values["time-limit"]);
+      if (limit !== undefined) fields["timeLimitSeconds"] = limit;
       if (values.env !== undefined) {
         const env: Record<string, string> = {};
         for (const pair of values.env) {
@@ -65,39 +51,29 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
           if (eq <= 0) throw new UsageError(`submit: --env "${pair}" is not K=V`);
           env[pair.slice(0, eq)] = pair.slice(eq + 1);
         }
-        body["env"] = env;
+        fields["env"] = env;
       }
       if (values["max-attempts"] !== undefined) {
         const n = values["max-attempts"];
         if (!/^[0-9]{1,2}$/.test(n)) {
           throw new UsageError(`submit: --max-attempts "${n}" is not a number from 1 to 10`);
         }
-        body["maxAttempts"] = Number(n);
+        fields["maxAttempts"] = Number(n);
       }
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
-      if (values.profile !== undefined) {
-        body["profile"] = values.profile;
-      } else {
-        const picked = await pickProfile(client, "BATCH");
-        if (picked.kind !== "Ok") return reportFailure("submit", picked, io, json);
-        if (picked.body === null) {
-          io.stderr("openai4s submit: the daemon offers no profile that accepts BATCH\n");
-          return 1;
-        }
-        body["profile"] = picked.body;
-      }
-      const key = values["idempotency-key"];
-      const result = await client.request<WorkloadBody>("POST", "/v1/workloads", {
-        body,
-        ...(key !== undefined ? { headers: { "Idempotency-Key": key } } : {}),
-      });
-      if (result.kind !== "Ok") return reportFailure("submit", result, io, json);
-      if (json) printJson(io, result.body);
-      else io.stdout(`${result.body.id}\n`);
-      return 0;
+      return createWorkload(
+        connect(),
+        {
+          command: "submit",
+          kind: "BATCH",
+          fields,
+          profile: values.profile,
+          idempotencyKey: values["idempotency-key"],
+        },
+        io,
+        json,
+      );
     },
-  };
+  });
 }
 
 export const submitCommand = createSubmitCommand();

@@ -1,10 +1,9 @@
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
-  connect,
+  createClientCommand,
   encodeId,
   oneId,
-  parseCommandArgs,
   printJson,
   reportFailure,
   systemRuntime,
@@ -12,7 +11,7 @@ import {
   type WorkloadBody,
 } from "./client.ts";
 import { type Command, UsageError } from "./command.ts";
-import { formatDuration, parseDuration } from "./duration.ts";
+import { formatDuration, parseDurationFlag } from "./duration.ts";
 
 const HELP = `Usage: openai4s wait ID [--until READY|TERMINAL] [--timeout DURATION]
 
@@ -64,35 +63,23 @@ function statusLine(w: WorkloadBody): string {
 }
 
 export function createWaitCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return {
+  return createClientCommand(runtime, {
     name: "wait",
     summary: "Wait until a workload is READY or terminal",
-    async run(args, io) {
-      const { values, positionals } = parseCommandArgs("wait", args, {
-        until: { type: "string" },
-        timeout: { type: "string" },
-      });
-      if (values.help) {
-        io.stdout(HELP);
-        return 0;
-      }
+    help: HELP,
+    options: {
+      until: { type: "string" },
+      timeout: { type: "string" },
+    },
+    async run({ values, positionals, io, json, connect }) {
       const id = oneId("wait", positionals);
       const untilFlag = values.until?.toUpperCase();
       if (untilFlag !== undefined && untilFlag !== "READY" && untilFlag !== "TERMINAL") {
         throw new UsageError(`wait: --until "${values.until}" must be READY or TERMINAL`);
       }
-      let timeoutMs: number | null = null;
-      if (values.timeout !== undefined) {
-        const seconds = parseDuration(values.timeout);
-        if (seconds === null) {
-          throw new UsageError(
-            `wait: --timeout "${values.timeout}" is not a duration (90, 90s, 15m, 2h, 1h30m, HH:MM:SS)`,
-          );
-        }
-        timeoutMs = seconds * 1000;
-      }
-      const client = connect(values, io, runtime);
-      const json = values.json === true;
+      const timeoutSeconds = parseDurationFlag("wait", "--timeout", values.timeout);
+      const timeoutMs = timeoutSeconds === undefined ? null : timeoutSeconds * 1000;
+      const client = connect();
       const live = !json && runtime.isTty();
       const started = runtime.now();
       let lastLine = "";
@@ -150,7 +137,7 @@ export function createWaitCommand(runtime: ClientRuntime = systemRuntime): Comma
         await runtime.sleep(POLL_INTERVAL_MS);
       }
     },
-  };
+  });
 }
 
 export const waitCommand = createWaitCommand();

@@ -5,44 +5,34 @@
  * silently replace one a client already read).
  */
 import { randomBytes as cryptoRandomBytes } from "node:crypto";
-import {
-  closeSync,
-  fchmodSync,
-  fsyncSync,
-  linkSync,
-  lstatSync,
-  openSync,
-  readFileSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
+import { readFileSync } from "node:fs";
+import { checkPrivateFile, publishExclusive } from "../durable-fs.ts";
 
 /** base64url of 32 random bytes. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
-
-function errorCode(error: unknown): string | undefined {
-  return (error as { code?: string } | null)?.code;
-}
 
 export class AdminTokenError extends Error {
   override readonly name = "AdminTokenError";
 }
 
 function readIfPresent(path: string): string | null {
-  let stat: ReturnType<typeof lstatSync>;
-  try {
-    stat = lstatSync(path);
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return null;
-    throw error;
-  }
-  if (!stat.isFile()) throw new AdminTokenError(`admin token ${path} is not a regular file`);
-  const mode = stat.mode & 0o777;
-  // A token others could read has been readable by them: refuse rather than quietly fix.
-  if (mode !== 0o600) {
-    throw new AdminTokenError(
-      `admin token ${path} has mode ${mode.toString(8)}, expected 600: delete it to mint a new one`,
-    );
+  const check = checkPrivateFile(path);
+  switch (check.kind) {
+    case "Missing":
+      return null;
+    case "NotAFile":
+      throw new AdminTokenError(`admin token ${path} is not a regular file`);
+    case "WrongMode":
+      // A token others could read has been readable by them: refuse rather than quietly fix.
+      throw new AdminTokenError(
+        `admin token ${path} has mode ${check.mode.toString(8)}, expected 600: delete it to mint a new one`,
+      );
+    case "Private":
+      break;
+    default: {
+      const never: never = check;
+      throw new Error(`unhandled check ${JSON.stringify(never)}`);
+    }
   }
   const token = readFileSync(path, "utf8").trim();
   if (!TOKEN_PATTERN.test(token)) {
@@ -59,31 +49,11 @@ export function loadOrCreateAdminToken(
 ): string {
   const existing = readIfPresent(path);
   if (existing !== null) return existing;
-  const tmp = `${path}.${process.pid}.${Buffer.from(random(8)).toString("hex")}.tmp`;
-  try {
-    const fd = openSync(tmp, "wx", 0o600);
-    try {
-      fchmodSync(fd, 0o600);
-      const text = Buffer.from(`${Buffer.from(random(32)).toString("base64url")}\n`);
-      let written = 0;
-      while (written < text.length) written += writeSync(fd, text, written);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    try {
-      linkSync(tmp, path);
-    } catch (error) {
-      // Another daemon published first: its token is the token.
-      if (errorCode(error) !== "EEXIST") throw error;
-    }
-  } finally {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // Never created or already gone.
-    }
-  }
+  // Another daemon may publish first (publishExclusive returns false): its token is the token.
+  publishExclusive(path, `${Buffer.from(random(32)).toString("base64url")}\n`, {
+    mode: 0o600,
+    random,
+  });
   const published = readIfPresent(path);
   if (published === null) throw new AdminTokenError(`admin token ${path} vanished after creation`);
   return published;

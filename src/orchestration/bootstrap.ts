@@ -21,30 +21,25 @@ import {
   randomBytes as cryptoRandomBytes,
   timingSafeEqual,
 } from "node:crypto";
-import {
-  chmodSync,
-  closeSync,
-  fchmodSync,
-  fsyncSync,
-  linkSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
-import { dirname, join } from "node:path";
+import { chmodSync, mkdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import * as v from "valibot";
 import type { Clock } from "../clock.ts";
+import {
+  checkPrivateFile,
+  errorCode,
+  fsyncDir,
+  publishExclusive,
+  type RandomBytes,
+  replaceFileSynced,
+} from "../durable-fs.ts";
 
 export const SIGNING_KEY_BYTES = 32;
 /** 16 random bytes (128 bits): unguessable, and collision-free across every mint ever. */
 export const NONCE_BYTES = 16;
 
 /** A random-bytes source, injected so tests can be deterministic where they need to be. */
-export type RandomBytes = (n: number) => Uint8Array;
+export type { RandomBytes };
 
 /**
  * The daemon's signing key. The raw bytes never leave this object: only a MAC and a
@@ -90,48 +85,28 @@ export function loadOrCreateSigningKey(
 ): SigningKey {
   const existing = readSigningKeyIfPresent(path);
   if (existing) return existing;
-  const tmp = `${path}.${process.pid}.${Buffer.from(random(8)).toString("hex")}.tmp`;
-  try {
-    const fd = openSync(tmp, "wx", 0o600);
-    try {
-      // The umask may have narrowed the mode; the check on read wants exactly 0600.
-      fchmodSync(fd, 0o600);
-      writeFully(fd, random(SIGNING_KEY_BYTES));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    try {
-      linkSync(tmp, path);
-      fsyncDirectory(dirname(path));
-    } catch (error) {
-      if (errorCode(error) !== "EEXIST") throw error;
-      // Another process published first: theirs is the key, ours is discarded unused.
-    }
-  } finally {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // Already gone or never created: nothing to clean.
-    }
-  }
+  // False when another process published first: theirs is the key, ours is discarded unused.
+  publishExclusive(path, random(SIGNING_KEY_BYTES), { mode: 0o600, random });
   const published = readSigningKeyIfPresent(path);
   if (!published) throw new Error(`signing key ${path} vanished right after publication`);
   return published;
 }
 
 function readSigningKeyIfPresent(path: string): SigningKey | null {
-  let stat: ReturnType<typeof lstatSync>;
-  try {
-    stat = lstatSync(path);
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return null;
-    throw error;
-  }
-  if (!stat.isFile()) throw new Error(`signing key ${path} is not a regular file`);
-  const mode = stat.mode & 0o777;
-  if (mode !== 0o600) {
-    throw new Error(`signing key ${path} has mode ${mode.toString(8)}, expected 600`);
+  const check = checkPrivateFile(path);
+  switch (check.kind) {
+    case "Missing":
+      return null;
+    case "NotAFile":
+      throw new Error(`signing key ${path} is not a regular file`);
+    case "WrongMode":
+      throw new Error(`signing key ${path} has mode ${check.mode.toString(8)}, expected 600`);
+    case "Private":
+      break;
+    default: {
+      const never: never = check;
+      throw new Error(`unhandled check ${JSON.stringify(never)}`);
+    }
   }
   const bytes = readFileSync(path);
   if (bytes.length !== SIGNING_KEY_BYTES) {
@@ -303,10 +278,11 @@ export function mintCredentials(input: MintCredentialsInput): readonly string[] 
     });
     const file: CredentialFile = { gateway: input.gatewayAddress, credential };
     const path = credentialPath(input.credentialDir, rank);
-    writeFileAtomically(path, `${JSON.stringify(file)}\n`, input.random);
+    // One directory fsync below covers every rank's rename.
+    replaceFileSynced(path, `${JSON.stringify(file)}\n`, { mode: 0o600, random: input.random });
     paths.push(path);
   }
-  fsyncDirectory(input.credentialDir);
+  fsyncDir(input.credentialDir);
   return paths;
 }
 
@@ -341,51 +317,4 @@ export function readCredentialFile(path: string): ReadCredentialFileResult {
     return { kind: "Invalid", message: `credential file ${path} does not hold a credential` };
   }
   return { kind: "Read", file: result.output };
-}
-
-// ---------------------------------------------------------------------------------------
-// File helpers
-// ---------------------------------------------------------------------------------------
-
-function writeFileAtomically(path: string, content: string, random: RandomBytes): void {
-  const tmp = `${path}.${Buffer.from(random(8)).toString("hex")}.tmp`;
-  try {
-    const fd = openSync(tmp, "wx", 0o600);
-    try {
-      fchmodSync(fd, 0o600);
-      writeFully(fd, utf8.encode(content));
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, path);
-  } catch (error) {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // Never created, or already renamed.
-    }
-    throw error;
-  }
-}
-
-function writeFully(fd: number, bytes: Uint8Array): void {
-  let offset = 0;
-  while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
-}
-
-/** Makes a link or rename durable: without it a power cut can forget the new name. */
-function fsyncDirectory(dir: string): void {
-  const fd = openSync(dir, "r");
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function errorCode(error: unknown): string | undefined {
-  return typeof error === "object" && error !== null && "code" in error
-    ? String((error as { code: unknown }).code)
-    : undefined;
 }

@@ -8,8 +8,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
+import { publishExclusive, writeFileDurable } from "../../src/durable-fs.ts";
 import { FAULT_POINT_ENV, faultPointsFromEnv } from "../../src/fault-point.ts";
-import { publishExclusive, writeFileDurable } from "../../src/orchestration/local/durable-fs.ts";
 import {
   exitObservation,
   type JobSnapshot,

@@ -285,16 +285,22 @@ export function cachedVerdict(
   run: () => Promise<IsolationVerdict>,
   options: {
     readonly clock: Clock;
-    readonly ttlMs: number;
+    /**
+     * How long a verdict is reused; a function when it depends on the verdict (an Unverified
+     * one may deserve a shorter memory than a Verified one).
+     */
+    readonly ttlMs: number | ((verdict: IsolationVerdict) => number);
     /** A verdict just obtained (e.g. at start), valid from now for `ttlMs`. */
     readonly seed?: IsolationVerdict;
   },
 ): () => Promise<IsolationVerdict> {
+  const { ttlMs } = options;
+  const ttlOf = typeof ttlMs === "number" ? () => ttlMs : ttlMs;
   let cached: { readonly verdict: IsolationVerdict; readonly at: number } | null =
     options.seed === undefined ? null : { verdict: options.seed, at: options.clock.now() };
   let inFlight: Promise<IsolationVerdict> | null = null;
   return () => {
-    if (cached && options.clock.now() - cached.at < options.ttlMs) {
+    if (cached && options.clock.now() - cached.at < ttlOf(cached.verdict)) {
       return Promise.resolve(cached.verdict);
     }
     if (inFlight) return inFlight;

@@ -30,6 +30,7 @@ import {
 import { availableParallelism } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import type { Clock } from "../../clock.ts";
+import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
 import {
@@ -55,7 +56,6 @@ import type {
   TerminalFact,
 } from "../ports.ts";
 import type { Sandbox, SandboxPaths } from "../sandbox.ts";
-import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "./durable-fs.ts";
 import {
   type JobSnapshot,
   observationOf,

@@ -6,7 +6,7 @@
  * on a machine whose PID 1 does not reap, it keeps it forever), so state Z counts as dead.
  */
 import { readFileSync } from "node:fs";
-import { errorCode } from "./durable-fs.ts";
+import { errorCode } from "../../durable-fs.ts";
 
 export interface ProcStat {
   readonly pid: number;

@@ -16,7 +16,7 @@
  */
 import { join } from "node:path";
 import * as v from "valibot";
-import { readTextIfExists } from "./durable-fs.ts";
+import { readTextIfExists } from "../../durable-fs.ts";
 
 export const JOB_FILES = {
   record: "record.json",

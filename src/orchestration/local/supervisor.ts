@@ -11,8 +11,8 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
-import { publishExclusive, writeFileDurable } from "./durable-fs.ts";
 import { signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {

@@ -9,9 +9,10 @@
  * a single directory, marker or credential is written: a credential file minted into a
  * sandbox that does not exist is a credential any sibling task of the same uid can read.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
+import { replaceFileSynced } from "../../durable-fs.ts";
 import type { AttemptPreparer, PrepareResult } from "../attempt-preparer.ts";
 import { mintCredentials, type RandomBytes, type SigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
@@ -66,12 +67,6 @@ export function readSessionAttempt(allocationDir: string): SessionAttemptRecord 
   }
 }
 
-function writeAtomically(path: string, content: string): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, content, { mode: 0o600 });
-  renameSync(tmp, path);
-}
-
 export interface SessionPreparerOptions {
   readonly layout: StateLayout;
   readonly key: SigningKey;
@@ -115,12 +110,12 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       const credentialDir = credentialDirOf(allocationDir);
       mkdirSync(workspaceDir, { recursive: true, mode: 0o700 });
       mkdirSync(allocationDir, { recursive: true, mode: 0o700 });
-      writeAtomically(
+      replaceFileSynced(
         workspaceMarkerPath(workspaceDir),
         workspaceMarker(options.key, allocation.id, allocation.epoch),
       );
       const record: SessionAttemptRecord = { ranks };
-      writeAtomically(join(allocationDir, SESSION_ATTEMPT_FILE), `${JSON.stringify(record)}\n`);
+      replaceFileSynced(join(allocationDir, SESSION_ATTEMPT_FILE), `${JSON.stringify(record)}\n`);
       // Last: a credential must never exist for an attempt whose other files are missing.
       mintCredentials({
         key: options.key,

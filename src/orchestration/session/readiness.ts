@@ -75,6 +75,25 @@ type ProbeResult =
   | { readonly ok: true; readonly message: string }
   | { readonly ok: false; readonly message: string };
 
+type ProbedConditionType = "WORKSPACE_VISIBLE" | "KERNEL_RESPONSIVE";
+
+/** The reasons of the two conditions the workers are probed for, as passed and as not. */
+const PROBED_REASONS: Readonly<
+  Record<ProbedConditionType, { readonly ok: string; readonly failed: string }>
+> = {
+  WORKSPACE_VISIBLE: { ok: "WORKSPACE_VISIBLE", failed: "WORKSPACE_NOT_VISIBLE" },
+  KERNEL_RESPONSIVE: { ok: "KERNEL_RESPONSIVE", failed: "KERNEL_UNRESPONSIVE" },
+};
+
+function probedCondition(type: ProbedConditionType, result: ProbeResult): ConditionValue {
+  return {
+    type,
+    status: result.ok ? "TRUE" : "FALSE",
+    reason: result.ok ? PROBED_REASONS[type].ok : PROBED_REASONS[type].failed,
+    message: result.message,
+  };
+}
+
 interface AttemptKnowledge {
   workspace: ProbeResult | null;
   kernel: ProbeResult | null;
@@ -268,13 +287,10 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
               ? `allocation ${a.id} (epoch ${a.epoch}) is ${a.phase}`
               : `no allocation yet; the session is ${workload.phase}`,
           };
-    const notChecked = (
-      type: "WORKSPACE_VISIBLE" | "KERNEL_RESPONSIVE",
-      why: string,
-    ): ConditionValue => ({
+    const notChecked = (type: ProbedConditionType, why: string): ConditionValue => ({
       type,
       status: "UNKNOWN",
-      reason: type === "WORKSPACE_VISIBLE" ? "WORKSPACE_NOT_VISIBLE" : "KERNEL_UNRESPONSIVE",
+      reason: PROBED_REASONS[type].failed,
       message: `not checked: ${why}`,
     });
     const ranks = a ? ranksOf(workload.id, a) : null;
@@ -338,20 +354,10 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       startProbes(known, workload, a, ranks);
     }
     const workspace: ConditionValue = known.workspace
-      ? {
-          type: "WORKSPACE_VISIBLE",
-          status: known.workspace.ok ? "TRUE" : "FALSE",
-          reason: known.workspace.ok ? "WORKSPACE_VISIBLE" : "WORKSPACE_NOT_VISIBLE",
-          message: known.workspace.message,
-        }
+      ? probedCondition("WORKSPACE_VISIBLE", known.workspace)
       : notChecked("WORKSPACE_VISIBLE", wanted ? "probing the workers" : "the session is stopping");
     const kernel: ConditionValue = known.kernel
-      ? {
-          type: "KERNEL_RESPONSIVE",
-          status: known.kernel.ok ? "TRUE" : "FALSE",
-          reason: known.kernel.ok ? "KERNEL_RESPONSIVE" : "KERNEL_UNRESPONSIVE",
-          message: known.kernel.message,
-        }
+      ? probedCondition("KERNEL_RESPONSIVE", known.kernel)
       : notChecked("KERNEL_RESPONSIVE", wanted ? "probing the workers" : "the session is stopping");
     const four = [allocationRunning, workerConnected, workspace, kernel];
     return [...four, readyCondition(four)];

@@ -102,6 +102,49 @@ function parseState(raw: string): Parsed<string> {
   return { kind: "Parsed", value: t };
 }
 
+/**
+ * One `|`-separated row of `count` fields; the last, the free-text comment, keeps any `|` it
+ * contains. Fewer fields than asked for makes the row (and so the answer) malformed.
+ */
+function splitRow(tool: string, line: string, count: number): Parsed<readonly string[]> {
+  const parts = line.split("|");
+  if (parts.length < count) {
+    return malformed(
+      `${tool} line has ${parts.length} fields, expected ${count}: ${excerpt(line)}`,
+    );
+  }
+  return {
+    kind: "Parsed",
+    value: [...parts.slice(0, count - 1), parts.slice(count - 1).join("|")],
+  };
+}
+
+interface RowHead {
+  readonly jobId: string;
+  readonly state: string;
+  readonly exit: ExitStatus | null;
+}
+
+/** The fields every listing row starts with and every decision rests on, read strictly. */
+function parseRowHead(
+  tool: string,
+  line: string,
+  fields: {
+    readonly id: string | undefined;
+    readonly state: string | undefined;
+    readonly exit: string | undefined;
+  },
+  exitForm: "code:signal" | "wait-status",
+): Parsed<RowHead> {
+  const id = fields.id;
+  if (id === undefined || !isJobId(id)) return malformed(`${tool} job id in ${excerpt(line)}`);
+  const parsedState = parseState(fields.state ?? "");
+  if (parsedState.kind === "Malformed") return parsedState;
+  const parsedExit = parseExitStatus(fields.exit ?? "", exitForm);
+  if (parsedExit.kind === "Malformed") return parsedExit;
+  return { kind: "Parsed", value: { jobId: id, state: parsedState.value, exit: parsedExit.value } };
+}
+
 // ---------------------------------------------------------------------------------------
 // squeue
 // ---------------------------------------------------------------------------------------
@@ -140,36 +183,25 @@ export const SQUEUE_FIELDS = [
 
 export function parseSqueue(stdout: string): Parsed<readonly QueueRow[]> {
   const out: QueueRow[] = [];
-  const fieldCount = SQUEUE_FIELDS.length;
   for (const line of lines(stdout)) {
-    const parts = line.split("|");
-    if (parts.length < fieldCount) {
-      return malformed(
-        `squeue line has ${parts.length} fields, expected ${fieldCount}: ${excerpt(line)}`,
-      );
-    }
-    const [id, name, state, exit, start, end, reason, workDir] = parts.map((p) => p.trim());
-    // squeue prints "(null)" for a job without a comment.
-    const rawComment = parts
-      .slice(fieldCount - 1)
-      .join("|")
-      .trim();
-    const comment = rawComment === "(null)" ? "" : rawComment;
-    if (id === undefined || !isJobId(id)) return malformed(`squeue job id in ${excerpt(line)}`);
-    const parsedState = parseState(state ?? "");
-    if (parsedState.kind === "Malformed") return parsedState;
-    const parsedExit = parseExitStatus(exit ?? "", "wait-status");
-    if (parsedExit.kind === "Malformed") return parsedExit;
+    const row = splitRow("squeue", line, SQUEUE_FIELDS.length);
+    if (row.kind === "Malformed") return row;
+    const [id, name, state, exit, start, end, reason, workDir, rawComment] = row.value.map((p) =>
+      p.trim(),
+    );
+    const head = parseRowHead("squeue", line, { id, state, exit }, "wait-status");
+    if (head.kind === "Malformed") return head;
     out.push({
-      jobId: id,
+      jobId: head.value.jobId,
       name: name ?? "",
-      state: parsedState.value,
-      exit: parsedExit.value,
+      state: head.value.state,
+      exit: head.value.exit,
       startedAt: parseEpochSeconds(start ?? ""),
       endedAt: parseEpochSeconds(end ?? ""),
       reason: reason ?? "",
       workDir: workDir ?? "",
-      comment,
+      // squeue prints "(null)" for a job without a comment.
+      comment: rawComment === "(null)" ? "" : (rawComment ?? ""),
     });
   }
   return { kind: "Parsed", value: out };
@@ -205,32 +237,23 @@ export const SACCT_FIELDS = [
 
 export function parseSacct(stdout: string): Parsed<readonly AccountingRow[]> {
   const out: AccountingRow[] = [];
-  const fieldCount = SACCT_FIELDS.length;
   for (const line of lines(stdout)) {
-    const parts = line.split("|");
-    if (parts.length < fieldCount) {
-      return malformed(
-        `sacct line has ${parts.length} fields, expected ${fieldCount}: ${excerpt(line)}`,
-      );
-    }
-    const [id, name, state, exit, submit, start, end] = parts;
-    const comment = parts.slice(fieldCount - 1).join("|");
+    const row = splitRow("sacct", line, SACCT_FIELDS.length);
+    if (row.kind === "Malformed") return row;
+    const [id, name, state, exit, submit, start, end, comment] = row.value;
     // --allocations leaves only job rows; a step row ("123.batch") here means the query was
     // not what we asked for, and its state would be read as the job's.
-    if (id === undefined || !isJobId(id)) return malformed(`sacct job id in ${excerpt(line)}`);
-    const parsedState = parseState(state ?? "");
-    if (parsedState.kind === "Malformed") return parsedState;
-    const parsedExit = parseExitStatus(exit ?? "", "code:signal");
-    if (parsedExit.kind === "Malformed") return parsedExit;
+    const head = parseRowHead("sacct", line, { id, state, exit }, "code:signal");
+    if (head.kind === "Malformed") return head;
     out.push({
-      jobId: id,
+      jobId: head.value.jobId,
       name: name ?? "",
-      state: parsedState.value,
-      exit: parsedExit.value,
+      state: head.value.state,
+      exit: head.value.exit,
       submittedAt: parseEpochSeconds(submit ?? ""),
       startedAt: parseEpochSeconds(start ?? ""),
       endedAt: parseEpochSeconds(end ?? ""),
-      comment,
+      comment: comment ?? "",
     });
   }
   return { kind: "Parsed", value: out };

@@ -22,6 +22,7 @@ import {
   readTomlSubset,
   type TomlNode,
   type TomlPosition,
+  type TomlRefusal,
   type TomlScalar,
   type TomlTableNode,
 } from "./toml-subset.ts";
@@ -51,18 +52,12 @@ export type ClusterConfigLoad =
       readonly profiles: readonly ClusterProfile[];
       readonly catalog: PlacementCatalog;
     }
-  | {
-      /** The first problem in the file, by position; the message names the offending key. */
-      readonly kind: "Refused";
-      readonly line: number;
-      readonly column: number | null;
-      readonly key: string | null;
-      readonly message: string;
-    }
+  /** The first problem in the file, by position; the message names the offending key. */
+  | TomlRefusal
   /** The file could not be read at all (missing, unreadable, too large). */
   | { readonly kind: "Unreadable"; readonly message: string };
 
-type Refused = Extract<ClusterConfigLoad, { kind: "Refused" }>;
+type Refused = TomlRefusal;
 
 // ---------------------------------------------------------------------------------------------
 // The schema
@@ -459,15 +454,7 @@ function refusedBy(problem: Problem): Refused {
 /** Reads cluster.toml text. The first problem by position wins, so fixes go top to bottom. */
 export function parseClusterConfig(text: string): ClusterConfigLoad {
   const read = readTomlSubset(text);
-  if (read.kind === "Refused") {
-    return {
-      kind: "Refused",
-      line: read.line,
-      column: read.column,
-      key: read.key,
-      message: read.message,
-    };
-  }
+  if (read.kind === "Refused") return read;
   const problems: Problem[] = [];
   const root = read.root;
   let defaults: Defaults = { partition: null, qos: null, account: null };

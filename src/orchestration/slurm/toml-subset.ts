@@ -290,11 +290,15 @@ function parseWithStatements(
     return "\n";
   }
 
+  /** Right after a multi-line string's opening delimiter: a newline there is trimmed. */
+  function trimOpeningNewline(): void {
+    if (text[pos] === "\n" || (text[pos] === "\r" && text[pos + 1] === "\n")) newline();
+  }
+
   function multilineBasic(key: string | null): string {
     const opened = here();
     pos += 3;
-    // A newline right after the opening delimiter is trimmed.
-    if (text[pos] === "\n" || (text[pos] === "\r" && text[pos + 1] === "\n")) newline();
+    trimOpeningNewline();
     let out = "";
     for (;;) {
       const ch = text[pos];
@@ -344,7 +348,7 @@ function parseWithStatements(
 
   function multilineLiteral(key: string | null): string {
     pos += 3;
-    if (text[pos] === "\n" || (text[pos] === "\r" && text[pos + 1] === "\n")) newline();
+    trimOpeningNewline();
     let out = "";
     for (;;) {
       const ch = text[pos];
