@@ -14,7 +14,8 @@ for _ in $(seq 1 100); do [ -S "$STATE/api.sock" ] && break; sleep 0.1; done
 SERVER="unix:$STATE/api.sock"
 ID=$("$BIN" submit --server "$SERVER" -- /bin/sh -c 'echo smoke-ok')
 "$BIN" wait --server "$SERVER" "$ID" --until TERMINAL --timeout 60s
-"$BIN" show --server "$SERVER" --json "$ID" | grep -q '"phase":"COMPLETED"'
+"$BIN" show --server "$SERVER" --json "$ID" | grep -Eq '"phase": *"COMPLETED"' ||
+  { echo "smoke: $ID did not end COMPLETED" >&2; exit 1; }
 kill -TERM "$DAEMON"
 wait "$DAEMON"
 [ ! -e "$STATE/api.sock" ] || { echo "socket left behind after SIGTERM" >&2; exit 1; }
