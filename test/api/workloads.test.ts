@@ -180,6 +180,16 @@ describe("GET /v1/workloads", () => {
     expect(runningOnes.nextCursor).toBeNull();
   });
 
+  test("empty parameters (?kind=&phase=&limit=&cursor=) mean not given", async () => {
+    const h = make();
+    await submit(h);
+    const res = await h.request("/v1/workloads?kind=&phase=&limit=&cursor=");
+    expect(res.status).toBe(200);
+    const page = (await res.json()) as { items: unknown[]; nextCursor: string | null };
+    expect(page.items).toHaveLength(1);
+    expect(page.nextCursor).toBeNull();
+  });
+
   test.each([
     ["limit=0", "limit"],
     ["limit=501", "limit"],

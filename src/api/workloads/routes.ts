@@ -65,7 +65,10 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   });
 
   app.get("/v1/workloads", function list(c) {
-    const query = parseWith(ListQuery, c.req.query());
+    // `?kind=&phase=` (INTERFACE.md's own template, and what forms send) means "not given":
+    // an empty parameter is dropped before validation rather than refused as a bad value.
+    const given = Object.fromEntries(Object.entries(c.req.query()).filter(([, v]) => v !== ""));
+    const query = parseWith(ListQuery, given);
     let cursor: { readonly createdAt: number; readonly id: string } | undefined;
     if (query.cursor !== undefined) {
       const decoded = decodeCursor(query.cursor);
