@@ -18,6 +18,7 @@ import type { StateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { BarrierHooks } from "../orchestration/reconciler.ts";
 import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/session/engine.ts";
+import { markSessionsUnobserved } from "../orchestration/session/readiness.ts";
 import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
 import type { StoreDeps } from "../store/deps.ts";
 
@@ -49,6 +50,10 @@ export async function composeSessions(context: SessionsContext): Promise<Session
   const setting = workerGatewayListenFromEnv(context.env);
   switch (setting.kind) {
     case "Disabled":
+      markSessionsUnobserved(
+        context.store,
+        "the worker gateway is off on this daemon (OPENAI4S_WORKER_LISTEN is unset), so no session worker can connect",
+      );
       return null;
     case "Invalid":
       throw new Error(setting.message);

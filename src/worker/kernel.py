@@ -151,6 +151,7 @@ def main():
     os.close(devnull)
     os.dup2(2, 1)
     kernel = Kernel(limit)
+    pid = os.getpid()
     signal.signal(signal.SIGINT, kernel.on_sigint)
     while True:
         try:
@@ -161,6 +162,12 @@ def main():
             return
         request = json.loads(line)
         reply = kernel.run(request["code"])
+        if os.getpid() != pid:
+            # The child of a cell's os.fork() came back here: were it to answer, it would
+            # reply in the parent's place and then serve every later cell from a copy of the
+            # state while the real kernel waits for it. It ends silently, as a forked child
+            # of multiprocessing does.
+            os._exit(0)
         reply["id"] = request["id"]
         replies.write(json.dumps(reply, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
         replies.flush()

@@ -72,9 +72,16 @@ export function resolveBwrap(bwrapPath: string | undefined): string | null {
   return Bun.which("bwrap");
 }
 
-/** The executable's directory as written and as resolved through symlinks, when it exists. */
+/**
+ * The executable's directory as written and as resolved through symlinks, when it exists.
+ * A bare name that a system directory on PATH also provides binds nothing: inside the
+ * sandbox the PATH lookup then finds the system copy. Binding the host's first hit instead
+ * breaks the commonest case, a shim directory first on PATH (pyenv, asdf): the shim is
+ * there but what it execs is not, and `python3 -c ...` exits 127 only when sandboxed.
+ */
 function executableDirs(executable: string): readonly string[] {
   const found = isAbsolute(executable) || executable.includes("/") ? resolve(executable) : null;
+  if (found === null && Bun.which(executable, { PATH: systemPath() }) !== null) return [];
   const path = found ?? Bun.which(executable);
   if (path === null || !existsSync(path)) return [];
   const dirs = [dirname(path)];
@@ -88,6 +95,12 @@ function executableDirs(executable: string): readonly string[] {
 
 function within(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+}
+
+/** The daemon's PATH (what jobs inherit) without the entries the sandbox does not bind. */
+function systemPath(): string {
+  const entries = (process.env["PATH"] ?? "").split(":");
+  return entries.filter((dir) => dir !== "/" && isAbsolute(dir) && coveredBySystem(dir)).join(":");
 }
 
 function coveredBySystem(dir: string): boolean {

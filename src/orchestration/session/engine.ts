@@ -17,6 +17,7 @@ import type { SessionService } from "../../api/session-service.ts";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { StoreDeps } from "../../store/deps.ts";
+import { touchActivity } from "../../store/ops/touch-activity.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import { loadOrCreateSigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
@@ -130,12 +131,15 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
     backend,
   });
-  const service = createSessionService({
-    store,
-    gateway,
-    log,
-    onWorkerLost: () => ready.trigger(),
-  });
+  const service = keepActiveWhileRunning(
+    createSessionService({
+      store,
+      gateway,
+      log,
+      onWorkerLost: () => ready.trigger(),
+    }),
+    { store, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
+  );
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
   const loops = new AbortController();
@@ -158,6 +162,47 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
         await gateway.close();
       })();
       return stopping;
+    },
+  };
+}
+
+/** How often a running exec renews `lastActiveAt`: a third of the shortest idle timeout. */
+function activityRenewMs(lease: ReclaimerDefaults): number {
+  const idleMs = (lease.idleTimeoutSeconds ?? Number.POSITIVE_INFINITY) * 1000;
+  // A spec's own idle timeout is at least 60 s, so 10 s serves every one of them.
+  return Math.max(250, Math.min(10_000, Math.floor(idleMs / 3)));
+}
+
+/**
+ * A cell that is still running is a present user: the API stamps `lastActiveAt` when an
+ * exec arrives and when it returns, so without this a computation longer than the idle
+ * timeout was reclaimed under the user as "idle with no activity" (measured: an 80 s cell in
+ * a session with a 60 s idle timeout was CANCELLED IDLE_TIMEOUT at 60 s and the exec
+ * answered "worker not connected"). Heartbeats still renew nothing; only an exec a user
+ * sent does, and only until it answers or the service's exec timeout interrupts it.
+ */
+function keepActiveWhileRunning(
+  service: SessionService,
+  deps: { readonly store: StoreDeps; readonly log: Log; readonly renewMs: number },
+): SessionService {
+  return {
+    async exec(workloadId, code) {
+      const timer = setInterval(() => {
+        try {
+          touchActivity(deps.store, workloadId);
+        } catch (error) {
+          // The store closing under a daemon shutdown: the exec is answered anyway.
+          deps.log.warn("cannot renew a running exec's activity", {
+            workloadId,
+            error: String(error),
+          });
+        }
+      }, deps.renewMs);
+      try {
+        return await service.exec(workloadId, code);
+      } finally {
+        clearInterval(timer);
+      }
     },
   };
 }

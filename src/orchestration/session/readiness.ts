@@ -17,13 +17,20 @@
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { StoreDeps } from "../../store/deps.ts";
-import { setCondition } from "../../store/ops/conditions.ts";
+import { listConditions, setCondition } from "../../store/ops/conditions.ts";
 import { getWorkload } from "../../store/ops/get-workload.ts";
 import { listEndedSessionsWithOpenConditions } from "../../store/ops/list-ended-sessions-with-open-conditions.ts";
+import { listWorkloads } from "../../store/ops/list-workloads.ts";
 import { loadReconcileView } from "../../store/ops/load-reconcile-view.ts";
 import type { SigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
-import type { Allocation, ConditionStatus, ConditionType, Workload } from "../models.ts";
+import {
+  type Allocation,
+  type ConditionStatus,
+  type ConditionType,
+  isTerminal,
+  type Workload,
+} from "../models.ts";
 import type { RequestOutcome, WorkerGateway } from "../worker-gateway.ts";
 import type { WorkerResponse } from "../worker-protocol.ts";
 import { readSessionAttempt, workspaceMarker, workspaceMarkerPath } from "./preparer.ts";
@@ -132,6 +139,54 @@ function endedConditions(workload: Workload | null): readonly ConditionValue[] {
     { type: "KERNEL_RESPONSIVE", status: "FALSE", reason: "KERNEL_UNRESPONSIVE", message: how },
   ];
   return [...four, readyCondition(four)];
+}
+
+/**
+ * For a daemon running without the worker gateway: no worker can connect and no readiness
+ * loop runs, so the conditions a previous run wrote would go on saying READY (measured: a
+ * session FAILED an hour later still showed READY TRUE). Every SESSION with a condition that
+ * is not FALSE is rewritten once, at start: ended ones as ended, live ones with nothing TRUE,
+ * because nothing observes them. Being not FALSE, they are swept again by the readiness
+ * loop of the next run that has a gateway.
+ */
+export function markSessionsUnobserved(store: StoreDeps, why: string): void {
+  let cursor: { readonly createdAt: number; readonly id: string } | null = null;
+  do {
+    const page = listWorkloads(store, {
+      kind: "SESSION",
+      limit: 200,
+      ...(cursor ? { cursor } : {}),
+    });
+    for (const workload of page.items) {
+      if (listConditions(store, workload.id).every((c) => c.status === "FALSE")) continue;
+      const message = `not observed: ${why}`;
+      const four: readonly ConditionValue[] = isTerminal(workload.phase)
+        ? endedConditions(workload).filter((c) => c.type !== "READY")
+        : [
+            {
+              type: "ALLOCATION_RUNNING",
+              status: "UNKNOWN",
+              reason: "ALLOCATION_NOT_RUNNING",
+              message,
+            },
+            { type: "WORKER_CONNECTED", status: "FALSE", reason: "WORKER_MISSING", message },
+            {
+              type: "WORKSPACE_VISIBLE",
+              status: "UNKNOWN",
+              reason: "WORKSPACE_NOT_VISIBLE",
+              message,
+            },
+            {
+              type: "KERNEL_RESPONSIVE",
+              status: "UNKNOWN",
+              reason: "KERNEL_UNRESPONSIVE",
+              message,
+            },
+          ];
+      for (const c of [...four, readyCondition(four)]) setCondition(store, workload.id, c);
+    }
+    cursor = page.next;
+  } while (cursor !== null);
 }
 
 export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
