@@ -437,6 +437,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       },
     };
     socket.data = conn;
+    if (!closed && handshaking >= maxPendingHandshakes) evictOldestHandshake();
     if (closed || handshaking >= maxPendingHandshakes) {
       // Not a judgement on a credential (none was read): just no capacity. No byte is sent.
       conn.state = { phase: "closed" };
@@ -446,6 +447,24 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     conns.add(conn);
     handshaking++;
     setTimer(conn, handshakeTimeoutMs, () => refuse(conn, "handshake timeout", performance.now()));
+  }
+
+  /**
+   * At capacity the OLDEST connection still waiting for its credential makes room, not the
+   * newcomer: a real worker sends its credential within milliseconds of connecting, so the
+   * oldest silent peer is the one least likely to be a worker. Refusing the newest instead let
+   * code in one session hold the gateway shut for every other session's workers by opening a
+   * few hundred idle connections. Closed without a byte, like any capacity refusal.
+   */
+  function evictOldestHandshake(): void {
+    for (const candidate of conns) {
+      if (candidate.state.phase !== "handshake") continue;
+      log.info("worker gateway: handshake capacity reached; closing the oldest waiting peer", {
+        remoteAddress: candidate.remoteAddress,
+      });
+      retire(candidate, "evicted: handshake capacity", true);
+      return;
+    }
   }
 
   function onHandshakeData(conn: Conn, decoder: FrameDecoder, chunk: Uint8Array): void {

@@ -276,14 +276,32 @@ describe("refusals", () => {
     }
   });
 
-  test("past maxPendingHandshakes a connection is closed without a byte", async () => {
-    const h = setup({ maxPendingHandshakes: 1, handshakeTimeoutMs: 2000 });
-    const hanging = rawExchange(h.gateway.address, [], { waitMs: 600 });
+  test("past maxPendingHandshakes the oldest silent peer is closed without a byte", async () => {
+    const h = setup({ maxPendingHandshakes: 1, handshakeTimeoutMs: 5000 });
+    const timed = (p: ReturnType<typeof rawExchange>) => {
+      const started = performance.now();
+      return p.then((r) => ({ ...r, elapsedMs: performance.now() - started }));
+    };
+    const hanging = timed(rawExchange(h.gateway.address, [], { waitMs: 3000 }));
     await Bun.sleep(50);
-    const r = await rawExchange(h.gateway.address, [], { waitMs: 1000 });
-    expect(r.received.length).toBe(0);
-    expect(r.closedByPeer).toBe(true);
-    expect((await hanging).received.length).toBe(0); // still waiting, not refused yet
+    const newcomer = timed(rawExchange(h.gateway.address, [], { waitMs: 600 }));
+    const old = await hanging;
+    expect(old.received.length).toBe(0);
+    expect(old.elapsedMs).toBeLessThan(2500); // closed by the gateway, long before our deadline
+    const fresh = await newcomer;
+    expect(fresh.received.length).toBe(0);
+    expect(fresh.elapsedMs).toBeGreaterThanOrEqual(550); // kept open until our own deadline
+  });
+
+  test("idle peers holding every handshake slot cannot keep a worker out", async () => {
+    const h = setup({ maxPendingHandshakes: 4, handshakeTimeoutMs: 5000 });
+    const squatters = Array.from({ length: 8 }, () =>
+      rawExchange(h.gateway.address, [], { waitMs: 800 }),
+    );
+    await Bun.sleep(100);
+    const frames = await presentRaw(h, good(h, { rank: 0 }));
+    expect(parseGatewayMessage(frames[0])).toMatchObject({ kind: "welcome", rank: 0 });
+    await Promise.all(squatters);
   });
 });
 
