@@ -31,7 +31,7 @@ import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import { listAllocations } from "../store/ops/list-allocations.ts";
-import { loadReconcileView } from "../store/ops/load-reconcile-view.ts";
+import { loadReconcileSnapshot } from "../store/ops/load-reconcile-snapshot.ts";
 import { requestStop } from "../store/ops/request-stop.ts";
 import type { Allocation, Workload } from "./models.ts";
 
@@ -126,7 +126,7 @@ export function createReclaimer(options: ReclaimerOptions): Reclaimer {
 
   function reclaimOnce(): readonly ReclaimedSession[] {
     const stopped: ReclaimedSession[] = [];
-    for (const { workload, current } of loadReconcileView(store)) {
+    for (const { workload, current } of loadReconcileSnapshot(store)) {
       if (workload.kind !== "SESSION" || workload.phase !== "RUNNING") continue;
       if (workload.desired.kind !== "RUN") continue;
       const decision = decideReclaim(

@@ -21,7 +21,7 @@ import { listConditions, setCondition } from "../../store/ops/conditions.ts";
 import { getWorkload } from "../../store/ops/get-workload.ts";
 import { listEndedSessionsWithOpenConditions } from "../../store/ops/list-ended-sessions-with-open-conditions.ts";
 import { listWorkloads } from "../../store/ops/list-workloads.ts";
-import { loadReconcileView } from "../../store/ops/load-reconcile-view.ts";
+import { loadReconcileSnapshot } from "../../store/ops/load-reconcile-snapshot.ts";
 import type { SigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
 import {
@@ -426,7 +426,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       }
       sweptEnded = true;
     }
-    const view = loadReconcileView(store).filter((item) => item.workload.kind === "SESSION");
+    const view = loadReconcileSnapshot(store).filter((item) => item.workload.kind === "SESSION");
     const live = new Set(view.map((item) => item.workload.id));
     // Sessions seen live before and gone from the view now have ended.
     for (const id of [...written.keys()]) {
