@@ -20,6 +20,7 @@ import {
 } from "./orchestration/isolation/through-backend.ts";
 import type { StateLayout } from "./orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "./orchestration/local/backend.ts";
+import { rewriteRecordPaths } from "./orchestration/local/records.ts";
 import type { ResourceProfile } from "./orchestration/models.ts";
 import {
   type AllocationBackend,
@@ -72,6 +73,11 @@ export type BackendCreation =
 export interface BackendEntry {
   /** One line for `serve --help`. */
   readonly describe: string;
+  /**
+   * The spool must be named (`--spool-dir`): the nodes must share it, and a default beside
+   * the private dir on the daemon's local disk would not be shared.
+   */
+  readonly requiresSpoolDir?: boolean;
   create(context: BackendContext): Promise<BackendCreation>;
 }
 
@@ -97,10 +103,26 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         faults: context.faults,
       };
       const isolation = await localSessionIsolation(context);
-      const backend =
-        isolation.kind === "Sandbox"
-          ? createLocalBackend({ ...options, sandbox: isolation.sandbox })
-          : withoutSessionIsolation(createLocalBackend(options), isolation.message);
+      let backend: AllocationBackend;
+      switch (isolation.kind) {
+        case "Sandbox":
+          backend = createLocalBackend({ ...options, sandbox: isolation.sandbox });
+          break;
+        case "SandboxWithoutSessions":
+          // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
+          backend = withoutSessionIsolation(
+            createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            isolation.message,
+          );
+          break;
+        case "Unavailable":
+          backend = withoutSessionIsolation(createLocalBackend(options), isolation.message);
+          break;
+        default: {
+          const never: never = isolation;
+          throw new Error(`unhandled isolation ${JSON.stringify(never)}`);
+        }
+      }
       return { kind: "Created", backend };
     },
   },
@@ -109,6 +131,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   // the daemon's environment reaches them or the jobs. Session isolation (bubblewrap on the
   // launch line, verified on the nodes) is added by the sessions engine's section below.
   slurm: {
+    requiresSpoolDir: true,
     describe:
       "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE",
     async create(context) {
@@ -160,24 +183,35 @@ export const BWRAP_ENV = "OPENAI4S_BWRAP";
 
 type LocalSessionIsolation =
   | { readonly kind: "Sandbox"; readonly sandbox: Sandbox }
+  /** Verified, so every launch is sandboxed, but the gateway is off: no sessions. */
+  | { readonly kind: "SandboxWithoutSessions"; readonly sandbox: Sandbox; readonly message: string }
   | { readonly kind: "Unavailable"; readonly message: string };
 
+/**
+ * The sandbox is verified whether or not sessions are on: a plain BATCH job outside it ran
+ * with the daemon's private dir and every other workspace reachable (issue 8). BATCH never
+ * requires it: without bubblewrap, jobs still run, unsandboxed.
+ */
 async function localSessionIsolation(context: BackendContext): Promise<LocalSessionIsolation> {
-  if (workerGatewayListenFromEnv(context.env).kind !== "Enabled") {
-    return {
-      kind: "Unavailable",
-      message: `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
-    };
-  }
   const sandbox = bubblewrapFor(context);
   const verdict = await sandbox.verify();
+  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
   switch (verdict.kind) {
     case "Verified":
-      return { kind: "Sandbox", sandbox };
+      return gatewayOn
+        ? { kind: "Sandbox", sandbox }
+        : {
+            kind: "SandboxWithoutSessions",
+            sandbox,
+            message: `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
+          };
     case "Unverified":
+      context.log.warn("no verified sandbox: jobs run unsandboxed", { message: verdict.message });
       return {
         kind: "Unavailable",
-        message: `sessions need a verified per-allocation sandbox: ${verdict.message}`,
+        message: gatewayOn
+          ? `sessions need a verified per-allocation sandbox: ${verdict.message}`
+          : `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
       };
     default: {
       const never: never = verdict;
@@ -192,8 +226,9 @@ function bubblewrapFor(context: BackendContext): Sandbox {
   return createBubblewrapSandbox({
     ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
     log: context.log,
-    // The state dir holds every workload's files, the signing key and the admin token.
-    maskedRoots: [context.layout.root],
+    // The private dir holds the database, the signing key and the admin token; the spool
+    // every other workload's files. Only the launch's own directories are bound back.
+    maskedRoots: [context.layout.root, context.layout.spool],
     // The worker is this program: its binary's directory (a wrapper in front of it, as tests
     // use, must still find it), and from source (`bun src/main.ts`) the project as well.
     readOnlyExtra: selfDirectories(context.selfCommand),
@@ -253,7 +288,8 @@ async function withClusterSessionIsolation(
     verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(context.layout.backendDir(backend.name), "isolation-probe"),
+      // In the spool: the probe's allocations run on the nodes, which never see the private dir.
+      probeRoot: join(context.layout.backendSpoolDir(backend.name), "isolation-probe"),
       profile: profile.name,
       clock: context.clock,
       log: context.log,
@@ -295,7 +331,7 @@ async function withClusterSessionIsolation(
   const sandboxed = sandboxedBackend(backend, {
     sandbox,
     verify,
-    locate: locateInStateDir(context.layout.root),
+    locate: locateInStateDir(context.layout),
   });
   const current = (): AllocationBackend => (sandboxing ? sandboxed : backend);
   const switching: AllocationBackend & SessionIsolationProvider = {
@@ -332,6 +368,19 @@ function withoutSessionIsolation(
       message,
     }),
   };
+}
+
+/**
+ * The state-dir split (issue 8) moved the workloads' files from `fromPrefix` to `toPrefix`:
+ * each backend's durable records that name paths are rewritten to follow. Only the local
+ * backend keeps such records; a cluster's running jobs follow the rename by inode.
+ */
+export function migrateBackendRecords(
+  layout: StateLayout,
+  fromPrefix: string,
+  toPrefix: string,
+): void {
+  rewriteRecordPaths(layout.backendDir(LOCAL_BACKEND_NAME), fromPrefix, toPrefix);
 }
 
 export function backendNames(): readonly string[] {

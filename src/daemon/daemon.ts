@@ -6,29 +6,57 @@
  * database, remove the sockets. A restart then picks every workload up where it was,
  * because nothing that matters lives only in this process.
  */
+
+import { existsSync, mkdirSync, realpathSync } from "node:fs";
 import type { Server } from "bun";
 import { createApp } from "../api/app.ts";
 import type { Access, ApiBindings } from "../api/deps.ts";
 import type { Clock } from "../clock.ts";
-import { type BackendContext, createBackend } from "../composition-root.ts";
+import {
+  BACKENDS,
+  type BackendContext,
+  createBackend,
+  migrateBackendRecords,
+} from "../composition-root.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
-import { type StateLayout, stateLayout } from "../orchestration/layout.ts";
+import {
+  checkLayoutSeparation,
+  defaultSpoolDir,
+  type StateLayout,
+  stateLayout,
+  WORKLOADS_DIR,
+} from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { bindReconcilerStore, createReconciler } from "../orchestration/reconciler.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
+import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
-import { prepareDatabaseFile, prepareStateDir } from "./state-dir.ts";
+import {
+  prepareDatabaseFile,
+  prepareSpoolDir,
+  prepareStateDir,
+  SPOOL_DIR_ENV,
+} from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
+import { migrateStateDir } from "./state-migration.ts";
+import { checkStateDirOwnership } from "./state-ownership.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
 export interface DaemonConfig {
+  /** The private state dir (layout.ts). */
   readonly stateDir: string;
+  /** `--spool-dir`/`$OPENAI4S_SPOOL_DIR`; null for the backend's default (`STATE_DIR-spool`). */
+  readonly spoolDir?: string | null;
+  /** `--allow-network-db`: open the database even on NFS, Lustre, GPFS, CIFS... */
+  readonly allowNetworkDb?: boolean;
+  /** The uid the state dir must belong to; default the process's effective uid. */
+  readonly uid?: number;
   /** Already validated (loopback or --allow-remote) by the caller. */
   readonly listen: readonly ListenAddress[];
   readonly backend: string;
@@ -82,19 +110,41 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     return result;
   };
 
-  // 1. The state directory, private.
+  // 1. The private state dir and the spool, checked before anything in them is read.
+  const prepared = prepareLayout(config, log);
+  if (prepared.kind === "ConfigError") return fail(prepared);
+  const layout = prepared.layout;
+
+  // 1b. Ours alone: a second daemon on this directory stops here (exit 1), before anything
+  // is migrated, read or listened on.
+  let lock: ReturnType<typeof lockStateDir>;
   try {
-    const prepared = prepareStateDir(config.stateDir);
-    if (prepared.tightenedFrom !== null) {
-      log.warn("state dir mode tightened to 700", {
-        stateDir: config.stateDir,
-        was: prepared.tightenedFrom.toString(8),
+    lock = lockStateDir(config.stateDir);
+  } catch (error) {
+    return fail({ kind: "Failed", message: `state dir ${config.stateDir}: ${String(error)}` });
+  }
+  if (lock.kind === "Busy") return fail({ kind: "Failed", message: lock.message });
+  cleanups.push(lock.release);
+
+  // 1c. A state dir of the old single-directory layout: workspaces and logs move to the
+  // spool, nothing is lost (state-migration.ts).
+  try {
+    const migrated = migrateStateDir(layout, {
+      rewriteBackendRecords: (from, to) => migrateBackendRecords(layout, from, to),
+    });
+    if (migrated.kind === "Refused")
+      return fail({ kind: "ConfigError", message: migrated.message });
+    if (migrated.kind === "Migrated") {
+      log.info("state dir migrated: workloads moved to the spool", {
+        stateDir: layout.root,
+        spoolDir: layout.spool,
+        workloads: migrated.workloads,
+        attemptRecords: migrated.attemptRecords,
       });
     }
   } catch (error) {
-    return fail({ kind: "ConfigError", message: `state dir ${config.stateDir}: ${String(error)}` });
+    return fail({ kind: "Failed", message: `migrating ${layout.root}: ${String(error)}` });
   }
-  const layout = stateLayout(config.stateDir);
 
   // 2. The admin token exists from the first start on, so a client can be pointed at a TCP
   // listener later without restarting anything.
@@ -128,18 +178,12 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     }
   }
 
-  // 3b. Ours alone: a second daemon on this directory that listens elsewhere (TCP, another
-  // socket path) passed the socket check; it stops here (exit 1), before the database.
-  let lock: ReturnType<typeof lockStateDir>;
-  try {
-    lock = lockStateDir(config.stateDir);
-  } catch (error) {
-    return fail({ kind: "Failed", message: `state dir ${config.stateDir}: ${String(error)}` });
+  // 4. The store, on the daemon's local disk.
+  if (config.allowNetworkDb !== true) {
+    const filesystem = checkDatabaseFilesystem(realpathSync(layout.root));
+    if (filesystem.kind !== "Local")
+      return fail({ kind: "ConfigError", message: filesystem.message });
   }
-  if (lock.kind === "Busy") return fail({ kind: "Failed", message: lock.message });
-  cleanups.push(lock.release);
-
-  // 4. The store.
   let database: OpenedDatabase;
   try {
     prepareDatabaseFile(layout.database);
@@ -276,6 +320,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
 
   log.info("daemon started", {
     stateDir: config.stateDir,
+    spoolDir: layout.spool,
     backend: backend.name,
     listening,
     sessions: sessions !== null,
@@ -298,6 +343,54 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
       },
     },
   };
+}
+
+type PreparedLayout =
+  | { readonly kind: "Prepared"; readonly layout: StateLayout }
+  | { readonly kind: "ConfigError"; readonly message: string };
+
+/**
+ * The state dir is created 0700 when missing, then must pass the ownership rule
+ * (state-ownership.ts); the spool is created, checked, and must not overlap it.
+ * The pre-split `workloads/` is skipped by the ownership walk: it is job territory, about to
+ * move to the spool, and its files may belong to the uid jobs run as.
+ */
+function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
+  const uid = config.uid ?? process.geteuid?.() ?? 0;
+  const stateDir = config.stateDir;
+  try {
+    if (!existsSync(stateDir)) mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    const owned = checkStateDirOwnership(stateDir, uid, { skip: [WORKLOADS_DIR] });
+    if (owned.kind === "Refused") return { kind: "ConfigError", message: owned.message };
+    const tightened = prepareStateDir(stateDir);
+    if (tightened.tightenedFrom !== null) {
+      log.warn("state dir mode tightened to 700", {
+        stateDir,
+        was: tightened.tightenedFrom.toString(8),
+      });
+    }
+  } catch (error) {
+    return { kind: "ConfigError", message: `state dir ${stateDir}: ${String(error)}` };
+  }
+  const explicitSpool = config.spoolDir ?? null;
+  if (explicitSpool === null && BACKENDS[config.backend]?.requiresSpoolDir === true) {
+    return {
+      kind: "ConfigError",
+      message: `the ${config.backend} backend needs --spool-dir DIR (or $${SPOOL_DIR_ENV}): a directory on the filesystem the nodes share, outside the state dir`,
+    };
+  }
+  const spool = explicitSpool ?? defaultSpoolDir(stateDir);
+  try {
+    const problem = prepareSpoolDir(spool, uid);
+    if (problem !== null) return { kind: "ConfigError", message: problem };
+    const separation = checkLayoutSeparation(realpathSync(stateDir), realpathSync(spool));
+    if (separation.kind === "Overlapping") {
+      return { kind: "ConfigError", message: separation.message };
+    }
+  } catch (error) {
+    return { kind: "ConfigError", message: `spool dir ${spool}: ${String(error)}` };
+  }
+  return { kind: "Prepared", layout: stateLayout(stateDir, spool) };
 }
 
 function accessFor(address: ListenAddress, adminToken: string): Access {

@@ -14,7 +14,7 @@ import { selfCommand } from "../self-command.ts";
 import { VERSION } from "../version.ts";
 import { startDaemon } from "./daemon.ts";
 import { isLoopback, type ListenAddress, parseListenAddress } from "./listen.ts";
-import { resolveStateDir } from "./state-dir.ts";
+import { resolveSpoolDir, resolveStateDir } from "./state-dir.ts";
 
 function help(): string {
   const backends = Object.entries(BACKENDS)
@@ -25,9 +25,21 @@ function help(): string {
 Run the daemon: the admin API, the reconciler and (opt-in) the worker gateway.
 
 Options:
-  --state-dir DIR         State directory (else $OPENAI4S_STATE_DIR, else
+  --state-dir DIR         Private state directory (else $OPENAI4S_STATE_DIR, else
                           $XDG_STATE_HOME/openai4s, else ~/.local/state/openai4s).
-                          Created 0700; holds the database, keys, admin token, socket.
+                          Created 0700; holds the database, signing key, admin token,
+                          API socket, lock and job records. Keep it on local disk. The
+                          daemon refuses to start (exit 2) when it, or anything in it,
+                          belongs to another user, when group or other may write it,
+                          or when a parent directory lets another user replace it
+                          (sticky dirs such as /tmp are fine).
+  --spool-dir DIR         Where jobs run: workspaces, job logs, credential files
+                          (else $OPENAI4S_SPOOL_DIR, else STATE_DIR-spool beside the
+                          state dir). Must not contain or be inside the state dir.
+                          Required for a cluster backend: a dir the nodes share.
+  --allow-network-db      Open the database even when the state dir is on a network
+                          filesystem (NFS, Lustre, GPFS, CIFS...); refused otherwise,
+                          because SQLite's WAL locking does not work there.
   --listen ADDR           unix:PATH or HOST:PORT; repeatable. Default unix:STATE_DIR/api.sock
                           (mode 0600). TCP listeners require Authorization: Bearer TOKEN
                           with the token in STATE_DIR/admin-token.
@@ -40,6 +52,10 @@ ${backends}
 
 Environment:
   OPENAI4S_WORKER_LISTEN=HOST:PORT   Open the worker gateway (sessions); off when unset.
+  OPENAI4S_SPOOL_DIR=DIR             The spool, when --spool-dir is not given.
+
+A state dir of the old single-directory layout (workloads/ inside it) is migrated at
+start: workspaces and logs move to the spool by rename, running jobs keep running.
 
 SIGTERM or SIGINT stops accepting requests, lets the current reconciler tick finish,
 closes the database and removes the socket; exit status 0.
@@ -51,6 +67,9 @@ const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
 
 export interface ServeOptions {
   readonly stateDir: string;
+  /** Null: the backend's default spool. */
+  readonly spoolDir: string | null;
+  readonly allowNetworkDb: boolean;
   readonly listen: readonly ListenAddress[];
   readonly backend: string;
   readonly clusterConfigPath: string | null;
@@ -103,6 +122,8 @@ export function parseServeArgs(
   const clusterConfig = v["cluster-config"];
   return {
     stateDir,
+    spoolDir: resolveSpoolDir({ flag: v["spool-dir"], env, cwd }),
+    allowNetworkDb: v["allow-network-db"] === true,
     listen,
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
@@ -117,6 +138,8 @@ function parse(args: readonly string[]) {
     allowPositionals: true,
     options: {
       "state-dir": { type: "string" },
+      "spool-dir": { type: "string" },
+      "allow-network-db": { type: "boolean" },
       listen: { type: "string", multiple: true },
       "allow-remote": { type: "boolean" },
       backend: { type: "string" },
@@ -173,6 +196,8 @@ export const serveCommand: Command = {
     const log = jsonLog((line) => io.stderr(line), { level: options.logLevel });
     const started = await startDaemon({
       stateDir: options.stateDir,
+      spoolDir: options.spoolDir,
+      allowNetworkDb: options.allowNetworkDb,
       listen: options.listen,
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,

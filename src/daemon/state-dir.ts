@@ -4,11 +4,20 @@
  * `~/.local/state/openai4s`. The client commands resolve the same way to find the default
  * socket, so a daemon and a client started by one user agree without configuration.
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  statSync,
+} from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { UsageError } from "../cli/command.ts";
 
 export const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
+export const SPOOL_DIR_ENV = "OPENAI4S_SPOOL_DIR";
 
 export type StateDirSource = "flag" | "env" | "xdg" | "home";
 
@@ -43,6 +52,39 @@ export function resolveStateDir(inputs: StateDirInputs): ResolvedStateDir {
     return { path: join(xdg, "openai4s"), source: "xdg" };
   }
   return { path: join(inputs.homeDir, ".local", "state", "openai4s"), source: "home" };
+}
+
+/**
+ * The spool: `--spool-dir`, else `$OPENAI4S_SPOOL_DIR`, else null (the backend's default,
+ * `STATE_DIR-spool`, for a backend that allows one; see layout.ts for why a sibling).
+ */
+export function resolveSpoolDir(inputs: {
+  readonly flag: string | undefined;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly cwd: string;
+}): string | null {
+  if (inputs.flag === "") throw new UsageError("--spool-dir must not be empty");
+  const chosen = nonEmpty(inputs.flag) ?? nonEmpty(inputs.env[SPOOL_DIR_ENV]);
+  return chosen === undefined ? null : resolve(inputs.cwd, chosen);
+}
+
+/**
+ * The spool exists, 0711: jobs (possibly another uid) traverse it to their own workspace,
+ * nobody lists the workload ids in it. Must be the daemon's and not writable by others,
+ * or another user could swap a workspace or a credential directory under it.
+ */
+export function prepareSpoolDir(path: string, uid: number): string | null {
+  mkdirSync(path, { recursive: true, mode: 0o711 });
+  const stat = lstatSync(path);
+  if (!stat.isDirectory()) return `spool dir ${path} is not a directory`;
+  if (stat.uid !== uid) {
+    return `spool dir ${path} is owned by uid ${stat.uid}, not by the daemon's uid ${uid}`;
+  }
+  if ((stat.mode & 0o022) !== 0) {
+    return `spool dir ${path} is writable by group or other (mode ${(stat.mode & 0o7777).toString(8)}): chmod 711 it`;
+  }
+  if ((stat.mode & 0o777) !== 0o711) chmodSync(path, 0o711);
+  return null;
 }
 
 /**

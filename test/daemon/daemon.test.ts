@@ -83,7 +83,7 @@ describe("startDaemon", () => {
     const first = await started(c);
     const second = await startDaemon({ ...c, log: memoryLog() });
     expect(second.kind).toBe("Failed");
-    expect(second.kind === "Failed" && second.message).toContain("another process answers");
+    expect(second.kind === "Failed" && second.message).toContain("another daemon");
     const res = await fetch("http://localhost/healthz", { unix: first.layout.apiSocket } as never);
     expect(res.status).toBe(200);
   });

@@ -12,11 +12,21 @@ describe("serve flags", () => {
   test("defaults: the state dir's socket, the default backend", () => {
     expect(parse([], { OPENAI4S_STATE_DIR: "/s" })).toEqual({
       stateDir: "/s",
+      spoolDir: null,
+      allowNetworkDb: false,
       listen: [{ kind: "unix", path: "/s/api.sock" }],
       backend: "local",
       clusterConfigPath: null,
       logLevel: "info",
     });
+  });
+
+  test("--spool-dir, else $OPENAI4S_SPOOL_DIR, resolved; --allow-network-db", () => {
+    expect(
+      parse(["--spool-dir", "sp", "--allow-network-db"], { OPENAI4S_SPOOL_DIR: "/e" }),
+    ).toMatchObject({ spoolDir: "/work/sp", allowNetworkDb: true });
+    expect(parse([], { OPENAI4S_SPOOL_DIR: "/e" })).toMatchObject({ spoolDir: "/e" });
+    expect(() => parse(["--spool-dir", ""])).toThrow(UsageError);
   });
 
   test("repeatable --listen, relative paths resolved, cluster config absolute", () => {

@@ -121,7 +121,7 @@ describe("sandboxedBackend", () => {
     const sandboxed = sandboxedBackend(backend, {
       sandbox,
       verify,
-      locate: locateInStateDir(layout.root),
+      locate: locateInStateDir(layout),
     });
     expect(await sandboxed.verifySessionIsolation()).toEqual({
       kind: "Verified",

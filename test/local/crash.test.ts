@@ -90,6 +90,9 @@ async function startDaemon(state: TestState, faultPoint?: string): Promise<Daemo
       PATH: process.env["PATH"] ?? "/usr/bin:/bin",
       HOME: state.root,
       LANG: "C.UTF-8",
+      // Unsandboxed, so the jobs can write their markers outside their workspace: crash
+      // recovery is what this file tests, the sandbox has tests of its own.
+      OPENAI4S_BWRAP: join(state.scratch, "no-bwrap"),
       ...(faultPoint === undefined ? {} : { [FAULT_POINT_ENV]: faultPoint }),
     },
     stdio: ["ignore", logFd, logFd],
@@ -163,8 +166,8 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "kill -9 of the daemon while the job runs: it keeps running and completes once",
     async () => {
       const state = makeState();
-      const marker = join(state.root, "marker");
-      const done = join(state.root, "done");
+      const marker = join(state.scratch, "marker");
+      const done = join(state.scratch, "done");
       const first = await startDaemon(state);
       const id = await submitBatch(state, jobScript(marker, done));
       expect(id).not.toBeNull();
@@ -195,8 +198,8 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "a job that fails while the daemon is down is FAILED with its exit code after the restart",
     async () => {
       const state = makeState();
-      const marker = join(state.root, "marker");
-      const done = join(state.root, "done");
+      const marker = join(state.scratch, "marker");
+      const done = join(state.scratch, "done");
       const first = await startDaemon(state);
       const id = await submitBatch(state, jobScript(marker, done, 3));
       await waitFor(
@@ -225,8 +228,8 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "kill -9 after the record is durable and before anything started: runs once after restart",
     async () => {
       const state = makeState();
-      const marker = join(state.root, "marker");
-      const done = join(state.root, "done");
+      const marker = join(state.scratch, "marker");
+      const done = join(state.scratch, "done");
       const crashing = await startDaemon(state, LOCAL_FAULT_POINTS.afterRecordBeforeSpawn);
       const submitted = await submitBatch(state, jobScript(marker, done));
       await crashing.proc.exited;
@@ -248,8 +251,8 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "kill -9 after the supervisor started, before the handle was recorded: runs once",
     async () => {
       const state = makeState();
-      const marker = join(state.root, "marker");
-      const done = join(state.root, "done");
+      const marker = join(state.scratch, "marker");
+      const done = join(state.scratch, "done");
       const crashing = await startDaemon(state, LOCAL_FAULT_POINTS.afterSpawn);
       const submitted = await submitBatch(state, jobScript(marker, done));
       await crashing.proc.exited;

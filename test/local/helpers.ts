@@ -3,9 +3,9 @@
  * per test, and a clean-up that kills every supervisor and job group the test left behind.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import type { FaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
@@ -39,7 +39,10 @@ const BOOT_ID = readBootId();
 export const DAEMON_SECRET_NAME = "O4S_TEST_DAEMON_SECRET";
 
 export interface TestState {
+  /** The private state dir; its default spool is the sibling `root-spool`. */
   readonly root: string;
+  /** A directory beside both, for the test's own files (markers a job writes unsandboxed). */
+  readonly scratch: string;
   readonly layout: StateLayout;
   readonly backendDir: string;
 }
@@ -47,10 +50,15 @@ export interface TestState {
 const created: string[] = [];
 
 export function makeState(): TestState {
-  const root = mkdtempSync(join(tmpdir(), "o4s-local-"));
+  // The state dir one level down, so its sibling spool is removed with the temp dir.
+  const base = mkdtempSync(join(tmpdir(), "o4s-local-"));
+  const root = join(base, "state");
+  const scratch = join(base, "scratch");
+  mkdirSync(root, { mode: 0o700 });
+  mkdirSync(scratch, { mode: 0o700 });
   created.push(root);
   const layout = stateLayout(root);
-  return { root, layout, backendDir: layout.backendDir("local") };
+  return { root, scratch, layout, backendDir: layout.backendDir("local") };
 }
 
 export function backendOptions(
@@ -223,6 +231,6 @@ export function cleanUpStates(): void {
         }
       }
     }
-    rmSync(root, { recursive: true, force: true });
+    rmSync(dirname(root), { recursive: true, force: true });
   }
 }

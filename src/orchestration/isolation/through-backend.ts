@@ -19,6 +19,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
+import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../layout.ts";
 import { isTerminal, mintSubmissionToken } from "../models.ts";
 import {
   type AllocationBackend,
@@ -140,9 +141,9 @@ export async function verifyThroughBackend(
       }
       await Bun.sleep(pollIntervalMs);
     }
-    const stdoutPath = join(layout.allocationDir, "stdout.log");
+    const stdoutPath = allocationLogPath(layout.allocationDir, "stdout");
     const stdout = existsSync(stdoutPath) ? readFileSync(stdoutPath, "utf8") : "";
-    const stderrPath = join(layout.allocationDir, "stderr.log");
+    const stderrPath = allocationLogPath(layout.allocationDir, "stderr");
     const stderr = existsSync(stderrPath) ? readFileSync(stderrPath, "utf8") : "";
     const verdict = judgeProbe(
       layout,
@@ -263,17 +264,17 @@ export function sandboxedBackend<B extends AllocationBackend>(
  * are rare, and the directory tree is the record every attempt leaves behind anyway.
  */
 export function locateInStateDir(
-  root: string,
+  layout: StateLayout,
 ): (
   allocationId: string,
 ) => { readonly allocationDir: string; readonly workspaceDir: string } | null {
   return (allocationId) => {
-    const workloads = join(root, "workloads");
+    const workloads = join(layout.spool, WORKLOADS_DIR);
     if (!existsSync(workloads)) return null;
     for (const w of readdirSync(workloads)) {
-      const allocationDir = join(workloads, w, "allocations", allocationId);
+      const allocationDir = layout.allocationDir(w, allocationId);
       if (existsSync(allocationDir)) {
-        return { allocationDir, workspaceDir: join(workloads, w, "workspace") };
+        return { allocationDir, workspaceDir: layout.workspaceDir(w) };
       }
     }
     return null;

@@ -14,6 +14,7 @@
  * included) and only then has `verifySessionIsolation`; without one the method does not
  * exist, so admission refuses SESSION before anything is written.
  */
+
 import { randomBytes } from "node:crypto";
 import {
   accessSync,
@@ -33,6 +34,7 @@ import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
+import { allocationLogPath } from "../layout.ts";
 import {
   externalHandle,
   isTerminal,
@@ -397,8 +399,8 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       cwd: request.workspaceDir,
       allocationDir: request.allocationDir,
       credentialDir,
-      stdoutPath: join(request.allocationDir, "stdout.log"),
-      stderrPath: join(request.allocationDir, "stderr.log"),
+      stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
+      stderrPath: allocationLogPath(request.allocationDir, "stderr"),
       timeLimitSeconds: request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null,
       killGraceMs,
       createdAt: clock.now(),

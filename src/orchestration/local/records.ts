@@ -14,9 +14,11 @@
  *                 cancel lost
  *   supervisor.log the supervisor's own stdout/stderr: never a pipe to the daemon, which may die
  */
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
-import { readTextIfExists } from "../../durable-fs.ts";
+import { readTextCapped } from "../../bounded-read.ts";
+import { errorCode, writeFileDurable } from "../../durable-fs.ts";
 
 export const JOB_FILES = {
   record: "record.json",
@@ -112,13 +114,84 @@ export type ExitRecord = v.InferOutput<typeof exitRecordSchema>;
 export const cancelRequestSchema = v.strictObject({ requestedAt: v.number() });
 export type CancelRequest = v.InferOutput<typeof cancelRequestSchema>;
 
-/** Reads and validates one JSON file of a job directory; null when it does not exist. */
+/**
+ * The most a job file may weigh: a record carries argv and env (bounded by the API's own
+ * limits far below this), the others a few numbers. A larger file is not one we wrote.
+ */
+export const JOB_FILE_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Reads and validates one JSON file of a job directory; null when it does not exist. A file
+ * over the cap, not a regular file, or not matching its schema throws, like any other
+ * corrupt record: the caller reports the job as broken rather than trusting it.
+ */
 export function readJobFile<T extends v.GenericSchema>(
   dir: string,
   name: string,
   schema: T,
 ): v.InferOutput<T> | null {
-  const text = readTextIfExists(join(dir, name));
-  if (text === null) return null;
-  return v.parse(schema, JSON.parse(text));
+  const path = join(dir, name);
+  const read = readTextCapped(path, JOB_FILE_MAX_BYTES);
+  switch (read.kind) {
+    case "Missing":
+      return null;
+    case "TooLarge":
+      throw new Error(
+        `${path} is ${read.sizeBytes} bytes, over ${JOB_FILE_MAX_BYTES}: not a record this backend wrote`,
+      );
+    case "NotAFile":
+      throw new Error(`${path} is not a regular file: not a record this backend wrote`);
+    case "Read":
+      return v.parse(schema, JSON.parse(read.text));
+    default: {
+      const never: never = read;
+      throw new Error(`unhandled read ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * Moving the spool (the state-dir split of issue 8): every path a job record names below
+ * `fromPrefix` is rewritten below `toPrefix`, so a job recorded before the move is observed,
+ * tailed and stepped into where its files now are. Idempotent; returns how many changed.
+ */
+export function rewriteRecordPaths(
+  backendDir: string,
+  fromPrefix: string,
+  toPrefix: string,
+): number {
+  const root = jobsRoot(backendDir);
+  const from = fromPrefix.replace(/\/+$/, "");
+  const move = (s: string): string =>
+    s === from ? toPrefix : s.startsWith(`${from}/`) ? `${toPrefix}${s.slice(from.length)}` : s;
+  let changed = 0;
+  for (const token of listDirIfExists(root)) {
+    if (token.startsWith(".")) continue;
+    const dir = join(root, token);
+    const record = readJobFile(dir, JOB_FILES.record, jobRecordSchema);
+    if (record === null) continue;
+    const moved: JobRecord = {
+      ...record,
+      // bwrap binds in the argv name the old directories too.
+      argv: record.argv.map(move),
+      cwd: move(record.cwd),
+      allocationDir: move(record.allocationDir),
+      credentialDir: record.credentialDir === null ? null : move(record.credentialDir),
+      stdoutPath: move(record.stdoutPath),
+      stderrPath: move(record.stderrPath),
+    };
+    if (JSON.stringify(moved) === JSON.stringify(record)) continue;
+    writeFileDurable(join(dir, JOB_FILES.record), JSON.stringify(moved));
+    changed += 1;
+  }
+  return changed;
+}
+
+function listDirIfExists(path: string): readonly string[] {
+  try {
+    return readdirSync(path);
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return [];
+    throw error;
+  }
 }

@@ -28,10 +28,12 @@
  * This backend does not declare session isolation (SessionIsolationProvider): jobs of one
  * service account share a uid, and 0600 files do not separate them.
  */
+
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
+import { allocationLogPath } from "../layout.ts";
 import {
   externalHandle,
   isTerminal,
@@ -341,8 +343,8 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         comment: request.token,
         scriptPath,
         workDir: request.workspaceDir,
-        stdoutPath: join(request.allocationDir, "stdout.log"),
-        stderrPath: join(request.allocationDir, "stderr.log"),
+        stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
+        stderrPath: allocationLogPath(request.allocationDir, "stderr"),
         partition: placement.partition,
         qos: placement.qos,
         account: placement.account,
