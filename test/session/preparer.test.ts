@@ -163,7 +163,15 @@ describe("session preparer: a verified backend", () => {
     expect(readFileSync(workspaceMarkerPath(workspaceDir), "utf8")).toBe(
       workspaceMarker(key, a.id, a.epoch),
     );
-    expect(readSessionAttempt(allocationDir)).toEqual({ ranks: 2 });
+    // The attempt record is in the private dir, not in the allocation dir jobs can write.
+    expect(existsSync(join(allocationDir, SESSION_ATTEMPT_FILE))).toBe(false);
+    expect(readSessionAttempt(layout.attemptRecordDir(w.id, a.id), 2)).toEqual({
+      kind: "Valid",
+      record: { ranks: 2 },
+    });
+    expect(readSessionAttempt(layout.attemptRecordDir(w.id, a.id), 1)).toMatchObject({
+      kind: "Invalid",
+    });
     // The durable spec never learns of any of it.
     expect(getWorkload(t.store, w.id)?.spec).toEqual({ env: { FOO: "bar" } });
   });
@@ -177,9 +185,7 @@ describe("session preparer: a verified backend", () => {
     if (second.kind !== "Prepared" || second.attempt.launch.kind !== "WORKER") throw new Error();
     const dir = second.attempt.launch.credentialDir;
     expect(readdirSync(dir)).toEqual(["rank-0.cred"]);
-    expect(readdirSync(second.attempt.allocationDir).sort()).toEqual(
-      ["credentials", SESSION_ATTEMPT_FILE].sort(),
-    );
+    expect(readdirSync(second.attempt.allocationDir)).toEqual(["credentials"]);
   });
 
   test("a recovery is a new attempt: new epoch, new credentials, new marker", async () => {

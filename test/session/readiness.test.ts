@@ -54,7 +54,7 @@ function readiness() {
 function prepared(workloadId: string, allocationId: string, ranks = 1): { epoch: number } {
   const a = getAllocation(t.store, allocationId);
   if (!a) throw new Error("no allocation");
-  const allocationDir = layout.allocationDir(workloadId, allocationId);
+  const allocationDir = layout.attemptRecordDir(workloadId, allocationId);
   mkdirSync(allocationDir, { recursive: true });
   mkdirSync(layout.workspaceDir(workloadId), { recursive: true });
   writeFileSync(join(allocationDir, SESSION_ATTEMPT_FILE), JSON.stringify({ ranks }));

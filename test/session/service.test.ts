@@ -32,7 +32,7 @@ afterEach(() => {
 });
 
 function prepared(workloadId: string, allocationId: string, ranks = 1): number {
-  const dir = layout.allocationDir(workloadId, allocationId);
+  const dir = layout.attemptRecordDir(workloadId, allocationId);
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, SESSION_ATTEMPT_FILE), JSON.stringify({ ranks }));
   const a = getAllocation(t.store, allocationId);

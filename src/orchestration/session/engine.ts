@@ -21,11 +21,12 @@ import { touchActivity } from "../../store/ops/touch-activity.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import { loadOrCreateSigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
+import type { Workload } from "../models.ts";
 import type { AllocationBackend } from "../ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../reclaimer.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
 import { createWorkerGateway, type WorkerGateway } from "../worker-gateway.ts";
-import { createSessionPreparer } from "./preparer.ts";
+import { createSessionPreparer, SESSION_MAX_RANKS } from "./preparer.ts";
 import { createSessionReadiness, type SessionReadiness } from "./readiness.ts";
 import {
   createGatewayExpectations,
@@ -81,6 +82,11 @@ export interface SessionEngine {
 export function startSessionEngine(options: SessionEngineOptions): SessionEngine {
   const { layout, store, backend, clock, log } = options;
   const key = loadOrCreateSigningKey(layout.signingKey);
+  // What the preparer wrote an attempt record under: one rank per node of the profile. A
+  // profile no longer offered keeps the global bound (a record is still never unbounded).
+  const maxRanksOf = (workload: Workload): number =>
+    backend.profiles().find((p) => p.name === workload.profile)?.resources.nodes ??
+    SESSION_MAX_RANKS;
   let readiness: SessionReadiness | null = null;
   let reconciler: { wake(): void } | null = null;
 
@@ -91,7 +97,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     key,
     clock,
     log,
-    expectations: createGatewayExpectations({ store, layout }),
+    expectations: createGatewayExpectations({ store, layout, maxRanksOf }),
     onEvent(event) {
       if (event.kind === "WorkerConnected" || event.kind === "WorkerDisconnected") {
         readiness?.trigger();
@@ -105,6 +111,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     store,
     gateway,
     layout,
+    maxRanksOf,
     key,
     clock,
     log,

@@ -9,8 +9,10 @@
  * a single directory, marker or credential is written: a credential file minted into a
  * sandbox that does not exist is a credential any sibling task of the same uid can read.
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import * as v from "valibot";
+import { readTextCapped } from "../../bounded-read.ts";
 import type { Clock } from "../../clock.ts";
 import { replaceFileSynced } from "../../durable-fs.ts";
 import type { AttemptPreparer, PrepareResult } from "../attempt-preparer.ts";
@@ -51,20 +53,77 @@ export function workspaceMarker(key: SigningKey, allocationId: string, epoch: nu
   return key.mac(utf8.encode(text)).toString("hex").slice(0, 32);
 }
 
-/** The attempt record, or null when this allocation was never prepared as a session. */
-export function readSessionAttempt(allocationDir: string): SessionAttemptRecord | null {
+/**
+ * The most an attempt record may weigh: the daemon writes `{"ranks":N}`. Anything larger
+ * is not ours and is refused without being read into memory.
+ */
+export const SESSION_ATTEMPT_MAX_BYTES = 4096;
+
+/**
+ * The most ranks any record may claim whatever the profile: a bound before the profile's
+ * own, so a record is never trusted to size an array (issue 8: `{"ranks": 20000000}` cost
+ * gigabytes of memory and 100 % CPU on every start).
+ */
+export const SESSION_MAX_RANKS = 4096;
+
+const sessionAttemptSchema = v.strictObject({
+  ranks: v.pipe(v.number(), v.safeInteger(), v.minValue(1), v.maxValue(SESSION_MAX_RANKS)),
+});
+
+export type SessionAttemptRead =
+  /** This allocation was never prepared as a session (or its record is gone). */
+  | { readonly kind: "Missing" }
+  | { readonly kind: "Invalid"; readonly message: string }
+  | { readonly kind: "Valid"; readonly record: SessionAttemptRecord };
+
+/**
+ * The attempt record, from the PRIVATE attempt dir (layout.attemptRecordDir), which no
+ * allocation can reach: code in a session could rewrite anything in its allocation dir.
+ * Still read with a cap and validated, with `maxRanks` the bound the daemon itself wrote
+ * under (the profile's node count): a bad record is an invalid attempt, never a crash.
+ */
+export function readSessionAttempt(attemptDir: string, maxRanks: number): SessionAttemptRead {
+  const path = join(attemptDir, SESSION_ATTEMPT_FILE);
+  let read: ReturnType<typeof readTextCapped>;
   try {
-    const parsed: unknown = JSON.parse(
-      readFileSync(join(allocationDir, SESSION_ATTEMPT_FILE), "utf8"),
-    );
-    if (typeof parsed !== "object" || parsed === null) return null;
-    const ranks = (parsed as { ranks?: unknown }).ranks;
-    return typeof ranks === "number" && Number.isSafeInteger(ranks) && ranks >= 1
-      ? { ranks }
-      : null;
-  } catch {
-    return null;
+    read = readTextCapped(path, SESSION_ATTEMPT_MAX_BYTES);
+  } catch (error) {
+    return { kind: "Invalid", message: `${path}: ${String(error)}` };
   }
+  switch (read.kind) {
+    case "Missing":
+      return { kind: "Missing" };
+    case "TooLarge":
+      return {
+        kind: "Invalid",
+        message: `${path} is ${read.sizeBytes} bytes, over ${SESSION_ATTEMPT_MAX_BYTES}: not a record this daemon wrote`,
+      };
+    case "NotAFile":
+      return { kind: "Invalid", message: `${path} is not a regular file` };
+    case "Read":
+      break;
+    default: {
+      const never: never = read;
+      throw new Error(`unhandled read ${JSON.stringify(never)}`);
+    }
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(read.text);
+  } catch {
+    return { kind: "Invalid", message: `${path} is not JSON` };
+  }
+  const checked = v.safeParse(sessionAttemptSchema, parsed);
+  if (!checked.success) {
+    return { kind: "Invalid", message: `${path}: ${v.summarize(checked.issues)}` };
+  }
+  if (checked.output.ranks > maxRanks) {
+    return {
+      kind: "Invalid",
+      message: `${path} claims ${checked.output.ranks} ranks, more than the ${maxRanks} the profile has`,
+    };
+  }
+  return { kind: "Valid", record: checked.output };
 }
 
 export interface SessionPreparerOptions {
@@ -108,14 +167,17 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       const workspaceDir = layout.workspaceDir(workload.id);
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
       const credentialDir = credentialDirOf(allocationDir);
+      const attemptDir = layout.attemptRecordDir(workload.id, allocation.id);
       mkdirSync(workspaceDir, { recursive: true, mode: 0o700 });
       mkdirSync(allocationDir, { recursive: true, mode: 0o700 });
+      mkdirSync(attemptDir, { recursive: true, mode: 0o700 });
       replaceFileSynced(
         workspaceMarkerPath(workspaceDir),
         workspaceMarker(options.key, allocation.id, allocation.epoch),
       );
       const record: SessionAttemptRecord = { ranks };
-      replaceFileSynced(join(allocationDir, SESSION_ATTEMPT_FILE), `${JSON.stringify(record)}\n`);
+      // In the private dir: the allocation dir is bound writable into the sandbox.
+      replaceFileSynced(join(attemptDir, SESSION_ATTEMPT_FILE), `${JSON.stringify(record)}\n`);
       // Last: a credential must never exist for an attempt whose other files are missing.
       mintCredentials({
         key: options.key,

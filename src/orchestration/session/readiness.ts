@@ -33,7 +33,12 @@ import {
 } from "../models.ts";
 import type { RequestOutcome, WorkerGateway } from "../worker-gateway.ts";
 import type { WorkerResponse } from "../worker-protocol.ts";
-import { readSessionAttempt, workspaceMarker, workspaceMarkerPath } from "./preparer.ts";
+import {
+  readSessionAttempt,
+  SESSION_MAX_RANKS,
+  workspaceMarker,
+  workspaceMarkerPath,
+} from "./preparer.ts";
 
 /** The four readiness conditions, in the order READY names the first missing one. */
 export const READINESS_ORDER = [
@@ -67,6 +72,8 @@ export interface SessionReadinessOptions {
   readonly probeTimeoutMs?: number;
   /** For the `1+1` probe, which may include the kernel's start. Default 15 s. */
   readonly kernelTimeoutMs?: number;
+  /** The most ranks an attempt of this workload can have (its profile's nodes). */
+  readonly maxRanksOf?: (workload: Workload) => number;
 }
 
 export interface SessionReadiness {
@@ -222,13 +229,34 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     }
   }
 
-  function ranksOf(workloadId: string, allocation: Allocation): number | null {
+  const invalidAttempts = new Set<string>();
+  function ranksOf(workload: Workload, allocation: Allocation): number | null {
     const known = ranksByAllocation.get(allocation.id);
     if (known !== undefined) return known;
-    const record = readSessionAttempt(layout.allocationDir(workloadId, allocation.id));
-    if (record === null) return null;
-    ranksByAllocation.set(allocation.id, record.ranks);
-    return record.ranks;
+    if (invalidAttempts.has(allocation.id)) return null;
+    const maxRanks = options.maxRanksOf?.(workload) ?? SESSION_MAX_RANKS;
+    const read = readSessionAttempt(layout.attemptRecordDir(workload.id, allocation.id), maxRanks);
+    switch (read.kind) {
+      case "Missing":
+        return null;
+      case "Invalid":
+        // Logged once: the record does not change by itself, and a line every 200 ms
+        // (issue 8) buries everything else in the log.
+        invalidAttempts.add(allocation.id);
+        log.error("session attempt record refused; its workers will not be admitted", {
+          workloadId: workload.id,
+          allocationId: allocation.id,
+          message: read.message,
+        });
+        return null;
+      case "Valid":
+        ranksByAllocation.set(allocation.id, read.record.ranks);
+        return read.record.ranks;
+      default: {
+        const never: never = read;
+        throw new Error(`unhandled read ${JSON.stringify(never)}`);
+      }
+    }
   }
 
   async function probeWorkspace(
@@ -348,7 +376,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       reason: PROBED_REASONS[type].failed,
       message: `not checked: ${why}`,
     });
-    const ranks = a ? ranksOf(workload.id, a) : null;
+    const ranks = a ? ranksOf(workload, a) : null;
     if (a === null || ranks === null) {
       const why = a === null ? "no allocation yet" : "the attempt is not prepared yet";
       const four = [

@@ -14,7 +14,7 @@ import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
 import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../worker-gateway.ts";
-import { readSessionAttempt } from "./preparer.ts";
+import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
 
 export interface SessionServiceOptions {
   readonly store: StoreDeps;
@@ -133,6 +133,8 @@ function joinOutput(r: {
 export function createGatewayExpectations(deps: {
   readonly store: StoreDeps;
   readonly layout: StateLayout;
+  /** The most ranks an attempt of this workload can have (its profile's nodes). */
+  readonly maxRanksOf?: (workload: Workload) => number;
 }): GatewayExpectations {
   const ranksCache = new Map<string, number>();
   return {
@@ -143,9 +145,13 @@ export function createGatewayExpectations(deps: {
       if (workload?.kind !== "SESSION") return null;
       let ranks = ranksCache.get(allocationId);
       if (ranks === undefined) {
-        const record = readSessionAttempt(deps.layout.allocationDir(workload.id, allocationId));
-        if (record === null) return null;
-        ranks = record.ranks;
+        const read = readSessionAttempt(
+          deps.layout.attemptRecordDir(workload.id, allocationId),
+          deps.maxRanksOf?.(workload) ?? SESSION_MAX_RANKS,
+        );
+        // Missing or invalid (readiness logs it): no worker of this attempt is admitted.
+        if (read.kind !== "Valid") return null;
+        ranks = read.record.ranks;
         ranksCache.set(allocationId, ranks);
       }
       const fenced =
