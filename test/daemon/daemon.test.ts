@@ -56,6 +56,25 @@ describe("startDaemon", () => {
     expect(await res.json()).toEqual({ status: "ok" });
   });
 
+  test("the spool: default sibling 0711; overlapping the private dir is refused", async () => {
+    const c = config();
+    const d = await started(c);
+    expect(d.layout.spool).toBe(`${c.stateDir}-spool`);
+    expect(mode(d.layout.spool)).toBe(0o711);
+    await d.stop();
+    for (const spoolDir of [join(c.stateDir, "spool"), join(c.stateDir, "..")]) {
+      const refused = await startDaemon({ ...c, spoolDir, log: memoryLog() });
+      expect(refused.kind).toBe("ConfigError");
+    }
+  });
+
+  test("a cluster backend without --spool-dir is a configuration error", async () => {
+    const c = config({ backend: "slurm", clusterConfigPath: "/nonexistent.toml" });
+    const result = await startDaemon(c);
+    expect(result.kind).toBe("ConfigError");
+    expect(result.kind === "ConfigError" && result.message).toContain("--spool-dir");
+  });
+
   test("TCP needs the admin token; the unix socket does not", async () => {
     const c = config();
     const d = await started({
