@@ -115,7 +115,7 @@ describe("isolation of BATCH jobs when the gateway is on", () => {
     "a bare `python3` whose first PATH hit is an unusable shim still runs, sandboxed",
     async () => {
       const session = await startSession(d);
-      const sessionDir = join(d.stateDir, "workloads", session);
+      const sessionDir = join(`${d.stateDir}-spool`, "workloads", session);
       const probe = [
         "import os",
         `names = ['${sessionDir}', '${join(d.stateDir, "signing-key")}', '${join(d.stateDir, "admin-token")}', '${join(d.stateDir, "openai4s.db")}', '${d.socket}']`,
@@ -128,7 +128,14 @@ describe("isolation of BATCH jobs when the gateway is on", () => {
       const allocation = view.allocations[0];
       const stdout = allocation
         ? readFileSync(
-            join(d.stateDir, "workloads", id, "allocations", allocation.id, "stdout.log"),
+            join(
+              `${d.stateDir}-spool`,
+              "workloads",
+              id,
+              "allocations",
+              allocation.id,
+              "stdout.log",
+            ),
             "utf8",
           )
         : "";

@@ -60,7 +60,7 @@ async function exec(
 
 /** The worker processes of one workload: the sandbox and the worker inside it. */
 function workersOf(d: Daemon, workloadId: string): number[] {
-  return processesMentioning(join(d.stateDir, "workloads", workloadId, "allocations"));
+  return processesMentioning(join(`${d.stateDir}-spool`, "workloads", workloadId, "allocations"));
 }
 
 describe("sessions on the local backend with bubblewrap", () => {
@@ -133,7 +133,7 @@ describe("sessions on the local backend with bubblewrap", () => {
         `import os; (os.getcwd(), os.path.exists(${JSON.stringify(join(d.stateDir, "openai4s.db"))}))`,
       );
       expect(probe.output).toBe(
-        `(${JSON.stringify(join(d.stateDir, "workloads", id, "workspace")).replaceAll('"', "'")}, False)`,
+        `(${JSON.stringify(join(`${d.stateDir}-spool`, "workloads", id, "workspace")).replaceAll('"', "'")}, False)`,
       );
     },
     E2E_TIMEOUT_MS,

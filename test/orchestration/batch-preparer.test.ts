@@ -65,7 +65,7 @@ const mode = (path: string) => statSync(path).mode & 0o777;
 
 describe("batchPreparer", () => {
   test("derives a COMMAND launch and creates the workspace and allocation dirs 0700", async () => {
-    const layout = stateLayout(root());
+    const layout = stateLayout(join(root(), "state"));
     const old = process.umask(0o022);
     try {
       const result = await batchPreparer({ layout }).prepare(
@@ -90,7 +90,7 @@ describe("batchPreparer", () => {
   });
 
   test("is re-executable and tightens a directory left too open", async () => {
-    const layout = stateLayout(root());
+    const layout = stateLayout(join(root(), "state"));
     const preparer = batchPreparer({ layout });
     const w = workload("BATCH", { command: ["true"] });
     const first = await preparer.prepare(w, allocation);
@@ -119,7 +119,8 @@ describe("batchPreparer", () => {
 
   test("a directory that cannot be created throws (broken infrastructure), it does not refuse", async () => {
     const base = root();
-    writeFileSync(join(base, "state"), "a file where a directory should be");
+    // The spool is where the preparer creates directories.
+    writeFileSync(join(base, "state-spool"), "a file where a directory should be");
     const preparer = batchPreparer({ layout: stateLayout(join(base, "state")) });
     await expect(
       preparer.prepare(workload("BATCH", { command: ["true"] }), allocation),
