@@ -204,16 +204,30 @@ export function signCredential(key: SigningKey, claims: CredentialClaims): Crede
   return credential;
 }
 
+/** Compares two equal-length byte strings; must take the same time whatever they hold. */
+export type ConstantTimeCompare = (presented: Uint8Array, expected: Uint8Array) => boolean;
+
+/**
+ * The comparison signatures are checked with. Exported so a test pins it to node's
+ * `timingSafeEqual` (a mutation to a plain comparison passed every test before).
+ */
+export const SIGNATURE_COMPARE: ConstantTimeCompare = timingSafeEqual;
+
 /**
  * Constant-time check of the signature. The comparison never short-circuits on the first
- * differing byte: timing must not tell a forger how many leading bytes were right.
+ * differing byte: timing must not tell a forger how many leading bytes were right. `compare`
+ * is injectable so a test proves the verdict comes from it and not from some other equality.
  */
-export function verifyCredentialSignature(key: SigningKey, credential: Credential): boolean {
+export function verifyCredentialSignature(
+  key: SigningKey,
+  credential: Credential,
+  compare: ConstantTimeCompare = SIGNATURE_COMPARE,
+): boolean {
   const expected = key.mac(canonicalClaims(credential));
   const presented = Buffer.from(credential.signature, "hex");
   // timingSafeEqual throws on unequal lengths; the schema fixes 32 bytes, so this is a guard.
   if (presented.length !== expected.length) return false;
-  return timingSafeEqual(presented, expected);
+  return compare(presented, expected);
 }
 
 export function mintNonce(random: RandomBytes): string {

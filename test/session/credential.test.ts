@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { randomBytes } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import {
   chmodSync,
   readdirSync,
@@ -19,6 +19,7 @@ import {
   mintCredentials,
   parseCredential,
   readCredentialFile,
+  SIGNATURE_COMPARE,
   SIGNING_KEY_BYTES,
   signCredential,
   signingKeyFromBytes,
@@ -172,6 +173,60 @@ describe("signature", () => {
       ),
       { numRuns: 3000 },
     );
+  });
+});
+
+describe("every signed field is bound by the signature", () => {
+  const claims: CredentialClaims = {
+    allocationId: "alloc-1",
+    epoch: 3,
+    rank: 1,
+    expiresAt: NOW + 60_000,
+    nonce: "ab".repeat(16),
+  };
+  // Each field changed ALONE, to a value the gateway would otherwise accept.
+  const mutations: readonly [keyof CredentialClaims, CredentialClaims][] = [
+    ["allocationId", { ...claims, allocationId: "alloc-2" }],
+    ["epoch", { ...claims, epoch: 4 }],
+    ["rank", { ...claims, rank: 0 }],
+    ["expiresAt", { ...claims, expiresAt: claims.expiresAt + 1 }],
+    ["nonce", { ...claims, nonce: "cd".repeat(16) }],
+  ];
+
+  test.each(mutations)("%s changed alone under the old signature is refused", (_field, mutated) => {
+    const { signature } = signCredential(key, claims);
+    const tampered = { ...mutated, signature };
+    expect(verifyCredentialSignature(key, tampered)).toBe(false);
+    // And through the gateway's judge, with expectations that fit the mutated claims.
+    const verdict = judgeCredential(
+      { kind: "credential", credential: tampered },
+      "malformed",
+      judgeDeps({ epoch: mutated.epoch, ranks: 8, fenced: false }),
+    );
+    expect(verdict).toMatchObject({ kind: "Refused", reason: "forged" });
+    // The same claims, honestly signed, are accepted: only the signature refused them.
+    const honest = judgeCredential(
+      { kind: "credential", credential: signCredential(key, mutated) },
+      "malformed",
+      judgeDeps({ epoch: mutated.epoch, ranks: 8, fenced: false }),
+    );
+    expect(honest.kind).toBe("Accepted");
+  });
+
+  test("the verdict is the constant-time comparator's, and that is node's timingSafeEqual", () => {
+    expect(SIGNATURE_COMPARE).toBe(timingSafeEqual);
+    const credential = signCredential(key, claims);
+    const calls: [Uint8Array, Uint8Array][] = [];
+    const spy = (answer: boolean) => (a: Uint8Array, b: Uint8Array) => {
+      calls.push([a, b]);
+      return answer;
+    };
+    // A comparator that says "different" refuses even a genuine credential, and one that
+    // says "equal" is believed: the verdict is its, not a plain comparison's beside it.
+    expect(verifyCredentialSignature(key, credential, spy(false))).toBe(false);
+    expect(verifyCredentialSignature(key, credential, spy(true))).toBe(true);
+    expect(calls).toHaveLength(2);
+    expect(Buffer.from(calls[0]?.[0] ?? []).toString("hex")).toBe(credential.signature);
   });
 });
 

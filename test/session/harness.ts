@@ -102,7 +102,10 @@ export async function startDaemon(options: {
       : { OPENAI4S_WORKER_LISTEN: `127.0.0.1:${await freePort()}` }),
     ...options.env,
   };
-  const proc = Bun.spawn([BINARY, "serve", "--state-dir", stateDir, ...(options.args ?? [])], {
+  // The spool named explicitly (a cluster backend requires it), where the default would be.
+  const spoolArgs = ["--spool-dir", `${stateDir}-spool`];
+  const serveArgs = ["serve", "--state-dir", stateDir, ...spoolArgs, ...(options.args ?? [])];
+  const proc = Bun.spawn([BINARY, ...serveArgs], {
     env,
     stdin: "ignore",
     stdout: Bun.file(logPath),

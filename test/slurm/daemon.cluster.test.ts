@@ -57,6 +57,8 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
     );
     const started = await startDaemon({
       stateDir: join(dir, "state"),
+      // The nodes of the test cluster are this machine: any spool is "shared".
+      spoolDir: join(dir, "spool"),
       listen: [{ kind: "unix", path: socket }],
       backend: "slurm",
       clusterConfigPath: config,

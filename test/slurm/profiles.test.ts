@@ -348,6 +348,46 @@ describe("public() never carries the mapping", () => {
     );
   });
 
+  test("by values: no configured partition, QoS or account string in any public view", () => {
+    const secrets = [
+      "acct-zq7-default",
+      "acct-zq7-own",
+      "part-zq7-gpu",
+      "part-zq7-cpu",
+      "qos-zq7-fast",
+      "qos-zq7-slow",
+    ];
+    const text = [
+      "[cluster]",
+      'account = "acct-zq7-default"',
+      "[profiles.a]",
+      'description = "Profile a"',
+      'partition = "part-zq7-gpu"',
+      'qos = "qos-zq7-fast"',
+      "allow_batch = true",
+      "allow_sessions = true",
+      "[profiles.b]",
+      'description = "Profile b"',
+      'partition = "part-zq7-cpu"',
+      'qos = "qos-zq7-slow"',
+      'account = "acct-zq7-own"',
+      "allow_batch = true",
+      "",
+    ].join("\n");
+    const config = loaded(parseClusterConfig(text));
+    // The mapping is really there (else this test could pass on an empty config)...
+    const placements = JSON.stringify(config.profiles.map((p) => p.placement));
+    for (const secret of secrets) expect(placements).toContain(secret);
+    // ...and no view a caller can get shows any of it, whichever way it is serialised.
+    const views = JSON.stringify([
+      config.profiles.map((p) => p.public()),
+      config.profiles,
+      config.catalog.profiles(),
+      String(config.profiles[0]),
+    ]);
+    for (const secret of secrets) expect(views).not.toContain(secret);
+  });
+
   test("every loaded profile is one the broker will submit", () => {
     fc.assert(
       fc.property(profileDoc, (text) => {
