@@ -11,9 +11,9 @@ import { dirname, isAbsolute, join } from "node:path";
 import type { Clock } from "./clock.ts";
 import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
+import { createBackgroundVerifier } from "./orchestration/isolation/background-verifier.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
 import {
-  cachedVerdict,
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
@@ -106,7 +106,11 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       let backend: AllocationBackend;
       switch (isolation.kind) {
         case "Sandbox":
-          backend = createLocalBackend({ ...options, sandbox: isolation.sandbox });
+          backend = verifiedInBackground(
+            context,
+            createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            isolation.sandbox,
+          );
           break;
         case "SandboxWithoutSessions":
           // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
@@ -150,17 +154,25 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       });
       // Scheduler text reaches workload messages and the API: rewritten so no partition,
       // QoS or account name leaves the daemon (the log keeps the original).
-      const slurmBackend = withPublicMessages(
-        createSlurmBackend({
-          broker,
-          placements: placements.catalog,
-          clock: context.clock,
-          log: context.log,
-        }),
-        hiddenNamesOf(placements.catalog),
-      );
-      // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes.
-      return { kind: "Created", backend: await withClusterSessionIsolation(context, slurmBackend) };
+      const build = (catalog: PlacementCatalog) =>
+        withPublicMessages(
+          createSlurmBackend({
+            broker,
+            placements: catalog,
+            clock: context.clock,
+            log: context.log,
+          }),
+          hiddenNamesOf(placements.catalog),
+        );
+      const slurmBackend = build(placements.catalog);
+      // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
+      // probe on its own smallest placement (a backend over a one-entry catalog).
+      const probeBackend = (derive: (catalog: PlacementCatalog) => PlacementCatalog) =>
+        build(derive(placements.catalog));
+      return {
+        kind: "Created",
+        backend: await withClusterSessionIsolation(context, slurmBackend, probeBackend),
+      };
     },
   },
 };
@@ -220,6 +232,32 @@ async function localSessionIsolation(context: BackendContext): Promise<LocalSess
   }
 }
 
+/** How often the local sandbox is re-verified, in the background. */
+const LOCAL_ISOLATION_INTERVAL_MS = 60 * 1000;
+
+/**
+ * The local backend's isolation answer, re-verified in the background: the sandbox's own
+ * verify() probes again when its cache expires, which put a bwrap run (up to 10 s) inside
+ * whichever HTTP request or reconciler tick asked next (issue 8). Seeded with the verdict of
+ * the start-up check, so the daemon never answers "not verified yet" once it listens.
+ */
+function verifiedInBackground(
+  context: BackendContext,
+  backend: AllocationBackend,
+  sandbox: Sandbox,
+): AllocationBackend {
+  const verifier = createBackgroundVerifier({
+    probe: () => sandbox.verify(),
+    log: context.log,
+    seed: { kind: "Verified", mechanism: sandbox.mechanism },
+    verifiedIntervalMs: LOCAL_ISOLATION_INTERVAL_MS,
+    retryIntervalMs: LOCAL_ISOLATION_INTERVAL_MS,
+  });
+  verifier.start();
+  const verifySessionIsolation = async (): Promise<IsolationVerdict> => verifier.current();
+  return { ...backend, verifySessionIsolation } as AllocationBackend;
+}
+
 /** The sandbox every backend's launches run in, masking the state dir. */
 function bubblewrapFor(context: BackendContext): Sandbox {
   const bwrapPath = context.env[BWRAP_ENV];
@@ -250,28 +288,59 @@ function selfDirectories(selfCommand: readonly string[]): readonly string[] {
   return [...new Set(dirs)];
 }
 
-/** How long a node verdict is reused before a new probe allocation is submitted. */
+/** After a Verified verdict on the nodes, the next background probe in this long. */
 const CLUSTER_ISOLATION_TTL_MS = 10 * 60 * 1000;
 /**
- * How long an Unverified verdict stands before a session request probes again. Most
- * Unverified verdicts at start are an outage (controller down, slurm.conf mid-edit), not a
- * node without bwrap: kept for the daemon's lifetime, they switched sessions off until
- * someone restarted it.
+ * After an Unverified or inconclusive probe, the next one in this long. Most Unverified
+ * verdicts at start are an outage (controller down, slurm.conf mid-edit), not a node
+ * without bwrap: kept for the daemon's lifetime, they switched sessions off until someone
+ * restarted it.
  */
 export const CLUSTER_ISOLATION_RETRY_MS = 60 * 1000;
+/** The probe job's own time limit: it runs for seconds; the shortest a partition takes. */
+const PROBE_JOB_TIME_LIMIT_SECONDS = 60;
+/** The name the probe's private placement goes by (never offered to anyone). */
+const PROBE_PROFILE = "isolation-probe";
+
+/**
+ * The smallest placement the session profile's partition accepts, for the probe: the same
+ * partition, QoS and account (the probe must land where sessions land), one node, one CPU,
+ * no GPUs, the cluster's default memory and a one-minute limit. A probe with the session
+ * profile's full placement took GPUs every 10 minutes (issue 8).
+ */
+function probePlacements(catalog: PlacementCatalog, sessionProfile: string): PlacementCatalog {
+  const base = catalog.placement(sessionProfile);
+  return {
+    profiles: () => [],
+    placement: (name) =>
+      name === PROBE_PROFILE && base !== null
+        ? {
+            ...base,
+            nodes: 1,
+            cpus: 1,
+            gpus: 0,
+            memoryMb: null,
+            timeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
+          }
+        : null,
+  };
+}
 
 /**
  * A cluster backend with sessions: the same policy as the local one, except that the sandbox
  * is verified ON THE NODES, by a probe allocation submitted through the backend itself (a
  * check on the daemon's host says nothing about a node without bwrap), and it is put on the
  * launch line by wrapping the backend (isolation/through-backend.ts), steps included. The
- * state dir must be on a file system the nodes share (it already must: workers read their
- * credentials and workspaces there); the probe lays its two sibling allocations out in it.
- * Verified at start (a few seconds: one short job); re-verified on demand every 10 minutes.
+ * probe lays its two sibling allocations out in the spool, which the nodes share.
+ *
+ * Verification runs in the background (background-verifier.ts): at start, without holding
+ * the start up, then every 10 minutes (every minute while unverified). Admission and attempt
+ * preparation read the last verdict and never wait for a probe.
  */
 async function withClusterSessionIsolation(
   context: BackendContext,
   backend: AllocationBackend,
+  probeBackend: (placements: (catalog: PlacementCatalog) => PlacementCatalog) => AllocationBackend,
 ): Promise<AllocationBackend> {
   if (workerGatewayListenFromEnv(context.env).kind !== "Enabled") {
     return withoutSessionIsolation(
@@ -284,49 +353,47 @@ async function withClusterSessionIsolation(
     return withoutSessionIsolation(backend, "no profile of this cluster offers SESSION");
   }
   const sandbox = bubblewrapFor(context);
+  const prober = probeBackend((catalog) => probePlacements(catalog, profile.name));
   const probe = () =>
     verifyThroughBackend({
-      backend,
+      backend: prober,
       sandbox,
-      // In the spool: the probe's allocations run on the nodes, which never see the private dir.
       probeRoot: join(context.layout.backendSpoolDir(backend.name), "isolation-probe"),
-      profile: profile.name,
+      profile: PROBE_PROFILE,
+      jobTimeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
       clock: context.clock,
       log: context.log,
     });
-  const first = await probe();
   // Launch lines are wrapped in the sandbox only once it has been seen working on the nodes:
   // wrapping BATCH jobs in a bwrap the nodes may not have would fail every one of them.
-  let sandboxing = first.kind === "Verified";
-  if (first.kind === "Verified") {
-    context.log.info("session isolation verified on the nodes", { mechanism: first.mechanism });
-  } else {
-    context.log.warn("session isolation unavailable on the nodes; probed again on demand", {
-      message: first.message,
-    });
-  }
-  // A shorter memory for an Unverified verdict: most are an outage, not a node without bwrap.
-  const cachedProbe = cachedVerdict(probe, {
-    clock: context.clock,
-    seed: first,
-    ttlMs: (verdict) =>
-      verdict.kind === "Verified" ? CLUSTER_ISOLATION_TTL_MS : CLUSTER_ISOLATION_RETRY_MS,
+  let sandboxing = false;
+  const verifier = createBackgroundVerifier({
+    probe,
+    log: context.log,
+    verifiedIntervalMs: CLUSTER_ISOLATION_TTL_MS,
+    retryIntervalMs: CLUSTER_ISOLATION_RETRY_MS,
+    onVerdict(verdict) {
+      if (verdict.kind === "Verified" && !sandboxing) {
+        context.log.info("session isolation verified on the nodes", {
+          mechanism: verdict.mechanism,
+        });
+        sandboxing = true;
+      } else if (verdict.kind === "Unverified") {
+        context.log.warn("session isolation unavailable on the nodes; probed again later", {
+          message: verdict.message,
+        });
+      }
+    },
   });
+  verifier.start();
   const verify = async (): Promise<IsolationVerdict> => {
-    const verdict = await cachedProbe();
-    if (verdict.kind === "Unverified") {
-      return {
-        kind: "Unverified",
-        message: `sessions need a verified per-allocation sandbox on the nodes: ${verdict.message}`,
-      };
-    }
-    if (!sandboxing) {
-      context.log.info("session isolation verified on the nodes", {
-        mechanism: verdict.mechanism,
-      });
-      sandboxing = true;
-    }
-    return verdict;
+    const verdict = verifier.current();
+    return verdict.kind === "Unverified"
+      ? {
+          kind: "Unverified",
+          message: `sessions need a verified per-allocation sandbox on the nodes: ${verdict.message}`,
+        }
+      : verdict;
   };
   const sandboxed = sandboxedBackend(backend, {
     sandbox,

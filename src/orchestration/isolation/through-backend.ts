@@ -30,6 +30,7 @@ import {
   type TaskRunner,
 } from "../ports.ts";
 import type { Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { ProbeOutcome } from "./background-verifier.ts";
 import { createProbeLayout, judgeProbe } from "./probe.ts";
 
 /**
@@ -65,13 +66,18 @@ export interface BackendProbeOptions {
   readonly log: Log;
   /** Give up (and cancel the probe) after this long. Default 120 s. */
   readonly timeoutMs?: number;
+  /** The probe job's own time limit (it runs for seconds). Default: `timeoutMs`. */
+  readonly jobTimeLimitSeconds?: number;
   /** Between observations. Default 500 ms. */
   readonly pollIntervalMs?: number;
 }
 
-export async function verifyThroughBackend(
-  options: BackendProbeOptions,
-): Promise<IsolationVerdict> {
+/**
+ * One probe allocation, judged. Inconclusive when the deadline came before the probe ever
+ * ran (still queued): that says nothing about the nodes, and must not refuse sessions that
+ * an earlier probe verified (background-verifier.ts keeps the last verdict).
+ */
+export async function verifyThroughBackend(options: BackendProbeOptions): Promise<ProbeOutcome> {
   const { backend } = options;
   const timeoutMs = options.timeoutMs ?? 120_000;
   const pollIntervalMs = options.pollIntervalMs ?? 500;
@@ -101,7 +107,7 @@ export async function verifyThroughBackend(
         profile: options.profile,
         name: "isolation-probe",
         launch,
-        timeLimitSeconds: Math.ceil(timeoutMs / 1000),
+        timeLimitSeconds: options.jobTimeLimitSeconds ?? Math.ceil(timeoutMs / 1000),
         allocationDir: layout.allocationDir,
         workspaceDir: layout.workspace,
       },
@@ -126,14 +132,22 @@ export async function verifyThroughBackend(
     const target = { allocationId, token, handle };
     const deadline = options.clock.now() + timeoutMs;
     let ended: { exitCode: number | null; phase: string } | null = null;
+    let ran = false;
     while (ended === null) {
       if (options.clock.now() > deadline) {
         await backend.cancel([target]);
-        return unverified(`no result within ${Math.round(timeoutMs / 1000)} s`);
+        const waited = `no result within ${Math.round(timeoutMs / 1000)} s`;
+        return ran
+          ? unverified(waited)
+          : {
+              kind: "Inconclusive",
+              message: `isolation probe on ${backend.name} still queued: ${waited}`,
+            };
       }
       const observed = await backend.observe([target]);
       if (observed.kind === "Observed") {
         const o = observed.observations.get(allocationId);
+        if (o?.kind === "Observed" && o.phase !== "QUEUED") ran = true;
         if (o?.kind === "Observed" && isTerminal(o.phase)) {
           ended = { exitCode: o.exitCode, phase: o.phase };
           break;

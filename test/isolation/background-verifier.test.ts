@@ -1,0 +1,163 @@
+import { describe, expect, test } from "bun:test";
+import { memoryLog } from "../../src/log.ts";
+import {
+  createBackgroundVerifier,
+  type ProbeOutcome,
+  type VerifierSchedule,
+} from "../../src/orchestration/isolation/background-verifier.ts";
+
+/** A schedule the test fires by hand, recording the delays asked for. */
+function manualSchedule() {
+  const pending: { delayMs: number; fn: () => void; cancelled: boolean }[] = [];
+  const schedule: VerifierSchedule = {
+    after(delayMs, fn) {
+      const entry = { delayMs, fn, cancelled: false };
+      pending.push(entry);
+      return () => {
+        entry.cancelled = true;
+      };
+    },
+  };
+  return {
+    schedule,
+    delays: () => pending.map((p) => p.delayMs),
+    fireNext() {
+      const next = pending.find((p) => !p.cancelled);
+      if (!next) throw new Error("nothing scheduled");
+      pending.splice(pending.indexOf(next), 1);
+      next.fn();
+    },
+    live: () => pending.filter((p) => !p.cancelled).length,
+  };
+}
+
+/** A probe whose answers the test releases one at a time. */
+function scriptedProbe() {
+  const waiting: ((o: ProbeOutcome) => void)[] = [];
+  return {
+    calls: () => waiting.length,
+    probe: () => new Promise<ProbeOutcome>((resolve) => waiting.push(resolve)),
+    answer(outcome: ProbeOutcome) {
+      const next = waiting.shift();
+      if (!next) throw new Error("no probe in flight");
+      next(outcome);
+    },
+  };
+}
+
+const VERIFIED = { kind: "Verified", mechanism: "bwrap" } as const;
+const UNVERIFIED = { kind: "Unverified", message: "no bwrap on node n1" } as const;
+const QUEUED = { kind: "Inconclusive", message: "still queued" } as const;
+
+function setup() {
+  const clock = manualSchedule();
+  const probe = scriptedProbe();
+  const verifier = createBackgroundVerifier({
+    probe: probe.probe,
+    log: memoryLog(),
+    schedule: clock.schedule,
+    verifiedIntervalMs: 600_000,
+    retryIntervalMs: 60_000,
+  });
+  return { clock, probe, verifier };
+}
+
+describe("background isolation verification", () => {
+  test("admission reads the last verdict and never waits for a probe", async () => {
+    const { probe, verifier } = setup();
+    verifier.start();
+    expect(probe.calls()).toBe(1);
+    // The probe has not answered: reads return at once, as not verified yet, and start none.
+    for (let i = 0; i < 5; i++) expect(verifier.current().kind).toBe("Unverified");
+    expect(verifier.current()).toMatchObject({
+      message: expect.stringContaining("not verified yet"),
+    });
+    probe.answer(VERIFIED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual(VERIFIED);
+  });
+
+  test("on a schedule: 10 min after Verified, 1 min after Unverified; one probe at a time", async () => {
+    const { clock, probe, verifier } = setup();
+    verifier.start();
+    probe.answer(VERIFIED);
+    await verifier.settled();
+    expect(clock.delays()).toEqual([600_000]);
+    clock.fireNext();
+    verifier.start(); // a second start while a probe is in flight starts nothing
+    expect(probe.calls()).toBe(1);
+    probe.answer(UNVERIFIED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual(UNVERIFIED);
+    expect(clock.delays()).toEqual([60_000]);
+  });
+
+  test("a probe still queued does not flap an earlier good verdict to refused", async () => {
+    const { clock, probe, verifier } = setup();
+    verifier.start();
+    probe.answer(VERIFIED);
+    await verifier.settled();
+    clock.fireNext();
+    probe.answer(QUEUED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual(VERIFIED);
+    // Retried sooner, and a real failure then does count.
+    expect(clock.delays()).toEqual([60_000]);
+    clock.fireNext();
+    probe.answer(UNVERIFIED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual(UNVERIFIED);
+  });
+
+  test("a queued first probe stays 'not verified yet', saying why", async () => {
+    const { probe, verifier } = setup();
+    verifier.start();
+    probe.answer(QUEUED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual({
+      kind: "Unverified",
+      message: "not verified yet: still queued",
+    });
+  });
+
+  test("a probe that throws keeps the last verdict and retries; stop() ends the schedule", async () => {
+    const clock = manualSchedule();
+    let n = 0;
+    const verifier = createBackgroundVerifier({
+      probe: async () => {
+        n++;
+        if (n === 2) throw new Error("sbatch vanished");
+        return VERIFIED;
+      },
+      log: memoryLog(),
+      schedule: clock.schedule,
+      verifiedIntervalMs: 600_000,
+      retryIntervalMs: 60_000,
+    });
+    verifier.start();
+    await verifier.settled();
+    clock.fireNext();
+    await verifier.settled();
+    expect(verifier.current()).toEqual(VERIFIED);
+    expect(clock.delays()).toEqual([60_000]);
+    verifier.stop();
+    expect(clock.live()).toBe(0);
+  });
+
+  test("seeded with the start-up verdict, the first probe waits its interval", () => {
+    const clock = manualSchedule();
+    const probe = scriptedProbe();
+    const verifier = createBackgroundVerifier({
+      probe: probe.probe,
+      log: memoryLog(),
+      schedule: clock.schedule,
+      seed: VERIFIED,
+      verifiedIntervalMs: 600_000,
+      retryIntervalMs: 60_000,
+    });
+    verifier.start();
+    expect(verifier.current()).toEqual(VERIFIED);
+    expect(probe.calls()).toBe(0);
+    expect(clock.delays()).toEqual([600_000]);
+  });
+});
