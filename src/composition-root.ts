@@ -12,11 +12,13 @@ import type { Clock } from "./clock.ts";
 import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
+import { plainWrapper } from "./orchestration/isolation/launch-argv.ts";
 import {
   cachedVerdict,
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
+  wrappedBackend,
 } from "./orchestration/isolation/through-backend.ts";
 import type { StateLayout } from "./orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "./orchestration/local/backend.ts";
@@ -28,8 +30,13 @@ import {
   type SessionIsolationProvider,
   type TaskRunner,
 } from "./orchestration/ports.ts";
-import type { Sandbox } from "./orchestration/sandbox.ts";
-import { createSlurmBackend, type PlacementCatalog } from "./orchestration/slurm/backend.ts";
+import type { RunAs, Sandbox } from "./orchestration/sandbox.ts";
+import {
+  createSlurmBackend,
+  DEFAULT_JOB_PATH,
+  type PlacementCatalog,
+  RANK_ENV as SLURM_RANK_ENV,
+} from "./orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "./orchestration/slurm/broker.ts";
 import { formatRefusal, loadClusterConfig } from "./orchestration/slurm/profiles.ts";
 import {
@@ -62,6 +69,11 @@ export interface BackendContext {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Crash-test fault points, read from the environment once by the daemon. */
   readonly faults: FaultPoints;
+  /**
+   * The unprivileged identity every job runs as (`serve --run-as`); null when the daemon is
+   * not root (jobs keep its uid, in a user namespace when sandboxed).
+   */
+  readonly runAs: RunAs | null;
 }
 
 export type BackendCreation =
@@ -95,13 +107,33 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         log: context.log,
         hostEnv: context.env,
         faults: context.faults,
+        runAs: context.runAs,
       };
       const isolation = await localSessionIsolation(context);
-      const backend =
-        isolation.kind === "Sandbox"
-          ? createLocalBackend({ ...options, sandbox: isolation.sandbox })
-          : withoutSessionIsolation(createLocalBackend(options), isolation.message);
-      return { kind: "Created", backend };
+      switch (isolation.kind) {
+        case "Sessions":
+          return {
+            kind: "Created",
+            backend: createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+          };
+        case "SandboxOnly":
+          return {
+            kind: "Created",
+            backend: withoutSessionIsolation(
+              createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+              isolation.message,
+            ),
+          };
+        case "Unavailable":
+          return {
+            kind: "Created",
+            backend: withoutSessionIsolation(createLocalBackend(options), isolation.message),
+          };
+        default: {
+          const never: never = isolation;
+          throw new Error(`unhandled isolation ${JSON.stringify(never)}`);
+        }
+      }
     },
   },
   // The Slurm backend (slurm backend's section). Jobs go through sbatch/squeue/sacct/scancel/
@@ -146,12 +178,12 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
 // Session isolation for the local backend (sessions engine's section).
 //
 // Sessions need the worker gateway (OPENAI4S_WORKER_LISTEN) and a VERIFIED per-allocation
-// sandbox. When both are there, the bubblewrap sandbox wraps EVERY local launch, BATCH
-// included: a BATCH job outside it could read a session's credential and workspace. When the
-// gateway is off, nothing is sandboxed and BATCH runs as before (no credential exists to
-// protect); when bubblewrap does not verify, BATCH also runs unsandboxed and SESSION is
-// refused. Either way the backend answers the isolation question with the precise reason,
-// so admission refuses with ISOLATION_UNAVAILABLE and a message saying what to fix. The
+// sandbox. Whenever the sandbox verifies, it wraps EVERY local launch, BATCH included and
+// whether or not the gateway is on: a BATCH job outside it could read a session's credential
+// and workspace, and the daemon's own files. When bubblewrap does not verify, BATCH still
+// runs (it never requires the capability), never as root (RunAs), and SESSION is refused.
+// Either way the backend answers the isolation question with the precise reason, so
+// admission refuses with ISOLATION_UNAVAILABLE and a message saying what to fix. The
 // decision is taken once, at start: turning the sandbox on for BATCH is a restart.
 // ---------------------------------------------------------------------------------------
 
@@ -159,21 +191,21 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
 export const BWRAP_ENV = "OPENAI4S_BWRAP";
 
 type LocalSessionIsolation =
-  | { readonly kind: "Sandbox"; readonly sandbox: Sandbox }
+  /** A verified sandbox and the gateway on: sessions and every launch sandboxed. */
+  | { readonly kind: "Sessions"; readonly sandbox: Sandbox }
+  /** A verified sandbox for every launch, but no sessions (why in `message`). */
+  | { readonly kind: "SandboxOnly"; readonly sandbox: Sandbox; readonly message: string }
   | { readonly kind: "Unavailable"; readonly message: string };
 
 async function localSessionIsolation(context: BackendContext): Promise<LocalSessionIsolation> {
-  if (workerGatewayListenFromEnv(context.env).kind !== "Enabled") {
-    return {
-      kind: "Unavailable",
-      message: `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
-    };
-  }
   const sandbox = bubblewrapFor(context);
   const verdict = await sandbox.verify();
   switch (verdict.kind) {
     case "Verified":
-      return { kind: "Sandbox", sandbox };
+      if (workerGatewayListenFromEnv(context.env).kind !== "Enabled") {
+        return { kind: "SandboxOnly", sandbox, message: GATEWAY_OFF_MESSAGE };
+      }
+      return { kind: "Sessions", sandbox };
     case "Unverified":
       return {
         kind: "Unavailable",
@@ -186,11 +218,14 @@ async function localSessionIsolation(context: BackendContext): Promise<LocalSess
   }
 }
 
+const GATEWAY_OFF_MESSAGE = `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`;
+
 /** The sandbox every backend's launches run in, masking the state dir. */
 function bubblewrapFor(context: BackendContext): Sandbox {
   const bwrapPath = context.env[BWRAP_ENV];
   return createBubblewrapSandbox({
     ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
+    runAs: context.runAs,
     log: context.log,
     // The state dir holds every workload's files, the signing key and the admin token.
     maskedRoots: [context.layout.root],
@@ -238,16 +273,22 @@ async function withClusterSessionIsolation(
   context: BackendContext,
   backend: AllocationBackend,
 ): Promise<AllocationBackend> {
-  if (workerGatewayListenFromEnv(context.env).kind !== "Enabled") {
-    return withoutSessionIsolation(
-      backend,
-      `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
-    );
-  }
-  const profile = backend.profiles().find((p) => p.kinds.includes("SESSION"));
-  if (profile === undefined) {
-    return withoutSessionIsolation(backend, "no profile of this cluster offers SESSION");
-  }
+  const locate = locateInStateDir(context.layout.root);
+  const job = { rankEnv: SLURM_RANK_ENV, baseEnv: { PATH: DEFAULT_JOB_PATH }, locate };
+  // Without a verified sandbox every launch still goes through this: never as root, and the
+  // job's variables applied after the privilege drop, not handed to the batch script.
+  const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.runAs) });
+  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
+  // BATCH is sandboxed whenever the nodes can be shown to sandbox, gateway or not: the probe
+  // runs on a SESSION profile when there is one, else on the first profile.
+  const profiles = backend.profiles();
+  const profile = profiles.find((p) => p.kinds.includes("SESSION")) ?? profiles[0];
+  if (profile === undefined) return withoutSessionIsolation(plain, "this cluster has no profile");
+  const sessionsOff = !gatewayOn
+    ? GATEWAY_OFF_MESSAGE
+    : profile.kinds.includes("SESSION")
+      ? null
+      : "no profile of this cluster offers SESSION";
   const sandbox = bubblewrapFor(context);
   const probe = () =>
     verifyThroughBackend({
@@ -263,9 +304,9 @@ async function withClusterSessionIsolation(
   // wrapping BATCH jobs in a bwrap the nodes may not have would fail every one of them.
   let sandboxing = first.kind === "Verified";
   if (first.kind === "Verified") {
-    context.log.info("session isolation verified on the nodes", { mechanism: first.mechanism });
+    context.log.info("isolation verified on the nodes", { mechanism: first.mechanism });
   } else {
-    context.log.warn("session isolation unavailable on the nodes; probed again on demand", {
+    context.log.warn("isolation unavailable on the nodes; probed again on demand", {
       message: first.message,
     });
   }
@@ -277,6 +318,7 @@ async function withClusterSessionIsolation(
       verdict.kind === "Verified" ? CLUSTER_ISOLATION_TTL_MS : CLUSTER_ISOLATION_RETRY_MS,
   });
   const verify = async (): Promise<IsolationVerdict> => {
+    if (sessionsOff !== null) return { kind: "Unverified", message: sessionsOff };
     const verdict = await cachedProbe();
     if (verdict.kind === "Unverified") {
       return {
@@ -285,19 +327,13 @@ async function withClusterSessionIsolation(
       };
     }
     if (!sandboxing) {
-      context.log.info("session isolation verified on the nodes", {
-        mechanism: verdict.mechanism,
-      });
+      context.log.info("isolation verified on the nodes", { mechanism: verdict.mechanism });
       sandboxing = true;
     }
     return verdict;
   };
-  const sandboxed = sandboxedBackend(backend, {
-    sandbox,
-    verify,
-    locate: locateInStateDir(context.layout.root),
-  });
-  const current = (): AllocationBackend => (sandboxing ? sandboxed : backend);
+  const sandboxed = sandboxedBackend(backend, { ...job, wrapper: sandbox, verify });
+  const current = (): AllocationBackend => (sandboxing ? sandboxed : plain);
   const switching: AllocationBackend & SessionIsolationProvider = {
     name: backend.name,
     profiles: () => backend.profiles(),
@@ -312,9 +348,9 @@ async function withClusterSessionIsolation(
   const runner: TaskRunner = {
     runTask(target, command, options) {
       const chosen = current();
-      return isTaskRunner(chosen)
-        ? chosen.runTask(target, command, options)
-        : backend.runTask(target, command, options);
+      if (isTaskRunner(chosen)) return chosen.runTask(target, command, options);
+      // Unreachable (both wrappers keep runTask when the backend has it); never unwrapped.
+      return Promise.resolve({ kind: "Refused", message: "steps are not available" });
     },
   };
   return { ...switching, ...runner };

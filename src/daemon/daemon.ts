@@ -14,10 +14,12 @@ import { type BackendContext, createBackend } from "../composition-root.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
+import { chooseRunAs, systemIdentityDatabase } from "../orchestration/isolation/run-as.ts";
 import { type StateLayout, stateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { bindReconcilerStore, createReconciler } from "../orchestration/reconciler.ts";
+import type { RunAs } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
@@ -39,6 +41,11 @@ export interface DaemonConfig {
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
   readonly log: Log;
+  /**
+   * The identity jobs run as (`serve --run-as`, validated there). Absent: `nobody` when the
+   * daemon runs as root, else the daemon's own uid (null).
+   */
+  readonly runAs?: RunAs | null;
   /** Period of the reconciler's level-triggered tick. */
   readonly tickIntervalMs?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. */
@@ -167,6 +174,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clock,
     log,
     env: config.env,
+    runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
   };
   const created = await createBackend(config.backend, context);
   if (created.kind === "ConfigError") return fail(created);
@@ -314,4 +322,12 @@ async function stopServer(server: Server<unknown>, drainTimeoutMs: number): Prom
   const outcome = await Promise.race([graceful.then(() => "drained" as const), expired]);
   clearTimeout(timer);
   if (outcome === "expired") await server.stop(true);
+}
+
+/** The default identity for jobs: `nobody` when this process is root, else its own uid. */
+function defaultRunAs(): RunAs | null {
+  const choice = chooseRunAs(undefined, process.getuid?.() ?? -1, systemIdentityDatabase());
+  // nobody always resolves (65534 by convention when the database lacks it).
+  if (choice.kind === "Invalid") throw new Error(choice.message);
+  return choice.runAs;
 }
