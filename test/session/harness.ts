@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import {
   chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -89,8 +90,16 @@ export async function startDaemon(options: {
   readonly args?: readonly string[];
   /** How long to wait for the daemon to answer (a cluster backend verifies first). */
   readonly startTimeoutMs?: number;
+  /** Run the daemon itself as this unprivileged uid (=gid), through setpriv; it owns `dir`. */
+  readonly daemonUid?: number;
 }): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), "o4s-e2e-session-"));
+  const uid = options.daemonUid;
+  if (uid !== undefined) chownSync(dir, uid, uid);
+  const prefix =
+    uid === undefined
+      ? []
+      : ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--"];
   const stateDir = join(dir, "state");
   const socket = join(stateDir, "api.sock");
   const logPath = join(dir, "daemon.log");
@@ -102,12 +111,15 @@ export async function startDaemon(options: {
       : { OPENAI4S_WORKER_LISTEN: `127.0.0.1:${await freePort()}` }),
     ...options.env,
   };
-  const proc = Bun.spawn([BINARY, "serve", "--state-dir", stateDir, ...(options.args ?? [])], {
-    env,
-    stdin: "ignore",
-    stdout: Bun.file(logPath),
-    stderr: Bun.file(logPath),
-  });
+  const proc = Bun.spawn(
+    [...prefix, BINARY, "serve", "--state-dir", stateDir, ...(options.args ?? [])],
+    {
+      env,
+      stdin: "ignore",
+      stdout: Bun.file(logPath),
+      stderr: Bun.file(logPath),
+    },
+  );
   const daemon: Daemon = {
     dir,
     stateDir,
