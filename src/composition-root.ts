@@ -27,6 +27,7 @@ import {
   type AllocationBackend,
   type IsolationVerdict,
   isTaskRunner,
+  type LaunchSandboxReporter,
   type SessionIsolationProvider,
   type TaskRunner,
 } from "./orchestration/ports.ts";
@@ -334,9 +335,10 @@ async function withClusterSessionIsolation(
   };
   const sandboxed = sandboxedBackend(backend, { ...job, wrapper: sandbox, verify });
   const current = (): AllocationBackend => (sandboxing ? sandboxed : plain);
-  const switching: AllocationBackend & SessionIsolationProvider = {
+  const switching: AllocationBackend & SessionIsolationProvider & LaunchSandboxReporter = {
     name: backend.name,
     profiles: () => backend.profiles(),
+    launchesSandboxed: () => sandboxing,
     submit: (requests) => current().submit(requests),
     observe: (targets) => backend.observe(targets),
     cancel: (targets) => backend.cancel(targets),

@@ -14,6 +14,7 @@ import { type BackendContext, createBackend } from "../composition-root.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
+import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
 import { chooseRunAs, systemIdentityDatabase } from "../orchestration/isolation/run-as.ts";
 import { type StateLayout, stateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
@@ -21,7 +22,12 @@ import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { bindReconcilerStore, createReconciler } from "../orchestration/reconciler.ts";
 import type { RunAs } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
-import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
+import {
+  listUnsandboxedLiveAllocations,
+  type OpenedDatabase,
+  openDatabase,
+  type StoreDeps,
+} from "../store/index.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
@@ -178,7 +184,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   };
   const created = await createBackend(config.backend, context);
   if (created.kind === "ConfigError") return fail(created);
-  const backend = created.backend;
+  // SESSIONs wait while any live allocation runs outside the verified sandbox.
+  const backend = guardedByLiveAllocations(created.backend, (limit) =>
+    listUnsandboxedLiveAllocations(store, limit),
+  );
 
   // 6. Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says
   // so). Null means SESSION attempts are refused by the preparer, after admission already

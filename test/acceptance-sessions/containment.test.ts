@@ -255,3 +255,42 @@ describe.if(IS_ROOT)("a daemon that is not root: jobs keep its uid, contained", 
     TIMEOUT_MS,
   );
 });
+
+describe.if(IS_ROOT)("sessions wait while an unsandboxed allocation is live", () => {
+  test(
+    "a BATCH job launched without the sandbox blocks SESSION admission, by id, until it ends",
+    async () => {
+      // First life: bubblewrap "missing", so BATCH runs unsandboxed (as nobody).
+      const first = await startDaemon({
+        env: { PATH: "/usr/local/bin:/usr/bin:/bin", OPENAI4S_BWRAP: "/nonexistent/bwrap" },
+      });
+      let second: Daemon | null = null;
+      try {
+        const r = await first.cli("submit", "--", "sleep", "120");
+        const id = r.stdout.trim().split(/\s+/).at(-1) ?? "";
+        await first.cli("wait", id, "--until", "RUNNING", "--timeout", "30s");
+        const allocation = (await first.show(id)).allocations[0]?.id ?? "";
+        expect(allocation).not.toBe("");
+        first.proc.kill("SIGTERM");
+        await first.proc.exited;
+        // Second life, same state dir, bubblewrap back: the old job still runs outside it.
+        second = await startDaemon({
+          env: { PATH: "/usr/local/bin:/usr/bin:/bin" },
+          stateDir: first.stateDir,
+        });
+        const refused = await post(second, { kind: "SESSION", profile: "default" });
+        expect(refused.status).toBe(409);
+        expect(refused.text).toContain("ISOLATION_UNAVAILABLE");
+        expect(refused.text).toContain(allocation);
+        await second.cli("cancel", id);
+        await second.cli("wait", id, "--timeout", "30s");
+        const admitted = await post(second, { kind: "SESSION", profile: "default" });
+        expect(admitted.status).toBe(201);
+      } finally {
+        await second?.stop();
+        await first.stop();
+      }
+    },
+    TIMEOUT_MS,
+  );
+});

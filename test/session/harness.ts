@@ -92,6 +92,8 @@ export async function startDaemon(options: {
   readonly startTimeoutMs?: number;
   /** Run the daemon itself as this unprivileged uid (=gid), through setpriv; it owns `dir`. */
   readonly daemonUid?: number;
+  /** An existing state dir (a restart of an earlier daemon's); default: a fresh one. */
+  readonly stateDir?: string;
 }): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), "o4s-e2e-session-"));
   const uid = options.daemonUid;
@@ -100,7 +102,7 @@ export async function startDaemon(options: {
     uid === undefined
       ? []
       : ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--"];
-  const stateDir = join(dir, "state");
+  const stateDir = options.stateDir ?? join(dir, "state");
   const socket = join(stateDir, "api.sock");
   const logPath = join(dir, "daemon.log");
   const env: Record<string, string> = {

@@ -49,6 +49,7 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  LaunchSandboxReporter,
   ObservationTarget,
   ObserveResult,
   SessionIsolationProvider,
@@ -128,7 +129,10 @@ export interface LocalBackendOptions {
   readonly taskOutputCapBytes?: number;
 }
 
-export type LocalBackend = AllocationBackend & TaskRunner & TerminalAllocationAcknowledger;
+export type LocalBackend = AllocationBackend &
+  TaskRunner &
+  TerminalAllocationAcknowledger &
+  LaunchSandboxReporter;
 export type IsolatingLocalBackend = LocalBackend & SessionIsolationProvider;
 
 /** One node, every CPU, no GPU, no time limit. */
@@ -627,6 +631,8 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     name: LOCAL_BACKEND_NAME,
 
     profiles: () => profileList,
+
+    launchesSandboxed: () => wrapper.sandboxed,
 
     async submit(requests) {
       count("submit");
