@@ -305,9 +305,9 @@ async function withClusterSessionIsolation(
   // wrapping BATCH jobs in a bwrap the nodes may not have would fail every one of them.
   let sandboxing = first.kind === "Verified";
   if (first.kind === "Verified") {
-    context.log.info("isolation verified on the nodes", { mechanism: first.mechanism });
+    context.log.info("session isolation verified on the nodes", { mechanism: first.mechanism });
   } else {
-    context.log.warn("isolation unavailable on the nodes; probed again on demand", {
+    context.log.warn("session isolation unavailable on the nodes; probed again on demand", {
       message: first.message,
     });
   }
@@ -328,7 +328,7 @@ async function withClusterSessionIsolation(
       };
     }
     if (!sandboxing) {
-      context.log.info("isolation verified on the nodes", { mechanism: verdict.mechanism });
+      context.log.info("session isolation verified on the nodes", { mechanism: verdict.mechanism });
       sandboxing = true;
     }
     return verdict;

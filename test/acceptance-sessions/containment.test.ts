@@ -3,15 +3,18 @@
  * session and in a BATCH job tries each way out that worked before (uid 0, capabilities,
  * /proc/sys, /etc/shadow, a sibling's workspace and credential, signalling host processes,
  * LD_PRELOAD/BASH_ENV through `env`), and every attempt must fail. The daemon runs as root
- * here (as on these machines), so jobs must run as `nobody`; a second daemon runs as an
- * unprivileged uid, where jobs keep that uid inside a user namespace.
+ * here (as on these machines), so jobs must run as `nobody`; on the real Slurm test cluster
+ * too when OPENAI4S_SLURM_TEST_DIR names one. A second daemon runs as an unprivileged uid,
+ * where jobs keep that uid inside a user namespace.
  * Each expectation was seen failing against the previous command line (uid 0, all of /etc,
  * /proc/sys writable, the job's env given to the host-side bwrap).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Daemon, ensureBuilt, startDaemon, type WorkloadView } from "../session/harness.ts";
+import { testCluster } from "../slurm/cluster-env.ts";
 
 const TIMEOUT_MS = 90_000;
 const NOBODY = 65534;
@@ -84,8 +87,8 @@ function expectContained(report: Record<string, unknown>, uid: number): void {
   });
 }
 
-async function startSession(d: Daemon): Promise<string> {
-  const r = await d.cli("session", "start");
+async function startSession(d: Daemon, profile = "default"): Promise<string> {
+  const r = await d.cli("session", "start", "--profile", profile);
   if (r.code !== 0) throw new Error(`session start failed (${r.code}): ${r.stderr}\n${d.log()}`);
   const id = r.stdout.trim().split(/\s+/).at(-1) ?? "";
   const w = await d.cli("wait", id, "--until", "READY", "--timeout", "45s");
@@ -102,20 +105,22 @@ async function exec(d: Daemon, id: string, code: string): Promise<string> {
 
 async function batch(
   d: Daemon,
+  profile: string,
   ...command: string[]
 ): Promise<{ view: WorkloadView; out: string }> {
-  const r = await d.cli("submit", "--", ...command);
+  const r = await d.cli("submit", "--profile", profile, "--", ...command);
   if (r.code !== 0) throw new Error(`submit failed: ${r.stderr}`);
   const id = r.stdout.trim().split(/\s+/).at(-1) ?? "";
   await d.cli("wait", id, "--timeout", "45s");
   const view = await d.show(id);
   const allocation = view.allocations[0];
-  const out = allocation
-    ? readFileSync(
-        join(d.stateDir, "workloads", id, "allocations", allocation.id, "stdout.log"),
-        "utf8",
-      )
-    : "";
+  const log = (name: string) =>
+    allocation
+      ? readFileSync(join(d.stateDir, "workloads", id, "allocations", allocation.id, name), "utf8")
+      : "";
+  const out = log("stdout.log");
+  // The job's own error output, on the failure the caller is about to report.
+  if (view.phase !== "COMPLETED") console.error(`${id} ${view.phase}: ${log("stderr.log")}`);
   return { view, out };
 }
 
@@ -160,66 +165,114 @@ async function post(d: Daemon, body: unknown): Promise<{ status: number; text: s
   return { status: response.status, text: await response.text() };
 }
 
-describe.if(IS_ROOT)("a root daemon: jobs run as nobody, contained", () => {
-  let d: Daemon;
+/** The attacks from a session and a BATCH job, against a root daemon on one backend. */
+function containedAsNobody(
+  backend: string,
+  start: () => Promise<Daemon>,
+  profile: string,
+  stopped: () => void = () => {},
+): void {
+  describe(`a root daemon on ${backend}: jobs run as nobody, contained`, () => {
+    let d: Daemon;
 
-  beforeAll(async () => {
-    ensureBuilt();
-    d = await startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } });
-  }, 120_000);
+    beforeAll(async () => {
+      ensureBuilt();
+      d = await start();
+    }, 180_000);
 
-  afterAll(async () => {
-    await d?.stop();
-  });
+    afterAll(async () => {
+      stopped();
+      await d?.stop();
+    }, 60_000);
 
-  test(
-    "from a session: every way out fails, and exec keeps state",
-    async () => {
-      const mine = await startSession(d);
-      const other = await startSession(d);
-      const siblings = await secretsOf(d, other);
-      expect(await exec(d, mine, "x = 41")).toBe("");
-      expect((await exec(d, mine, "x + 1")).trim()).toBe("42");
-      const report = lastJson(await exec(d, mine, attack(siblings, [d.proc.pid, process.pid, 1])));
-      expectContained(report, NOBODY);
-      const wrote = join(d.stateDir, "workloads", mine, "workspace", "attack-wrote-here");
-      expect(statSync(wrote).uid).toBe(NOBODY);
-    },
-    TIMEOUT_MS,
-  );
+    test(
+      "from a session: every way out fails, and exec keeps state",
+      async () => {
+        const mine = await startSession(d, profile);
+        const other = await startSession(d, profile);
+        const siblings = await secretsOf(d, other);
+        expect(await exec(d, mine, "x = 41")).toBe("");
+        expect((await exec(d, mine, "x + 1")).trim()).toBe("42");
+        const attacked = await exec(d, mine, attack(siblings, [d.proc.pid, process.pid, 1]));
+        expectContained(lastJson(attacked), NOBODY);
+        const wrote = join(d.stateDir, "workloads", mine, "workspace", "attack-wrote-here");
+        expect(statSync(wrote).uid).toBe(NOBODY);
+      },
+      TIMEOUT_MS,
+    );
 
-  test(
-    "from a BATCH job: every way out fails, and it still writes its workspace",
-    async () => {
-      const other = await startSession(d);
-      const siblings = await secretsOf(d, other);
-      const script = attack(siblings, [d.proc.pid, process.pid, 1]);
-      const { view, out } = await batch(d, "python3", "-c", script);
-      expect(view.phase).toBe("COMPLETED");
-      expectContained(lastJson(out), NOBODY);
-      const wrote = join(d.stateDir, "workloads", view.id, "workspace", "attack-wrote-here");
-      expect(readFileSync(wrote, "utf8")).toBe("ok");
-      expect(statSync(wrote).uid).toBe(NOBODY);
-    },
-    TIMEOUT_MS,
-  );
+    test(
+      "from a BATCH job: every way out fails, and it still writes its workspace",
+      async () => {
+        const other = await startSession(d, profile);
+        const siblings = await secretsOf(d, other);
+        const script = attack(siblings, [d.proc.pid, process.pid, 1]);
+        const { view, out } = await batch(d, profile, "python3", "-c", script);
+        expect(view.phase).toBe("COMPLETED");
+        expectContained(lastJson(out), NOBODY);
+        const wrote = join(d.stateDir, "workloads", view.id, "workspace", "attack-wrote-here");
+        expect(readFileSync(wrote, "utf8")).toBe("ok");
+        expect(statSync(wrote).uid).toBe(NOBODY);
+      },
+      TIMEOUT_MS,
+    );
 
-  test("LD_PRELOAD and BASH_ENV through env are refused at admission, naming the key", async () => {
-    for (const kind of ["BATCH", "SESSION"] as const) {
-      for (const key of ["LD_PRELOAD", "BASH_ENV", "PYTHONSTARTUP"]) {
-        const r = await post(d, {
-          kind,
-          profile: "default",
-          ...(kind === "BATCH" ? { command: ["true"] } : {}),
-          env: { [key]: "/tmp/evil.so" },
-        });
-        expect(r.status).toBe(400);
-        expect(r.text).toContain(`env.${key}`);
-        expect(r.text).toContain(`${key} is refused`);
+    test("LD_PRELOAD and BASH_ENV through env are refused at admission, naming the key", async () => {
+      for (const kind of ["BATCH", "SESSION"] as const) {
+        for (const key of ["LD_PRELOAD", "BASH_ENV", "PYTHONSTARTUP"]) {
+          const r = await post(d, {
+            kind,
+            profile,
+            ...(kind === "BATCH" ? { command: ["true"] } : {}),
+            env: { [key]: "/tmp/evil.so" },
+          });
+          expect(r.status).toBe(400);
+          expect(r.text).toContain(`env.${key}`);
+          expect(r.text).toContain(`${key} is refused`);
+        }
       }
-    }
+    });
   });
-});
+}
+
+if (IS_ROOT) {
+  containedAsNobody(
+    "the local backend",
+    () => startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } }),
+    "default",
+  );
+}
+
+const SLURM_TOML = `[profiles.one]
+description = "One node"
+partition = "debug"
+nodes = 1
+cpus = 1
+time_limit_minutes = 10
+allow_sessions = true
+allow_batch = true
+`;
+
+if (IS_ROOT && testCluster !== null) {
+  const cluster = testCluster;
+  const scratch = mkdtempSync(join(tmpdir(), "o4s-slurm-containment-"));
+  const config = join(scratch, "cluster.toml");
+  writeFileSync(config, SLURM_TOML);
+  containedAsNobody(
+    "the slurm backend",
+    () =>
+      startDaemon({
+        args: ["--backend", "slurm", "--cluster-config", config],
+        env: {
+          SLURM_CONF: cluster.slurmConf,
+          PATH: "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        },
+        startTimeoutMs: 120_000,
+      }),
+    "one",
+    () => rmSync(scratch, { recursive: true, force: true }),
+  );
+}
 
 describe.if(IS_ROOT)("a daemon that is not root: jobs keep its uid, contained", () => {
   const UID = 4242;
@@ -248,7 +301,7 @@ describe.if(IS_ROOT)("a daemon that is not root: jobs keep its uid, contained", 
       // Not 1: inside, that is the sandbox's own init, of the same (unprivileged) uid.
       const hostPids = [d.proc.pid, process.pid];
       expectContained(lastJson(await exec(d, mine, attack(siblings, hostPids))), UID);
-      const { view, out } = await batch(d, "python3", "-c", attack(siblings, hostPids));
+      const { view, out } = await batch(d, "default", "python3", "-c", attack(siblings, hostPids));
       expect(view.phase).toBe("COMPLETED");
       expectContained(lastJson(out), UID);
     },
