@@ -319,6 +319,27 @@ describe.if(IS_ROOT)("sessions wait while an unsandboxed allocation is live", ()
       });
       let second: Daemon | null = null;
       try {
+        // Unsandboxed, BATCH still runs: never as root, its variables set.
+        const plain = await first.cli(
+          "submit",
+          "--env",
+          "FOO=bar",
+          "--",
+          "sh",
+          "-c",
+          'id -u; echo "$FOO"',
+        );
+        const plainId = plain.stdout.trim().split(/\s+/).at(-1) ?? "";
+        await first.cli("wait", plainId, "--timeout", "30s");
+        const plainView = await first.show(plainId);
+        const allocationDir = join(
+          first.stateDir,
+          "workloads",
+          plainId,
+          "allocations",
+          plainView.allocations[0]?.id ?? "none",
+        );
+        expect(readFileSync(join(allocationDir, "stdout.log"), "utf8")).toBe("65534\nbar\n");
         const r = await first.cli("submit", "--", "sleep", "120");
         const id = r.stdout.trim().split(/\s+/).at(-1) ?? "";
         await first.cli("wait", id, "--until", "RUNNING", "--timeout", "30s");
