@@ -13,10 +13,12 @@ import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
 import { createBackgroundVerifier } from "./orchestration/isolation/background-verifier.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
+import { plainWrapper } from "./orchestration/isolation/launch-argv.ts";
 import {
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
+  wrappedBackend,
 } from "./orchestration/isolation/through-backend.ts";
 import type { StateLayout } from "./orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "./orchestration/local/backend.ts";
@@ -26,11 +28,17 @@ import {
   type AllocationBackend,
   type IsolationVerdict,
   isTaskRunner,
+  type LaunchSandboxReporter,
   type SessionIsolationProvider,
   type TaskRunner,
 } from "./orchestration/ports.ts";
-import type { Sandbox } from "./orchestration/sandbox.ts";
-import { createSlurmBackend, type PlacementCatalog } from "./orchestration/slurm/backend.ts";
+import type { RunAs, Sandbox } from "./orchestration/sandbox.ts";
+import {
+  createSlurmBackend,
+  DEFAULT_JOB_PATH,
+  type PlacementCatalog,
+  RANK_ENV as SLURM_RANK_ENV,
+} from "./orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "./orchestration/slurm/broker.ts";
 import { formatRefusal, loadClusterConfig } from "./orchestration/slurm/profiles.ts";
 import {
@@ -63,6 +71,11 @@ export interface BackendContext {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Crash-test fault points, read from the environment once by the daemon. */
   readonly faults: FaultPoints;
+  /**
+   * The unprivileged identity every job runs as (`serve --run-as`); null when the daemon is
+   * not root (jobs keep its uid, in a user namespace when sandboxed).
+   */
+  readonly runAs: RunAs | null;
 }
 
 export type BackendCreation =
@@ -101,18 +114,19 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         log: context.log,
         hostEnv: context.env,
         faults: context.faults,
+        runAs: context.runAs,
       };
       const isolation = await localSessionIsolation(context);
       let backend: AllocationBackend;
       switch (isolation.kind) {
-        case "Sandbox":
+        case "Sessions":
           backend = verifiedInBackground(
             context,
             createLocalBackend({ ...options, sandbox: isolation.sandbox }),
             isolation.sandbox,
           );
           break;
-        case "SandboxWithoutSessions":
+        case "SandboxOnly":
           // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
           backend = withoutSessionIsolation(
             createLocalBackend({ ...options, sandbox: isolation.sandbox }),
@@ -181,12 +195,12 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
 // Session isolation for the local backend (sessions engine's section).
 //
 // Sessions need the worker gateway (OPENAI4S_WORKER_LISTEN) and a VERIFIED per-allocation
-// sandbox. When both are there, the bubblewrap sandbox wraps EVERY local launch, BATCH
-// included: a BATCH job outside it could read a session's credential and workspace. When the
-// gateway is off, nothing is sandboxed and BATCH runs as before (no credential exists to
-// protect); when bubblewrap does not verify, BATCH also runs unsandboxed and SESSION is
-// refused. Either way the backend answers the isolation question with the precise reason,
-// so admission refuses with ISOLATION_UNAVAILABLE and a message saying what to fix. The
+// sandbox. Whenever the sandbox verifies, it wraps EVERY local launch, BATCH included and
+// whether or not the gateway is on: a BATCH job outside it could read a session's credential
+// and workspace, and the daemon's own files. When bubblewrap does not verify, BATCH still
+// runs (it never requires the capability), never as root (RunAs), and SESSION is refused.
+// Either way the backend answers the isolation question with the precise reason, so
+// admission refuses with ISOLATION_UNAVAILABLE and a message saying what to fix. The
 // decision is taken once, at start: turning the sandbox on for BATCH is a restart.
 // ---------------------------------------------------------------------------------------
 
@@ -194,9 +208,10 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
 export const BWRAP_ENV = "OPENAI4S_BWRAP";
 
 type LocalSessionIsolation =
-  | { readonly kind: "Sandbox"; readonly sandbox: Sandbox }
-  /** Verified, so every launch is sandboxed, but the gateway is off: no sessions. */
-  | { readonly kind: "SandboxWithoutSessions"; readonly sandbox: Sandbox; readonly message: string }
+  /** A verified sandbox and the gateway on: sessions and every launch sandboxed. */
+  | { readonly kind: "Sessions"; readonly sandbox: Sandbox }
+  /** A verified sandbox for every launch, but no sessions (why in `message`). */
+  | { readonly kind: "SandboxOnly"; readonly sandbox: Sandbox; readonly message: string }
   | { readonly kind: "Unavailable"; readonly message: string };
 
 /**
@@ -211,19 +226,15 @@ async function localSessionIsolation(context: BackendContext): Promise<LocalSess
   switch (verdict.kind) {
     case "Verified":
       return gatewayOn
-        ? { kind: "Sandbox", sandbox }
-        : {
-            kind: "SandboxWithoutSessions",
-            sandbox,
-            message: `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
-          };
+        ? { kind: "Sessions", sandbox }
+        : { kind: "SandboxOnly", sandbox, message: GATEWAY_OFF_MESSAGE };
     case "Unverified":
       context.log.warn("no verified sandbox: jobs run unsandboxed", { message: verdict.message });
       return {
         kind: "Unavailable",
         message: gatewayOn
           ? `sessions need a verified per-allocation sandbox: ${verdict.message}`
-          : `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
+          : GATEWAY_OFF_MESSAGE,
       };
     default: {
       const never: never = verdict;
@@ -258,11 +269,14 @@ function verifiedInBackground(
   return { ...backend, verifySessionIsolation } as AllocationBackend;
 }
 
+const GATEWAY_OFF_MESSAGE = `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`;
+
 /** The sandbox every backend's launches run in, masking the state dir. */
 function bubblewrapFor(context: BackendContext): Sandbox {
   const bwrapPath = context.env[BWRAP_ENV];
   return createBubblewrapSandbox({
     ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
+    runAs: context.runAs,
     log: context.log,
     // The private dir holds the database, the signing key and the admin token; the spool
     // every other workload's files. Only the launch's own directories are bound back.
@@ -342,16 +356,22 @@ async function withClusterSessionIsolation(
   backend: AllocationBackend,
   probeBackend: (placements: (catalog: PlacementCatalog) => PlacementCatalog) => AllocationBackend,
 ): Promise<AllocationBackend> {
-  if (workerGatewayListenFromEnv(context.env).kind !== "Enabled") {
-    return withoutSessionIsolation(
-      backend,
-      `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
-    );
-  }
-  const profile = backend.profiles().find((p) => p.kinds.includes("SESSION"));
-  if (profile === undefined) {
-    return withoutSessionIsolation(backend, "no profile of this cluster offers SESSION");
-  }
+  const locate = locateInStateDir(context.layout);
+  const job = { rankEnv: SLURM_RANK_ENV, baseEnv: { PATH: DEFAULT_JOB_PATH }, locate };
+  // Without a verified sandbox every launch still goes through this: never as root, and the
+  // job's variables applied after the privilege drop, not handed to the batch script.
+  const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.runAs) });
+  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
+  // BATCH is sandboxed whenever the nodes can be shown to sandbox, gateway or not: the probe
+  // runs on a SESSION profile when there is one, else on the first profile.
+  const profiles = backend.profiles();
+  const profile = profiles.find((p) => p.kinds.includes("SESSION")) ?? profiles[0];
+  if (profile === undefined) return withoutSessionIsolation(plain, "this cluster has no profile");
+  const sessionsOff = !gatewayOn
+    ? GATEWAY_OFF_MESSAGE
+    : profile.kinds.includes("SESSION")
+      ? null
+      : "no profile of this cluster offers SESSION";
   const sandbox = bubblewrapFor(context);
   const prober = probeBackend((catalog) => probePlacements(catalog, profile.name));
   const probe = () =>
@@ -387,6 +407,7 @@ async function withClusterSessionIsolation(
   });
   verifier.start();
   const verify = async (): Promise<IsolationVerdict> => {
+    if (sessionsOff !== null) return { kind: "Unverified", message: sessionsOff };
     const verdict = verifier.current();
     return verdict.kind === "Unverified"
       ? {
@@ -395,15 +416,12 @@ async function withClusterSessionIsolation(
         }
       : verdict;
   };
-  const sandboxed = sandboxedBackend(backend, {
-    sandbox,
-    verify,
-    locate: locateInStateDir(context.layout),
-  });
-  const current = (): AllocationBackend => (sandboxing ? sandboxed : backend);
-  const switching: AllocationBackend & SessionIsolationProvider = {
+  const sandboxed = sandboxedBackend(backend, { ...job, wrapper: sandbox, verify });
+  const current = (): AllocationBackend => (sandboxing ? sandboxed : plain);
+  const switching: AllocationBackend & SessionIsolationProvider & LaunchSandboxReporter = {
     name: backend.name,
     profiles: () => backend.profiles(),
+    launchesSandboxed: () => sandboxing,
     submit: (requests) => current().submit(requests),
     observe: (targets) => backend.observe(targets),
     cancel: (targets) => backend.cancel(targets),
@@ -415,9 +433,9 @@ async function withClusterSessionIsolation(
   const runner: TaskRunner = {
     runTask(target, command, options) {
       const chosen = current();
-      return isTaskRunner(chosen)
-        ? chosen.runTask(target, command, options)
-        : backend.runTask(target, command, options);
+      if (isTaskRunner(chosen)) return chosen.runTask(target, command, options);
+      // Unreachable (both wrappers keep runTask when the backend has it); never unwrapped.
+      return Promise.resolve({ kind: "Refused", message: "steps are not available" });
     },
   };
   return { ...switching, ...runner };

@@ -21,6 +21,8 @@ import {
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
+import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
+import { chooseRunAs, systemIdentityDatabase } from "../orchestration/isolation/run-as.ts";
 import {
   checkLayoutSeparation,
   defaultSpoolDir,
@@ -31,8 +33,14 @@ import {
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { bindReconcilerStore, createReconciler } from "../orchestration/reconciler.ts";
+import type { RunAs } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
-import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
+import {
+  listUnsandboxedLiveAllocations,
+  type OpenedDatabase,
+  openDatabase,
+  type StoreDeps,
+} from "../store/index.ts";
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
@@ -67,6 +75,11 @@ export interface DaemonConfig {
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
   readonly log: Log;
+  /**
+   * The identity jobs run as (`serve --run-as`, validated there). Absent: `nobody` when the
+   * daemon runs as root, else the daemon's own uid (null).
+   */
+  readonly runAs?: RunAs | null;
   /** Period of the reconciler's level-triggered tick. */
   readonly tickIntervalMs?: number;
   /** How long shutdown waits for in-flight requests before closing their connections. */
@@ -211,10 +224,14 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clock,
     log,
     env: config.env,
+    runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
   };
   const created = await createBackend(config.backend, context);
   if (created.kind === "ConfigError") return fail(created);
-  const backend = created.backend;
+  // SESSIONs wait while any live allocation runs outside the verified sandbox.
+  const backend = guardedByLiveAllocations(created.backend, (limit) =>
+    listUnsandboxedLiveAllocations(store, limit),
+  );
 
   // 6. Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says
   // so). Null means SESSION attempts are refused by the preparer, after admission already
@@ -407,4 +424,12 @@ async function stopServer(server: Server<unknown>, drainTimeoutMs: number): Prom
   const outcome = await Promise.race([graceful.then(() => "drained" as const), expired]);
   clearTimeout(timer);
   if (outcome === "expired") await server.stop(true);
+}
+
+/** The default identity for jobs: `nobody` when this process is root, else its own uid. */
+function defaultRunAs(): RunAs | null {
+  const choice = chooseRunAs(undefined, process.getuid?.() ?? -1, systemIdentityDatabase());
+  // nobody always resolves (65534 by convention when the database lacks it).
+  if (choice.kind === "Invalid") throw new Error(choice.message);
+  return choice.runAs;
 }

@@ -10,6 +10,12 @@ import { type Command, type CommandIo, UsageError } from "../cli/command.ts";
 import { systemClock } from "../clock.ts";
 import { BACKENDS, DEFAULT_BACKEND } from "../composition-root.ts";
 import { jsonLog, type LogLevel } from "../log.ts";
+import {
+  chooseRunAs,
+  RUN_AS_ENV,
+  systemIdentityDatabase,
+} from "../orchestration/isolation/run-as.ts";
+import type { RunAs } from "../orchestration/sandbox.ts";
 import { selfCommand } from "../self-command.ts";
 import { VERSION } from "../version.ts";
 import { startDaemon } from "./daemon.ts";
@@ -47,11 +53,18 @@ Options:
   --backend NAME          Where work runs (default ${DEFAULT_BACKEND}):
 ${backends}
   --cluster-config FILE   The cluster.toml a cluster backend reads its profiles from.
+  --run-as USER|UID[:GID] Who jobs run as when the daemon runs as root (else $OPENAI4S_RUN_AS,
+                          else nobody): every BATCH job, session worker and step runs as this
+                          unprivileged uid/gid, with no capabilities and no_new_privs; its
+                          workspace is owned by it. Refused if it resolves to uid 0. A daemon
+                          that is not root runs jobs as its own uid, sandboxed in a user
+                          namespace (no --run-as then).
   --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
   -h, --help              Show this help.
 
 Environment:
   OPENAI4S_WORKER_LISTEN=HOST:PORT   Open the worker gateway (sessions); off when unset.
+  OPENAI4S_RUN_AS=USER|UID[:GID]     As --run-as.
   OPENAI4S_SPOOL_DIR=DIR             The spool, when --spool-dir is not given.
 
 A state dir of the old single-directory layout (workloads/ inside it) is migrated at
@@ -74,6 +87,8 @@ export interface ServeOptions {
   readonly backend: string;
   readonly clusterConfigPath: string | null;
   readonly logLevel: LogLevel;
+  /** Who jobs run as; null: the daemon's own uid (it is not root). */
+  readonly runAs: RunAs | null;
 }
 
 /** Flags to options; every problem is a UsageError naming its flag (exit 2). */
@@ -82,6 +97,7 @@ export function parseServeArgs(
   env: Readonly<Record<string, string | undefined>>,
   cwd: string,
   homeDir: string,
+  daemonUid: number = process.getuid?.() ?? -1,
 ): ServeOptions | "help" {
   let parsed: ReturnType<typeof parse>;
   try {
@@ -120,6 +136,10 @@ export function parseServeArgs(
   }
   if (listen.length === 0) listen.push({ kind: "unix", path: resolve(stateDir, "api.sock") });
   const clusterConfig = v["cluster-config"];
+  const runAsEnv = env[RUN_AS_ENV];
+  const runAsSpec = v["run-as"] ?? (runAsEnv === "" ? undefined : runAsEnv);
+  const runAs = chooseRunAs(runAsSpec, daemonUid, systemIdentityDatabase());
+  if (runAs.kind === "Invalid") throw new UsageError(`serve: ${runAs.message}`);
   return {
     stateDir,
     spoolDir: resolveSpoolDir({ flag: v["spool-dir"], env, cwd }),
@@ -128,6 +148,7 @@ export function parseServeArgs(
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
     logLevel,
+    runAs: runAs.runAs,
   };
 }
 
@@ -145,6 +166,7 @@ function parse(args: readonly string[]) {
       backend: { type: "string" },
       "cluster-config": { type: "string" },
       "log-level": { type: "string" },
+      "run-as": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -206,6 +228,7 @@ export const serveCommand: Command = {
       selfCommand: selfCommand(),
       clock: systemClock,
       log,
+      runAs: options.runAs,
     });
     switch (started.kind) {
       case "ConfigError":

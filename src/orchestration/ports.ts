@@ -229,6 +229,20 @@ export interface SessionIsolationProvider {
   verifySessionIsolation(): Promise<IsolationVerdict>;
 }
 
+/**
+ * Optional: whether the backend's launches currently run in its verified per-allocation
+ * sandbox. Asked right before each submission and recorded per allocation; a backend that
+ * does not say is taken as not sandboxing (SESSIONs then wait for its allocations to end).
+ */
+export interface LaunchSandboxReporter {
+  launchesSandboxed(): boolean;
+}
+
+export function launchesSandboxed(backend: object): boolean {
+  const reporter = backend as Partial<LaunchSandboxReporter>;
+  return typeof reporter.launchesSandboxed === "function" && reporter.launchesSandboxed();
+}
+
 export function isSessionIsolationProvider(
   backend: AllocationBackend,
 ): backend is AllocationBackend & SessionIsolationProvider {

@@ -78,6 +78,13 @@ export const allocations = sqliteTable(
     endedAt: integer("ended_at"),
     acknowledgedAt: integer("acknowledged_at"),
     createdAt: integer("created_at").notNull(),
+    /**
+     * 1 when the backend launched this allocation in its verified per-allocation sandbox, 0
+     * when it did not, NULL when unknown (found by token after a lost answer, or older than
+     * this column): while a live allocation is not 1, no SESSION is admitted or prepared,
+     * because an unsandboxed job can read a session's workspace and credential.
+     */
+    launchSandboxed: integer("launch_sandboxed"),
   },
   (t) => [
     uniqueIndex("allocations_token").on(t.token),

@@ -7,6 +7,7 @@
  * Against the REAL cluster, without touching its controller: the daemon's SLURM_CONF is a
  * private copy that is garbage at start and the real configuration afterwards.
  */
+
 import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,6 +19,7 @@ import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
 import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
+import { TEST_RUN_AS } from "../support/run-as.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up outage", () => {
   const cluster = testCluster as TestCluster;
@@ -49,6 +51,7 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up
       log: silentLog,
       env: { PATH: cluster.path, SLURM_CONF: slurmConf, OPENAI4S_WORKER_LISTEN: "127.0.0.1:9" },
       faults: noFaultPoints,
+      runAs: TEST_RUN_AS,
     });
     if (created.kind !== "Created") throw new Error(created.message);
     const backend = created.backend;

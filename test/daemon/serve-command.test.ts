@@ -5,8 +5,10 @@ import { parseServeArgs } from "../../src/daemon/serve-command.ts";
 import { main } from "../../src/main.ts";
 import { captureIo } from "../cli/support.ts";
 
-const parse = (args: string[], env: Record<string, string> = {}) =>
-  parseServeArgs(args, env, "/work", "/home/ada");
+const parse = (args: string[], env: Record<string, string> = {}, daemonUid = 0) =>
+  parseServeArgs(args, env, "/work", "/home/ada", daemonUid);
+
+const NOBODY = { uid: 65534, gid: 65534, label: "nobody" };
 
 describe("serve flags", () => {
   test("defaults: the state dir's socket, the default backend", () => {
@@ -18,6 +20,7 @@ describe("serve flags", () => {
       backend: "local",
       clusterConfigPath: null,
       logLevel: "info",
+      runAs: NOBODY,
     });
   });
 
@@ -27,6 +30,29 @@ describe("serve flags", () => {
     ).toMatchObject({ spoolDir: "/work/sp", allowNetworkDb: true });
     expect(parse([], { OPENAI4S_SPOOL_DIR: "/e" })).toMatchObject({ spoolDir: "/e" });
     expect(() => parse(["--spool-dir", ""])).toThrow(UsageError);
+  });
+
+  test("--run-as: jobs of a root daemon run as the named uid/gid, never uid 0", () => {
+    expect(parse(["--run-as", "1234"])).toMatchObject({ runAs: { uid: 1234, gid: 1234 } });
+    expect(parse(["--run-as", "1234:99"])).toMatchObject({ runAs: { uid: 1234, gid: 99 } });
+    expect(parse([], { OPENAI4S_RUN_AS: "4321" })).toMatchObject({ runAs: { uid: 4321 } });
+    // The flag wins over the environment.
+    expect(parse(["--run-as", "7"], { OPENAI4S_RUN_AS: "8" })).toMatchObject({
+      runAs: { uid: 7 },
+    });
+    for (const root of ["0", "root", "0:0", "1000:0", "root:1000"]) {
+      expect(() => parse(["--run-as", root])).toThrow(UsageError);
+    }
+    expect(() => parse([], { OPENAI4S_RUN_AS: "0" })).toThrow(/uid 0/);
+    expect(() => parse(["--run-as", "no-such-user-o4s"])).toThrow(/no user named/);
+    expect(() => parse(["--run-as", "1:2:3"])).toThrow(UsageError);
+    expect(() => parse(["--run-as", ""])).toThrow(UsageError);
+  });
+
+  test("a daemon that is not root keeps its own uid and refuses another", () => {
+    expect(parse([], {}, 1000)).toMatchObject({ runAs: null });
+    expect(parse(["--run-as", "1000"], {}, 1000)).toMatchObject({ runAs: null });
+    expect(() => parse(["--run-as", "nobody"], {}, 1000)).toThrow(/only a daemon running as root/);
   });
 
   test("repeatable --listen, relative paths resolved, cluster config absolute", () => {

@@ -18,6 +18,9 @@ import {
   createBubblewrapSandbox,
   resolveBwrap,
 } from "../../src/orchestration/isolation/bubblewrap.ts";
+import { TEST_RUN_AS } from "../support/run-as.ts";
+
+const JOB_ENV = { vars: { PATH: "/usr/bin:/bin" } };
 
 const REAL_BWRAP = resolveBwrap(undefined);
 const dirs: string[] = [];
@@ -60,13 +63,18 @@ exec ${REAL_BWRAP} "$@"`);
 describe("bubblewrap sandbox verification", () => {
   test("is Verified on this machine with the real bwrap", async () => {
     expect(REAL_BWRAP).not.toBeNull();
-    const sandbox = createBubblewrapSandbox({ log: silentLog, tmpRoot: tempDir() });
+    const sandbox = createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
+      log: silentLog,
+      tmpRoot: tempDir(),
+    });
     const verdict = await sandbox.verify();
     expect(verdict).toEqual({ kind: "Verified", mechanism: expect.stringContaining("bubblewrap") });
   });
 
   test("is Unverified when bwrap is missing", async () => {
     const sandbox = createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
       log: silentLog,
       bwrapPath: join(tempDir(), "no-such-bwrap"),
     });
@@ -80,18 +88,26 @@ describe("bubblewrap sandbox verification", () => {
       'while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"',
     );
     const tmpRoot = tempDir();
-    const sandbox = createBubblewrapSandbox({ log: silentLog, bwrapPath, tmpRoot });
+    const sandbox = createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
+      log: silentLog,
+      bwrapPath,
+      tmpRoot,
+    });
     const verdict = await sandbox.verify();
     expect(verdict.kind).toBe("Unverified");
     if (verdict.kind !== "Unverified") return;
-    expect(verdict.message).toContain("sibling allocation's credential directory was visible");
+    // The privilege drop alone keeps the probe out of the 0700 probe root; the missing
+    // namespaces still show.
     expect(verdict.message).toContain("sibling process was visible");
+    expect(verdict.message).toContain("/etc/shadow existed for the probe");
     // The probe cleaned up after itself.
     expect(readdirSync(tmpRoot)).toEqual([]);
   });
 
   test("each isolation property is checked on its own", async () => {
     const withoutPid = await createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
       log: silentLog,
       bwrapPath: bwrapWithout({ "--unshare-pid": 0 }),
       tmpRoot: tempDir(),
@@ -101,17 +117,21 @@ describe("bubblewrap sandbox verification", () => {
       message: "isolation probe: a sibling process was visible",
     });
 
+    // Root drops with setpriv inside; otherwise bwrap drops every capability itself.
+    const capDrop = TEST_RUN_AS === null ? { "--cap-drop": 1 } : { "--bounding-set=-all": 0 };
     const keepingCaps = await createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
       log: silentLog,
-      bwrapPath: bwrapWithout({ "--cap-drop": 1 }),
+      bwrapPath: bwrapWithout(capDrop),
       tmpRoot: tempDir(),
     }).verify();
     expect(keepingCaps.kind).toBe("Unverified");
     if (keepingCaps.kind === "Unverified") {
-      expect(keepingCaps.message).toContain("the probe kept capabilities");
+      expect(keepingCaps.message).toContain("the probe kept capabilities (CapBnd");
     }
 
     const failing = await createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
       log: silentLog,
       bwrapPath: fakeBwrap("echo broken >&2; exit 1"),
       tmpRoot: tempDir(),
@@ -124,6 +144,7 @@ describe("bubblewrap sandbox verification", () => {
 
   test("a probe that hangs is Unverified after the deadline", async () => {
     const sandbox = createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
       log: silentLog,
       bwrapPath: fakeBwrap("exec sleep 30"),
       tmpRoot: tempDir(),
@@ -138,6 +159,7 @@ describe("bubblewrap sandbox verification", () => {
     const bwrapPath = fakeBwrap(`echo x >> ${counter}\nexec ${REAL_BWRAP} "$@"`);
     const clock = manualClock();
     const sandbox = createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
       log: silentLog,
       bwrapPath,
       tmpRoot: tempDir(),
@@ -187,7 +209,11 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
 
   test("sees its own workspace and credential (read-only), not siblings or the state dir", () => {
     const l = layout();
-    const sandbox = createBubblewrapSandbox({ log: silentLog, maskedRoots: [l.state] });
+    const sandbox = createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
+      log: silentLog,
+      maskedRoots: [l.state],
+    });
     const script = [
       `cat ${l.credentials}/rank-0 && echo`,
       `echo hello > ${l.workspace}/out && echo wrote-workspace`,
@@ -195,10 +221,12 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
       `test -e ${l.otherWorkspace}/data || echo sibling-absent`,
       `test -e ${l.state}/signing-key || echo key-absent`,
     ].join("; ");
-    const argv = sandbox.wrap(["/bin/sh", "-c", script], {
-      writable: [l.workspace, l.alloc],
-      readOnly: [l.credentials],
-    });
+    sandbox.prepare({ workspaceDir: l.workspace, credentialDir: l.credentials });
+    const argv = sandbox.wrap(
+      ["/bin/sh", "-c", script],
+      { writable: [l.workspace, l.alloc], readOnly: [l.credentials] },
+      JOB_ENV,
+    );
     const { code, out } = runIn(argv);
     expect(code).toBe(0);
     expect(out.split("\n").filter(Boolean)).toEqual([
@@ -221,14 +249,20 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
     chmodSync(tool, 0o755);
     const paths = { writable: [l.workspace, l.alloc], readOnly: [l.credentials] };
     const bwrap = REAL_BWRAP ?? "bwrap";
-    const unmasked = bubblewrapArgv({ bwrap, maskedRoots: [], readOnlyExtra: [] }, [tool], paths);
+    const unmasked = bubblewrapArgv(
+      { bwrap, maskedRoots: [], readOnlyExtra: [], runAs: TEST_RUN_AS },
+      [tool],
+      paths,
+      JOB_ENV,
+    );
     expect(runIn(unmasked).out.trim()).toBe("LEAK");
     // ...unless the state dir is masked after it: then the tool is not even there, and the
     // launch fails visibly instead of leaking.
     const masked = bubblewrapArgv(
-      { bwrap, maskedRoots: [l.state], readOnlyExtra: [] },
+      { bwrap, maskedRoots: [l.state], readOnlyExtra: [], runAs: TEST_RUN_AS },
       [tool],
       paths,
+      JOB_ENV,
     );
     const result = runIn(masked);
     expect(result.out).not.toContain("LEAK");
@@ -236,20 +270,121 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
   });
 
   test("the command follows `--`, after every mount and the namespace flags", () => {
+    const runAs = { uid: 65534, gid: 65534, label: "nobody" };
     const argv = bubblewrapArgv(
-      { bwrap: "/usr/bin/bwrap", maskedRoots: [], readOnlyExtra: [] },
+      { bwrap: "/usr/bin/bwrap", maskedRoots: [], readOnlyExtra: [], runAs },
       ["/bin/true", "--bind", "/", "/"],
       { writable: ["/w"], readOnly: ["/r"] },
+      { vars: { LD_PRELOAD: "/w/evil.so", A: "1" } },
     );
     const dash = argv.indexOf("--");
-    expect(argv.slice(dash + 1)).toEqual(["/bin/true", "--bind", "/", "/"]);
     const flags = argv.slice(0, dash);
+    // The job's environment is applied after the privilege drop, by env -i; bwrap itself
+    // (a host-side process) starts from a cleared environment and never sees it.
+    expect(argv.slice(dash + 1)).toEqual([
+      "/usr/bin/setpriv",
+      "--reuid=65534",
+      "--regid=65534",
+      "--clear-groups",
+      "--no-new-privs",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--",
+      "/usr/bin/env",
+      "-i",
+      "--",
+      "LD_PRELOAD=/w/evil.so",
+      "A=1",
+      "/bin/true",
+      "--bind",
+      "/",
+      "/",
+    ]);
+    expect(flags).toContain("--clearenv");
+    expect(flags).not.toContain("--setenv");
     for (const f of ["--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]) {
       expect(flags).toContain(f);
     }
     expect(flags).not.toContain("--unshare-net");
-    expect(flags.join(" ")).toContain("--cap-drop ALL");
+    expect(flags.join(" ")).toContain("--ro-bind /proc/sys /proc/sys");
+    expect(flags.join(" ")).not.toContain("--ro-bind-try /etc /etc");
+    expect(flags.join(" ")).not.toContain("shadow");
     // Read-only binds come last, so a credential dir inside a writable dir stays read-only.
     expect(flags.lastIndexOf("--ro-bind")).toBeGreaterThan(flags.lastIndexOf("--bind"));
+    // Not root: a user namespace and no capabilities instead of the drop.
+    const unprivileged = bubblewrapArgv(
+      { bwrap: "/usr/bin/bwrap", maskedRoots: [], readOnlyExtra: [], runAs: null },
+      ["/bin/true"],
+      { writable: [], readOnly: [] },
+      { vars: {} },
+    );
+    expect(unprivileged).toContain("--unshare-user");
+    expect(unprivileged.join(" ")).toContain("--cap-drop ALL --clearenv -- /usr/bin/env");
+    expect(unprivileged).not.toContain("/usr/bin/setpriv");
+  });
+});
+
+describe.if(TEST_RUN_AS !== null)("bubblewrap as root: the probe checks the privilege drop", () => {
+  test("a sandbox that keeps uid 0 is Unverified", async () => {
+    const verdict = await createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
+      log: silentLog,
+      bwrapPath: bwrapWithout({ "--reuid=65534": 0 }),
+      tmpRoot: tempDir(),
+    }).verify();
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind === "Unverified") {
+      // Root with an empty bounding set execs with no capability, so it cannot even read
+      // its own marker (the job's identity owns it); still uid 0, still refused.
+      expect(verdict.message).toContain("the probe ran as uid 0");
+    }
+  });
+
+  test("a launch without no_new_privs is Unverified", async () => {
+    // bwrap itself sets no_new_privs; a stand-in that skips bwrap and the drop's flag shows
+    // that the probe reads it.
+    const bwrapPath = fakeBwrap(
+      'while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do shift; done\nshift\n' +
+        'for a; do shift; [ "$a" = --no-new-privs ] || set -- "$@" "$a"; done\nexec "$@"',
+    );
+    const verdict = await createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
+      log: silentLog,
+      bwrapPath,
+      tmpRoot: tempDir(),
+    }).verify();
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind === "Unverified") {
+      expect(verdict.message).toContain("the probe could gain privileges (NoNewPrivs 0)");
+    }
+  });
+
+  test("a sandbox running as root with /proc/sys writable and all of /etc is Unverified", async () => {
+    // The command line this project shipped before: no drop, /etc whole, /proc/sys as bwrap
+    // leaves it. The probe must name each way out.
+    const bwrapPath = fakeBwrap(`skip=0
+for a; do
+  shift
+  if [ "$skip" -gt 0 ]; then skip=$((skip - 1)); continue; fi
+  case "$a" in
+    --reuid=*|--bounding-set=*) continue ;;
+    --ro-bind) if [ "$1" = /proc/sys ]; then skip=2; continue; fi ;;
+    --ro-bind-try) case "$1" in /etc/*) skip=2; continue ;; esac ;;
+    --perms) if [ "$3" = /etc ]; then skip=3; set -- "$@" --ro-bind /etc /etc; continue; fi ;;
+  esac
+  set -- "$@" "$a"
+done
+exec ${REAL_BWRAP} "$@"`);
+    const verdict = await createBubblewrapSandbox({
+      runAs: TEST_RUN_AS,
+      log: silentLog,
+      bwrapPath,
+      tmpRoot: tempDir(),
+    }).verify();
+    expect(verdict.kind).toBe("Unverified");
+    if (verdict.kind !== "Unverified") return;
+    expect(verdict.message).toContain("the probe ran as uid 0");
+    expect(verdict.message).toContain("could write /proc/sys/kernel/core_pattern");
+    expect(verdict.message).toContain("/etc/shadow existed for the probe");
   });
 });

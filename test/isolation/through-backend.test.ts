@@ -22,6 +22,7 @@ import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { isTaskRunner } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { killProcessesMentioning } from "../session/harness.ts";
+import { TEST_RUN_AS } from "../support/run-as.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -45,6 +46,7 @@ function setup(bwrapPath?: string) {
     killGraceMs: 500,
   });
   const sandbox = createBubblewrapSandbox({
+    runAs: TEST_RUN_AS,
     log: silentLog,
     maskedRoots: [layout.root],
     ...(bwrapPath === undefined ? {} : { bwrapPath }),
@@ -91,8 +93,8 @@ describe("verifyThroughBackend", () => {
     });
     expect(verdict.kind).toBe("Unverified");
     if (verdict.kind === "Unverified") {
-      expect(verdict.message).toContain("sibling allocation's credential directory was visible");
       expect(verdict.message).toContain("sibling process was visible");
+      expect(verdict.message).toContain("/etc/shadow existed for the probe");
     }
   }, 30_000);
 
@@ -119,9 +121,11 @@ describe("sandboxedBackend", () => {
       ttlMs: 60_000,
     });
     const sandboxed = sandboxedBackend(backend, {
-      sandbox,
+      wrapper: sandbox,
       verify,
       locate: locateInStateDir(layout),
+      rankEnv: "OPENAI4S_RANK",
+      baseEnv: { PATH: "/usr/bin:/bin" },
     });
     expect(await sandboxed.verifySessionIsolation()).toEqual({
       kind: "Verified",

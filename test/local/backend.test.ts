@@ -206,6 +206,14 @@ describe("local backend: running jobs", () => {
         "_",
       ]);
       expect([...env.keys()].filter((k) => !allowed.has(k))).toEqual([]);
+      // The host-side process the supervisor starts gets the backend's fixed environment; the
+      // job's variables are on its argv, applied by `env -i` as the last step before the job.
+      const record = readJson(jobFile(state, request.token, "record.json"));
+      expect(record["env"]).toEqual({ PATH: "/usr/sbin:/usr/bin:/sbin:/bin", LANG: "C.UTF-8" });
+      const argv = record["argv"] as string[];
+      const envAt = argv.indexOf("/usr/bin/env");
+      expect(argv.slice(envAt, envAt + 3)).toEqual(["/usr/bin/env", "-i", "--"]);
+      expect(argv.indexOf("FOO=bar")).toBeGreaterThan(envAt);
     } finally {
       delete process.env["O4S_TEST_PROCESS_LEAK"];
     }

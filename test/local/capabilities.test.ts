@@ -108,10 +108,14 @@ describe("local backend: tasks in a live allocation", () => {
 function envPrefixSandbox(seen: SandboxPaths[], verified = true): Sandbox {
   return {
     mechanism: "env-prefix (test)",
-    wrap(argv, paths) {
+    sandboxed: true,
+    runAs: null,
+    wrap(argv, paths, env) {
       seen.push(paths);
-      return ["/usr/bin/env", "SANDBOXED=1", ...argv];
+      const vars = Object.entries(env.vars).map(([k, v]) => `${k}=${v}`);
+      return ["/usr/bin/env", "-i", ...vars, "SANDBOXED=1", ...argv];
     },
+    prepare() {},
     async verify() {
       return verified
         ? { kind: "Verified", mechanism: "env-prefix (test)" }
@@ -139,7 +143,8 @@ describe("local backend: the sandbox seam", () => {
     await backend.submit([batch]);
     await waitForPhase(backend, batch, ["COMPLETED"]);
     expect(readFileSync(out, "utf8")).toBe("1\n");
-    expect(seen[0]?.writable).toEqual([batch.workspaceDir, batch.allocationDir]);
+    // The allocation directory (logs, records the daemon reads) is never exposed.
+    expect(seen[0]?.writable).toEqual([batch.workspaceDir]);
 
     const unverified = createLocalBackend({
       ...backendOptions(state),

@@ -157,8 +157,24 @@ async function waitTerminal(state: TestState, id: string): Promise<Record<string
   );
 }
 
-function jobScript(marker: string, done: string, exitCode = 0): string[] {
-  return ["sh", "-c", `echo run >> ${marker}; sleep 2; echo done >> ${done}; exit ${exitCode}`];
+/**
+ * The job writes into its own workspace (its working directory): that is all of the state dir
+ * a sandboxed job, running as an unprivileged uid, can reach.
+ */
+function jobScript(exitCode = 0): string[] {
+  return ["sh", "-c", `echo run >> marker; sleep 2; echo done >> done; exit ${exitCode}`];
+}
+
+/** A file in the workspace of the one workload of `state`, once it exists. */
+function workspaceFile(state: TestState, name: string): () => string {
+  return () => {
+    const root = join(state.layout.spool, "workloads");
+    const ids = existsSync(root) ? readdirSync(root) : [];
+    const [id] = ids;
+    return ids.length === 1 && id !== undefined
+      ? join(state.layout.workspaceDir(id), name)
+      : join(state.root, "no-workspace-yet", name);
+  };
 }
 
 describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled" : "source"})`, () => {
@@ -166,13 +182,13 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "kill -9 of the daemon while the job runs: it keeps running and completes once",
     async () => {
       const state = makeState();
-      const marker = join(state.scratch, "marker");
-      const done = join(state.scratch, "done");
+      const marker = workspaceFile(state, "marker");
+      const done = workspaceFile(state, "done");
       const first = await startDaemon(state);
-      const id = await submitBatch(state, jobScript(marker, done));
+      const id = await submitBatch(state, jobScript());
       expect(id).not.toBeNull();
       await waitFor(
-        () => lines(marker),
+        () => lines(marker()),
         (l) => l.length === 1,
         20_000,
       );
@@ -182,14 +198,14 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
       const argv = readFileSync(`/proc/${claim["pid"]}/cmdline`, "utf8").split("\0");
       expect(argv.slice(0, DAEMON.length + 1)).toEqual([...DAEMON, "__supervise"]);
       await killDaemon(first);
-      expect(lines(done)).toEqual([]);
+      expect(lines(done())).toEqual([]);
 
       await startDaemon(state);
       const workload = await waitTerminal(state, String(id));
       expect(workload).toMatchObject({ phase: "COMPLETED", exitCode: 0 });
-      expect(lines(marker)).toEqual(["run"]);
+      expect(lines(marker())).toEqual(["run"]);
       expect(workload["allocations"]).toHaveLength(1);
-      expect(lines(done)).toEqual(["done"]);
+      expect(lines(done())).toEqual(["done"]);
     },
     CRASH_TEST_TIMEOUT_MS,
   );
@@ -198,19 +214,19 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "a job that fails while the daemon is down is FAILED with its exit code after the restart",
     async () => {
       const state = makeState();
-      const marker = join(state.scratch, "marker");
-      const done = join(state.scratch, "done");
+      const marker = workspaceFile(state, "marker");
+      const done = workspaceFile(state, "done");
       const first = await startDaemon(state);
-      const id = await submitBatch(state, jobScript(marker, done, 3));
+      const id = await submitBatch(state, jobScript(3));
       await waitFor(
-        () => lines(marker),
+        () => lines(marker()),
         (l) => l.length === 1,
         20_000,
       );
       await killDaemon(first);
       // It ends (and its supervisor records the exit) with no daemon alive.
       await waitFor(
-        () => lines(done),
+        () => lines(done()),
         (l) => l.length === 1,
         10_000,
       );
@@ -218,7 +234,7 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
       await startDaemon(state);
       const workload = await waitTerminal(state, String(id));
       expect(workload).toMatchObject({ phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 });
-      expect(lines(marker)).toEqual(["run"]);
+      expect(lines(marker())).toEqual(["run"]);
       expect(workload["allocations"]).toHaveLength(1);
     },
     CRASH_TEST_TIMEOUT_MS,
@@ -228,21 +244,21 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "kill -9 after the record is durable and before anything started: runs once after restart",
     async () => {
       const state = makeState();
-      const marker = join(state.scratch, "marker");
-      const done = join(state.scratch, "done");
+      const marker = workspaceFile(state, "marker");
+      const done = workspaceFile(state, "done");
       const crashing = await startDaemon(state, LOCAL_FAULT_POINTS.afterRecordBeforeSpawn);
-      const submitted = await submitBatch(state, jobScript(marker, done));
+      const submitted = await submitBatch(state, jobScript());
       await crashing.proc.exited;
       expect(crashing.proc.signalCode).toBe("SIGKILL");
-      expect(lines(marker)).toEqual([]);
+      expect(lines(marker())).toEqual([]);
 
       await startDaemon(state);
       const id = submitted ?? (await onlyWorkloadId(state));
       const workload = await waitTerminal(state, id);
       expect(workload).toMatchObject({ phase: "COMPLETED", exitCode: 0 });
-      expect(lines(marker)).toEqual(["run"]);
+      expect(lines(marker())).toEqual(["run"]);
       expect(workload["allocations"]).toHaveLength(1);
-      expect(lines(done)).toEqual(["done"]);
+      expect(lines(done())).toEqual(["done"]);
     },
     CRASH_TEST_TIMEOUT_MS,
   );
@@ -251,10 +267,10 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
     "kill -9 after the supervisor started, before the handle was recorded: runs once",
     async () => {
       const state = makeState();
-      const marker = join(state.scratch, "marker");
-      const done = join(state.scratch, "done");
+      const marker = workspaceFile(state, "marker");
+      const done = workspaceFile(state, "done");
       const crashing = await startDaemon(state, LOCAL_FAULT_POINTS.afterSpawn);
-      const submitted = await submitBatch(state, jobScript(marker, done));
+      const submitted = await submitBatch(state, jobScript());
       await crashing.proc.exited;
       expect(crashing.proc.signalCode).toBe("SIGKILL");
 
@@ -262,9 +278,9 @@ describe(`crash recovery with the real daemon (${DAEMON.length === 1 ? "compiled
       const id = submitted ?? (await onlyWorkloadId(state));
       const workload = await waitTerminal(state, id);
       expect(workload).toMatchObject({ phase: "COMPLETED", exitCode: 0 });
-      expect(lines(marker)).toEqual(["run"]);
+      expect(lines(marker())).toEqual(["run"]);
       expect(workload["allocations"]).toHaveLength(1);
-      expect(lines(done)).toEqual(["done"]);
+      expect(lines(done())).toEqual(["done"]);
     },
     CRASH_TEST_TIMEOUT_MS,
   );

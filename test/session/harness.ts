@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import {
   chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -89,9 +90,19 @@ export async function startDaemon(options: {
   readonly args?: readonly string[];
   /** How long to wait for the daemon to answer (a cluster backend verifies first). */
   readonly startTimeoutMs?: number;
+  /** Run the daemon itself as this unprivileged uid (=gid), through setpriv; it owns `dir`. */
+  readonly daemonUid?: number;
+  /** An existing state dir (a restart of an earlier daemon's); default: a fresh one. */
+  readonly stateDir?: string;
 }): Promise<Daemon> {
   const dir = mkdtempSync(join(tmpdir(), "o4s-e2e-session-"));
-  const stateDir = join(dir, "state");
+  const uid = options.daemonUid;
+  if (uid !== undefined) chownSync(dir, uid, uid);
+  const prefix =
+    uid === undefined
+      ? []
+      : ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--"];
+  const stateDir = options.stateDir ?? join(dir, "state");
   const socket = join(stateDir, "api.sock");
   const logPath = join(dir, "daemon.log");
   const env: Record<string, string> = {
@@ -105,7 +116,7 @@ export async function startDaemon(options: {
   // The spool named explicitly (a cluster backend requires it), where the default would be.
   const spoolArgs = ["--spool-dir", `${stateDir}-spool`];
   const serveArgs = ["serve", "--state-dir", stateDir, ...spoolArgs, ...(options.args ?? [])];
-  const proc = Bun.spawn([BINARY, ...serveArgs], {
+  const proc = Bun.spawn([...prefix, BINARY, ...serveArgs], {
     env,
     stdin: "ignore",
     stdout: Bun.file(logPath),

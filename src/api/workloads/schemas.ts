@@ -3,10 +3,7 @@
  * document states the same numbers: one source, so the two cannot drift apart.
  */
 import * as v from "valibot";
-import {
-  CREDENTIAL_ENV_NAME_MESSAGE,
-  isCredentialShapedEnvName,
-} from "../../orchestration/env-policy.ts";
+import { envNameRefusal } from "../../orchestration/env-policy.ts";
 import { PHASES, WORKLOAD_KINDS } from "../../orchestration/models.ts";
 import { noNul } from "../validation.ts";
 
@@ -55,7 +52,12 @@ const envKey = v.pipe(
     (k: string) => !k.toUpperCase().startsWith(RESERVED_ENV_PREFIX),
     `names starting with ${RESERVED_ENV_PREFIX} are reserved for the daemon`,
   ),
-  v.check((k: string) => !isCredentialShapedEnvName(k), CREDENTIAL_ENV_NAME_MESSAGE),
+  // Credential-shaped and loader/shell-hijack names (LD_PRELOAD, BASH_ENV, ...): the
+  // message names the key and why (src/orchestration/env-policy.ts).
+  v.check(
+    (k: string) => envNameRefusal(k) === null,
+    (issue) => envNameRefusal(String(issue.input)) ?? "refused",
+  ),
 );
 
 const envValue = v.pipe(v.string(), v.maxLength(LIMITS.envValueMaxLength), noNul("a value"));

@@ -2,14 +2,23 @@
  * A per-allocation sandbox built on bubblewrap (`bwrap`): every process an allocation starts
  * runs in its own mount, PID and IPC namespace in which the system directories are
  * read-only and the ONLY daemon-owned paths that exist are the ones the launch names (its
- * workspace, its allocation directory, its credential directory). A sibling allocation of
- * the same uid is therefore not "protected by 0600": it is simply not there.
+ * workspace, its credential directory). A sibling allocation of the same uid is therefore
+ * not "protected by 0600": it is simply not there.
  *
- * The command line is the one measured in notes/isolation.md, plus three things that
- * measurement did not cover:
- *  - `--cap-drop ALL`. Run by root, bwrap leaves every capability in the sandbox (measured:
- *    CapEff 000001fffeffffff), and a process holding CAP_SYS_ADMIN and CAP_MKNOD can create
- *    the host's disk device and mount it, which undoes the whole mount namespace.
+ * The command line is the one measured in notes/isolation.md, plus what that measurement
+ * showed was missing when the daemon runs as root:
+ *  - the job never runs as uid 0. bwrap runs as root (so it can bind paths below the
+ *    daemon's 0700 state dir), and inside the sandbox `setpriv` drops to the RunAs uid/gid
+ *    with every capability set emptied and no_new_privs before the job's program starts.
+ *    (uid 0 without capabilities still passes every DAC check on root-owned files: it
+ *    could write /proc/sys/kernel/core_pattern, a way out.) A daemon that is not root runs
+ *    bwrap in a user namespace (`--unshare-user`, `--cap-drop ALL`): the job keeps the
+ *    daemon's uid but none of the daemon's files exist in its mount namespace.
+ *  - /proc/sys read-only (bwrap's own /proc leaves it writable), /sys absent, and /etc
+ *    reduced to an allowlist: no shadow, gshadow, sudoers, ssh keys, munge or scheduler
+ *    secrets. /tmp is a private, world-writable tmpfs.
+ *  - the job's environment is applied by `env -i` after the privilege drop, never given to
+ *    the host-side bwrap (see launch-argv.ts).
  *  - masked roots (the daemon's state directory): mounted as an empty tmpfs after the
  *    executable's directory is bound, so a binary installed ABOVE the state directory
  *    cannot re-expose every other allocation read-only through its own bind.
@@ -25,15 +34,58 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { IsolationVerdict } from "../ports.ts";
-import type { Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { JobEnv, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import { dropArgv, envArgv, prepareOwnership } from "./launch-argv.ts";
 import { runIsolationProbe } from "./probe.ts";
 
-/** Read-only system directories; bound only when they exist on this host. */
-export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc"] as const;
+/** Read-only system directories; bound only when they exist where the launch runs. */
+export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"] as const;
+
+/**
+ * The /etc entries programs need (name service, loader, TLS roots, time zone, locale,
+ * Python's and matplotlib's config), each bound read-only when it exists. Everything else
+ * of /etc is absent: shadow, gshadow, sudoers*, ssh host keys, munge and scheduler secrets.
+ */
+export const ETC_ALLOWLIST = [
+  "passwd",
+  "group",
+  "nsswitch.conf",
+  "hosts",
+  "host.conf",
+  "resolv.conf",
+  "gai.conf",
+  "hostname",
+  "localtime",
+  "timezone",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "ssl/certs",
+  "ssl/openssl.cnf",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "alternatives",
+  "os-release",
+  "debian_version",
+  "mime.types",
+  "protocols",
+  "services",
+  "locale.alias",
+  "default/locale",
+  "python3",
+  "matplotlibrc",
+  "fonts",
+  "terminfo",
+  "inputrc",
+  "magic",
+  "magic.mime",
+] as const;
 
 export interface BubblewrapOptions {
   /** Path to `bwrap`; default: looked up on PATH when verifying and wrapping. */
   readonly bwrapPath?: string;
+  /** The identity jobs run as (the daemon runs as root); null: the daemon's own uid. */
+  readonly runAs: RunAs | null;
   readonly log: Log;
   /** Where the verification probe creates its two sibling allocations; default os.tmpdir(). */
   readonly tmpRoot?: string;
@@ -112,47 +164,70 @@ export interface WrapConfig {
   readonly bwrap: string;
   readonly maskedRoots: readonly string[];
   readonly readOnlyExtra: readonly string[];
+  readonly runAs: RunAs | null;
 }
 
 /**
- * The bwrap argv. Order matters, because bwrap applies mounts in order: system dirs, fresh
- * /proc, /dev and /tmp, the executable's directory, then the masks, then the launch's
- * writable dirs, and its read-only dirs LAST so that a credential directory inside a
- * writable allocation directory ends up read-only.
+ * The bwrap argv. Order matters, because bwrap applies mounts in order: system dirs, /etc's
+ * allowlist, fresh /proc (its /sys read-only), /dev and /tmp, the executable's directory,
+ * then the masks, then the launch's writable dirs, and its read-only dirs LAST so that a
+ * credential directory inside a writable allocation directory ends up read-only. `--ro-bind-try`
+ * for system paths: on a cluster the argv is built on the daemon's host and runs on a node.
  */
 export function bubblewrapArgv(
   config: WrapConfig,
   argv: readonly string[],
   paths: SandboxPaths,
+  env: JobEnv,
 ): readonly string[] {
   const [executable] = argv;
   if (executable === undefined) throw new Error("cannot sandbox an empty command");
   const out: string[] = [config.bwrap];
-  for (const dir of SYSTEM_DIRS) {
-    if (existsSync(dir)) out.push("--ro-bind", dir, dir);
-  }
-  out.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp");
+  for (const dir of SYSTEM_DIRS) out.push("--ro-bind-try", dir, dir);
+  // Created 0755 first: a directory bwrap makes for a bind's parent is 0700 otherwise, and
+  // an unprivileged job could not resolve a single user name.
+  out.push("--perms", "0755", "--dir", "/etc");
+  for (const entry of ETC_ALLOWLIST) out.push("--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`);
+  out.push("--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev");
+  out.push("--perms", "1777", "--tmpfs", "/tmp");
   // After the private /tmp, or an executable installed under /tmp would be hidden by it.
   const seen = new Set<string>();
+  const parents = new Set<string>();
   for (const dir of [...executableDirs(executable), ...config.readOnlyExtra]) {
     if (coveredBySystem(dir) || seen.has(dir)) continue;
     seen.add(dir);
-    out.push("--ro-bind", dir, dir);
+    bindWithParents(out, parents, "--ro-bind", dir);
   }
   for (const dir of config.maskedRoots) out.push("--tmpfs", dir);
-  for (const dir of paths.writable) out.push("--bind", dir, dir);
-  for (const dir of paths.readOnly) out.push("--ro-bind", dir, dir);
-  out.push(
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--die-with-parent",
-    "--new-session",
-    "--cap-drop",
-    "ALL",
-    "--",
-    ...argv,
-  );
+  for (const dir of paths.writable) bindWithParents(out, parents, "--bind", dir);
+  for (const dir of paths.readOnly) bindWithParents(out, parents, "--ro-bind", dir);
+  // As root no user namespace: root's bwrap binds paths an unprivileged uid cannot even
+  // traverse, and setpriv inside drops to RunAs. Not root: a user namespace, no capability.
+  if (config.runAs === null) out.push("--unshare-user");
+  out.push("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session");
+  if (config.runAs === null) out.push("--cap-drop", "ALL");
+  // Names to inherit come from the launching process (a task launcher's rank): keep its
+  // (fixed, daemon-chosen) environment then; env -i inside sets the job's either way.
+  if ((env.inherit ?? []).length === 0) out.push("--clearenv");
+  const inner = envArgv(argv, env);
+  out.push("--", ...(config.runAs === null ? inner : dropArgv(config.runAs, inner)));
   return out;
+}
+
+/**
+ * A bind, its missing parents first created 0755: bwrap makes a bind's parents 0700, and
+ * an unprivileged job could then not reach its own workspace below them. Parents that
+ * exist already (a tmpfs, an earlier bind) are left as they are.
+ */
+function bindWithParents(out: string[], made: Set<string>, flag: string, dir: string): void {
+  const parts = dir.split("/").filter(Boolean);
+  for (let i = 1; i < parts.length; i++) {
+    const parent = `/${parts.slice(0, i).join("/")}`;
+    if (made.has(parent) || coveredBySystem(parent)) continue;
+    made.add(parent);
+    out.push("--perms", "0755", "--dir", parent);
+  }
+  out.push(flag, dir, dir);
 }
 
 /**
@@ -173,7 +248,7 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
     // Wrapping with a missing bwrap yields a launch that fails with ENOENT: visible, and
     // never an unsandboxed run. Verification is what keeps SESSIONs from getting that far.
     const bwrap = resolveBwrap(options.bwrapPath) ?? options.bwrapPath ?? "bwrap";
-    return { bwrap, maskedRoots, readOnlyExtra };
+    return { bwrap, maskedRoots, readOnlyExtra, runAs: options.runAs };
   }
 
   async function probeNow(): Promise<IsolationVerdict> {
@@ -186,11 +261,18 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
       return await runIsolationProbe({
         tmpRoot: options.tmpRoot,
         timeoutMs: options.probeTimeoutMs ?? 10_000,
-        wrap: (argv, paths, probeRoot) =>
+        runAs: options.runAs,
+        wrap: (argv, paths, env, probeRoot) =>
           bubblewrapArgv(
-            { bwrap, maskedRoots: [...maskedRoots, probeRoot], readOnlyExtra },
+            {
+              bwrap,
+              maskedRoots: [...maskedRoots, probeRoot],
+              readOnlyExtra,
+              runAs: options.runAs,
+            },
             argv,
             paths,
+            env,
           ),
       });
     } catch (error) {
@@ -219,8 +301,13 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
 
   return {
     mechanism: "bubblewrap",
-    wrap(argv, paths) {
-      return bubblewrapArgv(config(), argv, paths);
+    sandboxed: true,
+    runAs: options.runAs,
+    wrap(argv, paths, env) {
+      return bubblewrapArgv(config(), argv, paths, env);
+    },
+    prepare(paths) {
+      prepareOwnership(options.runAs, paths);
     },
     verify() {
       if (cached && clock.now() - cached.at < ttlMs) return Promise.resolve(cached.verdict);

@@ -8,13 +8,18 @@
  *  - the probe wrote into A's workspace and the daemon reads it back (writable binds work),
  *  - B's canary does not exist for the probe (mount isolation),
  *  - no process named like the decoy is visible in the probe's /proc (PID isolation),
- *  - the probe holds no effective capability (it cannot mount its way out).
+ *  - the probe holds no capability in any set (CapInh/CapPrm/CapEff/CapBnd/CapAmb) and has
+ *    NoNewPrivs 1 (it cannot mount or setuid its way out),
+ *  - it does not run as uid 0 (which owns every root-owned file it can reach),
+ *  - no /proc/sys file (core_pattern: a `|program` there is run by the kernel as host root)
+ *    and no /sys file is writable, and /etc/shadow does not exist for it.
  * Before trusting "absent", the probe checks the experiment was live: the decoy still runs
  * and the canary is readable from outside. A check that cannot fail proves nothing.
  */
 import { randomBytes } from "node:crypto";
 import {
   chmodSync,
+  chownSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -25,14 +30,24 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { IsolationVerdict } from "../ports.ts";
-import type { SandboxPaths } from "../sandbox.ts";
+import type { JobEnv, RunAs, SandboxPaths } from "../sandbox.ts";
 
 export interface ProbeOptions {
   readonly tmpRoot: string | undefined;
   readonly timeoutMs: number;
+  /** The identity real jobs run as: the probe's directories are given to it, as theirs are. */
+  readonly runAs: RunAs | null;
   /** Builds the sandboxed argv; `probeRoot` is the temporary root standing in for state. */
-  wrap(argv: readonly string[], paths: SandboxPaths, probeRoot: string): readonly string[];
+  wrap(
+    argv: readonly string[],
+    paths: SandboxPaths,
+    env: JobEnv,
+    probeRoot: string,
+  ): readonly string[];
 }
+
+/** The probe's environment: what any job gets, nothing more. */
+export const PROBE_ENV: JobEnv = { vars: { PATH: "/usr/bin:/bin", LANG: "C.UTF-8" } };
 
 // Positional parameters: $1 marker path, $2 canary path, $3 decoy name, $4 file to write.
 // Only shell builtins in the loops, so scanning a host's /proc (the failure case) is quick.
@@ -47,11 +62,22 @@ for f in /proc/[0-9]*/comm; do
   if [ "$c" = "$3" ]; then decoy=visible; fi
 done
 echo "decoy=$decoy"
-while read -r k v; do
-  if [ "$k" = "CapEff:" ]; then echo "caps=$v"; fi
+while read -r k v rest; do
+  case "$k" in
+    Uid:) echo "uid=$v $rest" ;;
+    CapInh:|CapPrm:|CapEff:|CapBnd:|CapAmb:) echo "\${k%:}=$v" ;;
+    NoNewPrivs:) echo "nnp=$v" ;;
+  esac
 done < /proc/self/status
+for f in /proc/sys/kernel/core_pattern /proc/sys/kernel/modprobe /proc/sys/vm/drop_caches \
+  /proc/sysrq-trigger /sys/kernel/uevent_helper /sys/kernel/mm/transparent_hugepage/enabled; do
+  if [ -w "$f" ]; then echo "writable=$f"; fi
+done
+if [ -e /etc/shadow ]; then echo shadow=present; else echo shadow=absent; fi
 if printf '%s' "$marker" > "$4"; then echo write=ok; else echo write=failed; fi
 `;
+
+const CAPABILITY_SETS = ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] as const;
 
 const NO_CAPABILITIES = "0000000000000000";
 
@@ -101,8 +127,11 @@ export interface ProbeLayout {
   readonly paths: SandboxPaths;
 }
 
-/** Creates A (with its marker) and B (with its 0600 canary) under `root`. */
-export function createProbeLayout(root: string): ProbeLayout {
+/**
+ * Creates A (with its marker) and B (with its 0600 canary) under `root`, owned by `runAs`
+ * like a real allocation's (so "B is not readable" is not merely "B is root's").
+ */
+export function createProbeLayout(root: string, runAs: RunAs | null): ProbeLayout {
   const workspace = join(root, "A", "workspace");
   const allocationDir = join(root, "A", "alloc");
   const credentials = join(allocationDir, "credentials");
@@ -116,6 +145,18 @@ export function createProbeLayout(root: string): ProbeLayout {
   const canaryPath = join(bCredentials, "canary");
   writeFileSync(canaryPath, hex(16), { mode: 0o600 });
   chmodSync(canaryPath, 0o600);
+  if (runAs !== null) {
+    for (const path of [
+      workspace,
+      markerPath,
+      credentials,
+      join(root, "B", "workspace"),
+      bCredentials,
+      canaryPath,
+    ]) {
+      chownSync(path, runAs.uid, runAs.gid);
+    }
+  }
   const writtenPath = join(workspace, "written-by-probe");
   // The decoy's comm is the name of the file it was exec'd through (at most 15 chars), so a
   // symlink to sleep gives it a name no other process on the host has.
@@ -140,7 +181,9 @@ export function createProbeLayout(root: string): ProbeLayout {
       decoyName,
       writtenPath,
     ],
-    paths: { writable: [workspace, allocationDir], readOnly: [credentials] },
+    // As a real launch: the workspace writable, the credential directory read-only, and the
+    // allocation directory (logs, records the daemon reads) not there at all.
+    paths: { writable: [workspace], readOnly: [credentials] },
   };
 }
 
@@ -174,9 +217,7 @@ export function judgeProbe(
     problems.push("a sibling allocation's credential directory was visible");
   }
   if (field(lines, "decoy") !== "absent") problems.push("a sibling process was visible");
-  if (field(lines, "caps") !== NO_CAPABILITIES) {
-    problems.push(`the probe kept capabilities (CapEff ${field(lines, "caps") ?? "unknown"})`);
-  }
+  problems.push(...privilegeProblems(lines));
   if (!run.decoyAlive) problems.push("the decoy exited during the probe");
   if (readSmallFile(layout.canaryPath) === null) {
     problems.push("the canary vanished during the probe");
@@ -185,22 +226,44 @@ export function judgeProbe(
   return { kind: "Verified", mechanism };
 }
 
+/** What the probe reported about its identity and privileges, as problems. */
+function privilegeProblems(lines: readonly string[]): string[] {
+  const problems: string[] = [];
+  for (const set of CAPABILITY_SETS) {
+    const value = field(lines, set);
+    if (value !== NO_CAPABILITIES) {
+      problems.push(`the probe kept capabilities (${set} ${value ?? "unknown"})`);
+    }
+  }
+  if (field(lines, "nnp") !== "1") problems.push("the probe could gain privileges (NoNewPrivs 0)");
+  const uids = (field(lines, "uid") ?? "").split(/\s+/).filter(Boolean);
+  if (uids.length !== 4 || uids.some((u) => !/^\d+$/.test(u))) {
+    problems.push("the probe's uid could not be read");
+  } else if (uids.includes("0")) {
+    problems.push("the probe ran as uid 0");
+  }
+  const writable = lines.filter((l) => l.startsWith("writable=")).map((l) => l.slice(9));
+  if (writable.length > 0) problems.push(`the probe could write ${writable.join(", ")}`);
+  if (field(lines, "shadow") !== "absent") problems.push("/etc/shadow existed for the probe");
+  return problems;
+}
+
 export const LOCAL_MECHANISM =
-  "bubblewrap (private mount, PID and IPC namespaces, no capabilities)";
+  "bubblewrap (private mount, PID and IPC namespaces, unprivileged uid, no capabilities)";
 
 export async function runIsolationProbe(options: ProbeOptions): Promise<IsolationVerdict> {
   const root = mkdtempSync(join(options.tmpRoot ?? tmpdir(), "o4s-isolation-probe-"));
   let decoy: ReturnType<typeof Bun.spawn> | null = null;
   let probe: ReturnType<typeof Bun.spawn> | null = null;
   try {
-    const layout = createProbeLayout(root);
+    const layout = createProbeLayout(root, options.runAs);
     const decoyLink = join(root, layout.decoyName);
     symlinkSync(Bun.which("sleep") ?? "/bin/sleep", decoyLink);
     decoy = Bun.spawn([decoyLink, "60"], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
     if (!(await waitForComm(decoy.pid, layout.decoyName, 2000))) {
       return unverified("the decoy sibling process did not start; cannot test PID isolation");
     }
-    const wrapped = options.wrap(layout.argv, layout.paths, root);
+    const wrapped = options.wrap(layout.argv, layout.paths, PROBE_ENV, root);
     probe = Bun.spawn([...wrapped], {
       cwd: layout.workspace,
       stdin: "ignore",

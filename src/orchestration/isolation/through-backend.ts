@@ -29,9 +29,9 @@ import {
   type SessionIsolationProvider,
   type TaskRunner,
 } from "../ports.ts";
-import type { Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, Sandbox, SandboxPaths } from "../sandbox.ts";
 import type { ProbeOutcome } from "./background-verifier.ts";
-import { createProbeLayout, judgeProbe } from "./probe.ts";
+import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
 /**
  * Runs on the node, outside the sandbox: starts the decoy sibling (a `sleep` exec'd through
@@ -88,8 +88,8 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
     message: `isolation probe on ${backend.name}: ${message}`,
   });
   try {
-    const layout = createProbeLayout(root);
-    const wrapped = options.sandbox.wrap(layout.argv, layout.paths);
+    const layout = createProbeLayout(root, options.sandbox.runAs);
+    const wrapped = options.sandbox.wrap(layout.argv, layout.paths, PROBE_ENV);
     const launch: Launch = {
       kind: "COMMAND",
       command: ["/bin/sh", "-c", NODE_SCRIPT, "o4s-node-probe", layout.decoyName, ...wrapped],
@@ -167,7 +167,7 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
         stderr: stderr === "" ? `the probe allocation ended ${ended.phase}` : stderr,
         decoyAlive: /^decoy-alive=yes$/m.test(stdout),
       },
-      `bubblewrap on the ${backend.name} nodes (private mount, PID and IPC namespaces, no capabilities)`,
+      `bubblewrap on the ${backend.name} nodes (private mount, PID and IPC namespaces, unprivileged uid, no capabilities)`,
     );
     return verdict.kind === "Verified" ? verdict : unverified(verdict.message);
   } catch (error) {
@@ -177,15 +177,34 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
   }
 }
 
-/** The sandboxed form of a launch: the paths are the allocation's own, and nothing else. */
-export function sandboxLaunch(launch: Launch, sandbox: Sandbox, paths: SandboxPaths): Launch {
+/**
+ * The wrapped form of a launch: the paths are the allocation's own, and the environment moves
+ * from the launch (where the backend would hand it to host-side processes: the batch script,
+ * the task launcher) onto the wrapped argv, applied inside, after the privilege drop.
+ * `rankEnv`: the variable a cluster's task launcher sets per task (inherited by WORKERs).
+ */
+export function wrapLaunch(
+  launch: Launch,
+  wrapper: LaunchWrapper,
+  paths: SandboxPaths,
+  job: { readonly rankEnv: string; readonly baseEnv: Readonly<Record<string, string>> },
+): Launch {
+  const vars = { ...job.baseEnv, ...launch.env };
   switch (launch.kind) {
     case "COMMAND":
-      return { ...launch, command: sandbox.wrap(launch.command, paths) };
+      return { ...launch, command: wrapper.wrap(launch.command, paths, { vars }), env: {} };
     case "WORKER":
-      // The backend appends `--rank-env NAME` after the wrapped argv, i.e. after bwrap's
-      // `--`: it reaches the worker unchanged, and the launcher's rank variable is inherited.
-      return { ...launch, workerCommand: sandbox.wrap(launch.workerCommand, paths) };
+      // The backend appends `--rank-env NAME` after the wrapped argv, i.e. after the job's
+      // program: it reaches the worker unchanged, and the launcher's rank variable is copied
+      // into the job's environment by name.
+      return {
+        ...launch,
+        workerCommand: wrapper.wrap(launch.workerCommand, paths, {
+          vars,
+          inherit: [job.rankEnv],
+        }),
+        env: {},
+      };
     default: {
       const never: never = launch;
       throw new Error(`unhandled launch ${JSON.stringify(never)}`);
@@ -193,10 +212,12 @@ export function sandboxLaunch(launch: Launch, sandbox: Sandbox, paths: SandboxPa
   }
 }
 
-export interface SandboxedBackendOptions {
-  readonly sandbox: Sandbox;
-  /** The node verdict, cached by the caller's policy (see `cachedVerdict`). */
-  verify(): Promise<IsolationVerdict>;
+export interface WrappedBackendOptions {
+  readonly wrapper: LaunchWrapper;
+  /** The per-task rank variable of the backend's task launcher (see `wrapLaunch`). */
+  readonly rankEnv: string;
+  /** What every job and step gets before its own variables (PATH). */
+  readonly baseEnv: Readonly<Record<string, string>>;
   /**
    * The allocation and workspace directories of an allocation, for steps (`runTask`) of
    * allocations this process did not submit (a daemon restart); null when unknown.
@@ -206,47 +227,51 @@ export interface SandboxedBackendOptions {
   ): { readonly allocationDir: string; readonly workspaceDir: string } | null;
 }
 
-/**
- * The backend with every launch in the sandbox (BATCH included: a job outside it could read a
- * session's credential), and steps too: a step runs in the same sandbox as its allocation,
- * or is refused when that allocation's directories cannot be found.
- */
-export function sandboxedBackend<B extends AllocationBackend>(
-  backend: B,
-  options: SandboxedBackendOptions,
-): AllocationBackend & SessionIsolationProvider & Partial<TaskRunner> {
+export interface SandboxedBackendOptions extends WrappedBackendOptions {
+  readonly wrapper: Sandbox;
+  /** The node verdict, cached by the caller's policy (see `cachedVerdict`). */
+  verify(): Promise<IsolationVerdict>;
+}
+
+/** The paths a launch exposes: its workspace writable, its credentials (if any) read-only. */
+function pathsOf(workspaceDir: string, credentialDir: string | null): SandboxPaths {
   // A BATCH allocation has no credential directory: binding a missing path fails the launch.
-  const pathsOf = (
-    allocationDir: string,
-    workspaceDir: string,
-    credentialDir: string | null,
-  ): SandboxPaths => ({
-    writable: [workspaceDir, allocationDir],
-    readOnly: credentialDir === null ? [] : [credentialDir],
-  });
-  const wrapped: AllocationBackend & SessionIsolationProvider = {
+  // The allocation directory (logs, records the daemon reads) is never exposed.
+  return { writable: [workspaceDir], readOnly: credentialDir === null ? [] : [credentialDir] };
+}
+
+/**
+ * The backend with every launch wrapped (BATCH included: in the sandbox, a job outside it
+ * could read a session's credential; without one, at least never as root and never with its
+ * variables in a host-side process), and steps too: a step runs wrapped like its
+ * allocation, or is refused when that allocation's directories cannot be found.
+ */
+export function wrappedBackend<B extends AllocationBackend>(
+  backend: B,
+  options: WrappedBackendOptions,
+): AllocationBackend & Partial<TaskRunner> {
+  const { wrapper } = options;
+  const wrapped: AllocationBackend = {
     name: backend.name,
     profiles: () => backend.profiles(),
-    submit: (requests) =>
-      backend.submit(
-        requests.map((r) => ({
+    submit: (requests) => {
+      const prepared = requests.map((r) => {
+        const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
+        // On the daemon's host, before the submission: the job's identity must own its
+        // workspace (and read its credential) wherever it lands.
+        mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
+        wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
+        return {
           ...r,
-          launch: sandboxLaunch(
-            r.launch,
-            options.sandbox,
-            pathsOf(
-              r.allocationDir,
-              r.workspaceDir,
-              r.launch.kind === "WORKER" ? r.launch.credentialDir : null,
-            ),
-          ),
-        })),
-      ),
+          launch: wrapLaunch(r.launch, wrapper, pathsOf(r.workspaceDir, credentialDir), options),
+        };
+      });
+      return backend.submit(prepared);
+    },
     observe: (targets) => backend.observe(targets),
     cancel: (targets) => backend.cancel(targets),
     findByToken: (tokens) => backend.findByToken(tokens),
     diagnostics: () => backend.diagnostics(),
-    verifySessionIsolation: () => options.verify(),
   };
   if (!isTaskRunner(backend)) return wrapped;
   const runner: TaskRunner = {
@@ -259,18 +284,23 @@ export function sandboxedBackend<B extends AllocationBackend>(
         };
       }
       const credentialDir = join(where.allocationDir, "credentials");
-      const argv = options.sandbox.wrap(
+      const argv = wrapper.wrap(
         command,
-        pathsOf(
-          where.allocationDir,
-          where.workspaceDir,
-          existsSync(credentialDir) ? credentialDir : null,
-        ),
+        pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
+        { vars: options.baseEnv },
       );
       return backend.runTask(target, argv, taskOptions);
     },
   };
   return { ...wrapped, ...runner };
+}
+
+/** `wrappedBackend` in the sandbox, declaring SessionIsolationProvider with the node verdict. */
+export function sandboxedBackend<B extends AllocationBackend>(
+  backend: B,
+  options: SandboxedBackendOptions,
+): AllocationBackend & SessionIsolationProvider & Partial<TaskRunner> {
+  return { ...wrappedBackend(backend, options), verifySessionIsolation: () => options.verify() };
 }
 
 /**

@@ -10,9 +10,12 @@
  * is QUEUED, and the next look at it starts a supervisor; supervisors claim with link(2), so
  * however many get started for one record, the job runs once.
  *
- * It does not isolate sessions by itself. Given a Sandbox it wraps every launch (BATCH
- * included) and only then has `verifySessionIsolation`; without one the method does not
- * exist, so admission refuses SESSION before anything is written.
+ * Every launch goes through a LaunchWrapper (src/orchestration/sandbox.ts): the job's
+ * variables are applied inside it, never given to a host-side process, and a daemon running
+ * as root runs jobs as the RunAs uid. It does not isolate sessions by itself. Given a
+ * Sandbox it wraps every launch (BATCH included) in it and only then has
+ * `verifySessionIsolation`; without one the method does not exist, so admission refuses
+ * SESSION before anything is written.
  */
 
 import { randomBytes } from "node:crypto";
@@ -34,6 +37,7 @@ import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
+import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
 import { allocationLogPath } from "../layout.ts";
 import {
   externalHandle,
@@ -47,6 +51,7 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  LaunchSandboxReporter,
   ObservationTarget,
   ObserveResult,
   SessionIsolationProvider,
@@ -57,7 +62,7 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../ports.ts";
-import type { Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
 import {
   type JobSnapshot,
   observationOf,
@@ -112,6 +117,11 @@ export interface LocalBackendOptions {
   readonly profiles?: readonly ResourceProfile[];
   /** When given, every launch runs inside it and the backend declares session isolation. */
   readonly sandbox?: Sandbox;
+  /**
+   * Without a sandbox: the identity jobs run as (the daemon runs as root). A sandbox brings
+   * its own. Default null: jobs keep the daemon's uid (a daemon that is not root).
+   */
+  readonly runAs?: RunAs | null;
   /** Extra directories a sandboxed launch may read (e.g. the project root when from source). */
   readonly sandboxReadOnly?: readonly string[];
   readonly faults?: FaultPoints;
@@ -121,7 +131,10 @@ export interface LocalBackendOptions {
   readonly taskOutputCapBytes?: number;
 }
 
-export type LocalBackend = AllocationBackend & TaskRunner & TerminalAllocationAcknowledger;
+export type LocalBackend = AllocationBackend &
+  TaskRunner &
+  TerminalAllocationAcknowledger &
+  LaunchSandboxReporter;
 export type IsolatingLocalBackend = LocalBackend & SessionIsolationProvider;
 
 /** One node, every CPU, no GPU, no time limit. */
@@ -163,6 +176,7 @@ type Looked =
 
 function createBackend(options: LocalBackendOptions): LocalBackend {
   const { backendDir, clock, log, sandbox } = options;
+  const wrapper: LaunchWrapper = sandbox ?? plainWrapper(options.runAs ?? null);
   const faults = options.faults ?? noFaultPoints;
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
@@ -371,14 +385,16 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     let argv: readonly string[];
     let env: Record<string, string>;
     let credentialDir: string | null = null;
+    // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
+    const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
     switch (launch.kind) {
       case "COMMAND":
         argv = launch.command;
-        env = { ...baseEnv, ...launch.env, ...own };
+        env = { ...base, ...launch.env, ...own };
         break;
       case "WORKER":
         argv = [...launch.workerCommand, "--rank-env", RANK_ENV];
-        env = { ...baseEnv, ...launch.env, ...own, [RANK_ENV]: "0" };
+        env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
         credentialDir = launch.credentialDir;
         break;
       default: {
@@ -386,7 +402,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
       }
     }
-    const paths = sandboxPaths(request.workspaceDir, request.allocationDir, credentialDir);
+    const paths = sandboxPaths(request.workspaceDir, credentialDir);
     const profile = profileList.find((p) => p.name === request.profile);
     return {
       version: 1,
@@ -394,8 +410,9 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       allocationId: request.allocationId,
       workloadId: request.workloadId,
       epoch: request.epoch,
-      argv: wrap(argv, paths),
-      env,
+      argv: [...wrapper.wrap(argv, paths, { vars: env })],
+      env: { ...HELPER_ENV },
+      jobEnv: env,
       cwd: request.workspaceDir,
       allocationDir: request.allocationDir,
       credentialDir,
@@ -407,19 +424,15 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     };
   }
 
-  function sandboxPaths(
-    workspaceDir: string,
-    allocationDir: string,
-    credentialDir: string | null,
-  ): SandboxPaths {
+  /**
+   * The workspace writable, the credential directory read-only; the allocation directory
+   * (logs the supervisor writes, records the daemon reads) is not exposed at all.
+   */
+  function sandboxPaths(workspaceDir: string, credentialDir: string | null): SandboxPaths {
     return {
-      writable: [workspaceDir, allocationDir],
+      writable: [workspaceDir],
       readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
     };
-  }
-
-  function wrap(argv: readonly string[], paths: SandboxPaths): string[] {
-    return sandbox === undefined ? [...argv] : [...sandbox.wrap(argv, paths)];
   }
 
   function submitOne(request: SubmitRequest): SubmitResult {
@@ -437,6 +450,11 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     try {
       mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
       mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
+      const launch = request.launch;
+      wrapper.prepare({
+        workspaceDir: request.workspaceDir,
+        credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
+      });
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare directories: ${String(error)}` };
     }
@@ -521,16 +539,17 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     if (command.length === 0) return { kind: "Refused", message: "empty command" };
     const record = snapshot.record;
-    const argv = wrap(
-      command,
-      sandboxPaths(record.cwd, record.allocationDir, record.credentialDir),
-    );
+    const argv = [
+      ...wrapper.wrap(command, sandboxPaths(record.cwd, record.credentialDir), {
+        vars: record.jobEnv ?? record.env,
+      }),
+    ];
     count("runTask");
     let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
     try {
       proc = Bun.spawn(argv, {
         cwd: record.cwd,
-        env: { ...record.env },
+        env: { ...HELPER_ENV },
         stdio: ["ignore", "pipe", "pipe"],
         // Its own group, so the timeout kills what the step started, not just the step.
         detached: true,
@@ -614,6 +633,8 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     name: LOCAL_BACKEND_NAME,
 
     profiles: () => profileList,
+
+    launchesSandboxed: () => wrapper.sandboxed,
 
     async submit(requests) {
       count("submit");

@@ -51,7 +51,14 @@ export const jobRecordSchema = v.strictObject({
   epoch: v.number(),
   /** The final argv, already wrapped by the sandbox when there is one. */
   argv: v.pipe(v.array(v.string()), v.minLength(1)),
+  /**
+   * The environment of the host-side process the supervisor starts (the sandbox or the
+   * privilege drop): fixed by the backend, never the request's. The job's own variables are
+   * on `argv`, applied inside (see isolation/launch-argv.ts).
+   */
   env: v.record(v.string(), v.string()),
+  /** The job's own environment, for steps (`runTask`) run beside it. Absent in old records. */
+  jobEnv: v.optional(v.record(v.string(), v.string())),
   /** The workload's workspace: the job's working directory. */
   cwd: v.string(),
   /** The daemon's directory for this allocation (logs live here). */

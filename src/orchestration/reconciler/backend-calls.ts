@@ -12,6 +12,7 @@ import {
   type CancelResult,
   type FindResult,
   isTerminalAllocationAcknowledger,
+  launchesSandboxed,
   type ObservationTarget,
   type ObserveResult,
   type SubmitRequest,
@@ -34,6 +35,8 @@ export interface TickBackend {
   /** Null: the backend has no acknowledger capability, or the call failed. */
   pendingTerminalFacts(): Promise<readonly TerminalFact[] | null>;
   acknowledgeTerminal(token: SubmissionToken): Promise<boolean>;
+  /** Whether launches now run in the verified sandbox (false when the backend cannot say). */
+  launchesSandboxed(): boolean;
 }
 
 export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
@@ -62,6 +65,7 @@ export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
     get unavailable() {
       return unavailable;
     },
+    launchesSandboxed: () => launchesSandboxed(backend),
     async observe(targets) {
       if (targets.length === 0) return { kind: "Observed", observations: new Map() };
       calls.observe += 1;

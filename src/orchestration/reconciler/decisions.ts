@@ -244,6 +244,8 @@ export function recordSubmitResult(
   a: Allocation,
   result: SubmitResult,
   now: number,
+  /** Whether the backend launched it in its verified sandbox (asked before submitting). */
+  sandboxed = false,
 ): Transition {
   const expectW = { id: w.id, expectedPhase: w.phase, expectedEpoch: w.executionEpoch };
   switch (result.kind) {
@@ -262,6 +264,9 @@ export function recordSubmitResult(
           message,
           handle: result.handle,
           submittedAt: now,
+          // Existing: submitted by an earlier call whose answer was lost, perhaps by a
+          // daemon configured otherwise; unknown, so recorded as not sandboxed.
+          launchSandboxed: result.kind === "Created" && sandboxed,
         },
         workload: { ...expectW, phase: "QUEUED", reason: "SUBMITTED", message },
       };

@@ -258,6 +258,9 @@ async function submitAttempts(
   write(env, refusals);
   if (requests.length === 0) return;
 
+  // Asked before submitting: a backend that starts sandboxing meanwhile only makes this
+  // conservative (a sandboxed launch recorded as not sandboxed), never the other way.
+  const sandboxed = env.backend.launchesSandboxed();
   const answers = await env.backend.submit(requests.map((r) => r.request));
   env.faultPoint("reconciler.after-submit");
   const recorded: Transition[] = [];
@@ -274,7 +277,9 @@ async function submitAttempts(
         message: answer.message,
       });
     }
-    recorded.push(recordSubmitResult(live.workload, live.allocation, answer, env.clock.now()));
+    recorded.push(
+      recordSubmitResult(live.workload, live.allocation, answer, env.clock.now(), sandboxed),
+    );
   }
   write(env, recorded);
 }

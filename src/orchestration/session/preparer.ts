@@ -171,9 +171,12 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       mkdirSync(workspaceDir, { recursive: true, mode: 0o700 });
       mkdirSync(allocationDir, { recursive: true, mode: 0o700 });
       mkdirSync(attemptDir, { recursive: true, mode: 0o700 });
+      // 0644: the worker runs as the unprivileged RunAs uid and must read it; the workspace
+      // itself (0700, the job's) is what keeps other users out.
       replaceFileSynced(
         workspaceMarkerPath(workspaceDir),
         workspaceMarker(options.key, allocation.id, allocation.epoch),
+        { mode: 0o644 },
       );
       const record: SessionAttemptRecord = { ranks };
       // In the private dir: the allocation dir is bound writable into the sandbox.

@@ -23,7 +23,7 @@
  *   failure into an empty answer.
  */
 
-import { CREDENTIAL_ENV_NAME_PATTERN } from "../env-policy.ts";
+import { CREDENTIAL_ENV_NAME_PATTERN, hijackReasonOf } from "../env-policy.ts";
 import {
   type AccountingRow,
   isJobId,
@@ -133,6 +133,8 @@ export function validateEnvName(name: string): Validation {
       `environment variable ${name} looks like a credential: pass the path to a 0600 file instead`,
     );
   }
+  const hijack = hijackReasonOf(name);
+  if (hijack !== null) return invalid(`environment variable ${name} is refused: ${hijack}`);
   if (RESERVED_ENV_PREFIX.test(name)) {
     return invalid(`environment variable ${name} is reserved for the scheduler's own tools`);
   }

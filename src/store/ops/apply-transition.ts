@@ -14,6 +14,8 @@ export interface AllocationChange {
   readonly submittedAt?: number;
   readonly startedAt?: number;
   readonly endedAt?: number;
+  /** Whether the backend launched it in its verified sandbox (recorded at submission). */
+  readonly launchSandboxed?: boolean;
 }
 
 export interface WorkloadChange {
@@ -112,6 +114,10 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
     if (a.endedAt !== undefined) {
       sets += ", ended_at = ?";
       values.push(a.endedAt);
+    }
+    if (a.launchSandboxed !== undefined) {
+      sets += ", launch_sandboxed = ?";
+      values.push(a.launchSandboxed ? 1 : 0);
     }
     values.push(a.id);
     sqlite.query<never, Binding[]>(`UPDATE allocations SET ${sets} WHERE id = ?`).run(...values);

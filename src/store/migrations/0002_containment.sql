@@ -1,0 +1,1 @@
+ALTER TABLE `allocations` ADD `launch_sandboxed` integer;
