@@ -116,7 +116,7 @@ async function batch(
   const allocation = view.allocations[0];
   const log = (name: string) =>
     allocation
-      ? readFileSync(join(d.stateDir, "workloads", id, "allocations", allocation.id, name), "utf8")
+      ? readFileSync(join(`${d.stateDir}-spool`, "workloads", id, "allocations", allocation.id, name), "utf8")
       : "";
   const out = log("stdout.log");
   // The job's own error output, on the failure the caller is about to report.
@@ -134,7 +134,7 @@ async function secretsOf(d: Daemon, session: string): Promise<string[]> {
   await exec(d, session, "open('mine.txt', 'w').write('theirs')");
   const allocation = (await d.show(session)).allocations[0]?.id ?? "none";
   const credential = join(
-    d.stateDir,
+    `${d.stateDir}-spool`,
     "workloads",
     session,
     "allocations",
@@ -142,7 +142,7 @@ async function secretsOf(d: Daemon, session: string): Promise<string[]> {
     "credentials",
     "rank-0.cred",
   );
-  const workspaceFile = join(d.stateDir, "workloads", session, "workspace", "mine.txt");
+  const workspaceFile = join(`${d.stateDir}-spool`, "workloads", session, "workspace", "mine.txt");
   // The experiment is live: both exist on the host.
   expect(statSync(credential).isFile()).toBe(true);
   expect(readFileSync(workspaceFile, "utf8")).toBe("theirs");
@@ -195,7 +195,7 @@ function containedAsNobody(
         expect((await exec(d, mine, "x + 1")).trim()).toBe("42");
         const attacked = await exec(d, mine, attack(siblings, [d.proc.pid, process.pid, 1]));
         expectContained(lastJson(attacked), NOBODY);
-        const wrote = join(d.stateDir, "workloads", mine, "workspace", "attack-wrote-here");
+        const wrote = join(`${d.stateDir}-spool`, "workloads", mine, "workspace", "attack-wrote-here");
         expect(statSync(wrote).uid).toBe(NOBODY);
       },
       TIMEOUT_MS,
@@ -210,7 +210,7 @@ function containedAsNobody(
         const { view, out } = await batch(d, profile, "python3", "-c", script);
         expect(view.phase).toBe("COMPLETED");
         expectContained(lastJson(out), NOBODY);
-        const wrote = join(d.stateDir, "workloads", view.id, "workspace", "attack-wrote-here");
+        const wrote = join(`${d.stateDir}-spool`, "workloads", view.id, "workspace", "attack-wrote-here");
         expect(readFileSync(wrote, "utf8")).toBe("ok");
         expect(statSync(wrote).uid).toBe(NOBODY);
       },
@@ -333,7 +333,7 @@ describe.if(IS_ROOT)("sessions wait while an unsandboxed allocation is live", ()
         await first.cli("wait", plainId, "--timeout", "30s");
         const plainView = await first.show(plainId);
         const allocationDir = join(
-          first.stateDir,
+          `${first.stateDir}-spool`,
           "workloads",
           plainId,
           "allocations",
