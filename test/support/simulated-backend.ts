@@ -251,6 +251,8 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     async submit(requests) {
       enter("submit");
       const out = new Map<SubmissionToken, SubmitResult>();
+      // At the call, before any hold: what the caller had made durable when it called.
+      for (const request of requests) options.onSubmit?.(request);
       if (holdNext) {
         // A submission whose answer is slow (a busy controller, a lost answer the broker
         // waits out): the call stays open until the test settles it.
@@ -262,7 +264,11 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
         }
       }
       for (const request of requests) {
-        options.onSubmit?.(request);
+        if (request.freshToken === true && handedOver.has(request.token)) {
+          // The caller promised this token was never handed over: a broken promise is how
+          // a skipped lookup would put a second job behind one token.
+          freshTokenViolations.push(request.token);
+        }
         handedOver.add(request.token);
         const token = request.token;
         if (!available) {
@@ -278,11 +284,6 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
         if (fault === "UNKNOWN_WITHOUT_CREATE") {
           out.set(token, { kind: "Unknown", token, message: "simulated lost request" });
           continue;
-        }
-        if (request.freshToken === true && handedOver.has(token)) {
-          // The caller promised this token was never handed over: a broken promise is how
-          // a skipped lookup would put a second job behind one token.
-          freshTokenViolations.push(token);
         }
         const existing =
           lookupBeforeSubmit && request.freshToken !== true ? findLive(token) : undefined;
