@@ -322,14 +322,15 @@ async function submitLatency(
 
 export async function benchSlurm(cluster: TestCluster): Promise<SlurmBenchResult> {
   const perTick: { activeJobs: number; ticks: TickCalls[] }[] = [];
-  const counts = (process.env["O4S_BENCH_ACTIVE_JOBS"] ?? "1,20,100")
+  const quick = process.env["O4S_BENCH_QUICK"] === "1";
+  const counts = (process.env["O4S_BENCH_ACTIVE_JOBS"] ?? (quick ? "1,20" : "1,20,100"))
     .split(",")
     .filter(Boolean)
     .map(Number);
   for (const n of counts) perTick.push({ activeJobs: n, ticks: await perTickCalls(cluster, n) });
   const latency = await submitLatency(
     cluster,
-    Number(process.env["O4S_BENCH_LATENCY_SAMPLES"] ?? 20),
+    Number(process.env["O4S_BENCH_LATENCY_SAMPLES"] ?? (quick ? 5 : 20)),
   );
   return { machine: machine(cluster), perTick, latency };
 }

@@ -216,6 +216,16 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   cleanups.push(async () => {
     loop.abort();
     await running;
+    // Commands still in flight get the drain grace to record their answers; one that does
+    // not answer is left to the next start, which resolves it by token (INV-8).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      reconciler.idle(),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, config.drainTimeoutMs ?? 5000);
+      }),
+    ]);
+    clearTimeout(timer);
   });
   sessions?.attachReconciler?.(reconciler);
 
