@@ -55,7 +55,7 @@ import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
-import { reconcileTick } from "./reconciler/tick.ts";
+import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
   type BarrierHooks,
@@ -74,6 +74,8 @@ const DEFAULT_MIN_INTERVAL_MS = 1000;
 const DEFAULT_MAX_INTERVAL_MS = 30_000;
 const DEFAULT_MAX_COMMANDS_IN_FLIGHT = 4;
 const DEFAULT_SLOW_CALL_MS = 1000;
+/** Wakes closer together than this share one submission pass (a burst of POSTs, one batch). */
+const DEFAULT_SUBMIT_BATCH_MS = 50;
 
 const noHooks: BarrierHooks = {
   cancelTasks: async () => {},
@@ -87,6 +89,7 @@ const globalTimers: Timers = {
 
 /** Why a pause ended. */
 type Resume = "timer" | "wake" | "abort";
+type Mode = "full" | "submit";
 
 export function createReconciler(options: ReconcilerOptions): Reconciler {
   const minIntervalMs = Math.max(
@@ -126,8 +129,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   let wakeRequested = false;
   let wakeWaiter: ((why: Resume) => void) | null = null;
   let intervalMs = minIntervalMs;
+  // Set by every wake, cleared by any tick: new work may be waiting to be submitted.
+  let submitRequested = false;
+  const submitBatchMs = Math.max(0, options.submitBatchMs ?? DEFAULT_SUBMIT_BATCH_MS);
 
-  async function tick(started: Promise<LaneOutcome>[]): Promise<TickReport> {
+  async function tick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
     const startedAt = clock.now();
     const t0 = monotonicMs();
     const backend = tickBackend(options.backend, log, watch);
@@ -148,6 +154,26 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     };
     let considered = 0;
     let error: string | null = null;
+    if (mode === "submit") {
+      // Without a read this pass cannot tell whether the backend answers; a backend that
+      // just failed gets no new attempts until a full tick hears from it.
+      const report = (considered: number): TickReport => ({
+        startedAt,
+        durationMs: monotonicMs() - t0,
+        workloadsConsidered: considered,
+        backendCalls: { ...backend.calls },
+        backendCallsTotal: backend.calls.submit,
+        backendUnavailable: false,
+        writes: env.counters.writes,
+        attemptsMinted: env.counters.minted,
+        submitted: env.counters.submitted,
+        error: null,
+        commandsInFlight: lanes.inFlight,
+        nextIntervalMs: intervalMs,
+      });
+      if (watch.health().kind === "Degraded") return report(0);
+      return report(await reconcileSubmissions(env));
+    }
     try {
       if (!sweptAtStart) {
         // The construction sweep: acknowledgements a previous process committed to the
@@ -179,8 +205,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     return last;
   }
 
-  function chainedTick(started: Promise<LaneOutcome>[]): Promise<TickReport> {
-    const next = chain.then(() => tick(started));
+  function chainedTick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
+    const next = chain.then(() => tick(started, mode));
     chain = next.catch(() => {});
     return next;
   }
@@ -200,6 +226,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   function wake(): void {
     wakeRequested = true;
+    submitRequested = true;
     const waiter = wakeWaiter;
     wakeWaiter = null;
     waiter?.("wake");
@@ -231,11 +258,16 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     if (running) throw new Error("reconciler.run() is already running");
     running = true;
     let lastStartMs = Number.NEGATIVE_INFINITY;
+    let lastSubmitMs = Number.NEGATIVE_INFINITY;
     let timerDue = false;
     try {
       while (!signal.aborted) {
-        const dueMs = lastStartMs + (wakeRequested ? minIntervalMs : intervalMs);
-        const waitMs = dueMs - monotonicMs();
+        const fullDueMs = lastStartMs + (wakeRequested ? minIntervalMs : intervalMs);
+        const submitDueMs = submitRequested
+          ? lastSubmitMs + submitBatchMs
+          : Number.POSITIVE_INFINITY;
+        const mode: Mode = submitDueMs < fullDueMs ? "submit" : "full";
+        const waitMs = Math.min(fullDueMs, submitDueMs) - monotonicMs();
         // A fired timer means the wait is over, whatever the clock says (a timer may fire a
         // hair early, and tests fire them by hand).
         if (waitMs > 0 && !timerDue) {
@@ -243,6 +275,16 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           continue;
         }
         timerDue = false;
+        submitRequested = false;
+        if (mode === "submit") {
+          lastSubmitMs = monotonicMs();
+          try {
+            await chainedTick([], "submit");
+          } catch (error) {
+            log.error("reconciler submission pass failed", { error: String(error) });
+          }
+          continue;
+        }
         const woken = wakeRequested;
         wakeRequested = false;
         lastStartMs = monotonicMs();

@@ -153,7 +153,7 @@ describe("run and wake", () => {
   });
 
   test("wakes coalesce: at most one tick per minimum interval, whatever the number of wakes", async () => {
-    const { clock, reconciler, ticks } = setup();
+    const { h, clock, reconciler, ticks } = setup();
     const abort = new AbortController();
     const done = reconciler.run(abort.signal);
     await settle();
@@ -163,11 +163,32 @@ describe("run and wake", () => {
       clock.advance(5);
       await settle(2);
     }
-    // 500 ms of wakes: still inside the first tick's minimum interval.
+    // 500 ms of wakes: still inside the first tick's minimum interval (submission passes
+    // ran, but they observe nothing).
     expect(ticks()).toBe(1);
-    clock.fire();
+    expect(h.sim.calls.observe).toBe(0);
+    while (ticks() < 2) {
+      clock.fire();
+      await settle();
+    }
+    expect(clock.monotonicMs()).toBe(1000);
+    abort.abort();
+    await done;
+  });
+
+  test("a wake inside the minimum interval submits new work at once, with no listing call", async () => {
+    const { h, clock, reconciler, ticks } = setup();
+    const abort = new AbortController();
+    const done = reconciler.run(abort.signal);
     await settle();
-    expect(ticks()).toBe(2);
+    clock.advance(100);
+    const id = h.addWorkload();
+    reconciler.wake();
+    await settle();
+    expect(h.workload(id).phase).toBe("QUEUED");
+    expect(ticks()).toBe(1);
+    expect(h.sim.calls.observe).toBe(0);
+    expect(h.sim.calls.findByToken).toBe(0);
     abort.abort();
     await done;
   });
@@ -189,10 +210,12 @@ describe("run and wake", () => {
     gated.release();
     await settle();
     expect(ticks()).toBe(2);
-    expect(clock.delays).toEqual([1000]);
-    clock.fire();
-    await settle();
-    expect(ticks()).toBe(3);
+    while (ticks() < 3) {
+      clock.fire();
+      await settle();
+    }
+    // One tick for the three wakes, a minimum interval after the held one started.
+    expect(clock.monotonicMs()).toBe(2000);
     await settle();
     expect(ticks()).toBe(3);
     abort.abort();

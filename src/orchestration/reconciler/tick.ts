@@ -96,6 +96,20 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   return view.length;
 }
 
+/**
+ * The submission pass: only the steps that need no backend read, i.e. minting and submitting
+ * attempts for workloads that want to run and hold nothing. `run` takes it on a wake that
+ * comes before the next observation is due, so a POST is not held back by the polling
+ * ceiling: the new attempt's token is fresh, so its submit needs no lookup either, and the
+ * pass makes no listing call at all. Everything else waits for the next full tick.
+ */
+export async function reconcileSubmissions(env: TickEnv): Promise<number> {
+  const view = env.store.loadView();
+  const plan = classify(view, env.lanes.busy);
+  await submitAttempts(env, plan.mint, []);
+  return view.length;
+}
+
 /** Observations and token lookups for workloads that want to run; returns the Absent ones. */
 function followAndResolve(env: TickEnv, plan: Plan, reads: BackendReads): Live[] {
   const now = env.clock.now();

@@ -47,6 +47,12 @@ export interface ReconcilerOptions {
    * change, wake, submission or cancel brings it back to the minimum. Default 30,000 ms.
    */
   readonly maxIntervalMs?: number;
+  /**
+   * A wake before the next observation is due runs a submission pass (mint and submit only,
+   * no listing call) at once; wakes within this many ms of the last pass share the next one.
+   * Default 50 ms.
+   */
+  readonly submitBatchMs?: number;
   /** A fixed period: shorthand for minIntervalMs = maxIntervalMs (no back-off). */
   readonly tickIntervalMs?: number;
   /** Submit/cancel commands in flight at most (reconciler/lanes.ts). Default 4, at least 2. */
