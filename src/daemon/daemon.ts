@@ -39,8 +39,14 @@ export interface DaemonConfig {
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
   readonly log: Log;
-  /** Period of the reconciler's level-triggered tick. */
+  /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
   readonly tickIntervalMs?: number;
+  /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
+  readonly pacing?: {
+    readonly minIntervalMs?: number;
+    readonly maxIntervalMs?: number;
+    readonly maxCommandsInFlight?: number;
+  };
   /** How long shutdown waits for in-flight requests before closing their connections. */
   readonly drainTimeoutMs?: number;
 }
@@ -210,6 +216,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     faultPoint: (point) => faults.hit(point),
     ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
+    ...config.pacing,
   });
   const loop = new AbortController();
   const running = reconciler.run(loop.signal);

@@ -16,7 +16,28 @@ describe("serve flags", () => {
       backend: "local",
       clusterConfigPath: null,
       logLevel: "info",
+      pacing: {},
     });
+  });
+
+  test("pacing flags: the polling ceiling, the back-off maximum and the command bound", () => {
+    const options = parse([
+      "--poll-min-ms",
+      "500",
+      "--poll-max-ms",
+      "60000",
+      "--max-commands",
+      "3",
+    ]);
+    expect(options).toMatchObject({
+      pacing: { minIntervalMs: 500, maxIntervalMs: 60_000, maxCommandsInFlight: 3 },
+    });
+    expect(() => parse(["--poll-min-ms", "0"])).toThrow(UsageError);
+    expect(() => parse(["--poll-min-ms", "1.5"])).toThrow(UsageError);
+    expect(() => parse(["--max-commands", "1"])).toThrow(UsageError);
+    expect(() => parse(["--poll-min-ms", "5000", "--poll-max-ms", "1000"])).toThrow(
+      "--poll-max-ms must not be below --poll-min-ms",
+    );
   });
 
   test("repeatable --listen, relative paths resolved, cluster config absolute", () => {
