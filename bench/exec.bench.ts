@@ -89,7 +89,7 @@ export async function benchExec(calls = 200): Promise<ExecBenchResult> {
 }
 
 if (import.meta.main) {
-  const calls = Number(process.argv[2] ?? 200);
+  const calls = Number(process.argv[2] ?? (process.env["O4S_BENCH_QUICK"] === "1" ? 50 : 200));
   const result = await benchExec(calls);
   const r = result.roundTripMs;
   const f = (n: number) => n.toFixed(2);

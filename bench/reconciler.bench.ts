@@ -183,8 +183,11 @@ function printResult(result: ReconcilerBenchResult): void {
 }
 
 if (import.meta.main) {
-  const sizes = (process.argv[2] ?? "100,1000,10000").split(",").map(Number);
-  const steadyTicks = Number(process.argv[3] ?? 30);
+  const quick = process.env["O4S_BENCH_QUICK"] === "1";
+  const sizes = (process.argv[2] ?? (quick ? "100,10000" : "100,1000,10000"))
+    .split(",")
+    .map(Number);
+  const steadyTicks = Number(process.argv[3] ?? (quick ? 10 : 30));
   const result = await benchReconciler(sizes, steadyTicks);
   printResult(result);
   console.log(JSON.stringify({ bench: "reconciler", ...result }));

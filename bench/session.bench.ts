@@ -85,7 +85,7 @@ export async function benchSessions(
         5,
       );
       submitToReady.push(performance.now() - t0);
-      // The route answers a bare array (INTERFACE.md).
+      // The events route answers a bare array (it once was `{ events }`: this line broke).
       const list = (await (await api(d, "GET", `/v1/workloads/${id}/events`)).json()) as {
         at: string | number;
         phase: string;
@@ -118,8 +118,9 @@ export async function benchSessions(
 }
 
 if (import.meta.main) {
-  const sessions = Number(process.argv[2] ?? 10);
-  const execs = Number(process.argv[3] ?? 300);
+  const quick = process.env["O4S_BENCH_QUICK"] === "1";
+  const sessions = Number(process.argv[2] ?? (quick ? 2 : 10));
+  const execs = Number(process.argv[3] ?? (quick ? 50 : 300));
   const result = await benchSessions(sessions, execs);
   const f = (s: Summary) =>
     `median ${s.median.toFixed(1)} ms, p90 ${s.p90.toFixed(1)} ms, min ${s.min.toFixed(1)}, max ${s.max.toFixed(1)}`;

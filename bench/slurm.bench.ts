@@ -11,6 +11,13 @@
  *    asked to confirm), beside the bare cost of the scheduler calls that path needs (token
  *    lookup: squeue + sacct; then sbatch) run directly. Target: the daemon adds <= 25 %.
  *
+ * 4. POST → job visible in squeue (the daemon's sbatch answered, then one squeue shows the
+ *    job) ÷ the same by hand (sbatch, then one squeue), same run. Target <= 1.15.
+ * 5. Bystander cancel while one sbatch answer is lost: the real reconciler loop (`run`) and
+ *    backend, a RUNNING bystander, then a submission whose sbatch lands but whose answer is
+ *    held for the broker's timeout; 3 s into that stall the bystander is cancelled. Figure:
+ *    stop → its job has left the running states in squeue. Target <= 2 ticks (2 s).
+ *
  * Run: `OPENAI4S_SLURM_TEST_DIR=/tmp/o4s-slurm node_modules/.bin/bun bench/slurm.bench.ts`.
  * Without a cluster it prints one line and exits 0.
  */
@@ -30,6 +37,7 @@ import {
   createSlurmBroker,
   type SlurmBroker,
   type SlurmCommand,
+  SlurmCommandError,
 } from "../src/orchestration/slurm/broker.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
 import { loadTestCluster, type TestCluster } from "../test/slurm/cluster-config.ts";
@@ -57,7 +65,12 @@ export interface SlurmBenchResult {
     readonly daemonMs: Summary;
     readonly bareMs: Summary;
     readonly overheadPercent: number;
+    /** POST → visible in squeue, and sbatch + one squeue by hand. */
+    readonly daemonVisibleMs: Summary;
+    readonly bareVisibleMs: Summary;
+    readonly visibleRatio: number;
   } | null;
+  readonly bystanderCancel: { readonly ms: number; readonly stallMs: number };
 }
 
 interface Summary {
@@ -244,6 +257,8 @@ async function submitLatency(
   const jobIds: string[] = [];
   const daemonMs: number[] = [];
   const bareMs: number[] = [];
+  const daemonVisibleMs: number[] = [];
+  const bareVisibleMs: number[] = [];
   try {
     for (let i = 0; i < samples; i++) {
       // Through the daemon.
@@ -267,6 +282,7 @@ async function submitLatency(
       if (visible.kind !== "Answered" || !visible.value.some((r) => r.jobId === jobId)) {
         throw new Error(`job ${jobId} not visible in squeue: ${JSON.stringify(visible)}`);
       }
+      daemonVisibleMs.push(performance.now() - t0);
       await broker.cancelJobs([jobId]);
 
       // The same scheduler calls, bare.
@@ -304,6 +320,35 @@ async function submitLatency(
       }
       jobIds.push(id.value);
       await broker.cancelJobs([id.value]);
+
+      // By hand, what POST → visible needs: sbatch, then one squeue that shows the job.
+      await Bun.sleep(150 + Math.random() * 500);
+      const token3: SubmissionToken = newToken();
+      const v0 = performance.now();
+      const id3 = await broker.submitBatch({
+        jobName: token3,
+        comment: token3,
+        scriptPath: script,
+        workDir: dir,
+        stdoutPath: join(dir, "bare.out"),
+        stderrPath: join(dir, "bare.err"),
+        partition: "debug",
+        qos: null,
+        account: null,
+        nodes: 1,
+        cpusPerTask: 1,
+        gpusPerNode: 0,
+        memoryMb: 10,
+        timeLimitMinutes: 10,
+        env: { PATH: "/usr/bin:/bin" },
+      });
+      const seen = await broker.listQueue([token3]);
+      bareVisibleMs.push(performance.now() - v0);
+      if (id3.kind !== "Answered" || seen.kind !== "Answered") {
+        throw new Error(`bare sbatch + squeue failed: ${JSON.stringify([id3, seen])}`);
+      }
+      jobIds.push(id3.value);
+      await broker.cancelJobs([id3.value]);
     }
   } finally {
     if (jobIds.length > 0) await broker.cancelJobs(jobIds);
@@ -312,26 +357,151 @@ async function submitLatency(
   }
   const daemon = summarize(daemonMs);
   const bare = summarize(bareMs);
+  const daemonVisible = summarize(daemonVisibleMs);
+  const bareVisible = summarize(bareVisibleMs);
   return {
     samples,
     daemonMs: daemon,
     bareMs: bare,
     overheadPercent: ((daemon.median - bare.median) / bare.median) * 100,
+    daemonVisibleMs: daemonVisible,
+    bareVisibleMs: bareVisible,
+    visibleRatio: daemonVisible.median / bareVisible.median,
   };
+}
+
+/**
+ * A broker whose next sbatch really runs but whose answer is held for `stallMs` and then
+ * lost (timed out): what a busy controller does to the broker's 30 s timeout.
+ */
+function losingBroker(real: SlurmBroker, stallMs: number): SlurmBroker & { loseNext: boolean } {
+  const b = {
+    ...real,
+    loseNext: false,
+    async submitBatch(spec: Parameters<SlurmBroker["submitBatch"]>[0]) {
+      if (!b.loseNext) return real.submitBatch(spec);
+      b.loseNext = false;
+      await real.submitBatch(spec);
+      await Bun.sleep(stallMs);
+      return {
+        kind: "Failed" as const,
+        error: new SlurmCommandError("sbatch", "timed_out", `no answer within ${stallMs} ms`),
+      };
+    },
+  };
+  return b;
+}
+
+async function bystanderCancel(
+  cluster: TestCluster,
+  stallMs: number,
+): Promise<SlurmBenchResult["bystanderCancel"]> {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-bystander-"));
+  const layout = stateLayout(dir);
+  const database = openDatabase(join(dir, "openai4s.db"));
+  const real = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
+  const broker = losingBroker(real, stallMs);
+  const log = jsonLog(() => {}, { level: "error" });
+  const backend = createSlurmBackend({
+    broker,
+    placements: catalog({ bench: { ...BASE_PLACEMENT, memoryMb: 10 } }),
+    clock: systemClock,
+    log,
+  });
+  const reconciler = createReconciler({
+    store: bindReconcilerStore({ db: database.db, clock: systemClock }),
+    backend,
+    preparer: preparerByKind({
+      BATCH: batchPreparer({ layout }),
+      SESSION: sessionsDisabledPreparer("bench"),
+    }),
+    clock: systemClock,
+    log,
+  });
+  const deps = { db: database.db, clock: systemClock };
+  const add = (name: string) => {
+    const id = crypto.randomUUID();
+    createWorkload(deps, {
+      id,
+      kind: "BATCH",
+      name,
+      profile: "bench",
+      spec: { command: ["/bin/sleep", "600"] },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    return id;
+  };
+  const abort = new AbortController();
+  const loop = reconciler.run(abort.signal);
+  const waitFor = async (what: string, check: () => Promise<boolean>) => {
+    const deadline = performance.now() + 60_000;
+    while (!(await check())) {
+      if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await Bun.sleep(50);
+    }
+  };
+  const phaseOf = (id: string) =>
+    database.db.$client.query("SELECT phase FROM workloads WHERE id = ?").get(id) as {
+      phase: string;
+    } | null;
+  const tokenOf = (id: string) =>
+    (
+      database.db.$client
+        .query("SELECT token FROM allocations WHERE workload_id = ? ORDER BY epoch DESC")
+        .get(id) as { token: string } | null
+    )?.token ?? null;
+  try {
+    const bystander = add("bystander");
+    reconciler.wake();
+    await waitFor("bystander RUNNING", async () => phaseOf(bystander)?.phase === "RUNNING");
+    const token = tokenOf(bystander);
+    if (token === null) throw new Error("bystander has no token");
+    broker.loseNext = true;
+    add("stalled");
+    reconciler.wake();
+    await Bun.sleep(3000);
+    const t0 = performance.now();
+    requestStop(deps, bystander, "USER_CANCELLED", "bench");
+    reconciler.wake();
+    await waitFor("bystander's job cancelled", async () => {
+      const q = await real.listQueue([token]);
+      return (
+        q.kind === "Answered" &&
+        !q.value.some((r) => r.state === "RUNNING" || r.state === "PENDING")
+      );
+    });
+    return { ms: performance.now() - t0, stallMs };
+  } finally {
+    abort.abort();
+    await loop;
+    await reconciler.idle();
+    const names = database.db.$client.query("SELECT token FROM allocations").all() as {
+      token: string;
+    }[];
+    const q = await real.listQueue(names.map((n) => n.token));
+    if (q.kind === "Answered" && q.value.length > 0)
+      await real.cancelJobs(q.value.map((r) => r.jobId));
+    database.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export async function benchSlurm(cluster: TestCluster): Promise<SlurmBenchResult> {
   const perTick: { activeJobs: number; ticks: TickCalls[] }[] = [];
-  const counts = (process.env["O4S_BENCH_ACTIVE_JOBS"] ?? "1,20,100")
+  const quick = process.env["O4S_BENCH_QUICK"] === "1";
+  const counts = (process.env["O4S_BENCH_ACTIVE_JOBS"] ?? (quick ? "1,20" : "1,20,100"))
     .split(",")
     .filter(Boolean)
     .map(Number);
   for (const n of counts) perTick.push({ activeJobs: n, ticks: await perTickCalls(cluster, n) });
   const latency = await submitLatency(
     cluster,
-    Number(process.env["O4S_BENCH_LATENCY_SAMPLES"] ?? 20),
+    Number(process.env["O4S_BENCH_LATENCY_SAMPLES"] ?? (quick ? 5 : 20)),
   );
-  return { machine: machine(cluster), perTick, latency };
+  const cancel = await bystanderCancel(cluster, quick ? 10_000 : 30_000);
+  return { machine: machine(cluster), perTick, latency, bystanderCancel: cancel };
 }
 
 function printTable(result: SlurmBenchResult): void {
@@ -360,7 +530,14 @@ function printTable(result: SlurmBenchResult): void {
       `| bare: squeue + sacct + sbatch | ${f(l.bareMs.median)} | ${f(l.bareMs.p90)} | ${f(l.bareMs.min)} | ${f(l.bareMs.max)} |`,
     );
     console.log(`\ndaemon overhead on the median: ${f(l.overheadPercent)} % (target <= 25 %)`);
+    console.log(
+      `POST → visible in squeue: median ${f(l.daemonVisibleMs.median)} ms; sbatch + one squeue by hand: ${f(l.bareVisibleMs.median)} ms; ratio ${l.visibleRatio.toFixed(2)} (target <= 1.15)`,
+    );
   }
+  const c = result.bystanderCancel;
+  console.log(
+    `bystander cancel while one sbatch answer is lost (held ${c.stallMs} ms): ${f(c.ms)} ms (target <= 2 ticks = 2000 ms)`,
+  );
 }
 
 if (import.meta.main) {

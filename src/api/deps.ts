@@ -32,6 +32,15 @@ export interface ReconcilerHandle {
   wake(): void;
   /** Null until the first tick completed. */
   lastTick(): TickFigures | null;
+  /** Health seen from the calls themselves: degraded the moment one is slow or failed. */
+  backendHealth():
+    | { readonly kind: "Healthy" }
+    | { readonly kind: "Degraded"; readonly message: string };
+  /** Backend calls per second over the last minute, and in total by port operation. */
+  backendCallRate(): {
+    readonly perSecond: number;
+    readonly totals: Readonly<Record<string, number>>;
+  };
 }
 
 export interface ApiDeps {

@@ -80,8 +80,14 @@ export interface DaemonConfig {
    * daemon runs as root, else the daemon's own uid (null).
    */
   readonly runAs?: RunAs | null;
-  /** Period of the reconciler's level-triggered tick. */
+  /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
   readonly tickIntervalMs?: number;
+  /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
+  readonly pacing?: {
+    readonly minIntervalMs?: number;
+    readonly maxIntervalMs?: number;
+    readonly maxCommandsInFlight?: number;
+  };
   /** How long shutdown waits for in-flight requests before closing their connections. */
   readonly drainTimeoutMs?: number;
 }
@@ -271,12 +277,23 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     faultPoint: (point) => faults.hit(point),
     ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
+    ...config.pacing,
   });
   const loop = new AbortController();
   const running = reconciler.run(loop.signal);
   cleanups.push(async () => {
     loop.abort();
     await running;
+    // Commands still in flight get the drain grace to record their answers; one that does
+    // not answer is left to the next start, which resolves it by token (INV-8).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      reconciler.idle(),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, config.drainTimeoutMs ?? 5000);
+      }),
+    ]);
+    clearTimeout(timer);
   });
   sessions?.attachReconciler?.(reconciler);
 

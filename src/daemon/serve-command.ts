@@ -60,6 +60,10 @@ ${backends}
                           that is not root runs jobs as its own uid, sandboxed in a user
                           namespace (no --run-as then).
   --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
+  --poll-min-ms MS        Shortest time between two observations of the backend, however
+                          often the API wakes the reconciler (default 1000).
+  --poll-max-ms MS        While nothing changes the period doubles up to this (default 30000).
+  --max-commands N        Submit/cancel commands in flight at most (default 4, at least 2).
   -h, --help              Show this help.
 
 Environment:
@@ -89,6 +93,37 @@ export interface ServeOptions {
   readonly logLevel: LogLevel;
   /** Who jobs run as; null: the daemon's own uid (it is not root). */
   readonly runAs: RunAs | null;
+  readonly pacing: ReconcilerPacing;
+}
+
+/** The reconciler's polling ceiling, back-off and command bound; unset fields: defaults. */
+export interface ReconcilerPacing {
+  readonly minIntervalMs?: number;
+  readonly maxIntervalMs?: number;
+  readonly maxCommandsInFlight?: number;
+}
+
+function positiveInt(flag: string, raw: string | undefined, min: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min) {
+    throw new UsageError(`serve: --${flag} must be a whole number >= ${min}`);
+  }
+  return n;
+}
+
+function parsePacing(v: ReturnType<typeof parse>["values"]): ReconcilerPacing {
+  const minIntervalMs = positiveInt("poll-min-ms", v["poll-min-ms"], 1);
+  const maxIntervalMs = positiveInt("poll-max-ms", v["poll-max-ms"], 1);
+  const maxCommandsInFlight = positiveInt("max-commands", v["max-commands"], 2);
+  if ((maxIntervalMs ?? 30_000) < (minIntervalMs ?? 1000)) {
+    throw new UsageError("serve: --poll-max-ms must not be below --poll-min-ms");
+  }
+  return {
+    ...(minIntervalMs !== undefined ? { minIntervalMs } : {}),
+    ...(maxIntervalMs !== undefined ? { maxIntervalMs } : {}),
+    ...(maxCommandsInFlight !== undefined ? { maxCommandsInFlight } : {}),
+  };
 }
 
 /** Flags to options; every problem is a UsageError naming its flag (exit 2). */
@@ -149,6 +184,7 @@ export function parseServeArgs(
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
     logLevel,
     runAs: runAs.runAs,
+    pacing: parsePacing(v),
   };
 }
 
@@ -167,6 +203,9 @@ function parse(args: readonly string[]) {
       "cluster-config": { type: "string" },
       "log-level": { type: "string" },
       "run-as": { type: "string" },
+      "poll-min-ms": { type: "string" },
+      "poll-max-ms": { type: "string" },
+      "max-commands": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -223,6 +262,7 @@ export const serveCommand: Command = {
       listen: options.listen,
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,
+      pacing: options.pacing,
       version: VERSION,
       env: io.env,
       selfCommand: selfCommand(),

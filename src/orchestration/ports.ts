@@ -51,6 +51,13 @@ export interface SubmitRequest {
   readonly allocationDir: string;
   /** The workload's workspace (its working directory). */
   readonly workspaceDir: string;
+  /**
+   * Set by the reconciler only for a token it minted in this process and has never handed to
+   * any backend call: nothing can carry it yet, so the lookup before submitting (a scheduler
+   * round trip) is provably useless and may be skipped. Absent on a retry, after a crash or
+   * an Unknown: then the backend looks the token up first, as always (INV-8).
+   */
+  readonly freshToken?: true;
 }
 
 export interface Created {

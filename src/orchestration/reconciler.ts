@@ -9,17 +9,28 @@
  *     backend,                                   // any AllocationBackend
  *     preparer: preparerByKind({ BATCH: batchPreparer({ layout }), SESSION: ... }),
  *     clock, log,
- *     tickIntervalMs: 1000,                      // optional
+ *     minIntervalMs: 1000, maxIntervalMs: 30_000, // optional: pacing and back-off
  *     barrierHooks,                              // optional: the session layer's stages 2-3
  *   });
  *   const done = reconciler.run(shutdown.signal);   // resolves after the current tick
  *   // after creating or cancelling a workload: reconciler.wake()
  *   // for /v1/diagnostics: reconciler.lastTick()
  *
+ * Pacing (`run`): wakes coalesce; two ticks start at least `minIntervalMs` apart, so the
+ * backend is observed at most once per minimum interval whatever the API traffic. While
+ * ticks change nothing the period doubles up to `maxIntervalMs`; a wake, a write, a
+ * submission or a settled command brings it back to the minimum. The slow period is the
+ * safety net of a level-triggered loop, never the only path to a change.
+ *
  * What a tick guarantees (INV-8 and friends):
  *  - Per tick at most ONE call each of observe, findByToken, submit and cancel, whatever the
  *    number of workloads (plus the acknowledgement sweep's one listing and one
  *    acknowledgement per newly acknowledgeable fact).
+ *  - Submit and cancel run in lanes (reconciler/lanes.ts): the tick starts them and goes on,
+ *    so a hung submission never holds observation, cancels or other submissions. An attempt
+ *    whose submission is in flight is skipped by later ticks until its answer is recorded.
+ *  - Health (reconciler/watch.ts): a call in flight past `slowCallMs` marks the backend
+ *    degraded at once, not when it finally times out.
  *  - A SubmissionToken and its attempt (allocation row, executionEpoch) are durable before
  *    submit is called. Created/Existing record the handle; Rejected fails the workload with
  *    SUBMIT_REJECTED and the backend's message; Unknown is never retried blindly: the
@@ -43,7 +54,8 @@ import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
 import type { TickEnv } from "./reconciler/env.ts";
-import { reconcileTick } from "./reconciler/tick.ts";
+import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
+import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
   type BarrierHooks,
@@ -52,11 +64,18 @@ import {
   type TickReport,
   type Timers,
 } from "./reconciler/types.ts";
+import { createBackendWatch } from "./reconciler/watch.ts";
 
 export { bindReconcilerStore, type ReconcilerStore } from "./reconciler/store.ts";
 export * from "./reconciler/types.ts";
+export type { BackendHealth } from "./reconciler/watch.ts";
 
-const DEFAULT_TICK_INTERVAL_MS = 1000;
+const DEFAULT_MIN_INTERVAL_MS = 1000;
+const DEFAULT_MAX_INTERVAL_MS = 30_000;
+const DEFAULT_MAX_COMMANDS_IN_FLIGHT = 4;
+const DEFAULT_SLOW_CALL_MS = 1000;
+/** Wakes closer together than this share one submission pass (a burst of POSTs, one batch). */
+const DEFAULT_SUBMIT_BATCH_MS = 50;
 
 const noHooks: BarrierHooks = {
   cancelTasks: async () => {},
@@ -68,8 +87,19 @@ const globalTimers: Timers = {
   clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
+/** Why a pause ended. */
+type Resume = "timer" | "wake" | "abort";
+type Mode = "full" | "submit";
+
 export function createReconciler(options: ReconcilerOptions): Reconciler {
-  const tickIntervalMs = options.tickIntervalMs ?? DEFAULT_TICK_INTERVAL_MS;
+  const minIntervalMs = Math.max(
+    0,
+    options.minIntervalMs ?? options.tickIntervalMs ?? DEFAULT_MIN_INTERVAL_MS,
+  );
+  const maxIntervalMs = Math.max(
+    minIntervalMs,
+    options.maxIntervalMs ?? options.tickIntervalMs ?? DEFAULT_MAX_INTERVAL_MS,
+  );
   const hooks = options.barrierHooks ?? noHooks;
   const randomBytes =
     options.randomBytes ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
@@ -80,6 +110,16 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   const faultPoint = options.faultPoint ?? (() => {});
   const { log, clock } = options;
   const reportedUnknownFacts = new Set<string>();
+  const watch = createBackendWatch({
+    slowCallMs: options.slowCallMs ?? DEFAULT_SLOW_CALL_MS,
+    monotonicMs,
+  });
+  const lanes = createLanes({
+    maxInFlight: options.maxCommandsInFlight ?? DEFAULT_MAX_COMMANDS_IN_FLIGHT,
+    log,
+    // A command's answer was recorded (or failed): look at the world again soon.
+    onSettled: () => wake(),
+  });
 
   let last: TickReport | null = null;
   let sweptAtStart = false;
@@ -87,12 +127,16 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   let chain: Promise<unknown> = Promise.resolve();
   let running = false;
   let wakeRequested = false;
-  let wakeWaiter: (() => void) | null = null;
+  let wakeWaiter: ((why: Resume) => void) | null = null;
+  let intervalMs = minIntervalMs;
+  // Set by every wake, cleared by any tick: new work may be waiting to be submitted.
+  let submitRequested = false;
+  const submitBatchMs = Math.max(0, options.submitBatchMs ?? DEFAULT_SUBMIT_BATCH_MS);
 
-  async function tick(): Promise<TickReport> {
+  async function tick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
     const startedAt = clock.now();
     const t0 = monotonicMs();
-    const backend = tickBackend(options.backend, log);
+    const backend = tickBackend(options.backend, log, watch);
     const env: TickEnv = {
       store: options.store,
       backend,
@@ -105,9 +149,31 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       faultPoint,
       counters: { writes: 0, minted: 0, submitted: 0 },
       reportedUnknownFacts,
+      lanes,
+      started,
     };
     let considered = 0;
     let error: string | null = null;
+    if (mode === "submit") {
+      // Without a read this pass cannot tell whether the backend answers; a backend that
+      // just failed gets no new attempts until a full tick hears from it.
+      const report = (considered: number): TickReport => ({
+        startedAt,
+        durationMs: monotonicMs() - t0,
+        workloadsConsidered: considered,
+        backendCalls: { ...backend.calls },
+        backendCallsTotal: backend.calls.submit,
+        backendUnavailable: false,
+        writes: env.counters.writes,
+        attemptsMinted: env.counters.minted,
+        submitted: env.counters.submitted,
+        error: null,
+        commandsInFlight: lanes.inFlight,
+        nextIntervalMs: intervalMs,
+      });
+      if (watch.health().kind === "Degraded") return report(0);
+      return report(await reconcileSubmissions(env));
+    }
     try {
       if (!sweptAtStart) {
         // The construction sweep: acknowledgements a previous process committed to the
@@ -132,61 +198,121 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         attemptsMinted: env.counters.minted,
         submitted: env.counters.submitted,
         error,
+        commandsInFlight: lanes.inFlight,
+        nextIntervalMs: intervalMs,
       };
     }
     return last;
   }
 
-  function reconcileOnce(): Promise<TickReport> {
-    const next = chain.then(tick);
+  function chainedTick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
+    const next = chain.then(() => tick(started, mode));
     chain = next.catch(() => {});
     return next;
   }
 
-  function wake(): void {
-    wakeRequested = true;
-    const waiter = wakeWaiter;
-    wakeWaiter = null;
-    waiter?.();
+  async function reconcileOnce(
+    once: { readonly waitForCommands?: boolean } = {},
+  ): Promise<TickReport> {
+    const started: Promise<LaneOutcome>[] = [];
+    const report = await chainedTick(started);
+    if (once.waitForCommands === false) return report;
+    // Every command this tick started, answered and recorded: what a caller that steps the
+    // reconciler by hand (tests, benchmarks) means by "one tick".
+    const outcomes = await Promise.all(started);
+    for (const outcome of outcomes) if (outcome.kind === "Failed") throw outcome.error;
+    return report;
   }
 
-  function pause(signal: AbortSignal): Promise<void> {
-    return new Promise<void>((resolve) => {
+  function wake(): void {
+    wakeRequested = true;
+    submitRequested = true;
+    const waiter = wakeWaiter;
+    wakeWaiter = null;
+    waiter?.("wake");
+  }
+
+  function pause(signal: AbortSignal, delayMs: number): Promise<Resume> {
+    return new Promise<Resume>((resolve) => {
       let handle: unknown = null;
-      const done = () => {
+      const done = (why: Resume) => {
         if (handle !== null) timers.clear(handle);
-        signal.removeEventListener("abort", done);
+        signal.removeEventListener("abort", onAbort);
         wakeWaiter = null;
-        resolve();
+        resolve(why);
       };
+      const onAbort = () => done("abort");
       wakeWaiter = done;
-      signal.addEventListener("abort", done, { once: true });
-      handle = timers.set(done, tickIntervalMs);
+      signal.addEventListener("abort", onAbort, { once: true });
+      handle = timers.set(() => done("timer"), delayMs);
     });
+  }
+
+  /** The tick changed or asked for something: poll at the minimum again. */
+  function busyTick(report: TickReport | null, woken: boolean): boolean {
+    if (woken || report === null) return true;
+    return report.writes > 0 || report.attemptsMinted > 0 || report.commandsInFlight > 0;
   }
 
   async function run(signal: AbortSignal): Promise<void> {
     if (running) throw new Error("reconciler.run() is already running");
     running = true;
+    let lastStartMs = Number.NEGATIVE_INFINITY;
+    let lastSubmitMs = Number.NEGATIVE_INFINITY;
+    let timerDue = false;
     try {
       while (!signal.aborted) {
+        const fullDueMs = lastStartMs + (wakeRequested ? minIntervalMs : intervalMs);
+        const submitDueMs = submitRequested
+          ? lastSubmitMs + submitBatchMs
+          : Number.POSITIVE_INFINITY;
+        const mode: Mode = submitDueMs < fullDueMs ? "submit" : "full";
+        const waitMs = Math.min(fullDueMs, submitDueMs) - monotonicMs();
+        // A fired timer means the wait is over, whatever the clock says (a timer may fire a
+        // hair early, and tests fire them by hand).
+        if (waitMs > 0 && !timerDue) {
+          timerDue = (await pause(signal, waitMs)) === "timer";
+          continue;
+        }
+        timerDue = false;
+        submitRequested = false;
+        if (mode === "submit") {
+          lastSubmitMs = monotonicMs();
+          try {
+            await chainedTick([], "submit");
+          } catch (error) {
+            log.error("reconciler submission pass failed", { error: String(error) });
+          }
+          continue;
+        }
+        const woken = wakeRequested;
         wakeRequested = false;
+        lastStartMs = monotonicMs();
+        let report: TickReport | null = null;
         try {
-          await reconcileOnce();
+          report = await chainedTick([]);
         } catch (error) {
           // A store failure: this tick died half way, which every step is written to
           // survive. The next tick starts over from what was committed.
           log.error("reconciler tick failed", { error: String(error) });
         }
-        if (signal.aborted) break;
-        // Woken during the tick: the new work is not yet seen, so go again at once.
-        if (wakeRequested) continue;
-        await pause(signal);
+        intervalMs = busyTick(report, woken)
+          ? minIntervalMs
+          : Math.min(maxIntervalMs, Math.max(minIntervalMs, intervalMs * 2, 1));
       }
     } finally {
       running = false;
     }
   }
 
-  return { reconcileOnce, run, wake, lastTick: () => last };
+  return {
+    reconcileOnce,
+    run,
+    wake,
+    lastTick: () => last,
+    backendHealth: () => watch.health(),
+    backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
+    commandsInFlight: () => lanes.inFlight,
+    idle: () => lanes.idle(),
+  };
 }

@@ -23,3 +23,5 @@ export * from "./ops/mint-attempt.ts";
 export * from "./ops/mint-attempts.ts";
 export * from "./ops/request-stop.ts";
 export * from "./ops/touch-activity.ts";
+export * from "./ops/workload-changes.ts";
+export * from "./ops/workload-details.ts";

@@ -141,4 +141,23 @@ export const burnedNonces = sqliteTable("burned_nonces", {
   expiresAt: integer("expires_at").notNull(),
 });
 
-export const schema = { workloads, allocations, events, conditions, burnedNonces } as const;
+/**
+ * A change counter for the reconciler's cached live view: every insert or update of a
+ * workload or of one of its allocations appends the workload's id here, written by
+ * triggers (migration 0002) in the same transaction, whichever connection or code path
+ * wrote. The reconciler reloads only the workloads that appear after the last `seq` it
+ * read, and deletes what it consumed.
+ */
+export const workloadChanges = sqliteTable("workload_changes", {
+  seq: integer("seq").primaryKey({ autoIncrement: true }),
+  workloadId: text("workload_id").notNull(),
+});
+
+export const schema = {
+  workloads,
+  allocations,
+  events,
+  conditions,
+  burnedNonces,
+  workloadChanges,
+} as const;

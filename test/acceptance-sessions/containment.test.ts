@@ -116,7 +116,10 @@ async function batch(
   const allocation = view.allocations[0];
   const log = (name: string) =>
     allocation
-      ? readFileSync(join(`${d.stateDir}-spool`, "workloads", id, "allocations", allocation.id, name), "utf8")
+      ? readFileSync(
+          join(`${d.stateDir}-spool`, "workloads", id, "allocations", allocation.id, name),
+          "utf8",
+        )
       : "";
   const out = log("stdout.log");
   // The job's own error output, on the failure the caller is about to report.
@@ -195,7 +198,13 @@ function containedAsNobody(
         expect((await exec(d, mine, "x + 1")).trim()).toBe("42");
         const attacked = await exec(d, mine, attack(siblings, [d.proc.pid, process.pid, 1]));
         expectContained(lastJson(attacked), NOBODY);
-        const wrote = join(`${d.stateDir}-spool`, "workloads", mine, "workspace", "attack-wrote-here");
+        const wrote = join(
+          `${d.stateDir}-spool`,
+          "workloads",
+          mine,
+          "workspace",
+          "attack-wrote-here",
+        );
         expect(statSync(wrote).uid).toBe(NOBODY);
       },
       TIMEOUT_MS,
@@ -210,7 +219,13 @@ function containedAsNobody(
         const { view, out } = await batch(d, profile, "python3", "-c", script);
         expect(view.phase).toBe("COMPLETED");
         expectContained(lastJson(out), NOBODY);
-        const wrote = join(`${d.stateDir}-spool`, "workloads", view.id, "workspace", "attack-wrote-here");
+        const wrote = join(
+          `${d.stateDir}-spool`,
+          "workloads",
+          view.id,
+          "workspace",
+          "attack-wrote-here",
+        );
         expect(readFileSync(wrote, "utf8")).toBe("ok");
         expect(statSync(wrote).uid).toBe(NOBODY);
       },

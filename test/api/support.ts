@@ -74,6 +74,8 @@ export interface Harness {
   readonly wakes: { count: number };
   readonly log: ReturnType<typeof memoryLog>;
   tick: TickFigures | null;
+  /** What the reconciler's call watch says; tests flip it to Degraded. */
+  backendHealth: { kind: "Healthy" } | { kind: "Degraded"; message: string };
   request(path: string, init?: RequestInit, access?: Access): Promise<Response>;
   post(path: string, body: unknown, headers?: Record<string, string>): Promise<Response>;
   rows(): { readonly workloads: number; readonly events: number; readonly allocations: number };
@@ -102,6 +104,7 @@ export function harness(
     wakes,
     log,
     tick: null,
+    backendHealth: { kind: "Healthy" },
     app: undefined as unknown as ReturnType<typeof createApp>,
     async request(path, init, access = { kind: "LocalSocket" }) {
       return await h.app.request(path, init, { access });
@@ -135,6 +138,8 @@ export function harness(
         wakes.count += 1;
       },
       lastTick: () => h.tick,
+      backendHealth: () => h.backendHealth,
+      backendCallRate: () => ({ perSecond: 0.5, totals: { observe: 3 } }),
     },
     clock,
     log,

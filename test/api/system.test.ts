@@ -57,7 +57,13 @@ describe("GET /v1/diagnostics", () => {
     const body = (await (await h.request("/v1/diagnostics")).json()) as Record<string, unknown>;
     expect(body).toEqual({
       version: "9.9.9-test",
-      backend: { name: "fake", healthy: true, message: "fine", calls: { observe: 3 } },
+      backend: {
+        name: "fake",
+        healthy: true,
+        message: "fine",
+        calls: { observe: 3 },
+        callsPerSecond: 0.5,
+      },
       reconciler: {
         lastTick: {
           startedAt: "2026-01-02T03:04:05.000Z",
@@ -96,6 +102,26 @@ describe("GET /v1/diagnostics", () => {
     };
     expect(body.backend).toMatchObject({ healthy: false });
     expect(body.backend.message).toContain("boom");
+  });
+});
+
+describe("backend health from the reconciler's call watch", () => {
+  test("a slow call marks the backend degraded in diagnostics and metrics at once", async () => {
+    const h = make();
+    h.backendHealth = { kind: "Degraded", message: "a observe call has waited 1500 ms" };
+    const body = (await (await h.request("/v1/diagnostics")).json()) as {
+      backend: { healthy: boolean; message: string };
+    };
+    expect(body.backend).toMatchObject({
+      healthy: false,
+      message: "a observe call has waited 1500 ms",
+    });
+    const text = await (await h.request("/metrics")).text();
+    expect(text).toContain("\nopenai4s_backend_degraded 1\n");
+    expect(text).toContain("\nopenai4s_backend_calls_per_second 0.5\n");
+    expect(text).toContain('\nopenai4s_backend_calls_total{operation="observe"} 3\n');
+    h.backendHealth = { kind: "Healthy" };
+    expect(await (await h.request("/metrics")).text()).toContain("\nopenai4s_backend_degraded 0\n");
   });
 });
 

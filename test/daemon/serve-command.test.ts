@@ -21,6 +21,7 @@ describe("serve flags", () => {
       clusterConfigPath: null,
       logLevel: "info",
       runAs: NOBODY,
+      pacing: {},
     });
   });
 
@@ -53,6 +54,26 @@ describe("serve flags", () => {
     expect(parse([], {}, 1000)).toMatchObject({ runAs: null });
     expect(parse(["--run-as", "1000"], {}, 1000)).toMatchObject({ runAs: null });
     expect(() => parse(["--run-as", "nobody"], {}, 1000)).toThrow(/only a daemon running as root/);
+  });
+
+  test("pacing flags: the polling ceiling, the back-off maximum and the command bound", () => {
+    const options = parse([
+      "--poll-min-ms",
+      "500",
+      "--poll-max-ms",
+      "60000",
+      "--max-commands",
+      "3",
+    ]);
+    expect(options).toMatchObject({
+      pacing: { minIntervalMs: 500, maxIntervalMs: 60_000, maxCommandsInFlight: 3 },
+    });
+    expect(() => parse(["--poll-min-ms", "0"])).toThrow(UsageError);
+    expect(() => parse(["--poll-min-ms", "1.5"])).toThrow(UsageError);
+    expect(() => parse(["--max-commands", "1"])).toThrow(UsageError);
+    expect(() => parse(["--poll-min-ms", "5000", "--poll-max-ms", "1000"])).toThrow(
+      "--poll-max-ms must not be below --poll-min-ms",
+    );
   });
 
   test("repeatable --listen, relative paths resolved, cluster config absolute", () => {

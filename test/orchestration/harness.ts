@@ -69,6 +69,7 @@ export interface HarnessOptions {
   readonly tickIntervalMs?: number;
   /** Wrap the store (e.g. to inject crashes). */
   readonly wrapStore?: (store: ReconcilerStore) => ReconcilerStore;
+  readonly maxCommandsInFlight?: number;
 }
 
 export interface Harness {
@@ -89,6 +90,8 @@ export interface Harness {
   allocations(id: string): readonly Allocation[];
   phases(id: string): readonly string[];
   tick(): ReturnType<Reconciler["reconcileOnce"]>;
+  /** One tick that returns while the commands it started are still in flight (what `run` does). */
+  tickNoWait(): ReturnType<Reconciler["reconcileOnce"]>;
   close(): void;
 }
 
@@ -113,6 +116,9 @@ export function harness(options: HarnessOptions = {}): Harness {
       ...(options.barrierHooks ? { barrierHooks: options.barrierHooks } : {}),
       ...(options.timers ? { timers: options.timers } : {}),
       ...(options.tickIntervalMs !== undefined ? { tickIntervalMs: options.tickIntervalMs } : {}),
+      ...(options.maxCommandsInFlight !== undefined
+        ? { maxCommandsInFlight: options.maxCommandsInFlight }
+        : {}),
     });
   const h: Harness = {
     clock,
@@ -152,6 +158,11 @@ export function harness(options: HarnessOptions = {}): Harness {
       clock.advance(1000);
       sim.step();
       return h.reconciler.reconcileOnce();
+    },
+    tickNoWait() {
+      clock.advance(1000);
+      sim.step();
+      return h.reconciler.reconcileOnce({ waitForCommands: false });
     },
     close() {
       opened.close();

@@ -8,14 +8,18 @@ import {
 } from "../../src/orchestration/reconciler.ts";
 import { type Harness, harness, inertPreparer } from "./harness.ts";
 
-/** Timers a test fires by hand: no real sleeping. */
+/**
+ * Timers a test fires by hand, and the monotonic clock they run on: firing moves the clock
+ * to the timer's due time. No real sleeping.
+ */
 function manualTimers() {
-  const pending = new Map<number, () => void>();
+  const pending = new Map<number, { callback: () => void; dueMs: number }>();
   let next = 0;
+  let nowMs = 0;
   const timers: Timers = {
-    set(callback) {
+    set(callback, delayMs) {
       next += 1;
-      pending.set(next, callback);
+      pending.set(next, { callback, dueMs: nowMs + delayMs });
       return next;
     },
     clear(handle) {
@@ -24,13 +28,22 @@ function manualTimers() {
   };
   return {
     timers,
+    monotonicMs: () => nowMs,
     get armed() {
       return pending.size;
+    },
+    /** Delays of the timers armed now, from the current time. */
+    get delays() {
+      return [...pending.values()].map((p) => p.dueMs - nowMs);
+    },
+    advance(ms: number) {
+      nowMs += ms;
     },
     fire() {
       const due = [...pending.values()];
       pending.clear();
-      for (const cb of due) cb();
+      for (const p of due) nowMs = Math.max(nowMs, p.dueMs);
+      for (const p of due) p.callback();
     },
   };
 }
@@ -103,7 +116,9 @@ function setup() {
     clock: h.clock,
     log: h.log,
     timers: clock.timers,
-    tickIntervalMs: 60_000,
+    monotonicMs: clock.monotonicMs,
+    minIntervalMs: 1000,
+    maxIntervalMs: 60_000,
   });
   // Each tick sweeps once at its end; the first tick also sweeps at its start.
   const ticks = () => Math.max(0, gated.sweeps - 1);
@@ -111,7 +126,7 @@ function setup() {
 }
 
 describe("run and wake", () => {
-  test("ticks at start, on wake, and on the periodic timer; abort resolves run", async () => {
+  test("ticks at start, on wake (no sooner than the minimum interval), and on the timer", async () => {
     const { h, clock, reconciler, ticks } = setup();
     const abort = new AbortController();
     const done = reconciler.run(abort.signal);
@@ -119,6 +134,8 @@ describe("run and wake", () => {
     expect(ticks()).toBe(1);
     expect(clock.armed).toBe(1);
 
+    // A wake 1.5 s after the last tick: due at once.
+    clock.advance(1500);
     const id = h.addWorkload();
     reconciler.wake();
     await settle();
@@ -127,7 +144,7 @@ describe("run and wake", () => {
 
     clock.fire();
     await settle();
-    expect(ticks()).toBe(3);
+    expect(ticks()).toBeGreaterThanOrEqual(3);
 
     abort.abort();
     await done;
@@ -135,13 +152,55 @@ describe("run and wake", () => {
     expect(reconciler.lastTick()?.workloadsConsidered).toBe(1);
   });
 
-  test("wakes during a tick coalesce into one more tick right after it", async () => {
-    const { gated, reconciler, ticks } = setup();
+  test("wakes coalesce: at most one tick per minimum interval, whatever the number of wakes", async () => {
+    const { h, clock, reconciler, ticks } = setup();
+    const abort = new AbortController();
+    const done = reconciler.run(abort.signal);
+    await settle();
+    expect(ticks()).toBe(1);
+    for (let i = 0; i < 100; i++) {
+      reconciler.wake();
+      clock.advance(5);
+      await settle(2);
+    }
+    // 500 ms of wakes: still inside the first tick's minimum interval (submission passes
+    // ran, but they observe nothing).
+    expect(ticks()).toBe(1);
+    expect(h.sim.calls.observe).toBe(0);
+    while (ticks() < 2) {
+      clock.fire();
+      await settle();
+    }
+    expect(clock.monotonicMs()).toBe(1000);
+    abort.abort();
+    await done;
+  });
+
+  test("a wake inside the minimum interval submits new work at once, with no listing call", async () => {
+    const { h, clock, reconciler, ticks } = setup();
+    const abort = new AbortController();
+    const done = reconciler.run(abort.signal);
+    await settle();
+    clock.advance(100);
+    const id = h.addWorkload();
+    reconciler.wake();
+    await settle();
+    expect(h.workload(id).phase).toBe("QUEUED");
+    expect(ticks()).toBe(1);
+    expect(h.sim.calls.observe).toBe(0);
+    expect(h.sim.calls.findByToken).toBe(0);
+    abort.abort();
+    await done;
+  });
+
+  test("wakes during a tick coalesce into one more tick after the minimum interval", async () => {
+    const { clock, gated, reconciler, ticks } = setup();
     const abort = new AbortController();
     const done = reconciler.run(abort.signal);
     await settle();
     expect(ticks()).toBe(1);
     gated.hold();
+    clock.advance(1000);
     reconciler.wake();
     await settle();
     expect(ticks()).toBe(2); // the woken tick is now held open
@@ -150,9 +209,42 @@ describe("run and wake", () => {
     reconciler.wake();
     gated.release();
     await settle();
-    expect(ticks()).toBe(3);
+    expect(ticks()).toBe(2);
+    while (ticks() < 3) {
+      clock.fire();
+      await settle();
+    }
+    // One tick for the three wakes, a minimum interval after the held one started.
+    expect(clock.monotonicMs()).toBe(2000);
     await settle();
     expect(ticks()).toBe(3);
+    abort.abort();
+    await done;
+  });
+
+  test("while nothing changes the period doubles up to the maximum; a wake brings it back", async () => {
+    const { clock, reconciler, ticks } = setup();
+    const abort = new AbortController();
+    const done = reconciler.run(abort.signal);
+    await settle();
+    const periods: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      periods.push(...clock.delays);
+      clock.fire();
+      await settle();
+    }
+    expect(periods).toEqual([2000, 4000, 8000, 16_000, 32_000, 60_000, 60_000, 60_000]);
+    expect(ticks()).toBe(9);
+    // A wake: the next tick comes within the minimum interval, and the period is the
+    // minimum again.
+    reconciler.wake();
+    await settle();
+    expect(ticks()).toBe(9);
+    expect(clock.delays).toEqual([1000]);
+    clock.fire();
+    await settle();
+    expect(ticks()).toBe(10);
+    expect(clock.delays).toEqual([1000]);
     abort.abort();
     await done;
   });

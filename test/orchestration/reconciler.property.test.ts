@@ -17,7 +17,12 @@
  *  I6 every submit's token was durable (SUBMITTING) before the call, and a token is
  *     submitted again only after a findByToken answered Absent for it;
  *  I7 a terminal fact is acknowledged only when the allocation is terminal and its workload
- *     terminal or on a later epoch.
+ *     terminal or on a later epoch;
+ *  I8 a submit request marked `freshToken` (lookup skipped) carries a token no earlier
+ *     submit carried.
+ * Submissions can also hang in flight (held open across later ticks, crashes included):
+ * later ticks must leave such an attempt alone until its answer is recorded, and a crash
+ * with one in flight must resolve it by token.
  * Once faults stop, every workload converges to the phase the backend's truth implies, and
  * cancelled ones end CANCELLED with no job left running.
  */
@@ -59,7 +64,13 @@ const reached = {
   recoveries: 0,
   cancelsOfLiveJobs: 0,
   acknowledgements: 0,
+  ticksWithSubmissionInFlight: 0,
 };
+
+/** Lets the lanes of a reconciler (also a crashed one's) run to their end. */
+async function settleLanes(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+}
 
 class SimulatedCrash extends Error {
   override readonly name = "SimulatedCrash";
@@ -237,6 +248,9 @@ function checkInvariants(r: Real, label: string): void {
   }
   for (const [w, n] of activePerWorkload) if (n > 1) fail(`I2: ${n} active allocations for ${w}`);
 
+  // I8
+  for (const token of r.h.sim.freshTokenViolations) fail(`I8: ${token} sent as fresh twice`);
+
   // I3
   for (const a of s.allocations.values()) {
     if (a.phase !== "COMPLETED") continue;
@@ -332,6 +346,9 @@ async function tick(r: Real, crashAt: number | null): Promise<void> {
   } catch (error) {
     if (!(error instanceof SimulatedCrash)) throw error;
     reached.crashes += 1;
+    // A submission in flight dies with the process: it landed or it did not.
+    r.h.sim.settleHeld(reached.crashes % 2 === 0 ? "land" : "drop");
+    await settleLanes();
     r.h.restart();
   } finally {
     r.crashAt = null;
@@ -387,6 +404,39 @@ const commands: fc.Arbitrary<Cmd>[] = [
         toString: () => (crashAt === null ? "Tick" : `Tick(crash before write ${crashAt})`),
       }),
     ),
+  ),
+  // A tick whose submission hangs: its lane stays in flight across the commands that follow.
+  fc.constant(null).map(
+    (): Cmd => ({
+      check: () => true,
+      async run(_m, r) {
+        r.h.sim.holdNextSubmit();
+        try {
+          await r.h.tickNoWait();
+        } catch (error) {
+          if (!(error instanceof SimulatedCrash)) throw error;
+          reached.crashes += 1;
+          r.h.sim.settleHeld("drop");
+          await settleLanes();
+          r.h.restart();
+        }
+        if (r.h.sim.heldSubmits > 0) reached.ticksWithSubmissionInFlight += 1;
+        else r.h.sim.settleHeld("land"); // disarm: nothing was submitted
+        checkInvariants(r, this.toString());
+      },
+      toString: () => "TickWithHungSubmit",
+    }),
+  ),
+  fc.constantFrom("land" as const, "drop" as const).map(
+    (how): Cmd => ({
+      check: () => true,
+      async run(_m, r) {
+        r.h.sim.settleHeld(how);
+        await settleLanes();
+        checkInvariants(r, this.toString());
+      },
+      toString: () => `SettleHungSubmit(${how})`,
+    }),
   ),
   fc.integer({ min: 1, max: 4 }).map(
     (ticks): Cmd => ({
@@ -520,7 +570,15 @@ function implied(
   w: Workload,
   allocations: readonly Allocation[],
 ): { phase: string; reason: string | null } | string {
-  if (w.desired.kind === "STOP") return { phase: "CANCELLED", reason: w.desired.reason };
+  if (w.desired.kind === "STOP") {
+    // A stop that arrived while the submission was in flight, answered by a rejection: no
+    // job ever existed, and the recorded answer (FAILED, SUBMIT_REJECTED) is the truth.
+    const current = allocations.at(-1);
+    if (current && w.phase === "FAILED" && lastSubmitAnswer(r, current.token) === "Rejected") {
+      return { phase: "FAILED", reason: "SUBMIT_REJECTED" };
+    }
+    return { phase: "CANCELLED", reason: w.desired.reason };
+  }
   if (allocations.length > w.maxAttempts)
     return `${allocations.length} attempts > maxAttempts ${w.maxAttempts}`;
   for (const [i, a] of allocations.entries()) {
@@ -591,6 +649,8 @@ describe("reconciler model-based property", () => {
         try {
           await fc.asyncModelRun(() => ({ model: { workloads: 0 }, real: r }), cmds);
           // Faults stop.
+          r.h.sim.settleHeld("land");
+          await settleLanes();
           r.outageTicks = 0;
           r.h.sim.setAvailable(true);
           r.h.sim.clearSubmitFaults();

@@ -71,6 +71,23 @@ describe("submit", () => {
     expect(diag.calls).toEqual({ sbatch: 100, squeue: 1, sacct: 1, scancel: 0, srun: 0 });
   });
 
+  test("fresh tokens skip the lookup; any other token in the same call is still looked up", async () => {
+    const fresh = { ...request(dir, command(["/bin/true"])), freshToken: true as const };
+    const results = await backend.submit([fresh]);
+    created(results.get(fresh.token));
+    expect(cluster.count("squeue")).toBe(0);
+    expect(cluster.count("sacct")).toBe(0);
+    expect(cluster.count("sbatch")).toBe(1);
+
+    const retry = request(dir, command(["/bin/true"]));
+    const another = { ...request(dir, command(["/bin/true"])), freshToken: true as const };
+    const both = await backend.submit([retry, another]);
+    created(both.get(retry.token));
+    created(both.get(another.token));
+    expect(cluster.count("squeue")).toBe(1);
+    expect(cluster.count("sbatch")).toBe(3);
+  });
+
   test("the job carries the token as name and comment, an explicit --export, no requeue", async () => {
     const req = request(
       dir,

@@ -137,6 +137,17 @@ export interface SimulatedBackend {
   jobsByToken(token: SubmissionToken): readonly SimJob[];
   /** Tokens that were rejected (and so never had a job). */
   readonly rejectedTokens: ReadonlySet<SubmissionToken>;
+  /** Tokens submitted as `freshToken` although an earlier submit already carried them. */
+  readonly freshTokenViolations: readonly SubmissionToken[];
+  /** The next submit call stays open (in flight) until `settleHeld`. */
+  holdNextSubmit(): void;
+  /** Submit calls currently held open. */
+  readonly heldSubmits: number;
+  /**
+   * Lets every held submit go on: "land" acts on it now, "drop" makes the call fail
+   * without acting (what a killed process's half-done submission looks like).
+   */
+  settleHeld(how: "land" | "drop"): void;
 }
 
 const LIVE: ReadonlySet<Phase> = new Set(["QUEUED", "RUNNING", "STOPPING"]);
@@ -165,6 +176,10 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
   const byHandle = new Map<string, MutableJob>();
   const byToken = new Map<string, MutableJob[]>();
   const rejectedTokens = new Set<SubmissionToken>();
+  const handedOver = new Set<SubmissionToken>();
+  const freshTokenViolations: SubmissionToken[] = [];
+  const held: ((settled: "land" | "drop") => void)[] = [];
+  let holdNext = false;
   const faults: SubmitFault[] = [];
   const throwing = new Set<SimOperation>();
   const indeterminate = new Set<string>();
@@ -236,8 +251,25 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     async submit(requests) {
       enter("submit");
       const out = new Map<SubmissionToken, SubmitResult>();
+      // At the call, before any hold: what the caller had made durable when it called.
+      for (const request of requests) options.onSubmit?.(request);
+      if (holdNext) {
+        // A submission whose answer is slow (a busy controller, a lost answer the broker
+        // waits out): the call stays open until the test settles it.
+        holdNext = false;
+        const settled = await new Promise<"land" | "drop">((resolve) => held.push(resolve));
+        if (settled === "drop") {
+          record({ op: "submit", answers: [] });
+          throw new Error("simulated submission killed in flight");
+        }
+      }
       for (const request of requests) {
-        options.onSubmit?.(request);
+        if (request.freshToken === true && handedOver.has(request.token)) {
+          // The caller promised this token was never handed over: a broken promise is how
+          // a skipped lookup would put a second job behind one token.
+          freshTokenViolations.push(request.token);
+        }
+        handedOver.add(request.token);
         const token = request.token;
         if (!available) {
           out.set(token, { kind: "Unknown", token, message: "simulated outage" });
@@ -253,7 +285,8 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
           out.set(token, { kind: "Unknown", token, message: "simulated lost request" });
           continue;
         }
-        const existing = lookupBeforeSubmit ? findLive(token) : undefined;
+        const existing =
+          lookupBeforeSubmit && request.freshToken !== true ? findLive(token) : undefined;
         const job = existing ?? create(request);
         if (fault === "UNKNOWN_AFTER_CREATE") {
           out.set(token, { kind: "Unknown", token, message: "simulated lost answer" });
@@ -427,5 +460,16 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     },
     jobsByToken: (token) => (byToken.get(token) ?? []).map((j) => ({ ...j })),
     rejectedTokens,
+    freshTokenViolations,
+    holdNextSubmit() {
+      holdNext = true;
+    },
+    get heldSubmits() {
+      return held.length;
+    },
+    settleHeld(how) {
+      for (const resolve of held.splice(0)) resolve(how);
+      holdNext = false;
+    },
   };
 }

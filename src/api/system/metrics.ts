@@ -45,6 +45,16 @@ export interface MetricsInput {
   readonly workloads: readonly WorkloadCount[];
   readonly lastTick: TickFigures | null;
   readonly requests: RequestCounter;
+  readonly backend: {
+    readonly degraded: boolean;
+    /** Port calls, from the reconciler. */
+    readonly calls: {
+      readonly perSecond: number;
+      readonly totals: Readonly<Record<string, number>>;
+    };
+    /** The backend's own commands since start (its diagnostics' `calls`). */
+    readonly commands: Readonly<Record<string, number>>;
+  };
 }
 
 export function renderMetrics(input: MetricsInput): string {
@@ -109,6 +119,28 @@ export function renderMetrics(input: MetricsInput): string {
       tick?.backendUnavailable ? 1 : 0,
     ),
   );
+
+  const backend = input.backend;
+  family(
+    "openai4s_backend_degraded",
+    "gauge",
+    "1 while a backend call is slow or the last one got no answer.",
+  );
+  lines.push(sample("openai4s_backend_degraded", {}, backend.degraded ? 1 : 0));
+  family(
+    "openai4s_backend_calls_per_second",
+    "gauge",
+    "Backend calls started per second over the last minute.",
+  );
+  lines.push(sample("openai4s_backend_calls_per_second", {}, backend.calls.perSecond));
+  family("openai4s_backend_calls_total", "counter", "Backend calls by port operation.");
+  for (const [operation, calls] of Object.entries(backend.calls.totals)) {
+    lines.push(sample("openai4s_backend_calls_total", { operation }, calls));
+  }
+  family("openai4s_backend_commands_total", "counter", "The backend's own commands, by name.");
+  for (const [command, calls] of Object.entries(backend.commands)) {
+    lines.push(sample("openai4s_backend_commands_total", { command }, calls));
+  }
 
   family("openai4s_http_requests_total", "counter", "API requests served.");
   for (const { labels, value } of input.requests.snapshot().values()) {

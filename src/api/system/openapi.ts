@@ -272,12 +272,13 @@ export function openApiDocument(version: string) {
             version: { type: "string" },
             backend: {
               type: "object",
-              required: ["name", "healthy", "message", "calls"],
+              required: ["name", "healthy", "message", "calls", "callsPerSecond"],
               properties: {
                 name: { type: "string" },
                 healthy: { type: "boolean" },
                 message: { type: "string" },
                 calls: { type: "object", additionalProperties: { type: "integer" } },
+                callsPerSecond: { type: "number" },
               },
             },
             reconciler: {

@@ -54,14 +54,18 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
 
   app.get("/v1/diagnostics", async function diagnostics(c) {
     const backend = await backendDiagnostics(deps);
+    // The reconciler sees a slow call while it is still in flight; the backend's own report
+    // only once it failed, which after an outage can take the whole command timeout.
+    const watched = deps.reconciler.backendHealth();
     const tick = deps.reconciler.lastTick();
     return c.json({
       version: deps.version,
       backend: {
         name: deps.backend.name,
-        healthy: backend.healthy,
-        message: backend.message,
+        healthy: backend.healthy && watched.kind === "Healthy",
+        message: watched.kind === "Degraded" ? watched.message : backend.message,
         calls: backend.calls,
+        callsPerSecond: deps.reconciler.backendCallRate().perSecond,
       },
       reconciler: {
         lastTick: tick
@@ -78,12 +82,18 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
     });
   });
 
-  app.get("/metrics", function metrics(c) {
+  app.get("/metrics", async function metrics(c) {
+    const backend = await backendDiagnostics(deps);
     const text = renderMetrics({
       version: deps.version,
       workloads: countWorkloads(deps.store),
       lastTick: deps.reconciler.lastTick(),
       requests,
+      backend: {
+        degraded: !backend.healthy || deps.reconciler.backendHealth().kind === "Degraded",
+        calls: deps.reconciler.backendCallRate(),
+        commands: backend.calls,
+      },
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

@@ -20,6 +20,7 @@ import {
   type TerminalFact,
 } from "../ports.ts";
 import type { BackendOperation } from "./types.ts";
+import type { BackendWatch } from "./watch.ts";
 
 export interface TickBackend {
   readonly calls: Readonly<Record<BackendOperation, number>>;
@@ -39,7 +40,11 @@ export interface TickBackend {
   launchesSandboxed(): boolean;
 }
 
-export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
+export function tickBackend(
+  backend: AllocationBackend,
+  log: Log,
+  watch: BackendWatch,
+): TickBackend {
   const calls: Record<BackendOperation, number> = {
     observe: 0,
     findByToken: 0,
@@ -69,21 +74,26 @@ export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
     async observe(targets) {
       if (targets.length === 0) return { kind: "Observed", observations: new Map() };
       calls.observe += 1;
+      const done = watch.begin("observe");
       try {
         const result = await backend.observe(targets);
         if (result.kind === "Unavailable") unavailable = true;
+        done(result.kind !== "Unavailable");
         return result;
       } catch (error) {
+        done(false);
         return { kind: "Unavailable", message: broken("observe", error) };
       }
     },
     async findByToken(tokens) {
       if (tokens.length === 0) return new Map();
       calls.findByToken += 1;
+      const done = watch.begin("findByToken");
       let answers: ReadonlyMap<SubmissionToken, FindResult>;
       try {
         answers = await backend.findByToken(tokens);
       } catch (error) {
+        done(false);
         const message = broken("findByToken", error);
         return new Map(tokens.map((t) => [t, { kind: "Unavailable", message }] as const));
       }
@@ -95,15 +105,20 @@ export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
         if (found.kind === "Unavailable") unavailable = true;
         out.set(token, found);
       }
+      done([...out.values()].every((f) => f.kind !== "Unavailable"));
       return out;
     },
     async submit(requests) {
       if (requests.length === 0) return new Map();
       calls.submit += 1;
+      const done = watch.begin("submit");
       let answers: ReadonlyMap<SubmissionToken, SubmitResult>;
       try {
         answers = await backend.submit(requests);
+        // An Unknown is a submission nobody could answer for: as much a failure as a throw.
+        done([...answers.values()].every((a) => a.kind !== "Unknown"));
       } catch (error) {
+        done(false);
         // The call may have landed before it threw: Unknown, resolved by token next tick.
         const message = broken("submit", error);
         return new Map(
@@ -126,12 +141,18 @@ export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
     async cancel(targets) {
       if (targets.length === 0) return new Map();
       calls.cancel += 1;
+      const done = watch.begin("cancel");
       try {
         const answers = await backend.cancel(targets);
-        for (const answer of answers.values())
-          if (answer.kind === "Unavailable") unavailable = true;
+        let answered = true;
+        for (const answer of answers.values()) {
+          if (answer.kind === "Unavailable") answered = false;
+        }
+        if (!answered) unavailable = true;
+        done(answered);
         return answers;
       } catch (error) {
+        done(false);
         const message = broken("cancel", error);
         return new Map(
           targets.map((t) => [t.allocationId, { kind: "Unavailable", message }] as const),
@@ -141,9 +162,13 @@ export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
     async pendingTerminalFacts() {
       if (!isTerminalAllocationAcknowledger(backend)) return null;
       calls.pendingTerminalFacts += 1;
+      const done = watch.begin("pendingTerminalFacts");
       try {
-        return await backend.pendingTerminalFacts();
+        const facts = await backend.pendingTerminalFacts();
+        done(true);
+        return facts;
       } catch (error) {
+        done(false);
         broken("pendingTerminalFacts", error);
         return null;
       }
@@ -151,10 +176,13 @@ export function tickBackend(backend: AllocationBackend, log: Log): TickBackend {
     async acknowledgeTerminal(token) {
       if (!isTerminalAllocationAcknowledger(backend)) return false;
       calls.acknowledgeTerminal += 1;
+      const done = watch.begin("acknowledgeTerminal");
       try {
         await backend.acknowledgeTerminal(token);
+        done(true);
         return true;
       } catch (error) {
+        done(false);
         broken("acknowledgeTerminal", error);
         return false;
       }

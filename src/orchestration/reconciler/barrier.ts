@@ -176,16 +176,7 @@ export async function cancelBarrier(
     });
   }
   write(env, handles);
-  const released = await env.backend.cancel(releases);
-  for (const [allocationId, answer] of released) {
-    if (answer.kind === "Unavailable") {
-      env.log.warn("release not acknowledged; next tick sends it again", {
-        allocationId,
-        message: answer.message,
-      });
-    }
-  }
-  env.faultPoint("reconciler.after-release");
+  releaseInLane(env, releases);
 
   // 5. Observe terminal: the backend says it ended, or definitely never had it.
   const ended: { readonly s: Stopping; readonly ending: StopEnding }[] = [];
@@ -209,6 +200,40 @@ export async function cancelBarrier(
     env,
     ended.map(({ s, ending }) => markStopped(s.workload, s.allocation, s.stop, ending, now)),
   );
+}
+
+/**
+ * Stage 4's backend call runs in a lane: a slow cancel must not hold the tick (and with it
+ * every other workload's observation). Allocations with a cancel already in flight are not
+ * sent again; stage 5 reads only the tick's observation, never the cancel's answer, so
+ * nothing after this point waits for it. An unanswered release is sent again next tick.
+ */
+function releaseInLane(env: TickEnv, releases: readonly ObservationTarget[]): void {
+  const targets = releases.filter((t) => !env.lanes.busy(t.allocationId));
+  if (targets.length === 0) return;
+  if (!env.lanes.hasRoom("cancel")) {
+    env.log.info("every lane is in flight; release waits for the next tick", {
+      waiting: targets.length,
+    });
+    return;
+  }
+  const lane = env.lanes.start(
+    "cancel",
+    targets.map((t) => t.allocationId),
+    async () => {
+      const released = await env.backend.cancel(targets);
+      for (const [allocationId, answer] of released) {
+        if (answer.kind === "Unavailable") {
+          env.log.warn("release not acknowledged; next tick sends it again", {
+            allocationId,
+            message: answer.message,
+          });
+        }
+      }
+      env.faultPoint("reconciler.after-release");
+    },
+  );
+  env.started.push(lane);
 }
 
 function fenceAll(env: TickEnv, stopping: readonly Stopping[]): Stopping[] {

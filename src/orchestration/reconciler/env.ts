@@ -4,6 +4,7 @@ import type { Transition } from "../../store/ops/apply-transition.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { SubmissionToken } from "../models.ts";
 import type { TickBackend } from "./backend-calls.ts";
+import type { LaneOutcome, Lanes } from "./lanes.ts";
 import type { ReconcilerStore } from "./store.ts";
 import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
 
@@ -21,6 +22,10 @@ export interface TickEnv {
   readonly counters: { writes: number; minted: number; submitted: number };
   /** Tokens whose unknown-to-the-store terminal fact was already logged (log once). */
   readonly reportedUnknownFacts: Set<string>;
+  /** Submit and cancel run here, outliving the tick (reconciler/lanes.ts). */
+  readonly lanes: Lanes;
+  /** Lanes this tick started; `reconcileOnce` may wait for them. */
+  readonly started: Promise<LaneOutcome>[];
 }
 
 /**

@@ -18,6 +18,7 @@ import type { ReconcileItem } from "../../store/ops/load-reconcile-view.ts";
 import type { MintAttemptInput, MintAttemptResult } from "../../store/ops/mint-attempt.ts";
 import { mintAttempts } from "../../store/ops/mint-attempts.ts";
 import type { SubmissionToken } from "../models.ts";
+import { createLiveView } from "./live-view.ts";
 
 export interface ReconcilerStore {
   /** Every workload that is not terminal, with the allocation of its current epoch. */
@@ -42,6 +43,11 @@ export interface BindReconcilerStoreOptions {
    * (busy_timeout) is delayed by milliseconds, not seconds.
    */
   readonly maxBatch?: number;
+  /**
+   * Default true: `loadView` keeps the live view in memory and reloads only the workloads
+   * written since the last load (reconciler/live-view.ts). False reads everything each time.
+   */
+  readonly cachedView?: boolean;
 }
 
 function chunked<I, O>(
@@ -61,8 +67,9 @@ export function bindReconcilerStore(
   options: BindReconcilerStoreOptions = {},
 ): ReconcilerStore {
   const maxBatch = Math.max(1, options.maxBatch ?? 500);
+  const live = options.cachedView === false ? null : createLiveView(deps);
   return {
-    loadView: () => loadReconcileSnapshot(deps),
+    loadView: () => (live === null ? loadReconcileSnapshot(deps) : live.load()),
     mintAttempts: (inputs) => chunked(inputs, maxBatch, (c) => mintAttempts(deps, c)),
     applyTransitions: (ts) => chunked(ts, maxBatch, (c) => applyTransitions(deps, c)),
     findAllocationsByTokens: (tokens) => findAllocationsByTokens(deps, tokens),

@@ -42,10 +42,13 @@ interface Plan {
   readonly stopping: ReconcileItem[];
 }
 
-function classify(view: readonly ReconcileItem[]): Plan {
+function classify(view: readonly ReconcileItem[], busy: (allocationId: string) => boolean): Plan {
   const plan: Plan = { mint: [], settle: [], unresolved: [], watched: [], stopping: [] };
   for (const item of view) {
     const { workload: w, current: a } = item;
+    // A submission in flight: its lane records the answer. Asking for the token now could
+    // hear Absent before the submission lands, and a resubmit then makes two jobs.
+    if (a !== null && a.handle === null && busy(a.id) && w.desired.kind !== "STOP") continue;
     if (w.desired.kind === "STOP") {
       plan.stopping.push(item);
     } else if (a === null) {
@@ -73,13 +76,15 @@ function classify(view: readonly ReconcileItem[]): Plan {
 
 export async function reconcileTick(env: TickEnv): Promise<number> {
   const view = env.store.loadView();
-  const plan = classify(view);
+  const plan = classify(view, env.lanes.busy);
 
   const observed: Allocation[] = plan.watched.map((l) => l.allocation);
   const unresolved: Allocation[] = plan.unresolved.map((l) => l.allocation);
   for (const { current: a } of plan.stopping) {
     if (a === null || !isActiveAllocation(a.phase)) continue;
-    if (a.handle === null) unresolved.push(a);
+    // In flight: no token lookup, so the barrier waits for the lane's answer (NoAnswer).
+    if (a.handle === null && !env.lanes.busy(a.id)) unresolved.push(a);
+    else if (a.handle === null) continue;
     else observed.push(a);
   }
   const reads = await readBackend(env, observed, unresolved);
@@ -88,6 +93,20 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   await submitAttempts(env, plan.mint, resubmit);
   await cancelBarrier(env, plan.stopping, reads);
   await acknowledgeSweep(env);
+  return view.length;
+}
+
+/**
+ * The submission pass: only the steps that need no backend read, i.e. minting and submitting
+ * attempts for workloads that want to run and hold nothing. `run` takes it on a wake that
+ * comes before the next observation is due, so a POST is not held back by the polling
+ * ceiling: the new attempt's token is fresh, so its submit needs no lookup either, and the
+ * pass makes no listing call at all. Everything else waits for the next full tick.
+ */
+export async function reconcileSubmissions(env: TickEnv): Promise<number> {
+  const view = env.store.loadView();
+  const plan = classify(view, env.lanes.busy);
+  await submitAttempts(env, plan.mint, []);
   return view.length;
 }
 
@@ -156,6 +175,18 @@ async function submitAttempts(
   resubmit: readonly Live[],
 ): Promise<void> {
   const attempts: Live[] = [];
+  // Minted in this call, by this process, and not yet handed to any backend call: the only
+  // tokens whose lookup before submit is provably useless. A resubmit after Absent, and
+  // anything a previous process minted, is not in here and is looked up first.
+  const fresh = new Set<string>();
+  if ((mint.length > 0 || resubmit.length > 0) && !env.lanes.hasRoom("submit")) {
+    // Every submit lane is taken (hung submissions): nothing is minted, so these wait as
+    // they are, PENDING or resolved-Absent, for a tick with a free lane.
+    env.log.info("every submit lane is in flight; new attempts wait", {
+      waiting: mint.length + resubmit.length,
+    });
+    return;
+  }
   if (mint.length > 0 && env.backend.unavailable) {
     // Submitting into a backend that just failed to answer only piles up Unknowns to
     // resolve; the workloads stay PENDING until a tick hears from it.
@@ -187,6 +218,7 @@ async function submitAttempts(
             },
             allocation: r.allocation,
           });
+          fresh.add(r.allocation.id);
           break;
         case "Stale":
           env.log.debug("attempt not minted; the workload moved on", {
@@ -246,6 +278,7 @@ async function submitAttempts(
             timeLimitSeconds: p.attempt.timeLimitSeconds,
             allocationDir: p.attempt.allocationDir,
             workspaceDir: p.attempt.workspaceDir,
+            ...(fresh.has(live.allocation.id) ? { freshToken: true as const } : {}),
           },
         });
         break;
@@ -257,7 +290,24 @@ async function submitAttempts(
   });
   write(env, refusals);
   if (requests.length === 0) return;
+  const lane = env.lanes.start(
+    "submit",
+    requests.map((r) => r.live.allocation.id),
+    () => submitAndRecord(env, requests),
+  );
+  env.started.push(lane);
+}
 
+/**
+ * The submit lane: one backend call for the tick's attempts, then their answers recorded.
+ * Runs after the tick moved on; its writes are compare-and-set like every other step, so
+ * an answer that arrives after the world moved (a stop fenced the attempt) is simply not
+ * applied, and the next tick resolves that attempt by token.
+ */
+async function submitAndRecord(
+  env: TickEnv,
+  requests: readonly { readonly live: Live; readonly request: SubmitRequest }[],
+): Promise<void> {
   // Asked before submitting: a backend that starts sandboxing meanwhile only makes this
   // conservative (a sandboxed launch recorded as not sandboxed), never the other way.
   const sandboxed = env.backend.launchesSandboxed();

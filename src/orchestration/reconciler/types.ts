@@ -4,6 +4,7 @@ import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { Allocation, Workload } from "../models.ts";
 import type { AllocationBackend } from "../ports.ts";
 import type { ReconcilerStore } from "./store.ts";
+import type { BackendHealth } from "./watch.ts";
 
 /**
  * Stages 2 and 3 of the cancel barrier, for whoever runs things inside an allocation (the
@@ -36,8 +37,28 @@ export interface ReconcilerOptions {
   readonly preparer: AttemptPreparer;
   readonly clock: Clock;
   readonly log: Log;
-  /** Period of the level-triggered tick in `run`. Default 1000 ms. */
+  /**
+   * Shortest time between two ticks' starts in `run`, so between two observe calls, however
+   * often `wake()` is called: API bursts cannot set the polling rate. Default 1000 ms.
+   */
+  readonly minIntervalMs?: number;
+  /**
+   * While ticks change nothing the period doubles from `minIntervalMs` up to this; any
+   * change, wake, submission or cancel brings it back to the minimum. Default 30,000 ms.
+   */
+  readonly maxIntervalMs?: number;
+  /**
+   * A wake before the next observation is due runs a submission pass (mint and submit only,
+   * no listing call) at once; wakes within this many ms of the last pass share the next one.
+   * Default 50 ms.
+   */
+  readonly submitBatchMs?: number;
+  /** A fixed period: shorthand for minIntervalMs = maxIntervalMs (no back-off). */
   readonly tickIntervalMs?: number;
+  /** Submit/cancel commands in flight at most (reconciler/lanes.ts). Default 4, at least 2. */
+  readonly maxCommandsInFlight?: number;
+  /** A backend call in flight longer than this marks the backend degraded. Default 1000 ms. */
+  readonly slowCallMs?: number;
   /** Default: cancelTasks does nothing, drained is immediately true. */
   readonly barrierHooks?: BarrierHooks;
   /** CSPRNG for SubmissionTokens. Default: crypto.getRandomValues. */
@@ -96,11 +117,24 @@ export interface TickReport {
   readonly submitted: number;
   /** Set when a store failure aborted the tick (the next tick starts over). */
   readonly error: string | null;
+  /** Submit/cancel commands still in flight when the tick ended (it did not wait for them). */
+  readonly commandsInFlight: number;
+  /** Period `run` waits before the next unwoken tick (back-off while nothing changes). */
+  readonly nextIntervalMs: number;
+}
+
+export interface ReconcileOnceOptions {
+  /**
+   * Default true: also wait until the submit and cancel commands this tick started have
+   * answered and their answers are recorded (and reject if one of them failed). False is
+   * what `run` does: the tick returns while its commands are still in flight.
+   */
+  readonly waitForCommands?: boolean;
 }
 
 export interface Reconciler {
   /** One tick. Never overlaps another tick; rejects when the store failed mid-tick. */
-  reconcileOnce(): Promise<TickReport>;
+  reconcileOnce(options?: ReconcileOnceOptions): Promise<TickReport>;
   /**
    * Ticks every `tickIntervalMs` and whenever `wake()` is called, until `signal` aborts;
    * resolves once the tick in progress has finished (graceful shutdown). A failed tick is
@@ -111,4 +145,17 @@ export interface Reconciler {
   wake(): void;
   /** The last finished tick, or null before the first. */
   lastTick(): TickReport | null;
+  /** Health as seen from the calls themselves: degraded the moment one is slow or failed. */
+  backendHealth(): BackendHealth;
+  /** Backend calls started, per second over the last minute, and in total by operation. */
+  backendCallRate(): BackendCallRate;
+  /** Submit/cancel commands in flight now. */
+  commandsInFlight(): number;
+  /** Resolves once no command is in flight. */
+  idle(): Promise<void>;
+}
+
+export interface BackendCallRate {
+  readonly perSecond: number;
+  readonly totals: Readonly<Record<BackendOperation, number>>;
 }

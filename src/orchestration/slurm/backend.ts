@@ -500,7 +500,11 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       const unique = new Map<SubmissionToken, SubmitRequest>();
       for (const r of requests) if (!unique.has(r.token)) unique.set(r.token, r);
       if (unique.size === 0) return out;
-      const lookup = await lookupTokens([...unique.keys()]);
+      // A fresh token was never handed to the scheduler: asking for it could only say Absent.
+      const fresh = [...unique.values()].filter((r) => r.freshToken === true);
+      const asked = [...unique.keys()].filter((t) => unique.get(t)?.freshToken !== true);
+      const lookup = await lookupTokens(asked);
+      for (const r of fresh) lookup.set(r.token, { kind: "Absent" });
       const toSubmit: SubmitRequest[] = [];
       for (const [token, request] of unique) {
         const found = lookup.get(token) ?? { kind: "Unavailable", message: "not looked up" };

@@ -101,6 +101,30 @@ export function loadReconcileSnapshot(deps: StoreDeps): readonly ReconcileItem[]
   return items;
 }
 
+// The same columns and join as SNAPSHOT_SQL for chosen workloads, whatever their phase
+// (a workload that just became terminal must be seen, to leave a cached view).
+const ITEMS_SQL = SNAPSHOT_SQL.replace(
+  /FROM workloads w INDEXED BY workloads_live/,
+  "FROM workloads w",
+)
+  .replace(/WHERE w\.phase IN \([^)]*\)/, "WHERE w.id IN (SELECT value FROM json_each(?1))")
+  .replace(/ORDER BY w\.created_at, w\.id/, "ORDER BY w.created_at, w.id");
+
+/**
+ * These workloads (by id), each with the allocation of its current executionEpoch, decoded
+ * as `loadReconcileSnapshot` decodes them; terminal ones included, unknown ids left out.
+ */
+export function loadReconcileItems(
+  deps: StoreDeps,
+  ids: readonly string[],
+): readonly ReconcileItem[] {
+  if (ids.length === 0) return [];
+  const rows = deps.db.$client
+    .query(ITEMS_SQL)
+    .values(JSON.stringify(ids)) as unknown as readonly SnapshotRow[];
+  return rows.map((r) => ({ workload: decodeWorkload(r), current: decodeAllocation(r) }));
+}
+
 function decodeWorkload(r: SnapshotRow): Workload {
   const specJson = r[4];
   let spec: WorkloadSpec | undefined;

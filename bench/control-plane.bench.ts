@@ -1,0 +1,325 @@
+/**
+ * The control plane's timing targets (issue "the control plane never stalls"), measured on
+ * the real reconciler loop (`run`, real timers unless said otherwise) over the simulated
+ * backend, which answers from memory, so each figure is the control plane's own behaviour:
+ *  - bystander cancel while one submission hangs: stop → the backend saw the cancel;
+ *  - observe calls per second while the API wakes the loop 100 times a second;
+ *  - observe calls per hour with 20 RUNNING workloads and nothing changing (simulated hour);
+ *  - first hung call → backend reported degraded;
+ *  - steady tick at 10,000 live workloads with 1 % changing per tick, and the process RSS.
+ * The figures that need a real scheduler (the same cancel against a lost sbatch answer, POST
+ * → visible in the queue) are printed by `slurm.bench.ts`, which skips without a cluster.
+ *
+ * Run: `node_modules/.bin/bun bench/control-plane.bench.ts` (O4S_BENCH_QUICK=1: smaller).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../src/clock.ts";
+import { silentLog } from "../src/log.ts";
+import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
+import type { AllocationBackend } from "../src/orchestration/ports.ts";
+import {
+  bindReconcilerStore,
+  createReconciler,
+  type ReconcilerOptions,
+  type Timers,
+} from "../src/orchestration/reconciler.ts";
+import { createWorkload, openDatabase, requestStop, type StoreDeps } from "../src/store/index.ts";
+import {
+  createSimulatedBackend,
+  type SimulatedBackend,
+} from "../test/support/simulated-backend.ts";
+
+const quick = process.env["O4S_BENCH_QUICK"] === "1";
+
+const inertPreparer: AttemptPreparer = {
+  async prepare(workload, allocation) {
+    return {
+      kind: "Prepared",
+      attempt: {
+        launch: { kind: "COMMAND", command: ["true"], env: {} },
+        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
+        workspaceDir: `/nonexistent/${workload.id}`,
+        timeLimitSeconds: null,
+      },
+    };
+  },
+};
+
+interface World {
+  readonly deps: StoreDeps;
+  readonly sim: SimulatedBackend;
+  add(n: number): string[];
+  close(): void;
+}
+
+function world(): World {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-bench-cp-"));
+  const opened = openDatabase(join(dir, "openai4s.db"));
+  const deps: StoreDeps = { db: opened.db, clock: systemClock };
+  const sim = createSimulatedBackend({ clock: systemClock, recordCalls: true });
+  let seq = 0;
+  return {
+    deps,
+    sim,
+    add(n) {
+      const ids: string[] = [];
+      deps.db.transaction(() => {
+        for (let i = 0; i < n; i++) {
+          const id = `w${String(++seq).padStart(6, "0")}`;
+          createWorkload(deps, {
+            id,
+            kind: "BATCH",
+            name: id,
+            profile: "default",
+            spec: { command: ["true"] },
+            maxAttempts: 1,
+            idempotencyKey: null,
+            requestHash: null,
+          });
+          ids.push(id);
+        }
+      });
+      return ids;
+    },
+    close() {
+      opened.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function reconcilerOn(
+  w: World,
+  extra: Partial<ReconcilerOptions> = {},
+  backend?: AllocationBackend,
+) {
+  return createReconciler({
+    store: bindReconcilerStore(w.deps),
+    backend: backend ?? w.sim.backend,
+    preparer: inertPreparer,
+    clock: systemClock,
+    log: silentLog,
+    ...extra,
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!check()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+/** Stop → the backend saw the cancel, while another workload's submission hangs. */
+async function bystanderCancel(): Promise<{ ms: number; intervalMs: number }> {
+  const w = world();
+  const minIntervalMs = 1000;
+  const r = reconcilerOn(w, { minIntervalMs });
+  const abort = new AbortController();
+  const loop = r.run(abort.signal);
+  try {
+    const [bystander] = w.add(1);
+    r.wake();
+    await until("bystander queued", () => w.sim.jobs().length === 1);
+    const job = w.sim.jobs()[0];
+    if (!job || !bystander) throw new Error("no job");
+    w.sim.start(job.handle);
+    w.sim.holdNextSubmit();
+    w.add(1);
+    r.wake();
+    await until("submission hangs", () => w.sim.heldSubmits === 1);
+    await sleep(1500);
+    const t0 = performance.now();
+    requestStop(w.deps, bystander, "USER_CANCELLED", "bench");
+    r.wake();
+    await until("bystander cancelled", () => w.sim.job(job.handle)?.phase === "CANCELLED");
+    return { ms: performance.now() - t0, intervalMs: minIntervalMs };
+  } finally {
+    w.sim.settleHeld("drop");
+    abort.abort();
+    await loop;
+    await r.idle();
+    w.close();
+  }
+}
+
+/** Observe calls per second while the API wakes the loop `wakesPerSecond` times a second. */
+async function observeRateUnderWakes(seconds: number, wakesPerSecond: number): Promise<number> {
+  const w = world();
+  const r = reconcilerOn(w);
+  const abort = new AbortController();
+  w.add(20);
+  const loop = r.run(abort.signal);
+  try {
+    await until("20 queued", () => w.sim.jobs().length === 20);
+    const before = w.sim.calls.observe;
+    const end = performance.now() + seconds * 1000;
+    while (performance.now() < end) {
+      w.add(1); // a POST: a new workload and a wake
+      r.wake();
+      await sleep(1000 / wakesPerSecond);
+    }
+    return (w.sim.calls.observe - before) / seconds;
+  } finally {
+    abort.abort();
+    await loop;
+    await r.idle();
+    w.close();
+  }
+}
+
+/** Observe calls in one simulated hour, 20 RUNNING workloads, nothing changing. */
+async function observesPerIdleHour(): Promise<{ perHour: number; afterWakeMs: number }> {
+  const w = world();
+  let nowMs = 0;
+  const pending = new Map<number, { cb: () => void; dueMs: number }>();
+  let next = 0;
+  const timers: Timers = {
+    set(cb, delayMs) {
+      pending.set(++next, { cb, dueMs: nowMs + delayMs });
+      return next;
+    },
+    clear(h) {
+      pending.delete(h as number);
+    },
+  };
+  const settle = async () => {
+    for (let i = 0; i < 20; i++) await new Promise((res) => setImmediate(res));
+  };
+  const r = reconcilerOn(w, { timers, monotonicMs: () => nowMs });
+  w.add(20);
+  const abort = new AbortController();
+  const loop = r.run(abort.signal);
+  try {
+    await settle();
+    for (const j of w.sim.jobs()) w.sim.start(j.handle);
+    const fire = async () => {
+      const due = [...pending.values()];
+      pending.clear();
+      for (const p of due) nowMs = Math.max(nowMs, p.dueMs);
+      for (const p of due) p.cb();
+      await settle();
+    };
+    await fire();
+    const before = w.sim.calls.observe;
+    const start = nowMs;
+    while (nowMs - start < 3_600_000) await fire();
+    const perHour = w.sim.calls.observe - before;
+    // After a wake, a change is seen within the minimum interval.
+    const wakeAt = nowMs;
+    const seen = w.sim.calls.observe;
+    r.wake();
+    await settle();
+    while (w.sim.calls.observe === seen) await fire();
+    return { perHour, afterWakeMs: nowMs - wakeAt };
+  } finally {
+    abort.abort();
+    await loop;
+    w.close();
+  }
+}
+
+/** First hung observe → backendHealth() says Degraded. */
+async function outageToDegraded(): Promise<number> {
+  const w = world();
+  let hang = false;
+  let hungAt = 0;
+  const backend: AllocationBackend = {
+    ...w.sim.backend,
+    observe(targets) {
+      if (!hang) return w.sim.backend.observe(targets);
+      hungAt ||= performance.now();
+      return new Promise(() => {}); // the scheduler stopped answering
+    },
+  };
+  const r = reconcilerOn(w, {}, backend);
+  w.add(5);
+  const abort = new AbortController();
+  const loop = r.run(abort.signal);
+  try {
+    await until("queued", () => w.sim.jobs().length === 5);
+    hang = true;
+    r.wake();
+    await until("a hung call", () => hungAt > 0);
+    await until("degraded", () => r.backendHealth().kind === "Degraded");
+    return performance.now() - hungAt;
+  } finally {
+    abort.abort();
+    w.close();
+    void loop;
+  }
+}
+
+/** Steady ticks at N live workloads with 1 % of them changing per tick. */
+async function churnTicks(
+  n: number,
+  ticks: number,
+): Promise<{ median: number; p95: number; rssMb: number }> {
+  const w = world();
+  const sim = createSimulatedBackend({ clock: systemClock, recordCalls: false });
+  const r = reconcilerOn(w, {}, sim.backend);
+  try {
+    w.add(n);
+    await r.reconcileOnce();
+    const queued = sim.jobs().map((j) => j.handle);
+    await r.reconcileOnce();
+    const ms: number[] = [];
+    const step = Math.max(1, Math.floor(n / 100));
+    for (let t = 0; t < ticks; t++) {
+      for (const h of queued.splice(0, step)) sim.start(h);
+      const report = await r.reconcileOnce();
+      ms.push(report.durationMs);
+    }
+    ms.sort((a, b) => a - b);
+    const at = (q: number) => ms[Math.min(ms.length - 1, Math.floor(q * ms.length))] ?? NaN;
+    return { median: at(0.5), p95: at(0.95), rssMb: process.memoryUsage().rss / 2 ** 20 };
+  } finally {
+    w.close();
+  }
+}
+
+if (import.meta.main) {
+  const cancel = await bystanderCancel();
+  const rate = await observeRateUnderWakes(quick ? 3 : 10, 100);
+  const idle = await observesPerIdleHour();
+  const degradedMs = await outageToDegraded();
+  const churn = await churnTicks(10_000, quick ? 20 : 60);
+  const f = (x: number) => x.toFixed(1);
+  const table = [
+    {
+      metric: "bystander cancel while a submission hangs (simulated), ms",
+      value: `${f(cancel.ms)} (interval ${cancel.intervalMs})`,
+      target: "≤ 2 ticks",
+    },
+    {
+      metric: "observe calls/s under 100 wakes/s",
+      value: f(rate),
+      target: "≤ 1/s",
+    },
+    {
+      metric: "observe calls per idle hour, 20 RUNNING (simulated time)",
+      value: String(idle.perHour),
+      target: "≤ 300",
+    },
+    {
+      metric: "wake → next observe after idle back-off, ms (simulated time)",
+      value: f(idle.afterWakeMs),
+      target: "≤ 1000 (the minimum interval)",
+    },
+    { metric: "first hung call → degraded, ms", value: f(degradedMs), target: "≤ 2000" },
+    {
+      metric: "tick ms median / p95, 10,000 live, 1 % changing",
+      value: `${f(churn.median)} / ${f(churn.p95)}`,
+      target: "≤ 5 / ≤ 10",
+    },
+    { metric: "RSS with 10,000 live workloads, MB", value: f(churn.rssMb), target: "≤ 200" },
+  ];
+  for (const row of table) console.log(`  ${row.metric}: ${row.value} (target ${row.target})`);
+  console.log(JSON.stringify({ bench: "control-plane", table }));
+  process.exit(0);
+}

@@ -1,0 +1,114 @@
+/**
+ * The read paths behind `GET /v1/workloads` and `GET /v1/workloads/{id}`: workloads with
+ * their conditions and allocations, in a fixed number of statements per page whatever its
+ * size: one for the workloads, one for all their conditions, one for all their
+ * allocations. The failure this replaces: two more ORM queries per listed workload, so a
+ * page of 100 cost 201 queries and the route served 47 requests/s at 32 connections.
+ *
+ * Every statement's text is fixed (the list's optional filters pick one of eight texts), so
+ * `query()` compiles each once per connection and reuses it. Ids are passed as one JSON
+ * array (`json_each`), which keeps the statement text independent of the page size; the
+ * lookups still walk the (workload_id, ...) indexes. Rows come back with the ORM's column
+ * names and are decoded by the same `toWorkload`/`toAllocation`/`toCondition`, so a
+ * corrupted value throws exactly as it did through the ORM.
+ */
+import type { Allocation, Condition, Workload } from "../../orchestration/models.ts";
+import type { StoreDeps } from "../deps.ts";
+import { toAllocation, toCondition, toWorkload } from "../rows.ts";
+import type { allocations, conditions, workloads } from "../schema.ts";
+import type { ListWorkloadsQuery } from "./list-workloads.ts";
+
+type WorkloadRow = typeof workloads.$inferSelect;
+type AllocationRow = typeof allocations.$inferSelect;
+type ConditionRow = typeof conditions.$inferSelect;
+
+export interface WorkloadDetails {
+  readonly workload: Workload;
+  readonly conditions: readonly Condition[];
+  /** Oldest epoch first. */
+  readonly allocations: readonly Allocation[];
+}
+
+export interface WorkloadDetailsPage {
+  readonly items: readonly WorkloadDetails[];
+  readonly next: { readonly createdAt: number; readonly id: string } | null;
+}
+
+const WORKLOAD_COLUMNS = `id, kind, name, profile, spec_json AS specJson,
+  spec_revision AS specRevision, phase, reason, message, desired, stop_reason AS stopReason,
+  stop_message AS stopMessage, execution_epoch AS executionEpoch, max_attempts AS maxAttempts,
+  exit_code AS exitCode, idempotency_key AS idempotencyKey, request_hash AS requestHash,
+  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt`;
+
+const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, handle, phase,
+  reason, message, exit_code AS exitCode, submitted_at AS submittedAt,
+  started_at AS startedAt, ended_at AS endedAt, acknowledged_at AS acknowledgedAt,
+  created_at AS createdAt
+FROM allocations WHERE workload_id IN (SELECT value FROM json_each(?1))
+ORDER BY workload_id, epoch`;
+
+const CONDITIONS_SQL = `SELECT workload_id AS workloadId, type, status, reason, message,
+  last_transition_time AS lastTransitionTime
+FROM conditions WHERE workload_id IN (SELECT value FROM json_each(?1))
+ORDER BY workload_id, type`;
+
+const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
+
+function listSql(kind: boolean, phase: boolean, cursor: boolean): string {
+  const where: string[] = [];
+  if (kind) where.push("kind = $kind");
+  if (phase) where.push("phase = $phase");
+  if (cursor) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
+  return `SELECT ${WORKLOAD_COLUMNS} FROM workloads
+${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
+ORDER BY created_at DESC, id DESC LIMIT $limit`;
+}
+
+/** Conditions and allocations of these workloads: two statements, whatever their number. */
+function withDetails(deps: StoreDeps, list: readonly Workload[]): WorkloadDetails[] {
+  if (list.length === 0) return [];
+  const ids = JSON.stringify(list.map((w) => w.id));
+  const client = deps.db.$client;
+  const byWorkload = new Map<string, { conditions: Condition[]; allocations: Allocation[] }>();
+  for (const w of list) byWorkload.set(w.id, { conditions: [], allocations: [] });
+  for (const row of client.query(CONDITIONS_SQL).all(ids) as ConditionRow[]) {
+    byWorkload.get(row.workloadId)?.conditions.push(toCondition(row));
+  }
+  for (const row of client.query(ALLOCATIONS_SQL).all(ids) as AllocationRow[]) {
+    byWorkload.get(row.workloadId)?.allocations.push(toAllocation(row));
+  }
+  return list.map((workload) => {
+    const d = byWorkload.get(workload.id);
+    return { workload, conditions: d?.conditions ?? [], allocations: d?.allocations ?? [] };
+  });
+}
+
+/** Newest first, keyset-paginated, as `listWorkloads`, with each workload's details. */
+export function listWorkloadDetails(
+  deps: StoreDeps,
+  query: ListWorkloadsQuery,
+): WorkloadDetailsPage {
+  const sql = listSql(query.kind !== undefined, query.phase !== undefined, !!query.cursor);
+  // The connection is opened `strict`: named parameters are bound without their `$`.
+  const params: Record<string, string | number> = { limit: query.limit + 1 };
+  if (query.kind !== undefined) params["kind"] = query.kind;
+  if (query.phase !== undefined) params["phase"] = query.phase;
+  if (query.cursor) {
+    params["at"] = query.cursor.createdAt;
+    params["id"] = query.cursor.id;
+  }
+  const rows = deps.db.$client.query(sql).all(params) as WorkloadRow[];
+  const items = rows.slice(0, query.limit).map(toWorkload);
+  const last = items.at(-1);
+  return {
+    items: withDetails(deps, items),
+    next: rows.length > query.limit && last ? { createdAt: last.createdAt, id: last.id } : null,
+  };
+}
+
+/** One workload with its details, or null: three prepared statements. */
+export function getWorkloadDetails(deps: StoreDeps, id: string): WorkloadDetails | null {
+  const row = deps.db.$client.query(SHOW_SQL).get(id) as WorkloadRow | null;
+  if (row === null) return null;
+  return withDetails(deps, [toWorkload(row)])[0] ?? null;
+}
