@@ -63,7 +63,7 @@ export async function benchExec(calls = 200): Promise<ExecBenchResult> {
     if (ready.kind !== "Connected") throw new Error(`worker did not connect: ${ready.kind}`);
     const exec = async () => {
       const outcome = await h.gateway.request("bench", 1, 0, { kind: "exec", code: "1+1" }, 10_000);
-      if (outcome.kind !== "Answered" || outcome.response.value !== "2") {
+      if (outcome.kind !== "Answered" || outcome.response.result?.["text/plain"] !== "2") {
         throw new Error(`unexpected answer: ${JSON.stringify(outcome)}`);
       }
     };

@@ -69,6 +69,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
         listen: setting.listen,
         workerCommand: read.settings.workerCommand,
         lease: read.settings.lease,
+        disconnectGraceMs: read.settings.disconnectGraceMs,
       });
       return {
         service: engine.service,

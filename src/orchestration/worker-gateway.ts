@@ -46,6 +46,7 @@ import {
   verifyCredentialSignature,
 } from "./bootstrap.ts";
 import {
+  type CellEvent,
   createFrameDecoder,
   createSocketWriter,
   DEFAULT_MAX_FRAME_BYTES,
@@ -53,6 +54,7 @@ import {
   type FrameDecoder,
   formatHostPort,
   type GatewayMessage,
+  type KernelStatus,
   LIVENESS_INTERVALS,
   MAX_CREDENTIAL_FRAME_BYTES,
   parseCredentialFrame,
@@ -105,7 +107,15 @@ export type GatewayEvent =
       readonly reason: string;
     }
   /** Someone was refused. Deliberately carries no reason (see the module comment). */
-  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string };
+  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string }
+  /** A worker reported its kernel started or died (at once: the worker watches it). */
+  | {
+      readonly kind: "KernelStatus";
+      readonly allocationId: string;
+      readonly epoch: number;
+      readonly rank: number;
+      readonly status: KernelStatus;
+    };
 
 export interface WorkerConnectionInfo {
   readonly remoteAddress: string;
@@ -113,6 +123,13 @@ export interface WorkerConnectionInfo {
   readonly connectedAt: number;
   /** Last frame of any kind from the worker (heartbeats included). Never user activity. */
   readonly lastSeenAt: number;
+  /** What the worker last said of its kernel; null until it said anything. */
+  readonly kernel: KernelStatus | null;
+}
+
+export interface RequestOptions {
+  /** An exec's output events, in order, before its answer. */
+  readonly onEvent?: (event: CellEvent) => void;
 }
 
 export type RequestOutcome<T extends WorkerResponse> =
@@ -160,6 +177,7 @@ export interface WorkerGateway {
     rank: number,
     request: R,
     timeoutMs: number,
+    options?: RequestOptions,
   ): Promise<RequestOutcome<ResponseFor<R>>>;
   /**
    * Tells every connected worker of (allocationId, epoch) to exit, and refuses that pair's
@@ -323,6 +341,7 @@ export function judgeCredential(
 
 interface Pending {
   readonly kind: WorkerRequest["kind"];
+  readonly onEvent: ((event: CellEvent) => void) | undefined;
   readonly timer: ReturnType<typeof setTimeout>;
   readonly resolve: (outcome: RequestOutcome<WorkerResponse>) => void;
 }
@@ -338,6 +357,7 @@ interface LiveState {
   readonly connectedAt: number;
   nextRequestId: number;
   lastSeenAt: number;
+  kernel: KernelStatus | null;
 }
 
 type ConnState =
@@ -577,6 +597,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       connectedAt: now,
       nextRequestId: 1,
       lastSeenAt: now,
+      kernel: null,
     };
     conn.state = live;
     let ranks = slots.get(slot);
@@ -646,6 +667,27 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       switch (message.kind) {
         case "heartbeat":
           send(conn, { kind: "heartbeat_ack", resume: mintResume(live) });
+          break;
+        case "event": {
+          const pending = live.pending.get(message.id);
+          // Output of a request that timed out, or of a non-exec: nobody to give it to.
+          if (pending?.kind !== "exec") break;
+          try {
+            pending.onEvent?.(message.event);
+          } catch (error) {
+            log.error("worker gateway: event listener threw", { error: String(error) });
+          }
+          break;
+        }
+        case "kernel_status":
+          live.kernel = message.status;
+          emit({
+            kind: "KernelStatus",
+            allocationId: live.allocationId,
+            epoch: live.epoch,
+            rank: live.rank,
+            status: message.status,
+          });
           break;
         case "response": {
           const pending = live.pending.get(message.id);
@@ -860,6 +902,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         remoteAddress: conn.remoteAddress,
         connectedAt: conn.state.connectedAt,
         lastSeenAt: conn.state.lastSeenAt,
+        kernel: conn.state.kernel,
       };
     },
 
@@ -897,6 +940,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       rank: number,
       request: R,
       timeoutMs: number,
+      requestOptions: RequestOptions = {},
     ): Promise<RequestOutcome<ResponseFor<R>>> {
       type Outcome = RequestOutcome<ResponseFor<R>>;
       const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
@@ -915,6 +959,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         }, timeoutMs);
         live.pending.set(id, {
           kind: request.kind,
+          onEvent: requestOptions.onEvent,
           timer,
           // The response kind was checked against `request.kind` on receipt.
           resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,

@@ -16,11 +16,13 @@ import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../orchestration/bootstrap.ts";
 import {
+  type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
-  type ExecResponse,
   encodeFrame,
   type HostPort,
+  type KernelStatus,
   LIVENESS_INTERVALS,
+  type MimeBundle,
   type ProbeWorkspaceResponse,
   parseGatewayMessage,
   parseHostPort,
@@ -100,7 +102,13 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     gateway,
   });
 
-  const kernel = createKernel({ python: options.python, log });
+  // The kernel outlives connections; its status goes to whichever one is current, at once.
+  let reportStatus: ((status: KernelStatus) => void) | null = null;
+  const kernel = createKernel({
+    python: options.python,
+    log,
+    onStatus: (status) => reportStatus?.(status),
+  });
   try {
     let credential = initial;
     let deadline = initial.expiresAt;
@@ -125,7 +133,11 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
           log.info("worker: connected", {
             heartbeatIntervalMs: dialed.welcome.heartbeatIntervalMs,
           });
+          reportStatus = (status) => dialed.link.send({ kind: "kernel_status", status });
+          // A death while disconnected (or before this daemon started) is news to this one.
+          reportStatus(kernel.status());
           const ended = await serve(options, dialed.link, dialed.welcome, kernel, signal);
+          reportStatus = null;
           if (ended.kind === "Stopped") return ended;
           credential = ended.resume;
           deadline = Math.min(clock.now() + options.graceMs, ended.resume.expiresAt);
@@ -260,7 +272,10 @@ function serve(
             resume = message.resume;
             return;
           case "request":
-            void handle(message.request, kernel).then((response) => reply(message.id, response));
+            void handle(message.request, kernel, (event) => {
+              if (ended) return;
+              link.send({ kind: "event", id: message.id, event: fitEvent(event, maxFrameBytes) });
+            }).then((response) => reply(message.id, response));
             return;
           case "stop":
             options.log.info("worker: stopped by the gateway", { reason: message.reason });
@@ -282,14 +297,23 @@ function serve(
   });
 }
 
-async function handle(request: WorkerRequest, kernel: Kernel): Promise<WorkerResponse> {
+async function handle(
+  request: WorkerRequest,
+  kernel: Kernel,
+  onEvent: (event: CellEvent) => void,
+): Promise<WorkerResponse> {
   switch (request.kind) {
-    case "exec":
-      return { kind: "exec", ...(await kernel.exec(request.code)) };
+    case "exec": {
+      const result = await kernel.exec(request.code, {
+        onEvent,
+        ...(request.cell !== undefined && { cell: request.cell }),
+      });
+      return { kind: "exec", ...result };
+    }
     case "probe_workspace":
       return probeWorkspace(request.path, request.expect);
     case "interrupt":
-      return { kind: "interrupt", delivered: kernel.interrupt() };
+      return { kind: "interrupt", delivered: kernel.interrupt(request.cell).kind !== "NotRunning" };
     default: {
       const never: never = request;
       throw new Error(`unhandled request ${JSON.stringify(never)}`);
@@ -331,17 +355,51 @@ function fitResponse(id: number, response: WorkerResponse, maxFrameBytes: number
   if (fits(response)) return response;
   if (response.kind === "exec") {
     for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
-      const shrunk: ExecResponse = {
+      const shrunk = {
         ...response,
-        output: clip(response.output, limit),
-        stderr: clip(response.stderr, limit),
-        value: response.value === null ? null : clip(response.value, limit),
-        error: response.error === null ? null : clip(response.error, limit),
+        result: response.result === null ? null : shrinkBundle(response.result, limit),
+        error:
+          response.error === null
+            ? null
+            : {
+                ename: clip(response.error.ename, limit),
+                evalue: clip(response.error.evalue, limit),
+                traceback: clip(response.error.traceback, limit),
+              },
       };
       if (fits(shrunk)) return shrunk;
     }
   }
   return { kind: "error", message: "the answer does not fit in a frame" };
+}
+
+/** As fitResponse, for one output event: large MIME values go first, then text is cut. */
+function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
+  const fits = (e: CellEvent) =>
+    encodeFrame({ kind: "event", id: Number.MAX_SAFE_INTEGER, event: e }, maxFrameBytes) !== null;
+  if (fits(event)) return event;
+  for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
+    const shrunk: CellEvent =
+      event.type === "stream"
+        ? { ...event, text: clip(event.text, limit) }
+        : { ...event, data: shrinkBundle(event.data, limit) };
+    if (fits(shrunk)) return shrunk;
+  }
+  return { type: "stream", name: "stderr", text: "[an output did not fit in a frame]\n" };
+}
+
+/** Values over `limit` are left out, and text/plain says which, so loss is never silent. */
+function shrinkBundle(bundle: MimeBundle, limit: number): MimeBundle {
+  const kept: Record<string, string> = {};
+  const omitted: string[] = [];
+  for (const [mime, value] of Object.entries(bundle)) {
+    if (mime === "text/plain") continue;
+    if (value.length > limit) omitted.push(`${mime} of ${value.length} characters`);
+    else kept[mime] = value;
+  }
+  const note = omitted.length > 0 ? `\n[output not shown: ${omitted.join(", ")}, too large]` : "";
+  kept["text/plain"] = clip(bundle["text/plain"] ?? "", limit) + note;
+  return kept;
 }
 
 function clip(text: string, limit: number): string {

@@ -10,6 +10,7 @@ import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { systemClock } from "../../src/clock.ts";
 import { mintCredentials } from "../../src/orchestration/bootstrap.ts";
+import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
 import { type Harness, realPython, startHarness, tempDir, until } from "./gateway-harness.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -172,35 +173,47 @@ describe("against a live gateway", () => {
     });
     expect(await probe("relative/path", "x")).toMatchObject({ response: { found: false } });
 
-    // The kernel keeps state, captures output, reports errors; it runs in the workspace.
-    const exec = (code: string) =>
-      h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000);
-    expect(await exec("x = 41")).toMatchObject({ response: { status: "OK", value: null } });
-    expect(await exec("x + 1")).toMatchObject({ response: { status: "OK", value: "42" } });
+    // The kernel keeps state, streams output, reports errors; it runs in the workspace.
+    const exec = async (code: string) => {
+      const events: CellEvent[] = [];
+      const answer = await h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000, {
+        onEvent: (e) => events.push(e),
+      });
+      if (answer.kind !== "Answered") throw new Error(`no answer: ${JSON.stringify(answer)}`);
+      const text = (name: string) =>
+        events.map((e) => (e.type === "stream" && e.name === name ? e.text : "")).join("");
+      return {
+        status: answer.response.status,
+        value: answer.response.result?.["text/plain"] ?? null,
+        error: answer.response.error?.traceback ?? null,
+        output: text("stdout"),
+        stderr: text("stderr"),
+      };
+    };
+    expect(await exec("x = 41")).toMatchObject({ status: "OK", value: null });
+    expect(await exec("x + 1")).toMatchObject({ status: "OK", value: "42" });
     expect(
       await exec("import sys\nprint('to out')\nprint('to err', file=sys.stderr)"),
-    ).toMatchObject({
-      response: { status: "OK", output: "to out\n", stderr: "to err\n" },
-    });
+    ).toMatchObject({ status: "OK", output: "to out\n", stderr: "to err\n" });
     const failed = await exec("undefined_name");
-    expect(failed).toMatchObject({ response: { status: "ERROR", value: null } });
-    expect(failed.kind === "Answered" && failed.response.error).toContain("NameError");
-    expect(await exec("import os\nos.getcwd()")).toMatchObject({
-      response: { value: `'${workspace}'` },
-    });
-    // An answer bigger than a frame (3 UTF-8 bytes a character, 200 000 of them twice) is shrunk
-    // to fit, not allowed to cost the connection.
+    expect(failed).toMatchObject({ status: "ERROR", value: null });
+    expect(failed.error).toContain("NameError");
+    expect(await exec("import os\nos.getcwd()")).toMatchObject({ value: `'${workspace}'` });
+    // An answer bigger than a frame (3 UTF-8 bytes a character, 200 000 of them twice) is
+    // streamed in pieces or shrunk to fit, not allowed to cost the connection.
     const huge = await exec("print('\u20ac' * 200000)\n'\u20ac' * 200000");
-    expect(huge).toMatchObject({ kind: "Answered", response: { status: "OK" } });
-    if (huge.kind !== "Answered" || huge.response.kind !== "exec") throw new Error("unreachable");
-    expect(huge.response.output).toContain("more characters not shown");
-    expect(huge.response.output.startsWith("\u20ac".repeat(1000))).toBe(true);
+    expect(huge.status).toBe("OK");
+    // 200 001 characters printed: all of the cap arrives (in frames that fit), then a marker.
+    expect(huge.output.startsWith("\u20ac".repeat(200000))).toBe(true);
+    expect(huge.output).toContain("[... 1 more characters not shown]");
+    expect(huge.value).toContain("more characters not shown");
+    expect(huge.value!.startsWith("'\u20ac\u20ac")).toBe(true);
     expect(h.gateway.connected("alloc-w", 3).size).toBe(2);
-    expect(await exec("x")).toMatchObject({ response: { value: "41" } });
+    expect(await exec("x")).toMatchObject({ value: "41" });
     // Rank 1 has its own kernel.
     expect(
       await h.gateway.request("alloc-w", 3, 1, { kind: "exec", code: "'x' in globals()" }, 20_000),
-    ).toMatchObject({ response: { value: "False" } });
+    ).toMatchObject({ response: { result: { "text/plain": "False" } } });
 
     expect(h.gateway.stop("alloc-w", 3, "test over")).toBe(2);
     const results = await Promise.all(workers.map(finish));
@@ -236,7 +249,7 @@ describe("against a live gateway", () => {
     const kernelPid = await exec("import os\nos.getpid()");
     await h.restart(); // same port, same key, same burn table
     expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 15_000)).toBe(true);
-    expect(await exec("state")).toMatchObject({ response: { value: "'kept'" } });
+    expect(await exec("state")).toMatchObject({ response: { result: { "text/plain": "'kept'" } } });
     expect(await exec("import os\nos.getpid()")).toEqual(kernelPid);
     h.gateway.stop("alloc-w", 3, "done");
     expect((await finish(worker)).code).toBe(0);
@@ -266,7 +279,7 @@ describe("against a live gateway", () => {
       20_000,
     );
     if (answer.kind !== "Answered" || answer.response.kind !== "exec") throw new Error("no pid");
-    const kernelPid = Number(answer.response.value);
+    const kernelPid = Number(answer.response.result?.["text/plain"]);
     worker.kill("SIGTERM");
     expect((await finish(worker)).code).toBe(0);
     expect(

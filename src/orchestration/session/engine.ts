@@ -31,6 +31,7 @@ import {
   createGatewayExpectations,
   createSessionBarrierHooks,
   createSessionService,
+  DEFAULT_DISCONNECT_GRACE_MS,
 } from "./service.ts";
 
 /** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
@@ -64,6 +65,8 @@ export interface SessionEngineOptions {
   readonly readinessIntervalMs?: number;
   /** Reclaimer pass period (default 1 s). */
   readonly reclaimIntervalMs?: number;
+  /** After an exec's caller went away, its cell is interrupted this much later. */
+  readonly disconnectGraceMs?: number;
 }
 
 export interface SessionEngine {
@@ -93,7 +96,11 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     log,
     expectations: createGatewayExpectations({ store, layout }),
     onEvent(event) {
-      if (event.kind === "WorkerConnected" || event.kind === "WorkerDisconnected") {
+      if (
+        event.kind === "WorkerConnected" ||
+        event.kind === "WorkerDisconnected" ||
+        event.kind === "KernelStatus"
+      ) {
         readiness?.trigger();
       }
       // A worker that dialled in is running, whatever the backend's last answer said: a tick
@@ -137,6 +144,9 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       gateway,
       log,
       onWorkerLost: () => ready.trigger(),
+      ...(options.disconnectGraceMs !== undefined && {
+        disconnectGraceMs: options.disconnectGraceMs,
+      }),
     }),
     { store, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
   );
@@ -186,7 +196,7 @@ function keepActiveWhileRunning(
   deps: { readonly store: StoreDeps; readonly log: Log; readonly renewMs: number },
 ): SessionService {
   return {
-    async exec(workloadId, code) {
+    async exec(workloadId, code, execOptions) {
       const timer = setInterval(() => {
         try {
           touchActivity(deps.store, workloadId);
@@ -199,11 +209,12 @@ function keepActiveWhileRunning(
         }
       }, deps.renewMs);
       try {
-        return await service.exec(workloadId, code);
+        return await service.exec(workloadId, code, execOptions);
       } finally {
         clearInterval(timer);
       }
     },
+    interrupt: (workloadId) => service.interrupt(workloadId),
   };
 }
 
@@ -217,10 +228,13 @@ export const WORKER_COMMAND_ENV = "OPENAI4S_WORKER_COMMAND";
 export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
 /** The daemon's default maximum session lifetime (whole seconds). */
 export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
+/** How long after an exec's caller disconnected its cell is interrupted (milliseconds). */
+export const DISCONNECT_GRACE_ENV = "OPENAI4S_EXEC_DISCONNECT_GRACE_MS";
 
 export interface SessionSettings {
   readonly workerCommand: readonly string[];
   readonly lease: ReclaimerDefaults;
+  readonly disconnectGraceMs: number;
 }
 
 export type SessionSettingsResult =
@@ -267,8 +281,23 @@ export function sessionSettingsFromEnv(
   const lifetime = seconds(MAX_LIFETIME_ENV, DEFAULT_LEASE.maxLifetimeSeconds);
   if (typeof idle === "string") return { kind: "Invalid", message: idle };
   if (typeof lifetime === "string") return { kind: "Invalid", message: lifetime };
+  const graceText = env[DISCONNECT_GRACE_ENV];
+  let disconnectGraceMs = DEFAULT_DISCONNECT_GRACE_MS;
+  if (graceText !== undefined && graceText !== "") {
+    if (!/^(0|[1-9][0-9]{0,7})$/.test(graceText)) {
+      return {
+        kind: "Invalid",
+        message: `${DISCONNECT_GRACE_ENV} must be a whole number of milliseconds ≥ 0`,
+      };
+    }
+    disconnectGraceMs = Number(graceText);
+  }
   return {
     kind: "Settings",
-    settings: { workerCommand, lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime } },
+    settings: {
+      workerCommand,
+      lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime },
+      disconnectGraceMs,
+    },
   };
 }
