@@ -70,6 +70,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
         workerCommand: read.settings.workerCommand,
         lease: read.settings.lease,
         disconnectGraceMs: read.settings.disconnectGraceMs,
+        tls: read.settings.tls,
       });
       return {
         service: engine.service,

@@ -8,6 +8,9 @@ export interface StateLayout {
   readonly root: string;
   readonly database: string;
   readonly signingKey: string;
+  /** The worker gateway's TLS key and self-signed certificate (generated on first start). */
+  readonly gatewayTlsKey: string;
+  readonly gatewayTlsCert: string;
   readonly adminToken: string;
   readonly apiSocket: string;
   workloadDir(workloadId: string): string;
@@ -22,6 +25,8 @@ export function stateLayout(root: string): StateLayout {
     root,
     database: join(root, "openai4s.db"),
     signingKey: join(root, "signing-key"),
+    gatewayTlsKey: join(root, "gateway-tls.key"),
+    gatewayTlsCert: join(root, "gateway-tls.crt"),
     adminToken: join(root, "admin-token"),
     apiSocket: join(root, "api.sock"),
     workloadDir: (w) => join(root, "workloads", w),

@@ -27,9 +27,10 @@
  * stopped or superseded allocation refuses them. A resumed connection for a rank replaces
  * the rank's previous one, which is presumed half-open.
  *
- * Known limit: the transport is plain TCP. A credential or resume credential read off the
- * wire by an eavesdropper is single-use, but an active attacker between worker and daemon can
- * do anything; listen on a network you trust.
+ * Transport: TLS (see gateway-tls.ts), the worker pinning the daemon's certificate by its
+ * fingerprint, so code and output cross the network encrypted and a worker talks to no
+ * impostor. The worker authenticates with the credential, inside the encrypted channel, first
+ * thing, exactly as over plain TCP (the admin's explicit opt-out, for a network they trust).
  */
 import { hostname as osHostname } from "node:os";
 import type { Socket, TCPSocketListener } from "bun";
@@ -195,6 +196,11 @@ export interface WorkerGateway {
 export interface WorkerGatewayOptions {
   /** HOST:PORT to listen on (port 0: any free port; see `address` for the result). */
   readonly listen: string;
+  /**
+   * TLS on the listener (PEM). Workers pin the certificate's fingerprint; null is plain TCP,
+   * which the daemon only does when the admin opted out explicitly.
+   */
+  readonly tls: { readonly keyPem: string; readonly certPem: string } | null;
   /**
    * The host written into credentials. Default: the listen host, or this machine's hostname
    * when listening on a wildcard address (0.0.0.0, ::).
@@ -816,6 +822,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const listener: TCPSocketListener<Conn> = Bun.listen<Conn>({
     hostname: listen.hostname,
     port: listen.port,
+    ...(options.tls && { tls: { key: options.tls.keyPem, cert: options.tls.certPem } }),
     // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
     // peer closes. Closing fully while it is still sending (an oversized frame) would answer
     // with a reset, which can destroy the unread `refused` on its side. It also lets a peer

@@ -15,6 +15,7 @@ import { isAbsolute } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../orchestration/bootstrap.ts";
+import { readGatewayFingerprint } from "../orchestration/gateway-tls.ts";
 import {
   type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
@@ -58,7 +59,9 @@ export type WorkerExit =
   /** Was connected, lost it, and could not resume within the grace period. */
   | { readonly kind: "Lost"; readonly message: string }
   /** No usable credential file: a configuration problem, not a runtime one. */
-  | { readonly kind: "BadCredential"; readonly message: string };
+  | { readonly kind: "BadCredential"; readonly message: string }
+  /** The gateway's certificate is not the pinned one: nothing was sent to it. */
+  | { readonly kind: "WrongCertificate"; readonly message: string };
 
 export function workerExitCode(exit: WorkerExit): number {
   switch (exit.kind) {
@@ -67,6 +70,7 @@ export function workerExitCode(exit: WorkerExit): number {
     case "Refused":
     case "Unreachable":
     case "Lost":
+    case "WrongCertificate":
       return 1;
     case "BadCredential":
       return 2;
@@ -91,6 +95,9 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
       message: `the credential file for rank ${rank} holds a credential for rank ${initial.rank}`,
     };
   }
+  const pinned = readGatewayFingerprint(options.credentialDir);
+  if (pinned.kind === "Invalid") return { kind: "BadCredential", message: pinned.message };
+  const pin = pinned.kind === "Pinned" ? pinned.fingerprint : undefined;
   const address = parseHostPort(gateway);
   if (!address || address.port === 0) {
     return { kind: "BadCredential", message: `the credential names no usable gateway address` };
@@ -100,6 +107,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     epoch: initial.epoch,
     rank,
     gateway,
+    tls: pin !== undefined,
   });
 
   // The kernel outlives connections; its status goes to whichever one is current, at once.
@@ -114,7 +122,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     let deadline = initial.expiresAt;
     let everConnected = false;
     for (;;) {
-      const dialed = await dialUntil(options, address, credential, deadline, signal);
+      const dialed = await dialUntil(options, address, credential, deadline, signal, pin);
       switch (dialed.kind) {
         case "Aborted":
           return { kind: "Stopped", reason: "signal" };
@@ -127,6 +135,8 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
               };
         case "Refused":
           return { kind: "Refused" };
+        case "WrongCertificate":
+          return dialed;
         case "Welcomed": {
           if (!everConnected) kernel.start(); // a refused worker never pays for Python
           everConnected = true;
@@ -161,6 +171,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
 type DialUntilResult =
   | { readonly kind: "Welcomed"; readonly welcome: Welcome; readonly link: Link }
   | { readonly kind: "Refused" }
+  | { readonly kind: "WrongCertificate"; readonly message: string }
   | { readonly kind: "Expired"; readonly last: string }
   | { readonly kind: "Aborted" };
 
@@ -171,6 +182,7 @@ async function dialUntil(
   credential: Credential,
   deadline: number,
   signal: AbortSignal,
+  pin: string | undefined,
 ): Promise<DialUntilResult> {
   const maxBackoffMs = options.maxBackoffMs ?? 3000;
   let backoffMs = FIRST_BACKOFF_MS;
@@ -182,6 +194,7 @@ async function dialUntil(
     const outcome = await dialGateway(address, credential, {
       verdictTimeoutMs: Math.min(options.verdictTimeoutMs ?? 30_000, remainingMs),
       ...(options.maxFrameBytes !== undefined && { maxFrameBytes: options.maxFrameBytes }),
+      ...(pin !== undefined && { pin }),
     });
     if (outcome.kind !== "Failed") return outcome;
     last = outcome.message;

@@ -8,9 +8,13 @@
  * is the one with python3-matplotlib, which the CI installs.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  certificateFingerprint,
+  readGatewayFingerprint,
+} from "../../src/orchestration/gateway-tls.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { BINARY, condition, type Daemon, ensureBuilt, startDaemon } from "../session/harness.ts";
 
@@ -56,6 +60,19 @@ describe("live sessions through the binary", () => {
     }
     await d?.stop();
   }, 40_000);
+
+  test("the worker channel is TLS by default: a generated private key, a pin beside the credential", async () => {
+    const layout = stateLayout(d.stateDir);
+    expect(statSync(layout.gatewayTlsKey).mode & 0o777).toBe(0o600);
+    const fingerprint = certificateFingerprint(readFileSync(layout.gatewayTlsCert, "utf8"));
+    const show = JSON.parse((await d.cli("show", id, "--json")).stdout) as {
+      allocations: { id: string }[];
+    };
+    const allocationId = show.allocations.at(-1)!.id;
+    const credentialDir = join(layout.allocationDir(id, allocationId), "credentials");
+    expect(readGatewayFingerprint(credentialDir)).toEqual({ kind: "Pinned", fingerprint });
+    expect(d.log()).toContain(fingerprint);
+  });
 
   /** Starts `openai4s exec` and records when each stdout chunk arrived. */
   function spawnExec(code: string, ...flags: string[]) {

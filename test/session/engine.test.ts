@@ -6,6 +6,9 @@ import {
   MAX_LIFETIME_ENV,
   sessionSettingsFromEnv,
   WORKER_COMMAND_ENV,
+  WORKER_TLS_CERT_ENV,
+  WORKER_TLS_ENV,
+  WORKER_TLS_KEY_ENV,
 } from "../../src/orchestration/session/engine.ts";
 
 describe("session settings from the daemon's environment", () => {
@@ -16,6 +19,7 @@ describe("session settings from the daemon's environment", () => {
         workerCommand: ["/opt/openai4s", "worker"],
         lease: DEFAULT_LEASE,
         disconnectGraceMs: 2000,
+        tls: { kind: "Generated" },
       },
     });
   });
@@ -26,6 +30,8 @@ describe("session settings from the daemon's environment", () => {
         [IDLE_TIMEOUT_ENV]: "900",
         [MAX_LIFETIME_ENV]: "7200",
         [DISCONNECT_GRACE_ENV]: "250",
+        [WORKER_TLS_KEY_ENV]: "/etc/o4s/gw.key",
+        [WORKER_TLS_CERT_ENV]: "/etc/o4s/gw.crt",
         [WORKER_COMMAND_ENV]: JSON.stringify(["/usr/local/bin/wrapper", "--flag"]),
       },
       ["/opt/openai4s"],
@@ -36,6 +42,7 @@ describe("session settings from the daemon's environment", () => {
         workerCommand: ["/usr/local/bin/wrapper", "--flag"],
         lease: { idleTimeoutSeconds: 900, maxLifetimeSeconds: 7200 },
         disconnectGraceMs: 250,
+        tls: { kind: "Given", key: "/etc/o4s/gw.key", cert: "/etc/o4s/gw.crt" },
       },
     });
   });
@@ -47,6 +54,9 @@ describe("session settings from the daemon's environment", () => {
       { [MAX_LIFETIME_ENV]: "-1" },
       { [DISCONNECT_GRACE_ENV]: "2s" },
       { [DISCONNECT_GRACE_ENV]: "-5" },
+      { [WORKER_TLS_ENV]: "maybe" },
+      { [WORKER_TLS_KEY_ENV]: "/only/the/key" },
+      { [WORKER_TLS_ENV]: "off", [WORKER_TLS_KEY_ENV]: "/k", [WORKER_TLS_CERT_ENV]: "/c" },
       { [WORKER_COMMAND_ENV]: "/bin/worker" },
       { [WORKER_COMMAND_ENV]: "[]" },
       { [WORKER_COMMAND_ENV]: '["ok", 3]' },

@@ -4,12 +4,17 @@
  * and real time: waits poll with deadlines.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { randomBytes } from "node:crypto";
+import { createPrivateKey, createPublicKey, randomBytes, X509Certificate } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { systemClock } from "../../src/clock.ts";
 import { mintCredentials } from "../../src/orchestration/bootstrap.ts";
+import {
+  certificateFingerprint,
+  generateSelfSignedCertificate,
+  writeGatewayFingerprint,
+} from "../../src/orchestration/gateway-tls.ts";
 import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
 import { type Harness, realPython, startHarness, tempDir, until } from "./gateway-harness.ts";
 
@@ -294,3 +299,190 @@ describe("against a live gateway", () => {
     ).toBe(true);
   }, 40_000);
 });
+
+describe("over TLS, the worker pinning the gateway's certificate", () => {
+  /** A gateway with TLS, credentials that point at `via` (default: the gateway itself). */
+  function tlsSetup(pin: string | null, via?: (gateway: string) => string) {
+    const pair = generateSelfSignedCertificate(new Date());
+    const h = startHarness(systemClock, {
+      heartbeatIntervalMs: 200,
+      tls: { keyPem: pair.keyPem, certPem: pair.certPem },
+    });
+    harnesses.push(h);
+    h.expectations.set("alloc-w", { epoch: 3, ranks: 1, fenced: false });
+    const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+    mintCredentials({
+      key: h.key,
+      allocationId: "alloc-w",
+      epoch: 3,
+      ranks: 1,
+      ttlMs: 60_000,
+      clock: systemClock,
+      random: randomBytes,
+      gatewayAddress: via ? via(h.gateway.address) : h.gateway.address,
+      credentialDir,
+    });
+    if (pin !== null) writeGatewayFingerprint(credentialDir, pin);
+    return { h, credentialDir, fingerprint: certificateFingerprint(pair.certPem) };
+  }
+
+  test("the generated certificate is a valid self-signed X.509 whose fingerprint is the pin", () => {
+    const pair = generateSelfSignedCertificate(new Date());
+    const cert = new X509Certificate(pair.certPem);
+    expect(cert.subject).toBe("CN=openai4s-gateway");
+    expect(cert.verify(createPublicKey(pair.keyPem))).toBe(true);
+    expect(certificateFingerprint(pair.certPem)).toBe(cert.fingerprint256);
+    expect(cert.checkPrivateKey(createPrivateKey(pair.keyPem))).toBe(true);
+  });
+
+  test("a passive listener on the path sees no code and no output; the session works", async () => {
+    const proxy = recordingProxy();
+    const { h, credentialDir, fingerprint } = tlsSetup(null, (g) => proxy.front(g));
+    writeGatewayFingerprint(credentialDir, fingerprint);
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    const secretCode = "secret_code_7f3a = 'the-code-itself'\nprint('secret-output-' + '9b1c')";
+    const answer = await h.gateway.request(
+      "alloc-w",
+      3,
+      0,
+      { kind: "exec", code: secretCode },
+      20_000,
+      { onEvent: () => {} },
+    );
+    expect(answer).toMatchObject({ kind: "Answered", response: { status: "OK" } });
+    const seen = proxy.recorded();
+    expect(seen.length).toBeGreaterThan(1000); // the listener did see the traffic
+    for (const clear of ["secret_code_7f3a", "the-code-itself", "secret-output-9b1c", "alloc-w"]) {
+      expect(seen.includes(clear)).toBe(false);
+    }
+    h.gateway.stop("alloc-w", 3, "done");
+    expect((await finish(worker)).code).toBe(0);
+    proxy.close();
+  }, 40_000);
+
+  test("without the pin (plain TCP, the opt-out) the same listener reads everything", async () => {
+    const proxy = recordingProxy();
+    const h = startHarness(systemClock, { heartbeatIntervalMs: 200 });
+    harnesses.push(h);
+    h.expectations.set("alloc-w", { epoch: 3, ranks: 1, fenced: false });
+    const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+    mintCredentials({
+      key: h.key,
+      allocationId: "alloc-w",
+      epoch: 3,
+      ranks: 1,
+      ttlMs: 60_000,
+      clock: systemClock,
+      random: randomBytes,
+      gatewayAddress: proxy.front(h.gateway.address),
+      credentialDir,
+    });
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await h.gateway.request(
+      "alloc-w",
+      3,
+      0,
+      { kind: "exec", code: "print('in-clear-42')" },
+      20_000,
+    );
+    expect(proxy.recorded().includes("in-clear-42")).toBe(true);
+    h.gateway.stop("alloc-w", 3, "done");
+    await finish(worker);
+    proxy.close();
+  }, 40_000);
+
+  test("a worker given the wrong fingerprint sends nothing and exits; its credential stays unburned", async () => {
+    const wrong = certificateFingerprint(generateSelfSignedCertificate(new Date()).certPem);
+    const { h, credentialDir, fingerprint } = tlsSetup(wrong);
+    const r = await finish(spawnWorker(workerArgs(credentialDir, 1), { rank: "0" }));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("refusing to talk to the gateway");
+    // The gateway never judged a credential: nothing was refused, nobody connected.
+    expect(h.events).toEqual([]);
+    // And the credential is still good: with the right pin the same file connects.
+    writeGatewayFingerprint(credentialDir, fingerprint);
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    h.gateway.stop("alloc-w", 3, "done");
+    expect((await finish(worker)).code).toBe(0);
+  }, 40_000);
+
+  test("a TLS worker dialing a plain gateway connects to nothing and burns nothing", async () => {
+    const h = startHarness(systemClock, { heartbeatIntervalMs: 200 });
+    harnesses.push(h);
+    h.expectations.set("alloc-w", { epoch: 3, ranks: 1, fenced: false });
+    const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+    mintCredentials({
+      key: h.key,
+      allocationId: "alloc-w",
+      epoch: 3,
+      ranks: 1,
+      ttlMs: 60_000,
+      clock: systemClock,
+      random: randomBytes,
+      gatewayAddress: h.gateway.address,
+      credentialDir,
+    });
+    writeGatewayFingerprint(
+      credentialDir,
+      certificateFingerprint(generateSelfSignedCertificate(new Date()).certPem),
+    );
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    // The plain gateway reads a TLS ClientHello as a malformed credential and refuses it:
+    // the worker's real credential never left the worker.
+    expect(await until(() => h.events.some((e) => e.kind === "CredentialRefused"), 10_000)).toBe(
+      true,
+    );
+    expect(h.gateway.connected("alloc-w", 3).size).toBe(0);
+    worker.kill("SIGTERM");
+    const r = await finish(worker);
+    for (const secret of secretsOf(credentialDir)) expect(r.stderr).not.toContain(secret);
+  }, 40_000);
+});
+
+/** A TCP relay that forwards both ways and keeps every byte it saw (a passive listener). */
+function recordingProxy() {
+  const seen: Uint8Array[] = [];
+  let target: { hostname: string; port: number } | null = null;
+  const listener = Bun.listen<{ peer: Promise<import("bun").Socket<undefined>> }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(client) {
+        if (!target) throw new Error("proxy without a target");
+        client.data = {
+          peer: Bun.connect<undefined>({
+            ...target,
+            socket: {
+              data(_s, chunk) {
+                seen.push(new Uint8Array(chunk));
+                client.write(chunk);
+              },
+              close() {
+                client.end();
+              },
+            },
+          }),
+        };
+      },
+      async data(_client, chunk) {
+        seen.push(new Uint8Array(chunk));
+        (await _client.data.peer).write(chunk);
+      },
+      async close(client) {
+        (await client.data?.peer)?.end();
+      },
+    },
+  });
+  return {
+    front(gateway: string): string {
+      const [hostname, port] = gateway.split(":") as [string, string];
+      target = { hostname, port: Number(port) };
+      return `127.0.0.1:${listener.port}`;
+    },
+    recorded: () => Buffer.concat(seen).toString("latin1"),
+    close: () => listener.stop(true),
+  };
+}

@@ -20,6 +20,12 @@ import type { StoreDeps } from "../../store/deps.ts";
 import { touchActivity } from "../../store/ops/touch-activity.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import { loadOrCreateSigningKey } from "../bootstrap.ts";
+import {
+  type GatewayTls,
+  type GatewayTlsResult,
+  loadGatewayTls,
+  loadOrCreateGatewayTls,
+} from "../gateway-tls.ts";
 import type { StateLayout } from "../layout.ts";
 import type { AllocationBackend } from "../ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../reclaimer.ts";
@@ -67,6 +73,46 @@ export interface SessionEngineOptions {
   readonly reclaimIntervalMs?: number;
   /** After an exec's caller went away, its cell is interrupted this much later. */
   readonly disconnectGraceMs?: number;
+  /** TLS on the worker gateway (default: a certificate generated into the state dir). */
+  readonly tls?: GatewayTlsSetting;
+}
+
+export type GatewayTlsSetting =
+  /** The daemon's own self-signed certificate, generated into its private state. */
+  | { readonly kind: "Generated" }
+  /** The admin's key and certificate files. */
+  | { readonly kind: "Given"; readonly key: string; readonly cert: string }
+  /** Plain TCP: only by the admin's explicit choice (OPENAI4S_WORKER_TLS=off). */
+  | { readonly kind: "Off" };
+
+function gatewayTls(setting: GatewayTlsSetting, layout: StateLayout, log: Log): GatewayTls | null {
+  let result: GatewayTlsResult;
+  switch (setting.kind) {
+    case "Off":
+      log.warn(
+        "worker gateway: TLS is off (OPENAI4S_WORKER_TLS=off): code and output cross the network in clear text",
+      );
+      return null;
+    case "Generated":
+      result = loadOrCreateGatewayTls(
+        { key: layout.gatewayTlsKey, cert: layout.gatewayTlsCert },
+        new Date(),
+      );
+      break;
+    case "Given":
+      result = loadGatewayTls({ key: setting.key, cert: setting.cert });
+      break;
+    default: {
+      const never: never = setting;
+      throw new Error(`unhandled TLS setting ${JSON.stringify(never)}`);
+    }
+  }
+  if (result.kind === "Invalid") throw new Error(result.message);
+  log.info("worker gateway: TLS", {
+    fingerprint: result.tls.fingerprint,
+    ...(result.generated && { generated: true }),
+  });
+  return result.tls;
 }
 
 export interface SessionEngine {
@@ -84,11 +130,13 @@ export interface SessionEngine {
 export function startSessionEngine(options: SessionEngineOptions): SessionEngine {
   const { layout, store, backend, clock, log } = options;
   const key = loadOrCreateSigningKey(layout.signingKey);
+  const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
   let readiness: SessionReadiness | null = null;
   let reconciler: { wake(): void } | null = null;
 
   const gateway = createWorkerGateway({
     listen: options.listen,
+    tls,
     ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
     store,
     key,
@@ -134,6 +182,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     clock,
     random: (n) => randomBytes(n),
     gatewayAddress: gateway.address,
+    gatewayFingerprint: tls?.fingerprint ?? null,
     workerCommand: options.workerCommand,
     credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
     backend,
@@ -230,11 +279,17 @@ export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
 export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
 /** How long after an exec's caller disconnected its cell is interrupted (milliseconds). */
 export const DISCONNECT_GRACE_ENV = "OPENAI4S_EXEC_DISCONNECT_GRACE_MS";
+/** "off": the worker gateway without TLS (the explicit opt-out). */
+export const WORKER_TLS_ENV = "OPENAI4S_WORKER_TLS";
+/** The admin's TLS key and certificate for the worker gateway (both or neither). */
+export const WORKER_TLS_KEY_ENV = "OPENAI4S_WORKER_TLS_KEY";
+export const WORKER_TLS_CERT_ENV = "OPENAI4S_WORKER_TLS_CERT";
 
 export interface SessionSettings {
   readonly workerCommand: readonly string[];
   readonly lease: ReclaimerDefaults;
   readonly disconnectGraceMs: number;
+  readonly tls: GatewayTlsSetting;
 }
 
 export type SessionSettingsResult =
@@ -292,12 +347,33 @@ export function sessionSettingsFromEnv(
     }
     disconnectGraceMs = Number(graceText);
   }
+  const tls = tlsSettingFromEnv(env);
+  if (typeof tls === "string") return { kind: "Invalid", message: tls };
   return {
     kind: "Settings",
     settings: {
       workerCommand,
       lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime },
       disconnectGraceMs,
+      tls,
     },
   };
+}
+
+function tlsSettingFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+): GatewayTlsSetting | string {
+  const mode = env[WORKER_TLS_ENV] ?? "";
+  const key = env[WORKER_TLS_KEY_ENV] ?? "";
+  const cert = env[WORKER_TLS_CERT_ENV] ?? "";
+  if (mode !== "" && mode !== "on" && mode !== "off")
+    return `${WORKER_TLS_ENV} must be "on" or "off"`;
+  if ((key === "") !== (cert === "")) {
+    return `${WORKER_TLS_KEY_ENV} and ${WORKER_TLS_CERT_ENV} go together: give both or neither`;
+  }
+  if (mode === "off") {
+    if (key !== "") return `${WORKER_TLS_ENV}=off contradicts ${WORKER_TLS_KEY_ENV}`;
+    return { kind: "Off" };
+  }
+  return key === "" ? { kind: "Generated" } : { kind: "Given", key, cert };
 }
