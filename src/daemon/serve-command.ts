@@ -40,6 +40,12 @@ ${backends}
 
 Environment:
   OPENAI4S_WORKER_LISTEN=HOST:PORT   Open the worker gateway (sessions); off when unset.
+  OPENAI4S_WORKER_TLS=off            The worker gateway without TLS (default: TLS, with a
+                                     certificate generated into the state dir).
+  OPENAI4S_WORKER_TLS_KEY=FILE, OPENAI4S_WORKER_TLS_CERT=FILE
+                                     The admin's key (mode 600) and certificate instead.
+  OPENAI4S_EXEC_DISCONNECT_GRACE_MS=N
+                                     Interrupt an exec's cell N ms after its client left (2000).
 
 SIGTERM or SIGINT stops accepting requests, lets the current reconciler tick finish,
 closes the database and removes the socket; exit status 0.
