@@ -4,12 +4,19 @@
  * source, a real interpreter. The API's own cost is measured by session.bench.ts; this is the
  * part of that budget the worker path spends. Target: median < 10 ms.
  *
- * Run: `node_modules/.bin/bun bench/exec.bench.ts [calls]`.
+ * With `tls` the channel is TLS with the certificate pinned, as the daemon runs it by default.
+ *
+ * Run: `node_modules/.bin/bun bench/exec.bench.ts [calls] [plain|tls]`.
  */
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
 import { systemClock } from "../src/clock.ts";
 import { mintCredentials } from "../src/orchestration/bootstrap.ts";
+import {
+  certificateFingerprint,
+  generateSelfSignedCertificate,
+  writeGatewayFingerprint,
+} from "../src/orchestration/gateway-tls.ts";
 import { realPython, startHarness } from "../test/session/gateway-harness.ts";
 
 export interface ExecBenchResult {
@@ -24,8 +31,9 @@ export interface ExecBenchResult {
 
 const ROOT = resolve(import.meta.dir, "..");
 
-export async function benchExec(calls = 200): Promise<ExecBenchResult> {
-  const h = startHarness(systemClock);
+export async function benchExec(calls = 200, tls = false): Promise<ExecBenchResult> {
+  const pair = tls ? generateSelfSignedCertificate(new Date()) : null;
+  const h = startHarness(systemClock, pair ? { tls: pair } : {});
   const worker = (() => {
     h.expectations.set("bench", { epoch: 1, ranks: 1, fenced: false });
     const credentialDir = join(h.dir, "credentials");
@@ -40,6 +48,7 @@ export async function benchExec(calls = 200): Promise<ExecBenchResult> {
       gatewayAddress: h.gateway.address,
       credentialDir,
     });
+    if (pair) writeGatewayFingerprint(credentialDir, certificateFingerprint(pair.certPem));
     return Bun.spawn(
       [
         join(ROOT, "node_modules/.bin/bun"),
@@ -63,7 +72,7 @@ export async function benchExec(calls = 200): Promise<ExecBenchResult> {
     if (ready.kind !== "Connected") throw new Error(`worker did not connect: ${ready.kind}`);
     const exec = async () => {
       const outcome = await h.gateway.request("bench", 1, 0, { kind: "exec", code: "1+1" }, 10_000);
-      if (outcome.kind !== "Answered" || outcome.response.value !== "2") {
+      if (outcome.kind !== "Answered" || outcome.response.result?.["text/plain"] !== "2") {
         throw new Error(`unexpected answer: ${JSON.stringify(outcome)}`);
       }
     };
@@ -90,12 +99,15 @@ export async function benchExec(calls = 200): Promise<ExecBenchResult> {
 
 if (import.meta.main) {
   const calls = Number(process.argv[2] ?? (process.env["O4S_BENCH_QUICK"] === "1" ? 50 : 200));
-  const result = await benchExec(calls);
+  const tls = process.argv[3] === "tls";
+  const result = await benchExec(calls, tls);
   const r = result.roundTripMs;
   const f = (n: number) => n.toFixed(2);
-  console.log(`exec bench (${calls} calls of 1+1: gateway → worker → kernel → back)`);
+  console.log(
+    `exec bench (${calls} calls of 1+1: gateway → worker → kernel → back, ${tls ? "TLS" : "plain TCP"})`,
+  );
   console.log(
     `  median ${f(r.median)} ms, p95 ${f(r.p95)} ms, min ${f(r.min)} ms, max ${f(r.max)} ms (target median < 10 ms)`,
   );
-  console.log(JSON.stringify({ bench: "exec", ...result }));
+  console.log(JSON.stringify({ bench: "exec", tls, ...result }));
 }

@@ -4,6 +4,8 @@
  *    it) to READY's lastTransitionTime, both stamped by the daemon's clock. Target < 1 s.
  *  - exec round trip: `POST /v1/workloads/{id}/exec` with `1+1` over the unix socket, as a
  *    client sees it (HTTP, activity bookkeeping, gateway, kernel). Target median < 10 ms.
+ *  - streaming exec (`?stream=1`, `print(1)`): time to the first `stdout` event, and to the
+ *    end of the stream.
  *
  * Run: `node_modules/.bin/bun bench/session.bench.ts [sessions] [execs]`.
  */
@@ -22,6 +24,10 @@ export interface SessionBenchResult {
   readonly runningToReadyMs: Summary;
   readonly submitToReadyMs: Summary;
   readonly execRoundTripMs: Summary;
+  /** Streaming exec of `print(1)`: request sent → first `stdout` event read. */
+  readonly streamFirstOutputMs: Summary;
+  /** Streaming exec of `print(1)`: request sent → stream ended (after `result`). */
+  readonly streamRoundTripMs: Summary;
 }
 
 interface Summary {
@@ -65,6 +71,8 @@ export async function benchSessions(
   const runningToReady: number[] = [];
   const submitToReady: number[] = [];
   const exec: number[] = [];
+  const streamFirst: number[] = [];
+  const streamEnd: number[] = [];
   try {
     for (let i = 0; i < sessionCount; i++) {
       const t0 = performance.now();
@@ -103,6 +111,11 @@ export async function benchSessions(
           if (r.status !== 200) throw new Error(`exec: ${r.status}`);
           exec.push(performance.now() - s);
         }
+        for (let j = 0; j < execCount; j++) {
+          const [first, end] = await streamOnce(d, id);
+          streamFirst.push(first);
+          streamEnd.push(end);
+        }
       }
       await api(d, "POST", `/v1/workloads/${id}/cancel`);
     }
@@ -114,7 +127,30 @@ export async function benchSessions(
     runningToReadyMs: summarize(runningToReady),
     submitToReadyMs: summarize(submitToReady),
     execRoundTripMs: summarize(exec),
+    streamFirstOutputMs: summarize(streamFirst),
+    streamRoundTripMs: summarize(streamEnd),
   };
+}
+
+/** One streaming exec: [ms to the first stdout event, ms to the end of the stream]. */
+async function streamOnce(d: Daemon, id: string): Promise<[number, number]> {
+  const s = performance.now();
+  const r = await fetch(`http://localhost/v1/workloads/${id}/exec?stream=1`, {
+    method: "POST",
+    unix: d.socket,
+    headers: { "content-type": "application/json", accept: "text/event-stream" },
+    body: JSON.stringify({ code: "print(1)" }),
+  });
+  if (r.status !== 200 || !r.body) throw new Error(`stream exec: ${r.status}`);
+  let first = Number.NaN;
+  let text = "";
+  const decoder = new TextDecoder();
+  for await (const chunk of r.body) {
+    text += decoder.decode(chunk, { stream: true });
+    if (Number.isNaN(first) && text.includes("event: stdout")) first = performance.now() - s;
+  }
+  if (!text.includes("event: result")) throw new Error(`stream exec without a result: ${text}`);
+  return [first, performance.now() - s];
 }
 
 if (import.meta.main) {
@@ -128,5 +164,7 @@ if (import.meta.main) {
   console.log(`  allocation RUNNING → READY: ${f(result.runningToReadyMs)} (target < 1000 ms)`);
   console.log(`  submit → READY:             ${f(result.submitToReadyMs)}`);
   console.log(`  exec round trip (1+1, API): ${f(result.execRoundTripMs)} (target median < 10 ms)`);
+  console.log(`  streaming exec, first output: ${f(result.streamFirstOutputMs)}`);
+  console.log(`  streaming exec, whole stream: ${f(result.streamRoundTripMs)}`);
   console.log(JSON.stringify({ bench: "session", ...result }));
 }

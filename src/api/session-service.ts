@@ -3,22 +3,63 @@
  * implementation when sessions are enabled; without one, exec answers 409 instead of
  * pretending. Outcomes are a union so a handler cannot forget "not ready" or "no such
  * session" (each maps to its own status).
+ *
+ * Outputs are Jupyter's message contents, named as Jupyter names them, so a Jupyter client
+ * maps them one to one: `stream` (stdout/stderr text), `display_data` (a display() call or a
+ * figure), `execute_result` (the last expression), `error` (what the cell raised).
  */
+
+/** MIME type → content ("image/png" base64, "application/json" as JSON text). */
+export type MimeBundle = Readonly<Record<string, string>>;
+
+export type ExecOutput =
+  | { readonly type: "stream"; readonly name: "stdout" | "stderr"; readonly text: string }
+  | { readonly type: "display_data"; readonly data: MimeBundle }
+  | { readonly type: "execute_result"; readonly data: MimeBundle }
+  | {
+      readonly type: "error";
+      readonly ename: string;
+      readonly evalue: string;
+      readonly traceback: string;
+    };
 
 export type ExecOutcome =
   /** The kernel ran the code. `status: "ERROR"` is the code's failure, not the daemon's. */
   | {
       readonly kind: "Ok";
       readonly status: "OK" | "ERROR";
+      /** stdout, stderr and the last value's text/plain, joined: what a terminal shows. */
       readonly output: string;
+      /** The traceback when status is ERROR. */
       readonly error: string | null;
+      /** Everything the cell produced, in order (streams merged where adjacent). */
+      readonly outputs: readonly ExecOutput[];
+      /** The kernel had died; this ran in a fresh one and every earlier variable is gone. */
+      readonly kernelRestarted: boolean;
     }
   /** The session exists but is not READY (message names the missing condition). */
   | { readonly kind: "NotReady"; readonly message: string }
   /** The sessions engine does not know this workload as a session. */
   | { readonly kind: "NotFound" };
 
+export type InterruptOutcome =
+  /** `interrupted` is false when no cell was running: there was nothing to interrupt. */
+  | { readonly kind: "Ok"; readonly interrupted: boolean }
+  | { readonly kind: "NotReady"; readonly message: string }
+  | { readonly kind: "NotFound" };
+
+export interface ExecOptions {
+  /** Aborted when the client went away: the cell is interrupted after the grace period. */
+  readonly signal?: AbortSignal;
+  /** Called once the cell was handed to the kernel (the session was found READY). */
+  readonly onStart?: () => void;
+  /** Each output as the kernel produces it (the final execute_result/error included). */
+  readonly onOutput?: (output: ExecOutput) => void;
+}
+
 export interface SessionService {
   /** Runs `code` in the READY session's kernel. Must not write lastActiveAt: the API does. */
-  exec(workloadId: string, code: string): Promise<ExecOutcome>;
+  exec(workloadId: string, code: string, options?: ExecOptions): Promise<ExecOutcome>;
+  /** KeyboardInterrupt in the running cell; the kernel and its variables stay. */
+  interrupt(workloadId: string): Promise<InterruptOutcome>;
 }

@@ -215,6 +215,15 @@ export interface ApiClient {
     path: string,
     options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
   ): Promise<ApiResult<T>>;
+  /**
+   * As `request`, but a success is the Response itself, its body unread: for answers that
+   * stream (server-sent events). Failures are read and returned as problems, as `request` does.
+   */
+  open(
+    method: "GET" | "POST",
+    path: string,
+    options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
+  ): Promise<ApiResult<Response>>;
 }
 
 export function describeServer(server: ServerAddress): string {
@@ -226,55 +235,69 @@ export function createClient(
   token: string | null,
   runtime: Pick<ClientRuntime, "fetch">,
 ): ApiClient {
+  type Options = {
+    readonly body?: unknown;
+    readonly headers?: Readonly<Record<string, string>>;
+  };
+  async function send(
+    method: "GET" | "POST",
+    path: string,
+    options: Options,
+  ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
+    const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
+    if (token !== null) headers["Authorization"] = `Bearer ${token}`;
+    if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    const init: RequestInit & { unix?: string } = {
+      method,
+      headers,
+      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      ...(server.kind === "unix" ? { unix: server.path } : {}),
+    };
+    // Over a unix socket the host part is a formality; the path is what routes.
+    const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
+    try {
+      return await runtime.fetch(url, init);
+    } catch (error) {
+      return {
+        kind: "Unreachable",
+        message: `cannot reach the daemon at ${describeServer(server)}: ${(error as Error).message}`,
+      };
+    }
+  }
+  async function readAnswer<T>(response: Response): Promise<ApiResult<T>> {
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = text === "" ? null : JSON.parse(text);
+    } catch {
+      body = null;
+    }
+    if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
+    if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
+    return {
+      kind: "Problem",
+      status: response.status,
+      problem: {
+        type: "about:blank",
+        title: response.statusText || "Error",
+        status: response.status,
+        detail: text.slice(0, 500) || `HTTP ${response.status}`,
+      },
+    };
+  }
   return {
     server,
-    async request<T>(
-      method: "GET" | "POST",
-      path: string,
-      options: {
-        readonly body?: unknown;
-        readonly headers?: Readonly<Record<string, string>>;
-      } = {},
-    ): Promise<ApiResult<T>> {
-      const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
-      if (token !== null) headers["Authorization"] = `Bearer ${token}`;
-      if (options.body !== undefined) headers["Content-Type"] = "application/json";
-      const init: RequestInit & { unix?: string } = {
-        method,
-        headers,
-        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-        ...(server.kind === "unix" ? { unix: server.path } : {}),
-      };
-      // Over a unix socket the host part is a formality; the path is what routes.
-      const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
-      let response: Response;
-      try {
-        response = await runtime.fetch(url, init);
-      } catch (error) {
-        return {
-          kind: "Unreachable",
-          message: `cannot reach the daemon at ${describeServer(server)}: ${(error as Error).message}`,
-        };
-      }
-      const text = await response.text();
-      let body: unknown;
-      try {
-        body = text === "" ? null : JSON.parse(text);
-      } catch {
-        body = null;
-      }
-      if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
-      if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
-      return {
-        kind: "Problem",
-        status: response.status,
-        problem: {
-          type: "about:blank",
-          title: response.statusText || "Error",
-          status: response.status,
-          detail: text.slice(0, 500) || `HTTP ${response.status}`,
-        },
-      };
+    async request<T>(method: "GET" | "POST", path: string, options: Options = {}) {
+      const response = await send(method, path, options);
+      if (!(response instanceof Response)) return response;
+      return readAnswer<T>(response);
+    },
+    async open(method: "GET" | "POST", path: string, options: Options = {}) {
+      const response = await send(method, path, options);
+      if (!(response instanceof Response)) return response;
+      if (response.ok) return { kind: "Ok", status: response.status, body: response };
+      const failed = await readAnswer<never>(response);
+      return failed;
     },
   };
 }

@@ -10,6 +10,7 @@ import { cancelCommand } from "./cancel.ts";
 import { checkConfigCommand } from "./check-config.ts";
 import type { Command } from "./command.ts";
 import { execCommand } from "./exec.ts";
+import { interruptCommand } from "./interrupt.ts";
 import { listCommand } from "./list.ts";
 import { profilesCommand } from "./profiles.ts";
 import { sessionCommand } from "./session.ts";
@@ -22,6 +23,7 @@ export const COMMANDS: readonly Command[] = [
   submitCommand,
   sessionCommand,
   execCommand,
+  interruptCommand,
   listCommand,
   showCommand,
   cancelCommand,

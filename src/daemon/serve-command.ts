@@ -70,6 +70,12 @@ Environment:
   OPENAI4S_WORKER_LISTEN=HOST:PORT   Open the worker gateway (sessions); off when unset.
   OPENAI4S_RUN_AS=USER|UID[:GID]     As --run-as.
   OPENAI4S_SPOOL_DIR=DIR             The spool, when --spool-dir is not given.
+  OPENAI4S_WORKER_TLS=off            The worker gateway without TLS (default: TLS, with a
+                                     certificate generated into the state dir).
+  OPENAI4S_WORKER_TLS_KEY=FILE, OPENAI4S_WORKER_TLS_CERT=FILE
+                                     The admin's key (mode 600) and certificate instead.
+  OPENAI4S_EXEC_DISCONNECT_GRACE_MS=N
+                                     Interrupt an exec's cell N ms after its client left (2000).
 
 A state dir of the old single-directory layout (workloads/ inside it) is migrated at
 start: workspaces and logs move to the spool by rename, running jobs keep running.

@@ -69,6 +69,8 @@ export async function composeSessions(context: SessionsContext): Promise<Session
         listen: setting.listen,
         workerCommand: read.settings.workerCommand,
         lease: read.settings.lease,
+        disconnectGraceMs: read.settings.disconnectGraceMs,
+        tls: read.settings.tls,
       });
       return {
         service: engine.service,

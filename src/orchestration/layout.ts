@@ -23,6 +23,9 @@ export interface StateLayout {
   readonly spool: string;
   readonly database: string;
   readonly signingKey: string;
+  /** The worker gateway's TLS key and self-signed certificate (generated on first start). */
+  readonly gatewayTlsKey: string;
+  readonly gatewayTlsCert: string;
   readonly adminToken: string;
   readonly apiSocket: string;
   readonly lockFile: string;
@@ -56,6 +59,8 @@ export function allocationLogPath(allocationDir: string, stream: LogStream): str
 export const PRIVATE_NAMES = {
   database: "openai4s.db",
   signingKey: "signing-key",
+  gatewayTlsKey: "gateway-tls.key",
+  gatewayTlsCert: "gateway-tls.crt",
   adminToken: "admin-token",
   apiSocket: "api.sock",
   lockFile: "daemon.lock",
@@ -84,6 +89,8 @@ export function stateLayout(root: string, spool: string = defaultSpoolDir(root))
     spool,
     database: join(root, PRIVATE_NAMES.database),
     signingKey: join(root, PRIVATE_NAMES.signingKey),
+    gatewayTlsKey: join(root, PRIVATE_NAMES.gatewayTlsKey),
+    gatewayTlsCert: join(root, PRIVATE_NAMES.gatewayTlsCert),
     adminToken: join(root, PRIVATE_NAMES.adminToken),
     apiSocket: join(root, PRIVATE_NAMES.apiSocket),
     lockFile: join(root, PRIVATE_NAMES.lockFile),

@@ -27,9 +27,10 @@
  * stopped or superseded allocation refuses them. A resumed connection for a rank replaces
  * the rank's previous one, which is presumed half-open.
  *
- * Known limit: the transport is plain TCP. A credential or resume credential read off the
- * wire by an eavesdropper is single-use, but an active attacker between worker and daemon can
- * do anything; listen on a network you trust.
+ * Transport: TLS (see gateway-tls.ts), the worker pinning the daemon's certificate by its
+ * fingerprint, so code and output cross the network encrypted and a worker talks to no
+ * impostor. The worker authenticates with the credential, inside the encrypted channel, first
+ * thing, exactly as over plain TCP (the admin's explicit opt-out, for a network they trust).
  */
 import { hostname as osHostname } from "node:os";
 import type { Socket, TCPSocketListener } from "bun";
@@ -46,6 +47,7 @@ import {
   verifyCredentialSignature,
 } from "./bootstrap.ts";
 import {
+  type CellEvent,
   createFrameDecoder,
   createSocketWriter,
   DEFAULT_MAX_FRAME_BYTES,
@@ -53,6 +55,7 @@ import {
   type FrameDecoder,
   formatHostPort,
   type GatewayMessage,
+  type KernelStatus,
   LIVENESS_INTERVALS,
   MAX_CREDENTIAL_FRAME_BYTES,
   parseCredentialFrame,
@@ -105,7 +108,15 @@ export type GatewayEvent =
       readonly reason: string;
     }
   /** Someone was refused. Deliberately carries no reason (see the module comment). */
-  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string };
+  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string }
+  /** A worker reported its kernel started or died (at once: the worker watches it). */
+  | {
+      readonly kind: "KernelStatus";
+      readonly allocationId: string;
+      readonly epoch: number;
+      readonly rank: number;
+      readonly status: KernelStatus;
+    };
 
 export interface WorkerConnectionInfo {
   readonly remoteAddress: string;
@@ -113,6 +124,13 @@ export interface WorkerConnectionInfo {
   readonly connectedAt: number;
   /** Last frame of any kind from the worker (heartbeats included). Never user activity. */
   readonly lastSeenAt: number;
+  /** What the worker last said of its kernel; null until it said anything. */
+  readonly kernel: KernelStatus | null;
+}
+
+export interface RequestOptions {
+  /** An exec's output events, in order, before its answer. */
+  readonly onEvent?: (event: CellEvent) => void;
 }
 
 export type RequestOutcome<T extends WorkerResponse> =
@@ -160,6 +178,7 @@ export interface WorkerGateway {
     rank: number,
     request: R,
     timeoutMs: number,
+    options?: RequestOptions,
   ): Promise<RequestOutcome<ResponseFor<R>>>;
   /**
    * Tells every connected worker of (allocationId, epoch) to exit, and refuses that pair's
@@ -177,6 +196,11 @@ export interface WorkerGateway {
 export interface WorkerGatewayOptions {
   /** HOST:PORT to listen on (port 0: any free port; see `address` for the result). */
   readonly listen: string;
+  /**
+   * TLS on the listener (PEM). Workers pin the certificate's fingerprint; null is plain TCP,
+   * which the daemon only does when the admin opted out explicitly.
+   */
+  readonly tls: { readonly keyPem: string; readonly certPem: string } | null;
   /**
    * The host written into credentials. Default: the listen host, or this machine's hostname
    * when listening on a wildcard address (0.0.0.0, ::).
@@ -323,6 +347,7 @@ export function judgeCredential(
 
 interface Pending {
   readonly kind: WorkerRequest["kind"];
+  readonly onEvent: ((event: CellEvent) => void) | undefined;
   readonly timer: ReturnType<typeof setTimeout>;
   readonly resolve: (outcome: RequestOutcome<WorkerResponse>) => void;
 }
@@ -338,6 +363,7 @@ interface LiveState {
   readonly connectedAt: number;
   nextRequestId: number;
   lastSeenAt: number;
+  kernel: KernelStatus | null;
 }
 
 type ConnState =
@@ -577,6 +603,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       connectedAt: now,
       nextRequestId: 1,
       lastSeenAt: now,
+      kernel: null,
     };
     conn.state = live;
     let ranks = slots.get(slot);
@@ -646,6 +673,27 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       switch (message.kind) {
         case "heartbeat":
           send(conn, { kind: "heartbeat_ack", resume: mintResume(live) });
+          break;
+        case "event": {
+          const pending = live.pending.get(message.id);
+          // Output of a request that timed out, or of a non-exec: nobody to give it to.
+          if (pending?.kind !== "exec") break;
+          try {
+            pending.onEvent?.(message.event);
+          } catch (error) {
+            log.error("worker gateway: event listener threw", { error: String(error) });
+          }
+          break;
+        }
+        case "kernel_status":
+          live.kernel = message.status;
+          emit({
+            kind: "KernelStatus",
+            allocationId: live.allocationId,
+            epoch: live.epoch,
+            rank: live.rank,
+            status: message.status,
+          });
           break;
         case "response": {
           const pending = live.pending.get(message.id);
@@ -774,6 +822,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const listener: TCPSocketListener<Conn> = Bun.listen<Conn>({
     hostname: listen.hostname,
     port: listen.port,
+    ...(options.tls && { tls: { key: options.tls.keyPem, cert: options.tls.certPem } }),
     // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
     // peer closes. Closing fully while it is still sending (an oversized frame) would answer
     // with a reset, which can destroy the unread `refused` on its side. It also lets a peer
@@ -860,6 +909,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         remoteAddress: conn.remoteAddress,
         connectedAt: conn.state.connectedAt,
         lastSeenAt: conn.state.lastSeenAt,
+        kernel: conn.state.kernel,
       };
     },
 
@@ -897,6 +947,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       rank: number,
       request: R,
       timeoutMs: number,
+      requestOptions: RequestOptions = {},
     ): Promise<RequestOutcome<ResponseFor<R>>> {
       type Outcome = RequestOutcome<ResponseFor<R>>;
       const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
@@ -915,6 +966,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         }, timeoutMs);
         live.pending.set(id, {
           kind: request.kind,
+          onEvent: requestOptions.onEvent,
           timer,
           // The response kind was checked against `request.kind` on receipt.
           resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,

@@ -14,7 +14,9 @@
  *                      credential is verified and its nonce burned. The two answers cannot be
  *                      confused: a frame starts with a length byte of 0x00 (lengths are far
  *                      below 16 MiB), `refused` with 'r' (0x72).
- *   worker  → gateway  `heartbeat` every `heartbeatIntervalMs`; `response` to each request.
+ *   worker  → gateway  `heartbeat` every `heartbeatIntervalMs`; `response` to each request,
+ *                      preceded by the `event`s (output, displays) of an `exec`;
+ *                      `kernel_status` whenever the kernel starts or dies.
  *   gateway → worker   `heartbeat_ack` (carrying a fresh resume credential), `request`, `stop`.
  * Either side treats 3 heartbeat intervals without any frame from the other as a dead
  * connection (LIVENESS_INTERVALS), which catches half-open TCP that no FIN will ever announce.
@@ -148,10 +150,22 @@ const ProbeWorkspaceRequestSchema = v.pipe(
   v.readonly(),
 );
 const ExecRequestSchema = v.pipe(
-  v.object({ kind: v.literal("exec"), code: v.string() }),
+  v.object({
+    kind: v.literal("exec"),
+    code: v.string(),
+    /** Names the cell, so a later interrupt reaches this cell and no other. */
+    cell: v.optional(v.string()),
+  }),
   v.readonly(),
 );
-const InterruptRequestSchema = v.pipe(v.object({ kind: v.literal("interrupt") }), v.readonly());
+const InterruptRequestSchema = v.pipe(
+  v.object({
+    kind: v.literal("interrupt"),
+    /** Only this cell (running: SIGINT; still queued: dropped). Absent: the running cell. */
+    cell: v.optional(v.string()),
+  }),
+  v.readonly(),
+);
 
 export const WorkerRequestSchema = v.variant("kind", [
   ProbeWorkspaceRequestSchema,
@@ -171,17 +185,55 @@ const ProbeWorkspaceResponseSchema = v.pipe(
   }),
   v.readonly(),
 );
+/**
+ * A MIME bundle, as Jupyter's `data`: "text/plain" always, "image/png" as base64, JSON as
+ * its text. Keys and values are the kernel's (user code chooses them): treat as untrusted.
+ */
+export const MimeBundleSchema = v.pipe(v.record(v.string(), v.string()), v.readonly());
+export type MimeBundle = v.InferOutput<typeof MimeBundleSchema>;
+
+/** What a cell raised: Jupyter's `error` (traceback as one text). */
+export const CellErrorSchema = v.pipe(
+  v.object({ ename: v.string(), evalue: v.string(), traceback: v.string() }),
+  v.readonly(),
+);
+export type CellError = v.InferOutput<typeof CellErrorSchema>;
+
+/** Jupyter's `stream` and `display_data`, as the cell produces them. */
+export const CellEventSchema = v.variant("type", [
+  v.pipe(
+    v.object({
+      type: v.literal("stream"),
+      name: v.picklist(["stdout", "stderr"]),
+      text: v.string(),
+    }),
+    v.readonly(),
+  ),
+  v.pipe(v.object({ type: v.literal("display_data"), data: MimeBundleSchema }), v.readonly()),
+]);
+export type CellEvent = v.InferOutput<typeof CellEventSchema>;
+
+/** The kernel process as the worker sees it (reported on every change). */
+export const KernelStatusSchema = v.pipe(
+  v.object({
+    state: v.picklist(["stopped", "running", "dead"]),
+    /** How it died (exit code, signal, OOM where the node says so), or what it is doing. */
+    message: v.string(),
+  }),
+  v.readonly(),
+);
+export type KernelStatus = v.InferOutput<typeof KernelStatusSchema>;
+
 const ExecResponseSchema = v.pipe(
   v.object({
     kind: v.literal("exec"),
     status: v.picklist(["OK", "ERROR"]),
-    /** What the code wrote to stdout. */
-    output: v.string(),
-    stderr: v.string(),
-    /** repr() of the last expression's value; null when there is none or it is None. */
-    value: v.nullable(v.string()),
-    /** The traceback (or why the kernel could not run the code) when status is ERROR. */
-    error: v.nullable(v.string()),
+    /** The last expression's bundle (Jupyter's execute_result); null when none or None. */
+    result: v.nullable(MimeBundleSchema),
+    /** What the code raised (or why the kernel could not run it) when status is ERROR. */
+    error: v.nullable(CellErrorSchema),
+    /** The cell ran in a fresh interpreter: the previous one died and its state is gone. */
+    kernelRestarted: v.boolean(),
   }),
   v.readonly(),
 );
@@ -239,6 +291,10 @@ export type GatewayMessage = v.InferOutput<typeof GatewayMessageSchema>;
 
 export const WorkerMessageSchema = v.variant("kind", [
   v.pipe(v.object({ kind: v.literal("heartbeat") }), v.readonly()),
+  /** Output of the `exec` request `id`, sent before its `response`, in order. */
+  v.pipe(v.object({ kind: v.literal("event"), id: count, event: CellEventSchema }), v.readonly()),
+  /** The kernel started or died: sent at once on every change, and after each welcome. */
+  v.pipe(v.object({ kind: v.literal("kernel_status"), status: KernelStatusSchema }), v.readonly()),
   v.pipe(
     v.object({ kind: v.literal("response"), id: count, response: WorkerResponseSchema }),
     v.readonly(),

@@ -45,12 +45,22 @@ export type DialOutcome =
   /** The gateway said `refused`: this credential will never be accepted. Do not retry it. */
   | { readonly kind: "Refused" }
   /** No verdict (unreachable, closed early, too slow): the same credential may be tried again. */
-  | { readonly kind: "Failed"; readonly message: string };
+  | { readonly kind: "Failed"; readonly message: string }
+  /**
+   * TLS, and the peer's certificate is not the pinned one: an impostor (or a daemon that lost
+   * its state). Nothing was sent to it, the credential least of all.
+   */
+  | { readonly kind: "WrongCertificate"; readonly message: string };
 
 export interface DialOptions {
   /** From connect to verdict; must exceed the gateway's handshake timeout plus its floor. */
   readonly verdictTimeoutMs: number;
   readonly maxFrameBytes?: number;
+  /**
+   * The SHA-256 fingerprint ("AB:CD:...") of the gateway's certificate: dial with TLS and
+   * talk only to that certificate. Absent: plain TCP (the daemon's explicit opt-out).
+   */
+  readonly pin?: string;
 }
 
 const MAX_PENDING_WRITE_BYTES = 8 * 1024 * 1024;
@@ -163,9 +173,16 @@ export function dialGateway(
       deliver(rest);
     }
 
+    function sendCredential(): void {
+      const frame = encodeFrame({ kind: "credential", credential }, MAX_CREDENTIAL_FRAME_BYTES);
+      if (!frame) throw new Error("a credential frame exceeds its cap"); // a bug: fixed sizes
+      writer?.write(frame);
+    }
+
     Bun.connect<undefined>({
       hostname: address.hostname,
       port: address.port,
+      ...(options.pin !== undefined && { tls: { rejectUnauthorized: false } }),
       socket: {
         binaryType: "uint8array",
         open(s) {
@@ -178,9 +195,24 @@ export function dialGateway(
           }
           s.setNoDelay(true);
           writer = createSocketWriter(s, { maxPendingBytes: MAX_PENDING_WRITE_BYTES });
-          const frame = encodeFrame({ kind: "credential", credential }, MAX_CREDENTIAL_FRAME_BYTES);
-          if (!frame) throw new Error("a credential frame exceeds its cap"); // a bug: fixed sizes
-          writer.write(frame);
+          // With TLS the credential waits for the pinned certificate (see `handshake`).
+          if (options.pin === undefined) sendCredential();
+        },
+        handshake(s, _chainTrusted, _chainError) {
+          // The chain is not what we trust (the certificate is self-signed); the pin is.
+          const presented = (
+            s as unknown as { getPeerCertificate(): { fingerprint256?: string } | undefined }
+          ).getPeerCertificate()?.fingerprint256;
+          if (presented !== options.pin) {
+            state = { phase: "closed" };
+            settle({
+              kind: "WrongCertificate",
+              message: `the gateway presented certificate ${presented ?? "(none)"}, not the pinned ${options.pin}`,
+            });
+            s.terminate();
+            return;
+          }
+          sendCredential();
         },
         data(_s, chunk) {
           const current = state;

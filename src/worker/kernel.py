@@ -1,18 +1,32 @@
 """The openai4s kernel: a persistent Python interpreter that runs cells like a notebook.
 
-Started by the worker as `python3 -u -c <this source> MAX_CHARS`. State (variables, imports,
-functions) survives from one cell to the next. For each cell it returns what the code printed
-to stdout and stderr, the repr() of the value of a final expression, and the traceback of an
-error. The kernel survives the cell's errors, KeyboardInterrupt and SystemExit alike.
+Started by the worker as `python3 -u -c <this source> MAX_CHARS MAX_MIME_CHARS`. State
+(variables, imports, functions) survives from one cell to the next. The kernel survives the
+cell's errors, KeyboardInterrupt and SystemExit alike.
 
 Protocol, private to the worker: one JSON object per line.
   in  (the original fd 0): {"id": N, "code": "..."}
-  out (the original fd 1): {"id": N, "status": "OK"|"ERROR", "output": str, "stderr": str,
-                            "value": str|null, "error": str|null}
+  out (the original fd 1), while cell N runs, in the order they happen:
+      {"id": N, "event": {"type": "stream", "name": "stdout"|"stderr", "text": str}}
+      {"id": N, "event": {"type": "display_data", "data": {MIME: str, ...}}}
+    and then, once:
+      {"id": N, "reply": {"status": "OK"|"ERROR",
+                          "result": {MIME: str, ...} | null,     # the last expression
+                          "error": {"ename", "evalue", "traceback"} | null}}
+The shapes are Jupyter's (stream, display_data, execute_result, error) so that a Jupyter
+client maps onto them one to one. A bundle always has "text/plain"; "text/html",
+"application/json" (JSON text), "image/png" (base64) are added when the object provides them
+(_repr_html_, _repr_json_, _repr_png_; matplotlib figures through its Agg backend). A value
+over MAX_MIME_CHARS is left out and "text/plain" says so.
+
 Before any user code runs, fd 0 is re-pointed at /dev/null and fd 1 at stderr, and the
 protocol keeps private duplicates: neither the user's code nor a subprocess it starts can read
-the next request or print into a reply. Python-level output is captured per cell into capped
-buffers, so a cell printing gigabytes costs MAX_CHARS of memory, not gigabytes.
+the next request or print into a reply. Python-level output is streamed as it is written, and
+capped per cell (MAX_CHARS per stream), so a cell printing gigabytes costs MAX_CHARS.
+
+Only one thread writes the protocol (the writer thread, fed by a queue). SIGINT raises
+KeyboardInterrupt in the main thread between any two bytecodes; were the main thread to write
+protocol lines itself, an interrupt could cut one in half and desynchronise the worker.
 
 SIGINT interrupts a running cell (KeyboardInterrupt, reported as an ERROR) and is ignored
 while the kernel is idle, so an interrupt that arrives just after a cell finished cannot kill
@@ -20,48 +34,28 @@ the kernel or land in the next cell. End of input (the worker is gone) ends the 
 """
 
 import ast
+import base64
 import builtins
-import io
 import json
 import linecache
 import os
+import queue
 import signal
 import sys
+import threading
 import traceback
 import types
+import warnings
 
+# Figures render off-screen. Set before the user's code can import matplotlib; an explicit
+# choice in the environment wins.
+os.environ.setdefault("MPLBACKEND", "Agg")
 
-class CappedText(io.TextIOBase):
-    """A text sink that keeps the first `limit` characters and counts the rest."""
-
-    encoding = "utf-8"
-
-    def __init__(self, limit):
-        super().__init__()
-        self._limit = limit
-        self._parts = []
-        self._kept = 0
-        self._dropped = 0
-
-    def writable(self):
-        return True
-
-    def write(self, text):
-        if not isinstance(text, str):
-            raise TypeError("write() argument must be str, not " + type(text).__name__)
-        room = self._limit - self._kept
-        if room > 0:
-            piece = text[:room]
-            self._parts.append(piece)
-            self._kept += len(piece)
-        self._dropped += max(0, len(text) - max(room, 0))
-        return len(text)
-
-    def getvalue(self):
-        text = "".join(self._parts)
-        if self._dropped:
-            text += "\n[... %d more characters not shown]" % self._dropped
-        return text
+# One protocol line carries at most this many characters of stream text: a cell that printed
+# its whole cap at once still fits the worker's frame cap after JSON escaping.
+STREAM_CHUNK_CHARS = 32 * 1024
+# display() calls kept per cell: a loop displaying forever must not flood the channel.
+MAX_DISPLAYS = 100
 
 
 def cap(text, limit):
@@ -70,20 +64,214 @@ def cap(text, limit):
     return text[:limit] + "\n[... %d more characters not shown]" % (len(text) - limit)
 
 
+class Writer:
+    """The only writer of protocol lines: a daemon thread draining a queue (see the top)."""
+
+    def __init__(self, replies):
+        self._replies = replies
+        self._queue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="openai4s-protocol", daemon=True).start()
+
+    def put(self, message):
+        self._queue.put(message)
+
+    def _run(self):
+        while True:
+            batch = [self._queue.get()]
+            # Everything queued meanwhile goes out in one write; consecutive text of one stream
+            # is merged, so a tight print loop costs a few lines, not one per print.
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            lines = []
+            for message in merge(batch):
+                lines.append(json.dumps(message, ensure_ascii=False).encode("utf-8", "replace"))
+            self._replies.write(b"\n".join(lines) + b"\n")
+            self._replies.flush()
+
+
+def merge(batch):
+    merged = []
+    for message in batch:
+        last = merged[-1] if merged else None
+        event = message.get("event")
+        if (
+            last is not None
+            and event is not None
+            and event["type"] == "stream"
+            and last.get("id") == message["id"]
+            and last.get("event", {}).get("type") == "stream"
+            and last["event"]["name"] == event["name"]
+            and len(last["event"]["text"]) + len(event["text"]) <= STREAM_CHUNK_CHARS
+        ):
+            last["event"] = dict(last["event"], text=last["event"]["text"] + event["text"])
+        else:
+            merged.append(message)
+    return merged
+
+
+class Stream:
+    """sys.stdout / sys.stderr of a cell: sends what is written, up to `limit` characters."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, kernel, name):
+        self._kernel = kernel
+        self._name = name
+        self._kept = 0
+        self._dropped = 0
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        raise OSError("the kernel's output is not a file")
+
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not " + type(text).__name__)
+        room = self._kernel.limit - self._kept
+        if room > 0:
+            piece = text[:room]
+            self._kept += len(piece)
+            for i in range(0, len(piece), STREAM_CHUNK_CHARS):
+                self._kernel.emit({"type": "stream", "name": self._name, "text": piece[i : i + STREAM_CHUNK_CHARS]})
+        self._dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def close_cell(self):
+        if self._dropped:
+            self._kernel.emit(
+                {
+                    "type": "stream",
+                    "name": self._name,
+                    "text": "\n[... %d more characters not shown]\n" % self._dropped,
+                }
+            )
+
+
+def figure_png(obj):
+    """PNG bytes of a matplotlib figure, or None when `obj` is not one."""
+    figure_module = sys.modules.get("matplotlib.figure")
+    if figure_module is None or not isinstance(obj, figure_module.Figure):
+        return None
+    import io
+
+    buffer = io.BytesIO()
+    obj.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()
+
+
 class Kernel:
-    def __init__(self, limit):
+    def __init__(self, limit, mime_limit, writer):
         self.limit = limit
+        self.mime_limit = mime_limit
+        self.writer = writer
         self.cells = 0
+        self.cell_id = None
+        self.displays = 0
+        self.shown_figures = set()
         self.running = False
         module = types.ModuleType("__main__")
         module.__dict__["__builtins__"] = builtins
         # User code lives in a real __main__, so pickling and multiprocessing find its names.
         sys.modules["__main__"] = module
         self.namespace = module.__dict__
+        builtins.display = self.display
 
     def on_sigint(self, signum, frame):
         if self.running:
             raise KeyboardInterrupt
+
+    def emit(self, event):
+        if self.cell_id is not None:
+            self.writer.put({"id": self.cell_id, "event": event})
+
+    def bundle(self, obj):
+        """The MIME bundle of `obj`. A hostile _repr_*_ costs its own entry, never the cell."""
+        data = {"text/plain": cap(repr(obj), self.limit)}
+        omitted = []
+
+        def add(mime, value):
+            if len(value) > self.mime_limit:
+                omitted.append("%s of %d characters" % (mime, len(value)))
+            else:
+                data[mime] = value
+
+        png = figure_png(obj)
+        if png is not None:
+            self.shown_figures.add(id(obj))
+            add("image/png", base64.b64encode(png).decode("ascii"))
+        for mime, method in (
+            ("text/html", "_repr_html_"),
+            ("application/json", "_repr_json_"),
+            ("image/png", "_repr_png_"),
+        ):
+            if mime in data or not hasattr(type(obj), method):
+                continue
+            try:
+                value = getattr(obj, method)()
+            except Exception:
+                continue
+            if value is None:
+                continue
+            if mime == "image/png":
+                # Anything but bytes would reach a client as "base64" that is not.
+                if isinstance(value, (bytes, bytearray)):
+                    add(mime, base64.b64encode(bytes(value)).decode("ascii"))
+            elif mime == "application/json":
+                try:
+                    add(mime, json.dumps(value))
+                except (TypeError, ValueError):
+                    continue
+            elif isinstance(value, str):
+                add(mime, value)
+        if omitted:
+            data["text/plain"] += "\n[output not shown: %s, over the cap of %d]" % (
+                ", ".join(omitted),
+                self.mime_limit,
+            )
+        return data
+
+    def display(self, *objects):
+        """Notebook-style display(): each object's MIME bundle, in the order shown."""
+        for obj in objects:
+            if self.displays >= MAX_DISPLAYS:
+                if self.displays == MAX_DISPLAYS:
+                    self.emit(
+                        {
+                            "type": "display_data",
+                            "data": {"text/plain": "[... more displays not shown: %d per cell]" % MAX_DISPLAYS},
+                        }
+                    )
+                self.displays += 1
+                continue
+            self.displays += 1
+            self.emit({"type": "display_data", "data": self.bundle(obj)})
+
+    def show_figures(self):
+        """Figures left open by the cell are shown and closed, as a notebook's inline backend does."""
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
+            return
+        for number in pyplot.get_fignums():
+            figure = pyplot.figure(number)
+            if id(figure) not in self.shown_figures:
+                self.display(figure)
+        pyplot.close("all")
 
     def format_error(self, error, filename):
         tb = error.__traceback__
@@ -100,15 +288,22 @@ class Kernel:
                     previous.tb_next = None
                 break
             previous, current = current, current.tb_next
-        return "".join(traceback.format_exception(type(error), error, tb))
+        return {
+            "ename": type(error).__name__,
+            "evalue": cap(str(error), self.limit),
+            "traceback": cap("".join(traceback.format_exception(type(error), error, tb)), self.limit),
+        }
 
-    def run(self, code):
+    def run(self, cell_id, code):
         self.cells += 1
+        self.cell_id = cell_id
+        self.displays = 0
+        self.shown_figures = set()
         filename = "<cell-%d>" % self.cells
         # Registered so tracebacks show the offending source lines.
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        out, err = CappedText(self.limit), CappedText(self.limit)
-        status, value, error = "OK", None, None
+        out, err = Stream(self, "stdout"), Stream(self, "stderr")
+        status, result, error = "OK", None, None
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
         try:
@@ -121,36 +316,37 @@ class Kernel:
                 tail = compile(last, filename, "eval") if last is not None else None
                 self.running = True
                 exec(body, self.namespace)
-                result = eval(tail, self.namespace) if tail is not None else None
+                value = eval(tail, self.namespace) if tail is not None else None
+                if value is not None:
+                    self.namespace["_"] = value
+                    result = self.bundle(value)
+                self.show_figures()
                 self.running = False
-                if result is not None:
-                    self.namespace["_"] = result
-                    value = cap(repr(result), self.limit)
             except BaseException as caught:  # the kernel outlives every cell
                 self.running = False
                 status = "ERROR"
-                error = cap(self.format_error(caught, filename), self.limit)
+                error = self.format_error(caught, filename)
         finally:
             self.running = False
             sys.stdout, sys.stderr = saved
-        return {
-            "status": status,
-            "output": out.getvalue(),
-            "stderr": err.getvalue(),
-            "value": value,
-            "error": error,
-        }
+        out.close_cell()
+        err.close_cell()
+        return {"status": status, "result": result, "error": error}
 
 
 def main():
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
+    mime_limit = int(sys.argv[2]) if len(sys.argv) > 2 else 512 * 1024
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)
-    kernel = Kernel(limit)
+    # plt.show() under Agg only warns; the figure is shown at the end of the cell anyway.
+    warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
+    writer = Writer(replies)
+    kernel = Kernel(limit, mime_limit, writer)
     pid = os.getpid()
     signal.signal(signal.SIGINT, kernel.on_sigint)
     while True:
@@ -161,16 +357,15 @@ def main():
         if not line:
             return
         request = json.loads(line)
-        reply = kernel.run(request["code"])
+        reply = kernel.run(request["id"], request["code"])
         if os.getpid() != pid:
             # The child of a cell's os.fork() came back here: were it to answer, it would
             # reply in the parent's place and then serve every later cell from a copy of the
             # state while the real kernel waits for it. It ends silently, as a forked child
             # of multiprocessing does.
             os._exit(0)
-        reply["id"] = request["id"]
-        replies.write(json.dumps(reply, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
-        replies.flush()
+        kernel.cell_id = None
+        writer.put({"id": request["id"], "reply": reply})
 
 
 main()

@@ -139,6 +139,9 @@ async function runWithSignals(
       case "BadCredential":
         log.error(`worker: ${exit.message}`);
         break;
+      case "WrongCertificate":
+        log.error(`worker: refusing to talk to the gateway: ${exit.message}`);
+        break;
       default: {
         const never: never = exit;
         throw new Error(`unhandled worker exit ${JSON.stringify(never)}`);

@@ -15,12 +15,15 @@ import { isAbsolute } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../orchestration/bootstrap.ts";
+import { readGatewayFingerprint } from "../orchestration/gateway-tls.ts";
 import {
+  type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
-  type ExecResponse,
   encodeFrame,
   type HostPort,
+  type KernelStatus,
   LIVENESS_INTERVALS,
+  type MimeBundle,
   type ProbeWorkspaceResponse,
   parseGatewayMessage,
   parseHostPort,
@@ -56,7 +59,9 @@ export type WorkerExit =
   /** Was connected, lost it, and could not resume within the grace period. */
   | { readonly kind: "Lost"; readonly message: string }
   /** No usable credential file: a configuration problem, not a runtime one. */
-  | { readonly kind: "BadCredential"; readonly message: string };
+  | { readonly kind: "BadCredential"; readonly message: string }
+  /** The gateway's certificate is not the pinned one: nothing was sent to it. */
+  | { readonly kind: "WrongCertificate"; readonly message: string };
 
 export function workerExitCode(exit: WorkerExit): number {
   switch (exit.kind) {
@@ -65,6 +70,7 @@ export function workerExitCode(exit: WorkerExit): number {
     case "Refused":
     case "Unreachable":
     case "Lost":
+    case "WrongCertificate":
       return 1;
     case "BadCredential":
       return 2;
@@ -89,6 +95,9 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
       message: `the credential file for rank ${rank} holds a credential for rank ${initial.rank}`,
     };
   }
+  const pinned = readGatewayFingerprint(options.credentialDir);
+  if (pinned.kind === "Invalid") return { kind: "BadCredential", message: pinned.message };
+  const pin = pinned.kind === "Pinned" ? pinned.fingerprint : undefined;
   const address = parseHostPort(gateway);
   if (!address || address.port === 0) {
     return { kind: "BadCredential", message: `the credential names no usable gateway address` };
@@ -98,15 +107,22 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     epoch: initial.epoch,
     rank,
     gateway,
+    tls: pin !== undefined,
   });
 
-  const kernel = createKernel({ python: options.python, log });
+  // The kernel outlives connections; its status goes to whichever one is current, at once.
+  let reportStatus: ((status: KernelStatus) => void) | null = null;
+  const kernel = createKernel({
+    python: options.python,
+    log,
+    onStatus: (status) => reportStatus?.(status),
+  });
   try {
     let credential = initial;
     let deadline = initial.expiresAt;
     let everConnected = false;
     for (;;) {
-      const dialed = await dialUntil(options, address, credential, deadline, signal);
+      const dialed = await dialUntil(options, address, credential, deadline, signal, pin);
       switch (dialed.kind) {
         case "Aborted":
           return { kind: "Stopped", reason: "signal" };
@@ -119,13 +135,19 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
               };
         case "Refused":
           return { kind: "Refused" };
+        case "WrongCertificate":
+          return dialed;
         case "Welcomed": {
           if (!everConnected) kernel.start(); // a refused worker never pays for Python
           everConnected = true;
           log.info("worker: connected", {
             heartbeatIntervalMs: dialed.welcome.heartbeatIntervalMs,
           });
+          reportStatus = (status) => dialed.link.send({ kind: "kernel_status", status });
+          // A death while disconnected (or before this daemon started) is news to this one.
+          reportStatus(kernel.status());
           const ended = await serve(options, dialed.link, dialed.welcome, kernel, signal);
+          reportStatus = null;
           if (ended.kind === "Stopped") return ended;
           credential = ended.resume;
           deadline = Math.min(clock.now() + options.graceMs, ended.resume.expiresAt);
@@ -149,6 +171,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
 type DialUntilResult =
   | { readonly kind: "Welcomed"; readonly welcome: Welcome; readonly link: Link }
   | { readonly kind: "Refused" }
+  | { readonly kind: "WrongCertificate"; readonly message: string }
   | { readonly kind: "Expired"; readonly last: string }
   | { readonly kind: "Aborted" };
 
@@ -159,6 +182,7 @@ async function dialUntil(
   credential: Credential,
   deadline: number,
   signal: AbortSignal,
+  pin: string | undefined,
 ): Promise<DialUntilResult> {
   const maxBackoffMs = options.maxBackoffMs ?? 3000;
   let backoffMs = FIRST_BACKOFF_MS;
@@ -170,6 +194,7 @@ async function dialUntil(
     const outcome = await dialGateway(address, credential, {
       verdictTimeoutMs: Math.min(options.verdictTimeoutMs ?? 30_000, remainingMs),
       ...(options.maxFrameBytes !== undefined && { maxFrameBytes: options.maxFrameBytes }),
+      ...(pin !== undefined && { pin }),
     });
     if (outcome.kind !== "Failed") return outcome;
     last = outcome.message;
@@ -260,7 +285,10 @@ function serve(
             resume = message.resume;
             return;
           case "request":
-            void handle(message.request, kernel).then((response) => reply(message.id, response));
+            void handle(message.request, kernel, (event) => {
+              if (ended) return;
+              link.send({ kind: "event", id: message.id, event: fitEvent(event, maxFrameBytes) });
+            }).then((response) => reply(message.id, response));
             return;
           case "stop":
             options.log.info("worker: stopped by the gateway", { reason: message.reason });
@@ -282,14 +310,23 @@ function serve(
   });
 }
 
-async function handle(request: WorkerRequest, kernel: Kernel): Promise<WorkerResponse> {
+async function handle(
+  request: WorkerRequest,
+  kernel: Kernel,
+  onEvent: (event: CellEvent) => void,
+): Promise<WorkerResponse> {
   switch (request.kind) {
-    case "exec":
-      return { kind: "exec", ...(await kernel.exec(request.code)) };
+    case "exec": {
+      const result = await kernel.exec(request.code, {
+        onEvent,
+        ...(request.cell !== undefined && { cell: request.cell }),
+      });
+      return { kind: "exec", ...result };
+    }
     case "probe_workspace":
       return probeWorkspace(request.path, request.expect);
     case "interrupt":
-      return { kind: "interrupt", delivered: kernel.interrupt() };
+      return { kind: "interrupt", delivered: kernel.interrupt(request.cell).kind !== "NotRunning" };
     default: {
       const never: never = request;
       throw new Error(`unhandled request ${JSON.stringify(never)}`);
@@ -331,17 +368,51 @@ function fitResponse(id: number, response: WorkerResponse, maxFrameBytes: number
   if (fits(response)) return response;
   if (response.kind === "exec") {
     for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
-      const shrunk: ExecResponse = {
+      const shrunk = {
         ...response,
-        output: clip(response.output, limit),
-        stderr: clip(response.stderr, limit),
-        value: response.value === null ? null : clip(response.value, limit),
-        error: response.error === null ? null : clip(response.error, limit),
+        result: response.result === null ? null : shrinkBundle(response.result, limit),
+        error:
+          response.error === null
+            ? null
+            : {
+                ename: clip(response.error.ename, limit),
+                evalue: clip(response.error.evalue, limit),
+                traceback: clip(response.error.traceback, limit),
+              },
       };
       if (fits(shrunk)) return shrunk;
     }
   }
   return { kind: "error", message: "the answer does not fit in a frame" };
+}
+
+/** As fitResponse, for one output event: large MIME values go first, then text is cut. */
+function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
+  const fits = (e: CellEvent) =>
+    encodeFrame({ kind: "event", id: Number.MAX_SAFE_INTEGER, event: e }, maxFrameBytes) !== null;
+  if (fits(event)) return event;
+  for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
+    const shrunk: CellEvent =
+      event.type === "stream"
+        ? { ...event, text: clip(event.text, limit) }
+        : { ...event, data: shrinkBundle(event.data, limit) };
+    if (fits(shrunk)) return shrunk;
+  }
+  return { type: "stream", name: "stderr", text: "[an output did not fit in a frame]\n" };
+}
+
+/** Values over `limit` are left out, and text/plain says which, so loss is never silent. */
+function shrinkBundle(bundle: MimeBundle, limit: number): MimeBundle {
+  const kept: Record<string, string> = {};
+  const omitted: string[] = [];
+  for (const [mime, value] of Object.entries(bundle)) {
+    if (mime === "text/plain") continue;
+    if (value.length > limit) omitted.push(`${mime} of ${value.length} characters`);
+    else kept[mime] = value;
+  }
+  const note = omitted.length > 0 ? `\n[output not shown: ${omitted.join(", ")}, too large]` : "";
+  kept["text/plain"] = clip(bundle["text/plain"] ?? "", limit) + note;
+  return kept;
 }
 
 function clip(text: string, limit: number): string {

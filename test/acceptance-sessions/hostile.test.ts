@@ -201,7 +201,7 @@ describe("the idle clock", () => {
       try {
         const id = await startSession(idle);
         const ran = await exec(idle, id, "import time; time.sleep(5); 'done'");
-        expect(ran).toEqual({ status: "OK", output: "'done'", error: null });
+        expect(ran).toMatchObject({ status: "OK", output: "'done'", error: null });
         expect((await idle.show(id)).phase).toBe("RUNNING");
         // And once nothing runs, it is idle again: reclaimed with the reason that says so.
         const ended = await until("the idle session to be reclaimed", async () => {

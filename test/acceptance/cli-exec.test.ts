@@ -3,6 +3,7 @@
  * `print` would, on its own line, not glued to the shell prompt that follows.
  */
 import { afterEach, expect, test } from "bun:test";
+import type { ExecOutput } from "../../src/api/session-service.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
 import { fakeBackend, type Harness, harness } from "../api/support.ts";
 import { captureIo, runtimeFor } from "../cli/support.ts";
@@ -11,12 +12,26 @@ let h: Harness;
 afterEach(() => h?.close());
 
 test("exec ends its output with a newline, and adds none to an empty output", async () => {
-  let output = "42";
+  let outputs: ExecOutput[] = [{ type: "execute_result", data: { "text/plain": "42" } }];
   h = harness({
     backend: fakeBackend({
       verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
     } as never),
-    sessions: { exec: async () => ({ kind: "Ok", status: "OK", output, error: null }) },
+    sessions: {
+      exec: async (_id, _code, options) => {
+        options?.onStart?.();
+        for (const o of outputs) options?.onOutput?.(o);
+        return {
+          kind: "Ok",
+          status: "OK",
+          output: "",
+          error: null,
+          outputs,
+          kernelRestarted: false,
+        };
+      },
+      interrupt: async () => ({ kind: "Ok", interrupted: false }),
+    },
   });
   const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });
   const { id } = (await res.json()) as { id: string };
@@ -26,8 +41,8 @@ test("exec ends its output with a newline, and adds none to an empty output", as
     return io.out();
   };
   expect(await run()).toBe("42\n");
-  output = "hello\n";
+  outputs = [{ type: "stream", name: "stdout", text: "hello\n" }];
   expect(await run()).toBe("hello\n");
-  output = "";
+  outputs = [];
   expect(await run()).toBe("");
 });

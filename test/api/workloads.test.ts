@@ -247,6 +247,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
         calls.push([id, code]);
         return outcome;
       },
+      interrupt: async () => ({ kind: "Ok", interrupted: false }),
     };
   }
 
@@ -259,14 +260,27 @@ describe("POST /v1/workloads/{id}/exec", () => {
   });
 
   test("OK: the kernel's answer, and lastActiveAt moves", async () => {
-    const service = sessions({ kind: "Ok", status: "OK", output: "2\n", error: null });
+    const service = sessions({
+      kind: "Ok",
+      status: "OK",
+      output: "2\n",
+      error: null,
+      outputs: [{ type: "stream", name: "stdout", text: "2\n" }],
+      kernelRestarted: false,
+    });
     const h = make({ backend: verified(), sessions: service });
     const id = await session(h);
     const createdActive = getWorkload(h.store, id)?.lastActiveAt;
     h.clock.advance(60_000);
     const res = await h.post(`/v1/workloads/${id}/exec`, { code: "1+1" });
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ status: "OK", output: "2\n", error: null });
+    expect(await res.json()).toEqual({
+      status: "OK",
+      output: "2\n",
+      error: null,
+      outputs: [{ type: "stream", name: "stdout", text: "2\n" }],
+      kernelRestarted: false,
+    });
     expect(service.calls).toEqual([[id, "1+1"]]);
     expect(getWorkload(h.store, id)?.lastActiveAt).toBe((createdActive ?? 0) + 60_000);
   });
@@ -274,7 +288,14 @@ describe("POST /v1/workloads/{id}/exec", () => {
   test("ERROR from the code is still a 200 carrying the error", async () => {
     const h = make({
       backend: verified(),
-      sessions: sessions({ kind: "Ok", status: "ERROR", output: "", error: "ZeroDivisionError" }),
+      sessions: sessions({
+        kind: "Ok",
+        status: "ERROR",
+        output: "",
+        error: "ZeroDivisionError",
+        outputs: [],
+        kernelRestarted: false,
+      }),
     });
     const id = await session(h);
     const res = await h.post(`/v1/workloads/${id}/exec`, { code: "1/0" });
@@ -298,7 +319,14 @@ describe("POST /v1/workloads/{id}/exec", () => {
   });
 
   test("a BATCH is not a session; a bad body is a 400; an unknown id a 404", async () => {
-    const service = sessions({ kind: "Ok", status: "OK", output: "", error: null });
+    const service = sessions({
+      kind: "Ok",
+      status: "OK",
+      output: "",
+      error: null,
+      outputs: [],
+      kernelRestarted: false,
+    });
     const h = make({ backend: verified(), sessions: service });
     const id = await submit(h);
     expect((await h.post(`/v1/workloads/${id}/exec`, { code: "x" })).status).toBe(409);

@@ -1,7 +1,12 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ExecOutcome } from "../../src/api/session-service.ts";
 import { createCancelCommand } from "../../src/cli/cancel.ts";
 import { UsageError } from "../../src/cli/command.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
+import { createInterruptCommand } from "../../src/cli/interrupt.ts";
 import { createListCommand } from "../../src/cli/list.ts";
 import { createProfilesCommand } from "../../src/cli/profiles.ts";
 import { createSessionCommand } from "../../src/cli/session.ts";
@@ -239,9 +244,36 @@ describe("session start and exec", () => {
     ).toContain("--idle-timeout");
   });
 
-  test("exec prints the output; an ERROR exits 1 with the error on stderr", async () => {
-    let answer = { kind: "Ok", status: "OK", output: "2\n", error: null } as const as never;
-    const h = make({ backend: verified(), sessions: { exec: async () => answer } });
+  test("exec streams the output; an ERROR exits 1 with the error on stderr", async () => {
+    const png = Buffer.from("\x89PNG not really", "latin1");
+    let answer: ExecOutcome = {
+      kind: "Ok",
+      status: "OK",
+      output: "hi\n2",
+      error: null,
+      outputs: [
+        { type: "stream", name: "stdout", text: "partial" },
+        { type: "stream", name: "stderr", text: "warn\n" },
+        {
+          type: "display_data",
+          data: { "text/plain": "<Figure>", "image/png": png.toString("base64") },
+        },
+        { type: "execute_result", data: { "text/plain": "2" } },
+      ],
+      kernelRestarted: true,
+    };
+    const h = make({
+      backend: verified(),
+      sessions: {
+        // As the real service: each output to the listener, then the outcome.
+        exec: async (_id, _code, options) => {
+          options?.onStart?.();
+          if (answer.kind === "Ok") for (const o of answer.outputs) options?.onOutput?.(o);
+          return answer;
+        },
+        interrupt: async () => ({ kind: "Ok", interrupted: true }),
+      },
+    });
     const sid = (
       (await (
         await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" })
@@ -251,14 +283,44 @@ describe("session start and exec", () => {
     ).id;
     const io = captureIo();
     expect(await createExecCommand(runtimeFor(h)).run([sid, "1+1"], io)).toBe(0);
-    expect(io.out()).toBe("2\n");
-    answer = { kind: "Ok", status: "ERROR", output: "", error: "ZeroDivisionError" } as never;
+    // The figure's text stands on its own line after unterminated output; the value too.
+    expect(io.out()).toBe("partial\n<Figure>\n2\n");
+    expect(io.err()).toContain("warn\n");
+    expect(io.err()).toContain("earlier variables are gone");
+
+    const dir = mkdtempSync(join(tmpdir(), "o4s-images-"));
+    try {
+      const io3 = captureIo();
+      expect(
+        await createExecCommand(runtimeFor(h)).run([sid, "1+1", "--save-images", dir], io3),
+      ).toBe(0);
+      const saved = io3.out().split("\n")[1]!;
+      expect(saved.startsWith(dir)).toBe(true);
+      expect(readFileSync(saved)).toEqual(png);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+
+    answer = {
+      kind: "Ok",
+      status: "ERROR",
+      output: "",
+      error: "ZeroDivisionError",
+      outputs: [
+        { type: "error", ename: "ZeroDivisionError", evalue: "", traceback: "ZeroDivisionError" },
+      ],
+      kernelRestarted: false,
+    };
     const io2 = captureIo();
     expect(await createExecCommand(runtimeFor(h)).run([sid, "1/0"], io2)).toBe(1);
     expect(io2.err()).toBe("ZeroDivisionError\n");
     expect(await usage(() => createExecCommand(runtimeFor(h)).run([sid], captureIo()))).toContain(
       "ID CODE",
     );
+
+    const io4 = captureIo();
+    expect(await createInterruptCommand(runtimeFor(h)).run([sid], io4)).toBe(0);
+    expect(io4.out()).toBe("interrupted\n");
   });
 });
 

@@ -117,10 +117,11 @@ describe("sessions on the local backend with bubblewrap", () => {
       await waitReady(d, id);
       const before = ms((await d.show(id)).lastActiveAt);
       expect(await exec(d, id, "x = 41")).toMatchObject({ status: "OK", error: null });
-      expect(await exec(d, id, "print('hello'); x + 1")).toEqual({
+      expect(await exec(d, id, "print('hello'); x + 1")).toMatchObject({
         status: "OK",
         output: "hello\n42",
         error: null,
+        kernelRestarted: false,
       });
       const failed = await exec(d, id, "1/0");
       expect(failed.status).toBe("ERROR");

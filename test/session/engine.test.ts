@@ -1,17 +1,26 @@
 import { describe, expect, test } from "bun:test";
 import {
   DEFAULT_LEASE,
+  DISCONNECT_GRACE_ENV,
   IDLE_TIMEOUT_ENV,
   MAX_LIFETIME_ENV,
   sessionSettingsFromEnv,
   WORKER_COMMAND_ENV,
+  WORKER_TLS_CERT_ENV,
+  WORKER_TLS_ENV,
+  WORKER_TLS_KEY_ENV,
 } from "../../src/orchestration/session/engine.ts";
 
 describe("session settings from the daemon's environment", () => {
   test("defaults: this binary's worker role and the default lease", () => {
     expect(sessionSettingsFromEnv({}, ["/opt/openai4s"])).toEqual({
       kind: "Settings",
-      settings: { workerCommand: ["/opt/openai4s", "worker"], lease: DEFAULT_LEASE },
+      settings: {
+        workerCommand: ["/opt/openai4s", "worker"],
+        lease: DEFAULT_LEASE,
+        disconnectGraceMs: 2000,
+        tls: { kind: "Generated" },
+      },
     });
   });
 
@@ -20,6 +29,9 @@ describe("session settings from the daemon's environment", () => {
       {
         [IDLE_TIMEOUT_ENV]: "900",
         [MAX_LIFETIME_ENV]: "7200",
+        [DISCONNECT_GRACE_ENV]: "250",
+        [WORKER_TLS_KEY_ENV]: "/etc/o4s/gw.key",
+        [WORKER_TLS_CERT_ENV]: "/etc/o4s/gw.crt",
         [WORKER_COMMAND_ENV]: JSON.stringify(["/usr/local/bin/wrapper", "--flag"]),
       },
       ["/opt/openai4s"],
@@ -29,6 +41,8 @@ describe("session settings from the daemon's environment", () => {
       settings: {
         workerCommand: ["/usr/local/bin/wrapper", "--flag"],
         lease: { idleTimeoutSeconds: 900, maxLifetimeSeconds: 7200 },
+        disconnectGraceMs: 250,
+        tls: { kind: "Given", key: "/etc/o4s/gw.key", cert: "/etc/o4s/gw.crt" },
       },
     });
   });
@@ -38,6 +52,11 @@ describe("session settings from the daemon's environment", () => {
       { [IDLE_TIMEOUT_ENV]: "15m" },
       { [IDLE_TIMEOUT_ENV]: "0" },
       { [MAX_LIFETIME_ENV]: "-1" },
+      { [DISCONNECT_GRACE_ENV]: "2s" },
+      { [DISCONNECT_GRACE_ENV]: "-5" },
+      { [WORKER_TLS_ENV]: "maybe" },
+      { [WORKER_TLS_KEY_ENV]: "/only/the/key" },
+      { [WORKER_TLS_ENV]: "off", [WORKER_TLS_KEY_ENV]: "/k", [WORKER_TLS_CERT_ENV]: "/c" },
       { [WORKER_COMMAND_ENV]: "/bin/worker" },
       { [WORKER_COMMAND_ENV]: "[]" },
       { [WORKER_COMMAND_ENV]: '["ok", 3]' },

@@ -5,9 +5,15 @@
  * with `workspaceView`), `exec` runs through a scripted kernel.
  */
 import { readFileSync } from "node:fs";
-import type { RequestOutcome, WorkerGateway } from "../../src/orchestration/worker-gateway.ts";
 import type {
+  RequestOptions,
+  RequestOutcome,
+  WorkerGateway,
+} from "../../src/orchestration/worker-gateway.ts";
+import type {
+  CellEvent,
   ExecResponse,
+  KernelStatus,
   ResponseFor,
   WorkerRequest,
   WorkerResponse,
@@ -20,7 +26,8 @@ export interface SentRequest {
   readonly request: WorkerRequest;
 }
 
-export interface FakeGateway extends Pick<WorkerGateway, "connected" | "request" | "stop"> {
+export interface FakeGateway
+  extends Pick<WorkerGateway, "connected" | "connection" | "request" | "stop"> {
   readonly sent: SentRequest[];
   readonly stops: { allocationId: string; epoch: number }[];
   connect(allocationId: string, epoch: number, rank: number): void;
@@ -29,6 +36,26 @@ export interface FakeGateway extends Pick<WorkerGateway, "connected" | "request"
   workspaceView: (path: string) => string;
   /** The kernel: code → response (default: evaluates "1+1" to "2", echoes others). */
   kernel: (code: string) => ExecResponse | "timeout";
+  /** What the kernel prints and displays before answering (default: nothing). */
+  kernelEvents: (code: string) => readonly CellEvent[];
+  /** What rank 0's worker last said of its kernel (default: nothing). */
+  kernelStatus: KernelStatus | null;
+}
+
+/** An exec answer: `value` is the last expression's text/plain. */
+export function execAnswer(
+  status: "OK" | "ERROR",
+  value: string | null,
+  error: string | null = null,
+  kernelRestarted = false,
+): ExecResponse {
+  return {
+    kind: "exec",
+    status,
+    result: value === null ? null : { "text/plain": value },
+    error: error === null ? null : { ename: "Error", evalue: error, traceback: error },
+    kernelRestarted,
+  };
 }
 
 const key = (a: string, e: number) => `${e}:${a}`;
@@ -39,14 +66,13 @@ export function fakeGateway(): FakeGateway {
     sent: [],
     stops: [],
     workspaceView: (p) => p,
-    kernel: (code) => ({
-      kind: "exec",
-      status: "OK",
-      output: "",
-      stderr: "",
-      value: code === "1+1" ? "2" : code,
-      error: null,
-    }),
+    kernel: (code) => execAnswer("OK", code === "1+1" ? "2" : code),
+    kernelEvents: () => [],
+    kernelStatus: null,
+    connection(a, e, r) {
+      if (!conns.get(key(a, e))?.has(r)) return null;
+      return { remoteAddress: "fake", connectedAt: 0, lastSeenAt: 0, kernel: gw.kernelStatus };
+    },
     connect(a, e, r) {
       let set = conns.get(key(a, e));
       if (!set) {
@@ -67,6 +93,7 @@ export function fakeGateway(): FakeGateway {
       rank: number,
       request: R,
       _timeoutMs: number,
+      options: RequestOptions = {},
     ): Promise<RequestOutcome<ResponseFor<R>>> {
       gw.sent.push({ allocationId, epoch, rank, request });
       if (!conns.get(key(allocationId, epoch))?.has(rank)) return { kind: "NotConnected" };
@@ -84,6 +111,7 @@ export function fakeGateway(): FakeGateway {
         }
         case "exec": {
           const answer = gw.kernel(request.code);
+          for (const event of gw.kernelEvents(request.code)) options.onEvent?.(event);
           if (answer === "timeout") return { kind: "TimedOut" };
           response = answer;
           break;

@@ -74,6 +74,7 @@ export function startHarness(
       refusalFloorMs: 40,
       handshakeTimeoutMs: 400,
       heartbeatIntervalMs: 200,
+      tls: null,
       ...overrides,
       onEvent: (e) => events.push(e),
     });

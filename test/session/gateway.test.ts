@@ -133,7 +133,13 @@ async function fakeWorker(
 
 const echoExec = (request: WorkerRequest): WorkerResponse | null =>
   request.kind === "exec"
-    ? { kind: "exec", status: "OK", output: request.code, stderr: "", value: null, error: null }
+    ? {
+        kind: "exec",
+        status: "OK",
+        result: { "text/plain": request.code },
+        error: null,
+        kernelRestarted: false,
+      }
     : null;
 
 describe("refusals", () => {
@@ -345,7 +351,10 @@ describe("accepted connections", () => {
       rawExchange(h.gateway.address, [randomBytes(300)], { waitMs: 2000 }),
     );
     const answer = await h.gateway.request("alloc-1", 2, 0, { kind: "exec", code: "1+1" }, 2000);
-    expect(answer).toMatchObject({ kind: "Answered", response: { output: "1+1" } });
+    expect(answer).toMatchObject({
+      kind: "Answered",
+      response: { result: { "text/plain": "1+1" } },
+    });
     for (const g of await Promise.all(garbage)) expect(text(g.received)).toBe(REFUSED);
     expect(worker.closedReason()).toBeNull();
   });
@@ -376,7 +385,10 @@ describe("accepted connections", () => {
       { kind: "exec", code: "still here" },
       2000,
     );
-    expect(answer).toMatchObject({ kind: "Answered", response: { output: "still here" } });
+    expect(answer).toMatchObject({
+      kind: "Answered",
+      response: { result: { "text/plain": "still here" } },
+    });
     expect(b.closedReason()).toBeNull();
   });
 

@@ -3,10 +3,11 @@
  * carrying over is the point; a fresh one where a test breaks it on purpose.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { memoryLog } from "../../src/log.ts";
-import { createKernel, type Kernel } from "../../src/worker/kernel.ts";
+import type { CellEvent, KernelStatus } from "../../src/orchestration/worker-protocol.ts";
+import { createKernel, type Kernel, type KernelResult } from "../../src/worker/kernel.ts";
 import { realPython, tempDir, until } from "./gateway-harness.ts";
 
 const opened: Kernel[] = [];
@@ -16,7 +17,9 @@ function kernel(options: { maxOutputChars?: number; python?: string; cwd?: strin
   return k;
 }
 /** Where the interpreter is not the point, skip a version-manager shim's start-up cost. */
-function fastKernel(options: { maxOutputChars?: number; cwd?: string } = {}) {
+function fastKernel(
+  options: { maxOutputChars?: number; maxMimeChars?: number; cwd?: string; python?: string } = {},
+) {
   const k = createKernel({ log: memoryLog(), python: realPython(), ...options });
   opened.push(k);
   return k;
@@ -25,39 +28,75 @@ afterAll(async () => {
   for (const k of opened.splice(0)) await k.close();
 });
 
+interface Ran {
+  readonly status: "OK" | "ERROR";
+  readonly output: string;
+  readonly stderr: string;
+  /** The result's text/plain. */
+  readonly value: string | null;
+  /** The traceback. */
+  readonly error: string | null;
+  readonly events: readonly CellEvent[];
+  readonly result: KernelResult["result"];
+  readonly ename: string | null;
+  readonly kernelRestarted: boolean;
+}
+
+/** Runs a cell and gathers its events the way the worker's caller sees them. */
+async function run(k: Kernel, code: string, options: { cell?: string } = {}): Promise<Ran> {
+  const events: CellEvent[] = [];
+  const r = await k.exec(code, { ...options, onEvent: (e) => events.push(e) });
+  const text = (name: string) =>
+    events.map((e) => (e.type === "stream" && e.name === name ? e.text : "")).join("");
+  return {
+    status: r.status,
+    output: text("stdout"),
+    stderr: text("stderr"),
+    value: r.result?.["text/plain"] ?? null,
+    error: r.error?.traceback ?? null,
+    events,
+    result: r.result,
+    ename: r.error?.ename ?? null,
+    kernelRestarted: r.kernelRestarted,
+  };
+}
+
 describe("a notebook-like session", () => {
   const k = kernel(); // the default interpreter: `python3` on PATH
 
   test("state survives between cells; the last expression's repr is the value", async () => {
-    expect(await k.exec("x = 41")).toEqual({
+    expect(await run(k, "x = 41")).toMatchObject({
       status: "OK",
       output: "",
       stderr: "",
       value: null,
       error: null,
+      events: [],
+      kernelRestarted: false,
     });
-    expect((await k.exec("x + 1")).value).toBe("42");
-    expect((await k.exec("def f(s):\n    return s * 2\nf('ab')")).value).toBe("'abab'");
-    expect((await k.exec("import math\nmath.pi > 3")).value).toBe("True");
-    expect((await k.exec("_")).value).toBe("True"); // the previous value, as in a notebook
+    expect((await run(k, "x + 1")).value).toBe("42");
+    expect((await run(k, "def f(s):\n    return s * 2\nf('ab')")).value).toBe("'abab'");
+    expect((await run(k, "import math\nmath.pi > 3")).value).toBe("True");
+    expect((await run(k, "_")).value).toBe("True"); // the previous value, as in a notebook
   });
 
   test("None and statements give no value", async () => {
-    expect((await k.exec("None")).value).toBeNull();
-    expect((await k.exec("y = [1, 2]")).value).toBeNull();
-    expect((await k.exec("y.append(3)")).value).toBeNull();
-    expect((await k.exec("y")).value).toBe("[1, 2, 3]");
+    expect((await run(k, "None")).value).toBeNull();
+    expect((await run(k, "y = [1, 2]")).value).toBeNull();
+    expect((await run(k, "y.append(3)")).value).toBeNull();
+    expect((await run(k, "y")).value).toBe("[1, 2, 3]");
   });
 
   test("stdout and stderr are captured separately", async () => {
-    const r = await k.exec(
+    const r = await run(
+      k,
       "import sys\nprint('out 1')\nprint('err 1', file=sys.stderr)\nprint('out 2')",
     );
     expect(r).toMatchObject({ status: "OK", output: "out 1\nout 2\n", stderr: "err 1\n" });
   });
 
   test("an error returns the traceback of the user's code, and what was printed before it", async () => {
-    const r = await k.exec("print('before')\ndef g():\n    return 1 / 0\ng()");
+    const r = await run(k, "print('before')\ndef g():\n    return 1 / 0\ng()");
     expect(r.status).toBe("ERROR");
     expect(r.output).toBe("before\n");
     expect(r.value).toBeNull();
@@ -66,48 +105,49 @@ describe("a notebook-like session", () => {
     expect(r.error).toContain("return 1 / 0"); // source lines are shown
     expect(r.error).not.toContain("exec(body"); // the kernel's own frames are not
     // The kernel survived and kept its state.
-    expect((await k.exec("x")).value).toBe("41");
+    expect((await run(k, "x")).value).toBe("41");
   });
 
   test("a syntax error is an ERROR, not a dead kernel", async () => {
-    const r = await k.exec("def broken(:\n    pass");
+    const r = await run(k, "def broken(:\n    pass");
     expect(r.status).toBe("ERROR");
     expect(r.error).toContain("SyntaxError");
-    expect((await k.exec("x")).value).toBe("41");
+    expect((await run(k, "x")).value).toBe("41");
   });
 
   test("SystemExit and input() do not take the kernel down", async () => {
-    expect((await k.exec("import sys; sys.exit(3)")).error).toContain("SystemExit: 3");
-    expect((await k.exec("input()")).error).toContain("EOFError");
-    expect((await k.exec("x")).value).toBe("41");
+    expect((await run(k, "import sys; sys.exit(3)")).error).toContain("SystemExit: 3");
+    expect((await run(k, "input()")).error).toContain("EOFError");
+    expect((await run(k, "x")).value).toBe("41");
   });
 
   test("user code cannot corrupt the protocol: fd-level writes and reads miss it", async () => {
-    const r = await k.exec(
+    const r = await run(
+      k,
       "import os, subprocess\nos.write(1, b'{\"id\": 999}\\n')\nsubprocess.run(['cat'])\nsubprocess.run(['echo', 'hello'])\n'still fine'",
     );
     expect(r).toMatchObject({ status: "OK", value: "'still fine'" });
-    expect((await k.exec("x")).value).toBe("41");
+    expect((await run(k, "x")).value).toBe("41");
   });
 
   test("cells run one at a time, in the order they were asked for", async () => {
     const results = await Promise.all([
-      k.exec("import time\ntime.sleep(0.2)\norder = ['slow']"),
-      k.exec("order.append('fast')\norder"),
+      run(k, "import time\ntime.sleep(0.2)\norder = ['slow']"),
+      run(k, "order.append('fast')\norder"),
     ]);
     expect(results[1].value).toBe("['slow', 'fast']");
   });
 
   test("interrupt stops a running cell with KeyboardInterrupt; idle, it does nothing", async () => {
-    expect(k.interrupt()).toBe(false);
-    const running = k.exec("import time\nfor i in range(100):\n    time.sleep(0.1)");
+    expect(k.interrupt().kind).toBe("NotRunning");
+    const running = run(k, "import time\nfor i in range(100):\n    time.sleep(0.1)");
     await Bun.sleep(300);
-    expect(k.interrupt()).toBe(true);
+    expect(k.interrupt().kind).toBe("Interrupted");
     const r = await running;
     expect(r.status).toBe("ERROR");
     expect(r.error).toContain("KeyboardInterrupt");
     expect(r.error).not.toContain("on_sigint");
-    expect((await k.exec("x")).value).toBe("41");
+    expect((await run(k, "x")).value).toBe("41");
   });
 });
 
@@ -118,7 +158,7 @@ describe("limits and failures", () => {
 
   test("output beyond the cap is cut, with the count of what was dropped", async () => {
     const k = fastKernel({ maxOutputChars: 1000 });
-    const r = await k.exec("print('a' * 5000)\n'b' * 3000");
+    const r = await run(k, "print('a' * 5000)\n'b' * 3000");
     expect(r.output.startsWith("a".repeat(1000))).toBe(true);
     expect(r.output).toContain("4001 more characters not shown");
     expect(r.value!.length).toBeLessThan(1100);
@@ -127,19 +167,19 @@ describe("limits and failures", () => {
 
   test("a kernel that dies answers ERROR, and the next cell gets a fresh one", async () => {
     const k = fastKernel();
-    await k.exec("x = 1");
-    const died = await k.exec("import os\nos._exit(7)");
+    await run(k, "x = 1");
+    const died = await run(k, "import os\nos._exit(7)");
     expect(died.status).toBe("ERROR");
     expect(died.error).toContain("exit code 7");
-    const fresh = await k.exec("x");
+    const fresh = await run(k, "x");
     expect(fresh.status).toBe("ERROR");
     expect(fresh.error).toContain("NameError");
-    expect((await k.exec("1 + 1")).value).toBe("2");
+    expect((await run(k, "1 + 1")).value).toBe("2");
   });
 
   test("a missing interpreter is an ERROR answer, not a crash", async () => {
     const k = kernel({ python: "/nonexistent/python3" });
-    const r = await k.exec("1");
+    const r = await run(k, "1");
     expect(r.status).toBe("ERROR");
     expect(r.error).toContain("cannot start the Python kernel");
   });
@@ -147,7 +187,7 @@ describe("limits and failures", () => {
   test("runs in the given working directory", async () => {
     const dir = tempDir();
     const k = fastKernel({ cwd: dir });
-    expect((await k.exec("import os\nos.getcwd()")).value).toBe(
+    expect((await run(k, "import os\nos.getcwd()")).value).toBe(
       JSON.stringify(dir).replaceAll('"', "'"),
     );
   });
@@ -156,14 +196,15 @@ describe("limits and failures", () => {
     const dir = tempDir();
     const k = fastKernel();
     const pidFile = join(dir, "child.pid");
-    await k.exec(
+    await run(
+      k,
       `import subprocess\np = subprocess.Popen(['sleep', '300'])\nopen(${JSON.stringify(pidFile)}, 'w').write(str(p.pid))`,
     );
     const childPid = Number(readFileSync(pidFile, "utf8"));
     expect(alive(childPid)).toBe(true);
     await k.close();
     expect(await until(() => !alive(childPid), 3000)).toBe(true);
-    expect((await k.exec("1")).error).toContain("shut down");
+    expect((await run(k, "1")).error).toContain("shut down");
   });
 });
 
@@ -177,3 +218,147 @@ function alive(pid: number): boolean {
   const stat = `/proc/${pid}/stat`;
   return existsSync(stat) && !/\) Z /.test(readFileSync(stat, "utf8"));
 }
+
+describe("streaming, rich results, interrupts by cell, liveness", () => {
+  afterEach(async () => {
+    for (const k of opened.splice(0)) await k.close();
+  });
+
+  test("output is passed on while the cell still runs, in the order it was written", async () => {
+    const dir = tempDir();
+    const go = join(dir, "go");
+    const k = fastKernel();
+    const events: CellEvent[] = [];
+    let settled = false;
+    const running = k
+      .exec(
+        `import sys, os, time\nprint('one')\nprint('two', file=sys.stderr)\nwhile not os.path.exists(${JSON.stringify(go)}):\n    time.sleep(0.01)\nprint('three')\n7`,
+        { onEvent: (e) => events.push(e) },
+      )
+      .then((r) => {
+        settled = true;
+        return r;
+      });
+    expect(await until(() => events.length >= 2, 10_000)).toBe(true);
+    expect(settled).toBe(false); // the cell is still waiting for the file
+    expect(events).toEqual([
+      { type: "stream", name: "stdout", text: "one\n" },
+      { type: "stream", name: "stderr", text: "two\n" },
+    ]);
+    writeFileSync(go, "");
+    const r = await running;
+    expect(r.result).toEqual({ "text/plain": "7" });
+    expect(events.at(-1)).toEqual({ type: "stream", name: "stdout", text: "three\n" });
+  });
+
+  test("display() and the last value carry MIME bundles; a hostile _repr_ costs only itself", async () => {
+    const k = fastKernel();
+    const r = await run(
+      k,
+      [
+        "class Rich:",
+        "    def __repr__(self): return 'Rich()'",
+        "    def _repr_html_(self): return '<b>rich</b>'",
+        "    def _repr_png_(self): return b'\\x89PNG fake'",
+        "    def _repr_json_(self): return {'a': [1, 2]}",
+        "class Hostile:",
+        "    def __repr__(self): return 'Hostile()'",
+        "    def _repr_html_(self): raise RuntimeError('no')",
+        "    def _repr_png_(self): return 'not bytes'",
+        "display(Rich(), Hostile())",
+        "Rich()",
+      ].join("\n"),
+    );
+    expect(r.status).toBe("OK");
+    const rich = {
+      "text/plain": "Rich()",
+      "text/html": "<b>rich</b>",
+      "image/png": Buffer.from("\x89PNG fake", "latin1").toString("base64"),
+      "application/json": '{"a": [1, 2]}',
+    };
+    expect(r.events).toEqual([
+      { type: "display_data", data: rich },
+      { type: "display_data", data: { "text/plain": "Hostile()" } },
+    ]);
+    expect(r.result).toEqual(rich);
+  });
+
+  test("a MIME value over the cap is left out and text/plain says so", async () => {
+    const k = fastKernel({ maxMimeChars: 1000 });
+    const r = await run(
+      k,
+      "class Big:\n    def __repr__(self): return 'Big()'\n    def _repr_html_(self): return 'x' * 5000\nBig()",
+    );
+    expect(r.result?.["text/html"]).toBeUndefined();
+    expect(r.value).toContain("Big()");
+    expect(r.value).toContain("text/html of 5000 characters");
+  });
+
+  test("a matplotlib figure comes back as image/png (Debian's python3-matplotlib)", async () => {
+    const k = fastKernel({ python: "/usr/bin/python3" });
+    const r = await run(
+      k,
+      "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()\nprint('plotted')",
+    );
+    expect(r.status).toBe("OK");
+    expect(r.output).toBe("plotted\n");
+    expect(r.stderr).toBe(""); // no "non-interactive backend" warning
+    const displays = r.events.filter((e) => e.type === "display_data");
+    expect(displays).toHaveLength(1);
+    const png = Buffer.from(
+      (displays[0] as { data: Record<string, string> }).data["image/png"]!,
+      "base64",
+    );
+    expect(png.subarray(0, 8)).toEqual(
+      Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    );
+    // Shown once: the next cell does not show the same figure again.
+    expect((await run(k, "1")).events).toEqual([]);
+  });
+
+  test("an interrupt names its cell: a queued cell is dropped, the running one is untouched", async () => {
+    const dir = tempDir();
+    const go = join(dir, "go");
+    const k = fastKernel();
+    const first = run(
+      k,
+      `import os, time\nwhile not os.path.exists(${JSON.stringify(go)}):\n    time.sleep(0.01)\n'first'`,
+      { cell: "a" },
+    );
+    const second = run(k, "'second'", { cell: "b" });
+    expect(k.interrupt("nobody").kind).toBe("NotRunning");
+    expect(k.interrupt("b").kind).toBe("Dequeued");
+    expect(await second).toMatchObject({ status: "ERROR", ename: "KeyboardInterrupt" });
+    writeFileSync(go, "");
+    expect((await first).value).toBe("'first'");
+  });
+
+  test("a kernel death is reported at once with how, and the next cell says the state is gone", async () => {
+    const statuses: KernelStatus[] = [];
+    const k = createKernel({
+      log: memoryLog(),
+      python: realPython(),
+      onStatus: (s) => statuses.push(s),
+    });
+    opened.push(k);
+    await run(k, "x = 1");
+    expect(statuses.map((s) => s.state)).toEqual(["running"]);
+    // Dies while idle, from a thread after the cell answered: only the watch can notice.
+    expect(
+      (
+        await run(
+          k,
+          "import os, threading, time\nthreading.Timer(0.2, lambda: os._exit(1)).start()",
+        )
+      ).status,
+    ).toBe("OK");
+    expect(await until(() => statuses.length === 2, 10_000)).toBe(true);
+    expect(statuses[1]).toMatchObject({ state: "dead" });
+    expect(statuses[1]!.message).toContain("exit code 1");
+    expect(k.status().state).toBe("dead");
+    const fresh = await run(k, "x");
+    expect(fresh).toMatchObject({ status: "ERROR", ename: "NameError", kernelRestarted: true });
+    expect(statuses[2]).toMatchObject({ state: "running" });
+    expect((await run(k, "1")).kernelRestarted).toBe(false);
+  });
+});

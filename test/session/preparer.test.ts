@@ -8,6 +8,7 @@ import {
   readCredentialFile,
   signingKeyFromBytes,
 } from "../../src/orchestration/bootstrap.ts";
+import { FINGERPRINT_FILE, readGatewayFingerprint } from "../../src/orchestration/gateway-tls.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import type { ResourceProfile } from "../../src/orchestration/models.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
@@ -71,13 +72,18 @@ function backend(
 
 const VERIFIED: IsolationVerdict = { kind: "Verified", mechanism: "test" };
 
-function preparer(b: AllocationBackend): AttemptPreparer {
+const PIN = Array.from({ length: 32 }, (_, i) => (i * 7).toString(16).padStart(2, "0"))
+  .join(":")
+  .toUpperCase();
+
+function preparer(b: AllocationBackend, gatewayFingerprint: string | null = PIN): AttemptPreparer {
   return createSessionPreparer({
     layout: stateLayout(join(t.dir, "state")),
     key,
     clock: t.clock,
     random: (n) => randomBytes(n),
     gatewayAddress: "127.0.0.1:4000",
+    gatewayFingerprint,
     workerCommand: ["/opt/openai4s/openai4s-worker"],
     credentialTtlMs: 60_000,
     backend: b,
@@ -184,8 +190,13 @@ describe("session preparer: a verified backend", () => {
     expect(second).toEqual(first);
     if (second.kind !== "Prepared" || second.attempt.launch.kind !== "WORKER") throw new Error();
     const dir = second.attempt.launch.credentialDir;
-    expect(readdirSync(dir)).toEqual(["rank-0.cred"]);
+    expect(readdirSync(dir).sort()).toEqual([FINGERPRINT_FILE, "rank-0.cred"].sort());
+    // The pin beside the credentials is what the worker reads; plain TCP removes it.
+    expect(readGatewayFingerprint(dir)).toEqual({ kind: "Pinned", fingerprint: PIN });
     expect(readdirSync(second.attempt.allocationDir)).toEqual(["credentials"]);
+    await preparer(backend(VERIFIED), null).prepare(w, a);
+    expect(readdirSync(dir)).toEqual(["rank-0.cred"]);
+    expect(readGatewayFingerprint(dir)).toEqual({ kind: "Plain" });
   });
 
   test("a recovery is a new attempt: new epoch, new credentials, new marker", async () => {

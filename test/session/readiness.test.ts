@@ -22,7 +22,7 @@ import {
   requestStop,
   setCondition,
 } from "../../src/store/index.ts";
-import { type FakeGateway, fakeGateway } from "./fake-gateway.ts";
+import { execAnswer, type FakeGateway, fakeGateway } from "./fake-gateway.ts";
 import { loseAttempt, newWorkload, startAttempt, type TestStore, testStore } from "./support.ts";
 
 let t: TestStore;
@@ -194,14 +194,7 @@ describe("readiness conditions", () => {
       message: "1+1 was not evaluated: no answer in time",
     });
     expect(conditions(id)["READY"]?.reason).toBe("KERNEL_RESPONSIVE");
-    gw.kernel = () => ({
-      kind: "exec",
-      status: "OK",
-      output: "",
-      stderr: "",
-      value: "3",
-      error: null,
-    });
+    gw.kernel = () => execAnswer("OK", "3");
     t.clock.advance(1000);
     await r.evaluateOnce();
     expect(conditions(id)["KERNEL_RESPONSIVE"]?.message).toContain('"3"');

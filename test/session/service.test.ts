@@ -16,7 +16,8 @@ import {
   requestStop,
   setCondition,
 } from "../../src/store/index.ts";
-import { type FakeGateway, fakeGateway } from "./fake-gateway.ts";
+import { execAnswer, type FakeGateway, fakeGateway } from "./fake-gateway.ts";
+import { until } from "./gateway-harness.ts";
 import { loseAttempt, newWorkload, startAttempt, type TestStore, testStore } from "./support.ts";
 
 let t: TestStore;
@@ -56,27 +57,35 @@ describe("session service: exec", () => {
     const epoch = prepared(id, a);
     gw.connect(a, epoch, 0);
     markReady(id);
-    gw.kernel = (code) => ({
-      kind: "exec",
-      status: "OK",
-      output: code.includes("print") ? "hello\n" : "",
-      stderr: "",
-      value: "42",
-      error: null,
-    });
+    gw.kernelEvents = (code) =>
+      code.includes("print") ? [{ type: "stream", name: "stdout", text: "hello\n" }] : [];
+    gw.kernel = () => execAnswer("OK", "42");
     const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
-    expect(await service.exec(id, "print('hello'); 42")).toEqual({
+    const streamed: unknown[] = [];
+    expect(
+      await service.exec(id, "print('hello'); 42", { onOutput: (o) => streamed.push(o) }),
+    ).toEqual({
       kind: "Ok",
       status: "OK",
       output: "hello\n42",
       error: null,
+      outputs: [
+        { type: "stream", name: "stdout", text: "hello\n" },
+        { type: "execute_result", data: { "text/plain": "42" } },
+      ],
+      kernelRestarted: false,
     });
-    expect(gw.sent.at(-1)).toEqual({
+    // The caller saw each output as it came, the final one included.
+    expect(streamed).toHaveLength(2);
+    const sent = gw.sent.at(-1);
+    expect(sent).toMatchObject({
       allocationId: a,
       epoch,
       rank: 0,
       request: { kind: "exec", code: "print('hello'); 42" },
     });
+    // Named, so an interrupt for this exec can reach it and no other.
+    expect((sent?.request as { cell?: string } | undefined)?.cell).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   test("a failing cell is the code's ERROR, not the daemon's", async () => {
@@ -84,20 +93,122 @@ describe("session service: exec", () => {
     const a = startAttempt(t.store, id);
     gw.connect(a, prepared(id, a), 0);
     markReady(id);
-    gw.kernel = () => ({
-      kind: "exec",
-      status: "ERROR",
-      output: "",
-      stderr: "",
-      value: null,
-      error: "ZeroDivisionError: division by zero",
-    });
+    gw.kernel = () => execAnswer("ERROR", null, "ZeroDivisionError: division by zero");
     const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
-    expect(await service.exec(id, "1/0")).toEqual({
+    expect(await service.exec(id, "1/0")).toMatchObject({
       kind: "Ok",
       status: "ERROR",
       output: "",
       error: "ZeroDivisionError: division by zero",
+      outputs: [
+        {
+          type: "error",
+          ename: "Error",
+          evalue: "ZeroDivisionError: division by zero",
+          traceback: "ZeroDivisionError: division by zero",
+        },
+      ],
+    });
+  });
+
+  test("a caller that went away gets its cell interrupted after the grace, not before", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    gw.connect(a, prepared(id, a), 0);
+    markReady(id);
+    let answer: (r: ReturnType<typeof execAnswer>) => void = () => {};
+    const real = gw.request.bind(gw);
+    // The exec hangs until the test answers it; interrupts go through as usual.
+    gw.request = ((...args: Parameters<typeof real>) => {
+      if (args[3].kind !== "exec") return real(...args);
+      gw.sent.push({ allocationId: args[0], epoch: args[1], rank: args[2], request: args[3] });
+      return new Promise((resolve) => {
+        answer = (response) => resolve({ kind: "Answered", response } as never);
+      });
+    }) as typeof gw.request;
+    const service = createSessionService({
+      store: t.store,
+      gateway: gw,
+      log: silentLog,
+      disconnectGraceMs: 50,
+    });
+    const client = new AbortController();
+    const running = service.exec(id, "while True: pass", { signal: client.signal });
+    const cell = (gw.sent.at(-1)?.request as { cell?: string } | undefined)?.cell;
+    client.abort();
+    expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false); // grace first
+    expect(await until(() => gw.sent.some((r) => r.request.kind === "interrupt"), 5000)).toBe(true);
+    expect(gw.sent.find((r) => r.request.kind === "interrupt")?.request).toEqual({
+      kind: "interrupt",
+      cell,
+    });
+    answer(execAnswer("ERROR", null, "KeyboardInterrupt"));
+    expect((await running).kind).toBe("Ok");
+  });
+
+  test("an exec that answers within the grace is not interrupted", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    gw.connect(a, prepared(id, a), 0);
+    markReady(id);
+    const service = createSessionService({
+      store: t.store,
+      gateway: gw,
+      log: silentLog,
+      disconnectGraceMs: 0,
+    });
+    const client = new AbortController();
+    client.abort();
+    expect((await service.exec(id, "1", { signal: client.signal })).kind).toBe("Ok");
+    await Bun.sleep(0); // let a (wrongly) armed zero-delay timer fire
+    await Bun.sleep(0);
+    expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false);
+  });
+
+  test("a dead kernel does not block the exec that restarts it; other not-READY reasons do", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    gw.connect(a, prepared(id, a), 0);
+    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    setCondition(t.store, id, {
+      type: "KERNEL_RESPONSIVE",
+      status: "FALSE",
+      reason: "KERNEL_DIED",
+      message: "the Python kernel died (exit code 1)",
+    });
+    setCondition(t.store, id, {
+      type: "READY",
+      status: "FALSE",
+      reason: "KERNEL_RESPONSIVE",
+      message: "KERNEL_RESPONSIVE is FALSE",
+    });
+    gw.kernel = () => execAnswer("OK", "1", null, true);
+    expect(await service.exec(id, "1")).toMatchObject({ kind: "Ok", kernelRestarted: true });
+    setCondition(t.store, id, {
+      type: "KERNEL_RESPONSIVE",
+      status: "FALSE",
+      reason: "KERNEL_UNRESPONSIVE",
+      message: "1+1 was not evaluated",
+    });
+    expect((await service.exec(id, "1")).kind).toBe("NotReady");
+  });
+
+  test("interrupt reaches rank 0's running cell; not READY or unknown, nothing is sent", async () => {
+    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    expect(await service.interrupt("nope")).toEqual({ kind: "NotFound" });
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    const epoch = prepared(id, a);
+    gw.connect(a, epoch, 0);
+    expect((await service.interrupt(id)).kind).toBe("NotReady");
+    expect(gw.sent).toEqual([]);
+    markReady(id);
+    expect(await service.interrupt(id)).toEqual({ kind: "Ok", interrupted: false });
+    expect(gw.sent.at(-1)).toEqual({
+      allocationId: a,
+      epoch,
+      rank: 0,
+      request: { kind: "interrupt" },
     });
   });
 

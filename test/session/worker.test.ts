@@ -4,12 +4,18 @@
  * and real time: waits poll with deadlines.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { randomBytes } from "node:crypto";
+import { createPrivateKey, createPublicKey, randomBytes, X509Certificate } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
 import { systemClock } from "../../src/clock.ts";
 import { mintCredentials } from "../../src/orchestration/bootstrap.ts";
+import {
+  certificateFingerprint,
+  generateSelfSignedCertificate,
+  writeGatewayFingerprint,
+} from "../../src/orchestration/gateway-tls.ts";
+import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
 import { type Harness, realPython, startHarness, tempDir, until } from "./gateway-harness.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
@@ -172,35 +178,47 @@ describe("against a live gateway", () => {
     });
     expect(await probe("relative/path", "x")).toMatchObject({ response: { found: false } });
 
-    // The kernel keeps state, captures output, reports errors; it runs in the workspace.
-    const exec = (code: string) =>
-      h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000);
-    expect(await exec("x = 41")).toMatchObject({ response: { status: "OK", value: null } });
-    expect(await exec("x + 1")).toMatchObject({ response: { status: "OK", value: "42" } });
+    // The kernel keeps state, streams output, reports errors; it runs in the workspace.
+    const exec = async (code: string) => {
+      const events: CellEvent[] = [];
+      const answer = await h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000, {
+        onEvent: (e) => events.push(e),
+      });
+      if (answer.kind !== "Answered") throw new Error(`no answer: ${JSON.stringify(answer)}`);
+      const text = (name: string) =>
+        events.map((e) => (e.type === "stream" && e.name === name ? e.text : "")).join("");
+      return {
+        status: answer.response.status,
+        value: answer.response.result?.["text/plain"] ?? null,
+        error: answer.response.error?.traceback ?? null,
+        output: text("stdout"),
+        stderr: text("stderr"),
+      };
+    };
+    expect(await exec("x = 41")).toMatchObject({ status: "OK", value: null });
+    expect(await exec("x + 1")).toMatchObject({ status: "OK", value: "42" });
     expect(
       await exec("import sys\nprint('to out')\nprint('to err', file=sys.stderr)"),
-    ).toMatchObject({
-      response: { status: "OK", output: "to out\n", stderr: "to err\n" },
-    });
+    ).toMatchObject({ status: "OK", output: "to out\n", stderr: "to err\n" });
     const failed = await exec("undefined_name");
-    expect(failed).toMatchObject({ response: { status: "ERROR", value: null } });
-    expect(failed.kind === "Answered" && failed.response.error).toContain("NameError");
-    expect(await exec("import os\nos.getcwd()")).toMatchObject({
-      response: { value: `'${workspace}'` },
-    });
-    // An answer bigger than a frame (3 UTF-8 bytes a character, 200 000 of them twice) is shrunk
-    // to fit, not allowed to cost the connection.
+    expect(failed).toMatchObject({ status: "ERROR", value: null });
+    expect(failed.error).toContain("NameError");
+    expect(await exec("import os\nos.getcwd()")).toMatchObject({ value: `'${workspace}'` });
+    // An answer bigger than a frame (3 UTF-8 bytes a character, 200 000 of them twice) is
+    // streamed in pieces or shrunk to fit, not allowed to cost the connection.
     const huge = await exec("print('\u20ac' * 200000)\n'\u20ac' * 200000");
-    expect(huge).toMatchObject({ kind: "Answered", response: { status: "OK" } });
-    if (huge.kind !== "Answered" || huge.response.kind !== "exec") throw new Error("unreachable");
-    expect(huge.response.output).toContain("more characters not shown");
-    expect(huge.response.output.startsWith("\u20ac".repeat(1000))).toBe(true);
+    expect(huge.status).toBe("OK");
+    // 200 001 characters printed: all of the cap arrives (in frames that fit), then a marker.
+    expect(huge.output.startsWith("\u20ac".repeat(200000))).toBe(true);
+    expect(huge.output).toContain("[... 1 more characters not shown]");
+    expect(huge.value).toContain("more characters not shown");
+    expect(huge.value!.startsWith("'\u20ac\u20ac")).toBe(true);
     expect(h.gateway.connected("alloc-w", 3).size).toBe(2);
-    expect(await exec("x")).toMatchObject({ response: { value: "41" } });
+    expect(await exec("x")).toMatchObject({ value: "41" });
     // Rank 1 has its own kernel.
     expect(
       await h.gateway.request("alloc-w", 3, 1, { kind: "exec", code: "'x' in globals()" }, 20_000),
-    ).toMatchObject({ response: { value: "False" } });
+    ).toMatchObject({ response: { result: { "text/plain": "False" } } });
 
     expect(h.gateway.stop("alloc-w", 3, "test over")).toBe(2);
     const results = await Promise.all(workers.map(finish));
@@ -236,7 +254,7 @@ describe("against a live gateway", () => {
     const kernelPid = await exec("import os\nos.getpid()");
     await h.restart(); // same port, same key, same burn table
     expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 15_000)).toBe(true);
-    expect(await exec("state")).toMatchObject({ response: { value: "'kept'" } });
+    expect(await exec("state")).toMatchObject({ response: { result: { "text/plain": "'kept'" } } });
     expect(await exec("import os\nos.getpid()")).toEqual(kernelPid);
     h.gateway.stop("alloc-w", 3, "done");
     expect((await finish(worker)).code).toBe(0);
@@ -266,7 +284,7 @@ describe("against a live gateway", () => {
       20_000,
     );
     if (answer.kind !== "Answered" || answer.response.kind !== "exec") throw new Error("no pid");
-    const kernelPid = Number(answer.response.value);
+    const kernelPid = Number(answer.response.result?.["text/plain"]);
     worker.kill("SIGTERM");
     expect((await finish(worker)).code).toBe(0);
     expect(
@@ -281,3 +299,190 @@ describe("against a live gateway", () => {
     ).toBe(true);
   }, 40_000);
 });
+
+describe("over TLS, the worker pinning the gateway's certificate", () => {
+  /** A gateway with TLS, credentials that point at `via` (default: the gateway itself). */
+  function tlsSetup(pin: string | null, via?: (gateway: string) => string) {
+    const pair = generateSelfSignedCertificate(new Date());
+    const h = startHarness(systemClock, {
+      heartbeatIntervalMs: 200,
+      tls: { keyPem: pair.keyPem, certPem: pair.certPem },
+    });
+    harnesses.push(h);
+    h.expectations.set("alloc-w", { epoch: 3, ranks: 1, fenced: false });
+    const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+    mintCredentials({
+      key: h.key,
+      allocationId: "alloc-w",
+      epoch: 3,
+      ranks: 1,
+      ttlMs: 60_000,
+      clock: systemClock,
+      random: randomBytes,
+      gatewayAddress: via ? via(h.gateway.address) : h.gateway.address,
+      credentialDir,
+    });
+    if (pin !== null) writeGatewayFingerprint(credentialDir, pin);
+    return { h, credentialDir, fingerprint: certificateFingerprint(pair.certPem) };
+  }
+
+  test("the generated certificate is a valid self-signed X.509 whose fingerprint is the pin", () => {
+    const pair = generateSelfSignedCertificate(new Date());
+    const cert = new X509Certificate(pair.certPem);
+    expect(cert.subject).toBe("CN=openai4s-gateway");
+    expect(cert.verify(createPublicKey(pair.keyPem))).toBe(true);
+    expect(certificateFingerprint(pair.certPem)).toBe(cert.fingerprint256);
+    expect(cert.checkPrivateKey(createPrivateKey(pair.keyPem))).toBe(true);
+  });
+
+  test("a passive listener on the path sees no code and no output; the session works", async () => {
+    const proxy = recordingProxy();
+    const { h, credentialDir, fingerprint } = tlsSetup(null, (g) => proxy.front(g));
+    writeGatewayFingerprint(credentialDir, fingerprint);
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    const secretCode = "secret_code_7f3a = 'the-code-itself'\nprint('secret-output-' + '9b1c')";
+    const answer = await h.gateway.request(
+      "alloc-w",
+      3,
+      0,
+      { kind: "exec", code: secretCode },
+      20_000,
+      { onEvent: () => {} },
+    );
+    expect(answer).toMatchObject({ kind: "Answered", response: { status: "OK" } });
+    const seen = proxy.recorded();
+    expect(seen.length).toBeGreaterThan(1000); // the listener did see the traffic
+    for (const clear of ["secret_code_7f3a", "the-code-itself", "secret-output-9b1c", "alloc-w"]) {
+      expect(seen.includes(clear)).toBe(false);
+    }
+    h.gateway.stop("alloc-w", 3, "done");
+    expect((await finish(worker)).code).toBe(0);
+    proxy.close();
+  }, 40_000);
+
+  test("without the pin (plain TCP, the opt-out) the same listener reads everything", async () => {
+    const proxy = recordingProxy();
+    const h = startHarness(systemClock, { heartbeatIntervalMs: 200 });
+    harnesses.push(h);
+    h.expectations.set("alloc-w", { epoch: 3, ranks: 1, fenced: false });
+    const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+    mintCredentials({
+      key: h.key,
+      allocationId: "alloc-w",
+      epoch: 3,
+      ranks: 1,
+      ttlMs: 60_000,
+      clock: systemClock,
+      random: randomBytes,
+      gatewayAddress: proxy.front(h.gateway.address),
+      credentialDir,
+    });
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await h.gateway.request(
+      "alloc-w",
+      3,
+      0,
+      { kind: "exec", code: "print('in-clear-42')" },
+      20_000,
+    );
+    expect(proxy.recorded().includes("in-clear-42")).toBe(true);
+    h.gateway.stop("alloc-w", 3, "done");
+    await finish(worker);
+    proxy.close();
+  }, 40_000);
+
+  test("a worker given the wrong fingerprint sends nothing and exits; its credential stays unburned", async () => {
+    const wrong = certificateFingerprint(generateSelfSignedCertificate(new Date()).certPem);
+    const { h, credentialDir, fingerprint } = tlsSetup(wrong);
+    const r = await finish(spawnWorker(workerArgs(credentialDir, 1), { rank: "0" }));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("refusing to talk to the gateway");
+    // The gateway never judged a credential: nothing was refused, nobody connected.
+    expect(h.events).toEqual([]);
+    // And the credential is still good: with the right pin the same file connects.
+    writeGatewayFingerprint(credentialDir, fingerprint);
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    h.gateway.stop("alloc-w", 3, "done");
+    expect((await finish(worker)).code).toBe(0);
+  }, 40_000);
+
+  test("a TLS worker dialing a plain gateway connects to nothing and burns nothing", async () => {
+    const h = startHarness(systemClock, { heartbeatIntervalMs: 200 });
+    harnesses.push(h);
+    h.expectations.set("alloc-w", { epoch: 3, ranks: 1, fenced: false });
+    const credentialDir = join(h.dir, "allocations", "alloc-w", "credentials");
+    mintCredentials({
+      key: h.key,
+      allocationId: "alloc-w",
+      epoch: 3,
+      ranks: 1,
+      ttlMs: 60_000,
+      clock: systemClock,
+      random: randomBytes,
+      gatewayAddress: h.gateway.address,
+      credentialDir,
+    });
+    writeGatewayFingerprint(
+      credentialDir,
+      certificateFingerprint(generateSelfSignedCertificate(new Date()).certPem),
+    );
+    const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
+    // The plain gateway reads a TLS ClientHello as a malformed credential and refuses it:
+    // the worker's real credential never left the worker.
+    expect(await until(() => h.events.some((e) => e.kind === "CredentialRefused"), 10_000)).toBe(
+      true,
+    );
+    expect(h.gateway.connected("alloc-w", 3).size).toBe(0);
+    worker.kill("SIGTERM");
+    const r = await finish(worker);
+    for (const secret of secretsOf(credentialDir)) expect(r.stderr).not.toContain(secret);
+  }, 40_000);
+});
+
+/** A TCP relay that forwards both ways and keeps every byte it saw (a passive listener). */
+function recordingProxy() {
+  const seen: Uint8Array[] = [];
+  let target: { hostname: string; port: number } | null = null;
+  const listener = Bun.listen<{ peer: Promise<import("bun").Socket<undefined>> }>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      open(client) {
+        if (!target) throw new Error("proxy without a target");
+        client.data = {
+          peer: Bun.connect<undefined>({
+            ...target,
+            socket: {
+              data(_s, chunk) {
+                seen.push(new Uint8Array(chunk));
+                client.write(chunk);
+              },
+              close() {
+                client.end();
+              },
+            },
+          }),
+        };
+      },
+      async data(_client, chunk) {
+        seen.push(new Uint8Array(chunk));
+        (await _client.data.peer).write(chunk);
+      },
+      async close(client) {
+        (await client.data?.peer)?.end();
+      },
+    },
+  });
+  return {
+    front(gateway: string): string {
+      const [hostname, port] = gateway.split(":") as [string, string];
+      target = { hostname, port: Number(port) };
+      return `127.0.0.1:${listener.port}`;
+    },
+    recorded: () => Buffer.concat(seen).toString("latin1"),
+    close: () => listener.stop(true),
+  };
+}

@@ -3,6 +3,7 @@
  * says which one ran.
  */
 import { type Context, Hono } from "hono";
+import type * as v from "valibot";
 import type { Workload } from "../../orchestration/models.ts";
 import { isTerminal } from "../../orchestration/models.ts";
 import { isTaskRunner } from "../../orchestration/ports.ts";
@@ -19,9 +20,12 @@ import {
 } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
+import type { ExecOutcome, SessionService } from "../session-service.ts";
 import { parseWith, readBody, readJson } from "../validation.ts";
 import { eventView, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
+import { createEventStream } from "./event-stream.ts";
+import type { ExecResponseBody, InterruptResponseSchema } from "./exec-schemas.ts";
 import { ExecBody, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
 import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
 
@@ -132,9 +136,9 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     return c.json(view(after), 202);
   });
 
-  app.post("/v1/workloads/:id/exec", async function exec(c) {
+  /** The checks exec and interrupt share: a live SESSION on a daemon with sessions. */
+  function mustBeLiveSession(c: Context<ApiEnv>): { workload: Workload; sessions: SessionService } {
     const workload = mustGet(c);
-    const body = await readBody(c, ExecBody);
     if (!deps.sessions) {
       throw conflict(
         "sessions-disabled",
@@ -156,14 +160,13 @@ export function createWorkloadRoutes(deps: ApiDeps) {
         `workload ${workload.id} is ${workload.phase}`,
       );
     }
-    // An attempt to run code is a present user, whether or not the kernel is ready yet.
-    touchActivity(deps.store, workload.id);
-    const outcome = await deps.sessions.exec(workload.id, body.code);
+    return { workload, sessions: deps.sessions };
+  }
+
+  function execFailure(workload: Workload, outcome: ExecOutcome): never {
     switch (outcome.kind) {
       case "Ok":
-        // Again after the run: a long computation must not leave the lease looking idle.
-        touchActivity(deps.store, workload.id);
-        return c.json({ status: outcome.status, output: outcome.output, error: outcome.error });
+        throw new Error("execFailure called with a success");
       case "NotReady":
         throw conflict("session-not-ready", "Session not ready", outcome.message);
       case "NotFound":
@@ -171,6 +174,141 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       default: {
         const never: never = outcome;
         throw new Error(`unhandled exec outcome ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  app.post("/v1/workloads/:id/exec", async function exec(c) {
+    const { workload, sessions } = mustBeLiveSession(c);
+    const body = await readBody(c, ExecBody);
+    // An attempt to run code is a present user, whether or not the kernel is ready yet.
+    touchActivity(deps.store, workload.id);
+    // The request's signal aborts when the client disconnects: the service interrupts the
+    // cell after its grace period instead of running it for nobody.
+    const signal = c.req.raw.signal;
+    if (wantsStream(c)) return streamExec(workload, sessions, body.code, signal);
+    const outcome = await sessions.exec(workload.id, body.code, { signal });
+    if (outcome.kind !== "Ok") execFailure(workload, outcome);
+    // Again after the run: a long computation must not leave the lease looking idle.
+    touchActivity(deps.store, workload.id);
+    const answer: ExecResponseBody = {
+      status: outcome.status,
+      output: outcome.output,
+      error: outcome.error,
+      outputs: [...outcome.outputs],
+      kernelRestarted: outcome.kernelRestarted,
+    };
+    return c.json(answer);
+  });
+
+  /**
+   * The answer is held back until the cell is under way (or failed before it): a session
+   * that is not READY still answers 409 problem+json, not a stream with an error inside.
+   */
+  async function streamExec(
+    workload: Workload,
+    sessions: SessionService,
+    code: string,
+    requestSignal: AbortSignal,
+  ): Promise<Response> {
+    const stream = createEventStream({
+      maxBufferedBytes: EXEC_STREAM_BUFFER_BYTES,
+      keepaliveMs: 15_000,
+    });
+    const signal = AbortSignal.any([requestSignal, stream.cancelled]);
+    let started!: () => void;
+    const startedPromise = new Promise<"started">((resolve) => {
+      started = () => resolve("started");
+    });
+    const running = sessions.exec(workload.id, code, {
+      signal,
+      onStart: started,
+      onOutput(output) {
+        switch (output.type) {
+          case "stream":
+            stream.push(output.name, { text: output.text }, { droppable: true });
+            return;
+          case "display_data":
+            stream.push("display", { data: output.data }, { droppable: true });
+            return;
+          case "execute_result":
+          case "error":
+            return; // the final event below carries it, with kernelRestarted
+          default: {
+            const never: never = output;
+            throw new Error(`unhandled output ${JSON.stringify(never)}`);
+          }
+        }
+      },
+    });
+    const first = await Promise.race([startedPromise, running]);
+    if (first !== "started" && first.kind !== "Ok") execFailure(workload, first);
+    void running.then(
+      (outcome) => {
+        touchActivity(deps.store, workload.id);
+        if (outcome.kind === "Ok") {
+          const final = outcome.outputs.at(-1);
+          if (final?.type === "error") {
+            const { type: _type, ...error } = final;
+            stream.push("error", {
+              status: "ERROR",
+              ...error,
+              kernelRestarted: outcome.kernelRestarted,
+            });
+          } else {
+            stream.push("result", {
+              status: "OK",
+              data: final?.type === "execute_result" ? final.data : null,
+              kernelRestarted: outcome.kernelRestarted,
+            });
+          }
+        } else {
+          const message = outcome.kind === "NotReady" ? outcome.message : "no such session";
+          stream.push("error", {
+            status: "ERROR",
+            ename: "SessionNotReady",
+            evalue: message,
+            traceback: message,
+            kernelRestarted: false,
+          });
+        }
+        stream.close();
+      },
+      (error) => {
+        deps.log.error("streaming exec failed", { workloadId: workload.id, error: String(error) });
+        stream.close();
+      },
+    );
+    return new Response(stream.body, {
+      headers: {
+        "Content-Type": "text/event-stream; charset=utf-8",
+        "Cache-Control": "no-store",
+        "X-Accel-Buffering": "no",
+      },
+    });
+  }
+
+  app.post("/v1/workloads/:id/interrupt", async function interrupt(c) {
+    const { workload, sessions } = mustBeLiveSession(c);
+    const outcome = await sessions.interrupt(workload.id);
+    switch (outcome.kind) {
+      case "Ok": {
+        deps.log.info("interrupt requested", {
+          workloadId: workload.id,
+          interrupted: outcome.interrupted,
+        });
+        const answer: v.InferOutput<typeof InterruptResponseSchema> = {
+          interrupted: outcome.interrupted,
+        };
+        return c.json(answer);
+      }
+      case "NotReady":
+        throw conflict("session-not-ready", "Session not ready", outcome.message);
+      case "NotFound":
+        throw notFound(`no session for workload ${JSON.stringify(workload.id)}`);
+      default: {
+        const never: never = outcome;
+        throw new Error(`unhandled interrupt outcome ${JSON.stringify(never)}`);
       }
     }
   });
@@ -232,4 +370,17 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   });
 
   return app;
+}
+
+/**
+ * Output waiting for a slow streaming client, beyond which output events are dropped (with a
+ * marker) rather than the kernel paused: four times the largest output the kernel sends.
+ */
+const EXEC_STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
+
+/** `Accept: text/event-stream` or `?stream=1` asks for server-sent events. */
+function wantsStream(c: Context<ApiEnv>): boolean {
+  const query = c.req.query("stream");
+  if (query === "1" || query === "true") return true;
+  return (c.req.header("Accept") ?? "").toLowerCase().includes("text/event-stream");
 }

@@ -20,6 +20,12 @@ import type { StoreDeps } from "../../store/deps.ts";
 import { touchActivity } from "../../store/ops/touch-activity.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import { loadOrCreateSigningKey } from "../bootstrap.ts";
+import {
+  type GatewayTls,
+  type GatewayTlsResult,
+  loadGatewayTls,
+  loadOrCreateGatewayTls,
+} from "../gateway-tls.ts";
 import type { StateLayout } from "../layout.ts";
 import type { Workload } from "../models.ts";
 import type { AllocationBackend } from "../ports.ts";
@@ -32,6 +38,7 @@ import {
   createGatewayExpectations,
   createSessionBarrierHooks,
   createSessionService,
+  DEFAULT_DISCONNECT_GRACE_MS,
 } from "./service.ts";
 
 /** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
@@ -65,6 +72,48 @@ export interface SessionEngineOptions {
   readonly readinessIntervalMs?: number;
   /** Reclaimer pass period (default 1 s). */
   readonly reclaimIntervalMs?: number;
+  /** After an exec's caller went away, its cell is interrupted this much later. */
+  readonly disconnectGraceMs?: number;
+  /** TLS on the worker gateway (default: a certificate generated into the state dir). */
+  readonly tls?: GatewayTlsSetting;
+}
+
+export type GatewayTlsSetting =
+  /** The daemon's own self-signed certificate, generated into its private state. */
+  | { readonly kind: "Generated" }
+  /** The admin's key and certificate files. */
+  | { readonly kind: "Given"; readonly key: string; readonly cert: string }
+  /** Plain TCP: only by the admin's explicit choice (OPENAI4S_WORKER_TLS=off). */
+  | { readonly kind: "Off" };
+
+function gatewayTls(setting: GatewayTlsSetting, layout: StateLayout, log: Log): GatewayTls | null {
+  let result: GatewayTlsResult;
+  switch (setting.kind) {
+    case "Off":
+      log.warn(
+        "worker gateway: TLS is off (OPENAI4S_WORKER_TLS=off): code and output cross the network in clear text",
+      );
+      return null;
+    case "Generated":
+      result = loadOrCreateGatewayTls(
+        { key: layout.gatewayTlsKey, cert: layout.gatewayTlsCert },
+        new Date(),
+      );
+      break;
+    case "Given":
+      result = loadGatewayTls({ key: setting.key, cert: setting.cert });
+      break;
+    default: {
+      const never: never = setting;
+      throw new Error(`unhandled TLS setting ${JSON.stringify(never)}`);
+    }
+  }
+  if (result.kind === "Invalid") throw new Error(result.message);
+  log.info("worker gateway: TLS", {
+    fingerprint: result.tls.fingerprint,
+    ...(result.generated && { generated: true }),
+  });
+  return result.tls;
 }
 
 export interface SessionEngine {
@@ -87,11 +136,13 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   const maxRanksOf = (workload: Workload): number =>
     backend.profiles().find((p) => p.name === workload.profile)?.resources.nodes ??
     SESSION_MAX_RANKS;
+  const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
   let readiness: SessionReadiness | null = null;
   let reconciler: { wake(): void } | null = null;
 
   const gateway = createWorkerGateway({
     listen: options.listen,
+    tls,
     ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
     store,
     key,
@@ -99,7 +150,11 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     log,
     expectations: createGatewayExpectations({ store, layout, maxRanksOf }),
     onEvent(event) {
-      if (event.kind === "WorkerConnected" || event.kind === "WorkerDisconnected") {
+      if (
+        event.kind === "WorkerConnected" ||
+        event.kind === "WorkerDisconnected" ||
+        event.kind === "KernelStatus"
+      ) {
         readiness?.trigger();
       }
       // A worker that dialled in is running, whatever the backend's last answer said: a tick
@@ -134,6 +189,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     clock,
     random: (n) => randomBytes(n),
     gatewayAddress: gateway.address,
+    gatewayFingerprint: tls?.fingerprint ?? null,
     workerCommand: options.workerCommand,
     credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
     backend,
@@ -144,6 +200,9 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       gateway,
       log,
       onWorkerLost: () => ready.trigger(),
+      ...(options.disconnectGraceMs !== undefined && {
+        disconnectGraceMs: options.disconnectGraceMs,
+      }),
     }),
     { store, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
   );
@@ -193,7 +252,7 @@ function keepActiveWhileRunning(
   deps: { readonly store: StoreDeps; readonly log: Log; readonly renewMs: number },
 ): SessionService {
   return {
-    async exec(workloadId, code) {
+    async exec(workloadId, code, execOptions) {
       const timer = setInterval(() => {
         try {
           touchActivity(deps.store, workloadId);
@@ -206,11 +265,12 @@ function keepActiveWhileRunning(
         }
       }, deps.renewMs);
       try {
-        return await service.exec(workloadId, code);
+        return await service.exec(workloadId, code, execOptions);
       } finally {
         clearInterval(timer);
       }
     },
+    interrupt: (workloadId) => service.interrupt(workloadId),
   };
 }
 
@@ -224,10 +284,19 @@ export const WORKER_COMMAND_ENV = "OPENAI4S_WORKER_COMMAND";
 export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
 /** The daemon's default maximum session lifetime (whole seconds). */
 export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
+/** How long after an exec's caller disconnected its cell is interrupted (milliseconds). */
+export const DISCONNECT_GRACE_ENV = "OPENAI4S_EXEC_DISCONNECT_GRACE_MS";
+/** "off": the worker gateway without TLS (the explicit opt-out). */
+export const WORKER_TLS_ENV = "OPENAI4S_WORKER_TLS";
+/** The admin's TLS key and certificate for the worker gateway (both or neither). */
+export const WORKER_TLS_KEY_ENV = "OPENAI4S_WORKER_TLS_KEY";
+export const WORKER_TLS_CERT_ENV = "OPENAI4S_WORKER_TLS_CERT";
 
 export interface SessionSettings {
   readonly workerCommand: readonly string[];
   readonly lease: ReclaimerDefaults;
+  readonly disconnectGraceMs: number;
+  readonly tls: GatewayTlsSetting;
 }
 
 export type SessionSettingsResult =
@@ -274,8 +343,44 @@ export function sessionSettingsFromEnv(
   const lifetime = seconds(MAX_LIFETIME_ENV, DEFAULT_LEASE.maxLifetimeSeconds);
   if (typeof idle === "string") return { kind: "Invalid", message: idle };
   if (typeof lifetime === "string") return { kind: "Invalid", message: lifetime };
+  const graceText = env[DISCONNECT_GRACE_ENV];
+  let disconnectGraceMs = DEFAULT_DISCONNECT_GRACE_MS;
+  if (graceText !== undefined && graceText !== "") {
+    if (!/^(0|[1-9][0-9]{0,7})$/.test(graceText)) {
+      return {
+        kind: "Invalid",
+        message: `${DISCONNECT_GRACE_ENV} must be a whole number of milliseconds ≥ 0`,
+      };
+    }
+    disconnectGraceMs = Number(graceText);
+  }
+  const tls = tlsSettingFromEnv(env);
+  if (typeof tls === "string") return { kind: "Invalid", message: tls };
   return {
     kind: "Settings",
-    settings: { workerCommand, lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime } },
+    settings: {
+      workerCommand,
+      lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime },
+      disconnectGraceMs,
+      tls,
+    },
   };
+}
+
+function tlsSettingFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+): GatewayTlsSetting | string {
+  const mode = env[WORKER_TLS_ENV] ?? "";
+  const key = env[WORKER_TLS_KEY_ENV] ?? "";
+  const cert = env[WORKER_TLS_CERT_ENV] ?? "";
+  if (mode !== "" && mode !== "on" && mode !== "off")
+    return `${WORKER_TLS_ENV} must be "on" or "off"`;
+  if ((key === "") !== (cert === "")) {
+    return `${WORKER_TLS_KEY_ENV} and ${WORKER_TLS_CERT_ENV} go together: give both or neither`;
+  }
+  if (mode === "off") {
+    if (key !== "") return `${WORKER_TLS_ENV}=off contradicts ${WORKER_TLS_KEY_ENV}`;
+    return { kind: "Off" };
+  }
+  return key === "" ? { kind: "Generated" } : { kind: "Given", key, cert };
 }

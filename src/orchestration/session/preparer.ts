@@ -9,7 +9,7 @@
  * a single directory, marker or credential is written: a credential file minted into a
  * sandbox that does not exist is a credential any sibling task of the same uid can read.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { readTextCapped } from "../../bounded-read.ts";
@@ -17,6 +17,7 @@ import type { Clock } from "../../clock.ts";
 import { replaceFileSynced } from "../../durable-fs.ts";
 import type { AttemptPreparer, PrepareResult } from "../attempt-preparer.ts";
 import { mintCredentials, type RandomBytes, type SigningKey } from "../bootstrap.ts";
+import { FINGERPRINT_FILE, writeGatewayFingerprint } from "../gateway-tls.ts";
 import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload, WorkloadKind } from "../models.ts";
 import { type AllocationBackend, sessionIsolationVerdict } from "../ports.ts";
@@ -133,6 +134,11 @@ export interface SessionPreparerOptions {
   readonly random: RandomBytes;
   /** HOST:PORT workers dial, written into each credential file. */
   readonly gatewayAddress: string;
+  /**
+   * The gateway certificate's fingerprint, written beside the credential files for workers
+   * to pin; null when the gateway runs without TLS (then no file, and workers dial plain).
+   */
+  readonly gatewayFingerprint: string | null;
   /** How to start a worker; `--credential-dir DIR` is appended here, `--rank-env NAME` by the backend. */
   readonly workerCommand: readonly string[];
   /** Must outlive the wait in the backend's queue plus the worker's start-up. */
@@ -181,6 +187,14 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       const record: SessionAttemptRecord = { ranks };
       // In the private dir: the allocation dir is bound writable into the sandbox.
       replaceFileSynced(join(attemptDir, SESSION_ATTEMPT_FILE), `${JSON.stringify(record)}\n`);
+      mkdirSync(credentialDir, { recursive: true, mode: 0o700 });
+      if (options.gatewayFingerprint !== null) {
+        writeGatewayFingerprint(credentialDir, options.gatewayFingerprint);
+      } else {
+        // A previous run's pin must not outlive a switch to plain TCP (the worker would
+        // dial TLS at a plain listener and never connect).
+        rmSync(join(credentialDir, FINGERPRINT_FILE), { force: true });
+      }
       // Last: a credential must never exist for an attempt whose other files are missing.
       mintCredentials({
         key: options.key,

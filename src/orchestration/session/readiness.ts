@@ -55,7 +55,13 @@ export interface ConditionValue {
   readonly message: string;
 }
 
-export type SessionGateway = Pick<WorkerGateway, "connected" | "request">;
+export type SessionGateway = Pick<WorkerGateway, "connected" | "connection" | "request">;
+
+/**
+ * KERNEL_RESPONSIVE's reason when a worker reported its kernel dead. Exec still runs then:
+ * the next exec is what starts a fresh kernel (see the session service).
+ */
+export const KERNEL_DIED = "KERNEL_DIED";
 
 export interface SessionReadinessOptions {
   readonly store: StoreDeps;
@@ -314,10 +320,11 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       return { ok: false, message: `1+1 was not evaluated: ${describeFailure(outcome)}` };
     }
     const r = outcome.response;
-    if (r.status !== "OK" || r.value !== "2") {
+    const value = r.result?.["text/plain"] ?? null;
+    if (r.status !== "OK" || value !== "2") {
       return {
         ok: false,
-        message: `1+1 evaluated to ${JSON.stringify(r.value)} (status ${r.status}${r.error ? `: ${r.error.slice(0, 200)}` : ""})`,
+        message: `1+1 evaluated to ${JSON.stringify(value)} (status ${r.status}${r.error ? `: ${r.error.traceback.slice(0, 200)}` : ""})`,
       };
     }
     return {
@@ -439,11 +446,33 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     const workspace: ConditionValue = known.workspace
       ? probedCondition("WORKSPACE_VISIBLE", known.workspace)
       : notChecked("WORKSPACE_VISIBLE", wanted ? "probing the workers" : "the session is stopping");
-    const kernel: ConditionValue = known.kernel
-      ? probedCondition("KERNEL_RESPONSIVE", known.kernel)
-      : notChecked("KERNEL_RESPONSIVE", wanted ? "probing the workers" : "the session is stopping");
+    const died = deadKernels(a, ranks);
+    const kernel: ConditionValue =
+      died !== null
+        ? { type: "KERNEL_RESPONSIVE", status: "FALSE", reason: KERNEL_DIED, message: died }
+        : known.kernel
+          ? probedCondition("KERNEL_RESPONSIVE", known.kernel)
+          : notChecked(
+              "KERNEL_RESPONSIVE",
+              wanted ? "probing the workers" : "the session is stopping",
+            );
     const four = [allocationRunning, workerConnected, workspace, kernel];
     return [...four, readyCondition(four)];
+  }
+
+  /**
+   * What the workers said of their kernels: they watch the process and report a death at
+   * once, so this turns FALSE within a pass of `os._exit`, not at the next probe.
+   */
+  function deadKernels(a: Allocation, ranks: number): string | null {
+    const deaths: string[] = [];
+    for (let rank = 0; rank < ranks; rank++) {
+      const status = gateway.connection(a.id, a.epoch, rank)?.kernel;
+      if (status?.state === "dead") {
+        deaths.push(ranks === 1 ? status.message : `rank ${rank}: ${status.message}`);
+      }
+    }
+    return deaths.length > 0 ? deaths.join("; ") : null;
   }
 
   function pass(): void {

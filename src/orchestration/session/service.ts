@@ -3,7 +3,14 @@
  * a READY session (`exec`), the gateway's expectations (which allocations may have workers
  * dial in), and the session half of the cancel barrier.
  */
-import type { ExecOutcome, SessionService } from "../../api/session-service.ts";
+import { randomUUID } from "node:crypto";
+import type {
+  ExecOptions,
+  ExecOutcome,
+  ExecOutput,
+  InterruptOutcome,
+  SessionService,
+} from "../../api/session-service.ts";
 import type { Log } from "../../log.ts";
 import type { StoreDeps } from "../../store/deps.ts";
 import { listConditions } from "../../store/ops/conditions.ts";
@@ -14,7 +21,9 @@ import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
 import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../worker-gateway.ts";
+import type { CellEvent, ExecResponse } from "../worker-protocol.ts";
 import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
+import { KERNEL_DIED } from "./readiness.ts";
 
 export interface SessionServiceOptions {
   readonly store: StoreDeps;
@@ -22,56 +31,128 @@ export interface SessionServiceOptions {
   readonly log: Log;
   /** How long one exec may run before the caller gets an answer without its result. */
   readonly execTimeoutMs?: number;
+  /**
+   * After the caller of an exec went away (its signal aborted), the cell is interrupted once
+   * this has passed without an answer (default 2000 ms): nobody is there to read the result,
+   * and a runaway cell would hold every later exec behind it.
+   */
+  readonly disconnectGraceMs?: number;
   /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
   readonly onWorkerLost?: () => void;
 }
 
 /** An interrupt is one signal in the worker: an answer this slow means the worker is gone. */
 const INTERRUPT_TIMEOUT_MS = 5000;
+export const DEFAULT_DISCONNECT_GRACE_MS = 2000;
+
+type Located =
+  | { readonly kind: "Located"; readonly allocation: Allocation }
+  | Exclude<ExecOutcome, { readonly kind: "Ok" }>;
 
 /**
  * Exec runs in the kernel of rank 0 of the workload's CURRENT attempt, and only when READY is
  * TRUE: a session whose workspace was never confirmed must not run a user's code where the
- * user's data is not. Recording the activity is the API's job (ExecOutcome's contract).
+ * user's data is not. One exception: READY FALSE only because the kernel died. The next exec
+ * is what restarts it (and says so), so refusing it would leave the session dead for good.
+ * Recording the activity is the API's job (ExecOutcome's contract).
  */
 export function createSessionService(options: SessionServiceOptions): SessionService {
   const { store, gateway } = options;
   const execTimeoutMs = options.execTimeoutMs ?? 10 * 60 * 1000;
+  const disconnectGraceMs = options.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+
+  function locate(workloadId: string): Located {
+    const workload = getWorkload(store, workloadId);
+    if (workload?.kind !== "SESSION") return { kind: "NotFound" };
+    const conditions = listConditions(store, workloadId);
+    const ready = conditions.find((c) => c.type === "READY");
+    const kernel = conditions.find((c) => c.type === "KERNEL_RESPONSIVE");
+    const onlyKernelDied = ready?.reason === "KERNEL_RESPONSIVE" && kernel?.reason === KERNEL_DIED;
+    if (ready?.status !== "TRUE" && !onlyKernelDied) {
+      const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
+      return {
+        kind: "NotReady",
+        message: `the session is ${workload.phase} and not READY (${why})`,
+      };
+    }
+    if (workload.desired.kind === "STOP") {
+      return { kind: "NotReady", message: `the session is stopping (${workload.desired.reason})` };
+    }
+    const current = listAllocations(store, workloadId).find(
+      (a) => a.epoch === workload.executionEpoch,
+    );
+    if (current?.phase !== "RUNNING") {
+      return { kind: "NotReady", message: "the session's allocation is not running" };
+    }
+    return { kind: "Located", allocation: current };
+  }
+
+  async function interruptCell(a: Allocation, cell: string | undefined): Promise<boolean> {
+    const outcome = await gateway.request(
+      a.id,
+      a.epoch,
+      0,
+      { kind: "interrupt", ...(cell !== undefined && { cell }) },
+      INTERRUPT_TIMEOUT_MS,
+    );
+    return outcome.kind === "Answered" && outcome.response.delivered;
+  }
+
   return {
-    async exec(workloadId: string, code: string): Promise<ExecOutcome> {
-      const workload = getWorkload(store, workloadId);
-      if (workload?.kind !== "SESSION") return { kind: "NotFound" };
-      const ready = listConditions(store, workloadId).find((c) => c.type === "READY");
-      if (ready?.status !== "TRUE") {
-        const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
-        return {
-          kind: "NotReady",
-          message: `the session is ${workload.phase} and not READY (${why})`,
-        };
+    async exec(workloadId: string, code: string, execOptions: ExecOptions = {}) {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return located;
+      const current = located.allocation;
+      const { signal, onOutput } = execOptions;
+      execOptions.onStart?.();
+      const cell = randomUUID();
+      const collected: ExecOutput[] = [];
+      const onEvent = (event: CellEvent) => {
+        const output = toOutput(event);
+        appendOutput(collected, output);
+        onOutput?.(output);
+      };
+      // The caller left: give it a moment (a flaky link, a reload), then stop this cell, and
+      // only this cell: a later exec queued behind it must not be the one interrupted.
+      let abandoned: ReturnType<typeof setTimeout> | null = null;
+      const onAbort = () => {
+        abandoned ??= setTimeout(() => {
+          void interruptCell(current, cell).then((interrupted) =>
+            options.log.info("exec abandoned by its caller", { workloadId, interrupted }),
+          );
+        }, disconnectGraceMs);
+      };
+      if (signal?.aborted) onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      let outcome: Awaited<ReturnType<typeof gateway.request<{ kind: "exec"; code: string }>>>;
+      try {
+        outcome = await gateway.request(
+          current.id,
+          current.epoch,
+          0,
+          { kind: "exec", code, cell },
+          execTimeoutMs,
+          { onEvent },
+        );
+      } finally {
+        signal?.removeEventListener("abort", onAbort);
+        if (abandoned) clearTimeout(abandoned);
       }
-      if (workload.desired.kind === "STOP") {
-        return {
-          kind: "NotReady",
-          message: `the session is stopping (${workload.desired.reason})`,
-        };
-      }
-      const current = listAllocations(store, workloadId).find(
-        (a) => a.epoch === workload.executionEpoch,
-      );
-      if (current?.phase !== "RUNNING") {
-        return { kind: "NotReady", message: "the session's allocation is not running" };
-      }
-      const outcome = await gateway.request(
-        current.id,
-        current.epoch,
-        0,
-        { kind: "exec", code },
-        execTimeoutMs,
-      );
       switch (outcome.kind) {
         case "Answered": {
-          const r = outcome.response;
-          return { kind: "Ok", status: r.status, output: joinOutput(r), error: r.error };
+          const final = finalOutput(outcome.response);
+          if (final) {
+            collected.push(final);
+            onOutput?.(final);
+          }
+          return {
+            kind: "Ok",
+            status: outcome.response.status,
+            output: joinOutput(collected),
+            error: outcome.response.error?.traceback ?? null,
+            outputs: collected,
+            kernelRestarted: outcome.response.kernelRestarted,
+          };
         }
         case "NotConnected":
         case "Disconnected":
@@ -81,14 +162,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
           // Cells run one at a time: left running, an endless loop would hold every later
           // exec (and the kernel probe) behind it until the session is cancelled. A SIGINT
           // raises KeyboardInterrupt in the cell, as a notebook's interrupt button does.
-          const interrupt = await gateway.request(
-            current.id,
-            current.epoch,
-            0,
-            { kind: "interrupt" },
-            INTERRUPT_TIMEOUT_MS,
-          );
-          const interrupted = interrupt.kind === "Answered" && interrupt.response.delivered;
+          const interrupted = await interruptCell(current, cell);
           options.log.warn("exec timed out", { workloadId, interrupted });
           return {
             kind: "NotReady",
@@ -109,17 +183,47 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         }
       }
     },
+
+    async interrupt(workloadId: string): Promise<InterruptOutcome> {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return located;
+      return { kind: "Ok", interrupted: await interruptCell(located.allocation, undefined) };
+    },
   };
 }
 
-/** stdout, then stderr, then the last expression's value: what a notebook cell shows. */
-function joinOutput(r: {
-  readonly output: string;
-  readonly stderr: string;
-  readonly value: string | null;
-}): string {
-  let out = r.output + r.stderr;
-  if (r.value !== null) out += out === "" || out.endsWith("\n") ? r.value : `\n${r.value}`;
+function toOutput(event: CellEvent): ExecOutput {
+  return event.type === "stream"
+    ? { type: "stream", name: event.name, text: event.text }
+    : { type: "display_data", data: event.data };
+}
+
+function finalOutput(r: ExecResponse): ExecOutput | null {
+  if (r.error) return { type: "error", ...r.error };
+  if (r.result) return { type: "execute_result", data: r.result };
+  return null;
+}
+
+/** Adjacent text of one stream is one output, as a notebook shows it. */
+function appendOutput(outputs: ExecOutput[], output: ExecOutput): void {
+  const last = outputs.at(-1);
+  if (last?.type === "stream" && output.type === "stream" && last.name === output.name) {
+    outputs[outputs.length - 1] = { ...last, text: last.text + output.text };
+  } else {
+    outputs.push(output);
+  }
+}
+
+/** stdout and stderr as they came, then the last expression's text: what a terminal shows. */
+function joinOutput(outputs: readonly ExecOutput[]): string {
+  let out = "";
+  for (const o of outputs) {
+    if (o.type === "stream") out += o.text;
+    else if (o.type === "execute_result" || o.type === "display_data") {
+      const text = o.data["text/plain"] ?? "";
+      out += out === "" || out.endsWith("\n") ? text : `\n${text}`;
+    }
+  }
   return out;
 }
 

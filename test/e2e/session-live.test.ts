@@ -1,0 +1,256 @@
+/**
+ * Sessions as scientists use them, through the built binary on the local backend with
+ * bubblewrap: output streamed to the CLI as it is printed, interrupt with the kernel's state
+ * intact, a disconnected client's cell interrupted after the grace, a matplotlib figure as
+ * image/png, and a kernel death reported as KERNEL_RESPONSIVE FALSE without an exec.
+ *
+ * The kernel's interpreter is Debian's python3 (PATH puts /usr/bin first for the daemon): it
+ * is the one with python3-matplotlib, which the CI installs.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  certificateFingerprint,
+  readGatewayFingerprint,
+} from "../../src/orchestration/gateway-tls.ts";
+import { stateLayout } from "../../src/orchestration/layout.ts";
+import { BINARY, condition, type Daemon, ensureBuilt, startDaemon } from "../session/harness.ts";
+
+/** Polls until `probe` holds or the deadline passes; false then. */
+async function until(probe: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await probe()) return true;
+    await Bun.sleep(25);
+  }
+  return probe();
+}
+
+const TIMEOUT_MS = 60_000;
+const GRACE_MS = 300;
+
+beforeAll(() => {
+  ensureBuilt();
+}, 120_000);
+
+describe("live sessions through the binary", () => {
+  let d: Daemon;
+  let id: string;
+
+  beforeAll(async () => {
+    d = await startDaemon({
+      env: {
+        PATH: `/usr/bin:/bin:${process.env["PATH"] ?? ""}`,
+        OPENAI4S_EXEC_DISCONNECT_GRACE_MS: String(GRACE_MS),
+      },
+    });
+    const r = await d.cli("session", "start");
+    if (r.code !== 0) throw new Error(`session start failed: ${r.stderr}\n${d.log()}`);
+    id = r.stdout.trim().split(/\s+/).at(-1)!;
+    const w = await d.cli("wait", id, "--until", "READY", "--timeout", "40s");
+    if (w.code !== 0) throw new Error(`not READY: ${w.stdout}${w.stderr}\n${d.log()}`);
+  }, 60_000);
+
+  afterAll(async () => {
+    if (id) {
+      await d?.cli("cancel", id);
+      await d?.cli("wait", id, "--until", "TERMINAL", "--timeout", "20s");
+    }
+    await d?.stop();
+  }, 40_000);
+
+  test("the worker channel is TLS by default: a generated private key, a pin beside the credential", async () => {
+    const layout = stateLayout(d.stateDir);
+    expect(statSync(layout.gatewayTlsKey).mode & 0o777).toBe(0o600);
+    const fingerprint = certificateFingerprint(readFileSync(layout.gatewayTlsCert, "utf8"));
+    const show = JSON.parse((await d.cli("show", id, "--json")).stdout) as {
+      allocations: { id: string }[];
+    };
+    const allocationId = show.allocations.at(-1)!.id;
+    const credentialDir = join(layout.allocationDir(id, allocationId), "credentials");
+    expect(readGatewayFingerprint(credentialDir)).toEqual({ kind: "Pinned", fingerprint });
+    expect(d.log()).toContain(fingerprint);
+  });
+
+  /** Starts `openai4s exec` and records when each stdout chunk arrived. */
+  function spawnExec(code: string, ...flags: string[]) {
+    const started = performance.now();
+    const p = Bun.spawn([BINARY, "exec", id, code, ...flags], {
+      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", OPENAI4S_SERVER: `unix:${d.socket}` },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const chunks: { readonly atMs: number; readonly text: string }[] = [];
+    const stdout = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of p.stdout) {
+        chunks.push({ atMs: performance.now() - started, text: decoder.decode(chunk) });
+      }
+    })();
+    const stderr = new Response(p.stderr).text();
+    return {
+      proc: p,
+      chunks,
+      async done() {
+        const [code] = await Promise.all([p.exited, stdout]);
+        return { code, stdout: chunks.map((c) => c.text).join(""), stderr: await stderr };
+      },
+    };
+  }
+
+  test(
+    "a cell printing every 100 ms for 3 s streams its lines to the CLI as they come",
+    async () => {
+      const run = spawnExec(
+        "import time\nfor i in range(30):\n    print('line', i)\n    time.sleep(0.1)",
+      );
+      const r = await run.done();
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe(Array.from({ length: 30 }, (_, i) => `line ${i}\n`).join(""));
+      const first = run.chunks[0]!;
+      const last = run.chunks.at(-1)!;
+      // Not one burst at the end: the first line came long before the last.
+      expect(first.text.startsWith("line 0\n")).toBe(true);
+      expect(run.chunks.length).toBeGreaterThan(5);
+      expect(last.atMs - first.atMs).toBeGreaterThan(1500);
+      console.log(`streaming: first line after ${first.atMs.toFixed(0)} ms (CLI start included)`);
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "interrupt stops `while True: pass` with KeyboardInterrupt; earlier variables stay",
+    async () => {
+      expect((await d.cli("exec", id, "kept = 'still here'")).code).toBe(0);
+      const run = spawnExec("while True: pass");
+      let answer = "";
+      // The interrupt says whether a cell was running: repeat until the loop has started.
+      await until(async () => {
+        const r = await d.cli("interrupt", id);
+        answer = r.stdout;
+        return r.stdout === "interrupted\n";
+      }, 20_000);
+      expect(answer).toBe("interrupted\n");
+      const interruptedAt = performance.now();
+      const r = await run.done();
+      console.log(
+        `interrupt: exec answered ${(performance.now() - interruptedAt).toFixed(0)} ms after`,
+      );
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain("KeyboardInterrupt");
+      const after = await d.cli("exec", id, "kept");
+      expect(after.stdout).toBe("'still here'\n");
+      expect((await d.cli("interrupt", id)).stdout).toBe("nothing was running\n");
+    },
+    TIMEOUT_MS,
+  );
+
+  for (const mode of ["streaming", "plain JSON"] as const) {
+    test(
+      `a ${mode} client that disconnects has its cell interrupted after the grace`,
+      async () => {
+        const marker = `started-${mode.replace(" ", "-")}`;
+        const run = spawnExec(
+          `open(${JSON.stringify(marker)}, 'w').close()\nwhile True: pass`,
+          ...(mode === "plain JSON" ? ["--json"] : []),
+        );
+        // The cell runs in the workspace: its marker there says the loop has started.
+        const workspace = stateLayout(d.stateDir).workspaceDir(id);
+        expect(await until(() => existsSync(join(workspace, marker)), 20_000)).toBe(true);
+        run.proc.kill("SIGKILL");
+        await run.done();
+        const killedAt = performance.now();
+        // The next exec can run only once the endless cell was interrupted.
+        const next = await d.cli("exec", id, `'after ${mode}'`);
+        console.log(
+          `disconnect (${mode}): next exec answered ${(performance.now() - killedAt).toFixed(0)} ms after the kill (grace ${GRACE_MS} ms)`,
+        );
+        expect(next.code).toBe(0);
+        expect(next.stdout).toBe(`'after ${mode}'\n`);
+      },
+      TIMEOUT_MS,
+    );
+  }
+
+  test(
+    "a matplotlib figure comes back as image/png, saved by --save-images",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "o4s-images-"));
+      try {
+        const r = await spawnExec(
+          "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
+          "--save-images",
+          dir,
+        ).done();
+        expect(r.code).toBe(0);
+        const files = readdirSync(dir);
+        expect(files).toHaveLength(1);
+        const path = join(dir, files[0]!);
+        expect(r.stdout).toBe(`${path}\n`);
+        expect(readFileSync(path).subarray(0, 4).toString("latin1")).toBe("\x89PNG");
+        const json = JSON.parse(
+          (
+            await d.cli(
+              "exec",
+              id,
+              "import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([1])",
+              "--json",
+            )
+          ).stdout,
+        );
+        expect(
+          json.outputs.some(
+            (o: { type: string; data?: Record<string, string> }) =>
+              o.type === "display_data" && o.data?.["image/png"],
+          ),
+        ).toBe(true);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "os._exit(1) turns KERNEL_RESPONSIVE FALSE at once; the next exec restarts and says so",
+    async () => {
+      expect((await d.cli("exec", id, "lost = 1")).code).toBe(0);
+      // The kernel dies on its own, idle, half a second after the exec answered: nothing but
+      // the worker's watch can tell the daemon.
+      const armed = await d.cli(
+        "exec",
+        id,
+        "import os, threading\nthreading.Timer(0.5, lambda: os._exit(1)).start()",
+      );
+      expect(armed.code).toBe(0);
+      const diesAt = Date.now() + 500;
+      let kernel: ReturnType<typeof condition>;
+      expect(
+        await until(async () => {
+          kernel = condition(await d.show(id), "KERNEL_RESPONSIVE");
+          return kernel?.status === "FALSE";
+        }, 15_000),
+      ).toBe(true);
+      const seenAfterMs = Date.now() - diesAt;
+      console.log(`liveness: KERNEL_RESPONSIVE FALSE seen ${seenAfterMs} ms after the death`);
+      expect(kernel!.reason).toBe("KERNEL_DIED");
+      expect(kernel!.message).toContain("exit code 1");
+      const ready = condition(await d.show(id), "READY");
+      expect(ready).toMatchObject({ status: "FALSE", reason: "KERNEL_RESPONSIVE" });
+      expect(Date.parse(String(kernel!.lastTransitionTime)) - diesAt).toBeLessThan(1000);
+
+      const next = JSON.parse((await d.cli("exec", id, "lost", "--json")).stdout);
+      expect(next).toMatchObject({ status: "ERROR", kernelRestarted: true });
+      expect(next.error).toContain("NameError");
+      expect(
+        await until(async () => condition(await d.show(id), "READY")?.status === "TRUE", 10_000),
+      ).toBe(true);
+      const again = JSON.parse((await d.cli("exec", id, "1 + 1", "--json")).stdout);
+      expect(again).toMatchObject({ status: "OK", output: "2", kernelRestarted: false });
+    },
+    TIMEOUT_MS,
+  );
+});
