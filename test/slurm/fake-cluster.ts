@@ -22,6 +22,8 @@ export interface FakeJob {
   endedAt: number | null;
   readonly workDir: string;
   readonly argv: readonly string[];
+  /** sbatch's process environment: with --export=ALL, the job's whole environment. */
+  readonly env: Readonly<Record<string, string>>;
 }
 
 export type Fault =
@@ -134,7 +136,10 @@ export function fakeCluster(): FakeCluster {
     return exited(lines.map((l) => `${l}\n`).join(""));
   }
 
-  function sbatch(args: readonly string[]): { outcome: ProcessOutcome; id: string } {
+  function sbatch(
+    args: readonly string[],
+    env: Readonly<Record<string, string>>,
+  ): { outcome: ProcessOutcome; id: string } {
     const id = String(nextId++);
     jobs.set(id, {
       id,
@@ -146,6 +151,7 @@ export function fakeCluster(): FakeCluster {
       endedAt: null,
       workDir: option(args, "chdir") ?? "/",
       argv: args,
+      env,
     });
     return { outcome: exited(`${id}\n`), id };
   }
@@ -211,7 +217,7 @@ export function fakeCluster(): FakeCluster {
           case "refuse":
             return exited("", fault.stderr, 1);
           case "lose-answer": {
-            sbatch(request.args);
+            sbatch(request.args, request.env);
             return { kind: "TimedOut", stdout: "", stderr: "", durationMs: request.timeoutMs };
           }
           default: {
@@ -226,7 +232,7 @@ export function fakeCluster(): FakeCluster {
         case "sacct":
           return sacct(request.args);
         case "sbatch":
-          return sbatch(request.args).outcome;
+          return sbatch(request.args, request.env).outcome;
         case "scancel":
           for (const id of request.args) {
             const job = jobs.get(id);

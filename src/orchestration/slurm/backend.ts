@@ -29,6 +29,7 @@
  * service account share a uid, and 0600 files do not separate them.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
@@ -87,6 +88,11 @@ export interface SlurmBackendOptions {
   readonly log: Log;
   /** PATH inside jobs and steps (the daemon's own PATH never reaches a job). */
   readonly jobPath?: string;
+  /**
+   * HOME inside jobs: the service account's home from the password database, not the
+   * daemon's $HOME. Only the variable: the account's dotfiles are never run (see broker.ts).
+   */
+  readonly jobHome?: string;
   /** The in-allocation launcher a WORKER batch script calls. */
   readonly launcher?: string;
   /** How far back the token lookup searches accounting. */
@@ -102,6 +108,7 @@ export interface SlurmBackendOptions {
 }
 
 export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+export const DEFAULT_JOB_LANG = "C.UTF-8";
 export const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
 export const DEFAULT_LOST_GRACE_MS = 60_000;
 export const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
@@ -127,6 +134,9 @@ interface Absence {
 export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const { broker, placements, clock, log } = options;
   const jobPath = options.jobPath ?? DEFAULT_JOB_PATH;
+  const jobHome = options.jobHome ?? userInfo().homedir;
+  /** The documented base of every job's environment (README: "Jobs get a minimal environment"). */
+  const baseJobEnv = { PATH: jobPath, HOME: jobHome, LANG: DEFAULT_JOB_LANG };
   const launcher = options.launcher ?? "srun";
   const lookbackSeconds = options.accountingLookbackSeconds ?? DEFAULT_ACCOUNTING_LOOKBACK_SECONDS;
   const lostGraceMs = options.lostGraceMs ?? DEFAULT_LOST_GRACE_MS;
@@ -355,7 +365,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           timeLimitSeconds === null ? null : Math.max(1, Math.ceil(timeLimitSeconds / 60)),
         // The job's whole environment. The launch env may override PATH; the broker refuses
         // credential-shaped names and values that would change the meaning of --export.
-        env: { PATH: jobPath, ...launch.env },
+        env: { ...baseJobEnv, ...launch.env },
       },
     };
   }
@@ -636,7 +646,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       const result = await broker.runStep({
         jobId: row.jobId,
         command,
-        env: { PATH: jobPath },
+        env: baseJobEnv,
         workDir: row.workDir.startsWith("/") ? row.workDir : null,
         timeoutMs,
         maxOutputBytes: taskMaxOutputBytes,

@@ -9,11 +9,15 @@
  * - A credential-shaped environment variable name is refused outright: a job's environment is
  *   readable by anyone who can run `scontrol show job`. A secret travels as the path to a
  *   0600 file.
- * - `--export` is a comma-separated list with no escaping, so a value containing a comma,
- *   newline or NUL, or reading as ALL/NONE/NIL, is refused before `{"X": "1,ALL"}` can
- *   propagate the daemon's entire environment into the job. The list is always explicit:
- *   the daemon's environment never reaches a job (and the commands themselves run with a
- *   minimal environment of our choosing, so not even sbatch sees it).
+ * - A job's environment is exactly the one we document, and the service account's login
+ *   environment never reaches it. Measured on 22.05: any `--export` other than the bare word
+ *   ALL (a list, `ALL,<list>`, NONE) makes sbatch set SLURM_GET_USER_ENV, so slurmd runs the
+ *   account's login shell and its dotfiles' variables (a pyenv PATH, a proxy) reach every job,
+ *   and a job start costs a login shell more. So sbatch and srun run with `--export=ALL` and
+ *   their own process environment IS the job's (jobEnvironment): the daemon's environment
+ *   never reaches a job, and the scheduler's commands are found through a separate search
+ *   path. Values are still held to what a `--export` list could carry (no comma, newline,
+ *   NUL, quote, ALL/NONE/NIL): a site wrapper may turn the environment back into a list.
  * - Every call has a timeout that kills its whole process group, and output is drained under
  *   a byte cap. A long-lived step's output is drained under its own cap and timeout, not the
  *   control-command ones, so the transport does not kill the step it observes.
@@ -200,11 +204,24 @@ function firstInvalid(checks: readonly Validation[]): Validation {
   return checks.find((c) => c.kind === "Invalid") ?? VALID;
 }
 
-/** The --export option for an explicit list: never ALL, never the daemon's environment. */
-export function exportOption(env: Readonly<Record<string, string>>): string {
-  const entries = Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  if (entries.length === 0) return "--export=NONE";
-  return `--export=${entries.map(([k, v]) => `${k}=${v}`).join(",")}`;
+/**
+ * The one --export option sbatch and srun get: the bare word ALL, the only form that does not
+ * imply --get-user-env (see the header). What ALL exports is the process environment the
+ * broker builds with jobEnvironment, never the daemon's.
+ */
+export const EXPORT_OPTION = "--export=ALL";
+
+/**
+ * The whole process environment of sbatch/srun, and so of the job: the validated job env and
+ * the scheduler's configuration file (the in-job launcher needs it too). Nothing else; in
+ * particular no SBATCH_/SRUN_ variable (validateEnv refuses them) that the command would read
+ * as an option.
+ */
+export function jobEnvironment(
+  env: Readonly<Record<string, string>>,
+  slurmConf: string | undefined,
+): Readonly<Record<string, string>> {
+  return { ...env, ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -279,7 +296,7 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       // One attempt is one epoch: a requeue would rerun the attempt under the same identity
       // (and a burned credential). A node failure ends the job; the reconciler decides.
       "--no-requeue",
-      exportOption(spec.env),
+      EXPORT_OPTION,
       spec.scriptPath,
     ],
   };
@@ -401,7 +418,7 @@ export function srunArgv(spec: StepSpec): ArgvResult {
       "--kill-on-bad-exit=1",
       `--time=${spec.timeLimitMinutes}`,
       ...(spec.workDir === null ? [] : [`--chdir=${spec.workDir}`]),
-      exportOption(spec.env),
+      EXPORT_OPTION,
       // Everything after this is the task's argv, whatever it looks like.
       "--",
       ...spec.command,
@@ -612,7 +629,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     command: SlurmCommand,
     argv: ArgvResult,
     overrides: Partial<
-      Pick<ProcessRequest, "timeoutMs" | "maxOutputBytes" | "overflow" | "killGraceMs">
+      Pick<ProcessRequest, "timeoutMs" | "maxOutputBytes" | "overflow" | "killGraceMs" | "env">
     > = {},
   ): Promise<BrokerResult<Completed>> {
     if (argv.kind === "Invalid") {
@@ -620,6 +637,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     }
     const request: ProcessRequest = {
       program: command,
+      searchPath: options.path,
       args: argv.argv,
       env: envFor(command),
       timeoutMs,
@@ -636,8 +654,9 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     command: SlurmCommand,
     argv: ArgvResult,
     parse: (stdout: string) => Parsed<T>,
+    env?: Readonly<Record<string, string>>,
   ): Promise<BrokerResult<T>> {
-    const ran = await run(command, argv);
+    const ran = await run(command, argv, env === undefined ? {} : { env });
     if (ran.kind === "Failed") return ran;
     const answered = requireSuccess(command, ran.value);
     if (answered.kind === "Failed") return answered;
@@ -645,7 +664,13 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
   }
 
   return {
-    submitBatch: (spec) => query("sbatch", sbatchArgv(spec), parseSbatchParsable),
+    submitBatch: (spec) =>
+      query(
+        "sbatch",
+        sbatchArgv(spec),
+        parseSbatchParsable,
+        jobEnvironment(spec.env, options.slurmConf),
+      ),
     listQueue: (names) => query("squeue", squeueArgv(names), parseSqueue),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
 
@@ -675,6 +700,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         maxOutputBytes: spec.maxOutputBytes,
         overflow: "truncate",
         killGraceMs: STEP_KILL_GRACE_MS,
+        env: jobEnvironment(spec.env, options.slurmConf),
       });
       if (ran.kind === "Failed") return ran;
       const { exitCode, stdout, stderr, truncated } = ran.value;
