@@ -315,6 +315,10 @@ MpiDefault=none
 ReturnToService=2
 MailProg=/bin/true
 JobAcctGatherType=jobacct_gather/linux
+# Memory is enforced without cgroups: the gatherer samples every second and kills a step
+# whose RSS passes its --mem, so an out-of-memory job can be staged (state OUT_OF_MEMORY).
+JobAcctGatherParams=OverMemoryKill
+JobAcctGatherFrequency=task=1
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT

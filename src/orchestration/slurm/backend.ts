@@ -55,7 +55,7 @@ import type {
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { BatchSpec, SlurmBroker, SlurmCommandError } from "./broker.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";
-import { mapJobState, normaliseState } from "./state-table.ts";
+import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
 /**
  * What a profile maps to on the cluster (D5: the administrator's side of cluster.toml). The
@@ -196,13 +196,17 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     const started = mapping.phase !== "QUEUED";
     const ended = isTerminal(mapping.phase);
     let message = mapping.message;
-    if (mapping.phase === "QUEUED" && pendingReason !== "" && pendingReason !== "None") {
-      message = `waiting: ${pendingReason}`;
+    let reason = mapping.reason;
+    if (mapping.phase === "QUEUED" && pendingReason !== "") {
+      // Why it waits, in terms of what the user can do (HELD, LIMIT_REACHED, ...); a
+      // requeued job keeps REQUEUED, which says more than the reason it waits again.
+      reason ??= mapPendingReason(pendingReason);
+      if (pendingReason !== "None") message = `waiting: ${pendingReason}`;
     }
     return {
       kind: "Observed",
       phase: mapping.phase,
-      reason: mapping.reason,
+      reason,
       message,
       exitCode: mapping.exitCode,
       startedAt: started ? row.startedAt : null,
