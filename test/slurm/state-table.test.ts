@@ -154,7 +154,7 @@ describe("pending reasons say what to do", () => {
     ["InvalidAccount", "CANNOT_START"],
   ];
   for (const [raw, reason] of CASES) {
-    test(`${raw} → ${reason}`, () => expect(mapPendingReason(raw)).toBe(reason));
+    test(`${raw} → ${reason}`, () => expect<string>(mapPendingReason(raw)).toBe(reason));
   }
 
   test("any word at all maps to a waiting reason: a job that waits is never called anything else", () => {
