@@ -304,7 +304,10 @@ SlurmdLogFile=$LOG/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# Memory is a consumable (CR_Core_Memory) so a job's --mem becomes its steps' limit, which
+# OverMemoryKill enforces below; a job that asks for none gets 10 MB per CPU, not a node.
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=10
 SchedulerType=sched/backfill
 # submit -> RUNNING in under a second instead of about 2.5 s
 SchedulerParameters=batch_sched_delay=0

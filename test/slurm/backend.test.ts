@@ -301,17 +301,41 @@ describe("observe", () => {
       ["SUSPENDED", 0, { phase: "RUNNING", reason: "SUSPENDED" }],
       ["COMPLETED", 0, { phase: "COMPLETED", reason: "EXITED_ZERO", exitCode: 0 }],
       ["FAILED", 3 << 8, { phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 }],
-      ["FAILED", 9, { phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 137 }],
-      ["TIMEOUT", 0, { phase: "FAILED", reason: "TIME_LIMIT_EXCEEDED" }],
-      ["OUT_OF_MEMORY", 0, { phase: "FAILED", reason: "OUT_OF_MEMORY" }],
+      ["FAILED", 9, { phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 137 }, "1M"],
+      ["FAILED", 9, { phase: "FAILED", reason: "OUT_OF_MEMORY", exitCode: 137 }, "60M"],
+      [
+        "TIMEOUT",
+        0,
+        {
+          phase: "FAILED",
+          reason: "TIME_LIMIT_EXCEEDED",
+          message: "TIME_LIMIT_EXCEEDED: ran 0:01:04 of 0:01:00",
+        },
+      ],
+      [
+        "OUT_OF_MEMORY",
+        0,
+        {
+          phase: "FAILED",
+          reason: "OUT_OF_MEMORY",
+          message: "OUT_OF_MEMORY: used 60 MiB of the 50 MiB asked for",
+        },
+        "60M",
+      ],
       ["NODE_FAIL", 0, { phase: "FAILED", reason: "NODE_FAILURE" }],
       ["PREEMPTED", 0, { phase: "FAILED", reason: "PREEMPTED" }],
       ["CANCELLED", 15, { phase: "CANCELLED" }],
       ["REQUEUED", 0, { phase: "QUEUED", reason: "REQUEUED" }],
     ] as const;
     const jobs = await submitted(cases.length);
-    cases.forEach(([state, status], i) => {
-      cluster.setState(jobs[i]?.handle ?? "", state, status);
+    cases.forEach(([state, status, , maxRss], i) => {
+      const handle = jobs[i]?.handle ?? "";
+      cluster.setState(handle, state, status);
+      const job = cluster.jobs.get(handle);
+      // A SIGKILLed job whose memory reached its request was killed for memory (end-hints.ts).
+      if (job !== undefined) {
+        job.usage = { reqMem: "50M", maxRss: maxRss ?? "", elapsedRaw: "64", timelimitRaw: "1" };
+      }
     });
     const result = await backend.observe(jobs.map((j) => target(j.req, j.handle)));
     if (result.kind !== "Observed") throw new Error("expected Observed");
@@ -320,6 +344,27 @@ describe("observe", () => {
         kind: "Observed",
         ...expected,
       });
+    });
+  });
+
+  test("a SIGKILLed job waits (bounded) for accounting's memory figures before it is settled", async () => {
+    const [j] = await submitted(1);
+    if (!j) throw new Error("no job");
+    cluster.setState(j.handle, "FAILED", 9);
+    const endedAt = cluster.jobs.get(j.handle)?.endedAt ?? 0;
+    if (clock.now() < endedAt + 5_000) clock.advance(endedAt + 5_000 - clock.now());
+    const t = target(j.req, j.handle);
+    const early = await backend.observe([t]);
+    expect(early.kind === "Observed" && early.observations.get(j.req.allocationId)?.kind).toBe(
+      "Indeterminate",
+    );
+    clock.advance(60_000);
+    const late = await backend.observe([t]);
+    expect(late.kind === "Observed" && late.observations.get(j.req.allocationId)).toMatchObject({
+      kind: "Observed",
+      phase: "FAILED",
+      reason: "NONZERO_EXIT",
+      exitCode: 137,
     });
   });
 

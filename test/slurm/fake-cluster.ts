@@ -24,6 +24,13 @@ export interface FakeJob {
   readonly argv: readonly string[];
   /** sbatch's process environment: with --export=ALL, the job's whole environment. */
   readonly env: Readonly<Record<string, string>>;
+  /** What the usage query prints for it, as sacct would ("50M", "317464K", seconds, minutes). */
+  usage?: {
+    readonly reqMem: string;
+    readonly maxRss: string;
+    readonly elapsedRaw: string;
+    readonly timelimitRaw: string;
+  };
 }
 
 export type Fault =
@@ -111,7 +118,21 @@ export function fakeCluster(): FakeCluster {
     return exited(lines.map((l) => `${l}\n`).join(""));
   }
 
+  /** The usage query (job and step rows): what the controller's jobs asked for and used. */
+  function sacctUsage(args: readonly string[]): ProcessOutcome {
+    const ids = new Set((option(args, "jobs") ?? "").split(","));
+    const lines: string[] = [];
+    for (const [id, job] of jobs) {
+      if (!ids.has(id) || job.usage === undefined) continue;
+      const u = job.usage;
+      lines.push(`${id}|${u.reqMem}||${u.elapsedRaw}|${u.timelimitRaw}`);
+      lines.push(`${id}.batch||${u.maxRss}|${u.elapsedRaw}|`);
+    }
+    return exited(lines.map((l) => `${l}\n`).join(""));
+  }
+
   function sacct(args: readonly string[]): ProcessOutcome {
+    if (option(args, "format")?.startsWith("JobID,ReqMem")) return sacctUsage(args);
     const ids = option(args, "jobs");
     const names = option(args, "name");
     const idSet = ids === null ? null : new Set(ids.split(","));

@@ -54,6 +54,7 @@ import type {
 } from "../ports.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { BatchSpec, SlurmBroker, SlurmCommandError } from "./broker.ts";
+import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";
 import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
@@ -105,6 +106,8 @@ export interface SlurmBackendOptions {
   readonly submitConcurrency?: number;
   /** Per stream, for runTask's output. */
   readonly taskMaxOutputBytes?: number;
+  /** How long a SIGKILLed job's ending waits for accounting's memory figures (end-hints.ts). */
+  readonly usageGraceMs?: number;
 }
 
 export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -112,6 +115,7 @@ export const DEFAULT_JOB_LANG = "C.UTF-8";
 export const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
 export const DEFAULT_LOST_GRACE_MS = 60_000;
 export const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
+export const DEFAULT_USAGE_GRACE_MS = 30_000;
 /** The variable the launcher sets to each task's rank. */
 export const RANK_ENV = "SLURM_PROCID";
 const SCRIPT_NAME = "job.sh";
@@ -143,6 +147,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const lostMinObservations = options.lostMinObservations ?? DEFAULT_LOST_MIN_OBSERVATIONS;
   const submitConcurrency = Math.max(1, options.submitConcurrency ?? 8);
   const taskMaxOutputBytes = options.taskMaxOutputBytes ?? 1024 * 1024;
+  const usageGraceMs = options.usageGraceMs ?? DEFAULT_USAGE_GRACE_MS;
 
   /** Per allocation: since when, and for how many observations, it was seen nowhere. */
   const absences = new Map<string, Absence>();
@@ -498,6 +503,39 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     return observation;
   }
 
+  /**
+   * Failures that a person acts on by numbers (memory, time) get them: one sacct for every
+   * such ending of this observation. Without an answer the ending stands as observed; a
+   * SIGKILL without memory figures yet waits (Indeterminate) for at most the grace.
+   */
+  async function explainEndings(
+    observations: Map<string, AllocationObservation>,
+    targets: readonly ObservationTarget[],
+  ): Promise<ObserveResult> {
+    const wanting = targets.filter((t) => {
+      const o = observations.get(t.allocationId);
+      return o !== undefined && needsUsage(o);
+    });
+    if (wanting.length === 0) return { kind: "Observed", observations };
+    const usage = await broker.listUsage([...new Set(wanting.map((t) => t.handle))]);
+    if (usage.kind === "Failed") noteFailure(usage.error);
+    const byJob = new Map(usage.kind === "Answered" ? usage.value.map((u) => [u.jobId, u]) : []);
+    for (const t of wanting) {
+      const o = observations.get(t.allocationId);
+      if (o === undefined || !needsUsage(o)) continue;
+      const u = byJob.get(t.handle);
+      if (usagePending(o, u, clock.now(), usageGraceMs)) {
+        observations.set(t.allocationId, {
+          kind: "Indeterminate",
+          message: `job ${t.handle} was killed; waiting for accounting to say whether memory ran out`,
+        });
+      } else {
+        observations.set(t.allocationId, explainEnding(o, u));
+      }
+    }
+    return { kind: "Observed", observations };
+  }
+
   // -------------------------------------------------------------------------------------
   // The port
   // -------------------------------------------------------------------------------------
@@ -564,7 +602,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           gone.push(target);
         }
       }
-      if (gone.length === 0) return { kind: "Observed", observations };
+      if (gone.length === 0) return explainEndings(observations, targets);
 
       const accounting = await broker.listAccounting({
         kind: "ByJobIds",
@@ -579,13 +617,13 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
             message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
           });
         }
-        return { kind: "Observed", observations };
+        return explainEndings(observations, targets);
       }
       noteSuccess("sacct");
       for (const target of gone) {
         observations.set(target.allocationId, accountingObservation(target, accounting.value));
       }
-      return { kind: "Observed", observations };
+      return explainEndings(observations, targets);
     },
 
     async cancel(targets) {

@@ -31,13 +31,16 @@ import { CREDENTIAL_ENV_NAME_PATTERN } from "../env-policy.ts";
 import {
   type AccountingRow,
   isJobId,
+  type JobUsage,
   type Parsed,
   parseSacct,
   parseSbatchParsable,
   parseSqueue,
+  parseUsage,
   type QueueRow,
   SACCT_FIELDS,
   SQUEUE_FIELDS,
+  USAGE_FIELDS,
 } from "./parse.ts";
 import {
   createProcessRunner,
@@ -373,6 +376,23 @@ export function sacctArgv(query: AccountingQuery): ArgvResult {
   }
 }
 
+/** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */
+export function usageArgv(jobIds: readonly string[]): ArgvResult {
+  if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
+  const bad = jobIds.find((id) => !isJobId(id));
+  if (bad !== undefined)
+    return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
+  return {
+    kind: "Valid",
+    argv: [
+      "--noheader",
+      "--parsable2",
+      `--format=${USAGE_FIELDS.join(",")}`,
+      `--jobs=${jobIds.join(",")}`,
+    ],
+  };
+}
+
 export function scancelArgv(jobIds: readonly string[]): ArgvResult {
   if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to cancel" };
   const bad = jobIds.find((id) => !isJobId(id));
@@ -569,6 +589,8 @@ export interface SlurmBroker {
   listQueue(names: readonly string[]): Promise<BrokerResult<readonly QueueRow[]>>;
   /** One sacct call. */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
+  /** One sacct for what these ended jobs asked for and used (for a person-readable hint). */
+  listUsage(jobIds: readonly string[]): Promise<BrokerResult<readonly JobUsage[]>>;
   /** One scancel for all these ids. */
   cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
   runStep(spec: StepSpec): Promise<BrokerResult<StepOutcome>>;
@@ -673,6 +695,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
       ),
     listQueue: (names) => query("squeue", squeueArgv(names), parseSqueue),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
+    listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
 
     async cancelJobs(jobIds) {
       const ran = await run("scancel", scancelArgv(jobIds));
