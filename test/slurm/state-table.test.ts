@@ -139,6 +139,10 @@ describe("pending reasons say what to do", () => {
     ["ReqNodeNotAvail, UnavailableNodes:n1,n2", "NODES_UNAVAILABLE"],
     ["(ReqNodeNotAvail)", "NODES_UNAVAILABLE"],
     ["NodeDown", "NODES_UNAVAILABLE"],
+    [
+      "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+      "NODES_UNAVAILABLE",
+    ],
     ["PartitionDown", "NODES_UNAVAILABLE"],
     ["PartitionInactive", "NODES_UNAVAILABLE"],
     ["QOSMaxJobsPerUserLimit", "LIMIT_REACHED"],

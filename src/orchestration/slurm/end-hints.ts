@@ -83,6 +83,9 @@ export function usagePending(
   graceMs: number,
 ): boolean {
   if (o.reason !== "NONZERO_EXIT" || o.exitCode !== KILLED_EXIT_CODE) return false;
-  if (usage !== undefined && usage.maxRssBytes !== null) return false;
+  // Both figures: right after a job ends, ReqMem was measured reading "16?" for a moment.
+  if (usage !== undefined && usage.maxRssBytes !== null && usage.requestedMemoryBytes !== null) {
+    return false;
+  }
   return o.endedAt !== null && nowMs - o.endedAt < graceMs;
 }

@@ -109,7 +109,9 @@ export const PENDING_REASON_RULES: readonly (readonly [RegExp, WaitReason])[] = 
     "CANNOT_START",
   ],
   [
-    /^(ReqNodeNotAvail|NodeDown|Partition(Down|Inactive)|FrontEndDown|SystemFailure|NodesUnavailable)\b/i,
+    // squeue --Format=Reason prints ReqNodeNotAvail's long form, measured on 22.05:
+    // "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority ...".
+    /^(ReqNodeNotAvail|NodeDown|Partition(Down|Inactive)|FrontEndDown|SystemFailure|NodesUnavailable|Nodes required for job are DOWN)\b/i,
     "NODES_UNAVAILABLE",
   ],
   [/^(QOS|Assoc|MaxCpuPerAccount|JobArrayTaskLimit)|Limit$/i, "LIMIT_REACHED"],
