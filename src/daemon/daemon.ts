@@ -19,7 +19,12 @@ import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { bindReconcilerStore, createReconciler } from "../orchestration/reconciler.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
-import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
+import {
+  findAllocationsByTokens,
+  type OpenedDatabase,
+  openDatabase,
+  type StoreDeps,
+} from "../store/index.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
@@ -167,6 +172,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clock,
     log,
     env: config.env,
+    knownTokens: (tokens) =>
+      new Set(findAllocationsByTokens(store, tokens).map((r) => r.allocation.token)),
   };
   const created = await createBackend(config.backend, context);
   if (created.kind === "ConfigError") return fail(created);
@@ -218,6 +225,11 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     await running;
   });
   sessions?.attachReconciler?.(reconciler);
+  // The backend's own background work (the orphan sweep), beside the reconciler.
+  for (const service of created.services ?? []) {
+    service.start();
+    cleanups.push(() => service.stop());
+  }
 
   // 8. The API, once per listener; each listener says how it authenticates.
   const app = createApp({

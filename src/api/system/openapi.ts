@@ -284,6 +284,33 @@ export function openApiDocument(version: string) {
                 healthy: { type: "boolean" },
                 message: { type: "string" },
                 calls: { type: "object", additionalProperties: { type: "integer" } },
+                orphans: {
+                  type: ["object", "null"],
+                  description:
+                    "Only from a backend that sweeps for orphans: jobs carrying this daemon's identity with no allocation row (null before the first sweep).",
+                  required: ["policy", "lastSweepAt", "error", "jobs"],
+                  properties: {
+                    policy: { type: "string", enum: ["report", "cancel"] },
+                    lastSweepAt: { type: ["string", "null"], format: "date-time" },
+                    error: { type: ["string", "null"] },
+                    jobs: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        required: ["handle", "token", "state", "action"],
+                        properties: {
+                          handle: { type: "string" },
+                          token: { type: "string" },
+                          state: { type: "string" },
+                          action: {
+                            type: "string",
+                            enum: ["REPORTED", "CANCEL_REQUESTED", "CANCEL_FAILED"],
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
               },
             },
             reconciler: {

@@ -55,6 +55,7 @@ import type {
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { BatchSpec, SlurmBroker, SlurmCommandError } from "./broker.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
+import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";
 import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
@@ -108,6 +109,14 @@ export interface SlurmBackendOptions {
   readonly taskMaxOutputBytes?: number;
   /** How long a SIGKILLed job's ending waits for accounting's memory figures (end-hints.ts). */
   readonly usageGraceMs?: number;
+  /**
+   * This daemon's identity (one per state dir, orphan-sweeper.ts), carried in every job's
+   * comment as `TOKEN.OWNER`, so two daemons on one cluster never take each other's jobs
+   * for orphans.
+   */
+  readonly ownerId?: string;
+  /** What the orphan sweep last found, shown in diagnostics. */
+  readonly orphanReport?: () => OrphanReport | null;
 }
 
 export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -223,7 +232,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const fromAccounting = (row: AccountingRow) => observationOf("accounting", row.jobId, row, "");
 
   const carries = (row: { readonly name: string; readonly comment: string }, token: string) =>
-    row.name === token || row.comment === token;
+    row.name === token || row.comment === token || row.comment.startsWith(`${token}.`);
 
   /** Several jobs under one token would be an INV-8 breach: say so, and prefer the newest. */
   function pick<R extends { readonly jobId: string }>(token: string, rows: readonly R[]): R | null {
@@ -357,7 +366,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       kind: "Ready",
       spec: {
         jobName: request.token,
-        comment: request.token,
+        comment: jobComment(request.token, options.ownerId),
         scriptPath,
         workDir: request.workspaceDir,
         stdoutPath: join(request.allocationDir, "stdout.log"),
@@ -725,6 +734,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         healthy: health.healthy,
         message: health.message,
         calls: broker.callCounts(),
+        ...(options.orphanReport === undefined ? {} : { orphans: options.orphanReport() }),
       };
     },
   };

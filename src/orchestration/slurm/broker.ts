@@ -32,7 +32,10 @@ import {
   type AccountingRow,
   isJobId,
   type JobUsage,
+  LIVE_JOB_FIELDS,
+  type LiveJobRow,
   type Parsed,
+  parseLiveJobs,
   parseSacct,
   parseSbatchParsable,
   parseSqueue,
@@ -376,6 +379,21 @@ export function sacctArgv(query: AccountingQuery): ArgvResult {
   }
 }
 
+/**
+ * Every job of the service account the controller holds that has not ended (squeue's default
+ * states): one call, whatever the count, for the orphan sweep.
+ */
+export function liveJobsArgv(uid: number): ArgvResult {
+  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
+  const format = LIVE_JOB_FIELDS.map(
+    (f, i) => `${f}:0${i < LIVE_JOB_FIELDS.length - 1 ? "|" : ""}`,
+  );
+  return {
+    kind: "Valid",
+    argv: ["--noheader", `--user=${uid}`, `--Format=${format.join(",")}`],
+  };
+}
+
 /** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */
 export function usageArgv(jobIds: readonly string[]): ArgvResult {
   if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
@@ -589,6 +607,8 @@ export interface SlurmBroker {
   listQueue(names: readonly string[]): Promise<BrokerResult<readonly QueueRow[]>>;
   /** One sacct call. */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
+  /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
+  listLiveJobs(uid: number): Promise<BrokerResult<readonly LiveJobRow[]>>;
   /** One sacct for what these ended jobs asked for and used (for a person-readable hint). */
   listUsage(jobIds: readonly string[]): Promise<BrokerResult<readonly JobUsage[]>>;
   /** One scancel for all these ids. */
@@ -696,6 +716,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     listQueue: (names) => query("squeue", squeueArgv(names), parseSqueue),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
     listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
+    listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
 
     async cancelJobs(jobIds) {
       const ran = await run("scancel", scancelArgv(jobIds));

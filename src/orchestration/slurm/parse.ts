@@ -341,3 +341,34 @@ export function parseUsage(stdout: string): Parsed<readonly JobUsage[]> {
   }
   return { kind: "Parsed", value: [...byJob.values()] };
 }
+
+// ---------------------------------------------------------------------------------------
+// squeue of every live job of the service account (the orphan sweep)
+// ---------------------------------------------------------------------------------------
+
+export interface LiveJobRow {
+  readonly jobId: string;
+  readonly state: string;
+  /** Free text from any job of the account: last, so a `|` in it cannot shift a field. */
+  readonly comment: string;
+}
+
+export const LIVE_JOB_FIELDS = ["JobID", "State", "Comment"] as const;
+
+export function parseLiveJobs(stdout: string): Parsed<readonly LiveJobRow[]> {
+  const out: LiveJobRow[] = [];
+  for (const line of lines(stdout)) {
+    const row = splitRow("squeue", line, LIVE_JOB_FIELDS.length);
+    if (row.kind === "Malformed") return row;
+    const [id, state, comment] = row.value.map((p) => p.trim());
+    if (id === undefined || !isJobId(id)) return malformed(`squeue job id in ${excerpt(line)}`);
+    const parsedState = parseState(state ?? "");
+    if (parsedState.kind === "Malformed") return parsedState;
+    out.push({
+      jobId: id,
+      state: parsedState.value,
+      comment: comment === "(null)" ? "" : (comment ?? ""),
+    });
+  }
+  return { kind: "Parsed", value: out };
+}
