@@ -331,7 +331,13 @@ GresTypes=gpu
 $(accounting_flags_line "$job_comment")
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT_n1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB$gres_conf State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT_n2 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB$gres_conf State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# Preemption can be staged: a job in "urgent" (higher tier) preempts jobs in "debug". Our
+# jobs are submitted --no-requeue, so REQUEUE mode ends them PREEMPTED and the daemon starts
+# a new attempt (epoch + 1) instead of the scheduler rerunning the old one.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   mv "$CONF.tmp" "$CONF"
 
@@ -538,7 +544,7 @@ start_slurmd() {
 
 nodes_ready() { # every node registered and idle (or busy with jobs), none "not responding" (*)
   local out count=0
-  out=$(timeout 5 sinfo -h -N -o '%N %t') || return 1
+  out=$(timeout 5 sinfo -h -N -p debug -o '%N %t') || return 1
   while read -r _ state; do
     [[ $state =~ ^(idle|mix|alloc|comp)$ ]] || return 1
     count=$((count + 1))
