@@ -128,16 +128,19 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
       [1, "FAILED", "PREEMPTED"],
       [2, "RUNNING", null],
     ]);
-    const events = (await api("GET", `/v1/workloads/${id}/events`))["items"] as {
+    const events = (await api("GET", `/v1/workloads/${id}/events`)) as unknown as {
       phase: string;
       reason: string | null;
+      message: string | null;
     }[];
     const story = events.map((e) => `${e.phase}/${e.reason}`);
-    const preempted = story.indexOf("FAILED/PREEMPTED");
-    const retrying = story.indexOf("PENDING/RETRYING");
-    expect(preempted).toBeGreaterThan(story.indexOf("RUNNING/null"));
-    expect(retrying).toBeGreaterThan(preempted);
-    expect(story.lastIndexOf("RUNNING/null")).toBeGreaterThan(retrying);
+    // RUNNING (attempt 1), then the retry naming why attempt 1 ended, then attempt 2 running.
+    const firstRun = story.indexOf("RUNNING/null");
+    const retry = events.findIndex((e) => e.reason === "RETRYING");
+    expect(firstRun).toBeGreaterThan(0);
+    expect(retry).toBeGreaterThan(firstRun);
+    expect(events[retry]?.message).toBe("attempt 1 ended PREEMPTED; attempt 2 of 2 follows");
+    expect(story.lastIndexOf("RUNNING/null")).toBeGreaterThan(retry);
     await api("POST", `/v1/workloads/${id}/cancel`);
   }, 120_000);
 });
