@@ -123,7 +123,11 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
       60_000,
     );
     const w = await workload();
-    const allocations = w["allocations"] as { epoch: number; phase: string; reason: string }[];
+    const allocations = w["allocations"] as {
+      epoch: number;
+      phase: string;
+      reason: string | null;
+    }[];
     expect(allocations.map((a) => [a.epoch, a.phase, a.reason])).toEqual([
       [1, "FAILED", "PREEMPTED"],
       [2, "RUNNING", null],
