@@ -74,6 +74,8 @@ export interface SlurmPlacement {
   readonly gpus: number;
   readonly memoryMb: number | null;
   readonly timeLimitSeconds: number | null;
+  /** Seconds before the limit the job is warned (SIGURG); 0 turns it off; default 300. */
+  readonly warnBeforeLimitSeconds?: number | null;
 }
 
 export interface PlacementCatalog {
@@ -125,6 +127,15 @@ export const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
 export const DEFAULT_LOST_GRACE_MS = 60_000;
 export const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
 export const DEFAULT_USAGE_GRACE_MS = 30_000;
+/** How long before its limit a job is warned (SIGURG) unless its profile says otherwise. */
+export const DEFAULT_WARN_BEFORE_LIMIT_SECONDS = 300;
+
+/** The profile's warning, never more than half the job's whole time. */
+function warningSeconds(timeLimitSeconds: number, placement: SlurmPlacement): number | null {
+  const wanted = placement.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS;
+  if (wanted === 0) return null;
+  return Math.max(1, Math.min(wanted, Math.floor(timeLimitSeconds / 2)));
+}
 /** The variable the launcher sets to each task's rank. */
 export const RANK_ENV = "SLURM_PROCID";
 const SCRIPT_NAME = "job.sh";
@@ -381,6 +392,8 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         // The scheduler counts whole minutes: round up, never cut the user's time short.
         timeLimitMinutes:
           timeLimitSeconds === null ? null : Math.max(1, Math.ceil(timeLimitSeconds / 60)),
+        warnBeforeLimitSeconds:
+          timeLimitSeconds === null ? null : warningSeconds(timeLimitSeconds, placement),
         // The job's whole environment. The launch env may override PATH; the broker refuses
         // credential-shaped names and values that would change the meaning of --export.
         env: { ...baseJobEnv, ...launch.env },

@@ -252,6 +252,12 @@ export interface BatchSpec {
   readonly memoryMb: number | null;
   /** Whole minutes: the scheduler's unit. */
   readonly timeLimitMinutes: number | null;
+  /**
+   * Seconds before the time limit at which the job's main process gets SIGURG (`--signal`),
+   * a warning it may catch to save its work; ignored by default, so a program that does not
+   * listen is not ended early. Null: no warning.
+   */
+  readonly warnBeforeLimitSeconds?: number | null;
   /** The job's entire environment (plus the scheduler's own SLURM_* variables). */
   readonly env: Readonly<Record<string, string>>;
 }
@@ -279,8 +285,17 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ? VALID
       : validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
     validateEnv(spec.env),
+    spec.warnBeforeLimitSeconds === undefined || spec.warnBeforeLimitSeconds === null
+      ? VALID
+      : validateCount("warning (s)", spec.warnBeforeLimitSeconds, 1, 65_535),
   ]);
   if (check.kind === "Invalid") return check;
+  const warn =
+    spec.timeLimitMinutes === null ||
+    spec.warnBeforeLimitSeconds === undefined ||
+    spec.warnBeforeLimitSeconds === null
+      ? []
+      : [`--signal=B:URG@${spec.warnBeforeLimitSeconds}`];
   return {
     kind: "Valid",
     argv: [
@@ -299,6 +314,7 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ...(spec.gpusPerNode > 0 ? [`--gres=gpu:${spec.gpusPerNode}`] : []),
       ...(spec.memoryMb === null ? [] : [`--mem=${spec.memoryMb}M`]),
       ...(spec.timeLimitMinutes === null ? [] : [`--time=${spec.timeLimitMinutes}`]),
+      ...warn,
       // One attempt is one epoch: a requeue would rerun the attempt under the same identity
       // (and a burned credential). A node failure ends the job; the reconciler decides.
       "--no-requeue",
