@@ -10,6 +10,10 @@
  *    exists in the controller (the backend's sbatch returned with its id; squeue is then
  *    asked to confirm), beside the bare cost of the scheduler calls that path needs (token
  *    lookup: squeue + sacct; then sbatch) run directly. Target: the daemon adds <= 25 %.
+ * 4. Job start latency: from the broker's sbatch to the first line of the job's script, with
+ *    the fixed environment (`--export=ALL` of exactly the documented variables) beside the
+ *    previous explicit `--export=<list>`, which on 22.05 runs the account's login shell
+ *    (--get-user-env) before the job starts.
  *
  * 4. POST → job visible in squeue (the daemon's sbatch answered, then one squeue shows the
  *    job) ÷ the same by hand (sbatch, then one squeue), same run. Target <= 1.15.
@@ -21,7 +25,7 @@
  * Run: `OPENAI4S_SLURM_TEST_DIR=/tmp/o4s-slurm node_modules/.bin/bun bench/slurm.bench.ts`.
  * Without a cluster it prints one line and exits 0.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
@@ -39,6 +43,10 @@ import {
   type SlurmCommand,
   SlurmCommandError,
 } from "../src/orchestration/slurm/broker.ts";
+import {
+  createProcessRunner,
+  type ProcessRunner,
+} from "../src/orchestration/slurm/process-runner.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
 import { loadTestCluster, type TestCluster } from "../test/slurm/cluster-config.ts";
 import { BASE_PLACEMENT, catalog, newToken } from "../test/slurm/support.ts";
@@ -71,6 +79,11 @@ export interface SlurmBenchResult {
     readonly visibleRatio: number;
   } | null;
   readonly bystanderCancel: { readonly ms: number; readonly stallMs: number };
+  readonly jobStart: {
+    readonly samples: number;
+    readonly fixedEnvMs: Summary;
+    readonly loginEnvMs: Summary;
+  } | null;
 }
 
 interface Summary {
@@ -488,6 +501,86 @@ async function bystanderCancel(
   }
 }
 
+/**
+ * What the broker sent before the fixed environment: the same call with the environment as an
+ * explicit `--export` list (the form that implies --get-user-env on 22.05).
+ */
+function listExportRunner(): ProcessRunner {
+  const real = createProcessRunner();
+  return {
+    run(request) {
+      if (request.program !== "sbatch") return real.run(request);
+      const list = Object.entries(request.env)
+        .filter(([k]) => k !== "SLURM_CONF")
+        .map(([k, v]) => `${k}=${v}`)
+        .join(",");
+      const args = request.args.map((a) => (a === "--export=ALL" ? `--export=${list}` : a));
+      return real.run({ ...request, args });
+    },
+  };
+}
+
+async function jobStartMs(broker: SlurmBroker, dir: string, i: number): Promise<number> {
+  const workDir = join(dir, `start-${i}`);
+  mkdirSync(workDir);
+  const script = join(workDir, "job.sh");
+  writeFileSync(script, "#!/bin/sh\n/bin/date +%s%3N > started.tmp && mv started.tmp started\n", {
+    mode: 0o700,
+  });
+  const token = newToken();
+  const t0 = Date.now();
+  const id = await broker.submitBatch({
+    jobName: token,
+    comment: token,
+    scriptPath: script,
+    workDir,
+    stdoutPath: join(workDir, "out"),
+    stderrPath: join(workDir, "err"),
+    partition: "debug",
+    qos: null,
+    account: null,
+    nodes: 1,
+    cpusPerTask: 1,
+    gpusPerNode: 0,
+    memoryMb: 10,
+    timeLimitMinutes: 2,
+    env: { PATH: "/usr/bin:/bin", HOME: dir, LANG: "C.UTF-8" },
+  });
+  if (id.kind !== "Answered") throw new Error(`sbatch: ${id.error.message}`);
+  const marker = join(workDir, "started");
+  const deadline = Date.now() + 60_000;
+  while (!existsSync(marker)) {
+    if (Date.now() > deadline) throw new Error(`job ${id.value} did not start within 60 s`);
+    await Bun.sleep(20);
+  }
+  return Number(readFileSync(marker, "utf8").trim()) - t0;
+}
+
+async function jobStartLatency(
+  cluster: TestCluster,
+  samples: number,
+): Promise<SlurmBenchResult["jobStart"]> {
+  const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-jobstart-"));
+  const fixed = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
+  const login = createSlurmBroker({
+    path: cluster.path,
+    slurmConf: cluster.slurmConf,
+    runner: listExportRunner(),
+  });
+  const fixedEnvMs: number[] = [];
+  const loginEnvMs: number[] = [];
+  try {
+    // Interleaved, so load on the shared machine falls on both alike.
+    for (let i = 0; i < samples; i++) {
+      fixedEnvMs.push(await jobStartMs(fixed, dir, 2 * i));
+      loginEnvMs.push(await jobStartMs(login, dir, 2 * i + 1));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { samples, fixedEnvMs: summarize(fixedEnvMs), loginEnvMs: summarize(loginEnvMs) };
+}
+
 export async function benchSlurm(cluster: TestCluster): Promise<SlurmBenchResult> {
   const perTick: { activeJobs: number; ticks: TickCalls[] }[] = [];
   const quick = process.env["O4S_BENCH_QUICK"] === "1";
@@ -501,7 +594,11 @@ export async function benchSlurm(cluster: TestCluster): Promise<SlurmBenchResult
     Number(process.env["O4S_BENCH_LATENCY_SAMPLES"] ?? (quick ? 5 : 20)),
   );
   const cancel = await bystanderCancel(cluster, quick ? 10_000 : 30_000);
-  return { machine: machine(cluster), perTick, latency, bystanderCancel: cancel };
+  const jobStart = await jobStartLatency(
+    cluster,
+    Number(process.env["O4S_BENCH_JOB_START_SAMPLES"] ?? (quick ? 3 : 10)),
+  );
+  return { machine: machine(cluster), perTick, latency, bystanderCancel: cancel, jobStart };
 }
 
 function printTable(result: SlurmBenchResult): void {
@@ -538,6 +635,17 @@ function printTable(result: SlurmBenchResult): void {
   console.log(
     `bystander cancel while one sbatch answer is lost (held ${c.stallMs} ms): ${f(c.ms)} ms (target <= 2 ticks = 2000 ms)`,
   );
+  const j = result.jobStart;
+  if (j !== null) {
+    console.log(
+      `\n| job start: sbatch → script runs (${j.samples} samples) | median ms | p90 ms | min ms | max ms |`,
+    );
+    console.log("|---|---:|---:|---:|---:|");
+    const row = (what: string, s: Summary) =>
+      console.log(`| ${what} | ${f(s.median)} | ${f(s.p90)} | ${f(s.min)} | ${f(s.max)} |`);
+    row("fixed environment (--export=ALL)", j.fixedEnvMs);
+    row("before: explicit --export list (login shell)", j.loginEnvMs);
+  }
 }
 
 if (import.meta.main) {

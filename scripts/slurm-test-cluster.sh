@@ -304,7 +304,10 @@ SlurmdLogFile=$LOG/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+# Memory is a consumable (CR_Core_Memory) so a job's --mem becomes its steps' limit, which
+# OverMemoryKill enforces below; a job that asks for none gets 10 MB per CPU, not a node.
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=10
 SchedulerType=sched/backfill
 # submit -> RUNNING in under a second instead of about 2.5 s
 SchedulerParameters=batch_sched_delay=0
@@ -315,6 +318,10 @@ MpiDefault=none
 ReturnToService=2
 MailProg=/bin/true
 JobAcctGatherType=jobacct_gather/linux
+# Memory is enforced without cgroups: the gatherer samples every second and kills a step
+# whose RSS passes its --mem, so an out-of-memory job can be staged (state OUT_OF_MEMORY).
+JobAcctGatherParams=OverMemoryKill
+JobAcctGatherFrequency=task=1
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
@@ -324,7 +331,13 @@ GresTypes=gpu
 $(accounting_flags_line "$job_comment")
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT_n1 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB$gres_conf State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$NODE_PORT_n2 CPUs=$NODE_CPUS RealMemory=$NODE_MEMORY_MB$gres_conf State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# Preemption can be staged: a job in "urgent" (higher tier) preempts jobs in "debug". Our
+# jobs are submitted --no-requeue, so REQUEUE mode ends them PREEMPTED and the daemon starts
+# a new attempt (epoch + 1) instead of the scheduler rerunning the old one.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2
 EOF
   mv "$CONF.tmp" "$CONF"
 
@@ -531,7 +544,7 @@ start_slurmd() {
 
 nodes_ready() { # every node registered and idle (or busy with jobs), none "not responding" (*)
   local out count=0
-  out=$(timeout 5 sinfo -h -N -o '%N %t') || return 1
+  out=$(timeout 5 sinfo -h -N -p debug -o '%N %t') || return 1
   while read -r _ state; do
     [[ $state =~ ^(idle|mix|alloc|comp)$ ]] || return 1
     count=$((count + 1))

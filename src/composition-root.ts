@@ -23,12 +23,13 @@ import {
 import type { StateLayout } from "./orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "./orchestration/local/backend.ts";
 import { rewriteRecordPaths } from "./orchestration/local/records.ts";
-import type { ResourceProfile } from "./orchestration/models.ts";
+import type { ResourceProfile, SubmissionToken } from "./orchestration/models.ts";
 import {
   type AllocationBackend,
   type IsolationVerdict,
   isTaskRunner,
   type LaunchSandboxReporter,
+  type OrphanPolicy,
   type SessionIsolationProvider,
   type TaskRunner,
 } from "./orchestration/ports.ts";
@@ -40,6 +41,7 @@ import {
   RANK_ENV as SLURM_RANK_ENV,
 } from "./orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "./orchestration/slurm/broker.ts";
+import { createOrphanSweeper, loadOwnerId } from "./orchestration/slurm/orphan-sweeper.ts";
 import { formatRefusal, loadClusterConfig } from "./orchestration/slurm/profiles.ts";
 import {
   createSbatchTestRun,
@@ -76,10 +78,22 @@ export interface BackendContext {
    * not root (jobs keep its uid, in a user namespace when sandboxed).
    */
   readonly runAs: RunAs | null;
+  /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
+  readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
+}
+
+/** Something a backend runs beside the reconciler (the orphan sweep), started and stopped with the daemon. */
+export interface BackgroundService {
+  start(): void;
+  stop(): Promise<void>;
 }
 
 export type BackendCreation =
-  | { readonly kind: "Created"; readonly backend: AllocationBackend }
+  | {
+      readonly kind: "Created";
+      readonly backend: AllocationBackend;
+      readonly services?: readonly BackgroundService[];
+    }
   /** A configuration problem the admin must fix: `serve` exits 2 with this message. */
   | { readonly kind: "ConfigError"; readonly message: string };
 
@@ -166,30 +180,86 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
         ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
       });
+      const sweep = orphanSweepFromEnv(context.env);
+      if (sweep.kind === "ConfigError") return sweep;
+      let ownerId: string;
+      try {
+        ownerId = loadOwnerId(context.layout.backendDir("slurm"));
+      } catch (error) {
+        return { kind: "ConfigError", message: `the daemon's owner id: ${String(error)}` };
+      }
+      const knownTokens = context.knownTokens;
+      const sweeper =
+        knownTokens === undefined
+          ? null
+          : createOrphanSweeper({
+              broker,
+              ownerId,
+              uid: process.getuid?.() ?? 0,
+              policy: sweep.policy,
+              intervalMs: sweep.intervalSeconds * 1000,
+              knownTokens,
+              clock: context.clock,
+              log: context.log,
+            });
       // Scheduler text reaches workload messages and the API: rewritten so no partition,
       // QoS or account name leaves the daemon (the log keeps the original).
-      const build = (catalog: PlacementCatalog) =>
+      // The isolation probe's backend carries no owner id: its jobs have no allocation row,
+      // and the orphan sweep must never report or cancel a probe that is running.
+      const build = (catalog: PlacementCatalog, owned: boolean) =>
         withPublicMessages(
           createSlurmBackend({
             broker,
             placements: catalog,
             clock: context.clock,
             log: context.log,
+            ...(owned ? { ownerId } : {}),
+            ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
           }),
           hiddenNamesOf(placements.catalog),
         );
-      const slurmBackend = build(placements.catalog);
+      const slurmBackend = build(placements.catalog, true);
       // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
       // probe on its own smallest placement (a backend over a one-entry catalog).
       const probeBackend = (derive: (catalog: PlacementCatalog) => PlacementCatalog) =>
-        build(derive(placements.catalog));
+        build(derive(placements.catalog), false);
       return {
         kind: "Created",
         backend: await withClusterSessionIsolation(context, slurmBackend, probeBackend),
+        ...(sweeper === null ? {} : { services: [sweeper] }),
       };
     },
   },
 };
+
+/** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
+export const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
+/** `OPENAI4S_ORPHAN_SWEEP_SECONDS`: how often it sweeps (it also sweeps at start). */
+export const ORPHAN_SWEEP_SECONDS_ENV = "OPENAI4S_ORPHAN_SWEEP_SECONDS";
+const DEFAULT_ORPHAN_SWEEP_SECONDS = 300;
+
+function orphanSweepFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+):
+  | { readonly kind: "Sweep"; readonly policy: OrphanPolicy; readonly intervalSeconds: number }
+  | { readonly kind: "ConfigError"; readonly message: string } {
+  const policy = env[ORPHAN_POLICY_ENV] ?? "report";
+  if (policy !== "report" && policy !== "cancel") {
+    return { kind: "ConfigError", message: `${ORPHAN_POLICY_ENV} must be report or cancel` };
+  }
+  const rawSeconds = env[ORPHAN_SWEEP_SECONDS_ENV];
+  const intervalSeconds =
+    rawSeconds === undefined || rawSeconds === ""
+      ? DEFAULT_ORPHAN_SWEEP_SECONDS
+      : Number(rawSeconds);
+  if (!Number.isInteger(intervalSeconds) || intervalSeconds < 1 || intervalSeconds > 86_400) {
+    return {
+      kind: "ConfigError",
+      message: `${ORPHAN_SWEEP_SECONDS_ENV} must be a whole number of seconds in 1..86400`,
+    };
+  }
+  return { kind: "Sweep", policy, intervalSeconds };
+}
 
 // ---------------------------------------------------------------------------------------
 // Session isolation for the local backend (sessions engine's section).

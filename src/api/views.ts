@@ -16,6 +16,7 @@ import {
   type Workload,
   type WorkloadKind,
 } from "../orchestration/models.ts";
+import { hintFor } from "../orchestration/reason-hints.ts";
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -26,7 +27,8 @@ function isoOrNull(ms: number | null): string | null {
 }
 
 export interface ConditionView {
-  readonly type: ConditionType;
+  /** SCHEDULED is derived from the workload for every kind; the rest are a session's. */
+  readonly type: ConditionType | "SCHEDULED";
   readonly status: ConditionStatus;
   readonly reason: string;
   readonly message: string;
@@ -51,6 +53,8 @@ export interface WorkloadView {
   readonly phase: Phase;
   readonly reason: string | null;
   readonly message: string | null;
+  /** What the reason asks a person to do (reason-hints.ts); null when it asks nothing. */
+  readonly hint: string | null;
   readonly specRevision: number;
   readonly executionEpoch: number;
   readonly createdAt: string;
@@ -66,9 +70,14 @@ export interface WorkloadView {
  * engine has not written yet is UNKNOWN rather than absent, so a client never has to tell
  * "missing from the list" from "not known yet".
  */
-function conditionViews(workload: Workload, stored: readonly Condition[]): ConditionView[] {
-  if (workload.kind === "BATCH") return [];
-  return CONDITION_TYPES.map((type) => {
+function conditionViews(
+  workload: Workload,
+  stored: readonly Condition[],
+  allocations: readonly Allocation[],
+): ConditionView[] {
+  const scheduled = scheduledCondition(workload, allocations);
+  if (workload.kind === "BATCH") return [scheduled];
+  const session = CONDITION_TYPES.map((type): ConditionView => {
     const found = stored.find((c) => c.type === type);
     if (found) {
       return {
@@ -87,6 +96,35 @@ function conditionViews(workload: Workload, stored: readonly Condition[]): Condi
       lastTransitionTime: iso(workload.createdAt),
     };
   });
+  return [scheduled, ...session];
+}
+
+const WAITING_PHASES: ReadonlySet<Phase> = new Set<Phase>(["PENDING", "SUBMITTING", "QUEUED"]);
+
+/**
+ * Whether the current attempt got its resources, and if not, why it waits: the workload's
+ * own reason (WAITING_FOR_RESOURCES, HELD, LIMIT_REACHED, ...), so "why is my job not
+ * running" has its answer where a client looks for readiness.
+ */
+function scheduledCondition(workload: Workload, allocations: readonly Allocation[]): ConditionView {
+  const current = allocations.find((a) => a.epoch === workload.executionEpoch);
+  const startedAt = current?.startedAt ?? null;
+  if (!WAITING_PHASES.has(workload.phase) && startedAt !== null) {
+    return {
+      type: "SCHEDULED",
+      status: "TRUE",
+      reason: "STARTED",
+      message: "the allocation started",
+      lastTransitionTime: iso(startedAt),
+    };
+  }
+  return {
+    type: "SCHEDULED",
+    status: "FALSE",
+    reason: workload.reason ?? "NOT_SCHEDULED",
+    message: workload.message ?? "not scheduled yet",
+    lastTransitionTime: iso(workload.updatedAt),
+  };
 }
 
 export function allocationView(a: Allocation): AllocationView {
@@ -114,13 +152,14 @@ export function workloadView(
     phase: workload.phase,
     reason: workload.reason,
     message: workload.message,
+    hint: hintFor(workload.reason),
     specRevision: workload.specRevision,
     executionEpoch: workload.executionEpoch,
     createdAt: iso(workload.createdAt),
     updatedAt: iso(workload.updatedAt),
     lastActiveAt: isoOrNull(workload.lastActiveAt),
     exitCode: workload.exitCode,
-    conditions: conditionViews(workload, conditions),
+    conditions: conditionViews(workload, conditions, allocations),
     allocations: allocations.map(allocationView),
   };
 }

@@ -36,6 +36,7 @@ import { bindReconcilerStore, createReconciler } from "../orchestration/reconcil
 import type { RunAs } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import {
+  findAllocationsByTokens,
   listUnsandboxedLiveAllocations,
   type OpenedDatabase,
   openDatabase,
@@ -231,6 +232,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     log,
     env: config.env,
     runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
+    knownTokens: (tokens) =>
+      new Set(findAllocationsByTokens(store, tokens).map((r) => r.allocation.token)),
   };
   const created = await createBackend(config.backend, context);
   if (created.kind === "ConfigError") return fail(created);
@@ -296,6 +299,11 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clearTimeout(timer);
   });
   sessions?.attachReconciler?.(reconciler);
+  // The backend's own background work (the orphan sweep), beside the reconciler.
+  for (const service of created.services ?? []) {
+    service.start();
+    cleanups.push(() => service.stop());
+  }
 
   // 8. The API, once per listener; each listener says how it authenticates.
   const app = createApp({

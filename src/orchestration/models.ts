@@ -111,6 +111,14 @@ export const REASONS = [
   "ALLOCATION_NOT_RUNNING",
   "READY",
   "INTERNAL_ERROR",
+  // Why an allocation waits or was ended by someone else, each with its own user action
+  // (README lists what each asks the user to do).
+  "WAITING_FOR_RESOURCES",
+  "HELD",
+  "LIMIT_REACHED",
+  "NODES_UNAVAILABLE",
+  "CANNOT_START",
+  "ADMIN_CANCELLED",
 ] as const;
 export type Reason = (typeof REASONS)[number];
 

@@ -143,6 +143,29 @@ export interface BackendDiagnostics {
   readonly message: string;
   /** Calls to the resource plane since start, by command or operation name. */
   readonly calls: Readonly<Record<string, number>>;
+  /** Backends that sweep for orphans: what the last sweep found (null: none yet). */
+  readonly orphans?: OrphanDiagnostics | null;
+}
+
+export type OrphanPolicy = "report" | "cancel";
+
+/**
+ * Jobs at the backend that carry this daemon's identity but match no allocation row (a store
+ * restored from an older backup, a lost state dir). Never adopted: reported, or cancelled
+ * when the administrator's policy says so.
+ */
+export interface OrphanDiagnostics {
+  readonly policy: OrphanPolicy;
+  /** Epoch ms of the last sweep that got an answer. */
+  readonly lastSweepAt: number | null;
+  /** Why the last sweep had no answer; null when it had one. */
+  readonly error: string | null;
+  readonly jobs: readonly {
+    readonly handle: string;
+    readonly token: string;
+    readonly state: string;
+    readonly action: "REPORTED" | "CANCEL_REQUESTED" | "CANCEL_FAILED";
+  }[];
 }
 
 export interface AllocationBackend {

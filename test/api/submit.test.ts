@@ -31,6 +31,7 @@ describe("POST /v1/workloads", () => {
         "phase",
         "reason",
         "message",
+        "hint",
         "specRevision",
         "executionEpoch",
         "createdAt",
@@ -52,7 +53,16 @@ describe("POST /v1/workloads", () => {
       createdAt: new Date(h.clock.now()).toISOString(),
       lastActiveAt: null,
       exitCode: null,
-      conditions: [],
+      hint: null,
+      conditions: [
+        {
+          type: "SCHEDULED",
+          status: "FALSE",
+          reason: "NOT_SCHEDULED",
+          message: "not scheduled yet",
+          lastTransitionTime: new Date(h.clock.now()).toISOString(),
+        },
+      ],
       allocations: [],
     });
     expect(String(body["id"])).toMatch(/^w-[a-z0-9]{20}$/);
@@ -79,6 +89,7 @@ describe("POST /v1/workloads", () => {
     expect(res.status).toBe(201);
     const body = (await res.json()) as { conditions: { type: string; status: string }[] };
     expect(body.conditions.map((c) => `${c.type}:${c.status}`)).toEqual([
+      "SCHEDULED:FALSE",
       "ALLOCATION_RUNNING:UNKNOWN",
       "WORKER_CONNECTED:UNKNOWN",
       "WORKSPACE_VISIBLE:UNKNOWN",

@@ -123,7 +123,7 @@ describe("GET /v1/workloads/{id} and events", () => {
       status: "TRUE",
       message: "rank 0",
     });
-    expect(body.conditions).toHaveLength(5);
+    expect(body.conditions).toHaveLength(6);
   });
 
   test("events are the transitions, oldest first", async () => {

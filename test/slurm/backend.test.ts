@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -88,7 +88,7 @@ describe("submit", () => {
     expect(cluster.count("sbatch")).toBe(3);
   });
 
-  test("the job carries the token as name and comment, an explicit --export, no requeue", async () => {
+  test("the job carries the token as name and comment, an --export=ALL of exactly the documented environment, no requeue", async () => {
     const req = request(
       dir,
       command(["/bin/echo", "it's $HOME", "a\n#SBATCH --export=ALL"], { MODE: "x y" }),
@@ -105,9 +105,15 @@ describe("submit", () => {
     expect(args).toContain(`--chdir=${req.workspaceDir}`);
     expect(args).toContain(`--output=${req.allocationDir}/stdout.log`);
     expect(args).toContain("--time=10");
-    expect(args.filter((a) => a.startsWith("--export="))).toEqual([
-      "--export=MODE=x y,PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    ]);
+    // The bare word ALL (any list would run the account's login shell), and sbatch's own
+    // environment is exactly the documented one: nothing of this test process reaches it.
+    expect(args.filter((a) => a.startsWith("--export="))).toEqual(["--export=ALL"]);
+    expect(job?.env).toEqual({
+      PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      HOME: userInfo().homedir,
+      LANG: "C.UTF-8",
+      MODE: "x y",
+    });
     const script = readFileSync(join(req.allocationDir, "job.sh"), "utf8");
     expect(script).toContain(`exec '/bin/echo' 'it'\\''s $HOME' 'a\n#SBATCH --export=ALL'`);
   });
@@ -312,17 +318,41 @@ describe("observe", () => {
       ["SUSPENDED", 0, { phase: "RUNNING", reason: "SUSPENDED" }],
       ["COMPLETED", 0, { phase: "COMPLETED", reason: "EXITED_ZERO", exitCode: 0 }],
       ["FAILED", 3 << 8, { phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 }],
-      ["FAILED", 9, { phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 137 }],
-      ["TIMEOUT", 0, { phase: "FAILED", reason: "TIME_LIMIT_EXCEEDED" }],
-      ["OUT_OF_MEMORY", 0, { phase: "FAILED", reason: "OUT_OF_MEMORY" }],
+      ["FAILED", 9, { phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 137 }, "1M"],
+      ["FAILED", 9, { phase: "FAILED", reason: "OUT_OF_MEMORY", exitCode: 137 }, "60M"],
+      [
+        "TIMEOUT",
+        0,
+        {
+          phase: "FAILED",
+          reason: "TIME_LIMIT_EXCEEDED",
+          message: "TIME_LIMIT_EXCEEDED: ran 0:01:04 of 0:01:00",
+        },
+      ],
+      [
+        "OUT_OF_MEMORY",
+        0,
+        {
+          phase: "FAILED",
+          reason: "OUT_OF_MEMORY",
+          message: "OUT_OF_MEMORY: used 60 MiB of the 50 MiB asked for",
+        },
+        "60M",
+      ],
       ["NODE_FAIL", 0, { phase: "FAILED", reason: "NODE_FAILURE" }],
       ["PREEMPTED", 0, { phase: "FAILED", reason: "PREEMPTED" }],
       ["CANCELLED", 15, { phase: "CANCELLED" }],
       ["REQUEUED", 0, { phase: "QUEUED", reason: "REQUEUED" }],
     ] as const;
     const jobs = await submitted(cases.length);
-    cases.forEach(([state, status], i) => {
-      cluster.setState(jobs[i]?.handle ?? "", state, status);
+    cases.forEach(([state, status, , maxRss], i) => {
+      const handle = jobs[i]?.handle ?? "";
+      cluster.setState(handle, state, status);
+      const job = cluster.jobs.get(handle);
+      // A SIGKILLed job whose memory reached its request was killed for memory (end-hints.ts).
+      if (job !== undefined) {
+        job.usage = { reqMem: "50M", maxRss: maxRss ?? "", elapsedRaw: "64", timelimitRaw: "1" };
+      }
     });
     const result = await backend.observe(jobs.map((j) => target(j.req, j.handle)));
     if (result.kind !== "Observed") throw new Error("expected Observed");
@@ -331,6 +361,27 @@ describe("observe", () => {
         kind: "Observed",
         ...expected,
       });
+    });
+  });
+
+  test("a SIGKILLed job waits (bounded) for accounting's memory figures before it is settled", async () => {
+    const [j] = await submitted(1);
+    if (!j) throw new Error("no job");
+    cluster.setState(j.handle, "FAILED", 9);
+    const endedAt = cluster.jobs.get(j.handle)?.endedAt ?? 0;
+    if (clock.now() < endedAt + 5_000) clock.advance(endedAt + 5_000 - clock.now());
+    const t = target(j.req, j.handle);
+    const early = await backend.observe([t]);
+    expect(early.kind === "Observed" && early.observations.get(j.req.allocationId)?.kind).toBe(
+      "Indeterminate",
+    );
+    clock.advance(60_000);
+    const late = await backend.observe([t]);
+    expect(late.kind === "Observed" && late.observations.get(j.req.allocationId)).toMatchObject({
+      kind: "Observed",
+      phase: "FAILED",
+      reason: "NONZERO_EXIT",
+      exitCode: 137,
     });
   });
 

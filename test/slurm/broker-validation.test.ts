@@ -14,7 +14,8 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import {
   type BatchSpec,
-  exportOption,
+  EXPORT_OPTION,
+  jobEnvironment,
   type StepSpec,
   sacctArgv,
   sbatchArgv,
@@ -142,18 +143,17 @@ const spec = fc.record({
 }) satisfies fc.Arbitrary<BatchSpec>;
 
 describe("broker validation (properties)", () => {
-  test("an accepted environment reads back as exactly its entries: no keyword, no bare name", () => {
+  test("an accepted environment, written as a --export list, reads back as exactly its entries", () => {
+    // sbatch gets --export=ALL (the environment travels as its process environment), but the
+    // values stay list-safe: a site's wrapper may well turn them back into a list.
     fc.assert(
       fc.property(env, (e) => {
         if (validateEnv(e).kind !== "Valid") return;
-        const option = exportOption(e);
-        expect(option.startsWith("--export=")).toBe(true);
         const entries = Object.entries(e);
-        if (entries.length === 0) {
-          expect(option).toBe("--export=NONE");
-          return;
-        }
-        const tokens = readExport(option.slice("--export=".length));
+        if (entries.length === 0) return;
+        entries.sort(([a], [b]) => (a < b ? -1 : 1));
+        const list = entries.map(([k, v]) => `${k}=${v}`).join(",");
+        const tokens = readExport(list);
         expect(tokens).toEqual(
           entries
             .map(([name, value]) => ({ kind: "set" as const, name, value }))
@@ -235,16 +235,24 @@ describe("broker validation (properties)", () => {
           if (v !== null) expect(v).toMatch(/^[A-Za-z0-9][A-Za-z0-9._-]*$/);
         }
         for (const p of [s.stdoutPath, s.stderrPath]) expect(p).not.toMatch(/[%\\\n]/);
-        const entries = Object.entries(s.env).sort(([a], [b]) => (a < b ? -1 : 1));
-        if (entries.length === 0) expect(one("export")).toBe("NONE");
-        else {
-          expect(readExport(one("export") ?? "")).toEqual(
-            entries.map(([name, value]) => ({ kind: "set", name, value })),
-          );
-        }
+        // Only the bare word ALL keeps sbatch from running the account's login shell.
+        expect(options.get("export")).toEqual(["ALL"]);
+        expect(result.argv).toContain(EXPORT_OPTION);
         for (const arg of result.argv) expect(arg.includes("\n") || arg.includes("\0")).toBe(false);
       }),
       { numRuns: 3000 },
+    );
+  });
+
+  test("the job's process environment is exactly its env and the scheduler's config", () => {
+    fc.assert(
+      fc.property(env, fc.option(path, { nil: undefined }), (e, conf) => {
+        const out = jobEnvironment(e, conf);
+        const expected: Record<string, string> = { ...e };
+        if (conf !== undefined) expected["SLURM_CONF"] = conf;
+        expect(out).toEqual(expected);
+      }),
+      { numRuns: 500 },
     );
   });
 
@@ -297,9 +305,7 @@ describe("broker validation (properties)", () => {
         const { options, operands } = readOptions(result.argv);
         expect(operands).toEqual([...s.command]);
         expect(options.get("jobid")).toEqual([s.jobId]);
-        const exported = options.get("export")?.[0] ?? "";
-        if (Object.keys(s.env).length === 0) expect(exported).toBe("NONE");
-        else expect(readExport(exported).every((t) => t.kind === "set")).toBe(true);
+        expect(options.get("export")).toEqual(["ALL"]);
       }),
       { numRuns: 2000 },
     );

@@ -22,6 +22,15 @@ export interface FakeJob {
   endedAt: number | null;
   readonly workDir: string;
   readonly argv: readonly string[];
+  /** sbatch's process environment: with --export=ALL, the job's whole environment. */
+  readonly env: Readonly<Record<string, string>>;
+  /** What the usage query prints for it, as sacct would ("50M", "317464K", seconds, minutes). */
+  usage?: {
+    readonly reqMem: string;
+    readonly maxRss: string;
+    readonly elapsedRaw: string;
+    readonly timelimitRaw: string;
+  };
 }
 
 export type Fault =
@@ -109,7 +118,21 @@ export function fakeCluster(): FakeCluster {
     return exited(lines.map((l) => `${l}\n`).join(""));
   }
 
+  /** The usage query (job and step rows): what the controller's jobs asked for and used. */
+  function sacctUsage(args: readonly string[]): ProcessOutcome {
+    const ids = new Set((option(args, "jobs") ?? "").split(","));
+    const lines: string[] = [];
+    for (const [id, job] of jobs) {
+      if (!ids.has(id) || job.usage === undefined) continue;
+      const u = job.usage;
+      lines.push(`${id}|${u.reqMem}||${u.elapsedRaw}|${u.timelimitRaw}`);
+      lines.push(`${id}.batch||${u.maxRss}|${u.elapsedRaw}|`);
+    }
+    return exited(lines.map((l) => `${l}\n`).join(""));
+  }
+
   function sacct(args: readonly string[]): ProcessOutcome {
+    if (option(args, "format")?.startsWith("JobID,ReqMem")) return sacctUsage(args);
     const ids = option(args, "jobs");
     const names = option(args, "name");
     const idSet = ids === null ? null : new Set(ids.split(","));
@@ -134,7 +157,10 @@ export function fakeCluster(): FakeCluster {
     return exited(lines.map((l) => `${l}\n`).join(""));
   }
 
-  function sbatch(args: readonly string[]): { outcome: ProcessOutcome; id: string } {
+  function sbatch(
+    args: readonly string[],
+    env: Readonly<Record<string, string>>,
+  ): { outcome: ProcessOutcome; id: string } {
     const id = String(nextId++);
     jobs.set(id, {
       id,
@@ -146,6 +172,7 @@ export function fakeCluster(): FakeCluster {
       endedAt: null,
       workDir: option(args, "chdir") ?? "/",
       argv: args,
+      env,
     });
     return { outcome: exited(`${id}\n`), id };
   }
@@ -211,7 +238,7 @@ export function fakeCluster(): FakeCluster {
           case "refuse":
             return exited("", fault.stderr, 1);
           case "lose-answer": {
-            sbatch(request.args);
+            sbatch(request.args, request.env);
             return { kind: "TimedOut", stdout: "", stderr: "", durationMs: request.timeoutMs };
           }
           default: {
@@ -226,7 +253,7 @@ export function fakeCluster(): FakeCluster {
         case "sacct":
           return sacct(request.args);
         case "sbatch":
-          return sbatch(request.args).outcome;
+          return sbatch(request.args, request.env).outcome;
         case "scancel":
           for (const id of request.args) {
             const job = jobs.get(id);

@@ -57,6 +57,7 @@ describe("cluster.toml.example", () => {
       gpus: 1,
       memoryMb: 1000,
       timeLimitSeconds: 240 * 60,
+      warnBeforeLimitSeconds: 10 * 60,
     });
     expect(gpu?.public()).toEqual({
       name: "gpu-interactive",

@@ -3,7 +3,11 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import fc from "fast-check";
-import { JOB_STATE_TABLE, mapJobState } from "../../src/orchestration/slurm/state-table.ts";
+import {
+  JOB_STATE_TABLE,
+  mapJobState,
+  mapPendingReason,
+} from "../../src/orchestration/slurm/state-table.ts";
 
 /** JOB STATE CODES of `man squeue` and `man sacct` (Slurm 22.05) plus the documented flags. */
 const DOCUMENTED = [
@@ -120,5 +124,63 @@ describe("state table", () => {
     for (const raw of ["", "?", "__proto__", "constructor", "COMPLETED_ISH", "DONE"]) {
       expect(mapJobState(raw, null).kind).toBe("Indeterminate");
     }
+  });
+});
+
+describe("pending reasons say what to do", () => {
+  // The reasons `man squeue` (22.05) lists that a user meets most, with the action each asks.
+  const CASES: readonly (readonly [string, string])[] = [
+    ["Resources", "WAITING_FOR_RESOURCES"],
+    ["Priority", "WAITING_FOR_RESOURCES"],
+    ["None", "WAITING_FOR_RESOURCES"],
+    ["BeginTime", "WAITING_FOR_RESOURCES"],
+    ["JobHeldAdmin", "HELD"],
+    ["JobHeldUser", "HELD"],
+    ["ReqNodeNotAvail, UnavailableNodes:n1,n2", "NODES_UNAVAILABLE"],
+    ["(ReqNodeNotAvail)", "NODES_UNAVAILABLE"],
+    ["NodeDown", "NODES_UNAVAILABLE"],
+    [
+      "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+      "NODES_UNAVAILABLE",
+    ],
+    ["PartitionDown", "NODES_UNAVAILABLE"],
+    ["PartitionInactive", "NODES_UNAVAILABLE"],
+    ["QOSMaxJobsPerUserLimit", "LIMIT_REACHED"],
+    ["QOSGrpCpuLimit", "LIMIT_REACHED"],
+    ["AssocGrpJobsLimit", "LIMIT_REACHED"],
+    ["AssocMaxWallDurationPerJobLimit", "LIMIT_REACHED"],
+    ["JobArrayTaskLimit", "LIMIT_REACHED"],
+    ["PartitionTimeLimit", "CANNOT_START"],
+    ["PartitionNodeLimit", "CANNOT_START"],
+    ["PartitionConfig", "CANNOT_START"],
+    ["BadConstraints", "CANNOT_START"],
+    ["InvalidQOS", "CANNOT_START"],
+    ["InvalidAccount", "CANNOT_START"],
+  ];
+  for (const [raw, reason] of CASES) {
+    test(`${raw} → ${reason}`, () => expect<string>(mapPendingReason(raw)).toBe(reason));
+  }
+
+  test("any word at all maps to a waiting reason: a job that waits is never called anything else", () => {
+    const waiting = new Set([
+      "WAITING_FOR_RESOURCES",
+      "HELD",
+      "LIMIT_REACHED",
+      "NODES_UNAVAILABLE",
+      "CANNOT_START",
+    ]);
+    fc.assert(
+      fc.property(fc.string({ maxLength: 80 }), (raw) => {
+        expect(waiting.has(mapPendingReason(raw))).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  test("a cancellation the daemon did not ask for reads as an administrator's", () => {
+    expect(mapJobState("CANCELLED by 1234", { code: 0, signal: 15 })).toMatchObject({
+      phase: "CANCELLED",
+      reason: "ADMIN_CANCELLED",
+    });
   });
 });

@@ -4,6 +4,7 @@
  * phase empties.
  */
 import { PHASES, WORKLOAD_KINDS } from "../../orchestration/models.ts";
+import type { OrphanDiagnostics } from "../../orchestration/ports.ts";
 import type { WorkloadCount } from "../../store/index.ts";
 import type { TickFigures } from "../deps.ts";
 
@@ -55,6 +56,8 @@ export interface MetricsInput {
     /** The backend's own commands since start (its diagnostics' `calls`). */
     readonly commands: Readonly<Record<string, number>>;
   };
+  /** From the backend's diagnostics when it sweeps for orphans; undefined when it does not. */
+  readonly orphans?: OrphanDiagnostics | null;
 }
 
 export function renderMetrics(input: MetricsInput): string {
@@ -72,6 +75,22 @@ export function renderMetrics(input: MetricsInput): string {
       const found = input.workloads.find((w) => w.kind === kind && w.phase === phase);
       lines.push(sample("openai4s_workloads", { kind, phase }, found?.count ?? 0));
     }
+  }
+
+  if (input.orphans !== undefined) {
+    family(
+      "openai4s_orphan_jobs",
+      "gauge",
+      "Jobs at the backend carrying this daemon's identity with no allocation row (last sweep).",
+    );
+    lines.push(sample("openai4s_orphan_jobs", {}, input.orphans?.jobs.length ?? 0));
+    family(
+      "openai4s_orphan_sweep_timestamp_seconds",
+      "gauge",
+      "When the last answered orphan sweep ran (0: none yet).",
+    );
+    const at = input.orphans?.lastSweepAt ?? null;
+    lines.push(sample("openai4s_orphan_sweep_timestamp_seconds", {}, at === null ? 0 : at / 1000));
   }
 
   const tick = input.lastTick;

@@ -92,7 +92,7 @@ export function openApiDocument(version: string) {
           type: "object",
           required: ["type", "status", "reason", "message", "lastTransitionTime"],
           properties: {
-            type: { type: "string", enum: [...CONDITION_TYPES] },
+            type: { type: "string", enum: ["SCHEDULED", ...CONDITION_TYPES] },
             status: { type: "string", enum: ["TRUE", "FALSE", "UNKNOWN"] },
             reason: { type: "string" },
             message: { type: "string" },
@@ -122,6 +122,7 @@ export function openApiDocument(version: string) {
             "phase",
             "reason",
             "message",
+            "hint",
             "specRevision",
             "executionEpoch",
             "createdAt",
@@ -139,6 +140,10 @@ export function openApiDocument(version: string) {
             phase: ref("Phase"),
             reason: nullable("string"),
             message: nullable("string"),
+            hint: {
+              ...nullable("string"),
+              description: "What the reason asks a person to do; null when it asks nothing.",
+            },
             specRevision: { type: "integer" },
             executionEpoch: { type: "integer" },
             createdAt: dateTime,
@@ -148,7 +153,8 @@ export function openApiDocument(version: string) {
             conditions: {
               type: "array",
               items: ref("Condition"),
-              description: "Empty for BATCH; the four readiness conditions and READY for SESSION.",
+              description:
+                "SCHEDULED first for every kind (FALSE with the reason it waits while queued); then, for a SESSION, the four readiness conditions and READY.",
             },
             allocations: { type: "array", items: ref("Allocation") },
           },
@@ -279,6 +285,33 @@ export function openApiDocument(version: string) {
                 message: { type: "string" },
                 calls: { type: "object", additionalProperties: { type: "integer" } },
                 callsPerSecond: { type: "number" },
+                orphans: {
+                  type: ["object", "null"],
+                  description:
+                    "Only from a backend that sweeps for orphans: jobs carrying this daemon's identity with no allocation row (null before the first sweep).",
+                  required: ["policy", "lastSweepAt", "error", "jobs"],
+                  properties: {
+                    policy: { type: "string", enum: ["report", "cancel"] },
+                    lastSweepAt: { type: ["string", "null"], format: "date-time" },
+                    error: { type: ["string", "null"] },
+                    jobs: {
+                      type: "array",
+                      items: {
+                        type: "object",
+                        required: ["handle", "token", "state", "action"],
+                        properties: {
+                          handle: { type: "string" },
+                          token: { type: "string" },
+                          state: { type: "string" },
+                          action: {
+                            type: "string",
+                            enum: ["REPORTED", "CANCEL_REQUESTED", "CANCEL_FAILED"],
+                          },
+                        },
+                      },
+                    },
+                  },
+                },
               },
             },
             reconciler: {

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { BackendDiagnostics } from "../../orchestration/ports.ts";
+import type { BackendDiagnostics, OrphanDiagnostics } from "../../orchestration/ports.ts";
 import { countWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { iso } from "../views.ts";
@@ -44,6 +44,22 @@ async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
   }
 }
 
+/** Orphans for operators: handles and tokens are theirs to act on; times as ISO strings. */
+function orphansView(o: OrphanDiagnostics | null) {
+  if (o === null) return null;
+  return {
+    policy: o.policy,
+    lastSweepAt: o.lastSweepAt === null ? null : iso(o.lastSweepAt),
+    error: o.error,
+    jobs: o.jobs.map((j) => ({
+      handle: j.handle,
+      token: j.token,
+      state: j.state,
+      action: j.action,
+    })),
+  };
+}
+
 export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
@@ -66,6 +82,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         message: watched.kind === "Degraded" ? watched.message : backend.message,
         calls: backend.calls,
         callsPerSecond: deps.reconciler.backendCallRate().perSecond,
+        ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
       },
       reconciler: {
         lastTick: tick
@@ -94,6 +111,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         calls: deps.reconciler.backendCallRate(),
         commands: backend.calls,
       },
+      ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

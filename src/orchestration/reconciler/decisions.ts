@@ -97,7 +97,20 @@ function endAttempt(
   handle?: ExternalHandle,
 ): Transition {
   const outcome = outcomeOfAttempt(w, ending);
+  // First seen already ended, yet it started: the RUNNING it went through is part of the story.
+  const unseenStart =
+    a.startedAt === null && ending.startedAt !== null && !isActiveRunning(a.phase)
+      ? {
+          passedThrough: {
+            at: ending.startedAt,
+            phase: "RUNNING" as const,
+            reason: "STARTED" as const,
+            message: "started (observed after it ended)",
+          },
+        }
+      : {};
   return {
+    ...unseenStart,
     allocation: {
       id: a.id,
       expectedPhase: a.phase,
@@ -131,6 +144,11 @@ function endAttempt(
   };
 }
 
+/** Phases in which the allocation was already seen holding its resources. */
+function isActiveRunning(phase: Phase): boolean {
+  return phase === "RUNNING" || phase === "STOPPING";
+}
+
 /** Mirror a live observation onto the allocation and its workload. */
 function progress(
   w: Workload,
@@ -139,7 +157,12 @@ function progress(
   now: number,
   handle?: ExternalHandle,
 ): Transition | null {
-  if (handle === undefined && obs.phase === a.phase && obs.phase === w.phase) return null;
+  // A new reason within the same phase (a queued job now HELD, or LIMIT_REACHED) is news
+  // for the user; a missing reason is not a change.
+  const sameReason = obs.reason === null || obs.reason === w.reason;
+  if (handle === undefined && obs.phase === a.phase && obs.phase === w.phase && sameReason) {
+    return null;
+  }
   const startedAt =
     obs.phase === "RUNNING" && a.startedAt === null ? { startedAt: obs.startedAt ?? now } : {};
   return {
@@ -400,9 +423,12 @@ export type StopEnding =
   | { readonly kind: "NeverSubmitted" };
 
 /**
- * Barrier stage 6: the workload ends CANCELLED with the reason it was asked to stop for; the
- * allocation keeps the backend's truth about how it ended (it may have completed on its own
- * just before the cancel landed, and saying otherwise would lose that fact).
+ * Barrier stage 6: the workload ends CANCELLED with the reason it was asked to stop for. The
+ * allocation keeps the backend's truth about how it ended when the job ended on its own (a
+ * batch job may have completed just before the cancel landed, and saying otherwise would
+ * lose that fact), and only then does the workload carry the job's exit code. A cancellation
+ * and a session's worker leaving cleanly because it was told to are the stop itself: the
+ * allocation ends CANCELLED with the stop's reason, never COMPLETED with exit code 0.
  */
 export function markStopped(
   w: Workload,
@@ -423,22 +449,21 @@ export function markStopped(
   switch (ending.kind) {
     case "Ended": {
       const e = endingOf(ending.observation);
-      // A cancellation the backend gives no reason for is the one this barrier asked for.
-      const reason =
-        e.phase === "CANCELLED" && ending.observation.reason === null ? stop.reason : e.reason;
+      const byTheStop =
+        e.phase === "CANCELLED" || (w.kind === "SESSION" && e.phase === "COMPLETED");
       return {
         allocation: {
           id: a.id,
           expectedPhase: a.phase,
-          phase: e.phase,
-          reason,
-          message: e.message,
-          exitCode: e.exitCode,
+          phase: byTheStop ? "CANCELLED" : e.phase,
+          reason: byTheStop ? stop.reason : e.reason,
+          message: byTheStop ? `${wMessage} (the backend reported ${e.phase})` : e.message,
+          exitCode: byTheStop ? null : e.exitCode,
           endedAt: e.endedAt ?? now,
           ...(a.startedAt === null && e.startedAt !== null ? { startedAt: e.startedAt } : {}),
           ...(ending.handle !== undefined ? { handle: ending.handle, submittedAt: now } : {}),
         },
-        workload: { ...workload, exitCode: e.exitCode },
+        workload: { ...workload, exitCode: byTheStop ? null : e.exitCode },
       };
     }
     case "NeverSubmitted":

@@ -30,6 +30,7 @@
  */
 
 import { mkdirSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
@@ -55,8 +56,10 @@ import type {
 } from "../ports.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { BatchSpec, SlurmBroker, SlurmCommandError } from "./broker.ts";
+import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
+import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";
-import { mapJobState, normaliseState } from "./state-table.ts";
+import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
 /**
  * What a profile maps to on the cluster (D5: the administrator's side of cluster.toml). The
@@ -73,6 +76,8 @@ export interface SlurmPlacement {
   readonly gpus: number;
   readonly memoryMb: number | null;
   readonly timeLimitSeconds: number | null;
+  /** Seconds before the limit the job is warned (SIGURG); 0 turns it off; default 300. */
+  readonly warnBeforeLimitSeconds?: number | null;
 }
 
 export interface PlacementCatalog {
@@ -89,6 +94,11 @@ export interface SlurmBackendOptions {
   readonly log: Log;
   /** PATH inside jobs and steps (the daemon's own PATH never reaches a job). */
   readonly jobPath?: string;
+  /**
+   * HOME inside jobs: the service account's home from the password database, not the
+   * daemon's $HOME. Only the variable: the account's dotfiles are never run (see broker.ts).
+   */
+  readonly jobHome?: string;
   /** The in-allocation launcher a WORKER batch script calls. */
   readonly launcher?: string;
   /** How far back the token lookup searches accounting. */
@@ -101,12 +111,33 @@ export interface SlurmBackendOptions {
   readonly submitConcurrency?: number;
   /** Per stream, for runTask's output. */
   readonly taskMaxOutputBytes?: number;
+  /** How long a SIGKILLed job's ending waits for accounting's memory figures (end-hints.ts). */
+  readonly usageGraceMs?: number;
+  /**
+   * This daemon's identity (one per state dir, orphan-sweeper.ts), carried in every job's
+   * comment as `TOKEN.OWNER`, so two daemons on one cluster never take each other's jobs
+   * for orphans.
+   */
+  readonly ownerId?: string;
+  /** What the orphan sweep last found, shown in diagnostics. */
+  readonly orphanReport?: () => OrphanReport | null;
 }
 
 export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+export const DEFAULT_JOB_LANG = "C.UTF-8";
 export const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
 export const DEFAULT_LOST_GRACE_MS = 60_000;
 export const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
+export const DEFAULT_USAGE_GRACE_MS = 30_000;
+/** How long before its limit a job is warned (SIGURG) unless its profile says otherwise. */
+export const DEFAULT_WARN_BEFORE_LIMIT_SECONDS = 300;
+
+/** The profile's warning, never more than half the job's whole time. */
+function warningSeconds(timeLimitSeconds: number, placement: SlurmPlacement): number | null {
+  const wanted = placement.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS;
+  if (wanted === 0) return null;
+  return Math.max(1, Math.min(wanted, Math.floor(timeLimitSeconds / 2)));
+}
 /** The variable the launcher sets to each task's rank. */
 export const RANK_ENV = "SLURM_PROCID";
 const SCRIPT_NAME = "job.sh";
@@ -129,12 +160,16 @@ interface Absence {
 export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const { broker, placements, clock, log } = options;
   const jobPath = options.jobPath ?? DEFAULT_JOB_PATH;
+  const jobHome = options.jobHome ?? userInfo().homedir;
+  /** The documented base of every job's environment (README: "Jobs get a minimal environment"). */
+  const baseJobEnv = { PATH: jobPath, HOME: jobHome, LANG: DEFAULT_JOB_LANG };
   const launcher = options.launcher ?? "srun";
   const lookbackSeconds = options.accountingLookbackSeconds ?? DEFAULT_ACCOUNTING_LOOKBACK_SECONDS;
   const lostGraceMs = options.lostGraceMs ?? DEFAULT_LOST_GRACE_MS;
   const lostMinObservations = options.lostMinObservations ?? DEFAULT_LOST_MIN_OBSERVATIONS;
   const submitConcurrency = Math.max(1, options.submitConcurrency ?? 8);
   const taskMaxOutputBytes = options.taskMaxOutputBytes ?? 1024 * 1024;
+  const usageGraceMs = options.usageGraceMs ?? DEFAULT_USAGE_GRACE_MS;
 
   /** Per allocation: since when, and for how many observations, it was seen nowhere. */
   const absences = new Map<string, Absence>();
@@ -188,13 +223,17 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     const started = mapping.phase !== "QUEUED";
     const ended = isTerminal(mapping.phase);
     let message = mapping.message;
-    if (mapping.phase === "QUEUED" && pendingReason !== "" && pendingReason !== "None") {
-      message = `waiting: ${pendingReason}`;
+    let reason = mapping.reason;
+    if (mapping.phase === "QUEUED" && pendingReason !== "") {
+      // Why it waits, in terms of what the user can do (HELD, LIMIT_REACHED, ...); a
+      // requeued job keeps REQUEUED, which says more than the reason it waits again.
+      reason ??= mapPendingReason(pendingReason);
+      if (pendingReason !== "None") message = `waiting: ${pendingReason}`;
     }
     return {
       kind: "Observed",
       phase: mapping.phase,
-      reason: mapping.reason,
+      reason,
       message,
       exitCode: mapping.exitCode,
       startedAt: started ? row.startedAt : null,
@@ -206,7 +245,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const fromAccounting = (row: AccountingRow) => observationOf("accounting", row.jobId, row, "");
 
   const carries = (row: { readonly name: string; readonly comment: string }, token: string) =>
-    row.name === token || row.comment === token;
+    row.name === token || row.comment === token || row.comment.startsWith(`${token}.`);
 
   /** Several jobs under one token would be an INV-8 breach: say so, and prefer the newest. */
   function pick<R extends { readonly jobId: string }>(token: string, rows: readonly R[]): R | null {
@@ -340,7 +379,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       kind: "Ready",
       spec: {
         jobName: request.token,
-        comment: request.token,
+        comment: jobComment(request.token, options.ownerId),
         scriptPath,
         workDir: request.workspaceDir,
         stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
@@ -355,9 +394,11 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         // The scheduler counts whole minutes: round up, never cut the user's time short.
         timeLimitMinutes:
           timeLimitSeconds === null ? null : Math.max(1, Math.ceil(timeLimitSeconds / 60)),
+        warnBeforeLimitSeconds:
+          timeLimitSeconds === null ? null : warningSeconds(timeLimitSeconds, placement),
         // The job's whole environment. The launch env may override PATH; the broker refuses
         // credential-shaped names and values that would change the meaning of --export.
-        env: { PATH: jobPath, ...launch.env },
+        env: { ...baseJobEnv, ...launch.env },
       },
     };
   }
@@ -486,6 +527,39 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     return observation;
   }
 
+  /**
+   * Failures that a person acts on by numbers (memory, time) get them: one sacct for every
+   * such ending of this observation. Without an answer the ending stands as observed; a
+   * SIGKILL without memory figures yet waits (Indeterminate) for at most the grace.
+   */
+  async function explainEndings(
+    observations: Map<string, AllocationObservation>,
+    targets: readonly ObservationTarget[],
+  ): Promise<ObserveResult> {
+    const wanting = targets.filter((t) => {
+      const o = observations.get(t.allocationId);
+      return o !== undefined && needsUsage(o);
+    });
+    if (wanting.length === 0) return { kind: "Observed", observations };
+    const usage = await broker.listUsage([...new Set(wanting.map((t) => t.handle))]);
+    if (usage.kind === "Failed") noteFailure(usage.error);
+    const byJob = new Map(usage.kind === "Answered" ? usage.value.map((u) => [u.jobId, u]) : []);
+    for (const t of wanting) {
+      const o = observations.get(t.allocationId);
+      if (o === undefined || !needsUsage(o)) continue;
+      const u = byJob.get(t.handle);
+      if (usagePending(o, u, clock.now(), usageGraceMs)) {
+        observations.set(t.allocationId, {
+          kind: "Indeterminate",
+          message: `job ${t.handle} was killed; waiting for accounting to say whether memory ran out`,
+        });
+      } else {
+        observations.set(t.allocationId, explainEnding(o, u));
+      }
+    }
+    return { kind: "Observed", observations };
+  }
+
   // -------------------------------------------------------------------------------------
   // The port
   // -------------------------------------------------------------------------------------
@@ -556,7 +630,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           gone.push(target);
         }
       }
-      if (gone.length === 0) return { kind: "Observed", observations };
+      if (gone.length === 0) return explainEndings(observations, targets);
 
       const accounting = await broker.listAccounting({
         kind: "ByJobIds",
@@ -571,13 +645,13 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
             message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
           });
         }
-        return { kind: "Observed", observations };
+        return explainEndings(observations, targets);
       }
       noteSuccess("sacct");
       for (const target of gone) {
         observations.set(target.allocationId, accountingObservation(target, accounting.value));
       }
-      return { kind: "Observed", observations };
+      return explainEndings(observations, targets);
     },
 
     async cancel(targets) {
@@ -642,7 +716,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       const result = await broker.runStep({
         jobId: row.jobId,
         command,
-        env: { PATH: jobPath },
+        env: baseJobEnv,
         workDir: row.workDir.startsWith("/") ? row.workDir : null,
         timeoutMs,
         maxOutputBytes: taskMaxOutputBytes,
@@ -679,6 +753,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         healthy: health.healthy,
         message: health.message,
         calls: broker.callCounts(),
+        ...(options.orphanReport === undefined ? {} : { orphans: options.orphanReport() }),
       };
     },
   };

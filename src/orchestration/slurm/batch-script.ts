@@ -76,6 +76,20 @@ export function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): 
   ];
 }
 
+/** The variable a job (and a session's kernel) reads its deadline from, in epoch seconds. */
+export const DEADLINE_ENV = "OPENAI4S_DEADLINE";
+
+/**
+ * OPENAI4S_DEADLINE from the scheduler's own end time for this job (start + limit, as it
+ * will enforce it), read once when the job starts: the job and its kernel can then tell how
+ * long they have left. Fixed text, nothing from a user; absent when the scheduler's query is
+ * not on the job's PATH or has no end time (no limit).
+ */
+const DEADLINE_LINES = [
+  `${DEADLINE_ENV}=$(SLURM_TIME_FORMAT=%s squeue -h -j "\${SLURM_JOB_ID:-0}" -o %e 2>/dev/null) || ${DEADLINE_ENV}=`,
+  `case "$${DEADLINE_ENV}" in ''|*[!0-9]*) unset ${DEADLINE_ENV} ;; *) export ${DEADLINE_ENV} ;; esac`,
+] as const;
+
 export function renderBatchScript(body: BatchBody): RenderResult {
   let argv: readonly string[];
   switch (body.kind) {
@@ -115,6 +129,7 @@ export function renderBatchScript(body: BatchBody): RenderResult {
       // A command line before any quoted argument: sbatch stops reading #SBATCH directives
       // at the first line that is not a comment, so no argument can smuggle one in.
       "set -u",
+      ...DEADLINE_LINES,
       `exec ${quoted.text}`,
       "",
     ].join("\n"),

@@ -9,11 +9,15 @@
  * - A credential-shaped environment variable name is refused outright: a job's environment is
  *   readable by anyone who can run `scontrol show job`. A secret travels as the path to a
  *   0600 file.
- * - `--export` is a comma-separated list with no escaping, so a value containing a comma,
- *   newline or NUL, or reading as ALL/NONE/NIL, is refused before `{"X": "1,ALL"}` can
- *   propagate the daemon's entire environment into the job. The list is always explicit:
- *   the daemon's environment never reaches a job (and the commands themselves run with a
- *   minimal environment of our choosing, so not even sbatch sees it).
+ * - A job's environment is exactly the one we document, and the service account's login
+ *   environment never reaches it. Measured on 22.05: any `--export` other than the bare word
+ *   ALL (a list, `ALL,<list>`, NONE) makes sbatch set SLURM_GET_USER_ENV, so slurmd runs the
+ *   account's login shell and its dotfiles' variables (a pyenv PATH, a proxy) reach every job,
+ *   and a job start costs a login shell more. So sbatch and srun run with `--export=ALL` and
+ *   their own process environment IS the job's (jobEnvironment): the daemon's environment
+ *   never reaches a job, and the scheduler's commands are found through a separate search
+ *   path. Values are still held to what a `--export` list could carry (no comma, newline,
+ *   NUL, quote, ALL/NONE/NIL): a site wrapper may turn the environment back into a list.
  * - Every call has a timeout that kills its whole process group, and output is drained under
  *   a byte cap. A long-lived step's output is drained under its own cap and timeout, not the
  *   control-command ones, so the transport does not kill the step it observes.
@@ -27,13 +31,19 @@ import { CREDENTIAL_ENV_NAME_PATTERN, hijackReasonOf } from "../env-policy.ts";
 import {
   type AccountingRow,
   isJobId,
+  type JobUsage,
+  LIVE_JOB_FIELDS,
+  type LiveJobRow,
   type Parsed,
+  parseLiveJobs,
   parseSacct,
   parseSbatchParsable,
   parseSqueue,
+  parseUsage,
   type QueueRow,
   SACCT_FIELDS,
   SQUEUE_FIELDS,
+  USAGE_FIELDS,
 } from "./parse.ts";
 import {
   createProcessRunner,
@@ -202,11 +212,24 @@ function firstInvalid(checks: readonly Validation[]): Validation {
   return checks.find((c) => c.kind === "Invalid") ?? VALID;
 }
 
-/** The --export option for an explicit list: never ALL, never the daemon's environment. */
-export function exportOption(env: Readonly<Record<string, string>>): string {
-  const entries = Object.entries(env).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  if (entries.length === 0) return "--export=NONE";
-  return `--export=${entries.map(([k, v]) => `${k}=${v}`).join(",")}`;
+/**
+ * The one --export option sbatch and srun get: the bare word ALL, the only form that does not
+ * imply --get-user-env (see the header). What ALL exports is the process environment the
+ * broker builds with jobEnvironment, never the daemon's.
+ */
+export const EXPORT_OPTION = "--export=ALL";
+
+/**
+ * The whole process environment of sbatch/srun, and so of the job: the validated job env and
+ * the scheduler's configuration file (the in-job launcher needs it too). Nothing else; in
+ * particular no SBATCH_/SRUN_ variable (validateEnv refuses them) that the command would read
+ * as an option.
+ */
+export function jobEnvironment(
+  env: Readonly<Record<string, string>>,
+  slurmConf: string | undefined,
+): Readonly<Record<string, string>> {
+  return { ...env, ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }) };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -231,6 +254,12 @@ export interface BatchSpec {
   readonly memoryMb: number | null;
   /** Whole minutes: the scheduler's unit. */
   readonly timeLimitMinutes: number | null;
+  /**
+   * Seconds before the time limit at which the job's main process gets SIGURG (`--signal`),
+   * a warning it may catch to save its work; ignored by default, so a program that does not
+   * listen is not ended early. Null: no warning.
+   */
+  readonly warnBeforeLimitSeconds?: number | null;
   /** The job's entire environment (plus the scheduler's own SLURM_* variables). */
   readonly env: Readonly<Record<string, string>>;
 }
@@ -258,8 +287,17 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ? VALID
       : validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
     validateEnv(spec.env),
+    spec.warnBeforeLimitSeconds === undefined || spec.warnBeforeLimitSeconds === null
+      ? VALID
+      : validateCount("warning (s)", spec.warnBeforeLimitSeconds, 1, 65_535),
   ]);
   if (check.kind === "Invalid") return check;
+  const warn =
+    spec.timeLimitMinutes === null ||
+    spec.warnBeforeLimitSeconds === undefined ||
+    spec.warnBeforeLimitSeconds === null
+      ? []
+      : [`--signal=B:URG@${spec.warnBeforeLimitSeconds}`];
   return {
     kind: "Valid",
     argv: [
@@ -278,10 +316,11 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ...(spec.gpusPerNode > 0 ? [`--gres=gpu:${spec.gpusPerNode}`] : []),
       ...(spec.memoryMb === null ? [] : [`--mem=${spec.memoryMb}M`]),
       ...(spec.timeLimitMinutes === null ? [] : [`--time=${spec.timeLimitMinutes}`]),
+      ...warn,
       // One attempt is one epoch: a requeue would rerun the attempt under the same identity
       // (and a burned credential). A node failure ends the job; the reconciler decides.
       "--no-requeue",
-      exportOption(spec.env),
+      EXPORT_OPTION,
       spec.scriptPath,
     ],
   };
@@ -358,6 +397,38 @@ export function sacctArgv(query: AccountingQuery): ArgvResult {
   }
 }
 
+/**
+ * Every job of the service account the controller holds that has not ended (squeue's default
+ * states): one call, whatever the count, for the orphan sweep.
+ */
+export function liveJobsArgv(uid: number): ArgvResult {
+  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
+  const format = LIVE_JOB_FIELDS.map(
+    (f, i) => `${f}:0${i < LIVE_JOB_FIELDS.length - 1 ? "|" : ""}`,
+  );
+  return {
+    kind: "Valid",
+    argv: ["--noheader", `--user=${uid}`, `--Format=${format.join(",")}`],
+  };
+}
+
+/** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */
+export function usageArgv(jobIds: readonly string[]): ArgvResult {
+  if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
+  const bad = jobIds.find((id) => !isJobId(id));
+  if (bad !== undefined)
+    return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
+  return {
+    kind: "Valid",
+    argv: [
+      "--noheader",
+      "--parsable2",
+      `--format=${USAGE_FIELDS.join(",")}`,
+      `--jobs=${jobIds.join(",")}`,
+    ],
+  };
+}
+
 export function scancelArgv(jobIds: readonly string[]): ArgvResult {
   if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to cancel" };
   const bad = jobIds.find((id) => !isJobId(id));
@@ -403,7 +474,7 @@ export function srunArgv(spec: StepSpec): ArgvResult {
       "--kill-on-bad-exit=1",
       `--time=${spec.timeLimitMinutes}`,
       ...(spec.workDir === null ? [] : [`--chdir=${spec.workDir}`]),
-      exportOption(spec.env),
+      EXPORT_OPTION,
       // Everything after this is the task's argv, whatever it looks like.
       "--",
       ...spec.command,
@@ -554,6 +625,10 @@ export interface SlurmBroker {
   listQueue(names: readonly string[]): Promise<BrokerResult<readonly QueueRow[]>>;
   /** One sacct call. */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
+  /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
+  listLiveJobs(uid: number): Promise<BrokerResult<readonly LiveJobRow[]>>;
+  /** One sacct for what these ended jobs asked for and used (for a person-readable hint). */
+  listUsage(jobIds: readonly string[]): Promise<BrokerResult<readonly JobUsage[]>>;
   /** One scancel for all these ids. */
   cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
   runStep(spec: StepSpec): Promise<BrokerResult<StepOutcome>>;
@@ -614,7 +689,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     command: SlurmCommand,
     argv: ArgvResult,
     overrides: Partial<
-      Pick<ProcessRequest, "timeoutMs" | "maxOutputBytes" | "overflow" | "killGraceMs">
+      Pick<ProcessRequest, "timeoutMs" | "maxOutputBytes" | "overflow" | "killGraceMs" | "env">
     > = {},
   ): Promise<BrokerResult<Completed>> {
     if (argv.kind === "Invalid") {
@@ -622,6 +697,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     }
     const request: ProcessRequest = {
       program: command,
+      searchPath: options.path,
       args: argv.argv,
       env: envFor(command),
       timeoutMs,
@@ -638,8 +714,9 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     command: SlurmCommand,
     argv: ArgvResult,
     parse: (stdout: string) => Parsed<T>,
+    env?: Readonly<Record<string, string>>,
   ): Promise<BrokerResult<T>> {
-    const ran = await run(command, argv);
+    const ran = await run(command, argv, env === undefined ? {} : { env });
     if (ran.kind === "Failed") return ran;
     const answered = requireSuccess(command, ran.value);
     if (answered.kind === "Failed") return answered;
@@ -647,9 +724,17 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
   }
 
   return {
-    submitBatch: (spec) => query("sbatch", sbatchArgv(spec), parseSbatchParsable),
+    submitBatch: (spec) =>
+      query(
+        "sbatch",
+        sbatchArgv(spec),
+        parseSbatchParsable,
+        jobEnvironment(spec.env, options.slurmConf),
+      ),
     listQueue: (names) => query("squeue", squeueArgv(names), parseSqueue),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
+    listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
+    listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
 
     async cancelJobs(jobIds) {
       const ran = await run("scancel", scancelArgv(jobIds));
@@ -677,6 +762,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         maxOutputBytes: spec.maxOutputBytes,
         overflow: "truncate",
         killGraceMs: STEP_KILL_GRACE_MS,
+        env: jobEnvironment(spec.env, options.slurmConf),
       });
       if (ran.kind === "Failed") return ran;
       const { exitCode, stdout, stderr, truncated } = ran.value;

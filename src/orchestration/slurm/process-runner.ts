@@ -12,8 +12,14 @@
  */
 
 export interface ProcessRequest {
-  /** A bare program name (resolved against env.PATH) or an absolute path. */
+  /** A bare program name (resolved against `searchPath`, else env.PATH) or an absolute path. */
   readonly program: string;
+  /**
+   * Where a bare program name is looked up when that is not the child's own PATH: sbatch runs
+   * with the JOB's environment (its PATH is the job's), yet is found where the scheduler's
+   * commands live.
+   */
+  readonly searchPath?: string;
   readonly args: readonly string[];
   /** The child's whole environment: nothing of the daemon's is inherited. */
   readonly env: Readonly<Record<string, string>>;
@@ -109,7 +115,7 @@ export function createProcessRunner(): ProcessRunner {
     async run(request) {
       const path = request.program.startsWith("/")
         ? request.program
-        : Bun.which(request.program, { PATH: request.env["PATH"] ?? "" });
+        : Bun.which(request.program, { PATH: request.searchPath ?? request.env["PATH"] ?? "" });
       if (path === null) {
         return { kind: "NotFound", message: `${request.program}: no such command on PATH` };
       }

@@ -112,6 +112,8 @@ const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   gpus: { type: "integer", check: range(0, 1_000) },
   memory_mb: { type: "integer", check: range(1, 2 ** 30) },
   time_limit_minutes: { type: "integer", check: range(1, 100_000_000) },
+  // Minutes before the time limit a job is warned (SIGURG); 0 turns the warning off.
+  warn_minutes_before_limit: { type: "integer", check: range(0, 1_092) },
   allow_batch: { type: "boolean" },
   allow_sessions: { type: "boolean" },
 };
@@ -391,6 +393,7 @@ function readProfile(
     return defaults[field];
   };
   const minutes = int(values, "time_limit_minutes");
+  const warnMinutes = int(values, "warn_minutes_before_limit");
   const placement: SlurmPlacement = {
     partition: mapped("partition"),
     qos: mapped("qos"),
@@ -400,6 +403,7 @@ function readProfile(
     gpus: int(values, "gpus") ?? 0,
     memoryMb: int(values, "memory_mb"),
     timeLimitSeconds: minutes === null ? null : minutes * 60,
+    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
   };
   // The broker is the last word on what can be submitted: ask it now, not at queue time.
   const options = resourceOptions(placement);

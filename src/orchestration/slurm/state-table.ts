@@ -23,8 +23,15 @@
  *   about it: Indeterminate, and the next observation sees the base state.
  * - REVOKED means a federation sibling started on ANOTHER cluster, which this backend does
  *   not observe: Indeterminate rather than a guess in either direction.
+ * - CANCELLED is ADMIN_CANCELLED: this daemon cancels only through its stop barrier, which
+ *   records its own reason (USER_CANCELLED, IDLE_TIMEOUT, ...) over the backend's. A
+ *   cancellation observed any other way was someone else's (an administrator's scancel).
  * - Anything not in this table is Indeterminate and logged by the caller. Never COMPLETED:
  *   claiming success for work we cannot account for is the answer that silently loses science.
+ *
+ * PENDING_REASON_RULES map the scheduler's pending reason (squeue %r) to what the user can do
+ * about it; the raw word stays in the message (rewritten by public-messages.ts, so no
+ * partition or QoS name reaches the API).
  */
 import type { Phase, Reason } from "../models.ts";
 
@@ -76,12 +83,46 @@ export const JOB_STATE_TABLE: Readonly<Record<string, Entry>> = Object.freeze({
   PREEMPTED: phase("FAILED", "PREEMPTED"),
   BOOT_FAIL: phase("FAILED", "BOOT_FAILURE"),
   DEADLINE: phase("FAILED", "DEADLINE_EXCEEDED"),
-  CANCELLED: phase("CANCELLED", "CANCELLED_BY_BACKEND"),
+  CANCELLED: phase("CANCELLED", "ADMIN_CANCELLED"),
   // Flags that say nothing about the state underneath, or about another cluster.
   UPDATE_DB: indeterminate("the scheduler is updating the job's accounting record"),
   RECONFIG_FAIL: indeterminate("node reconfiguration for the job failed; state pending"),
   REVOKED: indeterminate("a federation sibling started on another cluster, not observed here"),
 });
+
+type WaitReason = Extract<
+  Reason,
+  "WAITING_FOR_RESOURCES" | "HELD" | "LIMIT_REACHED" | "NODES_UNAVAILABLE" | "CANNOT_START"
+>;
+
+/**
+ * Pending reasons (`man squeue`, JOB REASON CODES, 22.05), first match wins. Each class is a
+ * different thing to do: wait (WAITING_FOR_RESOURCES), ask an administrator to release the
+ * job (HELD), wait for or stop one's own other work (LIMIT_REACHED), wait for the cluster to
+ * be repaired (NODES_UNAVAILABLE), or change the request because it can never start
+ * (CANNOT_START).
+ */
+export const PENDING_REASON_RULES: readonly (readonly [RegExp, WaitReason])[] = [
+  [/^(JobHeld(Admin|User)|JobHoldMaxRequeue|held)\b/i, "HELD"],
+  [
+    /^(Partition(Config|NodeLimit|TimeLimit)|BadConstraints|Invalid(Account|QOS)|DependencyNeverSatisfied|AccountNotAllowed|QOSNotAllowed|Nodes?RequiredNotAvail|InactiveLimit)\b/i,
+    "CANNOT_START",
+  ],
+  [
+    // squeue --Format=Reason prints ReqNodeNotAvail's long form, measured on 22.05:
+    // "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority ...".
+    /^(ReqNodeNotAvail|NodeDown|Partition(Down|Inactive)|FrontEndDown|SystemFailure|NodesUnavailable|Nodes required for job are DOWN)\b/i,
+    "NODES_UNAVAILABLE",
+  ],
+  [/^(QOS|Assoc|MaxCpuPerAccount|JobArrayTaskLimit)|Limit$/i, "LIMIT_REACHED"],
+];
+
+/** The user-facing reason a pending job waits for; unknown words still mean "it waits". */
+export function mapPendingReason(raw: string): WaitReason {
+  const word = raw.trim().replace(/^\(|\)$/g, "");
+  for (const [pattern, reason] of PENDING_REASON_RULES) if (pattern.test(word)) return reason;
+  return "WAITING_FOR_RESOURCES";
+}
 
 export type StateMapping =
   | {

@@ -29,9 +29,22 @@ export interface WorkloadChange {
   readonly exitCode?: number | null;
 }
 
+/** A phase the allocation went through unseen, recorded as an event at the time observed. */
+export interface PassedThrough {
+  readonly at: number;
+  readonly phase: Phase;
+  readonly reason: Reason | null;
+  readonly message: string | null;
+}
+
 export interface Transition {
   readonly workload?: WorkloadChange;
   readonly allocation?: AllocationChange;
+  /**
+   * Written before the transition's own event when the step applies: a job first seen after
+   * it ended still RAN, and the history says so (with the start time the backend observed).
+   */
+  readonly passedThrough?: PassedThrough;
 }
 
 /**
@@ -90,6 +103,13 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
   if (a && (!aRow || aRow.phase !== a.expectedPhase)) return false;
   if (w && (!wRow || wRow.phase !== w.expectedPhase || wRow.execution_epoch !== w.expectedEpoch)) {
     return false;
+  }
+  const p = transition.passedThrough;
+  const eventWorkloadId = w?.id ?? aRow?.workload_id;
+  if (p && eventWorkloadId !== undefined) {
+    sqlite
+      .query<never, Binding[]>(INSERT_EVENT)
+      .run(eventWorkloadId, a?.id ?? null, p.at, p.phase, p.reason, p.message);
   }
   if (a && aRow) {
     // Optional fields: undefined leaves the column as it is; null (exitCode) clears it.

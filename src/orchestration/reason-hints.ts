@@ -1,0 +1,38 @@
+/**
+ * What each reason asks a person to do, in one sentence. The API shows it as `hint` beside a
+ * workload's reason, and the README's reason table says the same in more words. Reasons that
+ * ask nothing of anyone (EXITED_ZERO, STARTED, ...) have no hint.
+ */
+import type { Reason } from "./models.ts";
+
+export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
+  NONZERO_EXIT: "the program failed: read its stderr log and exit code",
+  TIME_LIMIT_EXCEEDED:
+    "it ran out of time: raise timeLimitSeconds, or pick a profile with a longer limit",
+  OUT_OF_MEMORY: "it ran out of memory: pick a profile with more memory (GET /v1/profiles)",
+  NODE_FAILURE: "a node failed under it, not your code: resubmit (a retry may already follow)",
+  PREEMPTED: "it was preempted for higher-priority work: resubmit, or it is retried",
+  BOOT_FAILURE: "its nodes failed to start: resubmit; tell an administrator if it repeats",
+  DEADLINE_EXCEEDED: "it could not start before its deadline: resubmit",
+  ADMIN_CANCELLED: "an administrator stopped it: ask them why before resubmitting",
+  SUBMIT_REJECTED: "the cluster refused the request: check the profile and the message",
+  NOT_FOUND_BY_BACKEND: "the cluster lost track of it: resubmit",
+  ATTEMPTS_EXHAUSTED: "every attempt ended on an infrastructure failure: tell an administrator",
+  WAITING_FOR_RESOURCES: "it waits its turn for free resources: nothing to do but wait",
+  HELD: "an administrator holds it: ask them to release it",
+  LIMIT_REACHED:
+    "a usage limit (jobs, CPUs, time per user or group) is reached: wait for your other work to end, or stop some",
+  NODES_UNAVAILABLE:
+    "the nodes it needs are down or drained: wait for repair, or ask an administrator",
+  CANNOT_START:
+    "the request can never start as asked: pick another profile or a shorter timeLimitSeconds",
+  SUSPENDED: "it is paused by the scheduler and keeps its place: nothing to do but wait",
+  IDLE_TIMEOUT: "it was idle too long: start a new session",
+  MAX_LIFETIME: "it reached its maximum lifetime: start a new session",
+  ISOLATION_UNAVAILABLE: "this server cannot isolate sessions: tell an administrator",
+};
+
+export function hintFor(reason: string | null): string | null {
+  if (reason === null || !Object.hasOwn(REASON_HINTS, reason)) return null;
+  return REASON_HINTS[reason as Reason] ?? null;
+}

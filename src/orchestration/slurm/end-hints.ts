@@ -1,0 +1,91 @@
+/**
+ * Why a job ended, in numbers a person can act on: "used 310 MiB of the 50 MiB asked for",
+ * "ran 0:01:04 of 0:01:00". From sacct's MaxRSS/ReqMem and ElapsedRaw/TimelimitRaw.
+ *
+ * It also finds the out-of-memory end a site without cgroups reports as a plain failure:
+ * measured on 22.05 with JobAcctGatherParams=OverMemoryKill (no cgroup), a job killed for its
+ * memory ends FAILED with signal 9, and only its steps' MaxRSS against its ReqMem says why.
+ * A kill by signal 9 whose peak memory reached what the job asked for is OUT_OF_MEMORY: the
+ * user action is "ask for more memory", not "debug your exit code".
+ */
+import type { AllocationObservation } from "../ports.ts";
+import type { JobUsage } from "./parse.ts";
+
+type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
+
+/** 128 + SIGKILL: what a memory kill (or any SIGKILL) leaves as the exit code. */
+const KILLED_EXIT_CODE = 137;
+/** Peak memory this close to the request counts as having hit it (samples are periodic). */
+const MEMORY_HIT_RATIO = 0.9;
+
+/** Endings whose explanation needs the usage query. */
+export function needsUsage(o: AllocationObservation): o is Observed {
+  if (o.kind !== "Observed" || o.phase !== "FAILED") return false;
+  return (
+    o.reason === "OUT_OF_MEMORY" ||
+    o.reason === "TIME_LIMIT_EXCEEDED" ||
+    (o.reason === "NONZERO_EXIT" && o.exitCode === KILLED_EXIT_CODE)
+  );
+}
+
+export function formatBytes(bytes: number): string {
+  const mib = bytes / 1024 ** 2;
+  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${Math.round(mib)} MiB`;
+}
+
+export function formatDuration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${h}:${pad(m)}:${pad(s % 60)}`;
+}
+
+function memoryHit(u: JobUsage): boolean {
+  return (
+    u.maxRssBytes !== null &&
+    u.requestedMemoryBytes !== null &&
+    u.maxRssBytes >= u.requestedMemoryBytes * MEMORY_HIT_RATIO
+  );
+}
+
+/** The observation with its reason settled and the numbers in its message. */
+export function explainEnding(o: Observed, usage: JobUsage | undefined): Observed {
+  if (usage === undefined) return o;
+  const outOfMemory =
+    o.reason === "OUT_OF_MEMORY" || (o.reason === "NONZERO_EXIT" && memoryHit(usage));
+  if (outOfMemory) {
+    const used =
+      usage.maxRssBytes === null || usage.requestedMemoryBytes === null
+        ? "ran out of memory"
+        : `used ${formatBytes(usage.maxRssBytes)} of the ${formatBytes(usage.requestedMemoryBytes)} asked for`;
+    return { ...o, reason: "OUT_OF_MEMORY", message: `OUT_OF_MEMORY: ${used}` };
+  }
+  if (o.reason === "TIME_LIMIT_EXCEEDED" && usage.timeLimitSeconds !== null) {
+    const ran = usage.elapsedSeconds === null ? "?" : formatDuration(usage.elapsedSeconds);
+    return {
+      ...o,
+      message: `TIME_LIMIT_EXCEEDED: ran ${ran} of ${formatDuration(usage.timeLimitSeconds)}`,
+    };
+  }
+  return o;
+}
+
+/**
+ * Accounting writes a step's MaxRSS when the step ends, a moment after the controller knows
+ * the job ended. A SIGKILLed job whose usage is not there yet is not settled on a guess while
+ * the grace lasts: deciding NONZERO_EXIT and writing it down would be permanent.
+ */
+export function usagePending(
+  o: Observed,
+  usage: JobUsage | undefined,
+  nowMs: number,
+  graceMs: number,
+): boolean {
+  if (o.reason !== "NONZERO_EXIT" || o.exitCode !== KILLED_EXIT_CODE) return false;
+  // Both figures: right after a job ends, ReqMem was measured reading "16?" for a moment.
+  if (usage !== undefined && usage.maxRssBytes !== null && usage.requestedMemoryBytes !== null) {
+    return false;
+  }
+  return o.endedAt !== null && nowMs - o.endedAt < graceMs;
+}

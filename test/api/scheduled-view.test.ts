@@ -1,0 +1,93 @@
+/** The SCHEDULED condition and the hint: why a workload waits, and what its reason asks. */
+import { describe, expect, test } from "bun:test";
+import { workloadView } from "../../src/api/views.ts";
+import { type Allocation, REASONS, type Workload } from "../../src/orchestration/models.ts";
+import { hintFor, REASON_HINTS } from "../../src/orchestration/reason-hints.ts";
+
+const workload = (over: Partial<Workload>): Workload => ({
+  id: "w1",
+  kind: "BATCH",
+  name: "w1",
+  profile: "default",
+  spec: {},
+  specRevision: 1,
+  phase: "QUEUED",
+  reason: "HELD",
+  message: "waiting: JobHeldAdmin",
+  desired: { kind: "RUN" },
+  executionEpoch: 1,
+  maxAttempts: 1,
+  exitCode: null,
+  idempotencyKey: null,
+  createdAt: 1_000,
+  updatedAt: 2_000,
+  lastActiveAt: null,
+  ...over,
+});
+
+const allocation = (over: Partial<Allocation>): Allocation =>
+  ({
+    id: "a1",
+    workloadId: "w1",
+    epoch: 1,
+    token: "o4s-aaaaaaaaaaaaaaaaaaaaaaaaaa",
+    handle: null,
+    phase: "QUEUED",
+    reason: null,
+    message: null,
+    exitCode: null,
+    submittedAt: 1_500,
+    startedAt: null,
+    endedAt: null,
+    acknowledgedAt: null,
+    ...over,
+  }) as Allocation;
+
+describe("SCHEDULED and hint", () => {
+  test("a queued workload shows SCHEDULED False with the reason it waits, and what to do", () => {
+    const view = workloadView(workload({}), [], [allocation({})]);
+    expect(view.conditions[0]).toEqual({
+      type: "SCHEDULED",
+      status: "FALSE",
+      reason: "HELD",
+      message: "waiting: JobHeldAdmin",
+      lastTransitionTime: new Date(2_000).toISOString(),
+    });
+    expect(view.hint).toBe("an administrator holds it: ask them to release it");
+  });
+
+  test("a running workload is SCHEDULED True since its allocation started", () => {
+    const view = workloadView(
+      workload({ kind: "SESSION", phase: "RUNNING", reason: null }),
+      [],
+      [allocation({ phase: "RUNNING", startedAt: 1_700 })],
+    );
+    expect(view.conditions.map((c) => `${c.type}:${c.status}`)[0]).toBe("SCHEDULED:TRUE");
+    expect(view.conditions[0]?.lastTransitionTime).toBe(new Date(1_700).toISOString());
+    expect(view.conditions).toHaveLength(6);
+    expect(view.hint).toBeNull();
+  });
+
+  test("a failure that never started says why, and its hint says what to do", () => {
+    const view = workloadView(
+      workload({
+        phase: "FAILED",
+        reason: "OUT_OF_MEMORY",
+        message: "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for",
+      }),
+      [],
+      [allocation({ phase: "FAILED", startedAt: 1_600 })],
+    );
+    expect(view.conditions[0]?.status).toBe("TRUE");
+    expect(view.hint).toContain("more memory");
+  });
+
+  test("every hinted reason is a reason code, and no hint names the scheduler's vocabulary", () => {
+    for (const [reason, hint] of Object.entries(REASON_HINTS)) {
+      expect(REASONS as readonly string[]).toContain(reason);
+      expect(hint).not.toMatch(/partition|qos|slurm|account/i);
+    }
+    expect(hintFor("NOT_A_REASON")).toBeNull();
+    expect(hintFor("__proto__")).toBeNull();
+  });
+});

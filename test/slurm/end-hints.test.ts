@@ -1,0 +1,92 @@
+/** Why a job ended, in numbers: the usage parser and the explanation built on it. */
+import { describe, expect, test } from "bun:test";
+import fc from "fast-check";
+import type { AllocationObservation } from "../../src/orchestration/ports.ts";
+import {
+  explainEnding,
+  formatDuration,
+  needsUsage,
+} from "../../src/orchestration/slurm/end-hints.ts";
+import { parseSize, parseUsage } from "../../src/orchestration/slurm/parse.ts";
+
+type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
+
+const failed = (reason: Observed["reason"], exitCode: number | null): Observed => ({
+  kind: "Observed",
+  phase: "FAILED",
+  reason,
+  message: "FAILED",
+  exitCode,
+  startedAt: 1,
+  endedAt: 2,
+});
+
+describe("usage", () => {
+  test("reads what 22.05 printed for a job killed for its memory (job and step rows)", () => {
+    const parsed = parseUsage("36|50M||1|UNLIMITED\n36.batch||317464K|1|\n");
+    expect(parsed).toEqual({
+      kind: "Parsed",
+      value: [
+        {
+          jobId: "36",
+          requestedMemoryBytes: 50 * 1024 ** 2,
+          maxRssBytes: 317464 * 1024,
+          elapsedSeconds: 1,
+          timeLimitSeconds: null,
+        },
+      ],
+    });
+  });
+
+  test("a half-written size reads as unknown, a bad job id makes the answer malformed", () => {
+    expect(parseSize("16?")).toBeNull();
+    expect(parseSize("2Gn")).toBe(2 * 1024 ** 3);
+    expect(parseUsage("x.batch||1K|1|\n").kind).toBe("Malformed");
+  });
+
+  test("any text parses to Malformed or to numbers, never throws", () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 200 }), (text) => {
+        const parsed = parseUsage(text);
+        expect(["Parsed", "Malformed"]).toContain(parsed.kind);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+});
+
+describe("explanations", () => {
+  const usage = {
+    jobId: "1",
+    requestedMemoryBytes: 50 * 1024 ** 2,
+    maxRssBytes: 310 * 1024 ** 2,
+    elapsedSeconds: 3604,
+    timeLimitSeconds: 3600,
+  };
+
+  test("a SIGKILL at the memory request is OUT_OF_MEMORY, with the numbers", () => {
+    const o = failed("NONZERO_EXIT", 137);
+    expect(needsUsage(o)).toBe(true);
+    expect(explainEnding(o, usage)).toMatchObject({
+      reason: "OUT_OF_MEMORY",
+      message: "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for",
+      exitCode: 137,
+    });
+  });
+
+  test("a SIGKILL well below the request stays a plain failure", () => {
+    const o = failed("NONZERO_EXIT", 137);
+    expect(explainEnding(o, { ...usage, maxRssBytes: 1024 ** 2 })).toEqual(o);
+  });
+
+  test("a time limit says how long it ran of how long it had", () => {
+    expect(explainEnding(failed("TIME_LIMIT_EXCEEDED", null), usage).message).toBe(
+      "TIME_LIMIT_EXCEEDED: ran 1:00:04 of 1:00:00",
+    );
+    expect(formatDuration(59)).toBe("0:00:59");
+  });
+
+  test("an ordinary exit code needs no usage query", () => {
+    expect(needsUsage(failed("NONZERO_EXIT", 3))).toBe(false);
+  });
+});

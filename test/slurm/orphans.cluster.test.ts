@@ -1,0 +1,208 @@
+/**
+ * Jobs nobody owns, on the REAL cluster: a daemon's store is restored from an older copy while
+ * a job it submitted later still runs. The sweep reports that job (policy `report`), cancels it
+ * (policy `cancel`), never touches the job the restored store still knows, and a second daemon
+ * (another state dir, so another owner id) on the same cluster and account never touches
+ * either.
+ */
+
+import { Database } from "bun:sqlite";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { silentLog } from "../../src/log.ts";
+import { realBroker, type TestCluster, testCluster } from "./cluster-env.ts";
+
+describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
+  const cluster = testCluster as TestCluster;
+  let dir: string;
+  let config: string;
+  const running: RunningDaemon[] = [];
+  const jobIds: string[] = [];
+
+  async function start(
+    name: string,
+    policy: string,
+  ): Promise<{ daemon: RunningDaemon; socket: string }> {
+    const socket = join(dir, `${name}-${running.length}.sock`);
+    const started = await startDaemon({
+      stateDir: join(dir, name),
+      listen: [{ kind: "unix", path: socket }],
+      backend: "slurm",
+      clusterConfigPath: config,
+      version: "test",
+      env: {
+        PATH: cluster.path,
+        SLURM_CONF: cluster.slurmConf,
+        OPENAI4S_ORPHAN_POLICY: policy,
+        OPENAI4S_ORPHAN_SWEEP_SECONDS: "1",
+      },
+      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
+      clock: systemClock,
+      log: silentLog,
+      tickIntervalMs: 250,
+    });
+    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+    running.push(started.daemon);
+    return { daemon: started.daemon, socket };
+  }
+
+  async function stop(daemon: RunningDaemon): Promise<void> {
+    await daemon.stop();
+    running.splice(running.indexOf(daemon), 1);
+  }
+
+  async function api(socket: string, method: string, path: string, body?: unknown) {
+    const response = await fetch(`http://localhost${path}`, {
+      unix: socket,
+      method,
+      ...(body === undefined
+        ? {}
+        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return {
+      status: response.status,
+      text,
+      json: () => JSON.parse(text) as Record<string, unknown>,
+    };
+  }
+
+  async function until<T>(
+    what: string,
+    f: () => Promise<T | null>,
+    deadlineMs: number,
+  ): Promise<T> {
+    const end = Date.now() + deadlineMs;
+    for (;;) {
+      const value = await f();
+      if (value !== null) return value;
+      if (Date.now() > end) throw new Error(`${what} within ${deadlineMs} ms`);
+      await Bun.sleep(250);
+    }
+  }
+
+  /** Submits a sleeper and waits until it runs; returns its job id (read from the store). */
+  async function runningJob(socket: string, stateDir: string): Promise<string> {
+    const created = await api(socket, "POST", "/v1/workloads", {
+      kind: "BATCH",
+      profile: "small",
+      command: ["/bin/sleep", "300"],
+    });
+    expect(created.status).toBe(201);
+    const id = String(created.json()["id"]);
+    await until(
+      `workload ${id} RUNNING`,
+      async () =>
+        (await api(socket, "GET", `/v1/workloads/${id}`)).json()["phase"] === "RUNNING"
+          ? true
+          : null,
+      30_000,
+    );
+    const db = new Database(join(stateDir, "openai4s.db"), { readonly: true });
+    try {
+      const row = db
+        .query<{ handle: string }, [string]>("SELECT handle FROM allocations WHERE workload_id = ?")
+        .get(id);
+      if (!row) throw new Error(`no allocation for ${id}`);
+      jobIds.push(row.handle);
+      return row.handle;
+    } finally {
+      db.close();
+    }
+  }
+
+  async function orphansOf(socket: string) {
+    const body = (await api(socket, "GET", "/v1/diagnostics")).json();
+    const backend = body["backend"] as {
+      orphans?: { lastSweepAt: string | null; jobs: { handle: string; action: string }[] } | null;
+    };
+    return backend.orphans ?? null;
+  }
+
+  function live(jobId: string): boolean {
+    const out = Bun.spawnSync({
+      cmd: ["squeue", "-h", "-j", jobId, "-o", "%T"],
+      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    return ["RUNNING", "PENDING"].includes(out.stdout.toString().trim());
+  }
+
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-orphans-"));
+    config = join(dir, "cluster.toml");
+    writeFileSync(
+      config,
+      [
+        "[profiles.small]",
+        'description = "one CPU"',
+        'partition = "debug"',
+        "cpus = 1",
+        "memory_mb = 50",
+        "time_limit_minutes = 10",
+        "allow_batch = true",
+        "",
+      ].join("\n"),
+    );
+  });
+
+  afterAll(async () => {
+    for (const d of [...running]) await d.stop();
+    if (jobIds.length > 0) await realBroker(cluster).cancelJobs(jobIds);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("a restored store: the job it forgot is reported, then cancelled; the known one and another daemon's are untouched", async () => {
+    const stateDir = join(dir, "a");
+    let a = await start("a", "report");
+    const known = await runningJob(a.socket, stateDir);
+    // The backup: taken with the daemon stopped, as a nightly copy of a quiet store would be.
+    await stop(a.daemon);
+    const backup = join(dir, "backup");
+    for (const suffix of ["", "-wal", "-shm"]) {
+      const from = join(stateDir, `openai4s.db${suffix}`);
+      if (existsSync(from)) copyFileSync(from, `${backup}${suffix}`);
+    }
+    a = await start("a", "report");
+    const forgotten = await runningJob(a.socket, stateDir);
+    // A second daemon on the same cluster and account, with a job of its own.
+    const other = await start("b", "cancel");
+    const othersJob = await runningJob(other.socket, join(dir, "b"));
+    await stop(a.daemon);
+    for (const suffix of ["", "-wal", "-shm"]) {
+      const target = join(stateDir, `openai4s.db${suffix}`);
+      rmSync(target, { force: true });
+      if (existsSync(`${backup}${suffix}`)) copyFileSync(`${backup}${suffix}`, target);
+    }
+
+    a = await start("a", "report");
+    const reported = await until(
+      "a sweep after the restore",
+      async () => {
+        const o = await orphansOf(a.socket);
+        return o !== null && o.lastSweepAt !== null ? o : null;
+      },
+      20_000,
+    );
+    expect(reported.jobs.map((j) => [j.handle, j.action])).toEqual([[forgotten, "REPORTED"]]);
+    const metrics = (await api(a.socket, "GET", "/metrics")).text;
+    expect(metrics).toContain("openai4s_orphan_jobs 1");
+    expect(live(forgotten)).toBe(true);
+
+    // The other daemon (policy cancel) never took a's jobs for its own orphans.
+    const othersView = await orphansOf(other.socket);
+    expect(othersView?.jobs ?? []).toEqual([]);
+    expect(live(known) && live(forgotten) && live(othersJob)).toBe(true);
+
+    await stop(a.daemon);
+    a = await start("a", "cancel");
+    await until("the forgotten job cancelled", async () => (live(forgotten) ? null : true), 20_000);
+    expect(live(known)).toBe(true);
+    expect(live(othersJob)).toBe(true);
+  }, 150_000);
+});

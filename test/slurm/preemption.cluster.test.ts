@@ -1,0 +1,150 @@
+/**
+ * Preemption on the REAL cluster (scripts/slurm-test-cluster.sh configures PreemptMode=REQUEUE
+ * with a higher-tier partition "urgent"). Our jobs are submitted --no-requeue, so a preempted
+ * job ends PREEMPTED instead of being rerun under the same identity (measured on 22.05; an
+ * administrator's `scontrol requeue` is refused for such a job: "Requested operation is
+ * presently disabled"). The daemon then starts a new attempt, epoch + 1 with a new token,
+ * while attempts remain, and the events tell the whole story.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { silentLog } from "../../src/log.ts";
+import { type TestCluster, testCluster } from "./cluster-env.ts";
+
+describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
+  const cluster = testCluster as TestCluster;
+  let dir: string;
+  let socket: string;
+  let daemon: RunningDaemon | null = null;
+  const adminJobs: string[] = [];
+
+  const admin = (...args: string[]) => {
+    const out = Bun.spawnSync({
+      cmd: args,
+      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    return `${out.stdout.toString()}${out.stderr.toString()}`.trim();
+  };
+
+  const api = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`http://localhost${path}`, {
+      unix: socket,
+      method,
+      ...(body === undefined
+        ? {}
+        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+    });
+    return (await response.json()) as Record<string, unknown>;
+  };
+
+  const until = async (what: string, f: () => Promise<boolean>, deadlineMs: number) => {
+    const end = Date.now() + deadlineMs;
+    while (!(await f())) {
+      if (Date.now() > end) throw new Error(`${what} within ${deadlineMs} ms`);
+      await Bun.sleep(250);
+    }
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-preempt-"));
+    socket = join(dir, "api.sock");
+    const config = join(dir, "cluster.toml");
+    writeFileSync(
+      config,
+      [
+        "[profiles.small]",
+        'description = "one CPU"',
+        'partition = "debug"',
+        "cpus = 1",
+        "memory_mb = 50",
+        "time_limit_minutes = 10",
+        "allow_batch = true",
+        "",
+      ].join("\n"),
+    );
+    const started = await startDaemon({
+      stateDir: join(dir, "state"),
+      listen: [{ kind: "unix", path: socket }],
+      backend: "slurm",
+      clusterConfigPath: config,
+      version: "test",
+      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
+      clock: systemClock,
+      log: silentLog,
+      tickIntervalMs: 250,
+    });
+    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+    daemon = started.daemon;
+  });
+
+  afterAll(async () => {
+    if (adminJobs.length > 0) admin("scancel", ...adminJobs);
+    await daemon?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("a preempted job becomes attempt 2 (new job), and the events show the whole story", async () => {
+    const created = await api("POST", "/v1/workloads", {
+      kind: "BATCH",
+      profile: "small",
+      command: ["/bin/sleep", "300"],
+      maxAttempts: 2,
+    });
+    const id = String(created["id"]);
+    const workload = () => api("GET", `/v1/workloads/${id}`);
+    await until("attempt 1 RUNNING", async () => (await workload())["phase"] === "RUNNING", 30_000);
+
+    // An administrator's urgent job needs every node: ours is preempted.
+    const urgent = admin(
+      "sbatch",
+      "--parsable",
+      "--partition=urgent",
+      "--nodes=2",
+      "--exclusive",
+      "--output=/dev/null",
+      "--wrap=sleep 3",
+    );
+    expect(urgent).toMatch(/^[0-9]+$/);
+    adminJobs.push(urgent);
+
+    await until(
+      "attempt 2 RUNNING",
+      async () => {
+        const w = await workload();
+        return w["executionEpoch"] === 2 && w["phase"] === "RUNNING";
+      },
+      60_000,
+    );
+    const w = await workload();
+    const allocations = w["allocations"] as {
+      epoch: number;
+      phase: string;
+      reason: string | null;
+    }[];
+    expect(allocations.map((a) => [a.epoch, a.phase, a.reason])).toEqual([
+      [1, "FAILED", "PREEMPTED"],
+      [2, "RUNNING", null],
+    ]);
+    const events = (await api("GET", `/v1/workloads/${id}/events`)) as unknown as {
+      phase: string;
+      reason: string | null;
+      message: string | null;
+    }[];
+    const story = events.map((e) => `${e.phase}/${e.reason}`);
+    // RUNNING (attempt 1), then the retry naming why attempt 1 ended, then attempt 2 running.
+    const firstRun = story.indexOf("RUNNING/null");
+    const retry = events.findIndex((e) => e.reason === "RETRYING");
+    expect(firstRun).toBeGreaterThan(0);
+    expect(retry).toBeGreaterThan(firstRun);
+    expect(events[retry]?.message).toBe("attempt 1 ended PREEMPTED; attempt 2 of 2 follows");
+    expect(story.lastIndexOf("RUNNING/null")).toBeGreaterThan(retry);
+    await api("POST", `/v1/workloads/${id}/cancel`);
+  }, 120_000);
+});
