@@ -20,7 +20,7 @@ describe("envArgv: the job's environment, applied last", () => {
   });
 
   test("an inherited name (a task launcher's rank) is copied from the launcher, nothing else", () => {
-    const argv = envArgv(["/bin/sh", "-c", 'echo "$RANK/$A/${OTHER:-unset}"', "--rank-env"], {
+    const argv = envArgv(["/bin/sh", "-c", `echo "$RANK/$A/\${OTHER:-unset}"`, "--rank-env"], {
       vars: { A: "1", PATH: "/usr/bin:/bin" },
       inherit: ["RANK"],
     });
