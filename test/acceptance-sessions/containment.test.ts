@@ -206,6 +206,18 @@ function containedAsNobody(
           "attack-wrote-here",
         );
         expect(statSync(wrote).uid).toBe(NOBODY);
+        // A step run inside the session's allocation (`/tasks`) is contained the same way.
+        const step = await fetch(`http://localhost/v1/workloads/${mine}/tasks`, {
+          unix: d.socket,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            command: ["python3", "-c", attack(siblings, [d.proc.pid, process.pid, 1])],
+          }),
+        });
+        const stepBody = (await step.json()) as { exitCode: number; stdout: string };
+        expect(stepBody.exitCode).toBe(0);
+        expectContained(lastJson(stepBody.stdout), NOBODY);
       },
       TIMEOUT_MS,
     );

@@ -173,7 +173,8 @@ export function openApiDocument(version: string) {
               maxProperties: LIMITS.envMaxEntries,
               propertyNames: { pattern: ENV_KEY_PATTERN.source, maxLength: LIMITS.envKeyMaxLength },
               additionalProperties: { type: "string", maxLength: LIMITS.envValueMaxLength },
-              description: "Names starting with OPENAI4S_ are reserved.",
+              description:
+                "Names starting with OPENAI4S_ are reserved. Credential-shaped names (TOKEN, SECRET, KEY, ...) and loader- or shell-hijack names (LD_*, DYLD_*, BASH_ENV, ENV, PYTHONPATH, PYTHONSTARTUP, NODE_OPTIONS, ...) are refused with 400 naming the key and why.",
             },
             timeLimitSeconds: {
               type: "integer",
