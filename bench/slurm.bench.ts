@@ -601,6 +601,38 @@ export async function benchSlurm(cluster: TestCluster): Promise<SlurmBenchResult
   return { machine: machine(cluster), perTick, latency, bystanderCancel: cancel, jobStart };
 }
 
+/** The rows `bun run bench` shows: the issue's real-cluster figures, with their targets. */
+function summaryTable(result: SlurmBenchResult) {
+  const f = (n: number) => n.toFixed(1);
+  const l = result.latency;
+  const maxListing = Math.max(
+    ...result.perTick.flatMap((p) =>
+      p.ticks.filter((t) => t.tick.startsWith("observe")).map((t) => t.calls.squeue),
+    ),
+  );
+  return [
+    {
+      metric: `bystander cancel while one sbatch answer is lost (held ${result.bystanderCancel.stallMs} ms), ms`,
+      value: f(result.bystanderCancel.ms),
+      target: "≤ 2 ticks (2000)",
+    },
+    ...(l === null
+      ? []
+      : [
+          {
+            metric: "POST → visible in squeue ÷ sbatch + one squeue by hand (medians)",
+            value: `${l.visibleRatio.toFixed(2)} (${f(l.daemonVisibleMs.median)} / ${f(l.bareVisibleMs.median)} ms)`,
+            target: "≤ 1.15",
+          },
+        ]),
+    {
+      metric: "squeue calls per observation tick, at most",
+      value: String(maxListing),
+      target: "1",
+    },
+  ];
+}
+
 function printTable(result: SlurmBenchResult): void {
   const f = (n: number) => n.toFixed(1);
   console.log(`slurm bench on ${result.machine}\n`);
@@ -655,6 +687,6 @@ if (import.meta.main) {
   } else {
     const result = await benchSlurm(cluster);
     printTable(result);
-    console.log(JSON.stringify({ bench: "slurm", ...result }));
+    console.log(JSON.stringify({ bench: "slurm", ...result, table: summaryTable(result) }));
   }
 }

@@ -182,7 +182,7 @@ async function submitAttempts(
   if ((mint.length > 0 || resubmit.length > 0) && !env.lanes.hasRoom("submit")) {
     // Every submit lane is taken (hung submissions): nothing is minted, so these wait as
     // they are, PENDING or resolved-Absent, for a tick with a free lane.
-    env.log.info("every submit lane is in flight; new attempts wait", {
+    env.log.debug("every submit lane is in flight; new attempts wait", {
       waiting: mint.length + resubmit.length,
     });
     return;
