@@ -11,7 +11,10 @@ import { dirname, isAbsolute, join } from "node:path";
 import type { Clock } from "./clock.ts";
 import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
-import { createBackgroundVerifier } from "./orchestration/isolation/background-verifier.ts";
+import {
+  createBackgroundVerifier,
+  type VerifierSchedule,
+} from "./orchestration/isolation/background-verifier.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
 import {
   locateInStateDir,
@@ -63,6 +66,8 @@ export interface BackendContext {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Crash-test fault points, read from the environment once by the daemon. */
   readonly faults: FaultPoints;
+  /** When background isolation probes run (tests fire them by hand); default: timers. */
+  readonly isolationSchedule?: VerifierSchedule;
 }
 
 export type BackendCreation =
@@ -370,6 +375,7 @@ async function withClusterSessionIsolation(
   const verifier = createBackgroundVerifier({
     probe,
     log: context.log,
+    ...(context.isolationSchedule ? { schedule: context.isolationSchedule } : {}),
     verifiedIntervalMs: CLUSTER_ISOLATION_TTL_MS,
     retryIntervalMs: CLUSTER_ISOLATION_RETRY_MS,
     onVerdict(verdict) {
