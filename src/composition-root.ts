@@ -223,7 +223,7 @@ async function localSessionIsolation(context: BackendContext): Promise<LocalSess
             message: `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`,
           };
     case "Unverified":
-      context.log.warn("no verified sandbox: jobs run unsandboxed", { message: verdict.message });
+      context.log.warn("no verified sandbox: jobs run unsandboxed", { detail: verdict.message });
       return {
         kind: "Unavailable",
         message: gatewayOn
@@ -386,7 +386,7 @@ async function withClusterSessionIsolation(
         sandboxing = true;
       } else if (verdict.kind === "Unverified") {
         context.log.warn("session isolation unavailable on the nodes; probed again later", {
-          message: verdict.message,
+          detail: verdict.message,
         });
       }
     },
