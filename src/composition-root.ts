@@ -186,13 +186,13 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
 // Session isolation for the local backend (sessions engine's section).
 //
 // Sessions need the worker gateway (OPENAI4S_WORKER_LISTEN) and a VERIFIED per-allocation
-// sandbox. When both are there, the bubblewrap sandbox wraps EVERY local launch, BATCH
-// included: a BATCH job outside it could read a session's credential and workspace. When the
-// gateway is off, nothing is sandboxed and BATCH runs as before (no credential exists to
-// protect); when bubblewrap does not verify, BATCH also runs unsandboxed and SESSION is
-// refused. Either way the backend answers the isolation question with the precise reason,
-// so admission refuses with ISOLATION_UNAVAILABLE and a message saying what to fix. The
-// decision is taken once, at start: turning the sandbox on for BATCH is a restart.
+// sandbox. Whenever bubblewrap verifies, it wraps EVERY local launch, BATCH included and
+// whether or not the gateway is on: a BATCH job outside it could read a session's credential
+// and workspace, and (issue 8) the daemon's private state dir. When bubblewrap does not
+// verify, BATCH runs unsandboxed and SESSION is refused. Either way the backend answers the
+// isolation question with the precise reason, so admission refuses with
+// ISOLATION_UNAVAILABLE and a message saying what to fix. Whether launches are sandboxed is
+// decided once, at start; the verdict sessions read is refreshed in the background.
 // ---------------------------------------------------------------------------------------
 
 /** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */
