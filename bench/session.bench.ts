@@ -85,10 +85,11 @@ export async function benchSessions(
         5,
       );
       submitToReady.push(performance.now() - t0);
-      const { events } = (await (await api(d, "GET", `/v1/workloads/${id}/events`)).json()) as {
-        events: { at: string | number; phase: string }[];
-      };
-      const list = events;
+      // The route answers a bare array (INTERFACE.md: no wrapper on events).
+      const list = (await (await api(d, "GET", `/v1/workloads/${id}/events`)).json()) as {
+        at: string | number;
+        phase: string;
+      }[];
       const running = list.find((e) => e.phase === "RUNNING");
       const ready = condition(w, "READY");
       if (running && ready) runningToReady.push(ms(ready.lastTransitionTime) - ms(running.at));
