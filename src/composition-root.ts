@@ -91,7 +91,7 @@ export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
 export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   [LOCAL_BACKEND_NAME]: {
     describe:
-      "this machine: jobs run as local process groups; SESSIONs too with the worker gateway on and bubblewrap verified",
+      "this machine: jobs run as local process groups, in bubblewrap when it verifies; SESSIONs too with the worker gateway on",
     async create(context) {
       if (context.clusterConfigPath !== null) {
         return {
@@ -142,7 +142,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   slurm: {
     requiresSpoolDir: true,
     describe:
-      "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE",
+      "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE and --spool-dir DIR",
     async create(context) {
       if (context.clusterConfigPath === null) {
         return {
