@@ -11,7 +11,10 @@ import { dirname, isAbsolute, join } from "node:path";
 import type { Clock } from "./clock.ts";
 import type { FaultPoints } from "./fault-point.ts";
 import type { Log } from "./log.ts";
-import { createBackgroundVerifier } from "./orchestration/isolation/background-verifier.ts";
+import {
+  createBackgroundVerifier,
+  type VerifierSchedule,
+} from "./orchestration/isolation/background-verifier.ts";
 import { createBubblewrapSandbox } from "./orchestration/isolation/bubblewrap.ts";
 import { plainWrapper } from "./orchestration/isolation/launch-argv.ts";
 import {
@@ -78,6 +81,8 @@ export interface BackendContext {
    * not root (jobs keep its uid, in a user namespace when sandboxed).
    */
   readonly runAs: RunAs | null;
+  /** When background isolation probes run (tests fire them by hand); default: timers. */
+  readonly isolationSchedule?: VerifierSchedule;
   /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
   readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
 }
@@ -113,7 +118,7 @@ export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
 export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   [LOCAL_BACKEND_NAME]: {
     describe:
-      "this machine: jobs run as local process groups; SESSIONs too with the worker gateway on and bubblewrap verified",
+      "this machine: jobs run as local process groups, in bubblewrap when it verifies; SESSIONs too with the worker gateway on",
     async create(context) {
       if (context.clusterConfigPath !== null) {
         return {
@@ -165,7 +170,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   slurm: {
     requiresSpoolDir: true,
     describe:
-      "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE",
+      "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE and --spool-dir DIR",
     async create(context) {
       if (context.clusterConfigPath === null) {
         return {
@@ -299,7 +304,7 @@ async function localSessionIsolation(context: BackendContext): Promise<LocalSess
         ? { kind: "Sessions", sandbox }
         : { kind: "SandboxOnly", sandbox, message: GATEWAY_OFF_MESSAGE };
     case "Unverified":
-      context.log.warn("no verified sandbox: jobs run unsandboxed", { message: verdict.message });
+      context.log.warn("no verified sandbox: jobs run unsandboxed", { detail: verdict.message });
       return {
         kind: "Unavailable",
         message: gatewayOn
@@ -460,6 +465,7 @@ async function withClusterSessionIsolation(
   const verifier = createBackgroundVerifier({
     probe,
     log: context.log,
+    ...(context.isolationSchedule ? { schedule: context.isolationSchedule } : {}),
     verifiedIntervalMs: CLUSTER_ISOLATION_TTL_MS,
     retryIntervalMs: CLUSTER_ISOLATION_RETRY_MS,
     onVerdict(verdict) {
@@ -470,7 +476,7 @@ async function withClusterSessionIsolation(
         sandboxing = true;
       } else if (verdict.kind === "Unverified") {
         context.log.warn("session isolation unavailable on the nodes; probed again later", {
-          message: verdict.message,
+          detail: verdict.message,
         });
       }
     },

@@ -13,7 +13,15 @@
  * (idempotent rewrite), then the one rename that ends the migration. A start that died
  * half-way finds `STATE/workloads` still there and does the rest.
  */
-import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmdirSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmdirSync,
+  statSync,
+} from "node:fs";
 import { join } from "node:path";
 import { errorCode, fsyncDir } from "../durable-fs.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../orchestration/layout.ts";
@@ -70,9 +78,15 @@ export function migrateStateDir(layout: StateLayout, hooks: MigrationHooks): Mig
   const oldWorkloads = join(layout.root, WORKLOADS_DIR);
   if (!isRealDir(oldWorkloads)) return { kind: "NothingToDo" };
   const newWorkloads = join(layout.spool, WORKLOADS_DIR);
-  const attemptRecords = moveAttemptRecords(oldWorkloads, layout);
-  hooks.rewriteBackendRecords(oldWorkloads, newWorkloads);
   mkdirSync(newWorkloads, { recursive: true, mode: 0o711 });
+  // Everything that can refuse is checked before anything moves or is rewritten, so a
+  // refusal leaves the old layout exactly as it was.
+  if (statSync(oldWorkloads).dev !== statSync(newWorkloads).dev) {
+    return {
+      kind: "Refused",
+      message: `the spool ${layout.spool} is on another filesystem than ${oldWorkloads}: stop the daemon's jobs, move ${oldWorkloads} to ${newWorkloads} yourself, then start again`,
+    };
+  }
   const names = listDir(oldWorkloads);
   for (const name of names) {
     const target = join(newWorkloads, name);
@@ -82,16 +96,10 @@ export function migrateStateDir(layout: StateLayout, hooks: MigrationHooks): Mig
         message: `cannot move ${join(oldWorkloads, name)} to the spool: ${target} already exists; move or remove one of them`,
       };
     }
-    try {
-      renameSync(join(oldWorkloads, name), target);
-    } catch (error) {
-      if (errorCode(error) !== "EXDEV") throw error;
-      return {
-        kind: "Refused",
-        message: `the spool ${layout.spool} is on another filesystem than ${oldWorkloads}: stop the daemon's jobs, move ${oldWorkloads} to ${newWorkloads} yourself, then start again`,
-      };
-    }
   }
+  const attemptRecords = moveAttemptRecords(oldWorkloads, layout);
+  hooks.rewriteBackendRecords(oldWorkloads, newWorkloads);
+  for (const name of names) renameSync(join(oldWorkloads, name), join(newWorkloads, name));
   fsyncDir(newWorkloads);
   // rmdir only succeeds on an empty directory: nothing can be lost here.
   rmdirSync(oldWorkloads);

@@ -12,7 +12,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { manualClock } from "../../src/clock.ts";
+import { systemClock } from "../../src/clock.ts";
 import { CLUSTER_ISOLATION_RETRY_MS, createBackend } from "../../src/composition-root.ts";
 import { noFaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
@@ -42,26 +42,51 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up
         "",
       ].join("\n"),
     );
-    const clock = manualClock(Date.now());
+    // Background probes fire when the test says: the first at once, retries by hand.
+    const retries: (() => void)[] = [];
+    const delays: number[] = [];
     const created = await createBackend("slurm", {
-      layout: stateLayout(join(dir, "state")),
+      layout: stateLayout(join(dir, "state"), join(dir, "spool")),
       clusterConfigPath: config,
       selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
-      clock,
+      clock: systemClock,
       log: silentLog,
       env: { PATH: cluster.path, SLURM_CONF: slurmConf, OPENAI4S_WORKER_LISTEN: "127.0.0.1:9" },
       faults: noFaultPoints,
       runAs: TEST_RUN_AS,
+      isolationSchedule: {
+        after(delayMs, fn) {
+          delays.push(delayMs);
+          retries.push(fn);
+          return () => {};
+        },
+      },
     });
     if (created.kind !== "Created") throw new Error(created.message);
     const backend = created.backend;
-    expect((await sessionIsolationVerdict(backend)).kind).toBe("Unverified");
+    const settledVerdict = async () => {
+      const deadline = Date.now() + 50_000;
+      let verdict = await sessionIsolationVerdict(backend);
+      while (verdict.kind === "Unverified" && verdict.message.includes("not verified yet")) {
+        if (Date.now() > deadline) break;
+        await Bun.sleep(100);
+        verdict = await sessionIsolationVerdict(backend);
+      }
+      return verdict;
+    };
+    expect((await settledVerdict()).kind).toBe("Unverified");
 
     copyFileSync(cluster.slurmConf, slurmConf);
-    // A retry is not a probe per request: within the retry interval the verdict stands.
+    // Admission never probes: until the scheduled retry runs, the verdict stands.
     expect((await sessionIsolationVerdict(backend)).kind).toBe("Unverified");
-    clock.advance(CLUSTER_ISOLATION_RETRY_MS + 1);
-    const verdict = await sessionIsolationVerdict(backend);
+    expect(delays).toEqual([CLUSTER_ISOLATION_RETRY_MS]);
+    retries.shift()?.();
+    const deadline = Date.now() + 50_000;
+    let verdict = await sessionIsolationVerdict(backend);
+    while (verdict.kind !== "Verified" && Date.now() < deadline) {
+      await Bun.sleep(200);
+      verdict = await sessionIsolationVerdict(backend);
+    }
     expect(verdict).toMatchObject({ kind: "Verified" });
   }, 60_000);
 });

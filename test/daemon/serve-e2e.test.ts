@@ -80,9 +80,13 @@ beforeAll(async () => {
   await until("the socket", async () => (existsSync(socket) ? true : null));
 }, TEST_TIMEOUT_MS);
 
-afterAll(() => {
+afterAll(async () => {
   if (daemon.exitCode === null) daemon.kill("SIGKILL");
+  // Gone before its files are removed: a dying daemon still preparing a job re-creates them.
+  await daemon.exited;
   rmSync(stateDir, { recursive: true, force: true });
+  // The default spool is the sibling STATE_DIR-spool.
+  rmSync(`${stateDir}-spool`, { recursive: true, force: true });
 });
 
 describe("openai4s serve over its unix socket", () => {

@@ -11,7 +11,6 @@ import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { createBubblewrapSandbox } from "../../src/orchestration/isolation/bubblewrap.ts";
 import {
-  cachedVerdict,
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
@@ -19,7 +18,7 @@ import {
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
 import { mintSubmissionToken } from "../../src/orchestration/models.ts";
-import { isTaskRunner } from "../../src/orchestration/ports.ts";
+import { type IsolationVerdict, isTaskRunner } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { killProcessesMentioning } from "../session/harness.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
@@ -116,10 +115,7 @@ describe("verifyThroughBackend", () => {
 describe("sandboxedBackend", () => {
   test("every launch and every step runs in the allocation's sandbox", async () => {
     const { layout, backend, sandbox } = setup();
-    const verify = cachedVerdict(async () => ({ kind: "Verified", mechanism: "test" }), {
-      clock: systemClock,
-      ttlMs: 60_000,
-    });
+    const verify = async (): Promise<IsolationVerdict> => ({ kind: "Verified", mechanism: "test" });
     const sandboxed = sandboxedBackend(backend, {
       wrapper: sandbox,
       verify,
@@ -191,24 +187,4 @@ describe("sandboxedBackend", () => {
     expect(unknown.kind).toBe("Refused");
     await sandboxed.cancel([target]);
   }, 30_000);
-
-  test("the verdict is cached and one run is shared", async () => {
-    let runs = 0;
-    let now = 0;
-    const verify = cachedVerdict(
-      async () => {
-        runs += 1;
-        return { kind: "Unverified", message: "no" };
-      },
-      { clock: { now: () => now }, ttlMs: 100 },
-    );
-    await Promise.all([verify(), verify(), verify()]);
-    expect(runs).toBe(1);
-    now = 99;
-    await verify();
-    expect(runs).toBe(1);
-    now = 100;
-    await verify();
-    expect(runs).toBe(2);
-  });
 });

@@ -83,7 +83,14 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
       },
       startTimeoutMs: 120_000,
     });
-  }, 180_000);
+    // Verification runs in the background: the daemon answers before it is done, and
+    // sessions are admitted once the probe on the nodes has passed.
+    await until(
+      "session isolation verified on the nodes",
+      async () => d.log().includes("session isolation verified on the nodes"),
+      120_000,
+    );
+  }, 240_000);
 
   afterAll(async () => {
     holder?.release();
@@ -96,8 +103,31 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
   }, 60_000);
 
   test("the daemon verified bubblewrap on the nodes before accepting sessions", async () => {
-    expect(d.log()).toContain("session isolation verified on the nodes");
-  }, 10_000);
+    const lines = d.log().split("\n");
+    const verified = lines.findIndex((l) => l.includes("session isolation verified on the nodes"));
+    expect(verified).toBeGreaterThanOrEqual(0);
+    // The probe asked for the smallest placement: no GPU, one CPU, one minute (sacct of the
+    // jobs that ran in this daemon's probe directory).
+    const env = { ...process.env, SLURM_CONF: cluster.slurmConf };
+    const probeDir = join(`${d.stateDir}-spool`, "backends", "slurm", "isolation-probe");
+    // Accounting records a finished job a moment later: polled.
+    const rows = await until("the probe job in accounting", async () => {
+      const sacct = Bun.spawnSync(
+        ["sacct", "-n", "-X", "-P", "-o", "WorkDir,AllocTRES,Timelimit", "-S", "now-1hour"],
+        { env },
+      );
+      const found = sacct.stdout
+        .toString()
+        .split("\n")
+        .filter((l) => l.includes(probeDir));
+      return found.length > 0 ? found : null;
+    });
+    for (const row of rows) {
+      expect(row).not.toContain("gpu");
+      expect(row).toContain("cpu=1,");
+      expect(row.endsWith("|00:01:00")).toBe(true);
+    }
+  }, 30_000);
 
   test("a 2-node session is READY only once both ranks of the current epoch connected; a previous epoch's rank is refused", async () => {
     holder.hold();

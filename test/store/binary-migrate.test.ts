@@ -14,7 +14,9 @@ import { BINARY, ensureBuilt } from "../support/binary.ts";
 const dirs: string[] = [];
 beforeAll(() => ensureBuilt(), 120_000);
 afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  // Each state dir and its default sibling spool.
+  for (const d of dirs)
+    for (const p of [d, `${d}-spool`]) rmSync(p, { recursive: true, force: true });
 });
 
 /** Starts the binary's daemon on STATE, waits until it serves, stops it with SIGTERM. */

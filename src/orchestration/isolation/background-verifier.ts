@@ -81,7 +81,7 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
           verdict = { kind: "Unverified", message: `not verified yet: ${outcome.message}` };
         }
         options.log.info("isolation probe inconclusive; the last verdict stands", {
-          message: outcome.message,
+          detail: outcome.message,
           verdict: verdict.kind,
         });
         return options.retryIntervalMs;

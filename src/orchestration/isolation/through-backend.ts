@@ -229,7 +229,7 @@ export interface WrappedBackendOptions {
 
 export interface SandboxedBackendOptions extends WrappedBackendOptions {
   readonly wrapper: Sandbox;
-  /** The node verdict, cached by the caller's policy (see `cachedVerdict`). */
+  /** The node verdict: the background verifier's last (background-verifier.ts). */
   verify(): Promise<IsolationVerdict>;
 }
 
@@ -322,42 +322,5 @@ export function locateInStateDir(
       }
     }
     return null;
-  };
-}
-
-/** Verification is an allocation on a cluster: cache its verdict, share one run in flight. */
-export function cachedVerdict(
-  run: () => Promise<IsolationVerdict>,
-  options: {
-    readonly clock: Clock;
-    /**
-     * How long a verdict is reused; a function when it depends on the verdict (an Unverified
-     * one may deserve a shorter memory than a Verified one).
-     */
-    readonly ttlMs: number | ((verdict: IsolationVerdict) => number);
-    /** A verdict just obtained (e.g. at start), valid from now for `ttlMs`. */
-    readonly seed?: IsolationVerdict;
-  },
-): () => Promise<IsolationVerdict> {
-  const { ttlMs } = options;
-  const ttlOf = typeof ttlMs === "number" ? () => ttlMs : ttlMs;
-  let cached: { readonly verdict: IsolationVerdict; readonly at: number } | null =
-    options.seed === undefined ? null : { verdict: options.seed, at: options.clock.now() };
-  let inFlight: Promise<IsolationVerdict> | null = null;
-  return () => {
-    if (cached && options.clock.now() - cached.at < ttlOf(cached.verdict)) {
-      return Promise.resolve(cached.verdict);
-    }
-    if (inFlight) return inFlight;
-    const started = options.clock.now();
-    inFlight = run()
-      .then((verdict) => {
-        cached = { verdict, at: started };
-        return verdict;
-      })
-      .finally(() => {
-        inFlight = null;
-      });
-    return inFlight;
   };
 }

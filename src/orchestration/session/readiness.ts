@@ -252,7 +252,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
         log.error("session attempt record refused; its workers will not be admitted", {
           workloadId: workload.id,
           allocationId: allocation.id,
-          message: read.message,
+          problem: read.message,
         });
         return null;
       case "Valid":
