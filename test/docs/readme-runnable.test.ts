@@ -47,14 +47,15 @@ beforeAll(async () => {
   for (const [name, target] of Object.entries(PACKAGE.bin)) {
     symlinkSync(join(ROOT, target), join(binDir, name));
   }
-  daemon = Bun.spawn(["openai4s", "serve"], {
+  const started = Bun.spawn(["openai4s", "serve"], {
     cwd: home,
     env: env(),
     stdout: "pipe",
     stderr: "pipe",
   });
+  daemon = started;
   (async () => {
-    for await (const chunk of daemon?.stderr as ReadableStream<Uint8Array>) {
+    for await (const chunk of started.stderr) {
       daemonLog += new TextDecoder().decode(chunk);
     }
   })();
