@@ -11,6 +11,7 @@ import { ApiError, internalError, notFound, PROBLEM_CONTENT_TYPE } from "./probl
 import { createProfileRoutes } from "./profiles/routes.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
+import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
 
 function problemResponse(error: ApiError): Response {
@@ -70,6 +71,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createSystemRoutes(deps, requests));
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
+  app.route("/", createLogRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import type { StateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import type { SessionService } from "./session-service.ts";
@@ -40,6 +41,10 @@ export interface ApiDeps {
   readonly reconciler: ReconcilerHandle;
   readonly clock: Clock;
   readonly log: Log;
+  /** Where a job's output files are (`GET /v1/workloads/{id}/logs`). */
+  readonly logFile: StateLayout["logFile"];
+  /** How often a followed log is checked for growth (default 250 ms). */
+  readonly logPollMs?: number;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */

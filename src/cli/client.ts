@@ -215,6 +215,8 @@ export interface ApiClient {
     path: string,
     options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
   ): Promise<ApiResult<T>>;
+  /** A GET whose successful body is streamed (job output), not parsed. */
+  stream(path: string): Promise<ApiResult<ReadableStream<Uint8Array>>>;
 }
 
 export function describeServer(server: ServerAddress): string {
@@ -226,36 +228,38 @@ export function createClient(
   token: string | null,
   runtime: Pick<ClientRuntime, "fetch">,
 ): ApiClient {
+  async function send(
+    method: "GET" | "POST",
+    path: string,
+    options: RequestOptions,
+  ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
+    const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
+    if (token !== null) headers["Authorization"] = `Bearer ${token}`;
+    if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    const init: RequestInit & { unix?: string } = {
+      method,
+      headers,
+      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      ...(server.kind === "unix" ? { unix: server.path } : {}),
+    };
+    // Over a unix socket the host part is a formality; the path is what routes.
+    const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
+    try {
+      return await runtime.fetch(url, init);
+    } catch (error) {
+      return { kind: "Unreachable", message: unreachableMessage(server, error) };
+    }
+  }
+
   return {
     server,
     async request<T>(
       method: "GET" | "POST",
       path: string,
-      options: {
-        readonly body?: unknown;
-        readonly headers?: Readonly<Record<string, string>>;
-      } = {},
+      options: RequestOptions = {},
     ): Promise<ApiResult<T>> {
-      const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
-      if (token !== null) headers["Authorization"] = `Bearer ${token}`;
-      if (options.body !== undefined) headers["Content-Type"] = "application/json";
-      const init: RequestInit & { unix?: string } = {
-        method,
-        headers,
-        ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-        ...(server.kind === "unix" ? { unix: server.path } : {}),
-      };
-      // Over a unix socket the host part is a formality; the path is what routes.
-      const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
-      let response: Response;
-      try {
-        response = await runtime.fetch(url, init);
-      } catch (error) {
-        return {
-          kind: "Unreachable",
-          message: `cannot reach the daemon at ${describeServer(server)}: ${(error as Error).message}`,
-        };
-      }
+      const response = await send(method, path, options);
+      if (!(response instanceof Response)) return response;
       const text = await response.text();
       let body: unknown;
       try {
@@ -264,19 +268,62 @@ export function createClient(
         body = null;
       }
       if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
-      if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
-      return {
-        kind: "Problem",
-        status: response.status,
-        problem: {
-          type: "about:blank",
-          title: response.statusText || "Error",
-          status: response.status,
-          detail: text.slice(0, 500) || `HTTP ${response.status}`,
-        },
-      };
+      return toProblem(response, text, body);
+    },
+    async stream(path: string): Promise<ApiResult<ReadableStream<Uint8Array>>> {
+      const response = await send("GET", path, {});
+      if (!(response instanceof Response)) return response;
+      if (response.ok && response.body !== null) {
+        return { kind: "Ok", status: response.status, body: response.body };
+      }
+      const text = await response.text();
+      let body: unknown = null;
+      try {
+        body = JSON.parse(text);
+      } catch {}
+      return toProblem(response, text, body);
     },
   };
+}
+
+type RequestOptions = {
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+};
+
+function toProblem(
+  response: Response,
+  text: string,
+  body: unknown,
+): { readonly kind: "Problem"; readonly status: number; readonly problem: Problem } {
+  if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
+  return {
+    kind: "Problem",
+    status: response.status,
+    problem: {
+      type: "about:blank",
+      title: response.statusText || "Error",
+      status: response.status,
+      detail: text.slice(0, 500) || `HTTP ${response.status}`,
+    },
+  };
+}
+
+/**
+ * No HTTP answer. The usual cause over a unix socket is a daemon that is not running there
+ * (no socket file, or a stale one nobody listens on): say that, and how to point the client
+ * elsewhere, instead of the runtime's guess about typos in a URL.
+ */
+export function unreachableMessage(server: ServerAddress, error: unknown): string {
+  const code = (error as { readonly code?: unknown } | null)?.code;
+  const where = describeServer(server);
+  if (server.kind === "unix" && (code === "ENOENT" || code === "ECONNREFUSED")) {
+    return `no daemon is running at ${where} (start one with \`openai4s serve\`, or point at it with --server unix:PATH or $${SERVER_ENV})`;
+  }
+  if (server.kind === "http" && code === "ECONNREFUSED") {
+    return `no daemon is listening at ${where} (check --server or $${SERVER_ENV})`;
+  }
+  return `cannot reach the daemon at ${where}: ${(error as Error).message}`;
 }
 
 function isProblem(body: unknown): body is Problem {

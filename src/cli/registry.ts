@@ -11,6 +11,7 @@ import { checkConfigCommand } from "./check-config.ts";
 import type { Command } from "./command.ts";
 import { execCommand } from "./exec.ts";
 import { listCommand } from "./list.ts";
+import { logsCommand } from "./logs.ts";
 import { profilesCommand } from "./profiles.ts";
 import { sessionCommand } from "./session.ts";
 import { showCommand } from "./show.ts";
@@ -24,6 +25,7 @@ export const COMMANDS: readonly Command[] = [
   execCommand,
   listCommand,
   showCommand,
+  logsCommand,
   cancelCommand,
   waitCommand,
   profilesCommand,

@@ -226,6 +226,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     reconciler,
     clock,
     log,
+    logFile: layout.logFile,
     version: config.version,
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });

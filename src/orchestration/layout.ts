@@ -13,9 +13,13 @@ export interface StateLayout {
   workloadDir(workloadId: string): string;
   workspaceDir(workloadId: string): string;
   allocationDir(workloadId: string, allocationId: string): string;
+  /** A job's captured output (written by the backend, read by `GET .../logs`). */
+  logFile(workloadId: string, allocationId: string, stream: LogStream): string;
   /** Per-backend private area (e.g. the local backend's durable job records). */
   backendDir(backendName: string): string;
 }
+
+export type LogStream = "stdout" | "stderr";
 
 export function stateLayout(root: string): StateLayout {
   return {
@@ -27,6 +31,7 @@ export function stateLayout(root: string): StateLayout {
     workloadDir: (w) => join(root, "workloads", w),
     workspaceDir: (w) => join(root, "workloads", w, "workspace"),
     allocationDir: (w, a) => join(root, "workloads", w, "allocations", a),
+    logFile: (w, a, stream) => join(root, "workloads", w, "allocations", a, `${stream}.log`),
     backendDir: (b) => join(root, "backends", b),
   };
 }

@@ -11,6 +11,7 @@ import type { Access, ApiDeps, TickFigures } from "../../src/api/deps.ts";
 import type { SessionService } from "../../src/api/session-service.ts";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
+import { stateLayout } from "../../src/orchestration/layout.ts";
 import type { ResourceProfile, SubmissionToken } from "../../src/orchestration/models.ts";
 import type {
   AllocationBackend,
@@ -138,6 +139,8 @@ export function harness(
     },
     clock,
     log,
+    logFile: stateLayout(dir).logFile,
+    logPollMs: 20,
     version: "9.9.9-test",
     ...(options.sessions ? { sessions: options.sessions } : {}),
     ...(options.diagnosticsTimeoutMs !== undefined

@@ -473,6 +473,28 @@ export function openApiDocument(version: string) {
           },
         },
       },
+      "/v1/workloads/{id}/logs": {
+        get: {
+          operationId: "workloadLogs",
+          summary: "The job's stdout or stderr; with follow=true streamed until the attempt ends",
+          parameters: [
+            idParameter,
+            { name: "stream", in: "query", schema: { enum: ["stdout", "stderr"] } },
+            { name: "tail", in: "query", schema: { type: "string", pattern: "^[0-9]+$" } },
+            { name: "follow", in: "query", schema: { enum: ["true", "false", "1", "0"] } },
+            { name: "attempt", in: "query", schema: { type: "string", pattern: "^[0-9]+$" } },
+          ],
+          responses: {
+            "200": {
+              description: "Log bytes",
+              content: { "text/plain": { schema: { type: "string" } } },
+            },
+            "400": problem("Invalid query"),
+            "404": problem("No such workload, attempt or log"),
+            ...commonProblems,
+          },
+        },
+      },
       "/v1/diagnostics": {
         get: {
           operationId: "diagnostics",

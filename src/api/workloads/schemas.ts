@@ -29,6 +29,8 @@ export const LIMITS = {
   listLimitMax: 500,
   listLimitDefault: 50,
   idempotencyKeyMaxLength: 200,
+  logTailMaxLines: 1_000_000,
+  logAttemptMax: 1_000_000,
 } as const;
 
 /**
@@ -148,4 +150,29 @@ export const ListQuery = v.strictObject({
   phase: v.optional(v.picklist(PHASES)),
   limit: v.optional(decimal(LIMITS.listLimitMax)),
   cursor: v.optional(v.string()),
+});
+
+const decimalFrom = (min: number, max: number) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,7}$/, "must be a decimal integer"),
+    v.transform(Number),
+    v.minValue(min),
+    v.maxValue(max),
+  );
+
+export const LOG_STREAMS = ["stdout", "stderr"] as const;
+
+export const LogsQuery = v.strictObject({
+  stream: v.optional(v.picklist(LOG_STREAMS)),
+  /** The last N lines only; 0 with follow means only what is written from now on. */
+  tail: v.optional(decimalFrom(0, LIMITS.logTailMaxLines)),
+  follow: v.optional(
+    v.pipe(
+      v.picklist(["true", "false", "1", "0"]),
+      v.transform((x) => x === "true" || x === "1"),
+    ),
+  ),
+  /** The attempt's number (1 is the first); default the latest. */
+  attempt: v.optional(decimalFrom(1, LIMITS.logAttemptMax)),
 });
