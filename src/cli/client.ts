@@ -7,10 +7,11 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
-import { type ParseArgsConfig, parseArgs } from "node:util";
+import type { ParseArgsConfig } from "node:util";
 import type { EventView, ProfileView, WorkloadView } from "../api/views.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
 import { type Command, type CommandIo, UsageError } from "./command.ts";
+import { parseStrict } from "./parse-args.ts";
 
 export const SERVER_ENV = "OPENAI4S_SERVER";
 export const TOKEN_ENV = "OPENAI4S_TOKEN";
@@ -67,16 +68,7 @@ export function parseCommandArgs<const O extends CommandOptions>(
   args: readonly string[],
   options: O,
 ) {
-  try {
-    return parseArgs({
-      args: [...args],
-      options: { ...CLIENT_OPTIONS, ...options },
-      strict: true,
-      allowPositionals: true,
-    });
-  } catch (error) {
-    throw new UsageError(`${command}: ${(error as Error).message}`);
-  }
+  return parseStrict(command, args, { ...CLIENT_OPTIONS, ...options });
 }
 
 interface ClientOptionValues {
