@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
-import type { EventView, ProfileView, WorkloadView } from "../api/views.ts";
+import type { EventView, ListedProfileView, WorkloadView } from "../api/views.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
 import { type Command, type CommandIo, UsageError } from "./command.ts";
 import { parseStrict } from "./parse-args.ts";
@@ -395,7 +395,7 @@ export function table(header: readonly string[], rows: readonly (readonly string
  * nothing of the server is loaded), one definition of the wire format for both ends.
  */
 export type WorkloadBody = WorkloadView;
-export type ProfileBody = ProfileView;
+export type ProfileBody = ListedProfileView;
 export type EventBody = EventView;
 
 export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
