@@ -9,6 +9,7 @@ import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import { ApiError, internalError, notFound, PROBLEM_CONTENT_TYPE } from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
+import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
 import { createLogRoutes } from "./workloads/logs.ts";
@@ -72,6 +73,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
+  app.route("/", createBackupRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

@@ -35,6 +35,17 @@ export interface ReconcilerHandle {
   lastTick(): TickFigures | null;
 }
 
+/** A consistent copy of the store, taken while the daemon runs (`POST /v1/backup`). */
+export interface StoreBackup {
+  /**
+   * Writes a consistent, self-contained copy of the store to a new file and returns its
+   * path; the caller reads and deletes it.
+   */
+  snapshot(): string;
+  /** Files an operator must keep beside a copy for a restored daemon to work. */
+  readonly keepBeside: readonly { readonly name: string; readonly path: string }[];
+}
+
 export interface ApiDeps {
   readonly store: StoreDeps;
   readonly backend: AllocationBackend;
@@ -45,6 +56,7 @@ export interface ApiDeps {
   readonly logFile: StateLayout["logFile"];
   /** How often a followed log is checked for growth (default 250 ms). */
   readonly logPollMs?: number;
+  readonly backup: StoreBackup;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */

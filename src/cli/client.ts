@@ -200,6 +200,15 @@ export type ApiResult<T> =
   /** No HTTP answer at all: the daemon is not running, the socket is wrong, a proxy died. */
   | { readonly kind: "Unreachable"; readonly message: string };
 
+export type StreamResult =
+  | {
+      readonly kind: "Ok";
+      readonly status: number;
+      readonly body: ReadableStream<Uint8Array>;
+      readonly headers: Headers;
+    }
+  | Exclude<ApiResult<never>, { readonly kind: "Ok" }>;
+
 export interface ApiClient {
   readonly server: ServerAddress;
   request<T>(
@@ -207,8 +216,8 @@ export interface ApiClient {
     path: string,
     options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
   ): Promise<ApiResult<T>>;
-  /** A GET whose successful body is streamed (job output), not parsed. */
-  stream(path: string): Promise<ApiResult<ReadableStream<Uint8Array>>>;
+  /** A request whose successful body is streamed (job output, a backup), not parsed. */
+  stream(path: string, method?: "GET" | "POST"): Promise<StreamResult>;
 }
 
 export function describeServer(server: ServerAddress): string {
@@ -262,11 +271,16 @@ export function createClient(
       if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
       return toProblem(response, text, body);
     },
-    async stream(path: string): Promise<ApiResult<ReadableStream<Uint8Array>>> {
-      const response = await send("GET", path, {});
+    async stream(path: string, method: "GET" | "POST" = "GET") {
+      const response = await send(method, path, {});
       if (!(response instanceof Response)) return response;
       if (response.ok && response.body !== null) {
-        return { kind: "Ok", status: response.status, body: response.body };
+        return {
+          kind: "Ok",
+          status: response.status,
+          body: response.body,
+          headers: response.headers,
+        };
       }
       const text = await response.text();
       let body: unknown = null;

@@ -4,8 +4,10 @@
  */
 
 import { superviseCommand } from "../composition-root.ts";
+import { restoreCommand } from "../daemon/restore-command.ts";
 import { serveCommand } from "../daemon/serve-command.ts";
 import { workerCommand } from "../worker/worker-command.ts";
+import { backupCommand } from "./backup.ts";
 import { cancelCommand } from "./cancel.ts";
 import { checkConfigCommand } from "./check-config.ts";
 import type { Command } from "./command.ts";
@@ -30,6 +32,8 @@ export const COMMANDS: readonly Command[] = [
   waitCommand,
   profilesCommand,
   checkConfigCommand,
+  backupCommand,
+  restoreCommand,
   workerCommand,
   superviseCommand,
 ];

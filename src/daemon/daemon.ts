@@ -25,6 +25,7 @@ import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { prepareDatabaseFile, prepareStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
+import { storeBackup } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
 export interface DaemonConfig {
@@ -227,6 +228,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clock,
     log,
     logFile: layout.logFile,
+    backup: storeBackup(database.sqlite, layout),
     version: config.version,
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });

@@ -495,6 +495,20 @@ export function openApiDocument(version: string) {
           },
         },
       },
+      "/v1/backup": {
+        post: {
+          operationId: "backup",
+          summary: "A consistent copy of the store (SQLite VACUUM INTO), as the body",
+          responses: {
+            "200": {
+              description: "The copy; Openai4s-Keep-Beside headers name files to keep with it",
+              content: { "application/vnd.sqlite3": { schema: { type: "string" } } },
+            },
+            "500": problem("The copy could not be written"),
+            ...commonProblems,
+          },
+        },
+      },
       "/v1/diagnostics": {
         get: {
           operationId: "diagnostics",
