@@ -6,7 +6,7 @@ import { main } from "../../src/main.ts";
 import { captureIo } from "../cli/support.ts";
 
 const parse = (args: string[], env: Record<string, string> = {}) =>
-  parseServeArgs(args, env, "/work", "/home/ada");
+  parseServeArgs(args, env, "/srv/o4s", "/home/ada");
 
 describe("serve flags", () => {
   test("defaults: the state dir's socket, the default backend", () => {
@@ -33,13 +33,13 @@ describe("serve flags", () => {
       "c.toml",
     ]);
     expect(options).toMatchObject({
-      stateDir: "/work/st",
+      stateDir: "/srv/o4s/st",
       listen: [
-        { kind: "unix", path: "/work/a.sock" },
+        { kind: "unix", path: "/srv/o4s/a.sock" },
         { kind: "tcp", host: "127.0.0.1", port: 8080 },
         { kind: "tcp", host: "::1", port: 8081 },
       ],
-      clusterConfigPath: "/work/c.toml",
+      clusterConfigPath: "/srv/o4s/c.toml",
     });
   });
 
