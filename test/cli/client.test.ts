@@ -36,7 +36,10 @@ describe("--server, $OPENAI4S_SERVER, default socket", () => {
 });
 
 describe("tokens", () => {
-  const files = { readFile: (p: string) => (p === "/srv/o4s/t" ? " tok\n" : ""), cwd: () => "/srv/o4s" };
+  const files = {
+    readFile: (p: string) => (p === "/srv/o4s/t" ? " tok\n" : ""),
+    cwd: () => "/srv/o4s",
+  };
   test("--token-file is read and trimmed; else $OPENAI4S_TOKEN; else none", () => {
     expect(resolveToken("t", { OPENAI4S_TOKEN: "env" }, files)).toBe("tok");
     expect(resolveToken(undefined, { OPENAI4S_TOKEN: "env" }, files)).toBe("env");
