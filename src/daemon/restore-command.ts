@@ -47,11 +47,19 @@ Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage 
 
 const TERMINAL_SQL = TERMINAL_PHASES.map((p) => `'${p}'`).join(", ");
 
+/** "ok", or what is wrong; a file that is not a database at all is a finding, not a crash. */
 function integrity(path: string): string {
-  const db = new Database(path, { readonly: true });
+  let db: Database;
+  try {
+    db = new Database(path, { readonly: true });
+  } catch (error) {
+    return String(error);
+  }
   try {
     const rows = db.query("PRAGMA integrity_check").all() as Record<string, string>[];
     return rows.map((r) => Object.values(r)[0]).join("; ");
+  } catch (error) {
+    return String(error);
   } finally {
     db.close();
   }
@@ -114,6 +122,13 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
   const cwd = process.cwd();
   const source = resolve(cwd, backup);
   if (!existsSync(source)) throw new UsageError(`restore: ${backup} does not exist`);
+  if (existsSync(`${source}-wal`)) {
+    // Its newest commits may be in the WAL, which a copy of the main file would drop.
+    io.stderr(
+      `openai4s restore: ${backup}-wal exists: that is a live database, not a backup; take one with \`openai4s backup\`\n`,
+    );
+    return 1;
+  }
   const stateDir = resolveStateDir({
     flag: parsed.values["state-dir"],
     env: io.env,
