@@ -41,4 +41,11 @@ for (const argv of [
     process.exit(1);
   }
 }
-console.log(`built ${outfile} (+ ${workerLink})`);
+console.log(
+  [
+    `built ${outfile}`,
+    `  and ${workerLink} -> openai4s (the worker role)`,
+    "Copy the binary to the login and compute nodes (see docs/operations.md). In this checkout,",
+    "`npm link` puts launchers on PATH that run the source; the binary is for the nodes.",
+  ].join("\n"),
+);

@@ -19,7 +19,7 @@
 #   O4S_SLURM_NODE_CPUS     CPUs per simulated node (default 4), O4S_SLURM_NODE_MEMORY_MB (1000),
 #   O4S_SLURM_NODE_GPUS     GPUs per simulated node (default 2; count-only, no device files).
 #
-# Why it is shaped like this (measured facts: /work/shared/notes/slurm-on-one-machine.md):
+# Why it is shaped like this (measured on this kind of single machine):
 # CI machines have no systemd and PID 1 manages nothing, so every daemon is started here with
 # its state, sockets, logs and PID files under DIR, and `down` stops only processes whose PID
 # file is under DIR and whose command line (or, for slurmdbd, which has no option naming its

@@ -32,7 +32,7 @@ export async function main(argv0: string, args: readonly string[], io: CommandIo
   if (invoked.startsWith("openai4s-worker")) {
     const worker = COMMANDS.find((c) => c.name === "worker");
     if (!worker) throw new Error("worker command is not registered");
-    return run(worker.run.bind(worker), args, io);
+    return run(worker.name, worker.run.bind(worker), args, io);
   }
   const [first, ...rest] = args;
   if (first === undefined) {
@@ -53,10 +53,15 @@ export async function main(argv0: string, args: readonly string[], io: CommandIo
     io.stderr(`openai4s: unknown command ${JSON.stringify(first)}\n\n${usage()}`);
     return 2;
   }
-  return run(command.run.bind(command), rest, io);
+  return run(command.name, command.run.bind(command), rest, io);
 }
 
+/**
+ * Runs a subcommand; a usage error is printed as `openai4s COMMAND: message`, one prefix for
+ * every command whether or not the message already named it.
+ */
 async function run(
+  name: string,
   entry: (args: readonly string[], io: CommandIo) => Promise<number>,
   args: readonly string[],
   io: CommandIo,
@@ -65,7 +70,9 @@ async function run(
     return await entry(args, io);
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr(`openai4s: ${error.message}\nTry --help.\n`);
+      const own = `${name}: `;
+      const text = error.message.startsWith(own) ? error.message.slice(own.length) : error.message;
+      io.stderr(`openai4s ${name}: ${text}\nTry \`openai4s ${name} --help\`.\n`);
       return 2;
     }
     throw error;

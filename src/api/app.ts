@@ -9,8 +9,10 @@ import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import { ApiError, internalError, notFound, PROBLEM_CONTENT_TYPE } from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
+import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
+import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
 
 function problemResponse(error: ApiError): Response {
@@ -70,6 +72,8 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createSystemRoutes(deps, requests));
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
+  app.route("/", createLogRoutes(deps));
+  app.route("/", createBackupRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

@@ -5,6 +5,7 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import type { StateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import type { SessionService } from "./session-service.ts";
@@ -43,12 +44,28 @@ export interface ReconcilerHandle {
   };
 }
 
+/** A consistent copy of the store, taken while the daemon runs (`POST /v1/backup`). */
+export interface StoreBackup {
+  /**
+   * Writes a consistent, self-contained copy of the store to a new file and returns its
+   * path; the caller reads and deletes it.
+   */
+  snapshot(): string;
+  /** Files an operator must keep beside a copy for a restored daemon to work. */
+  readonly keepBeside: readonly { readonly name: string; readonly path: string }[];
+}
+
 export interface ApiDeps {
   readonly store: StoreDeps;
   readonly backend: AllocationBackend;
   readonly reconciler: ReconcilerHandle;
   readonly clock: Clock;
   readonly log: Log;
+  /** Where a job's output files are (`GET /v1/workloads/{id}/logs`). */
+  readonly logFile: StateLayout["jobLogPath"];
+  /** How often a followed log is checked for growth (default 250 ms). */
+  readonly logPollMs?: number;
+  readonly backup: StoreBackup;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */

@@ -17,11 +17,47 @@ export interface ProblemBody {
   readonly title: string;
   readonly status: number;
   readonly detail: string;
+  readonly reason: string;
   readonly errors: readonly FieldError[];
   readonly [extension: string]: unknown;
 }
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+/**
+ * Every kind of refusal the API makes, by slug, with what it means. The slug gives the
+ * problem's `type` URN and its `reason` (UPPER_SNAKE), a stable value a script can switch
+ * on; the OpenAPI document lists them all from here. A new refusal is a new entry: an
+ * ApiError cannot be built with a slug this table does not know.
+ */
+export const PROBLEMS = {
+  "validation-failed": "A body field, query parameter or header is invalid; `errors` names each.",
+  "not-found": "No such workload, route or session.",
+  "log-not-found": "The workload has no such attempt or log (yet), or the log is not a file.",
+  "method-not-allowed": "The route exists but not with this method; see the Allow header.",
+  unauthorized: "A TCP listener needs `Authorization: Bearer` with the admin token.",
+  "unsupported-media-type": "The body is not JSON.",
+  "payload-too-large": "The body is larger than the API accepts.",
+  "idempotency-key-reused": "The Idempotency-Key was first used with a different request.",
+  "isolation-unavailable": "Sessions cannot be placed: no worker gateway or no verified isolation.",
+  "sessions-disabled": "Sessions are not enabled on this daemon.",
+  "not-a-session": "The workload is a BATCH; the operation needs a SESSION.",
+  "workload-ended": "The workload has ended or is being stopped.",
+  "session-not-ready": "The session is not READY yet; the message names the missing condition.",
+  "tasks-unsupported": "The backend cannot run steps inside an allocation.",
+  "no-live-allocation": "The workload has no running allocation.",
+  "task-refused": "The backend refused to run the step.",
+  "backend-unavailable": "The backend did not answer; nothing was changed.",
+  "backup-failed": "The daemon could not write a copy of its store.",
+  "internal-error": "The daemon failed; its log has the details.",
+} as const satisfies Readonly<Record<string, string>>;
+
+export type ProblemSlug = keyof typeof PROBLEMS;
+
+/** `log-not-found` → `LOG_NOT_FOUND`. */
+export function problemReason(slug: ProblemSlug): string {
+  return slug.toUpperCase().replaceAll("-", "_");
+}
 
 /** Problem types are URNs: stable identifiers clients can switch on, not documentation URLs. */
 export function problemType(slug: string): string {
@@ -32,6 +68,8 @@ export class ApiError extends Error {
   override readonly name = "ApiError";
   readonly status: ContentfulStatusCode;
   readonly type: string;
+  /** Stable UPPER_SNAKE code of this refusal (from the slug). */
+  readonly reason: string;
   readonly title: string;
   readonly detail: string;
   readonly errors: readonly FieldError[];
@@ -40,7 +78,7 @@ export class ApiError extends Error {
 
   constructor(init: {
     readonly status: ContentfulStatusCode;
-    readonly slug: string;
+    readonly slug: ProblemSlug;
     readonly title: string;
     readonly detail: string;
     readonly errors?: readonly FieldError[];
@@ -49,6 +87,7 @@ export class ApiError extends Error {
     super(init.detail);
     this.status = init.status;
     this.type = problemType(init.slug);
+    this.reason = problemReason(init.slug);
     this.title = init.title;
     this.detail = init.detail;
     this.errors = init.errors ?? [];
@@ -59,6 +98,7 @@ export class ApiError extends Error {
     return {
       ...this.extensions,
       type: this.type,
+      reason: this.reason,
       title: this.title,
       status: this.status,
       detail: this.detail,
@@ -82,7 +122,7 @@ export function notFound(detail: string): ApiError {
   return new ApiError({ status: 404, slug: "not-found", title: "Not found", detail });
 }
 
-export function conflict(slug: string, title: string, detail: string): ApiError {
+export function conflict(slug: ProblemSlug, title: string, detail: string): ApiError {
   return new ApiError({ status: 409, slug, title, detail });
 }
 

@@ -175,6 +175,13 @@ export function eventView(e: TransitionEvent): EventView {
   return { at: iso(e.at), phase: e.phase, reason: e.reason, message: e.message };
 }
 
+/** Whether a kind can be placed on a profile now; `reason` (UPPER_SNAKE) says why not. */
+export interface PlacementView {
+  readonly placeable: boolean;
+  readonly reason: string | null;
+  readonly message: string | null;
+}
+
 export interface ProfileView {
   readonly name: string;
   readonly description: string;
@@ -202,4 +209,9 @@ export function profileView(p: ResourceProfile): ProfileView {
       timeLimitSeconds: p.resources.timeLimitSeconds,
     },
   };
+}
+
+/** A profile as `GET /v1/profiles` lists it: with whether each kind can be placed now. */
+export interface ListedProfileView extends ProfileView {
+  readonly placement: Readonly<Partial<Record<WorkloadKind, PlacementView>>>;
 }

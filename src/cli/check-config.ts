@@ -4,11 +4,11 @@
  * scheduler (INV-2): the mapping lines and preflight details are the backend package's
  * words, handed through the composition root.
  */
-import { parseArgs } from "node:util";
 import type { CheckedProfile, ConfigPreflight } from "../composition-root.ts";
 import { checkClusterConfig, preflightClusterConfig } from "../composition-root.ts";
 import type { ResourceProfile } from "../orchestration/models.ts";
 import { type Command, type CommandIo, UsageError } from "./command.ts";
+import { parseStrict } from "./parse-args.ts";
 
 const HELP = `Usage: openai4s check-config FILE [--preflight]
 
@@ -62,12 +62,7 @@ function renderProfile(profile: CheckedProfile, preflight: ConfigPreflight | und
 }
 
 async function checkConfig(args: readonly string[], io: CommandIo): Promise<number> {
-  let parsed: ReturnType<typeof parse>;
-  try {
-    parsed = parse(args);
-  } catch (error) {
-    throw new UsageError(`check-config: ${(error as Error).message}`);
-  }
+  const parsed = parse(args);
   if (parsed.values.help) {
     io.stdout(HELP);
     return 0;
@@ -116,14 +111,9 @@ async function checkConfig(args: readonly string[], io: CommandIo): Promise<numb
 }
 
 function parse(args: readonly string[]) {
-  return parseArgs({
-    args: [...args],
-    strict: true,
-    allowPositionals: true,
-    options: {
-      preflight: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
-    },
+  return parseStrict("check-config", args, {
+    preflight: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
   });
 }
 

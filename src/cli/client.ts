@@ -7,10 +7,11 @@
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
-import { type ParseArgsConfig, parseArgs } from "node:util";
-import type { EventView, ProfileView, WorkloadView } from "../api/views.ts";
+import type { ParseArgsConfig } from "node:util";
+import type { EventView, ListedProfileView, WorkloadView } from "../api/views.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
 import { type Command, type CommandIo, UsageError } from "./command.ts";
+import { parseStrict } from "./parse-args.ts";
 
 export const SERVER_ENV = "OPENAI4S_SERVER";
 export const TOKEN_ENV = "OPENAI4S_TOKEN";
@@ -67,16 +68,7 @@ export function parseCommandArgs<const O extends CommandOptions>(
   args: readonly string[],
   options: O,
 ) {
-  try {
-    return parseArgs({
-      args: [...args],
-      options: { ...CLIENT_OPTIONS, ...options },
-      strict: true,
-      allowPositionals: true,
-    });
-  } catch (error) {
-    throw new UsageError(`${command}: ${(error as Error).message}`);
-  }
+  return parseStrict(command, args, { ...CLIENT_OPTIONS, ...options });
 }
 
 interface ClientOptionValues {
@@ -208,6 +200,15 @@ export type ApiResult<T> =
   /** No HTTP answer at all: the daemon is not running, the socket is wrong, a proxy died. */
   | { readonly kind: "Unreachable"; readonly message: string };
 
+export type StreamResult =
+  | {
+      readonly kind: "Ok";
+      readonly status: number;
+      readonly body: ReadableStream<Uint8Array>;
+      readonly headers: Headers;
+    }
+  | Exclude<ApiResult<never>, { readonly kind: "Ok" }>;
+
 export interface ApiClient {
   readonly server: ServerAddress;
   request<T>(
@@ -224,6 +225,8 @@ export interface ApiClient {
     path: string,
     options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
   ): Promise<ApiResult<Response>>;
+  /** A request whose successful body is streamed (job output, a backup), not parsed. */
+  stream(path: string, method?: "GET" | "POST"): Promise<StreamResult>;
 }
 
 export function describeServer(server: ServerAddress): string {
@@ -235,14 +238,10 @@ export function createClient(
   token: string | null,
   runtime: Pick<ClientRuntime, "fetch">,
 ): ApiClient {
-  type Options = {
-    readonly body?: unknown;
-    readonly headers?: Readonly<Record<string, string>>;
-  };
   async function send(
     method: "GET" | "POST",
     path: string,
-    options: Options,
+    options: RequestOptions,
   ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
     const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
     if (token !== null) headers["Authorization"] = `Bearer ${token}`;
@@ -258,48 +257,99 @@ export function createClient(
     try {
       return await runtime.fetch(url, init);
     } catch (error) {
-      return {
-        kind: "Unreachable",
-        message: `cannot reach the daemon at ${describeServer(server)}: ${(error as Error).message}`,
-      };
+      return { kind: "Unreachable", message: unreachableMessage(server, error) };
     }
   }
-  async function readAnswer<T>(response: Response): Promise<ApiResult<T>> {
-    const text = await response.text();
-    let body: unknown;
-    try {
-      body = text === "" ? null : JSON.parse(text);
-    } catch {
-      body = null;
-    }
-    if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
-    if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
-    return {
-      kind: "Problem",
-      status: response.status,
-      problem: {
-        type: "about:blank",
-        title: response.statusText || "Error",
-        status: response.status,
-        detail: text.slice(0, 500) || `HTTP ${response.status}`,
-      },
-    };
-  }
+
   return {
     server,
-    async request<T>(method: "GET" | "POST", path: string, options: Options = {}) {
+    async request<T>(
+      method: "GET" | "POST",
+      path: string,
+      options: RequestOptions = {},
+    ): Promise<ApiResult<T>> {
       const response = await send(method, path, options);
       if (!(response instanceof Response)) return response;
-      return readAnswer<T>(response);
+      const text = await response.text();
+      let body: unknown;
+      try {
+        body = text === "" ? null : JSON.parse(text);
+      } catch {
+        body = null;
+      }
+      if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
+      return toProblem(response, text, body);
     },
-    async open(method: "GET" | "POST", path: string, options: Options = {}) {
+    async open(method: "GET" | "POST", path: string, options: RequestOptions = {}) {
       const response = await send(method, path, options);
       if (!(response instanceof Response)) return response;
       if (response.ok) return { kind: "Ok", status: response.status, body: response };
-      const failed = await readAnswer<never>(response);
-      return failed;
+      const text = await response.text();
+      let body: unknown = null;
+      try {
+        body = JSON.parse(text);
+      } catch {}
+      return toProblem(response, text, body);
+    },
+    async stream(path: string, method: "GET" | "POST" = "GET") {
+      const response = await send(method, path, {});
+      if (!(response instanceof Response)) return response;
+      if (response.ok && response.body !== null) {
+        return {
+          kind: "Ok",
+          status: response.status,
+          body: response.body,
+          headers: response.headers,
+        };
+      }
+      const text = await response.text();
+      let body: unknown = null;
+      try {
+        body = JSON.parse(text);
+      } catch {}
+      return toProblem(response, text, body);
     },
   };
+}
+
+type RequestOptions = {
+  readonly body?: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+};
+
+function toProblem(
+  response: Response,
+  text: string,
+  body: unknown,
+): { readonly kind: "Problem"; readonly status: number; readonly problem: Problem } {
+  if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
+  return {
+    kind: "Problem",
+    status: response.status,
+    problem: {
+      type: "about:blank",
+      title: response.statusText || "Error",
+      status: response.status,
+      detail: text.slice(0, 500) || `HTTP ${response.status}`,
+    },
+  };
+}
+
+/**
+ * No HTTP answer. The usual cause over a unix socket is a daemon that is not running there
+ * (no socket file, or a stale one nobody listens on): say that, and how to point the client
+ * elsewhere, instead of the runtime's guess about typos in a URL.
+ */
+export function unreachableMessage(server: ServerAddress, error: unknown): string {
+  const code = (error as { readonly code?: unknown } | null)?.code;
+  const where = describeServer(server);
+  if (server.kind === "unix" && (code === "ENOENT" || code === "ECONNREFUSED")) {
+    return `no daemon is running at ${where} (start one with \`openai4s serve\`, or point at it with --server unix:PATH or $${SERVER_ENV})`;
+  }
+  if (server.kind === "http" && code === "ECONNREFUSED") {
+    return `no daemon is listening at ${where} (check --server or $${SERVER_ENV})`;
+  }
+  return `cannot reach the daemon at ${where}: ${(error as Error).message}`;
 }
 
 function isProblem(body: unknown): body is Problem {
@@ -379,7 +429,7 @@ export function table(header: readonly string[], rows: readonly (readonly string
  * nothing of the server is loaded), one definition of the wire format for both ends.
  */
 export type WorkloadBody = WorkloadView;
-export type ProfileBody = ProfileView;
+export type ProfileBody = ListedProfileView;
 export type EventBody = EventView;
 
 export const TERMINAL_PHASES: ReadonlySet<string> = new Set([

@@ -37,12 +37,13 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
         printJson(io, result.body);
         return 0;
       }
+      const profiles = result.body.profiles;
       io.stdout(
         table(
           ["NAME", "KINDS", "NODES", "CPUS", "GPUS", "MEMORY", "TIME LIMIT", "DESCRIPTION"],
-          result.body.profiles.map((p) => [
+          profiles.map((p) => [
             p.name,
-            p.kinds.join(","),
+            p.kinds.map((k) => (p.placement[k]?.placeable === false ? `${k}*` : k)).join(","),
             String(p.resources.nodes),
             String(p.resources.cpus),
             String(p.resources.gpus),
@@ -54,6 +55,19 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
           ]),
         ),
       );
+      // Why a kind cannot be placed now, once per distinct reason: the table stays narrow.
+      const notNow = new Map<string, string>();
+      for (const p of profiles) {
+        for (const [kind, place] of Object.entries(p.placement)) {
+          if (place?.placeable === false) {
+            notNow.set(
+              `${kind}*`,
+              `${kind}* cannot be placed now (${place.reason}): ${place.message}`,
+            );
+          }
+        }
+      }
+      for (const line of notNow.values()) io.stdout(`${line}\n`);
       return 0;
     },
   });

@@ -4,14 +4,17 @@
  */
 
 import { superviseCommand } from "../composition-root.ts";
+import { restoreCommand } from "../daemon/restore-command.ts";
 import { serveCommand } from "../daemon/serve-command.ts";
 import { workerCommand } from "../worker/worker-command.ts";
+import { backupCommand } from "./backup.ts";
 import { cancelCommand } from "./cancel.ts";
 import { checkConfigCommand } from "./check-config.ts";
 import type { Command } from "./command.ts";
 import { execCommand } from "./exec.ts";
 import { interruptCommand } from "./interrupt.ts";
 import { listCommand } from "./list.ts";
+import { logsCommand } from "./logs.ts";
 import { profilesCommand } from "./profiles.ts";
 import { sessionCommand } from "./session.ts";
 import { showCommand } from "./show.ts";
@@ -26,10 +29,13 @@ export const COMMANDS: readonly Command[] = [
   interruptCommand,
   listCommand,
   showCommand,
+  logsCommand,
   cancelCommand,
   waitCommand,
   profilesCommand,
   checkConfigCommand,
+  backupCommand,
+  restoreCommand,
   workerCommand,
   superviseCommand,
 ];

@@ -55,6 +55,7 @@ import {
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
 import { checkStateDirOwnership } from "./state-ownership.ts";
+import { storeBackup } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
 export interface DaemonConfig {
@@ -312,6 +313,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     reconciler,
     clock,
     log,
+    logFile: layout.jobLogPath,
+    backup: storeBackup(database.sqlite, layout),
     version: config.version,
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });

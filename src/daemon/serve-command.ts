@@ -5,8 +5,8 @@
  */
 import { homedir } from "node:os";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { type Command, type CommandIo, UsageError } from "../cli/command.ts";
+import { parseStrict } from "../cli/parse-args.ts";
 import { systemClock } from "../clock.ts";
 import { BACKENDS, DEFAULT_BACKEND } from "../composition-root.ts";
 import { jsonLog, type LogLevel } from "../log.ts";
@@ -140,12 +140,7 @@ export function parseServeArgs(
   homeDir: string,
   daemonUid: number = process.getuid?.() ?? -1,
 ): ServeOptions | "help" {
-  let parsed: ReturnType<typeof parse>;
-  try {
-    parsed = parse(args);
-  } catch (error) {
-    throw new UsageError(`serve: ${(error as Error).message}`);
-  }
+  const parsed = parse(args);
   const v = parsed.values;
   if (v.help) return "help";
   if (parsed.positionals.length > 0) {
@@ -195,25 +190,20 @@ export function parseServeArgs(
 }
 
 function parse(args: readonly string[]) {
-  return parseArgs({
-    args: [...args],
-    strict: true,
-    allowPositionals: true,
-    options: {
-      "state-dir": { type: "string" },
-      "spool-dir": { type: "string" },
-      "allow-network-db": { type: "boolean" },
-      listen: { type: "string", multiple: true },
-      "allow-remote": { type: "boolean" },
-      backend: { type: "string" },
-      "cluster-config": { type: "string" },
-      "log-level": { type: "string" },
-      "run-as": { type: "string" },
-      "poll-min-ms": { type: "string" },
-      "poll-max-ms": { type: "string" },
-      "max-commands": { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
+  return parseStrict("serve", args, {
+    "state-dir": { type: "string" },
+    "spool-dir": { type: "string" },
+    "allow-network-db": { type: "boolean" },
+    listen: { type: "string", multiple: true },
+    "allow-remote": { type: "boolean" },
+    backend: { type: "string" },
+    "cluster-config": { type: "string" },
+    "log-level": { type: "string" },
+    "run-as": { type: "string" },
+    "poll-min-ms": { type: "string" },
+    "poll-max-ms": { type: "string" },
+    "max-commands": { type: "string" },
+    help: { type: "boolean", short: "h" },
   });
 }
 

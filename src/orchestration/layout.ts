@@ -35,7 +35,7 @@ export interface StateLayout {
   workspaceDir(workloadId: string): string;
   /** Spool: one allocation's logs and credential files. */
   allocationDir(workloadId: string, allocationId: string): string;
-  /** Spool: the job log of one allocation (what its command printed). */
+  /** Spool: the job log of one allocation (what its command printed; read by `GET .../logs`). */
   jobLogPath(workloadId: string, allocationId: string, stream: LogStream): string;
   /**
    * Private: what the daemon records about one attempt and parses later (e.g. the session

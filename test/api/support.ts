@@ -10,7 +10,9 @@ import { createApp } from "../../src/api/app.ts";
 import type { Access, ApiDeps, TickFigures } from "../../src/api/deps.ts";
 import type { SessionService } from "../../src/api/session-service.ts";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
+import { storeBackup } from "../../src/daemon/store-backup.ts";
 import { memoryLog } from "../../src/log.ts";
+import { stateLayout } from "../../src/orchestration/layout.ts";
 import type { ResourceProfile, SubmissionToken } from "../../src/orchestration/models.ts";
 import type {
   AllocationBackend,
@@ -143,6 +145,9 @@ export function harness(
     },
     clock,
     log,
+    logFile: stateLayout(dir).jobLogPath,
+    backup: storeBackup(opened.sqlite, stateLayout(dir)),
+    logPollMs: 20,
     version: "9.9.9-test",
     ...(options.sessions ? { sessions: options.sessions } : {}),
     ...(options.diagnosticsTimeoutMs !== undefined

@@ -35,8 +35,38 @@ describe("health and profiles", () => {
       "description",
       "kinds",
       "name",
+      "placement",
       "resources",
     ]);
+  });
+
+  test("placement says per profile and kind whether it can be placed now, and why not", async () => {
+    const unverified = make();
+    const body = (await (await unverified.request("/v1/profiles")).json()) as {
+      profiles: { name: string; placement: Record<string, unknown> }[];
+    };
+    expect(body.profiles.find((p) => p.name === "default")?.placement).toEqual({
+      BATCH: { placeable: true, reason: null, message: null },
+    });
+    expect(body.profiles.find((p) => p.name === "interactive")?.placement).toEqual({
+      SESSION: {
+        placeable: false,
+        reason: "ISOLATION_UNAVAILABLE",
+        message: "backend fake does not isolate sessions",
+      },
+      BATCH: { placeable: true, reason: null, message: null },
+    });
+    const verified = make({
+      backend: fakeBackend({
+        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+      } as never),
+    });
+    const ok = (await (await verified.request("/v1/profiles")).json()) as typeof body;
+    expect(ok.profiles.find((p) => p.name === "interactive")?.placement["SESSION"]).toEqual({
+      placeable: true,
+      reason: null,
+      message: null,
+    });
   });
 });
 

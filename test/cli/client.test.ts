@@ -8,12 +8,12 @@ import {
 } from "../../src/cli/client.ts";
 import { UsageError } from "../../src/cli/command.ts";
 
-const runtime = { homeDir: () => "/home/ada", cwd: () => "/work" };
+const runtime = { homeDir: () => "/home/ada", cwd: () => "/srv/o4s" };
 
 describe("--server, $OPENAI4S_SERVER, default socket", () => {
   test.each([
     ["unix:/run/a.sock", {}, { kind: "unix", path: "/run/a.sock" }],
-    ["unix:rel.sock", {}, { kind: "unix", path: "/work/rel.sock" }],
+    ["unix:rel.sock", {}, { kind: "unix", path: "/srv/o4s/rel.sock" }],
     ["http://127.0.0.1:8080", {}, { kind: "http", baseUrl: "http://127.0.0.1:8080" }],
     ["http://host:1/ignored/path", {}, { kind: "http", baseUrl: "http://host:1" }],
     [undefined, { OPENAI4S_SERVER: "unix:/e.sock" }, { kind: "unix", path: "/e.sock" }],
@@ -36,7 +36,10 @@ describe("--server, $OPENAI4S_SERVER, default socket", () => {
 });
 
 describe("tokens", () => {
-  const files = { readFile: (p: string) => (p === "/work/t" ? " tok\n" : ""), cwd: () => "/work" };
+  const files = {
+    readFile: (p: string) => (p === "/srv/o4s/t" ? " tok\n" : ""),
+    cwd: () => "/srv/o4s",
+  };
   test("--token-file is read and trimmed; else $OPENAI4S_TOKEN; else none", () => {
     expect(resolveToken("t", { OPENAI4S_TOKEN: "env" }, files)).toBe("tok");
     expect(resolveToken(undefined, { OPENAI4S_TOKEN: "env" }, files)).toBe("env");

@@ -48,7 +48,7 @@ export function runtimeFor(h: Harness, options: { readonly tty?: boolean } = {})
       });
     },
     homeDir: () => "/home/test",
-    cwd: () => "/work",
+    cwd: () => "/srv/o4s",
     readFile: () => {
       throw new Error("no files in this test");
     },

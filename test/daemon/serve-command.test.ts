@@ -6,7 +6,7 @@ import { main } from "../../src/main.ts";
 import { captureIo } from "../cli/support.ts";
 
 const parse = (args: string[], env: Record<string, string> = {}, daemonUid = 0) =>
-  parseServeArgs(args, env, "/work", "/home/ada", daemonUid);
+  parseServeArgs(args, env, "/srv/o4s", "/home/ada", daemonUid);
 
 const NOBODY = { uid: 65534, gid: 65534, label: "nobody" };
 
@@ -28,7 +28,7 @@ describe("serve flags", () => {
   test("--spool-dir, else $OPENAI4S_SPOOL_DIR, resolved; --allow-network-db", () => {
     expect(
       parse(["--spool-dir", "sp", "--allow-network-db"], { OPENAI4S_SPOOL_DIR: "/e" }),
-    ).toMatchObject({ spoolDir: "/work/sp", allowNetworkDb: true });
+    ).toMatchObject({ spoolDir: "/srv/o4s/sp", allowNetworkDb: true });
     expect(parse([], { OPENAI4S_SPOOL_DIR: "/e" })).toMatchObject({ spoolDir: "/e" });
     expect(() => parse(["--spool-dir", ""])).toThrow(UsageError);
   });
@@ -90,13 +90,13 @@ describe("serve flags", () => {
       "c.toml",
     ]);
     expect(options).toMatchObject({
-      stateDir: "/work/st",
+      stateDir: "/srv/o4s/st",
       listen: [
-        { kind: "unix", path: "/work/a.sock" },
+        { kind: "unix", path: "/srv/o4s/a.sock" },
         { kind: "tcp", host: "127.0.0.1", port: 8080 },
         { kind: "tcp", host: "::1", port: 8081 },
       ],
-      clusterConfigPath: "/work/c.toml",
+      clusterConfigPath: "/srv/o4s/c.toml",
     });
   });
 

@@ -5,13 +5,13 @@ import { join } from "node:path";
 import { prepareStateDir, resolveStateDir } from "../../src/daemon/state-dir.ts";
 
 describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/.local/state", () => {
-  const base = { homeDir: "/home/ada", cwd: "/work" };
+  const base = { homeDir: "/home/ada", cwd: "/srv/o4s" };
   test.each([
     [
       "the flag wins",
       "rel/dir",
       { OPENAI4S_STATE_DIR: "/e", XDG_STATE_HOME: "/x" },
-      "/work/rel/dir",
+      "/srv/o4s/rel/dir",
       "flag",
     ],
     [

@@ -26,6 +26,8 @@ export const LIMITS = {
   listLimitMax: 500,
   listLimitDefault: 50,
   idempotencyKeyMaxLength: 200,
+  logTailMaxLines: 1_000_000,
+  logAttemptMax: 1_000_000,
 } as const;
 
 /**
@@ -89,16 +91,26 @@ const envObject = v.pipe(
 );
 
 export const SubmitBody = v.strictObject({
-  kind: v.picklist(WORKLOAD_KINDS),
-  profile: v.pipe(v.string(), v.minLength(1), v.maxLength(LIMITS.profileMaxLength)),
+  kind: v.pipe(v.picklist(WORKLOAD_KINDS), v.description("SESSION or BATCH.")),
+  profile: v.pipe(
+    v.string(),
+    v.minLength(1),
+    v.maxLength(LIMITS.profileMaxLength),
+    v.description("A profile from GET /v1/profiles that accepts this kind."),
+  ),
   name: v.optional(
-    v.pipe(v.string(), v.regex(NAME_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")),
+    v.pipe(
+      v.string(),
+      v.regex(NAME_PATTERN, "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"),
+      v.description("A name for listings."),
+    ),
   ),
   command: v.optional(
     v.pipe(
       v.array(argument),
       v.minLength(1, "must not be empty"),
       v.maxLength(LIMITS.commandMaxArgs),
+      v.description("argv, run without a shell; required for BATCH, refused for SESSION."),
     ),
   ),
   env: v.optional(
@@ -108,23 +120,41 @@ export const SubmitBody = v.strictObject({
         (env) => Object.keys(env).length <= LIMITS.envMaxEntries,
         `at most ${LIMITS.envMaxEntries} variables`,
       ),
+      v.description(
+        "Environment of the job. Names starting with OPENAI4S_ and credential-shaped names are refused.",
+      ),
     ),
   ),
-  timeLimitSeconds: v.optional(positiveInteger(LIMITS.timeLimitMaxSeconds)),
+  timeLimitSeconds: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.timeLimitMaxSeconds),
+      v.description("At most the profile's limit when it has one."),
+    ),
+  ),
   idleTimeoutSeconds: v.optional(
     v.pipe(
       v.number(),
       v.integer("must be an integer"),
       v.minValue(LIMITS.idleTimeoutMinSeconds),
       v.maxValue(LIMITS.idleTimeoutMaxSeconds),
+      v.description("SESSION only: end the session after this long without a user."),
     ),
   ),
-  maxAttempts: v.optional(positiveInteger(LIMITS.maxAttemptsMax)),
+  maxAttempts: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.maxAttemptsMax),
+      v.description("Attempts after node failures or preemption (default 1)."),
+    ),
+  ),
 });
 export type SubmitBody = v.InferOutput<typeof SubmitBody>;
 
 export const ExecBody = v.strictObject({
-  code: v.pipe(v.string(), v.maxLength(LIMITS.codeMaxLength)),
+  code: v.pipe(
+    v.string(),
+    v.maxLength(LIMITS.codeMaxLength),
+    v.description("Python code to run in the session's kernel."),
+  ),
 });
 
 export const TaskBody = v.strictObject({
@@ -132,8 +162,14 @@ export const TaskBody = v.strictObject({
     v.array(argument),
     v.minLength(1, "must not be empty"),
     v.maxLength(LIMITS.commandMaxArgs),
+    v.description("argv of the step, run inside the live allocation without a shell."),
   ),
-  timeoutSeconds: v.optional(positiveInteger(LIMITS.taskTimeoutMaxSeconds)),
+  timeoutSeconds: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.taskTimeoutMaxSeconds),
+      v.description(`Kill the step after this long (default ${LIMITS.taskTimeoutDefaultSeconds}).`),
+    ),
+  ),
 });
 
 const decimal = (max: number) =>
@@ -146,8 +182,49 @@ const decimal = (max: number) =>
   );
 
 export const ListQuery = v.strictObject({
-  kind: v.optional(v.picklist(WORKLOAD_KINDS)),
-  phase: v.optional(v.picklist(PHASES)),
-  limit: v.optional(decimal(LIMITS.listLimitMax)),
-  cursor: v.optional(v.string()),
+  kind: v.optional(v.pipe(v.picklist(WORKLOAD_KINDS), v.description("Only this kind."))),
+  phase: v.optional(v.pipe(v.picklist(PHASES), v.description("Only this phase."))),
+  limit: v.optional(
+    v.pipe(
+      decimal(LIMITS.listLimitMax),
+      v.description(`Page size (default ${LIMITS.listLimitDefault}).`),
+    ),
+  ),
+  cursor: v.optional(v.pipe(v.string(), v.description("nextCursor of the previous page."))),
+});
+
+const decimalFrom = (min: number, max: number) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^[0-9]{1,7}$/, "must be a decimal integer"),
+    v.transform(Number),
+    v.minValue(min),
+    v.maxValue(max),
+  );
+
+export const LOG_STREAMS = ["stdout", "stderr"] as const;
+
+export const LogsQuery = v.strictObject({
+  stream: v.optional(
+    v.pipe(v.picklist(LOG_STREAMS), v.description("The job's stdout (default) or stderr.")),
+  ),
+  tail: v.optional(
+    v.pipe(
+      decimalFrom(0, LIMITS.logTailMaxLines),
+      v.description("Only the last N lines; 0 with follow: only what is written from now on."),
+    ),
+  ),
+  follow: v.optional(
+    v.pipe(
+      v.picklist(["true", "false", "1", "0"]),
+      v.description("Stream (chunked) while the attempt runs; the response ends when it ends."),
+      v.transform((x) => x === "true" || x === "1"),
+    ),
+  ),
+  attempt: v.optional(
+    v.pipe(
+      decimalFrom(1, LIMITS.logAttemptMax),
+      v.description("The attempt's number (1 is the first); default the latest."),
+    ),
+  ),
 });

@@ -2,7 +2,7 @@
  * Runs one program as an argv array (never through a shell), with a timeout that kills the
  * whole process group and output drained under a byte cap. The broker is its only caller.
  *
- * Why each guard exists (measured: /work/shared/notes/bun-facts.md):
+ * Why each guard exists (measured on Bun 1.4.5):
  * - `Bun.spawn`'s own `timeout` kills only the direct child; a grandchild keeps the pipes open
  *   and the read blocks for ever. The child is spawned detached (its own process group) and
  *   the group is killed.

@@ -8,7 +8,7 @@
  * so every refusal has a line), smol-toml and Bun's built-in reader. Both of those are
  * production paths, so a file one of them reads differently from the other is refused rather
  * than trusted: a divergence is a profile silently landing on the wrong queue. Measured
- * differences this guards against (/work/shared/notes/bun-facts.md): dates (refused here
+ * differences this guards against (measured on Bun 1.4.5): dates (refused here
  * anyway) and lenient TOML 1.1 escapes (`\e`, `\x41`), which both accept and TOML 1.0 does not.
  */
 import { parse as smolParse, TomlError } from "smol-toml";

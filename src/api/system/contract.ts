@@ -1,0 +1,237 @@
+/**
+ * Every route of the API with the valibot schemas that validate its input and describe its
+ * output: the one source `/openapi.json` is generated from. The contract test holds the app
+ * to it (every registered route is here and the reverse; real responses parse with these
+ * schemas) and holds it to itself (every field has a description).
+ */
+import type * as v from "valibot";
+import {
+  DiagnosticsSchema,
+  EventListSchema,
+  ExecResultSchema,
+  HealthSchema,
+  InterruptResultSchema,
+  ProfileListSchema,
+  TaskResultSchema,
+  WorkloadListSchema,
+  WorkloadSchema,
+} from "../view-schemas.ts";
+import { ExecBody, ListQuery, LogsQuery, SubmitBody, TaskBody } from "../workloads/schemas.ts";
+
+export type Body =
+  | { readonly kind: "json"; readonly schema: v.GenericSchema; readonly name: string }
+  | { readonly kind: "raw"; readonly contentType: string; readonly description: string };
+
+export interface Operation {
+  readonly method: "GET" | "POST";
+  /** OpenAPI form: `/v1/workloads/{id}`. */
+  readonly path: string;
+  readonly operationId: string;
+  readonly summary: string;
+  readonly query?: { readonly schema: v.GenericSchema; readonly name: string };
+  readonly body?: { readonly schema: v.GenericSchema; readonly name: string };
+  readonly headers?: readonly { readonly name: string; readonly description: string }[];
+  /** Success responses by status. */
+  readonly ok: Readonly<Record<string, { readonly description: string; readonly body: Body }>>;
+  /** Problem responses by status, besides 401 and 500 which every route may answer. */
+  readonly problems: Readonly<Record<string, string>>;
+}
+
+const json = (schema: v.GenericSchema, name: string): Body => ({ kind: "json", schema, name });
+const workload = json(WorkloadSchema, "Workload");
+const noSuchWorkload = { "404": "No such workload." };
+
+export const OPERATIONS: readonly Operation[] = [
+  {
+    method: "GET",
+    path: "/healthz",
+    operationId: "health",
+    summary: "Liveness",
+    ok: { "200": { description: "The daemon answers.", body: json(HealthSchema, "Health") } },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/v1/profiles",
+    operationId: "listProfiles",
+    summary: "The profiles the backend offers, and what can be placed on each now",
+    ok: { "200": { description: "Profiles.", body: json(ProfileListSchema, "ProfileList") } },
+    problems: {},
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads",
+    operationId: "submitWorkload",
+    summary: "Submit a SESSION or a BATCH workload",
+    body: { schema: SubmitBody, name: "SubmitRequest" },
+    headers: [
+      {
+        name: "Idempotency-Key",
+        description: "Retrying with the same key and body returns the same workload (200).",
+      },
+    ],
+    ok: {
+      "201": { description: "Accepted; Location names it.", body: workload },
+      "200": { description: "Replayed: the key was used with this body before.", body: workload },
+    },
+    problems: {
+      "400": "Invalid body or a limit of the profile exceeded.",
+      "409": "Idempotency-Key reused with another body, or a SESSION cannot be placed.",
+      "413": "Body too large.",
+      "415": "Body is not JSON.",
+    },
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads",
+    operationId: "listWorkloads",
+    summary: "Workloads, newest first, a page at a time",
+    query: { schema: ListQuery, name: "ListQuery" },
+    ok: { "200": { description: "A page.", body: json(WorkloadListSchema, "WorkloadList") } },
+    problems: { "400": "Invalid query." },
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads/{id}",
+    operationId: "getWorkload",
+    summary: "One workload with its conditions and attempts",
+    ok: { "200": { description: "The workload.", body: workload } },
+    problems: noSuchWorkload,
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads/{id}/events",
+    operationId: "listEvents",
+    summary: "The workload's transitions, oldest first",
+    ok: { "200": { description: "Events.", body: json(EventListSchema, "EventList") } },
+    problems: noSuchWorkload,
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads/{id}/logs",
+    operationId: "workloadLogs",
+    summary: "The job's stdout or stderr; with follow, streamed until the attempt ends",
+    query: { schema: LogsQuery, name: "LogsQuery" },
+    ok: {
+      "200": {
+        description: "The log's bytes (chunked transfer when following).",
+        body: { kind: "raw", contentType: "text/plain", description: "Job output." },
+      },
+    },
+    problems: {
+      "400": "Invalid query.",
+      "404": "No such workload, attempt or log (yet), or the log is not a regular file.",
+    },
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads/{id}/cancel",
+    operationId: "cancelWorkload",
+    summary: "Cancel; idempotent",
+    ok: { "202": { description: "Cancellation requested (or already done).", body: workload } },
+    problems: noSuchWorkload,
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads/{id}/exec",
+    operationId: "execInSession",
+    summary: "Run code in a READY session's kernel",
+    body: { schema: ExecBody, name: "ExecRequest" },
+    headers: [
+      {
+        name: "Accept",
+        description:
+          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}`. A client that disconnects has its cell interrupted after a grace.",
+      },
+    ],
+    ok: {
+      "200": {
+        description: "The kernel ran it (the JSON answer; see Accept for the stream).",
+        body: json(ExecResultSchema, "ExecResult"),
+      },
+    },
+    problems: {
+      "400": "Invalid body.",
+      "404": "No such workload or session.",
+      "409": "Not a session, not READY, ended, or sessions disabled.",
+    },
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads/{id}/interrupt",
+    operationId: "interruptSession",
+    summary: "Interrupt the running cell (KeyboardInterrupt); the kernel's state is kept",
+    ok: {
+      "200": {
+        description: "Delivered, or nothing was running.",
+        body: json(InterruptResultSchema, "InterruptResult"),
+      },
+    },
+    problems: {
+      "404": "No such workload or session.",
+      "409": "Not a session, not READY, ended, or sessions disabled.",
+    },
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads/{id}/tasks",
+    operationId: "runTask",
+    summary: "Run a step inside the workload's live allocation",
+    body: { schema: TaskBody, name: "TaskRequest" },
+    ok: { "200": { description: "The step ran.", body: json(TaskResultSchema, "TaskResult") } },
+    problems: {
+      "400": "Invalid body.",
+      "404": "No such workload.",
+      "409": "No live allocation, the workload is ending, or the backend cannot run steps.",
+      "503": "The backend did not answer.",
+    },
+  },
+  {
+    method: "POST",
+    path: "/v1/backup",
+    operationId: "backup",
+    summary: "A consistent copy of the store (SQLite VACUUM INTO), as the body",
+    ok: {
+      "200": {
+        description:
+          "The copy. One Openai4s-Keep-Beside header (`NAME PATH`) per file to keep with it.",
+        body: { kind: "raw", contentType: "application/vnd.sqlite3", description: "SQLite file." },
+      },
+    },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/v1/diagnostics",
+    operationId: "diagnostics",
+    summary: "Backend health and the reconciler's last tick",
+    ok: { "200": { description: "Diagnostics.", body: json(DiagnosticsSchema, "Diagnostics") } },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/metrics",
+    operationId: "metrics",
+    summary: "Prometheus metrics",
+    ok: {
+      "200": {
+        description: "Prometheus text exposition format.",
+        body: { kind: "raw", contentType: "text/plain", description: "Metrics." },
+      },
+    },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/openapi.json",
+    operationId: "openApi",
+    summary: "This document",
+    ok: {
+      "200": {
+        description: "OpenAPI 3.1.",
+        body: { kind: "raw", contentType: "application/json", description: "OpenAPI 3.1." },
+      },
+    },
+    problems: {},
+  },
+];

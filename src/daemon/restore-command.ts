@@ -1,0 +1,187 @@
+/**
+ * `openai4s restore BACKUP`: puts a copy taken by `openai4s backup` in place of a stopped
+ * daemon's store, so that the daemon started on it converges without running a job twice.
+ *
+ * A copy is older than the world. Two things happened after it that it cannot know:
+ * - An attempt live in the copy may have ended and been acknowledged since, after which a
+ *   backend may forget it. The restored daemon then finds it gone (LOST), and with attempts
+ *   left it would submit it again: a job run twice. So in-flight attempts of the copy get no
+ *   automatic retry (max attempts = the attempt they are on). Attempts that still run are
+ *   observed as usual; attempts minted but unanswered are found by their token (INV-8).
+ * - A workload waiting in the copy (PENDING) may have been submitted by the old daemon
+ *   after the copy, under a token the copy never saw. Nothing can find that job by token.
+ *   These workloads are listed; `--cancel-pending` cancels them instead of resubmitting.
+ */
+import { Database } from "bun:sqlite";
+import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
+import { homedir } from "node:os";
+import { resolve } from "node:path";
+import type { Command, CommandIo } from "../cli/command.ts";
+import { UsageError } from "../cli/command.ts";
+import { parseStrict } from "../cli/parse-args.ts";
+import { systemClock } from "../clock.ts";
+import { stateLayout } from "../orchestration/layout.ts";
+import { TERMINAL_PHASES } from "../orchestration/models.ts";
+import { openDatabase, requestStop } from "../store/index.ts";
+import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
+import { lockStateDir } from "./state-lock.ts";
+
+const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending]
+
+Put BACKUP (a copy taken by \`openai4s backup\`) in place of the store of a STOPPED daemon.
+The current store is kept beside it as openai4s.db.before-restore-TIME. Keep the state
+dir's signing-key and admin-token (or put back the ones saved with the backup).
+
+What happened after the copy was taken is not in it. So that no job runs twice:
+  - attempts that were live in the copy are not retried automatically;
+  - workloads that were waiting to be submitted are listed: the old daemon may have
+    submitted them after the copy. Check the backend for their jobs, or pass
+    --cancel-pending to cancel them (resubmit what you still need).
+
+Options:
+  --state-dir DIR     The daemon's state dir (else $OPENAI4S_STATE_DIR, else the default).
+  --cancel-pending    Cancel the waiting workloads instead of submitting them again.
+  -h, --help          Show this help.
+Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage error.
+`;
+
+const TERMINAL_SQL = TERMINAL_PHASES.map((p) => `'${p}'`).join(", ");
+
+/** "ok", or what is wrong; a file that is not a database at all is a finding, not a crash. */
+function integrity(path: string): string {
+  let db: Database;
+  try {
+    db = new Database(path, { readonly: true });
+  } catch (error) {
+    return String(error);
+  }
+  try {
+    const rows = db.query("PRAGMA integrity_check").all() as Record<string, string>[];
+    return rows.map((r) => Object.values(r)[0]).join("; ");
+  } catch (error) {
+    return String(error);
+  } finally {
+    db.close();
+  }
+}
+
+interface Adjusted {
+  readonly noRetry: number;
+  readonly waiting: readonly string[];
+}
+
+/** The rules above, applied to the copy before it goes into place (migrated first). */
+function adjust(path: string, cancelPending: boolean): Adjusted {
+  const opened = openDatabase(path);
+  try {
+    const sqlite = opened.sqlite;
+    const noRetry = sqlite
+      .query(
+        `UPDATE workloads SET max_attempts = execution_epoch
+         WHERE phase NOT IN (${TERMINAL_SQL}) AND phase != 'PENDING'
+           AND execution_epoch > 0 AND max_attempts > execution_epoch`,
+      )
+      .run().changes;
+    const waiting = (
+      sqlite
+        .query("SELECT id FROM workloads WHERE phase = 'PENDING' ORDER BY created_at, id")
+        .all() as { id: string }[]
+    ).map((r) => r.id);
+    if (cancelPending) {
+      const store = { db: opened.db, clock: systemClock };
+      for (const id of waiting) {
+        requestStop(
+          store,
+          id,
+          "USER_CANCELLED",
+          "cancelled on restore: it may have run after the copy",
+        );
+      }
+    }
+    // Everything into the main file: the copy goes into place as one file.
+    sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
+    return { noRetry, waiting };
+  } finally {
+    opened.close();
+  }
+}
+
+async function restore(args: readonly string[], io: CommandIo): Promise<number> {
+  const parsed = parseStrict("restore", args, {
+    "state-dir": { type: "string" },
+    "cancel-pending": { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  });
+  if (parsed.values.help) {
+    io.stdout(HELP);
+    return 0;
+  }
+  const [backup, ...extra] = parsed.positionals;
+  if (backup === undefined) throw new UsageError("restore: BACKUP is required");
+  if (extra.length > 0) throw new UsageError(`restore: unexpected argument "${extra[0]}"`);
+  const cwd = process.cwd();
+  const source = resolve(cwd, backup);
+  if (!existsSync(source)) throw new UsageError(`restore: ${backup} does not exist`);
+  if (existsSync(`${source}-wal`)) {
+    // Its newest commits may be in the WAL, which a copy of the main file would drop.
+    io.stderr(
+      `openai4s restore: ${backup}-wal exists: that is a live database, not a backup; take one with \`openai4s backup\`\n`,
+    );
+    return 1;
+  }
+  const stateDir = resolveStateDir({
+    flag: parsed.values["state-dir"],
+    env: io.env,
+    homeDir: homedir(),
+    cwd,
+  }).path;
+  prepareStateDir(stateDir);
+  const lock = lockStateDir(stateDir);
+  if (lock.kind === "Busy") {
+    io.stderr(`openai4s restore: ${lock.message}; stop the daemon first\n`);
+    return 1;
+  }
+  try {
+    const check = integrity(source);
+    if (check !== "ok") {
+      io.stderr(`openai4s restore: ${backup} fails integrity_check: ${check}\n`);
+      return 1;
+    }
+    const layout = stateLayout(stateDir);
+    const staged = `${layout.database}.restoring`;
+    rmSync(staged, { force: true });
+    copyFileSync(source, staged);
+    const adjusted = adjust(staged, parsed.values["cancel-pending"] === true);
+    for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
+    const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+    for (const suffix of ["", "-wal", "-shm"]) {
+      const file = `${layout.database}${suffix}`;
+      if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
+    }
+    renameSync(staged, layout.database);
+    io.stdout(
+      [
+        `restored ${source} into ${layout.database}`,
+        `attempts live in the copy, not retried automatically: ${adjusted.noRetry}`,
+        adjusted.waiting.length === 0
+          ? "no workload was waiting to be submitted"
+          : `${adjusted.waiting.length} workload(s) were waiting to be submitted${
+              parsed.values["cancel-pending"]
+                ? " and are cancelled"
+                : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
+            }:`,
+        ...adjusted.waiting.map((id) => `  ${id}`),
+        "",
+      ].join("\n"),
+    );
+    return 0;
+  } finally {
+    lock.release();
+  }
+}
+
+export const restoreCommand: Command = {
+  name: "restore",
+  summary: "Put a backup in place of a stopped daemon's store",
+  run: restore,
+};

@@ -1,0 +1,113 @@
+/**
+ * `openai4s restore` on a copy built with the store's own operations: in-flight attempts
+ * lose their automatic retries, waiting workloads are listed, and with --cancel-pending
+ * they are asked to stop; the current store is kept aside, never deleted.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { manualClock } from "../../src/clock.ts";
+import { main } from "../../src/main.ts";
+import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
+import {
+  applyTransition,
+  createWorkload,
+  getWorkload,
+  mintAttempt,
+  openDatabase,
+} from "../../src/store/index.ts";
+import { captureIo } from "../cli/support.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
+
+/** A copy with one RUNNING workload (3 attempts allowed) and one PENDING. */
+function copyWithLiveAndWaiting(path: string): void {
+  const opened = openDatabase(path);
+  const store = { db: opened.db, clock: manualClock() };
+  const base = { kind: "BATCH", profile: "default", spec: { command: ["true"] } } as const;
+  for (const id of ["w-live", "w-waiting"]) {
+    createWorkload(store, {
+      ...base,
+      id,
+      name: id,
+      maxAttempts: 3,
+      idempotencyKey: null,
+      requestHash: id,
+    } as never);
+  }
+  mintAttempt(store, {
+    workloadId: "w-live",
+    allocationId: "a-live",
+    token: mintSubmissionToken(random),
+    expectedEpoch: 0,
+    message: "submitting",
+  });
+  applyTransition(store, {
+    allocation: {
+      id: "a-live",
+      expectedPhase: "SUBMITTING",
+      phase: "RUNNING",
+      reason: "STARTED",
+      message: "started",
+      handle: externalHandle("1"),
+    },
+    workload: {
+      id: "w-live",
+      expectedPhase: "SUBMITTING",
+      expectedEpoch: 1,
+      phase: "RUNNING",
+      reason: "STARTED",
+      message: "started",
+    },
+  });
+  // A backup is one file: everything in the main database, nothing left in a WAL.
+  opened.sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
+  opened.sqlite.run("PRAGMA journal_mode = DELETE");
+  opened.close();
+}
+
+describe("openai4s restore", () => {
+  test("no retry for live attempts; waiting workloads listed and, asked, cancelled", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "o4s-restore-"));
+    dirs.push(dir);
+    const copy = join(dir, "copy.db");
+    copyWithLiveAndWaiting(copy);
+    const state = join(dir, "state");
+    mkdirSync(state, { mode: 0o700 });
+    const current = openDatabase(join(state, "openai4s.db"));
+    current.close();
+
+    const io = captureIo({});
+    expect(
+      await main("openai4s", ["restore", copy, "--state-dir", state, "--cancel-pending"], io),
+    ).toBe(0);
+    expect(io.out()).toContain("not retried automatically: 1");
+    expect(io.out()).toContain("1 workload(s) were waiting to be submitted and are cancelled");
+    expect(io.out()).toContain("  w-waiting");
+    expect(readdirSync(state).some((f) => f.startsWith("openai4s.db.before-restore-"))).toBe(true);
+    expect(existsSync(join(state, "openai4s.db.restoring"))).toBe(false);
+
+    const restored = openDatabase(join(state, "openai4s.db"));
+    const store = { db: restored.db, clock: manualClock() };
+    expect(getWorkload(store, "w-live")?.maxAttempts).toBe(1);
+    expect(getWorkload(store, "w-waiting")?.desired.kind).toBe("STOP");
+    restored.close();
+  });
+
+  test("a copy that is not a database is refused and nothing is replaced", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "o4s-restore-"));
+    dirs.push(dir);
+    const bogus = join(dir, "bogus.db");
+    await Bun.write(bogus, "not a database at all, just text that is long enough".repeat(100));
+    const state = join(dir, "state");
+    const io = captureIo({});
+    expect(await main("openai4s", ["restore", bogus, "--state-dir", state], io)).toBe(1);
+    expect(existsSync(join(state, "openai4s.db"))).toBe(false);
+  });
+});

@@ -1,0 +1,115 @@
+/**
+ * Job output on the REAL cluster: the batch job writes into the shared state dir, and
+ * `GET .../logs?follow=true` (and `openai4s logs --follow`) shows it while the job runs and
+ * ends when the attempt ends.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogsCommand } from "../../src/cli/logs.ts";
+import { systemClock } from "../../src/clock.ts";
+import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { silentLog } from "../../src/log.ts";
+import { captureIo } from "../cli/support.ts";
+import { type TestCluster, testCluster } from "./cluster-env.ts";
+
+describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
+  const cluster = testCluster as TestCluster;
+  let dir: string;
+  let socket: string;
+  let daemon: RunningDaemon;
+
+  const api = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`http://localhost${path}`, {
+      unix: socket,
+      method,
+      ...(body === undefined
+        ? {}
+        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-logs-"));
+    socket = join(dir, "api.sock");
+    const config = join(dir, "cluster.toml");
+    writeFileSync(
+      config,
+      [
+        "[profiles.small]",
+        'description = "one CPU"',
+        'partition = "debug"',
+        "cpus = 1",
+        "memory_mb = 50",
+        "time_limit_minutes = 10",
+        "allow_batch = true",
+        "",
+      ].join("\n"),
+    );
+    const started = await startDaemon({
+      stateDir: join(dir, "state"),
+      listen: [{ kind: "unix", path: socket }],
+      backend: "slurm",
+      clusterConfigPath: config,
+      version: "test",
+      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
+      clock: systemClock,
+      log: silentLog,
+      tickIntervalMs: 250,
+    });
+    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+    daemon = started.daemon;
+  });
+
+  afterAll(async () => {
+    await daemon?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("follow shows the output while the job runs and ends with the attempt", async () => {
+    // The job waits for a file this test creates, so "shown while running" does not
+    // depend on timing: the first line must arrive while the job is provably still there.
+    const gate = join(dir, "gate");
+    const created = await api("POST", "/v1/workloads", {
+      kind: "BATCH",
+      profile: "small",
+      command: [
+        "/bin/sh",
+        "-c",
+        `echo first; echo oops >&2; while [ ! -e ${gate} ]; do sleep 0.2; done; echo second`,
+      ],
+    });
+    expect(created.status).toBe(201);
+    const id = String(created.body["id"]);
+    const response = await fetch(`http://localhost/v1/workloads/${id}/logs?follow=true`, {
+      unix: socket,
+    });
+    expect(response.status).toBe(200);
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    while (!text.includes("first\n")) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`stream ended early: ${JSON.stringify(text)}`);
+      text += decoder.decode(value, { stream: true });
+    }
+    const midway = await api("GET", `/v1/workloads/${id}`);
+    expect(midway.body["phase"]).toBe("RUNNING");
+    writeFileSync(gate, "");
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(text).toBe("first\nsecond\n");
+    const after = await api("GET", `/v1/workloads/${id}`);
+    expect(after.body["phase"]).toBe("COMPLETED");
+
+    const io = captureIo({ OPENAI4S_SERVER: `unix:${socket}` });
+    expect(await createLogsCommand().run([id, "--stderr", "--follow"], io)).toBe(0);
+    expect(io.out()).toBe("oops\n");
+  }, 120_000);
+});
