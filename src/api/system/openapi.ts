@@ -235,12 +235,38 @@ export function openApiDocument(version: string) {
         },
         ExecResult: {
           type: "object",
-          required: ["status", "output", "error"],
+          required: ["status", "output", "error", "outputs", "kernelRestarted"],
           properties: {
             status: { type: "string", enum: ["OK", "ERROR"] },
             output: { type: "string" },
             error: nullable("string"),
+            // Jupyter's stream / display_data / execute_result / error contents (docs/sessions.md).
+            outputs: {
+              type: "array",
+              items: {
+                type: "object",
+                required: ["type"],
+                properties: {
+                  type: {
+                    type: "string",
+                    enum: ["stream", "display_data", "execute_result", "error"],
+                  },
+                  name: { type: "string", enum: ["stdout", "stderr"] },
+                  text: { type: "string" },
+                  data: { type: "object", additionalProperties: { type: "string" } },
+                  ename: { type: "string" },
+                  evalue: { type: "string" },
+                  traceback: { type: "string" },
+                },
+              },
+            },
+            kernelRestarted: { type: "boolean" },
           },
+        },
+        InterruptResult: {
+          type: "object",
+          required: ["interrupted"],
+          properties: { interrupted: { type: "boolean" } },
         },
         TaskRequest: {
           type: "object",
@@ -429,12 +455,39 @@ export function openApiDocument(version: string) {
         post: {
           operationId: "execInSession",
           summary: "Run code in a READY session's kernel; counts as user activity",
-          parameters: [idParameter],
           requestBody: { required: true, ...json(ref("ExecRequest")) },
+          parameters: [
+            idParameter,
+            {
+              name: "stream",
+              in: "query",
+              required: false,
+              description:
+                "1: answer with server-sent events as the code runs (as Accept: text/event-stream)",
+              schema: { type: "string", enum: ["1", "true"] },
+            },
+          ],
           responses: {
-            "200": { description: "The kernel ran the code", ...json(ref("ExecResult")) },
+            "200": {
+              description:
+                "The kernel ran the code (JSON), or its output as server-sent events (stdout, stderr, display, dropped, then result or error)",
+              ...json(ref("ExecResult")),
+            },
             "400": problem("Invalid request"),
             "415": problem("Content-Type names a format other than JSON"),
+            "404": problem("No such workload or session"),
+            "409": problem("Sessions disabled, not a session, ended, or not READY"),
+            ...commonProblems,
+          },
+        },
+      },
+      "/v1/workloads/{id}/interrupt": {
+        post: {
+          operationId: "interruptSession",
+          summary: "KeyboardInterrupt in the session's running cell; the kernel keeps its state",
+          parameters: [idParameter],
+          responses: {
+            "200": { description: "Whether a cell was running", ...json(ref("InterruptResult")) },
             "404": problem("No such workload or session"),
             "409": problem("Sessions disabled, not a session, ended, or not READY"),
             ...commonProblems,
