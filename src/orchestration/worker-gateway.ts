@@ -686,6 +686,13 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
           break;
         }
         case "kernel_status":
+          // Only a change is news: a worker repeating itself must not drive readiness passes.
+          if (
+            live.kernel?.state === message.status.state &&
+            live.kernel.message === message.status.message
+          ) {
+            break;
+          }
           live.kernel = message.status;
           emit({
             kind: "KernelStatus",

@@ -217,8 +217,11 @@ export type CellEvent = v.InferOutput<typeof CellEventSchema>;
 export const KernelStatusSchema = v.pipe(
   v.object({
     state: v.picklist(["stopped", "running", "dead"]),
-    /** How it died (exit code, signal, OOM where the node says so), or what it is doing. */
-    message: v.string(),
+    /**
+     * How it died (exit code, signal, OOM where the node says so), or what it is doing. It
+     * becomes a condition's message: bounded, as anything a worker says is untrusted.
+     */
+    message: v.pipe(v.string(), v.maxLength(1000)),
   }),
   v.readonly(),
 );

@@ -36,6 +36,7 @@ the kernel or land in the next cell. End of input (the worker is gone) ends the 
 import ast
 import base64
 import builtins
+import io
 import json
 import linecache
 import os
@@ -112,13 +113,17 @@ def merge(batch):
     return merged
 
 
-class Stream:
-    """sys.stdout / sys.stderr of a cell: sends what is written, up to `limit` characters."""
+class Stream(io.TextIOBase):
+    """sys.stdout / sys.stderr of a cell: sends what is written, up to `limit` characters.
+
+    A TextIOBase, as the real streams are: libraries probe for fileno() (which says
+    UnsupportedOperation here), isatty(), encoding.
+    """
 
     encoding = "utf-8"
-    errors = "strict"
 
     def __init__(self, kernel, name):
+        super().__init__()
         self._kernel = kernel
         self._name = name
         self._kept = 0
@@ -132,13 +137,6 @@ class Stream:
 
     def flush(self):
         pass
-
-    def fileno(self):
-        raise OSError("the kernel's output is not a file")
-
-    def writelines(self, lines):
-        for line in lines:
-            self.write(line)
 
     def write(self, text):
         if not isinstance(text, str):
@@ -168,8 +166,6 @@ def figure_png(obj):
     figure_module = sys.modules.get("matplotlib.figure")
     if figure_module is None or not isinstance(obj, figure_module.Figure):
         return None
-    import io
-
     buffer = io.BytesIO()
     obj.savefig(buffer, format="png", bbox_inches="tight")
     return buffer.getvalue()

@@ -318,6 +318,60 @@ describe("POST /v1/workloads/{id}/exec", () => {
     expect((await h2.post(`/v1/workloads/${id2}/exec`, { code: "x" })).status).toBe(404);
   });
 
+  test("streaming: SSE events as the service produces them, ending with the result", async () => {
+    const h = make({
+      backend: verified(),
+      sessions: {
+        async exec(_id, _code, options) {
+          options?.onStart?.();
+          options?.onOutput?.({ type: "stream", name: "stdout", text: "hi\n" });
+          options?.onOutput?.({ type: "display_data", data: { "text/plain": "<Figure>" } });
+          options?.onOutput?.({ type: "error", ename: "E", evalue: "v", traceback: "tb" });
+          return {
+            kind: "Ok",
+            status: "ERROR",
+            output: "hi\n",
+            error: "tb",
+            outputs: [{ type: "error", ename: "E", evalue: "v", traceback: "tb" }],
+            kernelRestarted: true,
+          };
+        },
+        interrupt: async () => ({ kind: "Ok", interrupted: true }),
+      },
+    });
+    const id = await session(h);
+    for (const [path, headers] of [
+      [`/v1/workloads/${id}/exec?stream=1`, {}],
+      [`/v1/workloads/${id}/exec`, { Accept: "text/event-stream" }],
+    ] as const) {
+      const res = await h.post(path, { code: "x" }, headers);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toContain("text/event-stream");
+      expect(await res.text()).toBe(
+        [
+          'event: stdout\ndata: {"text":"hi\\n"}\n\n',
+          'event: display\ndata: {"data":{"text/plain":"<Figure>"}}\n\n',
+          'event: error\ndata: {"status":"ERROR","ename":"E","evalue":"v","traceback":"tb","kernelRestarted":true}\n\n',
+        ].join(""),
+      );
+    }
+    const interrupted = await h.post(`/v1/workloads/${id}/interrupt`, {});
+    expect(await interrupted.json()).toEqual({ interrupted: true });
+  });
+
+  test("streaming: a session that is not READY still answers 409 problem+json, not a stream", async () => {
+    const h = make({
+      backend: verified(),
+      sessions: sessions({ kind: "NotReady", message: "READY is FALSE: WORKER_MISSING" }),
+    });
+    const id = await session(h);
+    const res = await h.post(`/v1/workloads/${id}/exec?stream=1`, { code: "x" });
+    expect(res.status).toBe(409);
+    expect(res.headers.get("content-type")).toContain("application/problem+json");
+    const batch = await submit(h);
+    expect((await h.post(`/v1/workloads/${batch}/interrupt`, {})).status).toBe(409);
+  });
+
   test("a BATCH is not a session; a bad body is a 400; an unknown id a 404", async () => {
     const service = sessions({
       kind: "Ok",

@@ -555,3 +555,60 @@ describe("OPENAI4S_WORKER_LISTEN", () => {
     }
   });
 });
+
+describe("kernel status and exec output from the worker", () => {
+  test("a kernel status is recorded and announced once per change; an oversized one drops the worker", async () => {
+    const h = setup();
+    const w = await fakeWorker(h, good(h));
+    const dead = { state: "dead", message: "the Python kernel died (exit code 1)" } as const;
+    expect(w.link.send({ kind: "kernel_status", status: dead })).toBe(true);
+    expect(w.link.send({ kind: "kernel_status", status: dead })).toBe(true);
+    expect(await until(() => h.gateway.connection("alloc-1", 2, 0)?.kernel?.state === "dead")).toBe(
+      true,
+    );
+    // A heartbeat round trip: everything sent before it has been handled.
+    expect(w.link.send({ kind: "heartbeat" })).toBe(true);
+    await until(() => w.frames.some((f) => (f as { kind?: string }).kind === "heartbeat_ack"));
+    expect(h.events.filter((e) => e.kind === "KernelStatus")).toEqual([
+      { kind: "KernelStatus", allocationId: "alloc-1", epoch: 2, rank: 0, status: dead },
+    ]);
+    expect(
+      w.link.send({
+        kind: "kernel_status",
+        status: { state: "dead", message: "x".repeat(5000) },
+      } as never),
+    ).toBe(true);
+    expect(await until(() => w.closedReason() !== null)).toBe(true);
+  });
+
+  test("exec output events reach the requester in order, before the answer", async () => {
+    const h = setup();
+    const w = await fakeWorker(h, good(h));
+    const seen: unknown[] = [];
+    const answer = h.gateway.request("alloc-1", 2, 0, { kind: "exec", code: "x" }, 3000, {
+      onEvent: (e) => seen.push(e),
+    });
+    const request = await until(() =>
+      w.frames.some((f) => (f as { kind?: string }).kind === "request"),
+    );
+    expect(request).toBe(true);
+    const id = (w.frames.find((f) => (f as { kind?: string }).kind === "request") as { id: number })
+      .id;
+    w.link.send({ kind: "event", id, event: { type: "stream", name: "stdout", text: "a" } });
+    w.link.send({
+      kind: "event",
+      id,
+      event: { type: "display_data", data: { "text/plain": "b" } },
+    });
+    w.link.send({
+      kind: "response",
+      id,
+      response: { kind: "exec", status: "OK", result: null, error: null, kernelRestarted: false },
+    });
+    expect(await answer).toMatchObject({ kind: "Answered" });
+    expect(seen).toEqual([
+      { type: "stream", name: "stdout", text: "a" },
+      { type: "display_data", data: { "text/plain": "b" } },
+    ]);
+  });
+});

@@ -316,6 +316,22 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     expect((await run(k, "1")).events).toEqual([]);
   });
 
+  test("interrupts during a flood of output never cut a protocol line: the kernel survives them all", async () => {
+    const k = fastKernel();
+    await run(k, "kept = 'yes'");
+    for (let i = 0; i < 5; i++) {
+      let events = 0;
+      const flooding = k.exec("while True:\n    print('x' * 100)", { onEvent: () => events++ });
+      expect(await until(() => events > 0, 10_000)).toBe(true);
+      expect(k.interrupt().kind).toBe("Interrupted");
+      const r = await flooding;
+      expect(r.error?.ename).toBe("KeyboardInterrupt");
+      expect(r.kernelRestarted).toBe(false);
+    }
+    // Same interpreter, same state: no line was ever torn (a torn one kills the interpreter).
+    expect(await run(k, "kept")).toMatchObject({ value: "'yes'", kernelRestarted: false });
+  });
+
   test("an interrupt names its cell: a queued cell is dropped, the running one is untouched", async () => {
     const dir = tempDir();
     const go = join(dir, "go");

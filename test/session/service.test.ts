@@ -111,6 +111,24 @@ describe("session service: exec", () => {
     });
   });
 
+  test("a plain answer is bounded however many outputs the worker sends, and says so", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    gw.connect(a, prepared(id, a), 0);
+    markReady(id);
+    const big = "x".repeat(1024 * 1024);
+    gw.kernelEvents = () =>
+      Array.from({ length: 40 }, () => ({ type: "display_data", data: { "text/plain": big } }));
+    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    const r = await service.exec(id, "1");
+    if (r.kind !== "Ok") throw new Error(r.kind);
+    const displays = r.outputs.filter((o) => o.type === "display_data");
+    expect(displays.length).toBeGreaterThan(10);
+    expect(displays.length).toBeLessThan(17);
+    expect(r.outputs.at(-2)).toMatchObject({ type: "stream", name: "stderr" });
+    expect(JSON.stringify(r.outputs.at(-2))).toContain("outputs not shown");
+  });
+
   test("a caller that went away gets its cell interrupted after the grace, not before", async () => {
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);

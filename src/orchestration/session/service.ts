@@ -106,7 +106,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       const { signal, onOutput } = execOptions;
       execOptions.onStart?.();
       const cell = randomUUID();
-      const collected: ExecOutput[] = [];
+      const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
       const onEvent = (event: CellEvent) => {
         const output = toOutput(event);
         appendOutput(collected, output);
@@ -141,16 +141,24 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       switch (outcome.kind) {
         case "Answered": {
           const final = finalOutput(outcome.response);
+          const outputs = collected.outputs;
+          if (collected.dropped > 0) {
+            outputs.push({
+              type: "stream",
+              name: "stderr",
+              text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
+            });
+          }
           if (final) {
-            collected.push(final);
+            outputs.push(final);
             onOutput?.(final);
           }
           return {
             kind: "Ok",
             status: outcome.response.status,
-            output: joinOutput(collected),
+            output: joinOutput(outputs),
             error: outcome.response.error?.traceback ?? null,
-            outputs: collected,
+            outputs,
             kernelRestarted: outcome.response.kernelRestarted,
           };
         }
@@ -204,8 +212,44 @@ function finalOutput(r: ExecResponse): ExecOutput | null {
   return null;
 }
 
-/** Adjacent text of one stream is one output, as a notebook shows it. */
-function appendOutput(outputs: ExecOutput[], output: ExecOutput): void {
+/**
+ * What one plain exec answer may hold. The kernel caps each output, but not how many a cell
+ * makes (a hundred displays of half a megabyte each), and the worker's side of the channel
+ * is no more trusted than the code it runs: the daemon's memory is bounded here.
+ */
+const MAX_COLLECTED_CHARS = 16 * 1024 * 1024;
+
+interface Collected {
+  readonly outputs: ExecOutput[];
+  chars: number;
+  dropped: number;
+}
+
+function outputChars(output: ExecOutput): number {
+  switch (output.type) {
+    case "stream":
+      return output.text.length;
+    case "display_data":
+    case "execute_result":
+      return Object.entries(output.data).reduce((n, [k, v]) => n + k.length + v.length, 0);
+    case "error":
+      return output.ename.length + output.evalue.length + output.traceback.length;
+    default: {
+      const never: never = output;
+      throw new Error(`unhandled output ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** Adjacent text of one stream is one output, as a notebook shows it. Bounded, with a note. */
+function appendOutput(collected: Collected, output: ExecOutput): void {
+  const chars = outputChars(output);
+  if (collected.chars + chars > MAX_COLLECTED_CHARS) {
+    collected.dropped += 1;
+    return;
+  }
+  collected.chars += chars;
+  const outputs = collected.outputs;
   const last = outputs.at(-1);
   if (last?.type === "stream" && output.type === "stream" && last.name === output.name) {
     outputs[outputs.length - 1] = { ...last, text: last.text + output.text };
