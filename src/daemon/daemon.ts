@@ -329,13 +329,26 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     const bindings: ApiBindings = {
       access: accessFor(address, adminToken),
     };
-    const fetch = (request: Request) => app.fetch(request, bindings);
+    const fetch = async (request: Request, server: Server<undefined>) => {
+      const response = await app.fetch(request, bindings);
+      // A streamed answer (a followed log, a streaming exec) can stay quiet for minutes while
+      // the job or the cell works; Bun's 10 s idle timeout cut such streams (ECONNRESET in
+      // `logs --follow`). The routes mark them the way proxies know: X-Accel-Buffering: no.
+      if (response.headers.get("X-Accel-Buffering") === "no") server.timeout(request, 0);
+      return response;
+    };
     try {
       if (address.kind === "unix") {
         // Measured (Bun 1.4.5): the idle timeout does not cut a request still being
-        // handled, so a long exec or step needs no setting here.
+        // handled, but it does cut a quiet streamed answer, and `server.timeout(request, 0)`
+        // has no effect on a unix socket. No idle timeout here, then: the socket is 0600,
+        // only the daemon's own user can hold a connection open.
         const server = withPrivateSocket(address.path, () =>
-          Bun.serve({ unix: address.path, fetch }),
+          // Bun's types leave idleTimeout off the unix options; the runtime honours it
+          // (the logs-live test fails without it).
+          Bun.serve({ unix: address.path, fetch, idleTimeout: 0 } as Parameters<
+            typeof Bun.serve
+          >[0]),
         );
         servers.push(server);
         cleanups.push(() => removeSocket(address.path));

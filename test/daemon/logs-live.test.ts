@@ -43,7 +43,8 @@ afterAll(async () => {
 describe("openai4s logs --follow (local backend)", () => {
   test("prints output while the job runs and returns when it ends", async () => {
     const env = { OPENAI4S_SERVER: `unix:${daemon.layout.apiSocket}` };
-    const gate = join(dir, "gate");
+    // In the job's workspace (its working directory): a sandboxed job, running as another
+    // uid, sees nothing else of this machine's temp dir.
     let submitted = "";
     const submitIo = {
       stdout: (t: string) => {
@@ -52,7 +53,7 @@ describe("openai4s logs --follow (local backend)", () => {
       stderr: () => {},
       env,
     };
-    const script = `echo first; while [ ! -e ${gate} ]; do sleep 0.1; done; echo second`;
+    const script = "echo first; while [ ! -e gate ]; do sleep 0.1; done; echo second";
     expect(await main("openai4s", ["submit", "--", "sh", "-c", script], submitIo)).toBe(0);
     const id = submitted.trim();
     let out = "";
@@ -85,8 +86,36 @@ describe("openai4s logs --follow (local backend)", () => {
     // The store may still say QUEUED (the job printed before the next observation): the
     // point is that it has not ended.
     expect(["QUEUED", "RUNNING"]).toContain(((await shown.json()) as { phase: string }).phase);
-    writeFileSync(gate, "");
+    writeFileSync(join(daemon.layout.workspaceDir(id), "gate"), "");
     expect(await following).toBe(0);
     expect(out).toBe("first\nsecond\n");
+  }, 60_000);
+
+  test("a job quiet for longer than the server's idle timeout (10 s) is followed to its end", async () => {
+    const env = { OPENAI4S_SERVER: `unix:${daemon.layout.apiSocket}` };
+    let submitted = "";
+    const quiet = "echo before; sleep 12; echo after";
+    const submitIo = {
+      stdout: (t: string) => {
+        submitted += t;
+      },
+      stderr: () => {},
+      env,
+    };
+    expect(await main("openai4s", ["submit", "--", "sh", "-c", quiet], submitIo)).toBe(0);
+    let out = "";
+    let err = "";
+    const io = {
+      stdout: (t: string) => {
+        out += t;
+      },
+      stderr: (t: string) => {
+        err += t;
+      },
+      env,
+    };
+    expect(await main("openai4s", ["logs", "--follow", submitted.trim()], io)).toBe(0);
+    expect(err).toBe("");
+    expect(out).toBe("before\nafter\n");
   }, 60_000);
 });

@@ -75,6 +75,9 @@ export function createLogRoutes(deps: ApiDeps) {
         "Content-Type": "text/plain; charset=utf-8",
         "X-Content-Type-Options": "nosniff",
         "Cache-Control": "no-store",
+        // A followed log is a long, often quiet stream: proxies must not buffer it, and the
+        // daemon lifts its idle timeout for such answers (see daemon.ts).
+        ...(follow ? { "X-Accel-Buffering": "no" } : {}),
       },
     });
   });
