@@ -261,7 +261,7 @@ choose_ports() {
     CTLD_PORT=16817 DBD_PORT=16819 MYSQL_PORT=13306 NODE_PORT_n1=17001 NODE_PORT_n2=17002
   fi
   NODE_CPUS=${O4S_SLURM_NODE_CPUS:-4}
-  NODE_MEMORY_MB=${O4S_SLURM_NODE_MEMORY_MB:-1000}
+  NODE_MEMORY_MB=${O4S_SLURM_NODE_MEMORY_MB:-4000}
   NODE_GPUS=${O4S_SLURM_NODE_GPUS:-2}
   local n
   for n in "$NODE_CPUS" "$NODE_MEMORY_MB" "$NODE_GPUS"; do
@@ -305,9 +305,11 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
 # Memory is a consumable (CR_Core_Memory) so a job's --mem becomes its steps' limit, which
-# OverMemoryKill enforces below; a job that asks for none gets 10 MB per CPU, not a node.
+# OverMemoryKill enforces below. A job that asks for none gets 1000 MB per CPU (not the
+# whole node, which would allow one job per node; not less, which would kill a session's
+# worker for its ordinary resident set).
 SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=10
+DefMemPerCPU=1000
 SchedulerType=sched/backfill
 # submit -> RUNNING in under a second instead of about 2.5 s
 SchedulerParameters=batch_sched_delay=0

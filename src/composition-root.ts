@@ -43,6 +43,7 @@ import {
   type PlacementCatalog,
   RANK_ENV as SLURM_RANK_ENV,
 } from "./orchestration/slurm/backend.ts";
+import { DEADLINE_ENV } from "./orchestration/slurm/batch-script.ts";
 import { createSlurmBroker } from "./orchestration/slurm/broker.ts";
 import { createOrphanSweeper, loadOwnerId } from "./orchestration/slurm/orphan-sweeper.ts";
 import { formatRefusal, loadClusterConfig } from "./orchestration/slurm/profiles.ts";
@@ -432,7 +433,13 @@ async function withClusterSessionIsolation(
   probeBackend: (placements: (catalog: PlacementCatalog) => PlacementCatalog) => AllocationBackend,
 ): Promise<AllocationBackend> {
   const locate = locateInStateDir(context.layout);
-  const job = { rankEnv: SLURM_RANK_ENV, baseEnv: { PATH: DEFAULT_JOB_PATH }, locate };
+  // The batch script exports the job's deadline (runway) before the launch line: copied in.
+  const job = {
+    rankEnv: SLURM_RANK_ENV,
+    baseEnv: { PATH: DEFAULT_JOB_PATH },
+    launchEnv: [DEADLINE_ENV],
+    locate,
+  };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.
   const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.runAs) });

@@ -26,6 +26,7 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
     "the nodes it needs are down or drained: wait for repair, or ask an administrator",
   CANNOT_START:
     "the request can never start as asked: pick another profile or a shorter timeLimitSeconds",
+  REQUEUED: "the scheduler put it back in the queue: nothing to do but wait",
   SUSPENDED: "it is paused by the scheduler and keeps its place: nothing to do but wait",
   IDLE_TIMEOUT: "it was idle too long: start a new session",
   MAX_LIFETIME: "it reached its maximum lifetime: start a new session",

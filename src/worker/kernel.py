@@ -171,6 +171,12 @@ def figure_png(obj):
     return buffer.getvalue()
 
 
+def time_remaining():
+    """Seconds left before the job's time limit (OPENAI4S_DEADLINE), or None without one."""
+    deadline = os.environ.get("OPENAI4S_DEADLINE", "")
+    return max(0, int(deadline) - int(__import__("time").time())) if deadline.isdigit() else None
+
+
 class Kernel:
     def __init__(self, limit, mime_limit, writer):
         self.limit = limit
@@ -183,6 +189,7 @@ class Kernel:
         self.running = False
         module = types.ModuleType("__main__")
         module.__dict__["__builtins__"] = builtins
+        module.__dict__["time_remaining"] = time_remaining
         # User code lives in a real __main__, so pickling and multiprocessing find its names.
         sys.modules["__main__"] = module
         self.namespace = module.__dict__

@@ -27,6 +27,17 @@ describe("envArgv: the job's environment, applied last", () => {
     expect(run(argv, { RANK: "3", OTHER: "leak", PATH: "/usr/bin:/bin" }).trim()).toBe("3/1/unset");
   });
 
+  test("an inherited name the launcher did not set stays unset, not empty; a value with spaces stays whole", () => {
+    const argv = envArgv(["/bin/sh", "-c", `echo "\${DEADLINE-unset}/$RANK"`], {
+      vars: { PATH: "/usr/bin:/bin" },
+      inherit: ["RANK", "DEADLINE"],
+    });
+    expect(run(argv, { RANK: "a b", PATH: "/usr/bin:/bin" }).trim()).toBe("unset/a b");
+    expect(run(argv, { RANK: "0", DEADLINE: "1700000000", PATH: "/usr/bin:/bin" }).trim()).toBe(
+      "1700000000/0",
+    );
+  });
+
   test("names that are not identifiers are a caller bug", () => {
     expect(() => envArgv(["true"], { vars: { "A=B": "1" } })).toThrow();
     expect(() => envArgv(["true"], { vars: {}, inherit: ["$(x)"] })).toThrow();

@@ -43,8 +43,9 @@ export function envArgv(argv: readonly string[], env: JobEnv): readonly string[]
     if (!ENV_NAME.test(name)) throw new Error(`invalid inherited variable name ${name}`);
   }
   // "$@" holds the fixed assignments and then the program: inherited values come first, so
-  // a fixed value of the same name (later on env's command line) wins.
-  const copies = inherit.map((n) => `"${n}=$${n}"`).join(" ");
+  // a fixed value of the same name (later on env's command line) wins. An unset name is left
+  // out rather than set empty (a job without a deadline has no OPENAI4S_DEADLINE).
+  const copies = inherit.map((n) => `\${${n}+"${n}=$${n}"}`).join(" ");
   return [
     "/bin/sh",
     "-c",

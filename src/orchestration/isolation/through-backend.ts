@@ -181,18 +181,33 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
  * The wrapped form of a launch: the paths are the allocation's own, and the environment moves
  * from the launch (where the backend would hand it to host-side processes: the batch script,
  * the task launcher) onto the wrapped argv, applied inside, after the privilege drop.
- * `rankEnv`: the variable a cluster's task launcher sets per task (inherited by WORKERs).
+ * `rankEnv`: the variable a cluster's task launcher sets per task (inherited by WORKERs);
+ * `launchEnv`: variables the backend's own launch sets for every job (a deadline read when
+ * the job starts), inherited by name when set.
  */
 export function wrapLaunch(
   launch: Launch,
   wrapper: LaunchWrapper,
   paths: SandboxPaths,
-  job: { readonly rankEnv: string; readonly baseEnv: Readonly<Record<string, string>> },
+  job: {
+    readonly rankEnv: string;
+    readonly baseEnv: Readonly<Record<string, string>>;
+    readonly launchEnv?: readonly string[];
+  },
 ): Launch {
+  const launchEnv = job.launchEnv ?? [];
   const vars = { ...job.baseEnv, ...launch.env };
   switch (launch.kind) {
     case "COMMAND":
-      return { ...launch, command: wrapper.wrap(launch.command, paths, { vars }), env: {} };
+      return {
+        ...launch,
+        command: wrapper.wrap(
+          launch.command,
+          paths,
+          launchEnv.length === 0 ? { vars } : { vars, inherit: launchEnv },
+        ),
+        env: {},
+      };
     case "WORKER":
       // The backend appends `--rank-env NAME` after the wrapped argv, i.e. after the job's
       // program: it reaches the worker unchanged, and the launcher's rank variable is copied
@@ -201,7 +216,7 @@ export function wrapLaunch(
         ...launch,
         workerCommand: wrapper.wrap(launch.workerCommand, paths, {
           vars,
-          inherit: [job.rankEnv],
+          inherit: [job.rankEnv, ...launchEnv],
         }),
         env: {},
       };
@@ -218,6 +233,8 @@ export interface WrappedBackendOptions {
   readonly rankEnv: string;
   /** What every job and step gets before its own variables (PATH). */
   readonly baseEnv: Readonly<Record<string, string>>;
+  /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */
+  readonly launchEnv?: readonly string[];
   /**
    * The allocation and workspace directories of an allocation, for steps (`runTask`) of
    * allocations this process did not submit (a daemon restart); null when unknown.
