@@ -30,6 +30,8 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     const socket = join(dir, `${name}-${running.length}.sock`);
     const started = await startDaemon({
       stateDir: join(dir, name),
+      // The nodes of the test cluster are this machine: any spool is "shared".
+      spoolDir: join(dir, `${name}-spool`),
       listen: [{ kind: "unix", path: socket }],
       backend: "slurm",
       clusterConfigPath: config,

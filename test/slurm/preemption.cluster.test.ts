@@ -70,6 +70,8 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
     );
     const started = await startDaemon({
       stateDir: join(dir, "state"),
+      // The nodes of the test cluster are this machine: any spool is "shared".
+      spoolDir: join(dir, "spool"),
       listen: [{ kind: "unix", path: socket }],
       backend: "slurm",
       clusterConfigPath: config,
