@@ -142,10 +142,9 @@ describe("openai4s backup", () => {
     const stateDir = join(dir, "state");
     const first = await start(stateDir);
     const socket = first.layout.apiSocket;
-    const marks = join(dir, "starts");
-    const gate = join(dir, "gate");
     // The job records each start and waits for the test, so it is provably RUNNING when
-    // the copy is taken and ends only after.
+    // the copy is taken and ends only after. Both files are in its workspace (its working
+    // directory), all of this machine a sandboxed job running as another uid can see.
     const created = await api(socket, "POST", "/v1/workloads", {
       kind: "BATCH",
       profile: "default",
@@ -153,10 +152,12 @@ describe("openai4s backup", () => {
       command: [
         "sh",
         "-c",
-        `echo "$OPENAI4S_ALLOCATION_ID" >> ${marks}; while [ ! -e ${gate} ]; do sleep 0.1; done`,
+        'echo "$OPENAI4S_ALLOCATION_ID" >> starts; while [ ! -e gate ]; do sleep 0.1; done',
       ],
     });
     const id = String(created.body["id"]);
+    const marks = join(first.layout.workspaceDir(id), "starts");
+    const gate = join(first.layout.workspaceDir(id), "gate");
     await waitPhase(socket, id, ["RUNNING"]);
     const copy = join(dir, "copy.db");
     expect((await backup(socket, copy)).code).toBe(0);
