@@ -13,7 +13,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Daemon, ensureBuilt, startDaemon, type WorkloadView } from "../session/harness.ts";
+import {
+  type Daemon,
+  ensureBuilt,
+  startDaemon,
+  until,
+  type WorkloadView,
+} from "../session/harness.ts";
 import { testCluster } from "../slurm/cluster-env.ts";
 
 const TIMEOUT_MS = 90_000;
@@ -287,15 +293,23 @@ if (IS_ROOT && testCluster !== null) {
   writeFileSync(config, SLURM_TOML);
   containedAsNobody(
     "the slurm backend",
-    () =>
-      startDaemon({
+    async () => {
+      const d = await startDaemon({
         args: ["--backend", "slurm", "--cluster-config", config],
         env: {
           SLURM_CONF: cluster.slurmConf,
           PATH: "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
         },
         startTimeoutMs: 120_000,
-      }),
+      });
+      // Verification runs in the background: sessions are admitted once the probe passed.
+      await until(
+        "session isolation verified on the nodes",
+        async () => d.log().includes("session isolation verified on the nodes"),
+        120_000,
+      );
+      return d;
+    },
     "one",
     () => rmSync(scratch, { recursive: true, force: true }),
   );

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
-import { BINARY, condition, type Daemon, ensureBuilt, startDaemon } from "./harness.ts";
+import { BINARY, condition, type Daemon, ensureBuilt, startDaemon, until } from "./harness.ts";
 
 const CLUSTER_TOML = `[profiles.one]
 description = "One node for a session"
@@ -50,6 +50,12 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
       },
       startTimeoutMs: 120_000,
     });
+    // Verification runs in the background: sessions are admitted once the probe passed.
+    await until(
+      "session isolation verified on the nodes",
+      async () => d.log().includes("session isolation verified on the nodes"),
+      120_000,
+    );
     const started = await d.cli("session", "start", "--profile", "one");
     if (started.code !== 0) throw new Error(`session start: ${started.stderr}\n${d.log()}`);
     id = started.stdout.trim().split(/\s+/).at(-1)!;
