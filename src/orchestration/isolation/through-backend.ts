@@ -6,10 +6,10 @@
  *
  * Both work through the AllocationBackend port only, so no backend has to know about them:
  *  - `sandboxedBackend` rewrites each submitted launch into its sandboxed form (paths:
- *    the workspace and allocation directory writable, the credential directory read-only)
+ *    the workspace writable, the credential directory read-only; never the allocation dir)
  *    and declares SessionIsolationProvider with the node verdict;
  *  - `verifyThroughBackend` lays the probe's two sibling allocations out under a directory
- *    the nodes see at the same path (the state dir is shared with the nodes, or workers could
+ *    the nodes see at the same path (the spool is shared with the nodes, or workers could
  *    not read their credentials), submits one short COMMAND allocation that starts a decoy
  *    sibling on the node and runs the sandboxed probe beside it, waits for the allocation to
  *    end, and judges what it printed exactly as the local probe does.
