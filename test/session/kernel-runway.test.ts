@@ -14,9 +14,14 @@ async function remainingWith(env: Record<string, string>): Promise<string> {
     const { createKernel } = await import(${JSON.stringify(kernelModule)});
     const { memoryLog } = await import(${JSON.stringify(logModule)});
     const k = createKernel({ log: memoryLog(), python: ${JSON.stringify(realPython())} });
-    const r = await k.exec("print(time_remaining())");
+    let printed = "";
+    await k.exec("print(time_remaining())", {
+      onEvent: (e) => {
+        if (e.type === "stream") printed += e.text;
+      },
+    });
     await k.close();
-    process.stdout.write(r.output);
+    process.stdout.write(printed);
   `;
   const child = Bun.spawn([process.execPath, "--eval", script], {
     env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", ...env },
