@@ -410,6 +410,7 @@ const commands: fc.Arbitrary<Cmd>[] = [
     (): Cmd => ({
       check: () => true,
       async run(_m, r) {
+        const heldBefore = r.h.sim.heldSubmits;
         r.h.sim.holdNextSubmit();
         try {
           await r.h.tickNoWait();
@@ -420,8 +421,10 @@ const commands: fc.Arbitrary<Cmd>[] = [
           await settleLanes();
           r.h.restart();
         }
-        if (r.h.sim.heldSubmits > 0) reached.ticksWithSubmissionInFlight += 1;
-        else r.h.sim.settleHeld("land"); // disarm: nothing was submitted
+        if (r.h.sim.heldSubmits > heldBefore) reached.ticksWithSubmissionInFlight += 1;
+        // Nothing new was submitted (an earlier submission may still hang): disarm, or the
+        // hold would catch a later plain Tick's submission, which waits for its commands.
+        else r.h.sim.disarmHold();
         checkInvariants(r, this.toString());
       },
       toString: () => "TickWithHungSubmit",

@@ -141,6 +141,8 @@ export interface SimulatedBackend {
   readonly freshTokenViolations: readonly SubmissionToken[];
   /** The next submit call stays open (in flight) until `settleHeld`. */
   holdNextSubmit(): void;
+  /** Takes back a holdNextSubmit that caught nothing; submissions already held stay held. */
+  disarmHold(): void;
   /** Submit calls currently held open. */
   readonly heldSubmits: number;
   /**
@@ -463,6 +465,9 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     freshTokenViolations,
     holdNextSubmit() {
       holdNext = true;
+    },
+    disarmHold() {
+      holdNext = false;
     },
     get heldSubmits() {
       return held.length;
