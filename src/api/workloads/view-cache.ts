@@ -106,6 +106,10 @@ export function createWorkloadViewCache(
       });
     },
     show(id) {
+      // Held, and nothing changed since the last sync: one statement (its own snapshot)
+      // proves the entry current, without opening a transaction.
+      const held = entries.get(id);
+      if (held !== undefined && latestWorkloadChangeEver(store) === seenSeq) return held;
       return inSnapshot(() => {
         const cached = entries.get(id);
         if (cached !== undefined) return cached;
