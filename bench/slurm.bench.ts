@@ -256,6 +256,9 @@ async function submitLatency(
   const log = waitingLog(jsonLog(() => {}, { level: "info" }));
   const started = await startDaemon({
     stateDir: join(dir, "state"),
+    // The slurm backend refuses to start without one: outside the state dir, where the
+    // nodes can see it (this test cluster's nodes share this machine's filesystem).
+    spoolDir: join(dir, "spool"),
     listen: [{ kind: "unix", path: socket }],
     backend: "slurm",
     clusterConfigPath: config,

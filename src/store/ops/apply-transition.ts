@@ -66,6 +66,19 @@ export function applyTransition(deps: StoreDeps, transition: Transition): boolea
   return sqlite.transaction(() => applyInTransaction(sqlite, transition, now))();
 }
 
+/**
+ * The same step for a caller that already holds a write transaction (applyTransitions).
+ * Without a savepoint of its own: a step either returns false before its first write or
+ * writes everything, and one that throws takes the caller's whole transaction with it, so
+ * the savepoint only cost time (a SAVEPOINT and RELEASE per step, 10,000 per big tick).
+ */
+export function applyTransitionInTransaction(deps: StoreDeps, transition: Transition): boolean {
+  if (!deps.db.$client.inTransaction) {
+    throw new Error("applyTransitionInTransaction needs an open transaction");
+  }
+  return applyInTransaction(deps.db.$client, transition, deps.clock.now());
+}
+
 interface AllocationCasRow {
   readonly phase: string;
   readonly reason: string | null;

@@ -1,9 +1,9 @@
 import type { StoreDeps } from "../deps.ts";
-import { applyTransition, type Transition } from "./apply-transition.ts";
+import { applyTransitionInTransaction, type Transition } from "./apply-transition.ts";
 
 /**
- * Many independent `applyTransition`s in one IMMEDIATE transaction (each inner one becomes a
- * savepoint, so each keeps its own compare-and-set). Returns one boolean per transition, in
+ * Many independent `applyTransition`s in one IMMEDIATE transaction (each keeps its own
+ * compare-and-set; a step that throws rolls the whole batch back). Returns one boolean per transition, in
  * order.
  *
  * Why: every commit is an fsync (synchronous=FULL), about a millisecond here, so a tick that
@@ -19,6 +19,6 @@ export function applyTransitions(
 ): readonly boolean[] {
   if (transitions.length === 0) return [];
   return deps.db.$client
-    .transaction(() => transitions.map((t) => applyTransition(deps, t)))
+    .transaction(() => transitions.map((t) => applyTransitionInTransaction(deps, t)))
     .immediate();
 }

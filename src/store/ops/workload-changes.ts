@@ -32,6 +32,27 @@ export function latestWorkloadChange(deps: StoreDeps): number {
   return row[0]?.[0] ?? 0;
 }
 
+/**
+ * The newest `seq` ever handed out (0 before the first change), pruned or not: with
+ * AUTOINCREMENT, SQLite keeps it in `sqlite_sequence` and never reuses a committed number. A reader
+ * that compares it with the first row it can still read tells "nothing changed" from "the
+ * changes I missed were pruned" (the API's view cache then starts over).
+ */
+export function latestWorkloadChangeEver(deps: StoreDeps): number {
+  const row = deps.db.$client
+    .query("SELECT seq FROM sqlite_sequence WHERE name = 'workload_changes'")
+    .values() as [number][];
+  return row[0]?.[0] ?? 0;
+}
+
+/** The oldest `seq` still in the log (null when it is empty). */
+export function oldestWorkloadChange(deps: StoreDeps): number | null {
+  const row = deps.db.$client.query("SELECT min(seq) FROM workload_changes").values() as [
+    number | null,
+  ][];
+  return row[0]?.[0] ?? null;
+}
+
 /** Forgets changes up to and including `uptoSeq` (consumed by the only reader). Writes. */
 export function pruneWorkloadChanges(deps: StoreDeps, uptoSeq: number): void {
   deps.db.$client.query("DELETE FROM workload_changes WHERE seq <= ?1").run(uptoSeq);

@@ -54,14 +54,29 @@ ORDER BY workload_id, type`;
 
 const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
 
-function listSql(kind: boolean, phase: boolean, cursor: boolean): string {
+const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
+WHERE id IN (SELECT value FROM json_each(?1))`;
+
+function listSql(kind: boolean, phase: boolean, cursor: boolean, columns: string): string {
   const where: string[] = [];
   if (kind) where.push("kind = $kind");
   if (phase) where.push("phase = $phase");
   if (cursor) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
-  return `SELECT ${WORKLOAD_COLUMNS} FROM workloads
+  return `SELECT ${columns} FROM workloads
 ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
 ORDER BY created_at DESC, id DESC LIMIT $limit`;
+}
+
+function listParams(query: ListWorkloadsQuery): Record<string, string | number> {
+  // The connection is opened `strict`: named parameters are bound without their `$`.
+  const params: Record<string, string | number> = { limit: query.limit + 1 };
+  if (query.kind !== undefined) params["kind"] = query.kind;
+  if (query.phase !== undefined) params["phase"] = query.phase;
+  if (query.cursor) {
+    params["at"] = query.cursor.createdAt;
+    params["id"] = query.cursor.id;
+  }
+  return params;
 }
 
 /** Conditions and allocations of these workloads: two statements, whatever their number. */
@@ -88,16 +103,13 @@ export function listWorkloadDetails(
   deps: StoreDeps,
   query: ListWorkloadsQuery,
 ): WorkloadDetailsPage {
-  const sql = listSql(query.kind !== undefined, query.phase !== undefined, !!query.cursor);
-  // The connection is opened `strict`: named parameters are bound without their `$`.
-  const params: Record<string, string | number> = { limit: query.limit + 1 };
-  if (query.kind !== undefined) params["kind"] = query.kind;
-  if (query.phase !== undefined) params["phase"] = query.phase;
-  if (query.cursor) {
-    params["at"] = query.cursor.createdAt;
-    params["id"] = query.cursor.id;
-  }
-  const rows = deps.db.$client.query(sql).all(params) as WorkloadRow[];
+  const sql = listSql(
+    query.kind !== undefined,
+    query.phase !== undefined,
+    !!query.cursor,
+    WORKLOAD_COLUMNS,
+  );
+  const rows = deps.db.$client.query(sql).all(listParams(query)) as WorkloadRow[];
   const items = rows.slice(0, query.limit).map(toWorkload);
   const last = items.at(-1);
   return {
@@ -111,4 +123,41 @@ export function getWorkloadDetails(deps: StoreDeps, id: string): WorkloadDetails
   const row = deps.db.$client.query(SHOW_SQL).get(id) as WorkloadRow | null;
   if (row === null) return null;
   return withDetails(deps, [toWorkload(row)])[0] ?? null;
+}
+
+export interface WorkloadIdPage {
+  /** Newest first, as `listWorkloadDetails` orders them. */
+  readonly ids: readonly string[];
+  readonly next: { readonly createdAt: number; readonly id: string } | null;
+}
+
+/**
+ * The same page as `listWorkloadDetails`, ids only: without filters the statement reads
+ * nothing but the (created_at, id) index. For a caller that keeps the rest (the API's
+ * serialized views) and fetches details only for the workloads it does not hold.
+ */
+export function listWorkloadIds(deps: StoreDeps, query: ListWorkloadsQuery): WorkloadIdPage {
+  const sql = listSql(
+    query.kind !== undefined,
+    query.phase !== undefined,
+    !!query.cursor,
+    "id, created_at",
+  );
+  const rows = deps.db.$client.query(sql).values(listParams(query)) as [string, number][];
+  const ids = rows.slice(0, query.limit).map(([id]) => id);
+  const last = rows[query.limit - 1];
+  return {
+    ids,
+    next: rows.length > query.limit && last ? { createdAt: last[1], id: last[0] } : null,
+  };
+}
+
+/** These workloads with their details, in no particular order; unknown ids are left out. */
+export function getWorkloadDetailsByIds(
+  deps: StoreDeps,
+  ids: readonly string[],
+): WorkloadDetails[] {
+  if (ids.length === 0) return [];
+  const rows = deps.db.$client.query(BY_IDS_SQL).all(JSON.stringify(ids)) as WorkloadRow[];
+  return withDetails(deps, rows.map(toWorkload));
 }
