@@ -284,12 +284,7 @@ export function createClient(
       const response = await send(method, path, options);
       if (!(response instanceof Response)) return response;
       if (response.ok) return { kind: "Ok", status: response.status, body: response };
-      const text = await response.text();
-      let body: unknown = null;
-      try {
-        body = JSON.parse(text);
-      } catch {}
-      return toProblem(response, text, body);
+      return readProblem(response);
     },
     async stream(path: string, method: "GET" | "POST" = "GET") {
       const response = await send(method, path, {});
@@ -302,12 +297,7 @@ export function createClient(
           headers: response.headers,
         };
       }
-      const text = await response.text();
-      let body: unknown = null;
-      try {
-        body = JSON.parse(text);
-      } catch {}
-      return toProblem(response, text, body);
+      return readProblem(response);
     },
   };
 }
@@ -316,6 +306,16 @@ type RequestOptions = {
   readonly body?: unknown;
   readonly headers?: Readonly<Record<string, string>>;
 };
+
+/** A failed answer's body as a problem (JSON when it is JSON, else its text). */
+async function readProblem(response: Response) {
+  const text = await response.text();
+  let body: unknown = null;
+  try {
+    body = JSON.parse(text);
+  } catch {}
+  return toProblem(response, text, body);
+}
 
 function toProblem(
   response: Response,

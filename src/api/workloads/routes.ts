@@ -17,7 +17,7 @@ import {
 } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
-import type { ExecOutcome, SessionService } from "../session-service.ts";
+import type { ExecOutcome, InterruptOutcome, SessionService } from "../session-service.ts";
 import { parseWith, readBody, readJson } from "../validation.ts";
 import { eventView, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
@@ -162,17 +162,19 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     return { workload, sessions: deps.sessions };
   }
 
-  function execFailure(workload: Workload, outcome: ExecOutcome): never {
+  /** A session call's refusals (exec and interrupt answer alike), as problems. */
+  function sessionFailure(
+    workload: Workload,
+    outcome: Exclude<ExecOutcome | InterruptOutcome, { readonly kind: "Ok" }>,
+  ): never {
     switch (outcome.kind) {
-      case "Ok":
-        throw new Error("execFailure called with a success");
       case "NotReady":
         throw conflict("session-not-ready", "Session not ready", outcome.message);
       case "NotFound":
         throw notFound(`no session for workload ${JSON.stringify(workload.id)}`);
       default: {
         const never: never = outcome;
-        throw new Error(`unhandled exec outcome ${JSON.stringify(never)}`);
+        throw new Error(`unhandled session outcome ${JSON.stringify(never)}`);
       }
     }
   }
@@ -187,7 +189,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const signal = c.req.raw.signal;
     if (wantsStream(c)) return streamExec(workload, sessions, body.code, signal);
     const outcome = await sessions.exec(workload.id, body.code, { signal });
-    if (outcome.kind !== "Ok") execFailure(workload, outcome);
+    if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
     // Again after the run: a long computation must not leave the lease looking idle.
     touchActivity(deps.store, workload.id);
     const answer: ExecResponseBody = {
@@ -241,7 +243,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       },
     });
     const first = await Promise.race([startedPromise, running]);
-    if (first !== "started" && first.kind !== "Ok") execFailure(workload, first);
+    if (first !== "started" && first.kind !== "Ok") sessionFailure(workload, first);
     void running.then(
       (outcome) => {
         touchActivity(deps.store, workload.id);
@@ -290,26 +292,15 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   app.post("/v1/workloads/:id/interrupt", async function interrupt(c) {
     const { workload, sessions } = mustBeLiveSession(c);
     const outcome = await sessions.interrupt(workload.id);
-    switch (outcome.kind) {
-      case "Ok": {
-        deps.log.info("interrupt requested", {
-          workloadId: workload.id,
-          interrupted: outcome.interrupted,
-        });
-        const answer: v.InferOutput<typeof InterruptResponseSchema> = {
-          interrupted: outcome.interrupted,
-        };
-        return c.json(answer);
-      }
-      case "NotReady":
-        throw conflict("session-not-ready", "Session not ready", outcome.message);
-      case "NotFound":
-        throw notFound(`no session for workload ${JSON.stringify(workload.id)}`);
-      default: {
-        const never: never = outcome;
-        throw new Error(`unhandled interrupt outcome ${JSON.stringify(never)}`);
-      }
-    }
+    if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
+    deps.log.info("interrupt requested", {
+      workloadId: workload.id,
+      interrupted: outcome.interrupted,
+    });
+    const answer: v.InferOutput<typeof InterruptResponseSchema> = {
+      interrupted: outcome.interrupted,
+    };
+    return c.json(answer);
   });
 
   app.post("/v1/workloads/:id/tasks", async function tasks(c) {
