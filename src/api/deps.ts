@@ -7,8 +7,8 @@ import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
-import type { SessionService } from "./session-service.ts";
 
 /**
  * What the API reads from the reconciler's last finished tick: a structural subset of the

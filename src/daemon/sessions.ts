@@ -10,7 +10,7 @@
  * context, start what listens or loops, and return them here. Nothing else in the daemon
  * changes.
  */
-import type { SessionService } from "../api/session-service.ts";
+
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";
@@ -19,6 +19,7 @@ import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { BarrierHooks } from "../orchestration/reconciler.ts";
 import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/session/engine.ts";
 import { markSessionsUnobserved } from "../orchestration/session/readiness.ts";
+import type { SessionService } from "../orchestration/session/session-service.ts";
 import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
 import type { StoreDeps } from "../store/deps.ts";
 

@@ -3,8 +3,8 @@
  * `print` would, on its own line, not glued to the shell prompt that follows.
  */
 import { afterEach, expect, test } from "bun:test";
-import type { ExecOutput } from "../../src/api/session-service.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
+import type { ExecOutput } from "../../src/orchestration/session/session-service.ts";
 import { fakeBackend, type Harness, harness } from "../api/support.ts";
 import { captureIo, runtimeFor } from "../cli/support.ts";
 

@@ -8,7 +8,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
 import type { Access, ApiDeps, TickFigures } from "../../src/api/deps.ts";
-import type { SessionService } from "../../src/api/session-service.ts";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { storeBackup } from "../../src/daemon/store-backup.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -22,6 +21,7 @@ import type {
   ObserveResult,
   SubmitResult,
 } from "../../src/orchestration/ports.ts";
+import type { SessionService } from "../../src/orchestration/session/session-service.ts";
 import { openDatabase, type StoreDeps } from "../../src/store/index.ts";
 
 export const PROFILES: readonly ResourceProfile[] = [

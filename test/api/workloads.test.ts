@@ -1,11 +1,14 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import type { ExecOutcome, SessionService } from "../../src/api/session-service.ts";
 import {
   externalHandle,
   mintSubmissionToken,
   type SubmissionToken,
 } from "../../src/orchestration/models.ts";
 import type { ObservationTarget, TaskResult } from "../../src/orchestration/ports.ts";
+import type {
+  ExecOutcome,
+  SessionService,
+} from "../../src/orchestration/session/session-service.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
 import { fakeBackend, type Harness, harness, problemOf } from "./support.ts";
 

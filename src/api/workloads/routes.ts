@@ -7,6 +7,11 @@ import type * as v from "valibot";
 import type { Workload } from "../../orchestration/models.ts";
 import { isTerminal } from "../../orchestration/models.ts";
 import { isTaskRunner } from "../../orchestration/ports.ts";
+import type {
+  ExecOutcome,
+  InterruptOutcome,
+  SessionService,
+} from "../../orchestration/session/session-service.ts";
 import {
   getWorkload,
   listAllocations,
@@ -17,7 +22,6 @@ import {
 } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
-import type { ExecOutcome, InterruptOutcome, SessionService } from "../session-service.ts";
 import { parseWith, readBody, readJson } from "../validation.ts";
 import { eventView, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";

@@ -13,7 +13,6 @@
  *  - an exec that finds its worker gone triggers readiness, so READY turns FALSE at once.
  */
 import { randomBytes } from "node:crypto";
-import type { SessionService } from "../../api/session-service.ts";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { StoreDeps } from "../../store/deps.ts";
@@ -40,6 +39,7 @@ import {
   createSessionService,
   DEFAULT_DISCONNECT_GRACE_MS,
 } from "./service.ts";
+import type { SessionService } from "./session-service.ts";
 
 /** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
 export const DEFAULT_LEASE: ReclaimerDefaults = {

@@ -4,13 +4,6 @@
  * dial in), and the session half of the cancel barrier.
  */
 import { randomUUID } from "node:crypto";
-import type {
-  ExecOptions,
-  ExecOutcome,
-  ExecOutput,
-  InterruptOutcome,
-  SessionService,
-} from "../../api/session-service.ts";
 import type { Log } from "../../log.ts";
 import type { StoreDeps } from "../../store/deps.ts";
 import { listConditions } from "../../store/ops/conditions.ts";
@@ -24,6 +17,13 @@ import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../
 import type { CellEvent, ExecResponse } from "../worker-protocol.ts";
 import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
 import { KERNEL_DIED } from "./readiness.ts";
+import type {
+  ExecOptions,
+  ExecOutcome,
+  ExecOutput,
+  InterruptOutcome,
+  SessionService,
+} from "./session-service.ts";
 
 export interface SessionServiceOptions {
   readonly store: StoreDeps;
