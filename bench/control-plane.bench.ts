@@ -20,12 +20,12 @@ import { silentLog } from "../src/log.ts";
 import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
 import type { AllocationBackend } from "../src/orchestration/ports.ts";
 import {
-  bindReconcilerStore,
   createReconciler,
   type ReconcilerOptions,
   type ReconcilerStore,
   type Timers,
 } from "../src/orchestration/reconciler.ts";
+import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase, requestStop, type StoreDeps } from "../src/store/index.ts";
 import {
   createSimulatedBackend,

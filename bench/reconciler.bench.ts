@@ -18,10 +18,10 @@ import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
 import {
   BACKEND_OPERATIONS,
   type BackendOperation,
-  bindReconcilerStore,
   createReconciler,
   type TickReport,
 } from "../src/orchestration/reconciler.ts";
+import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase } from "../src/store/index.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 

@@ -34,7 +34,7 @@ import { batchPreparer } from "../src/orchestration/batch-preparer.ts";
 import { stateLayout } from "../src/orchestration/layout.ts";
 import type { SubmissionToken } from "../src/orchestration/models.ts";
 import { preparerByKind } from "../src/orchestration/preparer-by-kind.ts";
-import { bindReconcilerStore, createReconciler } from "../src/orchestration/reconciler.ts";
+import { createReconciler } from "../src/orchestration/reconciler.ts";
 import { sessionsDisabledPreparer } from "../src/orchestration/session/preparer.ts";
 import { createSlurmBackend } from "../src/orchestration/slurm/backend.ts";
 import {
@@ -47,6 +47,7 @@ import {
   createProcessRunner,
   type ProcessRunner,
 } from "../src/orchestration/slurm/process-runner.ts";
+import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
 import { loadTestCluster, type TestCluster } from "../test/slurm/cluster-config.ts";
 import { BASE_PLACEMENT, catalog, newToken } from "../test/slurm/support.ts";

@@ -32,9 +32,10 @@ import {
 } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
-import { bindReconcilerStore, createReconciler } from "../orchestration/reconciler.ts";
+import { createReconciler } from "../orchestration/reconciler.ts";
 import type { RunAs } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
+import { bindReconcilerStore } from "../store/adapters/reconciler-store.ts";
 import {
   findAllocationsByTokens,
   listUnsandboxedLiveAllocations,

@@ -5,7 +5,7 @@
  * Wiring (composition root):
  *
  *   const reconciler = createReconciler({
- *     store: bindReconcilerStore({ db, clock }),
+ *     store: bindReconcilerStore({ db, clock }), // store/adapters: the port's SQLite side
  *     backend,                                   // any AllocationBackend
  *     preparer: preparerByKind({ BATCH: batchPreparer({ layout }), SESSION: ... }),
  *     clock, log,
@@ -66,7 +66,7 @@ import {
 } from "./reconciler/types.ts";
 import { createBackendWatch } from "./reconciler/watch.ts";
 
-export { bindReconcilerStore, type ReconcilerStore } from "./reconciler/store.ts";
+export type * from "./ports/reconciler-store.ts";
 export * from "./reconciler/types.ts";
 export type { BackendHealth } from "./reconciler/watch.ts";
 

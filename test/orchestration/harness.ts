@@ -8,12 +8,12 @@ import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.t
 import type { Allocation, Reason, Workload, WorkloadKind } from "../../src/orchestration/models.ts";
 import {
   type BarrierHooks,
-  bindReconcilerStore,
   createReconciler,
   type Reconciler,
   type ReconcilerStore,
   type Timers,
 } from "../../src/orchestration/reconciler.ts";
+import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
   createWorkload,
   getWorkload,

@@ -11,13 +11,14 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
-import { createLiveView } from "../../src/orchestration/reconciler/live-view.ts";
-import { bindReconcilerStore, createReconciler } from "../../src/orchestration/reconciler.ts";
+import type { ReconcileItem } from "../../src/orchestration/ports/reconciler-store.ts";
+import { createReconciler } from "../../src/orchestration/reconciler.ts";
+import { createLiveView } from "../../src/store/adapters/reconciler-live-view.ts";
+import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
   createWorkload,
   loadReconcileSnapshot,
   openDatabase,
-  type ReconcileItem,
   requestStop,
   type StoreDeps,
   touchActivity,

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { AllocationBackend, TerminalFact } from "../../src/orchestration/ports.ts";
 import {
-  bindReconcilerStore,
   createReconciler,
   type Reconciler,
   type Timers,
 } from "../../src/orchestration/reconciler.ts";
+import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import { type Harness, harness, inertPreparer } from "./harness.ts";
 
 /**

@@ -121,6 +121,10 @@ function crashable(real: () => Real, inner: ReconcilerStore): ReconcilerStore {
       writes = 0;
       return inner.loadView();
     },
+    decodeSpecs: (workloads) => {
+      read();
+      inner.decodeSpecs(workloads);
+    },
     findAllocationsByTokens: (tokens) => {
       read();
       return inner.findAllocationsByTokens(tokens);

@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
-  bindReconcilerStore,
   createReconciler,
   RECONCILER_FAULT_POINTS,
   type ReconcilerStore,
 } from "../../src/orchestration/reconciler.ts";
+import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import { findAllocationByToken } from "../../src/store/index.ts";
 import { isLiveJob } from "../support/simulated-backend.ts";
 import { type Harness, type HarnessOptions, harness, inertPreparer } from "./harness.ts";
@@ -175,6 +175,18 @@ describe("submission", () => {
     expect(a.handle).toBe(h.sim.jobs()[0]!.handle);
     expect(a.message).toContain("already submitted");
     expect(h.sim.jobs()).toHaveLength(1);
+  });
+
+  test("a corrupted stored spec stops the tick before any backend call or write", async () => {
+    const h = make();
+    const good = h.addWorkload();
+    const broken = h.addWorkload();
+    h.deps.db.$client.run("UPDATE workloads SET spec_json = '{broken' WHERE id = ?", [broken]);
+    await expect(h.tick()).rejects.toThrow();
+    expect(h.sim.calls.submit).toBe(0);
+    expect(h.sim.calls.observe).toBe(0);
+    expect(h.allocations(good)).toHaveLength(0);
+    expect(h.allocations(broken)).toHaveLength(0);
   });
 
   test("a preparer refusal fails the workload without submitting", async () => {
@@ -478,6 +490,7 @@ describe("cancel barrier", () => {
         };
         return {
           loadView: () => inner.loadView(),
+          decodeSpecs: (w) => inner.decodeSpecs(w),
           findAllocationsByTokens: (t) => inner.findAllocationsByTokens(t),
           mintAttempts: (i) => {
             step();

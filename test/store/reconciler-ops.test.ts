@@ -5,7 +5,7 @@ import {
   mintSubmissionToken,
   type SubmissionToken,
 } from "../../src/orchestration/models.ts";
-import { bindReconcilerStore } from "../../src/orchestration/reconciler.ts";
+import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
   applyTransition,
   applyTransitions,

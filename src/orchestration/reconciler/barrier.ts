@@ -17,7 +17,7 @@
  * run's release): an allocation seen ended is ended, whatever ended it. One released in this
  * run is seen ended by a later tick's observation, after the release.
  */
-import type { ReconcileItem } from "../../store/ops/load-reconcile-view.ts";
+
 import {
   type Allocation,
   type ExternalHandle,
@@ -26,6 +26,7 @@ import {
   type TerminalPhase,
   type Workload,
 } from "../models.ts";
+import type { ReconcileItem } from "../ports/reconciler-store.ts";
 import type { AllocationObservation, ObservationTarget } from "../ports.ts";
 import {
   fence,

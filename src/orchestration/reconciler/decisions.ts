@@ -4,7 +4,7 @@
  * nothing). Every transition names the phase and epoch it expects, which is what makes a
  * step re-executable: re-run after a crash, it either applies once or finds the world moved.
  */
-import type { Transition } from "../../store/ops/apply-transition.ts";
+
 import {
   type Allocation,
   type ExternalHandle,
@@ -15,6 +15,7 @@ import {
   type TerminalPhase,
   type Workload,
 } from "../models.ts";
+import type { Transition } from "../ports/reconciler-store.ts";
 import type { AllocationObservation, FindResult, SubmitResult } from "../ports.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;

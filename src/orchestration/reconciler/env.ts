@@ -1,11 +1,10 @@
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
-import type { Transition } from "../../store/ops/apply-transition.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { SubmissionToken } from "../models.ts";
+import type { ReconcilerStore, Transition } from "../ports/reconciler-store.ts";
 import type { TickBackend } from "./backend-calls.ts";
 import type { LaneOutcome, Lanes } from "./lanes.ts";
-import type { ReconcilerStore } from "./store.ts";
 import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
 
 /** Everything one tick works with. Built fresh per tick; nothing in it outlives the tick. */

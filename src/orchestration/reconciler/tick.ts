@@ -6,10 +6,9 @@
  * as a compare-and-set on what it read, so a tick that dies half way leaves a store from
  * which the next tick simply takes the remaining steps.
  */
-import type { Transition } from "../../store/ops/apply-transition.ts";
-import type { ReconcileItem } from "../../store/ops/load-reconcile-view.ts";
 import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
+import type { ReconcileItem, Transition } from "../ports/reconciler-store.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
@@ -66,17 +65,23 @@ function classify(view: readonly ReconcileItem[], busy: (allocationId: string) =
       else plan.settle.push(settle);
     }
   }
-  // The snapshot decodes `spec` lazily (only these workloads are ever prepared). Decoding
-  // theirs here, before any backend call or write, keeps a corrupted spec a tick that stops
-  // before its first step, as an eager decode did, instead of one that fails half way.
-  for (const w of plan.mint) void w.spec;
-  for (const l of plan.unresolved) void l.workload.spec;
   return plan;
 }
 
-export async function reconcileTick(env: TickEnv): Promise<number> {
+/**
+ * The view and its plan. The store may decode `spec` lazily (only the workloads below are
+ * ever prepared); asking for theirs here, before any backend call or write, keeps a
+ * corrupted spec a tick that stops before its first step instead of one that fails half way.
+ */
+function loadPlan(env: TickEnv): { readonly view: readonly ReconcileItem[]; readonly plan: Plan } {
   const view = env.store.loadView();
   const plan = classify(view, env.lanes.busy);
+  env.store.decodeSpecs([...plan.mint, ...plan.unresolved.map((l) => l.workload)]);
+  return { view, plan };
+}
+
+export async function reconcileTick(env: TickEnv): Promise<number> {
+  const { view, plan } = loadPlan(env);
 
   const observed: Allocation[] = plan.watched.map((l) => l.allocation);
   const unresolved: Allocation[] = plan.unresolved.map((l) => l.allocation);
@@ -104,8 +109,7 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
  * pass makes no listing call at all. Everything else waits for the next full tick.
  */
 export async function reconcileSubmissions(env: TickEnv): Promise<number> {
-  const view = env.store.loadView();
-  const plan = classify(view, env.lanes.busy);
+  const { view, plan } = loadPlan(env);
   await submitAttempts(env, plan.mint, []);
   return view.length;
 }

@@ -2,8 +2,8 @@ import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { Allocation, Workload } from "../models.ts";
+import type { ReconcilerStore } from "../ports/reconciler-store.ts";
 import type { AllocationBackend } from "../ports.ts";
-import type { ReconcilerStore } from "./store.ts";
 import type { BackendHealth } from "./watch.ts";
 
 /**

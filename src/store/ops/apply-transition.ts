@@ -1,51 +1,6 @@
 import type { Database } from "bun:sqlite";
-import type { ExternalHandle, Phase, Reason } from "../../orchestration/models.ts";
+import type { Transition } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
-
-export interface AllocationChange {
-  readonly id: string;
-  /** Compare-and-set: the change applies only if the allocation is still in this phase. */
-  readonly expectedPhase: Phase;
-  readonly phase: Phase;
-  readonly reason: Reason | null;
-  readonly message: string | null;
-  readonly handle?: ExternalHandle;
-  readonly exitCode?: number | null;
-  readonly submittedAt?: number;
-  readonly startedAt?: number;
-  readonly endedAt?: number;
-  /** Whether the backend launched it in its verified sandbox (recorded at submission). */
-  readonly launchSandboxed?: boolean;
-}
-
-export interface WorkloadChange {
-  readonly id: string;
-  /** Compare-and-set on the workload's phase and epoch. */
-  readonly expectedPhase: Phase;
-  readonly expectedEpoch: number;
-  readonly phase: Phase;
-  readonly reason: Reason | null;
-  readonly message: string | null;
-  readonly exitCode?: number | null;
-}
-
-/** A phase the allocation went through unseen, recorded as an event at the time observed. */
-export interface PassedThrough {
-  readonly at: number;
-  readonly phase: Phase;
-  readonly reason: Reason | null;
-  readonly message: string | null;
-}
-
-export interface Transition {
-  readonly workload?: WorkloadChange;
-  readonly allocation?: AllocationChange;
-  /**
-   * Written before the transition's own event when the step applies: a job first seen after
-   * it ended still RAN, and the history says so (with the start time the backend observed).
-   */
-  readonly passedThrough?: PassedThrough;
-}
 
 /**
  * One reconciler step's writes, in one transaction: the allocation and/or workload change

@@ -1,5 +1,6 @@
+import type { Transition } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
-import { applyTransitionInTransaction, type Transition } from "./apply-transition.ts";
+import { applyTransitionInTransaction } from "./apply-transition.ts";
 
 /**
  * Many independent `applyTransition`s in one IMMEDIATE transaction (each keeps its own

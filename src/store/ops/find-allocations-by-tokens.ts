@@ -1,13 +1,9 @@
 import { eq, inArray } from "drizzle-orm";
-import type { Allocation, SubmissionToken, Workload } from "../../orchestration/models.ts";
+import type { SubmissionToken } from "../../orchestration/models.ts";
+import type { AllocationWithWorkload } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toAllocation, toWorkload } from "../rows.ts";
 import { allocations, workloads } from "../schema.ts";
-
-export interface AllocationWithWorkload {
-  readonly allocation: Allocation;
-  readonly workload: Workload;
-}
 
 // Well under SQLite's bound-parameter limit, whatever the build.
 const CHUNK = 500;

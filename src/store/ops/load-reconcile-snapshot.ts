@@ -7,9 +7,9 @@ import {
   type Workload,
   type WorkloadSpec,
 } from "../../orchestration/models.ts";
+import type { ReconcileItem } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { parseDesired, parsePhase, parseReason, parseWorkloadKind } from "../rows.ts";
-import type { ReconcileItem } from "./load-reconcile-view.ts";
 
 const terminal: ReadonlySet<string> = new Set(TERMINAL_PHASES);
 // Written as literals (they are our own constants, never user input) so the statement text is
@@ -88,8 +88,9 @@ type SnapshotRow = [
  * about to prepare, and parsing 10,000 JSON documents (and keeping their garbage) per tick
  * for nothing was a fifth of a steady tick. Still re-read from the store every tick (the
  * text comes with the row); only the JSON.parse waits for the first `.spec`, and a
- * corrupted spec throws there. The reconciler touches `.spec` of every workload it may
- * prepare before it writes anything, so such a row still stops the tick before any step.
+ * corrupted spec throws there. The reconciler asks for the spec of every workload it may
+ * prepare (`decodeSpecs`) before it writes anything, so such a row still stops the tick
+ * before any step.
  */
 export function loadReconcileSnapshot(deps: StoreDeps): readonly ReconcileItem[] {
   const rows = deps.db.$client.query(SNAPSHOT_SQL).values() as unknown as readonly SnapshotRow[];
@@ -123,6 +124,21 @@ export function loadReconcileItems(
     .query(ITEMS_SQL)
     .values(JSON.stringify(ids)) as unknown as readonly SnapshotRow[];
   return rows.map((r) => ({ workload: decodeWorkload(r), current: decodeAllocation(r) }));
+}
+
+/**
+ * Decodes the lazily kept `spec` of these workloads (of a snapshot) now; a corrupted spec
+ * throws here. The port's `decodeSpecs`: the reconciler calls it for the workloads it may
+ * prepare before its first step, so the laziness stays this module's business.
+ */
+export function decodeSpecs(items: readonly Workload[]): void {
+  for (const workload of items) {
+    // Reading the getter is the decode (see decodeWorkload); the value is cached there.
+    const spec: unknown = workload.spec;
+    if (typeof spec !== "object" || spec === null) {
+      throw new Error(`workload ${workload.id}: its stored spec is not an object`);
+    }
+  }
 }
 
 function decodeWorkload(r: SnapshotRow): Workload {

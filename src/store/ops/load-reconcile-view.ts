@@ -1,14 +1,9 @@
 import { and, eq, notInArray } from "drizzle-orm";
-import { type Allocation, TERMINAL_PHASES, type Workload } from "../../orchestration/models.ts";
+import { type Allocation, TERMINAL_PHASES } from "../../orchestration/models.ts";
+import type { ReconcileItem } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toAllocation, toWorkload } from "../rows.ts";
 import { allocations, workloads } from "../schema.ts";
-
-export interface ReconcileItem {
-  readonly workload: Workload;
-  /** The allocation of the workload's current executionEpoch, if one was minted. */
-  readonly current: Allocation | null;
-}
 
 /**
  * Every workload that is not terminal, with its current attempt: two queries whatever the

@@ -1,23 +1,9 @@
-import {
-  ACTIVE_ALLOCATION_PHASES,
-  type Allocation,
-  type SubmissionToken,
-} from "../../orchestration/models.ts";
+import { ACTIVE_ALLOCATION_PHASES, type Allocation } from "../../orchestration/models.ts";
+import type {
+  MintAttemptInput,
+  MintAttemptResult,
+} from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
-
-export interface MintAttemptInput {
-  readonly workloadId: string;
-  readonly allocationId: string;
-  readonly token: SubmissionToken;
-  /** The executionEpoch the caller read; the new attempt gets expectedEpoch + 1. */
-  readonly expectedEpoch: number;
-  readonly message: string;
-}
-
-export type MintAttemptResult =
-  | { readonly kind: "Minted"; readonly allocation: Allocation }
-  /** Someone else (a previous run of this tick, another reconciler) already moved on. */
-  | { readonly kind: "Stale"; readonly message: string };
 
 /**
  * Persists a new attempt (allocation row in SUBMITTING with its token and a fresh epoch)

@@ -1,5 +1,9 @@
+import type {
+  MintAttemptInput,
+  MintAttemptResult,
+} from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
-import { type MintAttemptInput, type MintAttemptResult, mintAttempt } from "./mint-attempt.ts";
+import { mintAttempt } from "./mint-attempt.ts";
 
 /**
  * Many `mintAttempt`s in one IMMEDIATE transaction; one result per input, in order. Every

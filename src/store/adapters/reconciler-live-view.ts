@@ -9,18 +9,15 @@
  * position they are stamped with are the same snapshot: a write that lands between two loads
  * is always after the position read, never lost between the two statements.
  */
-import type { StoreDeps } from "../../store/deps.ts";
-import {
-  loadReconcileItems,
-  loadReconcileSnapshot,
-} from "../../store/ops/load-reconcile-snapshot.ts";
-import type { ReconcileItem } from "../../store/ops/load-reconcile-view.ts";
+import { isTerminal } from "../../orchestration/models.ts";
+import type { ReconcileItem } from "../../orchestration/ports/reconciler-store.ts";
+import type { StoreDeps } from "../deps.ts";
+import { loadReconcileItems, loadReconcileSnapshot } from "../ops/load-reconcile-snapshot.ts";
 import {
   latestWorkloadChange,
   pruneWorkloadChanges,
   readWorkloadChanges,
-} from "../../store/ops/workload-changes.ts";
-import { isTerminal } from "../models.ts";
+} from "../ops/workload-changes.ts";
 
 export interface LiveView {
   /** Every workload that is not terminal, with its current allocation (as the snapshot). */

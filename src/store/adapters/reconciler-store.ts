@@ -1,0 +1,55 @@
+/**
+ * The SQLite adapter of the core's reconciler port (orchestration/ports/reconciler-store.ts):
+ * the store operations the reconciler uses, bound to one database and clock. The daemon
+ * builds it and hands it to `createReconciler`; tests wrap it to count or fail writes.
+ */
+import type { ReconcilerStore } from "../../orchestration/ports/reconciler-store.ts";
+import type { StoreDeps } from "../deps.ts";
+import { markAcknowledged } from "../ops/acknowledge.ts";
+import { applyTransitions } from "../ops/apply-transitions.ts";
+import { findAllocationsByTokens } from "../ops/find-allocations-by-tokens.ts";
+import { decodeSpecs, loadReconcileSnapshot } from "../ops/load-reconcile-snapshot.ts";
+import { mintAttempts } from "../ops/mint-attempts.ts";
+import { createLiveView } from "./reconciler-live-view.ts";
+
+export interface BindReconcilerStoreOptions {
+  /**
+   * Largest number of steps committed in one transaction. Batching turns 10,000 fsyncs into
+   * a handful; the cap keeps the write lock short enough that an API request waiting on it
+   * (busy_timeout) is delayed by milliseconds, not seconds.
+   */
+  readonly maxBatch?: number;
+  /**
+   * Default true: `loadView` keeps the live view in memory and reloads only the workloads
+   * written since the last load (reconciler/live-view.ts). False reads everything each time.
+   */
+  readonly cachedView?: boolean;
+}
+
+function chunked<I, O>(
+  items: readonly I[],
+  size: number,
+  run: (chunk: readonly I[]) => readonly O[],
+) {
+  if (items.length <= size) return run(items);
+  const out: O[] = [];
+  for (let i = 0; i < items.length; i += size) out.push(...run(items.slice(i, i + size)));
+  return out;
+}
+
+/** The production binding: the store ops, bound to one database and clock. */
+export function bindReconcilerStore(
+  deps: StoreDeps,
+  options: BindReconcilerStoreOptions = {},
+): ReconcilerStore {
+  const maxBatch = Math.max(1, options.maxBatch ?? 500);
+  const live = options.cachedView === false ? null : createLiveView(deps);
+  return {
+    loadView: () => (live === null ? loadReconcileSnapshot(deps) : live.load()),
+    decodeSpecs,
+    mintAttempts: (inputs) => chunked(inputs, maxBatch, (c) => mintAttempts(deps, c)),
+    applyTransitions: (ts) => chunked(ts, maxBatch, (c) => applyTransitions(deps, c)),
+    findAllocationsByTokens: (tokens) => findAllocationsByTokens(deps, tokens),
+    markAcknowledged: (allocationId) => markAcknowledged(deps, allocationId),
+  };
+}
