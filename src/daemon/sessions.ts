@@ -21,6 +21,10 @@ import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/ses
 import { markSessionsUnobserved } from "../orchestration/session/readiness.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
+import { bindActivityRecorder } from "../store/adapters/activity-recorder.ts";
+import { bindNonceBurner } from "../store/adapters/nonce-burner.ts";
+import { bindReclaimerStore } from "../store/adapters/reclaimer-store.ts";
+import { bindSessionStore } from "../store/adapters/session-store.ts";
 import type { StoreDeps } from "../store/deps.ts";
 
 export interface SessionsContext {
@@ -52,7 +56,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
   switch (setting.kind) {
     case "Disabled":
       markSessionsUnobserved(
-        context.store,
+        bindSessionStore(context.store),
         "the worker gateway is off on this daemon (OPENAI4S_WORKER_LISTEN is unset), so no session worker can connect",
       );
       return null;
@@ -63,7 +67,12 @@ export async function composeSessions(context: SessionsContext): Promise<Session
       if (read.kind === "Invalid") throw new Error(read.message);
       const engine = startSessionEngine({
         layout: context.layout,
-        store: context.store,
+        stores: {
+          sessions: bindSessionStore(context.store),
+          nonces: bindNonceBurner(context.store),
+          leases: bindReclaimerStore(context.store),
+          activity: bindActivityRecorder(context.store),
+        },
         backend: context.backend,
         clock: context.clock,
         log: context.log,

@@ -29,11 +29,8 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
-import type { StoreDeps } from "../store/deps.ts";
-import { listAllocations } from "../store/ops/list-allocations.ts";
-import { loadReconcileSnapshot } from "../store/ops/load-reconcile-snapshot.ts";
-import { requestStop } from "../store/ops/request-stop.ts";
 import type { Allocation, Workload } from "./models.ts";
+import type { ReclaimerStore } from "./ports/reclaimer-store.ts";
 
 export interface ReclaimerDefaults {
   /** Used when the spec does not say; null means no idle limit. */
@@ -43,7 +40,7 @@ export interface ReclaimerDefaults {
 }
 
 export interface ReclaimerOptions {
-  readonly store: StoreDeps;
+  readonly store: ReclaimerStore;
   readonly clock: Clock;
   readonly log: Log;
   readonly defaults: ReclaimerDefaults;
@@ -126,12 +123,12 @@ export function createReclaimer(options: ReclaimerOptions): Reclaimer {
 
   function reclaimOnce(): readonly ReclaimedSession[] {
     const stopped: ReclaimedSession[] = [];
-    for (const { workload, current } of loadReconcileSnapshot(store)) {
+    for (const { workload, current } of store.loadLiveView()) {
       if (workload.kind !== "SESSION" || workload.phase !== "RUNNING") continue;
       if (workload.desired.kind !== "RUN") continue;
       const decision = decideReclaim(
         workload,
-        listAllocations(store, workload.id),
+        store.listAllocations(workload.id),
         current,
         clock.now(),
         defaults,
@@ -140,7 +137,7 @@ export function createReclaimer(options: ReclaimerOptions): Reclaimer {
         case "Keep":
           break;
         case "Stop": {
-          const result = requestStop(store, workload.id, decision.reason, decision.message);
+          const result = store.requestStop(workload.id, decision.reason, decision.message);
           if (result.kind === "Requested") {
             log.info("session lease expired; stop requested", {
               workloadId: workload.id,

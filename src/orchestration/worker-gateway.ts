@@ -36,8 +36,6 @@ import { hostname as osHostname } from "node:os";
 import type { Socket, TCPSocketListener } from "bun";
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
-import type { StoreDeps } from "../store/deps.ts";
-import { burnNonce, pruneBurnedNonces } from "../store/ops/burn-nonce.ts";
 import {
   type Credential,
   mintNonce,
@@ -46,6 +44,7 @@ import {
   signCredential,
   verifyCredentialSignature,
 } from "./bootstrap.ts";
+import type { NonceBurner } from "./ports/nonce-burner.ts";
 import {
   type CellEvent,
   createFrameDecoder,
@@ -206,7 +205,7 @@ export interface WorkerGatewayOptions {
    * when listening on a wildcard address (0.0.0.0, ::).
    */
   readonly advertiseHost?: string;
-  readonly store: StoreDeps;
+  readonly store: NonceBurner;
   readonly key: SigningKey;
   /** For credential expiry and last-seen times. */
   readonly clock: Clock;
@@ -532,7 +531,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         expectations,
         stopped: (allocationId, epoch) => stopped.has(slotKey(allocationId, epoch)),
         burn: (c) =>
-          burnNonce(store, {
+          store.burn({
             nonce: c.nonce,
             allocationId: c.allocationId,
             expiresAt: c.expiresAt,
@@ -803,7 +802,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     if (now - lastPruneAt >= PRUNE_INTERVAL_MS) {
       lastPruneAt = now;
       try {
-        pruneBurnedNonces(store);
+        store.prune();
       } catch (error) {
         log.warn("worker gateway: pruning burned nonces failed", { error: String(error) });
       }

@@ -9,6 +9,7 @@ import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.ts";
 import { createSessionService } from "../../src/orchestration/session/service.ts";
+import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
 import { getAllocation, setCondition } from "../../src/store/index.ts";
 import { fakeGateway } from "../session/fake-gateway.ts";
 import { newWorkload, startAttempt, type TestStore, testStore } from "../session/support.ts";
@@ -30,7 +31,11 @@ test("an exec that times out interrupts the cell it left running", async () => {
   setCondition(t.store, id, { type: "READY", status: "TRUE", reason: "READY", message: "ok" });
   gw.kernel = () => "timeout";
 
-  const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+  const service = createSessionService({
+    store: bindSessionStore(t.store),
+    gateway: gw,
+    log: silentLog,
+  });
   const outcome = await service.exec(id, "while True: pass");
 
   expect(outcome.kind).toBe("NotReady");

@@ -27,6 +27,7 @@ import {
   encodeFrame,
   MAX_CREDENTIAL_FRAME_BYTES,
 } from "../../src/orchestration/worker-protocol.ts";
+import { bindNonceBurner } from "../../src/store/adapters/nonce-burner.ts";
 import { type OpenedDatabase, openDatabase } from "../../src/store/database.ts";
 import type { StoreDeps } from "../../src/store/deps.ts";
 
@@ -66,7 +67,7 @@ export function startHarness(
   const open = (listen: string) =>
     createWorkerGateway({
       listen,
-      store: { db: db.db, clock },
+      store: bindNonceBurner({ db: db.db, clock }),
       key,
       clock,
       log,

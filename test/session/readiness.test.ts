@@ -15,6 +15,7 @@ import {
   createSessionReadiness,
   readyCondition,
 } from "../../src/orchestration/session/readiness.ts";
+import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
 import {
   applyTransition,
   getAllocation,
@@ -41,7 +42,7 @@ afterEach(() => {
 
 function readiness() {
   return createSessionReadiness({
-    store: t.store,
+    store: bindSessionStore(t.store),
     gateway: gw,
     layout,
     key,
@@ -331,7 +332,7 @@ describe("readiness conditions", () => {
     const a = startAttempt(t.store, id);
     const { epoch } = prepared(id, a);
     const r = createSessionReadiness({
-      store: t.store,
+      store: bindSessionStore(t.store),
       gateway: gw,
       layout,
       key,

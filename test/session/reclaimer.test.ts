@@ -7,6 +7,7 @@ import {
   decideReclaim,
   type ReclaimerDefaults,
 } from "../../src/orchestration/reclaimer.ts";
+import { bindReclaimerStore } from "../../src/store/adapters/reclaimer-store.ts";
 import { getWorkload, requestStop, setCondition, touchActivity } from "../../src/store/index.ts";
 import {
   loseAttempt,
@@ -32,7 +33,7 @@ function reclaimer(
 ) {
   const woken: string[] = [];
   const r = createReclaimer({
-    store: t.store,
+    store: bindReclaimerStore(t.store),
     clock: t.clock,
     log: silentLog,
     defaults,
@@ -202,7 +203,7 @@ describe("reclaimer: lifetime clock", () => {
     const id = newWorkload(t.store, "SESSION", { idleTimeoutSeconds: 1 });
     startAttempt(t.store, id);
     const r = createReclaimer({
-      store: t.store,
+      store: bindReclaimerStore(t.store),
       clock: t.clock,
       log,
       defaults: { idleTimeoutSeconds: null, maxLifetimeSeconds: null },

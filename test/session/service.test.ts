@@ -9,6 +9,7 @@ import {
   createSessionBarrierHooks,
   createSessionService,
 } from "../../src/orchestration/session/service.ts";
+import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
 import {
   applyTransition,
   getAllocation,
@@ -60,7 +61,11 @@ describe("session service: exec", () => {
     gw.kernelEvents = (code) =>
       code.includes("print") ? [{ type: "stream", name: "stdout", text: "hello\n" }] : [];
     gw.kernel = () => execAnswer("OK", "42");
-    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+    });
     const streamed: unknown[] = [];
     expect(
       await service.exec(id, "print('hello'); 42", { onOutput: (o) => streamed.push(o) }),
@@ -94,7 +99,11 @@ describe("session service: exec", () => {
     gw.connect(a, prepared(id, a), 0);
     markReady(id);
     gw.kernel = () => execAnswer("ERROR", null, "ZeroDivisionError: division by zero");
-    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+    });
     expect(await service.exec(id, "1/0")).toMatchObject({
       kind: "Ok",
       status: "ERROR",
@@ -119,7 +128,11 @@ describe("session service: exec", () => {
     const big = "x".repeat(1024 * 1024);
     gw.kernelEvents = () =>
       Array.from({ length: 40 }, () => ({ type: "display_data", data: { "text/plain": big } }));
-    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+    });
     const r = await service.exec(id, "1");
     if (r.kind !== "Ok") throw new Error(r.kind);
     const displays = r.outputs.filter((o) => o.type === "display_data");
@@ -145,7 +158,7 @@ describe("session service: exec", () => {
       });
     }) as typeof gw.request;
     const service = createSessionService({
-      store: t.store,
+      store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
       disconnectGraceMs: 50,
@@ -170,7 +183,7 @@ describe("session service: exec", () => {
     gw.connect(a, prepared(id, a), 0);
     markReady(id);
     const service = createSessionService({
-      store: t.store,
+      store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
       disconnectGraceMs: 0,
@@ -187,7 +200,11 @@ describe("session service: exec", () => {
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
     gw.connect(a, prepared(id, a), 0);
-    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+    });
     setCondition(t.store, id, {
       type: "KERNEL_RESPONSIVE",
       status: "FALSE",
@@ -212,7 +229,11 @@ describe("session service: exec", () => {
   });
 
   test("interrupt reaches rank 0's running cell; not READY or unknown, nothing is sent", async () => {
-    const service = createSessionService({ store: t.store, gateway: gw, log: silentLog });
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+    });
     expect(await service.interrupt("nope")).toEqual({ kind: "NotFound" });
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
@@ -232,7 +253,7 @@ describe("session service: exec", () => {
 
   test("not READY, unknown, BATCH, stopping, or the worker gone: nothing runs", async () => {
     const service = createSessionService({
-      store: t.store,
+      store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
       onWorkerLost: () => lost.push(1),
@@ -269,7 +290,7 @@ describe("session service: exec", () => {
 
 describe("gateway expectations", () => {
   test("only the current, active, wanted attempt of a SESSION is expected", () => {
-    const expectations = createGatewayExpectations({ store: t.store, layout });
+    const expectations = createGatewayExpectations({ store: bindSessionStore(t.store), layout });
     expect(expectations.lookup("unknown")).toBeNull();
 
     const batch = newWorkload(t.store, "BATCH");
@@ -293,7 +314,7 @@ describe("gateway expectations", () => {
   });
 
   test("STOPPING fences, and an attempt never prepared as a session is not expected", () => {
-    const expectations = createGatewayExpectations({ store: t.store, layout });
+    const expectations = createGatewayExpectations({ store: bindSessionStore(t.store), layout });
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
     expect(expectations.lookup(a)).toBeNull();

@@ -15,8 +15,6 @@
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
-import type { StoreDeps } from "../../store/deps.ts";
-import { touchActivity } from "../../store/ops/touch-activity.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import { loadOrCreateSigningKey } from "../bootstrap.ts";
 import {
@@ -27,6 +25,10 @@ import {
 } from "../gateway-tls.ts";
 import type { StateLayout } from "../layout.ts";
 import type { Workload } from "../models.ts";
+import type { ActivityRecorder } from "../ports/activity-recorder.ts";
+import type { NonceBurner } from "../ports/nonce-burner.ts";
+import type { ReclaimerStore } from "../ports/reclaimer-store.ts";
+import type { SessionStore } from "../ports/session-store.ts";
 import type { AllocationBackend } from "../ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../reclaimer.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
@@ -54,9 +56,17 @@ export const DEFAULT_LEASE: ReclaimerDefaults = {
  */
 export const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
 
+/** The engine's persistence, one port per part; the daemon binds them to its store. */
+export interface SessionEngineStores {
+  readonly sessions: SessionStore;
+  readonly nonces: NonceBurner;
+  readonly leases: ReclaimerStore;
+  readonly activity: ActivityRecorder;
+}
+
 export interface SessionEngineOptions {
   readonly layout: StateLayout;
-  readonly store: StoreDeps;
+  readonly stores: SessionEngineStores;
   readonly backend: AllocationBackend;
   readonly clock: Clock;
   readonly log: Log;
@@ -129,7 +139,7 @@ export interface SessionEngine {
 }
 
 export function startSessionEngine(options: SessionEngineOptions): SessionEngine {
-  const { layout, store, backend, clock, log } = options;
+  const { layout, stores, backend, clock, log } = options;
   const key = loadOrCreateSigningKey(layout.signingKey);
   // What the preparer wrote an attempt record under: one rank per node of the profile. A
   // profile no longer offered keeps the global bound (a record is still never unbounded).
@@ -144,11 +154,11 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     listen: options.listen,
     tls,
     ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
-    store,
+    store: stores.nonces,
     key,
     clock,
     log,
-    expectations: createGatewayExpectations({ store, layout, maxRanksOf }),
+    expectations: createGatewayExpectations({ store: stores.sessions, layout, maxRanksOf }),
     onEvent(event) {
       if (
         event.kind === "WorkerConnected" ||
@@ -163,7 +173,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     },
   });
   readiness = createSessionReadiness({
-    store,
+    store: stores.sessions,
     gateway,
     layout,
     maxRanksOf,
@@ -176,7 +186,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   });
   const ready = readiness;
   const reclaimer = createReclaimer({
-    store,
+    store: stores.leases,
     clock,
     log,
     defaults: options.lease ?? DEFAULT_LEASE,
@@ -196,7 +206,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   });
   const service = keepActiveWhileRunning(
     createSessionService({
-      store,
+      store: stores.sessions,
       gateway,
       log,
       onWorkerLost: () => ready.trigger(),
@@ -204,7 +214,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
         disconnectGraceMs: options.disconnectGraceMs,
       }),
     }),
-    { store, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
+    { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
   );
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
@@ -249,13 +259,13 @@ function activityRenewMs(lease: ReclaimerDefaults): number {
  */
 function keepActiveWhileRunning(
   service: SessionService,
-  deps: { readonly store: StoreDeps; readonly log: Log; readonly renewMs: number },
+  deps: { readonly activity: ActivityRecorder; readonly log: Log; readonly renewMs: number },
 ): SessionService {
   return {
     async exec(workloadId, code, execOptions) {
       const timer = setInterval(() => {
         try {
-          touchActivity(deps.store, workloadId);
+          deps.activity.touch(workloadId);
         } catch (error) {
           // The store closing under a daemon shutdown: the exec is answered anyway.
           deps.log.warn("cannot renew a running exec's activity", {

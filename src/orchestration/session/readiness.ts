@@ -16,12 +16,6 @@
  */
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
-import type { StoreDeps } from "../../store/deps.ts";
-import { listConditions, setCondition } from "../../store/ops/conditions.ts";
-import { getWorkload } from "../../store/ops/get-workload.ts";
-import { listEndedSessionsWithOpenConditions } from "../../store/ops/list-ended-sessions-with-open-conditions.ts";
-import { listWorkloads } from "../../store/ops/list-workloads.ts";
-import { loadReconcileSnapshot } from "../../store/ops/load-reconcile-snapshot.ts";
 import type { SigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
 import {
@@ -31,6 +25,7 @@ import {
   isTerminal,
   type Workload,
 } from "../models.ts";
+import type { SessionStore } from "../ports/session-store.ts";
 import type { RequestOutcome, WorkerGateway } from "../worker-gateway.ts";
 import type { WorkerResponse } from "../worker-protocol.ts";
 import {
@@ -64,7 +59,7 @@ export type SessionGateway = Pick<WorkerGateway, "connected" | "connection" | "r
 export const KERNEL_DIED = "KERNEL_DIED";
 
 export interface SessionReadinessOptions {
-  readonly store: StoreDeps;
+  readonly store: SessionStore;
   readonly gateway: SessionGateway;
   readonly layout: StateLayout;
   readonly key: SigningKey;
@@ -162,16 +157,12 @@ function endedConditions(workload: Workload | null): readonly ConditionValue[] {
  * because nothing observes them. Being not FALSE, they are swept again by the readiness
  * loop of the next run that has a gateway.
  */
-export function markSessionsUnobserved(store: StoreDeps, why: string): void {
+export function markSessionsUnobserved(store: SessionStore, why: string): void {
   let cursor: { readonly createdAt: number; readonly id: string } | null = null;
   do {
-    const page = listWorkloads(store, {
-      kind: "SESSION",
-      limit: 200,
-      ...(cursor ? { cursor } : {}),
-    });
+    const page = store.listSessions({ limit: 200, ...(cursor ? { cursor } : {}) });
     for (const workload of page.items) {
-      if (listConditions(store, workload.id).every((c) => c.status === "FALSE")) continue;
+      if (store.listConditions(workload.id).every((c) => c.status === "FALSE")) continue;
       const message = `not observed: ${why}`;
       const four: readonly ConditionValue[] = isTerminal(workload.phase)
         ? endedConditions(workload).filter((c) => c.type !== "READY")
@@ -196,7 +187,7 @@ export function markSessionsUnobserved(store: StoreDeps, why: string): void {
               message,
             },
           ];
-      for (const c of [...four, readyCondition(four)]) setCondition(store, workload.id, c);
+      for (const c of [...four, readyCondition(four)]) store.setCondition(workload.id, c);
     }
     cursor = page.next;
   } while (cursor !== null);
@@ -230,7 +221,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     for (const v of values) {
       const fingerprint = `${v.status}\u0000${v.reason}\u0000${v.message}`;
       if (mine.get(v.type) === fingerprint) continue;
-      setCondition(store, workloadId, v);
+      store.setCondition(workloadId, v);
       mine.set(v.type, fingerprint);
     }
   }
@@ -478,17 +469,17 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
   function pass(): void {
     if (!sweptEnded) {
       // Sessions that ended while no readiness loop was watching (a daemon restart).
-      for (const id of listEndedSessionsWithOpenConditions(store)) {
-        write(id, endedConditions(getWorkload(store, id)));
+      for (const id of store.listEndedSessionsWithOpenConditions()) {
+        write(id, endedConditions(store.getWorkload(id)));
       }
       sweptEnded = true;
     }
-    const view = loadReconcileSnapshot(store).filter((item) => item.workload.kind === "SESSION");
+    const view = store.loadLiveView().filter((item) => item.workload.kind === "SESSION");
     const live = new Set(view.map((item) => item.workload.id));
     // Sessions seen live before and gone from the view now have ended.
     for (const id of [...written.keys()]) {
       if (live.has(id)) continue;
-      write(id, endedConditions(getWorkload(store, id)));
+      write(id, endedConditions(store.getWorkload(id)));
       written.delete(id);
     }
     const liveAttempts = new Set<string>();

@@ -5,13 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Log } from "../../log.ts";
-import type { StoreDeps } from "../../store/deps.ts";
-import { listConditions } from "../../store/ops/conditions.ts";
-import { getAllocation } from "../../store/ops/get-allocation.ts";
-import { getWorkload } from "../../store/ops/get-workload.ts";
-import { listAllocations } from "../../store/ops/list-allocations.ts";
 import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
+import type { SessionStore } from "../ports/session-store.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
 import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../worker-gateway.ts";
 import type { CellEvent, ExecResponse } from "../worker-protocol.ts";
@@ -26,7 +22,7 @@ import type {
 } from "./session-service.ts";
 
 export interface SessionServiceOptions {
-  readonly store: StoreDeps;
+  readonly store: SessionStore;
   readonly gateway: Pick<WorkerGateway, "request">;
   readonly log: Log;
   /** How long one exec may run before the caller gets an answer without its result. */
@@ -62,9 +58,9 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const disconnectGraceMs = options.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
 
   function locate(workloadId: string): Located {
-    const workload = getWorkload(store, workloadId);
+    const workload = store.getWorkload(workloadId);
     if (workload?.kind !== "SESSION") return { kind: "NotFound" };
-    const conditions = listConditions(store, workloadId);
+    const conditions = store.listConditions(workloadId);
     const ready = conditions.find((c) => c.type === "READY");
     const kernel = conditions.find((c) => c.type === "KERNEL_RESPONSIVE");
     const onlyKernelDied = ready?.reason === "KERNEL_RESPONSIVE" && kernel?.reason === KERNEL_DIED;
@@ -78,9 +74,9 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     if (workload.desired.kind === "STOP") {
       return { kind: "NotReady", message: `the session is stopping (${workload.desired.reason})` };
     }
-    const current = listAllocations(store, workloadId).find(
-      (a) => a.epoch === workload.executionEpoch,
-    );
+    const current = store
+      .listAllocations(workloadId)
+      .find((a) => a.epoch === workload.executionEpoch);
     if (current?.phase !== "RUNNING") {
       return { kind: "NotReady", message: "the session's allocation is not running" };
     }
@@ -279,7 +275,7 @@ function joinOutput(outputs: readonly ExecOutput[]): string {
  * refused even if its credential has not expired (INV-7).
  */
 export function createGatewayExpectations(deps: {
-  readonly store: StoreDeps;
+  readonly store: SessionStore;
   readonly layout: StateLayout;
   /** The most ranks an attempt of this workload can have (its profile's nodes). */
   readonly maxRanksOf?: (workload: Workload) => number;
@@ -287,9 +283,9 @@ export function createGatewayExpectations(deps: {
   const ranksCache = new Map<string, number>();
   return {
     lookup(allocationId: string): GatewayExpectation | null {
-      const allocation = getAllocation(deps.store, allocationId);
+      const allocation = deps.store.getAllocation(allocationId);
       if (!allocation) return null;
-      const workload = getWorkload(deps.store, allocation.workloadId);
+      const workload = deps.store.getWorkload(allocation.workloadId);
       if (workload?.kind !== "SESSION") return null;
       let ranks = ranksCache.get(allocationId);
       if (ranks === undefined) {

@@ -1,15 +1,9 @@
 import { and, eq } from "drizzle-orm";
-import type { Condition, ConditionStatus, ConditionType } from "../../orchestration/models.ts";
+import type { Condition } from "../../orchestration/models.ts";
+import type { ConditionUpdate } from "../../orchestration/ports/session-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toCondition } from "../rows.ts";
 import { conditions } from "../schema.ts";
-
-export interface ConditionUpdate {
-  readonly type: ConditionType;
-  readonly status: ConditionStatus;
-  readonly reason: string;
-  readonly message: string;
-}
 
 /**
  * Upserts a condition. lastTransitionTime moves only when the status changes, as in

@@ -1,13 +1,8 @@
 import { and, eq, notInArray } from "drizzle-orm";
 import { type Reason, TERMINAL_PHASES } from "../../orchestration/models.ts";
+import type { RequestStopResult } from "../../orchestration/ports/reclaimer-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { workloads } from "../schema.ts";
-
-export type RequestStopResult =
-  | { readonly kind: "Requested" }
-  | { readonly kind: "AlreadyRequested"; readonly reason: Reason }
-  | { readonly kind: "AlreadyTerminal" }
-  | { readonly kind: "NotFound" };
 
 /**
  * Records the intent to stop; the reconciler's cancel barrier does the work. The first
