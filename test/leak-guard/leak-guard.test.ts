@@ -6,8 +6,10 @@ import {
   checkLeaks,
   findBackendImports,
   findContractLeaks,
+  findCoreImports,
   findSchedulerWords,
   formatViolations,
+  KNOWN_CORE_IMPORTS,
 } from "../support/leak-guard.ts";
 
 const SRC = join(import.meta.dir, "..", "..", "src");
@@ -24,6 +26,19 @@ describe("INV-2 leak guard on the real tree", () => {
 
   test("only the composition root imports a backend package", () => {
     expect(formatViolations(findBackendImports(SRC))).toBe("");
+  });
+
+  test("the core imports nothing from store, api, daemon or cli", () => {
+    expect(formatViolations(findCoreImports(SRC, KNOWN_CORE_IMPORTS))).toBe("");
+  });
+
+  test("every known exception to the core's import rule still exists (else delete it)", () => {
+    const found = findCoreImports(SRC);
+    for (const known of KNOWN_CORE_IMPORTS) {
+      expect(found.some((v) => v.file === known.file && v.detail.includes(known.target))).toBe(
+        true,
+      );
+    }
   });
 });
 
@@ -87,5 +102,59 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
     );
     const violations = findBackendImports(copy);
     expect(violations.some((v) => v.file === "orchestration/ports.ts")).toBe(true);
+  });
+
+  test.each([
+    ["a value import", 'import { getWorkload } from "../store/ops/get-workload.ts";\n', "store/"],
+    ["a type-only import", 'import type { StoreDeps } from "../store/deps.ts";\n', "store/deps.ts"],
+    ["an inline type import", 'import { type AppDeps } from "../api/deps.ts";\n', "api/deps.ts"],
+    ["a re-export", 'export * from "../api/problem.ts";\n', "api/problem.ts"],
+    ["a type re-export", 'export type { Command } from "../cli/command.ts";\n', "cli/"],
+    ["a side-effect import", 'import "../daemon/daemon.ts";\n', "daemon/daemon.ts"],
+    ["a dynamic import()", 'export const m = () => import("../daemon/daemon.ts");\n', "daemon/"],
+    [
+      "a template-literal import()",
+      "export const m = () => import(`../store/index.ts`);\n",
+      "store/",
+    ],
+    ["a require()", 'export const m = () => require("../cli/main.ts");\n', "cli/main.ts"],
+    ["a type query import()", 'export type D = import("../store/deps.ts").StoreDeps;\n', "store/"],
+    ["a directory import", 'export * from "../store";\n', "store"],
+    [
+      "a computed import()",
+      'const p = "../store/index.ts";\nexport const m = () => import(p);\n',
+      "computed",
+    ],
+  ])("the core importing an edge: %s", (_label, planted, expected) => {
+    const copy = copyOfSrc();
+    appendFileSync(join(copy, "orchestration", "reclaimer.ts"), planted);
+    const violations = findCoreImports(copy, KNOWN_CORE_IMPORTS);
+    expect(violations.length).toBeGreaterThan(0);
+    expect(violations.every((v) => v.file === "orchestration/reclaimer.ts")).toBe(true);
+    expect(violations.map((v) => v.detail).join("\n")).toContain(expected);
+    expect(checkLeaks(copy).some((v) => v.rule === "core-import")).toBe(true);
+  });
+
+  test("a nested core module reaching an edge through several ../ is caught", () => {
+    const copy = copyOfSrc();
+    appendFileSync(
+      join(copy, "orchestration", "reconciler", "tick.ts"),
+      'import type { Db } from "../../store/database.ts";\nexport type X = Db;\n',
+    );
+    const violations = findCoreImports(copy, KNOWN_CORE_IMPORTS);
+    expect(violations.map((v) => `${v.file} ${v.detail}`).join("\n")).toContain(
+      "orchestration/reconciler/tick.ts imports store/database.ts",
+    );
+  });
+
+  test("imports inside the core and of shared leaf modules are not violations", () => {
+    const copy = copyOfSrc();
+    appendFileSync(
+      join(copy, "orchestration", "reclaimer.ts"),
+      'import type { ReconcilerStore } from "./ports/reconciler-store.ts";\n' +
+        'import { systemClock } from "../clock.ts";\nexport type Y = ReconcilerStore;\n' +
+        "export const z = systemClock;\n",
+    );
+    expect(findCoreImports(copy, KNOWN_CORE_IMPORTS)).toEqual([]);
   });
 });

@@ -3,10 +3,12 @@
  * and import graph never mention a scheduler; that vocabulary lives only in the scheduler's
  * backend package and in the one composition root that wires backends.
  *
- * Three claims, each a function over a source tree so a test can run them on a doctored copy:
+ * Four claims, each a function over a source tree so a test can run them on a doctored copy:
  *  (a) no file outside the exempt paths contains a scheduler word, comments included;
  *  (b) the import graph from the contracts' index reaches only contract modules;
- *  (c) no module outside the composition root imports a backend package.
+ *  (c) no module outside the composition root imports a backend package;
+ *  (d) the core (orchestration/) imports nothing from the edges (store, api, daemon, cli):
+ *      it owns its ports and the edges implement or call them, never the other way round.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
@@ -43,8 +45,21 @@ export const CONTRACT_MODULES = [
   "orchestration/sandbox.ts",
 ] as const;
 
+/** The core: what it imports must come from itself or from shared leaf modules. */
+export const CORE = "orchestration/";
+/** The edges the core must not import, type-only imports and dynamic import() included. */
+export const EDGES = ["store/", "api/", "daemon/", "cli/"] as const;
+/**
+ * Core-to-edge imports still in the tree, each with the change that removes it. The test on
+ * the real tree fails when one of them is gone, so the list cannot outlive its reason.
+ */
+export const KNOWN_CORE_IMPORTS: readonly { readonly file: string; readonly target: string }[] = [
+  // The command frame moves out of cli/ (issue 11, the `rooms` part).
+  { file: "orchestration/local/supervise-command.ts", target: "cli/command.ts" },
+];
+
 export interface Violation {
-  readonly rule: "scheduler-word" | "contracts-import" | "backend-import";
+  readonly rule: "scheduler-word" | "contracts-import" | "backend-import" | "core-import";
   readonly file: string;
   readonly line: number;
   readonly detail: string;
@@ -173,11 +188,75 @@ export function findBackendImports(srcRoot: string): Violation[] {
   return violations;
 }
 
+// Every way a module names another, type-only ones included (the transpiler's scan drops
+// `import type`, `export type` and `import("x").T`, yet each is an arrow between rooms):
+// `import ... from "x"`, `export ... from "x"`, `import "x"`, `import("x")` with a quoted or
+// template literal, and `require("x")`.
+const STATIC_FROM = /\b(?:import|export)\b[^;"'`]*?\bfrom\s*["'`]([^"'`]+)["'`]/g;
+const BARE_IMPORT = /\bimport\s*["'`]([^"'`]+)["'`]/g;
+const CALL_IMPORT = /\b(?:import|require)\s*\(\s*["'`]([^"'`$]+)["'`]\s*\)/g;
+// A dynamic import whose specifier is computed cannot be checked, so the core may not have one.
+const COMPUTED_IMPORT = /\b(?:import|require)\s*\(\s*(?!["'`][^"'`$]+["'`]\s*\))/g;
+
+/** Every specifier a source text names, with its line; `computed` for an uncheckable one. */
+export function specifiersOf(
+  source: string,
+): { readonly specifier: string; readonly line: number }[] {
+  const lineAt = (index: number) => source.slice(0, index).split("\n").length;
+  const out: { specifier: string; line: number }[] = [];
+  for (const pattern of [STATIC_FROM, BARE_IMPORT, CALL_IMPORT]) {
+    for (const m of source.matchAll(pattern)) {
+      out.push({ specifier: m[1] as string, line: lineAt(m.index) });
+    }
+  }
+  for (const m of source.matchAll(COMPUTED_IMPORT)) {
+    out.push({ specifier: "computed", line: lineAt(m.index) });
+  }
+  return out;
+}
+
+/** (d) No module of the core imports an edge (store, api, daemon, cli). */
+export function findCoreImports(
+  srcRoot: string,
+  known: readonly { readonly file: string; readonly target: string }[] = [],
+): Violation[] {
+  const violations: Violation[] = [];
+  for (const file of walk(join(srcRoot, CORE))) {
+    if (!/\.(ts|tsx|js|mjs|cjs)$/.test(file)) continue;
+    const name = rel(srcRoot, file);
+    const source = readFileSync(file, "utf8");
+    for (const { specifier, line } of specifiersOf(source)) {
+      if (specifier === "computed") {
+        violations.push({
+          rule: "core-import",
+          file: name,
+          line,
+          detail: "a computed import() or require(): the core's imports must be checkable",
+        });
+        continue;
+      }
+      if (!specifier.startsWith(".") && !specifier.startsWith("/")) continue;
+      const target = rel(srcRoot, resolve(dirname(file), specifier));
+      const edge = EDGES.find((e) => target.startsWith(e) || `${target}/` === e);
+      if (!edge) continue;
+      if (known.some((k) => k.file === name && k.target === target)) continue;
+      violations.push({
+        rule: "core-import",
+        file: name,
+        line,
+        detail: `imports ${target} (${specifier}); the core defines a port in ${CORE}ports/ instead`,
+      });
+    }
+  }
+  return violations;
+}
+
 export function checkLeaks(srcRoot: string): Violation[] {
   return [
     ...findSchedulerWords(srcRoot),
     ...findContractLeaks(srcRoot),
     ...findBackendImports(srcRoot),
+    ...findCoreImports(srcRoot, KNOWN_CORE_IMPORTS),
   ];
 }
 
