@@ -6,12 +6,12 @@ import { type Context, Hono } from "hono";
 import type * as v from "valibot";
 import type { Workload } from "../../orchestration/models.ts";
 import { isTerminal } from "../../orchestration/models.ts";
-import { isTaskRunner } from "../../orchestration/ports.ts";
 import type {
   ExecOutcome,
   InterruptOutcome,
   SessionService,
 } from "../../orchestration/session/session-service.ts";
+import { placeStep, type StepPlacement } from "../../orchestration/steps.ts";
 import {
   getWorkload,
   listAllocations,
@@ -60,7 +60,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const submission = normalize(parseWith(SubmitBody, await readJson(c)));
     const outcome = await submitWorkload(deps, submission, key);
     switch (outcome.kind) {
-      case "Created":
+      case "Admitted":
         deps.log.info("workload accepted", {
           workloadId: outcome.workload.id,
           kind: outcome.workload.kind,
@@ -310,39 +310,13 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   app.post("/v1/workloads/:id/tasks", async function tasks(c) {
     const workload = mustGet(c);
     const body = await readBody(c, TaskBody);
-    const backend = deps.backend;
-    if (!isTaskRunner(backend)) {
-      throw conflict(
-        "tasks-unsupported",
-        "Steps not supported",
-        `backend ${backend.name} cannot run steps inside an allocation`,
-      );
-    }
-    if (isTerminal(workload.phase) || workload.desired.kind === "STOP") {
-      throw conflict(
-        "workload-ended",
-        "Workload ending",
-        `workload ${workload.id} is ${workload.phase}${workload.desired.kind === "STOP" ? " and being stopped" : ""}`,
-      );
-    }
-    // Only the current attempt's allocation, and only while it runs with a handle: never a
-    // new submission in its place (INV-4).
-    const current = listAllocations(deps.store, workload.id).find(
-      (a) => a.epoch === workload.executionEpoch,
-    );
-    if (current?.phase !== "RUNNING" || current.handle === null) {
-      throw conflict(
-        "no-live-allocation",
-        "No live allocation",
-        `workload ${workload.id} has no running allocation to run a step in`,
-      );
-    }
+    const placement = placeStep(deps.backend, workload, listAllocations(deps.store, workload.id));
+    if (placement.kind === "Refused") throw stepProblem(placement.reason, placement.message);
+    const { runner, target } = placement;
     touchActivity(deps.store, workload.id);
-    const result = await backend.runTask(
-      { allocationId: current.id, token: current.token, handle: current.handle },
-      body.command,
-      { timeoutMs: (body.timeoutSeconds ?? LIMITS.taskTimeoutDefaultSeconds) * 1000 },
-    );
+    const result = await runner.runTask(target, body.command, {
+      timeoutMs: (body.timeoutSeconds ?? LIMITS.taskTimeoutDefaultSeconds) * 1000,
+    });
     touchActivity(deps.store, workload.id);
     switch (result.kind) {
       case "Completed":
@@ -364,6 +338,25 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   });
 
   return app;
+}
+
+/** Each refusal of the steps rule (orchestration/steps.ts) as its 409 problem. */
+function stepProblem(
+  reason: Extract<StepPlacement, { readonly kind: "Refused" }>["reason"],
+  message: string,
+): ApiError {
+  switch (reason) {
+    case "STEPS_UNSUPPORTED":
+      return conflict("tasks-unsupported", "Steps not supported", message);
+    case "WORKLOAD_ENDING":
+      return conflict("workload-ended", "Workload ending", message);
+    case "NO_LIVE_ALLOCATION":
+      return conflict("no-live-allocation", "No live allocation", message);
+    default: {
+      const never: never = reason;
+      throw new Error(`unhandled step refusal ${JSON.stringify(never)}`);
+    }
+  }
 }
 
 /**

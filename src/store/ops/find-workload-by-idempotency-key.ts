@@ -1,13 +1,8 @@
 import { eq } from "drizzle-orm";
-import type { Workload } from "../../orchestration/models.ts";
+import type { IdempotentMatch } from "../../orchestration/ports/admission-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toWorkload } from "../rows.ts";
 import { workloads } from "../schema.ts";
-
-export interface IdempotentMatch {
-  readonly workload: Workload;
-  readonly requestHash: string | null;
-}
 
 export function findWorkloadByIdempotencyKey(deps: StoreDeps, key: string): IdempotentMatch | null {
   const row = deps.db.select().from(workloads).where(eq(workloads.idempotencyKey, key)).get();

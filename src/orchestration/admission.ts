@@ -1,0 +1,152 @@
+/**
+ * Admission: whether a normalized submission becomes a workload. Everything is decided before
+ * anything is written (the profile, the kinds it accepts, its time limit, and for a SESSION
+ * the backend's isolation verdict), so a refusal leaves no row behind: a half-admitted
+ * workload is one the reconciler would then try to run. An Idempotency-Key makes a repeat
+ * of the same request answer the first one's workload, and a different request under the
+ * same key a refusal, also when the two raced to the insert.
+ *
+ * A rule, not a handler: it returns a union and the edges translate it (the API to
+ * problem+json), so the CLI path and tests use it without a web server.
+ */
+import { createHash } from "node:crypto";
+import type { ResourceProfile, Workload, WorkloadKind, WorkloadSpec } from "./models.ts";
+import type { AdmissionStore, IdempotentMatch } from "./ports/admission-store.ts";
+import { type AllocationBackend, sessionIsolationVerdict } from "./ports.ts";
+
+/** The request after defaults: what is stored, and what the idempotency hash covers. */
+export interface Submission {
+  readonly kind: WorkloadKind;
+  readonly profile: string;
+  readonly name: string;
+  readonly spec: WorkloadSpec;
+  readonly maxAttempts: number;
+}
+
+/** One refused field: `path` names it as the request spelled it. */
+export interface RefusedField {
+  readonly path: string;
+  readonly message: string;
+}
+
+export type AdmissionRefusal =
+  /** The submission does not fit the profile (unknown, wrong kind, time limit too long). */
+  | { readonly reason: "INVALID"; readonly fields: readonly RefusedField[] }
+  /** The Idempotency-Key was first used with a different request. */
+  | { readonly reason: "IDEMPOTENCY_KEY_REUSED"; readonly key: string }
+  /** A SESSION on a backend that cannot verify its isolation. */
+  | { readonly reason: "ISOLATION_UNAVAILABLE"; readonly message: string };
+
+export type AdmissionOutcome =
+  | { readonly kind: "Admitted"; readonly workload: Workload }
+  /** Same Idempotency-Key, same request: the workload the first call created. */
+  | { readonly kind: "Replayed"; readonly workload: Workload }
+  | ({ readonly kind: "Refused" } & AdmissionRefusal);
+
+export interface AdmissionDeps {
+  readonly store: AdmissionStore;
+  readonly backend: AllocationBackend;
+  readonly newWorkloadId: () => string;
+}
+
+/**
+ * sha256 of the canonical JSON of the normalized request: key order and spelled-out
+ * defaults (`maxAttempts: 1`) do not make two equal requests differ.
+ */
+export function requestHash(submission: Submission): string {
+  return createHash("sha256").update(canonicalJson(submission)).digest("hex");
+}
+
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * The profile must exist, accept the kind, and allow the time limit asked for. Pure; the
+ * refused fields, or none.
+ */
+export function checkAgainstProfile(
+  submission: Submission,
+  profiles: readonly ResourceProfile[],
+): readonly RefusedField[] {
+  const profile = profiles.find((p) => p.name === submission.profile);
+  if (!profile) {
+    const known = profiles.map((p) => p.name).join(", ") || "none";
+    return [
+      { path: "profile", message: `unknown profile "${submission.profile}" (known: ${known})` },
+    ];
+  }
+  const fields: RefusedField[] = [];
+  if (!profile.kinds.includes(submission.kind)) {
+    fields.push({
+      path: "profile",
+      message: `profile "${profile.name}" does not accept ${submission.kind} (it accepts ${profile.kinds.join(", ")})`,
+    });
+  }
+  const limit = profile.resources.timeLimitSeconds;
+  const asked = submission.spec.timeLimitSeconds;
+  if (limit !== null && asked !== undefined && asked > limit) {
+    fields.push({
+      path: "timeLimitSeconds",
+      message: `profile "${profile.name}" allows at most ${limit} seconds`,
+    });
+  }
+  return fields;
+}
+
+/** The earlier request's workload when it was this request, else the refusal. */
+function replayOrRefuse(key: string, match: IdempotentMatch, hash: string): AdmissionOutcome {
+  if (match.requestHash !== hash) return { kind: "Refused", reason: "IDEMPOTENCY_KEY_REUSED", key };
+  return { kind: "Replayed", workload: match.workload };
+}
+
+export async function admitWorkload(
+  deps: AdmissionDeps,
+  submission: Submission,
+  idempotencyKey: string | null,
+): Promise<AdmissionOutcome> {
+  const hash = requestHash(submission);
+  if (idempotencyKey !== null) {
+    const earlier = deps.store.findByIdempotencyKey(idempotencyKey);
+    if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash);
+  }
+  const fields = checkAgainstProfile(submission, deps.backend.profiles());
+  if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
+  if (submission.kind === "SESSION") {
+    // Before any write: a missing, Unverified or throwing check all refuse the same way.
+    const verdict = await sessionIsolationVerdict(deps.backend);
+    if (verdict.kind === "Unverified") {
+      return { kind: "Refused", reason: "ISOLATION_UNAVAILABLE", message: verdict.message };
+    }
+  }
+  const created = deps.store.create({
+    id: deps.newWorkloadId(),
+    kind: submission.kind,
+    name: submission.name,
+    profile: submission.profile,
+    spec: submission.spec,
+    maxAttempts: submission.maxAttempts,
+    idempotencyKey,
+    requestHash: hash,
+  });
+  switch (created.kind) {
+    case "Created":
+      return { kind: "Admitted", workload: created.workload };
+    case "KeyTaken":
+      // Both requests found nothing and both inserted; the loser answers exactly as if it
+      // had arrived second.
+      if (idempotencyKey === null) throw new Error("the store reported a taken key for none");
+      return replayOrRefuse(idempotencyKey, created.existing, hash);
+    default: {
+      const never: never = created;
+      throw new Error(`unhandled create result ${JSON.stringify(never)}`);
+    }
+  }
+}
