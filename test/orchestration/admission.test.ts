@@ -1,0 +1,230 @@
+/**
+ * Admission as a rule of the core, run without any web handler: a real (in-memory) SQLite
+ * store through its adapter, and a backend that can only list profiles and, when given,
+ * answer the isolation check.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { manualClock } from "../../src/clock.ts";
+import {
+  type AdmissionOutcome,
+  admitWorkload,
+  requestHash,
+  type Submission,
+} from "../../src/orchestration/admission.ts";
+import type { ResourceProfile } from "../../src/orchestration/models.ts";
+import type { AdmissionStore } from "../../src/orchestration/ports/admission-store.ts";
+import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
+import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
+import { openDatabase } from "../../src/store/index.ts";
+
+const PROFILES: readonly ResourceProfile[] = [
+  {
+    name: "default",
+    description: "batch only",
+    kinds: ["BATCH"],
+    resources: { nodes: 1, cpus: 2, gpus: 0, memoryMb: null, timeLimitSeconds: 3600 },
+  },
+  {
+    name: "interactive",
+    description: "sessions",
+    kinds: ["SESSION", "BATCH"],
+    resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb: 1024, timeLimitSeconds: null },
+  },
+];
+
+function backend(isolation?: () => Promise<IsolationVerdict>): AllocationBackend {
+  const never = (what: string) => async (): Promise<never> => {
+    throw new Error(`admission must not call backend.${what}`);
+  };
+  return {
+    name: "test",
+    profiles: () => PROFILES,
+    submit: never("submit"),
+    observe: never("observe"),
+    cancel: never("cancel"),
+    findByToken: never("findByToken"),
+    diagnostics: never("diagnostics"),
+    ...(isolation ? { verifySessionIsolation: isolation } : {}),
+  } as AllocationBackend;
+}
+
+const batch: Submission = {
+  kind: "BATCH",
+  profile: "default",
+  name: "echo",
+  spec: { command: ["echo", "hi"] },
+  maxAttempts: 1,
+};
+const session: Submission = {
+  kind: "SESSION",
+  profile: "interactive",
+  name: "session",
+  spec: {},
+  maxAttempts: 1,
+};
+
+const closers: (() => void)[] = [];
+afterEach(() => {
+  for (const close of closers.splice(0)) close();
+});
+
+function world(options: { readonly backend?: AllocationBackend } = {}) {
+  const opened = openDatabase(":memory:");
+  closers.push(() => opened.close());
+  const store = bindAdmissionStore({ db: opened.db, clock: manualClock() });
+  let seq = 0;
+  const rows = () =>
+    (opened.sqlite.query("SELECT count(*) AS n FROM workloads").get() as { n: number }).n;
+  const deps = (s: AdmissionStore = store) => ({
+    store: s,
+    backend: options.backend ?? backend(),
+    newWorkloadId: () => `w${++seq}`,
+  });
+  return { store, rows, deps };
+}
+
+function refusal(outcome: AdmissionOutcome) {
+  if (outcome.kind !== "Refused") throw new Error(`expected a refusal, got ${outcome.kind}`);
+  return outcome;
+}
+
+describe("admission", () => {
+  test("a submission that fits its profile is admitted and stored PENDING", async () => {
+    const w = world();
+    const outcome = await admitWorkload(w.deps(), batch, null);
+    expect(outcome.kind).toBe("Admitted");
+    if (outcome.kind !== "Admitted") return;
+    expect(outcome.workload).toMatchObject({ id: "w1", kind: "BATCH", phase: "PENDING" });
+    expect(w.rows()).toBe(1);
+  });
+
+  test("an unknown profile is refused on the profile field, and nothing is written", async () => {
+    const w = world();
+    const r = refusal(await admitWorkload(w.deps(), { ...batch, profile: "nope" }, null));
+    expect(r.reason).toBe("INVALID");
+    if (r.reason !== "INVALID") return;
+    expect(r.fields).toEqual([
+      { path: "profile", message: 'unknown profile "nope" (known: default, interactive)' },
+    ]);
+    expect(w.rows()).toBe(0);
+  });
+
+  test("a kind the profile does not accept and a time limit over its bound: both fields", async () => {
+    const w = world();
+    const asked: Submission = {
+      ...session,
+      profile: "default",
+      spec: { timeLimitSeconds: 7200 },
+    };
+    const r = refusal(await admitWorkload(w.deps(), asked, null));
+    expect(r.reason === "INVALID" && r.fields.map((f) => f.path)).toEqual([
+      "profile",
+      "timeLimitSeconds",
+    ]);
+    expect(w.rows()).toBe(0);
+  });
+
+  test.each([
+    ["a backend without the isolation capability", undefined],
+    [
+      "an Unverified verdict",
+      async (): Promise<IsolationVerdict> => ({ kind: "Unverified", message: "no sandbox here" }),
+    ],
+    [
+      "a check that throws",
+      async (): Promise<IsolationVerdict> => {
+        throw new Error("probe crashed");
+      },
+    ],
+  ])("a SESSION on %s is refused ISOLATION_UNAVAILABLE before any write", async (_l, check) => {
+    const w = world({ backend: backend(check) });
+    const r = refusal(await admitWorkload(w.deps(), session, null));
+    expect(r.reason).toBe("ISOLATION_UNAVAILABLE");
+    expect(w.rows()).toBe(0);
+  });
+
+  test("a SESSION on a backend that verifies its isolation is admitted", async () => {
+    const w = world({
+      backend: backend(async () => ({ kind: "Verified", mechanism: "test" })),
+    });
+    expect((await admitWorkload(w.deps(), session, null)).kind).toBe("Admitted");
+  });
+
+  test("the same key with the same request replays the first workload", async () => {
+    const w = world();
+    const first = await admitWorkload(w.deps(), batch, "k");
+    // The same request spelled differently: key order does not change the hash.
+    const again = await admitWorkload(
+      w.deps(),
+      {
+        maxAttempts: 1,
+        spec: { command: ["echo", "hi"] },
+        name: "echo",
+        profile: "default",
+        kind: "BATCH",
+      },
+      "k",
+    );
+    expect(first.kind).toBe("Admitted");
+    expect(again.kind).toBe("Replayed");
+    expect(again.kind !== "Refused" && again.workload.id).toBe("w1");
+    expect(w.rows()).toBe(1);
+  });
+
+  test("the same key with a different request is refused, naming the key", async () => {
+    const w = world();
+    await admitWorkload(w.deps(), batch, "k");
+    const r = refusal(await admitWorkload(w.deps(), { ...batch, name: "other" }, "k"));
+    expect(r).toEqual({ kind: "Refused", reason: "IDEMPOTENCY_KEY_REUSED", key: "k" });
+    expect(w.rows()).toBe(1);
+  });
+
+  test("a replay is answered before the profile is checked again", async () => {
+    // The admin removed the profile after the first call: the retry still gets its workload.
+    const w = world();
+    await admitWorkload(w.deps(), batch, "k");
+    const noProfiles = { ...backend(), profiles: () => [] };
+    const again = await admitWorkload({ ...w.deps(), backend: noProfiles }, batch, "k");
+    expect(again.kind).toBe("Replayed");
+  });
+
+  describe("two requests racing on one key (the lookup missed the winner's insert)", () => {
+    /** The real store, except that the first lookup misses: the other request won the race. */
+    const racing = (store: AdmissionStore): AdmissionStore => ({
+      findByIdempotencyKey: () => null,
+      create: (input) => store.create(input),
+    });
+
+    test("the same request: the loser replays the winner's workload", async () => {
+      const w = world();
+      const winner = await admitWorkload(w.deps(), batch, "race");
+      const loser = await admitWorkload(w.deps(racing(w.store)), batch, "race");
+      expect(loser.kind).toBe("Replayed");
+      expect(winner.kind === "Admitted" && loser.kind === "Replayed").toBe(true);
+      expect(loser.kind !== "Refused" && winner.kind !== "Refused" && loser.workload.id).toBe(
+        winner.kind !== "Refused" ? winner.workload.id : "",
+      );
+      expect(w.rows()).toBe(1);
+    });
+
+    test("a different request: the loser is refused and writes nothing", async () => {
+      const w = world();
+      await admitWorkload(w.deps(), batch, "race");
+      const loser = await admitWorkload(w.deps(racing(w.store)), { ...batch, name: "b" }, "race");
+      expect(refusal(loser).reason).toBe("IDEMPOTENCY_KEY_REUSED");
+      expect(w.rows()).toBe(1);
+    });
+  });
+
+  test("the request hash ignores key order and covers every field", () => {
+    const reordered: Submission = {
+      spec: { command: ["echo", "hi"] },
+      maxAttempts: 1,
+      name: "echo",
+      kind: "BATCH",
+      profile: "default",
+    };
+    expect(requestHash(reordered)).toBe(requestHash(batch));
+    expect(requestHash({ ...batch, maxAttempts: 2 })).not.toBe(requestHash(batch));
+  });
+});
