@@ -23,6 +23,21 @@ export interface Submission {
   readonly maxAttempts: number;
 }
 
+/** A workload's name: what listings show, and the default derived from the program. */
+export const WORKLOAD_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+/** A submission as asked, each field already valid on its own (the API's schema did that). */
+export interface SubmissionRequest {
+  readonly kind: WorkloadKind;
+  readonly profile: string;
+  readonly name?: string | undefined;
+  readonly command?: readonly string[] | undefined;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+  readonly timeLimitSeconds?: number | undefined;
+  readonly idleTimeoutSeconds?: number | undefined;
+  readonly maxAttempts?: number | undefined;
+}
+
 /** One refused field: `path` names it as the request spelled it. */
 export interface RefusedField {
   readonly path: string;
@@ -47,6 +62,68 @@ export interface AdmissionDeps {
   readonly store: AdmissionStore;
   readonly backend: AllocationBackend;
   readonly newWorkloadId: () => string;
+}
+
+export type NormalizeOutcome =
+  | { readonly kind: "Normalized"; readonly submission: Submission }
+  | {
+      readonly kind: "Refused";
+      readonly reason: "INVALID";
+      readonly fields: readonly RefusedField[];
+    };
+
+/**
+ * The kind rules between fields, which a per-field schema cannot state (a BATCH runs a
+ * command, a SESSION a kernel; only a SESSION idles), then the defaults spelled out. Pure.
+ */
+export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcome {
+  const fields: RefusedField[] = [];
+  if (request.kind === "BATCH") {
+    if (request.command === undefined) {
+      fields.push({ path: "command", message: "a BATCH workload needs a command" });
+    } else if (request.command[0] === "") {
+      fields.push({ path: "command[0]", message: "the program must not be empty" });
+    }
+    if (request.idleTimeoutSeconds !== undefined) {
+      fields.push({ path: "idleTimeoutSeconds", message: "only a SESSION has an idle timeout" });
+    }
+  } else if (request.command !== undefined) {
+    fields.push({ path: "command", message: "a SESSION runs a kernel, not a command" });
+  }
+  if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
+  const spec: WorkloadSpec = {
+    ...(request.command !== undefined ? { command: [...request.command] } : {}),
+    ...(request.env !== undefined ? { env: sortedRecord(request.env) } : {}),
+    ...(request.timeLimitSeconds !== undefined
+      ? { timeLimitSeconds: request.timeLimitSeconds }
+      : {}),
+    ...(request.idleTimeoutSeconds !== undefined
+      ? { idleTimeoutSeconds: request.idleTimeoutSeconds }
+      : {}),
+  };
+  return {
+    kind: "Normalized",
+    submission: {
+      kind: request.kind,
+      profile: request.profile,
+      name: request.name ?? defaultName(request),
+      spec,
+      maxAttempts: request.maxAttempts ?? 1,
+    },
+  };
+}
+
+function sortedRecord(record: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of Object.keys(record).sort()) out[key] = record[key] as string;
+  return out;
+}
+
+/** The program's base name when it fits the name charset, else the kind in lower case. */
+function defaultName(request: SubmissionRequest): string {
+  const program = request.command?.[0]?.split("/").at(-1) ?? "";
+  const candidate = program.replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 63);
+  return WORKLOAD_NAME_PATTERN.test(candidate) ? candidate : request.kind.toLowerCase();
 }
 
 /**

@@ -8,6 +8,7 @@ import { manualClock } from "../../src/clock.ts";
 import {
   type AdmissionOutcome,
   admitWorkload,
+  normalizeSubmission,
   requestHash,
   type Submission,
 } from "../../src/orchestration/admission.ts";
@@ -226,5 +227,42 @@ describe("admission", () => {
     };
     expect(requestHash(reordered)).toBe(requestHash(batch));
     expect(requestHash({ ...batch, maxAttempts: 2 })).not.toBe(requestHash(batch));
+  });
+});
+
+describe("the kind rules between fields", () => {
+  test("a BATCH needs a non-empty program and has no idle timeout", () => {
+    expect(
+      normalizeSubmission({ kind: "BATCH", profile: "default", idleTimeoutSeconds: 60 }),
+    ).toEqual({
+      kind: "Refused",
+      reason: "INVALID",
+      fields: [
+        { path: "command", message: "a BATCH workload needs a command" },
+        { path: "idleTimeoutSeconds", message: "only a SESSION has an idle timeout" },
+      ],
+    });
+    const empty = normalizeSubmission({ kind: "BATCH", profile: "default", command: [""] });
+    expect(empty.kind === "Refused" && empty.fields.map((f) => f.path)).toEqual(["command[0]"]);
+  });
+
+  test("a SESSION runs a kernel, not a command", () => {
+    const r = normalizeSubmission({ kind: "SESSION", profile: "interactive", command: ["x"] });
+    expect(r.kind === "Refused" && r.fields.map((f) => f.path)).toEqual(["command"]);
+  });
+
+  test("defaults are spelled out: the name from the program, one attempt, env sorted", () => {
+    const r = normalizeSubmission({
+      kind: "BATCH",
+      profile: "default",
+      command: ["/usr/bin/my tool", "x"],
+      env: { B: "2", A: "1" },
+    });
+    expect(r.kind).toBe("Normalized");
+    if (r.kind !== "Normalized") return;
+    expect(r.submission).toMatchObject({ name: "my-tool", maxAttempts: 1 });
+    expect(Object.keys(r.submission.spec.env ?? {})).toEqual(["A", "B"]);
+    const session = normalizeSubmission({ kind: "SESSION", profile: "interactive" });
+    expect(session.kind === "Normalized" && session.submission.name).toBe("session");
   });
 });

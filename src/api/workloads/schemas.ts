@@ -3,6 +3,7 @@
  * document states the same numbers: one source, so the two cannot drift apart.
  */
 import * as v from "valibot";
+import { WORKLOAD_NAME_PATTERN } from "../../orchestration/admission.ts";
 import { envNameRefusal } from "../../orchestration/env-policy.ts";
 import { PHASES, WORKLOAD_KINDS } from "../../orchestration/models.ts";
 import { noNul } from "../validation.ts";
@@ -34,7 +35,8 @@ export const LIMITS = {
  * Names travel into backend job names and log lines: a small charset, starting with an
  * alphanumeric so a name can never read as an option (`-x`) or a hidden file.
  */
-export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+/** One pattern for a name, whoever checks it (the schema here, the default in admission). */
+export const NAME_PATTERN = WORKLOAD_NAME_PATTERN;
 export const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The daemon's own launch variables use this prefix; a user value must not shadow them. */
 export const RESERVED_ENV_PREFIX = "OPENAI4S_";
