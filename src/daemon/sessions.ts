@@ -10,7 +10,6 @@
  * context, start what listens or loops, and return them here. Nothing else in the daemon
  * changes.
  */
-
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";

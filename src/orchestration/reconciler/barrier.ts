@@ -17,7 +17,6 @@
  * run's release): an allocation seen ended is ended, whatever ended it. One released in this
  * run is seen ended by a later tick's observation, after the release.
  */
-
 import {
   type Allocation,
   type ExternalHandle,

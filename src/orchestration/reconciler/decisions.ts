@@ -4,7 +4,6 @@
  * nothing). Every transition names the phase and epoch it expects, which is what makes a
  * step re-executable: re-run after a crash, it either applies once or finds the world moved.
  */
-
 import {
   type Allocation,
   type ExternalHandle,
