@@ -6,7 +6,7 @@ import { afterEach, expect, test } from "bun:test";
 import type { ExecOutput } from "../../src/api/session-service.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
 import { fakeBackend, type Harness, harness } from "../api/support.ts";
-import { captureIo, runtimeFor } from "../cli/support.ts";
+import { captureIo, runtimeFor } from "./support.ts";
 
 let h: Harness;
 afterEach(() => h?.close());

@@ -18,8 +18,8 @@ import { noFaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
-import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
+import { type TestCluster, testCluster } from "./cluster-env.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up outage", () => {
   const cluster = testCluster as TestCluster;
