@@ -17,7 +17,7 @@ import {
   startDaemon,
   until,
   type WorkloadView,
-} from "../test/session/harness.ts";
+} from "../test/support/binary-daemon.ts";
 
 export interface SessionBenchResult {
   readonly sessions: number;

@@ -7,7 +7,7 @@ import {
 } from "../../src/orchestration/models.ts";
 import type { ObservationTarget, TaskResult } from "../../src/orchestration/ports.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
-import { fakeBackend, type Harness, harness, problemOf } from "./support.ts";
+import { fakeBackend, type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -15,8 +15,8 @@ import { createSubmitCommand } from "../../src/cli/submit.ts";
 import { createWaitCommand } from "../../src/cli/wait.ts";
 import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
-import { fakeBackend, type Harness, harness } from "../api/support.ts";
-import { captureIo, runtimeFor } from "./support.ts";
+import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
+import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "../../src/main.ts";
-import { captureIo } from "./support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
 
 async function run(args: readonly string[], env: Record<string, string> = {}) {
   const io = captureIo(env);

@@ -5,8 +5,8 @@
 import { afterEach, expect, test } from "bun:test";
 import type { ExecOutput } from "../../src/api/session-service.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
-import { fakeBackend, type Harness, harness } from "../api/support.ts";
-import { captureIo, runtimeFor } from "./support.ts";
+import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
+import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 
 let h: Harness;
 afterEach(() => h?.close());

@@ -13,7 +13,7 @@ import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/da
 import { memoryLog } from "../../src/log.ts";
 import { main } from "../../src/main.ts";
 import { selfCommand } from "../../src/self-command.ts";
-import { captureIo } from "../cli/support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
 
 const dirs: string[] = [];
 const daemons: RunningDaemon[] = [];

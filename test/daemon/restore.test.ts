@@ -17,7 +17,7 @@ import {
   mintAttempt,
   openDatabase,
 } from "../../src/store/index.ts";
-import { captureIo } from "../cli/support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
 
 const dirs: string[] = [];
 afterEach(() => {

@@ -15,7 +15,7 @@ import {
   freePort,
   startDaemon,
   until,
-} from "../session/harness.ts";
+} from "../support/binary-daemon.ts";
 
 const TIMEOUT_MS = 120_000;
 let d: Daemon;

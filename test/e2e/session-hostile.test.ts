@@ -21,7 +21,7 @@ import {
   startDaemon,
   until,
   type WorkloadView,
-} from "../session/harness.ts";
+} from "../support/binary-daemon.ts";
 
 const TIMEOUT_MS = 60_000;
 

@@ -16,7 +16,13 @@ import {
   readGatewayFingerprint,
 } from "../../src/orchestration/gateway-tls.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
-import { BINARY, condition, type Daemon, ensureBuilt, startDaemon } from "../session/harness.ts";
+import {
+  BINARY,
+  condition,
+  type Daemon,
+  ensureBuilt,
+  startDaemon,
+} from "../support/binary-daemon.ts";
 
 /** Polls until `probe` holds or the deadline passes; false then. */
 async function until(probe: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {

@@ -19,7 +19,7 @@ import {
   treeDigest,
   until,
   type WorkloadView,
-} from "../session/harness.ts";
+} from "../support/binary-daemon.ts";
 
 const E2E_TIMEOUT_MS = 60_000;
 

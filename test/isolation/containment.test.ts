@@ -19,8 +19,8 @@ import {
   startDaemon,
   until,
   type WorkloadView,
-} from "../session/harness.ts";
-import { testCluster } from "../slurm/cluster-env.ts";
+} from "../support/binary-daemon.ts";
+import { testCluster } from "../support/slurm-cluster.ts";
 
 const TIMEOUT_MS = 90_000;
 const NOBODY = 65534;

@@ -20,7 +20,7 @@ import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
 import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { type IsolationVerdict, isTaskRunner } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
-import { killProcessesMentioning } from "../session/harness.ts";
+import { killProcessesMentioning } from "../support/binary-daemon.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 
 const dirs: string[] = [];

@@ -22,8 +22,8 @@ import {
   type StoreDeps,
   touchActivity,
 } from "../../src/store/index.ts";
+import { inertPreparer, seededBytes } from "../support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../support/simulated-backend.ts";
-import { inertPreparer, seededBytes } from "./harness.ts";
 
 const cleanup: (() => void)[] = [];
 afterEach(() => {

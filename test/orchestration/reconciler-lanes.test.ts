@@ -6,7 +6,12 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { SubmitRequest } from "../../src/orchestration/ports.ts";
 import { bindReconcilerStore, createReconciler } from "../../src/orchestration/reconciler.ts";
-import { type Harness, type HarnessOptions, harness, inertPreparer } from "./harness.ts";
+import {
+  type Harness,
+  type HarnessOptions,
+  harness,
+  inertPreparer,
+} from "../support/reconciler-harness.ts";
 
 let open: Harness[] = [];
 afterEach(() => {

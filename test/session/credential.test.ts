@@ -30,7 +30,7 @@ import {
   judgeCredential,
   NOT_A_FRAME,
 } from "../../src/orchestration/worker-gateway.ts";
-import { tempDir } from "./gateway-harness.ts";
+import { tempDir } from "../support/gateway-harness.ts";
 
 const key = signingKeyFromBytes(new Uint8Array(32).fill(7));
 const otherKey = signingKeyFromBytes(new Uint8Array(32).fill(8));

@@ -10,8 +10,8 @@ import { stateLayout } from "../../src/orchestration/layout.ts";
 import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.ts";
 import { createSessionService } from "../../src/orchestration/session/service.ts";
 import { getAllocation, setCondition } from "../../src/store/index.ts";
-import { fakeGateway } from "./fake-gateway.ts";
-import { newWorkload, startAttempt, type TestStore, testStore } from "./support.ts";
+import { fakeGateway } from "../support/fake-gateway.ts";
+import { newWorkload, startAttempt, type TestStore, testStore } from "../support/store-fixtures.ts";
 
 let t: TestStore;
 afterEach(() => t?.close());

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { memoryLog } from "../../src/log.ts";
 import type { CellEvent, KernelStatus } from "../../src/orchestration/worker-protocol.ts";
 import { createKernel, type Kernel, type KernelResult } from "../../src/worker/kernel.ts";
-import { realPython, tempDir, until } from "./gateway-harness.ts";
+import { realPython, tempDir, until } from "../support/gateway-harness.ts";
 
 const opened: Kernel[] = [];
 function kernel(options: { maxOutputChars?: number; python?: string; cwd?: string } = {}) {

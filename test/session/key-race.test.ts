@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { tempDir } from "./gateway-harness.ts";
+import { tempDir } from "../support/gateway-harness.ts";
 
 const BUN = resolve(import.meta.dir, "../../node_modules/.bin/bun");
 const BOOTSTRAP = resolve(import.meta.dir, "../../src/orchestration/bootstrap.ts");

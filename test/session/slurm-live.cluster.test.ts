@@ -8,8 +8,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
-import { BINARY, condition, type Daemon, ensureBuilt, startDaemon, until } from "./harness.ts";
+import {
+  BINARY,
+  condition,
+  type Daemon,
+  ensureBuilt,
+  startDaemon,
+  until,
+} from "../support/binary-daemon.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 const CLUSTER_TOML = `[profiles.one]
 description = "One node for a session"

@@ -19,7 +19,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { applyTransition, getAllocation, openDatabase } from "../../src/store/index.ts";
-import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
 import {
   condition,
   type Daemon,
@@ -28,7 +27,8 @@ import {
   startDaemon,
   until,
   type WorkloadView,
-} from "./harness.ts";
+} from "../support/binary-daemon.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 const CLUSTER_TOML = `[profiles.pair]
 description = "Two nodes for a session gang"

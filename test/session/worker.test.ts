@@ -16,7 +16,13 @@ import {
   writeGatewayFingerprint,
 } from "../../src/orchestration/gateway-tls.ts";
 import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
-import { type Harness, realPython, startHarness, tempDir, until } from "./gateway-harness.ts";
+import {
+  type Harness,
+  realPython,
+  startHarness,
+  tempDir,
+  until,
+} from "../support/gateway-harness.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BUN = join(ROOT, "node_modules/.bin/bun");

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
   const cluster = testCluster as TestCluster;

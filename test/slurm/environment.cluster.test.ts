@@ -28,8 +28,8 @@ import {
   createProcessRunner,
   type ProcessRunner,
 } from "../../src/orchestration/slurm/process-runner.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
-import { newToken } from "./support.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { newToken } from "../support/slurm-fixtures.ts";
 
 const CANARY = "O4S_DOTFILE_CANARY";
 const isRoot = process.getuid?.() === 0;

@@ -19,7 +19,7 @@ import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up outage", () => {
   const cluster = testCluster as TestCluster;

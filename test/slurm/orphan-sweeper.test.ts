@@ -10,7 +10,7 @@ import {
   OWNER_ID_PATTERN,
   ownedToken,
 } from "../../src/orchestration/slurm/orphan-sweeper.ts";
-import { newToken } from "./support.ts";
+import { newToken } from "../support/slurm-fixtures.ts";
 
 const dirs: string[] = [];
 afterAll(() => {

@@ -22,8 +22,8 @@ import {
   type TestCluster,
   testCluster,
   waitForObservation,
-} from "./cluster-env.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+} from "../support/slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 const PLACEMENTS = catalog({ cpu: BASE_PLACEMENT });
 

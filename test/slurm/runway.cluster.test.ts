@@ -12,8 +12,8 @@ import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { realBroker, type TestCluster, testCluster } from "./cluster-env.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 function handleOf(result: SubmitResult | undefined): string {
   if (result?.kind !== "Created" && result?.kind !== "Existing") {

@@ -20,7 +20,7 @@ import {
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 
-import { BINARY, ensureBuilt, ROOT } from "../support/binary.ts";
+import { BINARY, ensureBuilt, ROOT } from "./binary.ts";
 
 export { BINARY, ensureBuilt, ROOT };
 

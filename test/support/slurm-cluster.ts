@@ -13,9 +13,9 @@ import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import type { ProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
 import { createProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
-import { loadTestCluster, type TestCluster } from "./cluster-config.ts";
+import { loadTestCluster, type TestCluster } from "./slurm-cluster-config.ts";
 
-export type { TestCluster } from "./cluster-config.ts";
+export type { TestCluster } from "./slurm-cluster-config.ts";
 
 export const ENABLE_HINT =
   "slurm-cluster tests skipped: set OPENAI4S_SLURM_TEST_DIR to enable them, e.g. " +
