@@ -8,7 +8,10 @@ import { join } from "node:path";
 import { memoryLog } from "../../src/log.ts";
 import type { CellEvent, KernelStatus } from "../../src/orchestration/worker-protocol.ts";
 import { createKernel, type Kernel, type KernelResult } from "../../src/worker/kernel.ts";
-import { realPython, tempDir, until } from "../support/gateway-harness.ts";
+import { realPython, until } from "../support/gateway-harness.ts";
+import { tempDirs } from "../support/temp-dir.ts";
+
+const tempDir = tempDirs("o4s-kernel-");
 
 const opened: Kernel[] = [];
 function kernel(options: { maxOutputChars?: number; python?: string; cwd?: string } = {}) {

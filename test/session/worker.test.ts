@@ -16,13 +16,10 @@ import {
   writeGatewayFingerprint,
 } from "../../src/orchestration/gateway-tls.ts";
 import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
-import {
-  type Harness,
-  realPython,
-  startHarness,
-  tempDir,
-  until,
-} from "../support/gateway-harness.ts";
+import { type Harness, realPython, startHarness, until } from "../support/gateway-harness.ts";
+import { tempDirs } from "../support/temp-dir.ts";
+
+const tempDir = tempDirs("o4s-worker-");
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BUN = join(ROOT, "node_modules/.bin/bun");

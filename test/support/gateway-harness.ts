@@ -30,8 +30,9 @@ import {
 import { type OpenedDatabase, openDatabase } from "../../src/store/database.ts";
 import type { StoreDeps } from "../../src/store/deps.ts";
 
-export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), "o4s-"));
+/** The harness's own dir, removed by its close(). */
+function harnessDir(): string {
+  return mkdtempSync(join(tmpdir(), "o4s-gateway-"));
 }
 
 export interface Harness {
@@ -56,7 +57,7 @@ export type GatewayOverrides = Partial<
 export function startHarness(
   clock: Clock,
   overrides: GatewayOverrides = {},
-  dir: string = tempDir(),
+  dir: string = harnessDir(),
 ): Harness {
   const key = loadOrCreateSigningKey(join(dir, "signing-key"));
   const expectations = new Map<string, GatewayExpectation>();
