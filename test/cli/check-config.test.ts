@@ -1,20 +1,12 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CommandIo } from "../../src/cli/command.ts";
 import { main } from "../../src/main.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-check-config-"));
-  dirs.push(d);
-  return d;
-}
+const tempDir = tempDirs("o4s-check-config-");
 
 function captureIo(env: Record<string, string | undefined> = {}) {
   let out = "";
@@ -77,11 +69,12 @@ describe("openai4s check-config FILE", () => {
   });
 
   test("public fields read as the API's", async () => {
-    const r = await checkConfig([writeConfig(VALID)]);
+    const config = writeConfig(VALID);
+    const r = await checkConfig([config]);
     expect(r.code).toBe(0);
     expect(r.out).toBe(
       [
-        `${dirs.at(-1)}/cluster.toml: 2 profiles`,
+        `${config}: 2 profiles`,
         "small: A small slot",
         "  kinds:     BATCH",
         "  resources: 1 node, 1 CPU per node, 0 GPUs per node, memory: the cluster's default, time limit: the cluster's default",

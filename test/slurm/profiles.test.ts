@@ -1,6 +1,5 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import {
@@ -19,17 +18,10 @@ import {
   preflightProfiles,
   type SbatchTestAnswer,
 } from "../../src/orchestration/slurm/profiles-preflight.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-profiles-"));
-  dirs.push(d);
-  return d;
-}
+const tempDir = tempDirs("o4s-profiles-");
 
 function loaded(result: ClusterConfigLoad) {
   if (result.kind !== "Loaded") throw new Error(`not loaded: ${JSON.stringify(result)}`);
