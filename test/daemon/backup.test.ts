@@ -5,8 +5,7 @@
  * second time.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
@@ -14,13 +13,14 @@ import { memoryLog } from "../../src/log.ts";
 import { main } from "../../src/main.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { captureIo } from "../support/cli-runtime.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
 const daemons: RunningDaemon[] = [];
 afterEach(async () => {
   for (const d of daemons.splice(0)) await d.stop();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+// After the daemons' hook: hooks run in order, and a daemon still running writes into its dir.
+const root = tempDirs("o4s-backup-", "each");
 
 function config(stateDir: string): DaemonConfig {
   return {
@@ -42,12 +42,6 @@ async function start(stateDir: string): Promise<RunningDaemon> {
   if (result.kind !== "Started") throw new Error(`did not start: ${JSON.stringify(result)}`);
   daemons.push(result.daemon);
   return result.daemon;
-}
-
-function root(): string {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-backup-"));
-  dirs.push(dir);
-  return dir;
 }
 
 async function api(socket: string, method: string, path: string, body?: unknown) {

@@ -8,8 +8,7 @@
  * is the one with python3-matplotlib, which the CI installs.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   certificateFingerprint,
@@ -23,6 +22,7 @@ import {
   ensureBuilt,
   startDaemon,
 } from "../support/binary-daemon.ts";
+import { tempDir } from "../support/temp-dir.ts";
 
 /** Polls until `probe` holds or the deadline passes; false then. */
 async function until(probe: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
@@ -184,38 +184,35 @@ describe("live sessions through the binary", () => {
   test(
     "a matplotlib figure comes back as image/png, saved by --save-images",
     async () => {
-      const dir = mkdtempSync(join(tmpdir(), "o4s-images-"));
-      try {
-        const r = await spawnExec(
-          "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
-          "--save-images",
-          dir,
-        ).done();
-        expect(r.code).toBe(0);
-        const files = readdirSync(dir);
-        expect(files).toHaveLength(1);
-        const path = join(dir, files[0]!);
-        expect(r.stdout).toBe(`${path}\n`);
-        expect(readFileSync(path).subarray(0, 4).toString("latin1")).toBe("\x89PNG");
-        const json = JSON.parse(
-          (
-            await d.cli(
-              "exec",
-              id,
-              "import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([1])",
-              "--json",
-            )
-          ).stdout,
-        );
-        expect(
-          json.outputs.some(
-            (o: { type: string; data?: Record<string, string> }) =>
-              o.type === "display_data" && o.data?.["image/png"],
-          ),
-        ).toBe(true);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      using scratch = tempDir("o4s-images-");
+      const dir = scratch.path;
+      const r = await spawnExec(
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
+        "--save-images",
+        dir,
+      ).done();
+      expect(r.code).toBe(0);
+      const files = readdirSync(dir);
+      expect(files).toHaveLength(1);
+      const path = join(dir, files[0]!);
+      expect(r.stdout).toBe(`${path}\n`);
+      expect(readFileSync(path).subarray(0, 4).toString("latin1")).toBe("\x89PNG");
+      const json = JSON.parse(
+        (
+          await d.cli(
+            "exec",
+            id,
+            "import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([1])",
+            "--json",
+          )
+        ).stdout,
+      );
+      expect(
+        json.outputs.some(
+          (o: { type: string; data?: Record<string, string> }) =>
+            o.type === "display_data" && o.data?.["image/png"],
+        ),
+      ).toBe(true);
     },
     TIMEOUT_MS,
   );

@@ -4,32 +4,24 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
-  rmSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const SCRIPT = join(import.meta.dir, "..", "..", "scripts", "slurm-test-cluster.sh");
 const CLUSTER_DIR = process.env["OPENAI4S_SLURM_TEST_DIR"];
 const IS_ROOT = process.getuid?.() === 0;
 
-const dirs: string[] = [];
 const spawned: Bun.Subprocess[] = [];
 afterAll(() => {
   for (const p of spawned) {
     if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
   }
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-cluster-script-"));
-  dirs.push(d);
-  return d;
-}
+// After the hook above: the processes are killed before their dirs go.
+const tempDir = tempDirs("o4s-cluster-script-");
 
 interface Ran {
   readonly code: number;

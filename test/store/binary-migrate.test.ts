@@ -4,20 +4,16 @@
  * `dist/openai4s` itself, not only from source.
  */
 import { Database } from "bun:sqlite";
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { beforeAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { JOURNAL_TAGS } from "../../src/store/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
 beforeAll(() => ensureBuilt(), 120_000);
-afterAll(() => {
-  // Each state dir and its default sibling spool.
-  for (const d of dirs)
-    for (const p of [d, `${d}-spool`]) rmSync(p, { recursive: true, force: true });
-});
+// Each state dir lives in its own temp dir, so its default sibling spool goes with it.
+const tempDir = tempDirs("o4s-binmig-");
 
 /** Starts the binary's daemon on STATE, waits until it serves, stops it with SIGTERM. */
 async function serveOnce(stateDir: string): Promise<string> {
@@ -49,8 +45,7 @@ async function serveOnce(stateDir: string): Promise<string> {
 
 describe("the compiled binary migrates its database", () => {
   test("a fresh state dir gets every embedded migration", async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), "o4s-binmig-"));
-    dirs.push(stateDir);
+    const stateDir = join(tempDir(), "state");
     await serveOnce(stateDir);
     const db = new Database(join(stateDir, "openai4s.db"), { readonly: true });
     const tags = db.query<{ tag: string }, []>("SELECT tag FROM openai4s_migrations").all();
@@ -64,8 +59,7 @@ describe("the compiled binary migrates its database", () => {
   }, 60_000);
 
   test("an existing database keeps its rows across a restart of the binary", async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), "o4s-binmig-"));
-    dirs.push(stateDir);
+    const stateDir = join(tempDir(), "state");
     await serveOnce(stateDir);
     const path = join(stateDir, "openai4s.db");
     const writer = new Database(path);
