@@ -13,6 +13,7 @@ import { memoryLog } from "../../src/log.ts";
 import { main } from "../../src/main.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { captureIo } from "../support/cli-runtime.ts";
+import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const daemons: RunningDaemon[] = [];
@@ -56,13 +57,16 @@ async function api(socket: string, method: string, path: string, body?: unknown)
 }
 
 async function waitPhase(socket: string, id: string, phases: readonly string[]) {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
+  const inPhase = async () => {
     const { body } = await api(socket, "GET", `/v1/workloads/${id}`);
-    if (phases.includes(String(body["phase"]))) return body;
-    if (Date.now() > deadline) throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
-    await Bun.sleep(100);
-  }
+    if (!phases.includes(String(body["phase"]))) throw new Error(`still ${body["phase"]}`);
+    return body;
+  };
+  return await eventually(inPhase, {
+    what: `workload ${id} in ${phases.join("|")}`,
+    timeoutMs: 60_000,
+    intervalMs: 100,
+  });
 }
 
 async function backup(socket: string, dest: string) {

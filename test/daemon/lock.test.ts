@@ -11,6 +11,7 @@ import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/da
 import { memoryLog } from "../../src/log.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const daemons: RunningDaemon[] = [];
@@ -86,13 +87,12 @@ describe("one daemon per state dir", () => {
       processes.push(p);
       return p;
     };
-    const untilHealthy = async () => {
-      const deadline = Date.now() + 15_000;
-      while (!(await healthy(socket))) {
-        if (Date.now() > deadline) throw new Error("daemon did not answer");
-        await Bun.sleep(50);
-      }
-    };
+    const untilHealthy = () =>
+      eventually(() => healthy(socket), {
+        what: "the daemon answering",
+        timeoutMs: 15_000,
+        intervalMs: 50,
+      });
     const first = serve();
     await untilHealthy();
     // A second binary on the same dir, on another socket path, exits 1 naming the reason.

@@ -20,6 +20,7 @@ import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { type IsolationVerdict, isTaskRunner } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { killProcessesMentioning } from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -154,18 +155,20 @@ describe("sandboxedBackend", () => {
     const created = results.get(token);
     if (created?.kind !== "Created") throw new Error(JSON.stringify(created));
     const target = { allocationId: "a1", token, handle: created.handle };
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline) {
-      const o = await sandboxed.observe([target]);
-      if (o.kind === "Observed" && o.observations.get("a1")?.kind === "Observed") {
-        const obs = o.observations.get("a1");
-        if (obs?.kind === "Observed" && obs.phase === "RUNNING") break;
-      }
-      await Bun.sleep(50);
-    }
+    await eventually(
+      async () => {
+        const o = await sandboxed.observe([target]);
+        const obs = o.kind === "Observed" ? o.observations.get("a1") : undefined;
+        return obs?.kind === "Observed" && obs.phase === "RUNNING";
+      },
+      { what: "the job RUNNING", timeoutMs: 15_000, intervalMs: 50 },
+    );
     const stdout = join(allocationDir, "stdout.log");
-    while (Date.now() < deadline && !readFileSync(stdout, "utf8").includes("key-"))
-      await Bun.sleep(50);
+    await eventually(() => readFileSync(stdout, "utf8").includes("key-"), {
+      what: "the job's second line",
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    });
     expect(readFileSync(stdout, "utf8").trim().split("\n")).toEqual([
       "sibling-hidden",
       "key-hidden",

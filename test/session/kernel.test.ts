@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { memoryLog } from "../../src/log.ts";
 import type { CellEvent, KernelStatus } from "../../src/orchestration/worker-protocol.ts";
 import { createKernel, type Kernel, type KernelResult } from "../../src/worker/kernel.ts";
-import { realPython, until } from "../support/gateway-harness.ts";
+import { eventually } from "../support/eventually.ts";
+import { realPython } from "../support/gateway-harness.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-kernel-");
@@ -206,7 +207,7 @@ describe("limits and failures", () => {
     const childPid = Number(readFileSync(pidFile, "utf8"));
     expect(alive(childPid)).toBe(true);
     await k.close();
-    expect(await until(() => !alive(childPid), 3000)).toBe(true);
+    await eventually(() => !alive(childPid), { timeoutMs: 3000 });
     expect((await run(k, "1")).error).toContain("shut down");
   });
 });
@@ -242,7 +243,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
         settled = true;
         return r;
       });
-    expect(await until(() => events.length >= 2, 10_000)).toBe(true);
+    await eventually(() => events.length >= 2, { timeoutMs: 10_000 });
     expect(settled).toBe(false); // the cell is still waiting for the file
     expect(events).toEqual([
       { type: "stream", name: "stdout", text: "one\n" },
@@ -325,7 +326,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     for (let i = 0; i < 5; i++) {
       let events = 0;
       const flooding = k.exec("while True:\n    print('x' * 100)", { onEvent: () => events++ });
-      expect(await until(() => events > 0, 10_000)).toBe(true);
+      await eventually(() => events > 0, { timeoutMs: 10_000 });
       expect(k.interrupt().kind).toBe("Interrupted");
       const r = await flooding;
       expect(r.error?.ename).toBe("KeyboardInterrupt");
@@ -371,7 +372,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
         )
       ).status,
     ).toBe("OK");
-    expect(await until(() => statuses.length === 2, 10_000)).toBe(true);
+    await eventually(() => statuses.length === 2, { timeoutMs: 10_000 });
     expect(statuses[1]).toMatchObject({ state: "dead" });
     expect(statuses[1]!.message).toContain("exit code 1");
     expect(k.status().state).toBe("dead");

@@ -14,8 +14,8 @@ import {
   type Daemon,
   ensureBuilt,
   startDaemon,
-  until,
 } from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 const CLUSTER_TOML = `[profiles.one]
@@ -58,11 +58,10 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
       startTimeoutMs: 120_000,
     });
     // Verification runs in the background: sessions are admitted once the probe passed.
-    await until(
-      "session isolation verified on the nodes",
-      async () => d.log().includes("session isolation verified on the nodes"),
-      120_000,
-    );
+    await eventually(async () => d.log().includes("session isolation verified on the nodes"), {
+      what: "session isolation verified on the nodes",
+      timeoutMs: 120_000,
+    });
     const started = await d.cli("session", "start", "--profile", "one");
     if (started.code !== 0) throw new Error(`session start: ${started.stderr}\n${d.log()}`);
     id = started.stdout.trim().split(/\s+/).at(-1)!;

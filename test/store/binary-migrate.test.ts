@@ -5,10 +5,10 @@
  */
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { JOURNAL_TAGS } from "../../src/store/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 beforeAll(() => ensureBuilt(), 120_000);
@@ -23,19 +23,10 @@ async function serveOnce(stateDir: string): Promise<string> {
     env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: stateDir },
   });
   const socket = join(stateDir, "api.sock");
-  const deadline = Date.now() + 15_000;
-  let healthy = false;
-  while (Date.now() < deadline && !healthy) {
-    if (existsSync(socket)) {
-      try {
-        const res = await fetch("http://localhost/healthz", { unix: socket });
-        healthy = res.ok;
-      } catch {
-        // not answering yet
-      }
-    }
-    if (!healthy) await Bun.sleep(50);
-  }
+  const answers = async () => (await fetch("http://localhost/healthz", { unix: socket })).ok;
+  const healthy = await eventually(answers, { timeoutMs: 15_000, intervalMs: 50 }).catch(
+    () => false,
+  );
   proc.kill("SIGTERM");
   const code = await proc.exited;
   const log = await new Response(proc.stderr).text();

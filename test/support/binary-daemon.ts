@@ -196,27 +196,6 @@ export function killProcessesMentioning(needle: string): void {
   }
 }
 
-export async function until<T>(
-  what: string,
-  probe: () => Promise<T | null | undefined | false>,
-  timeoutMs = 20_000,
-  intervalMs = 25,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value) return value;
-      last = value;
-    } catch (error) {
-      last = error;
-    }
-    await Bun.sleep(intervalMs);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${String(last)})`);
-}
-
 /**
  * A stand-in worker command that holds the real worker back while `HOLD` exists in its own
  * directory, then execs the real one. Its directory is bound read-only into the sandbox as

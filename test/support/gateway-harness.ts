@@ -29,6 +29,7 @@ import {
 } from "../../src/orchestration/worker-protocol.ts";
 import { type OpenedDatabase, openDatabase } from "../../src/store/database.ts";
 import type { StoreDeps } from "../../src/store/deps.ts";
+import { eventually } from "./eventually.ts";
 
 /** The harness's own dir, removed by its close(). */
 function harnessDir(): string {
@@ -217,14 +218,16 @@ function writeAll(socket: { write(b: Uint8Array): number }, bytes: Uint8Array): 
 
 export const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
-/** Polls `predicate` until it holds or `timeoutMs` passes; returns whether it held. */
+/**
+ * Whether `predicate` holds within `timeoutMs`: `eventually` for the gateway tests that assert
+ * the outcome with `expect(await until(...)).toBe(true)`.
+ */
 export async function until(predicate: () => boolean, timeoutMs = 5000): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    if (predicate()) return true;
-    await Bun.sleep(10);
+  try {
+    return await eventually(predicate, { timeoutMs, intervalMs: 10 });
+  } catch {
+    return false;
   }
-  return predicate();
 }
 
 let resolvedPython: string | null = null;
