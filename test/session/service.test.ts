@@ -18,7 +18,6 @@ import {
 } from "../../src/store/index.ts";
 import { eventually } from "../support/eventually.ts";
 import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
-import { until } from "../support/gateway-harness.ts";
 import {
   loseAttempt,
   newWorkload,
