@@ -144,8 +144,14 @@ describe("a notebook-like session", () => {
 
   test("interrupt stops a running cell with KeyboardInterrupt; idle, it does nothing", async () => {
     expect(k.interrupt().kind).toBe("NotRunning");
-    const running = run(k, "import time\nfor i in range(100):\n    time.sleep(0.1)");
-    await Bun.sleep(300);
+    // The cell says it has started by making a file: interrupting before that would test
+    // nothing, and a fixed wait does not know when a loaded machine got there.
+    const started = join(tempDir(), "started");
+    const running = run(
+      k,
+      `import time, pathlib\npathlib.Path(${JSON.stringify(started)}).touch()\nfor i in range(100):\n    time.sleep(0.1)`,
+    );
+    await eventually(() => existsSync(started), { what: "the cell started" });
     expect(k.interrupt().kind).toBe("Interrupted");
     const r = await running;
     expect(r.status).toBe("ERROR");

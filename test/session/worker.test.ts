@@ -17,7 +17,7 @@ import {
 } from "../../src/orchestration/gateway-tls.ts";
 import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
 import { eventually } from "../support/eventually.ts";
-import { type Harness, realPython, startHarness } from "../support/gateway-harness.ts";
+import { type Harness, hostPort, realPython, startHarness } from "../support/gateway-harness.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-worker-");
@@ -267,8 +267,25 @@ describe("against a live gateway", () => {
   test("a worker that starts before the gateway keeps dialing until it can connect", async () => {
     const { h, credentialDir } = setup();
     await h.gateway.close(); // the daemon is "not up yet"; the credential names its address
+    // Where the daemon will be, something that hangs up on every dial: seen twice, the worker
+    // has come back after a failed dial (not a fixed wait that proves nothing on a slow day).
+    let dials = 0;
+    const hangUp = Bun.listen({
+      ...hostPort(h.gateway.address),
+      socket: {
+        open(socket) {
+          dials += 1;
+          socket.end();
+        },
+        data() {},
+      },
+    });
     const worker = spawnWorker(workerArgs(credentialDir), { rank: "0" });
-    await Bun.sleep(1500);
+    try {
+      await eventually(() => dials >= 2, { what: "a second dial", timeoutMs: 20_000 });
+    } finally {
+      hangUp.stop(true);
+    }
     expect(worker.exitCode).toBeNull();
     await h.restart();
     await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
