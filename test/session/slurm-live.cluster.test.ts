@@ -29,12 +29,7 @@ allow_batch = true
 `;
 
 async function poll(probe: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    if (await probe()) return true;
-    await Bun.sleep(50);
-  }
-  return probe();
+  return await eventually(probe, { timeoutMs, intervalMs: 50 }).catch(() => false);
 }
 
 describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
