@@ -3,6 +3,7 @@ import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CommandIo } from "../../src/cli/command.ts";
 import { main } from "../../src/main.ts";
+import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
@@ -258,12 +259,13 @@ exit 0
       const env = { PATH: "/usr/local/bin:/usr/bin:/bin:/usr/sbin", SLURM_CONF: slurmConf };
       // The cluster is shared: another suite may be restarting its controller right now, and
       // a controller that is coming back answers "not available" for a while. Poll.
-      const deadline = Date.now() + 60_000;
       let r = await checkConfig([EXAMPLE, "--preflight"], env);
-      while ((r.out.match(/preflight: POSSIBLE/g) ?? []).length < 2 && Date.now() < deadline) {
-        await Bun.sleep(1_000);
+      const bothPossible = async () => {
         r = await checkConfig([EXAMPLE, "--preflight"], env);
-      }
+        return (r.out.match(/preflight: POSSIBLE/g) ?? []).length >= 2;
+      };
+      // The assertions below on the last answer say more than a timeout would.
+      await eventually(bothPossible, { timeoutMs: 60_000, intervalMs: 1_000 }).catch(() => {});
       expect(r.code).toBe(1);
       expect(r.out).toMatch(
         /gpu-interactive: [^\n]*\n(?: {2}[^\n]*\n)*? {2}preflight: IMPOSSIBLE: [^\n]*invalid partition/,

@@ -105,7 +105,7 @@ describe("openai4s backup", () => {
     })();
     const copies: string[] = [];
     for (let i = 0; i < 3; i++) {
-      while (accepted < (i + 1) * 20) await Bun.sleep(20);
+      await eventually(() => accepted >= (i + 1) * 20, { intervalMs: 20 });
       const dest = join(dir, `copy-${i}.db`);
       const result = await backup(socket, dest);
       expect(result.code).toBe(0);

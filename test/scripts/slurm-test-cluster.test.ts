@@ -8,6 +8,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
+import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const SCRIPT = join(import.meta.dir, "..", "..", "scripts", "slurm-test-cluster.sh");
@@ -147,12 +148,13 @@ describe("down stops only what is its own", () => {
 describe.skipIf(CLUSTER_DIR === undefined)("the shared dev/CI cluster", () => {
   // Shared: another suite may have its controller stopped for a few seconds. Poll.
   async function statusWhenUp(): Promise<Ran> {
-    const deadline = Date.now() + 60_000;
     let r = await script(["status", CLUSTER_DIR as string]);
-    while (r.code !== 0 && Date.now() < deadline) {
-      await Bun.sleep(1_000);
+    const up = async () => {
       r = await script(["status", CLUSTER_DIR as string]);
-    }
+      return r.code === 0;
+    };
+    // The caller asserts on the last answer, which says more than a timeout would.
+    await eventually(up, { timeoutMs: 60_000, intervalMs: 1_000 }).catch(() => {});
     return r;
   }
 

@@ -18,6 +18,7 @@ import {
   preflightProfiles,
   type SbatchTestAnswer,
 } from "../../src/orchestration/slurm/profiles-preflight.ts";
+import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
@@ -535,14 +536,14 @@ describe("preflight", () => {
       ];
       // The cluster is shared: another suite may be restarting its controller right now, and
       // a controller that is coming back answers "not available" for a while. Poll.
-      const deadline = Date.now() + 60_000;
       let seen: string[][] = [];
-      do {
+      const asExpected = async () => {
         const verdicts = await preflightProfiles(real.profiles, run);
         seen = verdicts.map((v) => [v.profile, v.outcome]);
-        if (JSON.stringify(seen) === JSON.stringify(expected)) break;
-        await Bun.sleep(1_000);
-      } while (Date.now() < deadline);
+        return JSON.stringify(seen) === JSON.stringify(expected);
+      };
+      // The assertion below on the last verdicts says more than a timeout would.
+      await eventually(asExpected, { timeoutMs: 60_000, intervalMs: 1_000 }).catch(() => {});
       expect(seen).toEqual(expected);
     },
     90_000,
