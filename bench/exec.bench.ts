@@ -17,7 +17,7 @@ import {
   generateSelfSignedCertificate,
   writeGatewayFingerprint,
 } from "../src/orchestration/gateway-tls.ts";
-import { realPython, startHarness } from "../test/session/gateway-harness.ts";
+import { realPython, startHarness } from "../test/support/gateway-harness.ts";
 
 export interface ExecBenchResult {
   readonly calls: number;

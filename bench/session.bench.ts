@@ -15,9 +15,9 @@ import {
   ensureBuilt,
   ms,
   startDaemon,
-  until,
   type WorkloadView,
-} from "../test/session/harness.ts";
+} from "../test/support/binary-daemon.ts";
+import { eventually } from "../test/support/eventually.ts";
 
 export interface SessionBenchResult {
   readonly sessions: number;
@@ -83,14 +83,12 @@ export async function benchSessions(
       if (created.status !== 201)
         throw new Error(`create: ${created.status} ${await created.text()}`);
       const { id } = (await created.json()) as { id: string };
-      const w = await until(
-        `session ${id} READY`,
+      const w = await eventually(
         async () => {
           const v = await workload(d, id);
           return condition(v, "READY")?.status === "TRUE" ? v : null;
         },
-        30_000,
-        5,
+        { what: `session ${id} READY`, timeoutMs: 30_000, intervalMs: 5 },
       );
       submitToReady.push(performance.now() - t0);
       // The events route answers a bare array (it once was `{ events }`: this line broke).

@@ -49,8 +49,8 @@ import {
 } from "../src/orchestration/slurm/process-runner.ts";
 import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
-import { loadTestCluster, type TestCluster } from "../test/slurm/cluster-config.ts";
-import { BASE_PLACEMENT, catalog, newToken } from "../test/slurm/support.ts";
+import { loadTestCluster, type TestCluster } from "../test/support/slurm-cluster-config.ts";
+import { BASE_PLACEMENT, catalog, newToken } from "../test/support/slurm-fixtures.ts";
 
 const SKIP_LINE =
   "slurm bench skipped: set OPENAI4S_SLURM_TEST_DIR (e.g. `bash scripts/slurm-test-cluster.sh up /tmp/o4s-slurm && OPENAI4S_SLURM_TEST_DIR=/tmp/o4s-slurm bun bench/slurm.bench.ts`)";

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { validateEnvName } from "../../src/orchestration/slurm/broker.ts";
-import { type Harness, harness, problemOf } from "./support.ts";
+import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];
 afterEach(() => {

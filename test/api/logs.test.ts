@@ -11,8 +11,8 @@ import { createLogsCommand } from "../../src/cli/logs.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { applyTransition, mintAttempt } from "../../src/store/index.ts";
-import { captureIo, runtimeFor } from "../cli/support.ts";
-import { type Harness, harness, problemOf } from "./support.ts";
+import { type Harness, harness, problemOf } from "../support/api-harness.ts";
+import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 
 const open: Harness[] = [];
 function make(): Harness {

@@ -19,7 +19,7 @@ import {
   WorkloadListSchema,
   WorkloadSchema,
 } from "../../src/api/view-schemas.ts";
-import { fakeBackend, type Harness, harness } from "./support.ts";
+import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

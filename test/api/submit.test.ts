@@ -2,7 +2,13 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { IsolationVerdict } from "../../src/orchestration/ports.ts";
-import { fakeBackend, type Harness, harness, problemOf, snapshotFiles } from "./support.ts";
+import {
+  fakeBackend,
+  type Harness,
+  harness,
+  problemOf,
+  snapshotFiles,
+} from "../support/api-harness.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { openApiDocument } from "../../src/api/system/openapi.ts";
-import { fakeBackend, type Harness, harness, PROFILES, problemOf } from "./support.ts";
+import { fakeBackend, type Harness, harness, PROFILES, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -4,8 +4,6 @@
  * it), every list page and every show it answers equals a fresh read of the store.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { createWorkloadViewCache, serializeWorkload } from "../../src/api/workloads/view-cache.ts";
@@ -27,19 +25,21 @@ import {
   setCondition,
   touchActivity,
 } from "../../src/store/index.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 let cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const c of cleanups.reverse()) c();
   cleanups = [];
 });
+// After the hook above (hooks run in order): the databases close before their dir goes.
+const tempDir = tempDirs("o4s-view-cache-", "each");
 
 function twoConnections() {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-view-cache-"));
+  const dir = tempDir();
   const path = join(dir, "openai4s.db");
   const a = openDatabase(path);
   const b = openDatabase(path);
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
   cleanups.push(() => a.close());
   cleanups.push(() => b.close());
   const clock = manualClock();

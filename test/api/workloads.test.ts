@@ -10,7 +10,7 @@ import type {
   SessionService,
 } from "../../src/orchestration/session/session-service.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
-import { fakeBackend, type Harness, harness, problemOf } from "./support.ts";
+import { fakeBackend, type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -1,20 +1,13 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { CommandIo } from "../../src/cli/command.ts";
 import { main } from "../../src/main.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-check-config-"));
-  dirs.push(d);
-  return d;
-}
+const tempDir = tempDirs("o4s-check-config-");
 
 function captureIo(env: Record<string, string | undefined> = {}) {
   let out = "";
@@ -77,11 +70,12 @@ describe("openai4s check-config FILE", () => {
   });
 
   test("public fields read as the API's", async () => {
-    const r = await checkConfig([writeConfig(VALID)]);
+    const config = writeConfig(VALID);
+    const r = await checkConfig([config]);
     expect(r.code).toBe(0);
     expect(r.out).toBe(
       [
-        `${dirs.at(-1)}/cluster.toml: 2 profiles`,
+        `${config}: 2 profiles`,
         "small: A small slot",
         "  kinds:     BATCH",
         "  resources: 1 node, 1 CPU per node, 0 GPUs per node, memory: the cluster's default, time limit: the cluster's default",
@@ -265,12 +259,13 @@ exit 0
       const env = { PATH: "/usr/local/bin:/usr/bin:/bin:/usr/sbin", SLURM_CONF: slurmConf };
       // The cluster is shared: another suite may be restarting its controller right now, and
       // a controller that is coming back answers "not available" for a while. Poll.
-      const deadline = Date.now() + 60_000;
       let r = await checkConfig([EXAMPLE, "--preflight"], env);
-      while ((r.out.match(/preflight: POSSIBLE/g) ?? []).length < 2 && Date.now() < deadline) {
-        await Bun.sleep(1_000);
+      const bothPossible = async () => {
         r = await checkConfig([EXAMPLE, "--preflight"], env);
-      }
+        return (r.out.match(/preflight: POSSIBLE/g) ?? []).length >= 2;
+      };
+      // The assertions below on the last answer say more than a timeout would.
+      await eventually(bothPossible, { timeoutMs: 60_000, intervalMs: 1_000 }).catch(() => {});
       expect(r.code).toBe(1);
       expect(r.out).toMatch(
         /gpu-interactive: [^\n]*\n(?: {2}[^\n]*\n)*? {2}preflight: IMPOSSIBLE: [^\n]*invalid partition/,

@@ -1,7 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { createCancelCommand } from "../../src/cli/cancel.ts";
 import { UsageError } from "../../src/cli/command.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
@@ -15,8 +13,9 @@ import { createWaitCommand } from "../../src/cli/wait.ts";
 import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import type { ExecOutcome } from "../../src/orchestration/session/session-service.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
-import { fakeBackend, type Harness, harness } from "../api/support.ts";
-import { captureIo, runtimeFor } from "./support.ts";
+import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
+import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
+import { tempDir } from "../support/temp-dir.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {
@@ -288,18 +287,15 @@ describe("session start and exec", () => {
     expect(io.err()).toContain("warn\n");
     expect(io.err()).toContain("earlier variables are gone");
 
-    const dir = mkdtempSync(join(tmpdir(), "o4s-images-"));
-    try {
-      const io3 = captureIo();
-      expect(
-        await createExecCommand(runtimeFor(h)).run([sid, "1+1", "--save-images", dir], io3),
-      ).toBe(0);
-      const saved = io3.out().split("\n")[1]!;
-      expect(saved.startsWith(dir)).toBe(true);
-      expect(readFileSync(saved)).toEqual(png);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    using scratch = tempDir("o4s-images-");
+    const dir = scratch.path;
+    const io3 = captureIo();
+    expect(
+      await createExecCommand(runtimeFor(h)).run([sid, "1+1", "--save-images", dir], io3),
+    ).toBe(0);
+    const saved = io3.out().split("\n")[1]!;
+    expect(saved.startsWith(dir)).toBe(true);
+    expect(readFileSync(saved)).toEqual(png);
 
     answer = {
       kind: "Ok",

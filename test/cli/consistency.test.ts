@@ -4,11 +4,10 @@
  * quotes, and an unreachable unix socket explained as "no daemon is running there".
  */
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "../../src/main.ts";
-import { captureIo } from "./support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
+import { tempDir } from "../support/temp-dir.ts";
 
 async function run(args: readonly string[], env: Record<string, string> = {}) {
   const io = captureIo(env);
@@ -89,16 +88,13 @@ describe("usage errors", () => {
 
 describe("unreachable daemon", () => {
   test("a unix socket with nothing behind it: no daemon is running there, and how to point", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-nosock-"));
-    try {
-      const socket = join(dir, "api.sock");
-      const { code, err } = await run(["list"], { OPENAI4S_SERVER: `unix:${socket}` });
-      expect(code).toBe(1);
-      expect(err).toContain(`openai4s list: no daemon is running at unix:${socket}`);
-      expect(err).toContain("--server unix:PATH");
-      expect(err).not.toContain("typo");
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    using scratch = tempDir("o4s-nosock-");
+    const dir = scratch.path;
+    const socket = join(dir, "api.sock");
+    const { code, err } = await run(["list"], { OPENAI4S_SERVER: `unix:${socket}` });
+    expect(code).toBe(1);
+    expect(err).toContain(`openai4s list: no daemon is running at unix:${socket}`);
+    expect(err).toContain("--server unix:PATH");
+    expect(err).not.toContain("typo");
   });
 });

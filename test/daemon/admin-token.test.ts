@@ -1,16 +1,12 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { AdminTokenError, loadOrCreateAdminToken } from "../../src/daemon/admin-token.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const newDir = tempDirs("o4s-token-", "each");
 function tokenPath(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-token-"));
-  dirs.push(d);
+  const d = newDir();
   return join(d, "admin-token");
 }
 

@@ -5,22 +5,23 @@
  * second time.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { memoryLog } from "../../src/log.ts";
 import { main } from "../../src/main.ts";
 import { selfCommand } from "../../src/self-command.ts";
-import { captureIo } from "../cli/support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
 const daemons: RunningDaemon[] = [];
 afterEach(async () => {
   for (const d of daemons.splice(0)) await d.stop();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+// After the daemons' hook: hooks run in order, and a daemon still running writes into its dir.
+const root = tempDirs("o4s-backup-", "each");
 
 function config(stateDir: string): DaemonConfig {
   return {
@@ -44,12 +45,6 @@ async function start(stateDir: string): Promise<RunningDaemon> {
   return result.daemon;
 }
 
-function root(): string {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-backup-"));
-  dirs.push(dir);
-  return dir;
-}
-
 async function api(socket: string, method: string, path: string, body?: unknown) {
   const response = await fetch(`http://localhost${path}`, {
     unix: socket,
@@ -62,13 +57,16 @@ async function api(socket: string, method: string, path: string, body?: unknown)
 }
 
 async function waitPhase(socket: string, id: string, phases: readonly string[]) {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
+  const inPhase = async () => {
     const { body } = await api(socket, "GET", `/v1/workloads/${id}`);
-    if (phases.includes(String(body["phase"]))) return body;
-    if (Date.now() > deadline) throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
-    await Bun.sleep(100);
-  }
+    if (!phases.includes(String(body["phase"]))) throw new Error(`still ${body["phase"]}`);
+    return body;
+  };
+  return await eventually(inPhase, {
+    what: `workload ${id} in ${phases.join("|")}`,
+    timeoutMs: 60_000,
+    intervalMs: 100,
+  });
 }
 
 async function backup(socket: string, dest: string) {
@@ -107,7 +105,7 @@ describe("openai4s backup", () => {
     })();
     const copies: string[] = [];
     for (let i = 0; i < 3; i++) {
-      while (accepted < (i + 1) * 20) await Bun.sleep(20);
+      await eventually(() => accepted >= (i + 1) * 20, { intervalMs: 20 });
       const dest = join(dir, `copy-${i}.db`);
       const result = await backup(socket, dest);
       expect(result.code).toBe(0);

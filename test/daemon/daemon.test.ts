@@ -1,23 +1,22 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { memoryLog } from "../../src/log.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { openDatabase } from "../../src/store/index.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
 const daemons: RunningDaemon[] = [];
 afterEach(async () => {
   for (const d of daemons.splice(0)) await d.stop();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+// After the daemons' hook: hooks run in order, and a daemon still running writes into its dir.
+const tempDir = tempDirs("o4s-daemon-", "each");
 
 function config(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
-  const root = mkdtempSync(join(tmpdir(), "o4s-daemon-"));
-  dirs.push(root);
+  const root = tempDir();
   const stateDir = join(root, "state");
   return {
     stateDir,

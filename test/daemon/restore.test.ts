@@ -3,9 +3,8 @@
  * lose their automatic retries, waiting workloads are listed, and with --cancel-pending
  * they are asked to stop; the current store is kept aside, never deleted.
  */
-import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { manualClock } from "../../src/clock.ts";
 import { main } from "../../src/main.ts";
@@ -17,12 +16,10 @@ import {
   mintAttempt,
   openDatabase,
 } from "../../src/store/index.ts";
-import { captureIo } from "../cli/support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs("o4s-restore-", "each");
 
 const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 
@@ -74,8 +71,7 @@ function copyWithLiveAndWaiting(path: string): void {
 
 describe("openai4s restore", () => {
   test("no retry for live attempts; waiting workloads listed and, asked, cancelled", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-restore-"));
-    dirs.push(dir);
+    const dir = tempDir();
     const copy = join(dir, "copy.db");
     copyWithLiveAndWaiting(copy);
     const state = join(dir, "state");
@@ -101,8 +97,7 @@ describe("openai4s restore", () => {
   });
 
   test("a copy that is not a database is refused and nothing is replaced", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-restore-"));
-    dirs.push(dir);
+    const dir = tempDir();
     const bogus = join(dir, "bogus.db");
     await Bun.write(bogus, "not a database at all, just text that is long enough".repeat(100));
     const state = join(dir, "state");

@@ -3,7 +3,7 @@ import { UsageError } from "../../src/cli/command.ts";
 import { BACKENDS } from "../../src/composition-root.ts";
 import { parseServeArgs } from "../../src/daemon/serve-command.ts";
 import { main } from "../../src/main.ts";
-import { captureIo } from "../cli/support.ts";
+import { captureIo } from "../support/cli-runtime.ts";
 
 const parse = (args: string[], env: Record<string, string> = {}, daemonUid = 0) =>
   parseServeArgs(args, env, "/srv/o4s", "/home/ada", daemonUid);

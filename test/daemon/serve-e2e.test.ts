@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually } from "../support/eventually.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const BUN = join(ROOT, "node_modules", ".bin", "bun");
@@ -50,12 +51,11 @@ async function until<T>(
   probe: () => Promise<T | null>,
   timeoutMs = 15_000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${daemonLog}`);
-    await Bun.sleep(100);
+  try {
+    return await eventually(probe, { what, timeoutMs, intervalMs: 100 });
+  } catch (error) {
+    // The daemon's log says why, read at the deadline.
+    throw new Error(`${(error as Error).message}\n${daemonLog}`);
   }
 }
 

@@ -1,8 +1,8 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { chmodSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { prepareStateDir, resolveStateDir } from "../../src/daemon/state-dir.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/.local/state", () => {
   const base = { homeDir: "/home/ada", cwd: "/srv/o4s" };
@@ -43,15 +43,7 @@ describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/
 });
 
 describe("prepareStateDir", () => {
-  const dirs: string[] = [];
-  afterEach(() => {
-    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-  });
-  function tmp(): string {
-    const d = mkdtempSync(join(tmpdir(), "o4s-state-"));
-    dirs.push(d);
-    return d;
-  }
+  const tmp = tempDirs("o4s-state-", "each");
 
   test("creates missing parents, the directory 0700", () => {
     const dir = join(tmp(), "a", "b");

@@ -1,14 +1,5 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import {
-  chmodSync,
-  chownSync,
-  mkdirSync,
-  mkdtempSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { chmodSync, chownSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   checkAncestors,
@@ -20,17 +11,10 @@ import {
   defaultSpoolDir,
   stateLayout,
 } from "../../src/orchestration/layout.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const uid = process.geteuid?.() ?? 0;
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-function tmp(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-own-"));
-  dirs.push(d);
-  return d;
-}
+const tmp = tempDirs("o4s-own-", "each");
 
 describe("state dir ownership (StrictModes)", () => {
   test("our own 0700 dir under /tmp (sticky) passes", () => {

@@ -23,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { eventually } from "../support/eventually.ts";
 
 const NOBODY = 65534;
 const isRoot = process.geteuid?.() === 0;
@@ -85,12 +86,13 @@ async function api(
 }
 
 async function poll<T>(read: () => Promise<T> | T, done: (v: T) => boolean, ms: number) {
-  const deadline = Date.now() + ms;
   let last = await read();
-  while (!done(last) && Date.now() < deadline) {
-    await Bun.sleep(100);
+  const holds = async () => {
     last = await read();
-  }
+    return done(last);
+  };
+  // The caller asserts on the last value read, which says more than a timeout would.
+  await eventually(holds, { timeoutMs: ms, intervalMs: 100 }).catch(() => {});
   return last;
 }
 

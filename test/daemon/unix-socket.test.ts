@@ -1,16 +1,12 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "../../src/daemon/unix-socket.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const newDir = tempDirs("o4s-sock-", "each");
 function socketPath(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-sock-"));
-  dirs.push(d);
+  const d = newDir();
   return join(d, "api.sock");
 }
 

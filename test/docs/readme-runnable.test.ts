@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually } from "../support/eventually.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
@@ -60,11 +61,11 @@ beforeAll(async () => {
     }
   })();
   const socket = join(home, ".local", "state", "openai4s", "api.sock");
-  const deadline = Date.now() + 30_000;
-  while (!existsSync(socket)) {
-    if (Date.now() > deadline) throw new Error(`daemon did not start\n${daemonLog}`);
-    await Bun.sleep(100);
-  }
+  const listening = await eventually(() => existsSync(socket), {
+    timeoutMs: 30_000,
+    intervalMs: 100,
+  }).catch(() => false);
+  if (!listening) throw new Error(`daemon did not start\n${daemonLog}`);
 }, 60_000);
 
 afterAll(async () => {

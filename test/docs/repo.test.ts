@@ -5,9 +5,9 @@
  * (with no warning: it exits 0 on unknown keys and bad values, so its output must be empty).
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { tempDir } from "../support/temp-dir.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 
@@ -64,24 +64,18 @@ const analyze = Bun.which("systemd-analyze");
 
 describe.skipIf(analyze === null)("deploy/openai4s.service", () => {
   test("systemd-analyze verify accepts it without a warning", () => {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-unit-"));
-    try {
-      // verify also checks that ExecStart's program exists: point it at the launcher.
-      const unit = readFileSync(join(ROOT, "deploy", "openai4s.service"), "utf8");
-      expect(unit).toContain("ExecStart=/usr/local/bin/openai4s serve");
-      const path = join(dir, "openai4s.service");
-      writeFileSync(
-        path,
-        unit.replace("/usr/local/bin/openai4s", join(ROOT, "bin", "openai4s.mjs")),
-      );
-      const run = Bun.spawnSync([analyze as string, "verify", path], {
-        stdout: "pipe",
-        stderr: "pipe",
-      });
-      const output = `${run.stdout.toString()}${run.stderr.toString()}`.trim();
-      expect({ exitCode: run.exitCode, output }).toEqual({ exitCode: 0, output: "" });
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    using scratch = tempDir("o4s-unit-");
+    const dir = scratch.path;
+    // verify also checks that ExecStart's program exists: point it at the launcher.
+    const unit = readFileSync(join(ROOT, "deploy", "openai4s.service"), "utf8");
+    expect(unit).toContain("ExecStart=/usr/local/bin/openai4s serve");
+    const path = join(dir, "openai4s.service");
+    writeFileSync(path, unit.replace("/usr/local/bin/openai4s", join(ROOT, "bin", "openai4s.mjs")));
+    const run = Bun.spawnSync([analyze as string, "verify", path], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const output = `${run.stdout.toString()}${run.stderr.toString()}`.trim();
+    expect({ exitCode: run.exitCode, output }).toEqual({ exitCode: 0, output: "" });
   });
 });

@@ -8,25 +8,22 @@
  * is the one with python3-matplotlib, which the CI installs.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   certificateFingerprint,
   readGatewayFingerprint,
 } from "../../src/orchestration/gateway-tls.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
-import { BINARY, condition, type Daemon, ensureBuilt, startDaemon } from "../session/harness.ts";
-
-/** Polls until `probe` holds or the deadline passes; false then. */
-async function until(probe: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    if (await probe()) return true;
-    await Bun.sleep(25);
-  }
-  return probe();
-}
+import {
+  BINARY,
+  condition,
+  type Daemon,
+  ensureBuilt,
+  startDaemon,
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDir } from "../support/temp-dir.ts";
 
 const TIMEOUT_MS = 60_000;
 const GRACE_MS = 300;
@@ -128,11 +125,14 @@ describe("live sessions through the binary", () => {
       const run = spawnExec("while True: pass");
       let answer = "";
       // The interrupt says whether a cell was running: repeat until the loop has started.
-      await until(async () => {
-        const r = await d.cli("interrupt", id);
-        answer = r.stdout;
-        return r.stdout === "interrupted\n";
-      }, 20_000);
+      await eventually(
+        async () => {
+          const r = await d.cli("interrupt", id);
+          answer = r.stdout;
+          return r.stdout === "interrupted\n";
+        },
+        { timeoutMs: 20_000 },
+      );
       expect(answer).toBe("interrupted\n");
       const interruptedAt = performance.now();
       const r = await run.done();
@@ -159,7 +159,7 @@ describe("live sessions through the binary", () => {
         );
         // The cell runs in the workspace: its marker there says the loop has started.
         const workspace = stateLayout(d.stateDir).workspaceDir(id);
-        expect(await until(() => existsSync(join(workspace, marker)), 20_000)).toBe(true);
+        await eventually(() => existsSync(join(workspace, marker)), { timeoutMs: 20_000 });
         run.proc.kill("SIGKILL");
         await run.done();
         const killedAt = performance.now();
@@ -178,38 +178,35 @@ describe("live sessions through the binary", () => {
   test(
     "a matplotlib figure comes back as image/png, saved by --save-images",
     async () => {
-      const dir = mkdtempSync(join(tmpdir(), "o4s-images-"));
-      try {
-        const r = await spawnExec(
-          "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
-          "--save-images",
-          dir,
-        ).done();
-        expect(r.code).toBe(0);
-        const files = readdirSync(dir);
-        expect(files).toHaveLength(1);
-        const path = join(dir, files[0]!);
-        expect(r.stdout).toBe(`${path}\n`);
-        expect(readFileSync(path).subarray(0, 4).toString("latin1")).toBe("\x89PNG");
-        const json = JSON.parse(
-          (
-            await d.cli(
-              "exec",
-              id,
-              "import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([1])",
-              "--json",
-            )
-          ).stdout,
-        );
-        expect(
-          json.outputs.some(
-            (o: { type: string; data?: Record<string, string> }) =>
-              o.type === "display_data" && o.data?.["image/png"],
-          ),
-        ).toBe(true);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      using scratch = tempDir("o4s-images-");
+      const dir = scratch.path;
+      const r = await spawnExec(
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
+        "--save-images",
+        dir,
+      ).done();
+      expect(r.code).toBe(0);
+      const files = readdirSync(dir);
+      expect(files).toHaveLength(1);
+      const path = join(dir, files[0]!);
+      expect(r.stdout).toBe(`${path}\n`);
+      expect(readFileSync(path).subarray(0, 4).toString("latin1")).toBe("\x89PNG");
+      const json = JSON.parse(
+        (
+          await d.cli(
+            "exec",
+            id,
+            "import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([1])",
+            "--json",
+          )
+        ).stdout,
+      );
+      expect(
+        json.outputs.some(
+          (o: { type: string; data?: Record<string, string> }) =>
+            o.type === "display_data" && o.data?.["image/png"],
+        ),
+      ).toBe(true);
     },
     TIMEOUT_MS,
   );
@@ -229,10 +226,13 @@ describe("live sessions through the binary", () => {
       const diesAt = Date.now() + 500;
       let kernel: ReturnType<typeof condition>;
       expect(
-        await until(async () => {
-          kernel = condition(await d.show(id), "KERNEL_RESPONSIVE");
-          return kernel?.status === "FALSE";
-        }, 15_000),
+        await eventually(
+          async () => {
+            kernel = condition(await d.show(id), "KERNEL_RESPONSIVE");
+            return kernel?.status === "FALSE";
+          },
+          { timeoutMs: 15_000 },
+        ),
       ).toBe(true);
       const seenAfterMs = Date.now() - diesAt;
       console.log(`liveness: KERNEL_RESPONSIVE FALSE seen ${seenAfterMs} ms after the death`);
@@ -246,7 +246,9 @@ describe("live sessions through the binary", () => {
       expect(next).toMatchObject({ status: "ERROR", kernelRestarted: true });
       expect(next.error).toContain("NameError");
       expect(
-        await until(async () => condition(await d.show(id), "READY")?.status === "TRUE", 10_000),
+        await eventually(async () => condition(await d.show(id), "READY")?.status === "TRUE", {
+          timeoutMs: 10_000,
+        }),
       ).toBe(true);
       const again = JSON.parse((await d.cli("exec", id, "1 + 1", "--json")).stdout);
       expect(again).toMatchObject({ status: "OK", output: "2", kernelRestarted: false });

@@ -17,9 +17,9 @@ import {
   processesMentioning,
   startDaemon,
   treeDigest,
-  until,
   type WorkloadView,
-} from "../session/harness.ts";
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 
 const E2E_TIMEOUT_MS = 60_000;
 
@@ -146,10 +146,13 @@ describe("sessions on the local backend with bubblewrap", () => {
       holder.hold();
       const id = await startSession(d);
       sessions.push(id);
-      const held = await until("allocation RUNNING with the worker held back", async () => {
-        const w = await d.show(id);
-        return condition(w, "ALLOCATION_RUNNING")?.status === "TRUE" ? w : null;
-      });
+      const held = await eventually(
+        async () => {
+          const w = await d.show(id);
+          return condition(w, "ALLOCATION_RUNNING")?.status === "TRUE" ? w : null;
+        },
+        { what: "allocation RUNNING with the worker held back" },
+      );
       expect(condition(held, "WORKER_CONNECTED")).toMatchObject({
         status: "FALSE",
         reason: "WORKER_MISSING",
@@ -182,11 +185,10 @@ describe("sessions on the local backend with bubblewrap", () => {
       expect(w.phase).toBe("CANCELLED");
       expect(w.reason).toBe("USER_CANCELLED");
       expect(condition(w, "READY")?.status).toBe("FALSE");
-      await until(
-        "the worker processes to exit",
-        async () => workersOf(d, id).length === 0,
-        15_000,
-      );
+      await eventually(async () => workersOf(d, id).length === 0, {
+        what: "the worker processes to exit",
+        timeoutMs: 15_000,
+      });
       // The stopped attempt's credential no longer opens the gateway (fenced).
       const again = await d.cli("exec", id, "1+1");
       expect(again.code).toBe(1);
@@ -217,11 +219,10 @@ describe("idle sessions are reclaimed", () => {
       expect(w.reason).toBe("IDLE_TIMEOUT");
       expect(w.message ?? "").toContain("start a new session when you are back");
       expect(Date.now() - started).toBeLessThan(15_000);
-      await until(
-        "the worker processes to exit",
-        async () => workersOf(d, id).length === 0,
-        15_000,
-      );
+      await eventually(async () => workersOf(d, id).length === 0, {
+        what: "the worker processes to exit",
+        timeoutMs: 15_000,
+      });
     },
     E2E_TIMEOUT_MS,
   );

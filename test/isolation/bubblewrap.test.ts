@@ -1,15 +1,12 @@
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import {
   chmodSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
-  rmSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { manualClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
@@ -19,21 +16,12 @@ import {
   resolveBwrap,
 } from "../../src/orchestration/isolation/bubblewrap.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const JOB_ENV = { vars: { PATH: "/usr/bin:/bin" } };
 
 const REAL_BWRAP = resolveBwrap(undefined);
-const dirs: string[] = [];
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-iso-"));
-  dirs.push(dir);
-  return dir;
-}
-
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs("o4s-iso-", "each");
 
 /** A stand-in for bwrap: a shell script with the given body, made executable. */
 function fakeBwrap(body: string): string {

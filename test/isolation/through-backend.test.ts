@@ -4,8 +4,7 @@
  * Slurm dev cluster in test/session/slurm-session.cluster.test.ts.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
@@ -20,20 +19,21 @@ import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
 import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { type IsolationVerdict, isTaskRunner } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
-import { killProcessesMentioning } from "../session/harness.ts";
+import { killProcessesMentioning } from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
+const made: string[] = [];
 afterEach(() => {
-  for (const d of dirs.splice(0)) {
-    killProcessesMentioning(d);
-    rmSync(d, { recursive: true, force: true });
-  }
+  for (const d of made.splice(0)) killProcessesMentioning(d);
 });
+// After the hook above (hooks run in order): a probe job still running would write into them.
+const tempDir = tempDirs("o4s-through-", "each");
 
 function setup(bwrapPath?: string) {
-  const root = mkdtempSync(join(tmpdir(), "o4s-through-"));
-  dirs.push(root);
+  const root = tempDir();
+  made.push(root);
   const layout = stateLayout(join(root, "state"));
   mkdirSync(layout.root, { recursive: true });
   const backend = createLocalBackend({
@@ -72,8 +72,7 @@ describe("verifyThroughBackend", () => {
   }, 30_000);
 
   test("is Unverified when the node's bwrap does not isolate", async () => {
-    const fakeDir = mkdtempSync(join(tmpdir(), "o4s-fakebwrap-"));
-    dirs.push(fakeDir);
+    const fakeDir = tempDir();
     const fake = join(fakeDir, "bwrap");
     writeFileSync(
       fake,
@@ -156,19 +155,20 @@ describe("sandboxedBackend", () => {
     const created = results.get(token);
     if (created?.kind !== "Created") throw new Error(JSON.stringify(created));
     const target = { allocationId: "a1", token, handle: created.handle };
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline) {
-      const o = await sandboxed.observe([target]);
-      if (o.kind === "Observed" && o.observations.get("a1")?.kind === "Observed") {
-        const obs = o.observations.get("a1");
-        if (obs?.kind === "Observed" && obs.phase === "RUNNING") break;
-      }
-      await Bun.sleep(50);
-    }
+    await eventually(
+      async () => {
+        const o = await sandboxed.observe([target]);
+        const obs = o.kind === "Observed" ? o.observations.get("a1") : undefined;
+        return obs?.kind === "Observed" && obs.phase === "RUNNING";
+      },
+      { what: "the job RUNNING", timeoutMs: 15_000, intervalMs: 50 },
+    );
     const stdout = join(allocationDir, "stdout.log");
-    while (Date.now() < deadline && !readFileSync(stdout, "utf8").includes("key-"))
-      await Bun.sleep(50);
-    console.log("STDERR", readFileSync(join(allocationDir, "stderr.log"), "utf8"));
+    await eventually(() => readFileSync(stdout, "utf8").includes("key-"), {
+      what: "the job's second line",
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    });
     expect(readFileSync(stdout, "utf8").trim().split("\n")).toEqual([
       "sibling-hidden",
       "key-hidden",

@@ -1,6 +1,5 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { appendFileSync, cpSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   checkLeaks,
@@ -11,6 +10,7 @@ import {
   formatViolations,
   KNOWN_CORE_IMPORTS,
 } from "../support/leak-guard.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const SRC = join(import.meta.dir, "..", "..", "src");
 
@@ -43,14 +43,10 @@ describe("INV-2 leak guard on the real tree", () => {
 });
 
 describe("the guard fails when the rule is broken (planted in a temporary copy)", () => {
-  const dirs: string[] = [];
-  afterEach(() => {
-    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-  });
+  const newDir = tempDirs("o4s-leak-", "each");
 
   function copyOfSrc(): string {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-leak-"));
-    dirs.push(dir);
+    const dir = newDir();
     const copy = join(dir, "src");
     cpSync(SRC, copy, { recursive: true });
     expect(checkLeaks(copy)).toEqual([]);

@@ -31,7 +31,7 @@ import {
   targetOf,
   waitFor,
   waitForPhase,
-} from "./helpers.ts";
+} from "../support/local-backend.ts";
 
 // Real processes on a machine other suites load too: generous, and the waits inside are
 // bounded by their own deadlines.

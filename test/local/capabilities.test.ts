@@ -20,7 +20,7 @@ import {
   makeState,
   targetOf,
   waitForPhase,
-} from "./helpers.ts";
+} from "../support/local-backend.ts";
 
 // Real processes on a machine other suites load too: generous, and the waits inside are
 // bounded by their own deadlines.

@@ -13,7 +13,7 @@ import {
   makeState,
   targetOf,
   waitForPhase,
-} from "./helpers.ts";
+} from "../support/local-backend.ts";
 
 const binary = join(import.meta.dir, "../../dist/openai4s");
 

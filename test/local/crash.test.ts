@@ -22,7 +22,7 @@ import {
   readJson,
   type TestState,
   waitFor,
-} from "./helpers.ts";
+} from "../support/local-backend.ts";
 
 const REPO = join(import.meta.dir, "../..");
 const CRASH_TEST_TIMEOUT_MS = 90_000;

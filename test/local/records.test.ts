@@ -4,8 +4,7 @@
  * reads as COMPLETED unless an exit record says the job itself exited 0.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { publishExclusive, writeFileDurable } from "../../src/durable-fs.ts";
@@ -24,6 +23,7 @@ import {
 } from "../../src/orchestration/local/records.ts";
 import { isTerminal } from "../../src/orchestration/models.ts";
 import { isCompiled, selfCommand } from "../../src/self-command.ts";
+import { tempDir } from "../support/temp-dir.ts";
 
 describe("/proc/PID/stat parsing", () => {
   test("fields after a command name containing spaces and parentheses", () => {
@@ -200,20 +200,17 @@ describe("record to observation", () => {
 
 describe("durable files", () => {
   test("publishExclusive: of several writers exactly one wins, and its content is whole", () => {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-durable-"));
-    try {
-      const path = join(dir, "claim.json");
-      const wins = ["a", "b", "c"].map((who) => publishExclusive(path, who));
-      expect(wins).toEqual([true, false, false]);
-      expect(readFileSync(path, "utf8")).toBe("a");
-      writeFileDurable(join(dir, "x"), "1");
-      writeFileDurable(join(dir, "x"), "2");
-      expect(readFileSync(join(dir, "x"), "utf8")).toBe("2");
-      // No temporary files are left behind.
-      expect(readdirSync(dir).sort()).toEqual(["claim.json", "x"]);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    using scratch = tempDir("o4s-durable-");
+    const dir = scratch.path;
+    const path = join(dir, "claim.json");
+    const wins = ["a", "b", "c"].map((who) => publishExclusive(path, who));
+    expect(wins).toEqual([true, false, false]);
+    expect(readFileSync(path, "utf8")).toBe("a");
+    writeFileDurable(join(dir, "x"), "1");
+    writeFileDurable(join(dir, "x"), "2");
+    expect(readFileSync(join(dir, "x"), "utf8")).toBe("2");
+    // No temporary files are left behind.
+    expect(readdirSync(dir).sort()).toEqual(["claim.json", "x"]);
   });
 });
 

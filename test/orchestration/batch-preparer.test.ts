@@ -1,6 +1,5 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { chmodSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
 import { batchPreparer } from "../../src/orchestration/batch-preparer.ts";
@@ -12,16 +11,9 @@ import {
   type WorkloadSpec,
 } from "../../src/orchestration/models.ts";
 import { preparerByKind } from "../../src/orchestration/preparer-by-kind.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-function root(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-"));
-  dirs.push(d);
-  return d;
-}
+const root = tempDirs("o4s-", "each");
 
 function workload(kind: Workload["kind"], spec: WorkloadSpec): Workload {
   return {

@@ -5,8 +5,6 @@
  * to the same file. After each operation the cache must equal the full snapshot.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { manualClock } from "../../src/clock.ts";
@@ -23,8 +21,9 @@ import {
   type StoreDeps,
   touchActivity,
 } from "../../src/store/index.ts";
+import { inertPreparer, seededBytes } from "../support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../support/simulated-backend.ts";
-import { inertPreparer, seededBytes } from "./harness.ts";
+import { tempDir } from "../support/temp-dir.ts";
 
 const cleanup: (() => void)[] = [];
 afterEach(() => {
@@ -63,7 +62,8 @@ describe("cached live view", () => {
   test("equals a fresh read of the store after any sequence of operations", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { maxLength: 40 }), async (ops) => {
-        const dir = mkdtempSync(join(tmpdir(), "o4s-live-view-"));
+        using scratch = tempDir("o4s-live-view-");
+        const dir = scratch.path;
         const clock = manualClock();
         const main = openDatabase(join(dir, "db"));
         const other = openDatabase(join(dir, "db"));
@@ -148,7 +148,6 @@ describe("cached live view", () => {
         } finally {
           main.close();
           other.close();
-          rmSync(dir, { recursive: true, force: true });
         }
       }),
       { numRuns: 60 },

@@ -7,7 +7,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import type { SubmitRequest } from "../../src/orchestration/ports.ts";
 import { createReconciler } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
-import { type Harness, type HarnessOptions, harness, inertPreparer } from "./harness.ts";
+import {
+  type Harness,
+  type HarnessOptions,
+  harness,
+  inertPreparer,
+} from "../support/reconciler-harness.ts";
 
 let open: Harness[] = [];
 afterEach(() => {

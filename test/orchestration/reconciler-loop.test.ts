@@ -6,7 +6,7 @@ import {
   type Timers,
 } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
-import { type Harness, harness, inertPreparer } from "./harness.ts";
+import { type Harness, harness, inertPreparer } from "../support/reconciler-harness.ts";
 
 /**
  * Timers a test fires by hand, and the monotonic clock they run on: firing moves the clock

@@ -44,13 +44,13 @@ import {
   allocations as allocationsTable,
   workloads as workloadsTable,
 } from "../../src/store/schema.ts";
+import { type Harness, harness } from "../support/reconciler-harness.ts";
 import {
   isLiveJob,
   type SimJob,
   type SimOperation,
   type SubmitFault,
 } from "../support/simulated-backend.ts";
-import { type Harness, harness } from "./harness.ts";
 
 /**
  * How often the interesting cases happened across all runs. Checked at the end so the

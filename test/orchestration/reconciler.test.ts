@@ -7,8 +7,13 @@ import {
 } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import { findAllocationByToken } from "../../src/store/index.ts";
+import {
+  type Harness,
+  type HarnessOptions,
+  harness,
+  inertPreparer,
+} from "../support/reconciler-harness.ts";
 import { isLiveJob } from "../support/simulated-backend.ts";
-import { type Harness, type HarnessOptions, harness, inertPreparer } from "./harness.ts";
 
 let open: Harness[] = [];
 afterEach(() => {

@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Allocation } from "../../src/orchestration/models.ts";
 import { listEvents } from "../../src/store/index.ts";
-import { type Harness, harness } from "./harness.ts";
+import { type Harness, harness } from "../support/reconciler-harness.ts";
 
 const open: Harness[] = [];
 afterEach(() => {

@@ -4,32 +4,25 @@ import {
   copyFileSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readFileSync,
-  rmSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eventually } from "../support/eventually.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const SCRIPT = join(import.meta.dir, "..", "..", "scripts", "slurm-test-cluster.sh");
 const CLUSTER_DIR = process.env["OPENAI4S_SLURM_TEST_DIR"];
 const IS_ROOT = process.getuid?.() === 0;
 
-const dirs: string[] = [];
 const spawned: Bun.Subprocess[] = [];
 afterAll(() => {
   for (const p of spawned) {
     if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
   }
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
-
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-cluster-script-"));
-  dirs.push(d);
-  return d;
-}
+// After the hook above: the processes are killed before their dirs go.
+const tempDir = tempDirs("o4s-cluster-script-");
 
 interface Ran {
   readonly code: number;
@@ -155,12 +148,13 @@ describe("down stops only what is its own", () => {
 describe.skipIf(CLUSTER_DIR === undefined)("the shared dev/CI cluster", () => {
   // Shared: another suite may have its controller stopped for a few seconds. Poll.
   async function statusWhenUp(): Promise<Ran> {
-    const deadline = Date.now() + 60_000;
     let r = await script(["status", CLUSTER_DIR as string]);
-    while (r.code !== 0 && Date.now() < deadline) {
-      await Bun.sleep(1_000);
+    const up = async () => {
       r = await script(["status", CLUSTER_DIR as string]);
-    }
+      return r.code === 0;
+    };
+    // The caller asserts on the last answer, which says more than a timeout would.
+    await eventually(up, { timeoutMs: 60_000, intervalMs: 1_000 }).catch(() => {});
     return r;
   }
 

@@ -2,22 +2,18 @@
  * The session attempt record is parsed by the daemon on every start: hostile contents must
  * cost a bounded read and a refusal (issue 8: `{"ranks": 20000000}` cost gigabytes).
  */
-import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   readSessionAttempt,
   SESSION_ATTEMPT_FILE,
 } from "../../src/orchestration/session/preparer.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const newDir = tempDirs("o4s-attempt-", "each");
 function dirWith(content: string | null): string {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-attempt-"));
-  dirs.push(dir);
+  const dir = newDir();
   if (content !== null) writeFileSync(join(dir, SESSION_ATTEMPT_FILE), content);
   return dir;
 }

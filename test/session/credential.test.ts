@@ -30,7 +30,9 @@ import {
   judgeCredential,
   NOT_A_FRAME,
 } from "../../src/orchestration/worker-gateway.ts";
-import { tempDir } from "./gateway-harness.ts";
+import { tempDirs } from "../support/temp-dir.ts";
+
+const tempDir = tempDirs("o4s-credential-");
 
 const key = signingKeyFromBytes(new Uint8Array(32).fill(7));
 const otherKey = signingKeyFromBytes(new Uint8Array(32).fill(8));

@@ -34,7 +34,7 @@ import {
   startHarness,
   text,
   until,
-} from "./gateway-harness.ts";
+} from "../support/gateway-harness.ts";
 
 const NOW = 1_700_000_000_000;
 const FLOOR_MS = 40;

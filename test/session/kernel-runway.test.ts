@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { realPython } from "./gateway-harness.ts";
+import { realPython } from "../support/gateway-harness.ts";
 
 async function remainingWith(env: Record<string, string>): Promise<string> {
   const kernelModule = join(import.meta.dir, "../../src/worker/kernel.ts");

@@ -8,7 +8,11 @@ import { join } from "node:path";
 import { memoryLog } from "../../src/log.ts";
 import type { CellEvent, KernelStatus } from "../../src/orchestration/worker-protocol.ts";
 import { createKernel, type Kernel, type KernelResult } from "../../src/worker/kernel.ts";
-import { realPython, tempDir, until } from "./gateway-harness.ts";
+import { eventually } from "../support/eventually.ts";
+import { realPython } from "../support/gateway-harness.ts";
+import { tempDirs } from "../support/temp-dir.ts";
+
+const tempDir = tempDirs("o4s-kernel-");
 
 const opened: Kernel[] = [];
 function kernel(options: { maxOutputChars?: number; python?: string; cwd?: string } = {}) {
@@ -140,8 +144,14 @@ describe("a notebook-like session", () => {
 
   test("interrupt stops a running cell with KeyboardInterrupt; idle, it does nothing", async () => {
     expect(k.interrupt().kind).toBe("NotRunning");
-    const running = run(k, "import time\nfor i in range(100):\n    time.sleep(0.1)");
-    await Bun.sleep(300);
+    // The cell says it has started by making a file: interrupting before that would test
+    // nothing, and a fixed wait does not know when a loaded machine got there.
+    const started = join(tempDir(), "started");
+    const running = run(
+      k,
+      `import time, pathlib\npathlib.Path(${JSON.stringify(started)}).touch()\nfor i in range(100):\n    time.sleep(0.1)`,
+    );
+    await eventually(() => existsSync(started), { what: "the cell started" });
     expect(k.interrupt().kind).toBe("Interrupted");
     const r = await running;
     expect(r.status).toBe("ERROR");
@@ -203,7 +213,7 @@ describe("limits and failures", () => {
     const childPid = Number(readFileSync(pidFile, "utf8"));
     expect(alive(childPid)).toBe(true);
     await k.close();
-    expect(await until(() => !alive(childPid), 3000)).toBe(true);
+    await eventually(() => !alive(childPid), { timeoutMs: 3000 });
     expect((await run(k, "1")).error).toContain("shut down");
   });
 });
@@ -239,7 +249,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
         settled = true;
         return r;
       });
-    expect(await until(() => events.length >= 2, 10_000)).toBe(true);
+    await eventually(() => events.length >= 2, { timeoutMs: 10_000 });
     expect(settled).toBe(false); // the cell is still waiting for the file
     expect(events).toEqual([
       { type: "stream", name: "stdout", text: "one\n" },
@@ -322,7 +332,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     for (let i = 0; i < 5; i++) {
       let events = 0;
       const flooding = k.exec("while True:\n    print('x' * 100)", { onEvent: () => events++ });
-      expect(await until(() => events > 0, 10_000)).toBe(true);
+      await eventually(() => events > 0, { timeoutMs: 10_000 });
       expect(k.interrupt().kind).toBe("Interrupted");
       const r = await flooding;
       expect(r.error?.ename).toBe("KeyboardInterrupt");
@@ -368,7 +378,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
         )
       ).status,
     ).toBe("OK");
-    expect(await until(() => statuses.length === 2, 10_000)).toBe(true);
+    await eventually(() => statuses.length === 2, { timeoutMs: 10_000 });
     expect(statuses[1]).toMatchObject({ state: "dead" });
     expect(statuses[1]!.message).toContain("exit code 1");
     expect(k.status().state).toBe("dead");

@@ -6,7 +6,9 @@
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { tempDir } from "./gateway-harness.ts";
+import { tempDirs } from "../support/temp-dir.ts";
+
+const tempDir = tempDirs("o4s-key-race-");
 
 const BUN = resolve(import.meta.dir, "../../node_modules/.bin/bun");
 const BOOTSTRAP = resolve(import.meta.dir, "../../src/orchestration/bootstrap.ts");

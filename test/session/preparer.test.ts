@@ -21,7 +21,13 @@ import {
   workspaceMarkerPath,
 } from "../../src/orchestration/session/preparer.ts";
 import { getAllocation, getWorkload } from "../../src/store/index.ts";
-import { loseAttempt, newWorkload, startAttempt, type TestStore, testStore } from "./support.ts";
+import {
+  loseAttempt,
+  newWorkload,
+  startAttempt,
+  type TestStore,
+  testStore,
+} from "../support/store-fixtures.ts";
 
 let t: TestStore;
 beforeEach(() => {

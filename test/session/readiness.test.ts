@@ -23,8 +23,14 @@ import {
   requestStop,
   setCondition,
 } from "../../src/store/index.ts";
-import { execAnswer, type FakeGateway, fakeGateway } from "./fake-gateway.ts";
-import { loseAttempt, newWorkload, startAttempt, type TestStore, testStore } from "./support.ts";
+import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
+import {
+  loseAttempt,
+  newWorkload,
+  startAttempt,
+  type TestStore,
+  testStore,
+} from "../support/store-fixtures.ts";
 
 let t: TestStore;
 let layout: StateLayout;

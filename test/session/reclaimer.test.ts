@@ -16,7 +16,7 @@ import {
   startAttempt,
   type TestStore,
   testStore,
-} from "./support.ts";
+} from "../support/store-fixtures.ts";
 
 const SECOND = 1000;
 let t: TestStore;

@@ -17,9 +17,15 @@ import {
   requestStop,
   setCondition,
 } from "../../src/store/index.ts";
-import { execAnswer, type FakeGateway, fakeGateway } from "./fake-gateway.ts";
-import { until } from "./gateway-harness.ts";
-import { loseAttempt, newWorkload, startAttempt, type TestStore, testStore } from "./support.ts";
+import { eventually } from "../support/eventually.ts";
+import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
+import {
+  loseAttempt,
+  newWorkload,
+  startAttempt,
+  type TestStore,
+  testStore,
+} from "../support/store-fixtures.ts";
 
 let t: TestStore;
 let layout: StateLayout;
@@ -168,7 +174,9 @@ describe("session service: exec", () => {
     const cell = (gw.sent.at(-1)?.request as { cell?: string } | undefined)?.cell;
     client.abort();
     expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false); // grace first
-    expect(await until(() => gw.sent.some((r) => r.request.kind === "interrupt"), 5000)).toBe(true);
+    await eventually(() => gw.sent.some((r) => r.request.kind === "interrupt"), {
+      timeoutMs: 5000,
+    });
     expect(gw.sent.find((r) => r.request.kind === "interrupt")?.request).toEqual({
       kind: "interrupt",
       cell,

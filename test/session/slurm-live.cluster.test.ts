@@ -8,8 +8,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
-import { BINARY, condition, type Daemon, ensureBuilt, startDaemon, until } from "./harness.ts";
+import {
+  BINARY,
+  condition,
+  type Daemon,
+  ensureBuilt,
+  startDaemon,
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 const CLUSTER_TOML = `[profiles.one]
 description = "One node for a session"
@@ -22,12 +29,7 @@ allow_batch = true
 `;
 
 async function poll(probe: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    if (await probe()) return true;
-    await Bun.sleep(50);
-  }
-  return probe();
+  return await eventually(probe, { timeoutMs, intervalMs: 50 }).catch(() => false);
 }
 
 describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
@@ -51,11 +53,10 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
       startTimeoutMs: 120_000,
     });
     // Verification runs in the background: sessions are admitted once the probe passed.
-    await until(
-      "session isolation verified on the nodes",
-      async () => d.log().includes("session isolation verified on the nodes"),
-      120_000,
-    );
+    await eventually(async () => d.log().includes("session isolation verified on the nodes"), {
+      what: "session isolation verified on the nodes",
+      timeoutMs: 120_000,
+    });
     const started = await d.cli("session", "start", "--profile", "one");
     if (started.code !== 0) throw new Error(`session start: ${started.stderr}\n${d.log()}`);
     id = started.stdout.trim().split(/\s+/).at(-1)!;

@@ -19,16 +19,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { applyTransition, getAllocation, openDatabase } from "../../src/store/index.ts";
-import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
 import {
   condition,
   type Daemon,
   ensureBuilt,
   holdingWorker,
   startDaemon,
-  until,
   type WorkloadView,
-} from "./harness.ts";
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 const CLUSTER_TOML = `[profiles.pair]
 description = "Two nodes for a session gang"
@@ -85,11 +85,10 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
     });
     // Verification runs in the background: the daemon answers before it is done, and
     // sessions are admitted once the probe on the nodes has passed.
-    await until(
-      "session isolation verified on the nodes",
-      async () => d.log().includes("session isolation verified on the nodes"),
-      120_000,
-    );
+    await eventually(async () => d.log().includes("session isolation verified on the nodes"), {
+      what: "session isolation verified on the nodes",
+      timeoutMs: 120_000,
+    });
   }, 240_000);
 
   afterAll(async () => {
@@ -111,17 +110,20 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
     const env = { ...process.env, SLURM_CONF: cluster.slurmConf };
     const probeDir = join(`${d.stateDir}-spool`, "backends", "slurm", "isolation-probe");
     // Accounting records a finished job a moment later: polled.
-    const rows = await until("the probe job in accounting", async () => {
-      const sacct = Bun.spawnSync(
-        ["sacct", "-n", "-X", "-P", "-o", "WorkDir,AllocTRES,Timelimit", "-S", "now-1hour"],
-        { env },
-      );
-      const found = sacct.stdout
-        .toString()
-        .split("\n")
-        .filter((l) => l.includes(probeDir));
-      return found.length > 0 ? found : null;
-    });
+    const rows = await eventually(
+      async () => {
+        const sacct = Bun.spawnSync(
+          ["sacct", "-n", "-X", "-P", "-o", "WorkDir,AllocTRES,Timelimit", "-S", "now-1hour"],
+          { env },
+        );
+        const found = sacct.stdout
+          .toString()
+          .split("\n")
+          .filter((l) => l.includes(probeDir));
+        return found.length > 0 ? found : null;
+      },
+      { what: "the probe job in accounting" },
+    );
     for (const row of rows) {
       expect(row).not.toContain("gpu");
       expect(row).toContain("cpu=1,");
@@ -140,8 +142,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
     const { id } = (await created.json()) as { id: string };
 
     // Epoch 1: the allocation runs on two nodes, rank 0 connects, rank 1 is held back.
-    const epoch1 = await until(
-      "epoch 1 running with rank 0 connected",
+    const epoch1 = await eventually(
       async () => {
         const w = await view(id);
         const connected = condition(w, "WORKER_CONNECTED");
@@ -150,8 +151,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
           ? w
           : null;
       },
-      90_000,
-      100,
+      { what: "epoch 1 running with rank 0 connected", timeoutMs: 90_000, intervalMs: 100 },
     );
     expect(condition(epoch1, "WORKER_CONNECTED")).toMatchObject({
       status: "FALSE",
@@ -193,8 +193,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
     } finally {
       db.close();
     }
-    const epoch2 = await until(
-      "epoch 2 running with its rank 0 connected",
+    const epoch2 = await eventually(
       async () => {
         const w = await view(id);
         return condition(w, "ALLOCATION_RUNNING")?.message.includes("(epoch 2) is RUNNING") &&
@@ -202,8 +201,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
           ? w
           : null;
       },
-      90_000,
-      100,
+      { what: "epoch 2 running with its rank 0 connected", timeoutMs: 90_000, intervalMs: 100 },
     );
     // Epoch 1's rank 0 is still connected, and it does not count for epoch 2.
     expect(condition(epoch2, "READY")?.reason).toBe("WORKER_CONNECTED");
@@ -218,20 +216,17 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
 
     // Release both held rank-1 workers: epoch 2's completes the gang, epoch 1's is refused.
     holder.release();
-    const ready = await until(
-      "READY on epoch 2",
+    const ready = await eventually(
       async () => {
         const w = await view(id);
         return condition(w, "READY")?.status === "TRUE" ? w : null;
       },
-      60_000,
-      100,
+      { what: "READY on epoch 2", timeoutMs: 60_000, intervalMs: 100 },
     );
     expect(condition(ready, "WORKER_CONNECTED")?.message).toBe(
       "all 2 workers of epoch 2 connected",
     );
-    const refusals = await until(
-      "the gateway to refuse epoch 1's rank 1",
+    const refusals = await eventually(
       async () => {
         const lines = d
           .log()
@@ -240,8 +235,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
           .map((l) => JSON.parse(l) as Refusal);
         return lines.some((r) => r.allocationId === first.id && r.rank === 1) ? lines : null;
       },
-      30_000,
-      100,
+      { what: "the gateway to refuse epoch 1's rank 1", timeoutMs: 30_000, intervalMs: 100 },
     );
     const latecomer = refusals.find((r) => r.allocationId === first.id && r.rank === 1);
     expect(latecomer).toMatchObject({ epoch: 1, rank: 1 });
@@ -261,14 +255,12 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
 
     // Cancel: through the barrier, the job ends.
     expect((await api("POST", `/v1/workloads/${id}/cancel`)).status).toBe(202);
-    const ended = await until(
-      "the session to end",
+    const ended = await eventually(
       async () => {
         const w = await view(id);
         return ["CANCELLED", "FAILED", "COMPLETED", "LOST"].includes(w.phase) ? w : null;
       },
-      60_000,
-      200,
+      { what: "the session to end", timeoutMs: 60_000, intervalMs: 200 },
     );
     expect(ended.phase).toBe("CANCELLED");
   }, 300_000);

@@ -16,7 +16,11 @@ import {
   writeGatewayFingerprint,
 } from "../../src/orchestration/gateway-tls.ts";
 import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
-import { type Harness, realPython, startHarness, tempDir, until } from "./gateway-harness.ts";
+import { eventually } from "../support/eventually.ts";
+import { type Harness, hostPort, realPython, startHarness } from "../support/gateway-harness.ts";
+import { tempDirs } from "../support/temp-dir.ts";
+
+const tempDir = tempDirs("o4s-worker-");
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BUN = join(ROOT, "node_modules/.bin/bun");
@@ -159,7 +163,7 @@ describe("against a live gateway", () => {
 
     // Heartbeats move last-seen.
     const seen = h.gateway.connection("alloc-w", 3, 1)!.lastSeenAt;
-    expect(await until(() => h.gateway.connection("alloc-w", 3, 1)!.lastSeenAt > seen)).toBe(true);
+    await eventually(() => h.gateway.connection("alloc-w", 3, 1)!.lastSeenAt > seen);
 
     // Workspace probe: the marker with the expected content, the wrong content, nothing.
     const marker = join(workspace, ".openai4s-marker");
@@ -233,7 +237,7 @@ describe("against a live gateway", () => {
   test("the gateway going away for longer than the grace period makes the worker exit 1", async () => {
     const { h, credentialDir } = setup();
     const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     await h.gateway.close();
     const closedAt = performance.now();
     const r = await finish(worker);
@@ -247,13 +251,13 @@ describe("against a live gateway", () => {
   test("a daemon restart within the grace period keeps the session and its kernel state", async () => {
     const { h, credentialDir } = setup();
     const worker = spawnWorker(workerArgs(credentialDir, 20), { rank: "0" });
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     const exec = (code: string) =>
       h.gateway.request("alloc-w", 3, 0, { kind: "exec", code }, 20_000);
     expect(await exec("state = 'kept'")).toMatchObject({ response: { status: "OK" } });
     const kernelPid = await exec("import os\nos.getpid()");
     await h.restart(); // same port, same key, same burn table
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 15_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 15_000 });
     expect(await exec("state")).toMatchObject({ response: { result: { "text/plain": "'kept'" } } });
     expect(await exec("import os\nos.getpid()")).toEqual(kernelPid);
     h.gateway.stop("alloc-w", 3, "done");
@@ -263,11 +267,28 @@ describe("against a live gateway", () => {
   test("a worker that starts before the gateway keeps dialing until it can connect", async () => {
     const { h, credentialDir } = setup();
     await h.gateway.close(); // the daemon is "not up yet"; the credential names its address
+    // Where the daemon will be, something that hangs up on every dial: seen twice, the worker
+    // has come back after a failed dial (not a fixed wait that proves nothing on a slow day).
+    let dials = 0;
+    const hangUp = Bun.listen({
+      ...hostPort(h.gateway.address),
+      socket: {
+        open(socket) {
+          dials += 1;
+          socket.end();
+        },
+        data() {},
+      },
+    });
     const worker = spawnWorker(workerArgs(credentialDir), { rank: "0" });
-    await Bun.sleep(1500);
+    try {
+      await eventually(() => dials >= 2, { what: "a second dial", timeoutMs: 20_000 });
+    } finally {
+      hangUp.stop(true);
+    }
     expect(worker.exitCode).toBeNull();
     await h.restart();
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     h.gateway.stop("alloc-w", 3, "done");
     expect((await finish(worker)).code).toBe(0);
   }, 60_000);
@@ -275,7 +296,7 @@ describe("against a live gateway", () => {
   test("SIGTERM stops the worker and kills its kernel", async () => {
     const { h, credentialDir } = setup();
     const worker = spawnWorker(workerArgs(credentialDir), { rank: "0" });
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     const answer = await h.gateway.request(
       "alloc-w",
       3,
@@ -287,16 +308,17 @@ describe("against a live gateway", () => {
     const kernelPid = Number(answer.response.result?.["text/plain"]);
     worker.kill("SIGTERM");
     expect((await finish(worker)).code).toBe(0);
-    expect(
-      await until(() => {
+    await eventually(
+      () => {
         try {
           process.kill(kernelPid, 0);
           return !/\) [^Z] /.test(readFileSync(`/proc/${kernelPid}/stat`, "utf8"));
         } catch {
           return true;
         }
-      }, 5000),
-    ).toBe(true);
+      },
+      { timeoutMs: 5000 },
+    );
   }, 40_000);
 });
 
@@ -340,7 +362,7 @@ describe("over TLS, the worker pinning the gateway's certificate", () => {
     const { h, credentialDir, fingerprint } = tlsSetup(null, (g) => proxy.front(g));
     writeGatewayFingerprint(credentialDir, fingerprint);
     const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     const secretCode = "secret_code_7f3a = 'the-code-itself'\nprint('secret-output-' + '9b1c')";
     const answer = await h.gateway.request(
       "alloc-w",
@@ -379,7 +401,7 @@ describe("over TLS, the worker pinning the gateway's certificate", () => {
       credentialDir,
     });
     const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     await h.gateway.request(
       "alloc-w",
       3,
@@ -404,7 +426,7 @@ describe("over TLS, the worker pinning the gateway's certificate", () => {
     // And the credential is still good: with the right pin the same file connects.
     writeGatewayFingerprint(credentialDir, fingerprint);
     const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
-    expect(await until(() => h.gateway.connected("alloc-w", 3).size === 1, 20_000)).toBe(true);
+    await eventually(() => h.gateway.connected("alloc-w", 3).size === 1, { timeoutMs: 20_000 });
     h.gateway.stop("alloc-w", 3, "done");
     expect((await finish(worker)).code).toBe(0);
   }, 40_000);
@@ -432,9 +454,9 @@ describe("over TLS, the worker pinning the gateway's certificate", () => {
     const worker = spawnWorker(workerArgs(credentialDir, 1), { rank: "0" });
     // The plain gateway reads a TLS ClientHello as a malformed credential and refuses it:
     // the worker's real credential never left the worker.
-    expect(await until(() => h.events.some((e) => e.kind === "CredentialRefused"), 10_000)).toBe(
-      true,
-    );
+    await eventually(() => h.events.some((e) => e.kind === "CredentialRefused"), {
+      timeoutMs: 10_000,
+    });
     expect(h.gateway.connected("alloc-w", 3).size).toBe(0);
     worker.kill("SIGTERM");
     const r = await finish(worker);

@@ -15,6 +15,7 @@ import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,
   forgetfulController,
@@ -23,8 +24,8 @@ import {
   type TestCluster,
   testCluster,
   waitForObservation,
-} from "./cluster-env.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+} from "../support/slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 const PLACEMENTS = catalog({
   cpu: BASE_PLACEMENT,
@@ -150,22 +151,21 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
     const jobId = String(found.handle);
 
     // Accounting lags the controller by seconds: wait for the job's final row there.
-    const deadline = Date.now() + 60_000;
-    let rows: readonly { jobId: string; state: string; comment: string }[] = [];
-    for (;;) {
+    const settled = async () => {
       const answer = await broker.listAccounting({
         kind: "ByNames",
         names: [req.token],
         lookbackSeconds: 3600,
       });
-      if (answer.kind === "Answered") rows = answer.value;
+      const rows = answer.kind === "Answered" ? answer.value : [];
       // The comment is written separately from the end state (seen on a fresh cluster: a
       // COMPLETED row with an empty comment for a moment), so wait for both.
-      if (rows.length > 0 && rows.every((r) => r.state === "COMPLETED" && r.comment !== "")) break;
-      if (Date.now() > deadline)
-        throw new Error(`accounting never settled: ${JSON.stringify(rows)}`);
-      await Bun.sleep(500);
-    }
+      if (rows.length > 0 && rows.every((r) => r.state === "COMPLETED" && r.comment !== "")) {
+        return rows;
+      }
+      throw new Error(`accounting not settled: ${JSON.stringify(rows)}`);
+    };
+    const rows = await eventually(settled, { timeoutMs: 60_000, intervalMs: 500 });
     expect(rows.map((r) => r.jobId)).toEqual([jobId]);
     expect(rows[0]?.comment).toBe(req.token); // this cluster stores comments (job_comment on)
 

@@ -12,8 +12,8 @@ import { memoryLog } from "../../src/log.ts";
 import type { AllocationObservation, SubmitResult } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import { type FakeCluster, fakeCluster } from "./fake-cluster.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+import { type FakeCluster, fakeCluster } from "../support/fake-slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-unit-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
   const cluster = testCluster as TestCluster;
@@ -28,15 +29,15 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
     return { status: response.status, body: (await response.json()) as Record<string, unknown> };
   };
 
-  const waitFor = async (id: string, phases: readonly string[], deadlineMs: number) => {
-    const end = Date.now() + deadlineMs;
-    for (;;) {
-      const { body } = await api("GET", `/v1/workloads/${id}`);
-      if (phases.includes(String(body["phase"]))) return body;
-      if (Date.now() > end) throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
-      await Bun.sleep(250);
-    }
-  };
+  const waitFor = (id: string, phases: readonly string[], deadlineMs: number) =>
+    eventually(
+      async () => {
+        const { body } = await api("GET", `/v1/workloads/${id}`);
+        if (phases.includes(String(body["phase"]))) return body;
+        throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
+      },
+      { timeoutMs: deadlineMs, intervalMs: 250 },
+    );
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "o4s-slurm-daemon-"));

@@ -28,8 +28,9 @@ import {
   createProcessRunner,
   type ProcessRunner,
 } from "../../src/orchestration/slurm/process-runner.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
-import { newToken } from "./support.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { newToken } from "../support/slurm-fixtures.ts";
 
 const CANARY = "O4S_DOTFILE_CANARY";
 const isRoot = process.getuid?.() === 0;
@@ -53,15 +54,11 @@ function asUser(uid: number, gid: number): ProcessRunner {
 }
 
 async function waitForFile(path: string, deadlineMs: number): Promise<string> {
-  const end = Date.now() + deadlineMs;
-  for (;;) {
-    if (existsSync(path)) {
-      const text = readFileSync(path, "utf8");
-      if (text.includes("END-OF-ENV")) return text;
-    }
-    if (Date.now() > end) throw new Error(`${path} not written within ${deadlineMs} ms`);
-    await Bun.sleep(200);
-  }
+  const written = () => {
+    const text = existsSync(path) ? readFileSync(path, "utf8") : "";
+    return text.includes("END-OF-ENV") ? text : null;
+  };
+  return await eventually(written, { what: path, timeoutMs: deadlineMs, intervalMs: 200 });
 }
 
 describe.skipIf(testCluster === null || !isRoot)("slurm-cluster job environment", () => {

@@ -11,8 +11,8 @@ import { createLogsCommand } from "../../src/cli/logs.ts";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
-import { captureIo } from "../cli/support.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
+import { captureIo } from "../support/cli-runtime.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
   const cluster = testCluster as TestCluster;

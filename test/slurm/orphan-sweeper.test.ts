@@ -1,7 +1,6 @@
 /** Whose job is it: the owner id in the comment, and the owner id of a state dir. */
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import {
@@ -10,12 +9,10 @@ import {
   OWNER_ID_PATTERN,
   ownedToken,
 } from "../../src/orchestration/slurm/orphan-sweeper.ts";
-import { newToken } from "./support.ts";
+import { newToken } from "../support/slurm-fixtures.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const tempDir = tempDirs("o4s-owner-");
 
 describe("orphan ownership", () => {
   test("a comment is ours only with our owner id, and gives back the token", () => {
@@ -37,8 +34,7 @@ describe("orphan ownership", () => {
   });
 
   test("a state dir keeps one owner id; a tampered file is refused", () => {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-owner-"));
-    dirs.push(dir);
+    const dir = tempDir();
     const first = loadOwnerId(join(dir, "slurm"));
     expect(first).toMatch(OWNER_ID_PATTERN);
     expect(loadOwnerId(join(dir, "slurm"))).toBe(first);

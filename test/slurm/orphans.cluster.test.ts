@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
-import { realBroker, type TestCluster, testCluster } from "./cluster-env.ts";
+import { eventually } from "../support/eventually.ts";
+import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
   const cluster = testCluster as TestCluster;
@@ -73,20 +74,6 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     };
   }
 
-  async function until<T>(
-    what: string,
-    f: () => Promise<T | null>,
-    deadlineMs: number,
-  ): Promise<T> {
-    const end = Date.now() + deadlineMs;
-    for (;;) {
-      const value = await f();
-      if (value !== null) return value;
-      if (Date.now() > end) throw new Error(`${what} within ${deadlineMs} ms`);
-      await Bun.sleep(250);
-    }
-  }
-
   /** Submits a sleeper and waits until it runs; returns its job id (read from the store). */
   async function runningJob(socket: string, stateDir: string): Promise<string> {
     const created = await api(socket, "POST", "/v1/workloads", {
@@ -96,13 +83,12 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     });
     expect(created.status).toBe(201);
     const id = String(created.json()["id"]);
-    await until(
-      `workload ${id} RUNNING`,
+    await eventually(
       async () =>
         (await api(socket, "GET", `/v1/workloads/${id}`)).json()["phase"] === "RUNNING"
           ? true
           : null,
-      30_000,
+      { what: `workload ${id} RUNNING`, timeoutMs: 30_000, intervalMs: 250 },
     );
     const db = new Database(join(stateDir, "openai4s.db"), { readonly: true });
     try {
@@ -183,13 +169,12 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     }
 
     a = await start("a", "report");
-    const reported = await until(
-      "a sweep after the restore",
+    const reported = await eventually(
       async () => {
         const o = await orphansOf(a.socket);
         return o !== null && o.lastSweepAt !== null ? o : null;
       },
-      20_000,
+      { what: "a sweep after the restore", timeoutMs: 20_000, intervalMs: 250 },
     );
     expect(reported.jobs.map((j) => [j.handle, j.action])).toEqual([[forgotten, "REPORTED"]]);
     const metrics = (await api(a.socket, "GET", "/metrics")).text;
@@ -203,7 +188,11 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
 
     await stop(a.daemon);
     a = await start("a", "cancel");
-    await until("the forgotten job cancelled", async () => (live(forgotten) ? null : true), 20_000);
+    await eventually(async () => (live(forgotten) ? null : true), {
+      what: "the forgotten job cancelled",
+      timeoutMs: 20_000,
+      intervalMs: 250,
+    });
     expect(live(known)).toBe(true);
     expect(live(othersJob)).toBe(true);
   }, 150_000);

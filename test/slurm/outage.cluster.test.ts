@@ -13,6 +13,7 @@ import type { Phase } from "../../src/orchestration/models.ts";
 import type { ObservationTarget, ObserveResult } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,
   clusterScript,
@@ -22,8 +23,8 @@ import {
   type TestCluster,
   testCluster,
   waitForObservation,
-} from "./cluster-env.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+} from "../support/slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 const PLACEMENTS = catalog({ cpu: BASE_PLACEMENT });
 
@@ -111,20 +112,17 @@ describe.skipIf(testCluster === null)("slurm-cluster outage and accounting flags
       const req = request(dir, command(["/bin/true"]));
       expect((await losing.submit([req])).get(req.token)?.kind).toBe("Unknown");
 
-      const deadline = Date.now() + 60_000;
-      let rows: readonly { jobId: string; state: string; comment: string }[] = [];
-      for (;;) {
+      const settled = async () => {
         const answer = await broker.listAccounting({
           kind: "ByNames",
           names: [req.token],
           lookbackSeconds: 3600,
         });
-        if (answer.kind === "Answered") rows = answer.value;
-        if (rows.length > 0 && rows.every((r) => r.state === "COMPLETED")) break;
-        if (Date.now() > deadline)
-          throw new Error(`accounting never settled: ${JSON.stringify(rows)}`);
-        await Bun.sleep(500);
-      }
+        const rows = answer.kind === "Answered" ? answer.value : [];
+        if (rows.length > 0 && rows.every((r) => r.state === "COMPLETED")) return rows;
+        throw new Error(`accounting not settled: ${JSON.stringify(rows)}`);
+      };
+      const rows = await eventually(settled, { timeoutMs: 60_000, intervalMs: 500 });
       expect(rows.length).toBe(1);
       // The proof that this is the JobName path: accounting kept no comment.
       expect(rows[0]?.comment).toBe("");

@@ -13,7 +13,8 @@ import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
-import { type TestCluster, testCluster } from "./cluster-env.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
   const cluster = testCluster as TestCluster;
@@ -41,14 +42,6 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
         : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
     });
     return (await response.json()) as Record<string, unknown>;
-  };
-
-  const until = async (what: string, f: () => Promise<boolean>, deadlineMs: number) => {
-    const end = Date.now() + deadlineMs;
-    while (!(await f())) {
-      if (Date.now() > end) throw new Error(`${what} within ${deadlineMs} ms`);
-      await Bun.sleep(250);
-    }
   };
 
   beforeAll(async () => {
@@ -101,7 +94,11 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
     });
     const id = String(created["id"]);
     const workload = () => api("GET", `/v1/workloads/${id}`);
-    await until("attempt 1 RUNNING", async () => (await workload())["phase"] === "RUNNING", 30_000);
+    await eventually(async () => (await workload())["phase"] === "RUNNING", {
+      what: "attempt 1 RUNNING",
+      timeoutMs: 30_000,
+      intervalMs: 250,
+    });
 
     // An administrator's urgent job needs every node: ours is preempted.
     const urgent = admin(
@@ -116,13 +113,12 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
     expect(urgent).toMatch(/^[0-9]+$/);
     adminJobs.push(urgent);
 
-    await until(
-      "attempt 2 RUNNING",
+    await eventually(
       async () => {
         const w = await workload();
         return w["executionEpoch"] === 2 && w["phase"] === "RUNNING";
       },
-      60_000,
+      { what: "attempt 2 RUNNING", timeoutMs: 60_000, intervalMs: 250 },
     );
     const w = await workload();
     const allocations = w["allocations"] as {

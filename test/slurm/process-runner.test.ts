@@ -5,6 +5,7 @@ import {
   createProcessRunner,
   type ProcessRequest,
 } from "../../src/orchestration/slurm/process-runner.ts";
+import { eventually } from "../support/eventually.ts";
 
 const runner = createProcessRunner();
 const base: ProcessRequest = {
@@ -64,9 +65,11 @@ describe("process runner", () => {
     if (outcome.kind !== "TimedOut") return;
     const grandchild = Number(outcome.stdout.trim());
     expect(grandchild).toBeGreaterThan(0);
-    const deadline = Date.now() + 2_000;
-    while (alive(grandchild) && Date.now() < deadline) await Bun.sleep(20);
-    expect(alive(grandchild)).toBe(false);
+    await eventually(() => !alive(grandchild), {
+      what: "the grandchild gone",
+      timeoutMs: 2_000,
+      intervalMs: 20,
+    });
   });
 
   test("a step timeout sends SIGTERM first, then SIGKILL after the grace", async () => {

@@ -1,6 +1,5 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import {
@@ -19,17 +18,11 @@ import {
   preflightProfiles,
   type SbatchTestAnswer,
 } from "../../src/orchestration/slurm/profiles-preflight.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), "o4s-profiles-"));
-  dirs.push(d);
-  return d;
-}
+const tempDir = tempDirs("o4s-profiles-");
 
 function loaded(result: ClusterConfigLoad) {
   if (result.kind !== "Loaded") throw new Error(`not loaded: ${JSON.stringify(result)}`);
@@ -543,14 +536,14 @@ describe("preflight", () => {
       ];
       // The cluster is shared: another suite may be restarting its controller right now, and
       // a controller that is coming back answers "not available" for a while. Poll.
-      const deadline = Date.now() + 60_000;
       let seen: string[][] = [];
-      do {
+      const asExpected = async () => {
         const verdicts = await preflightProfiles(real.profiles, run);
         seen = verdicts.map((v) => [v.profile, v.outcome]);
-        if (JSON.stringify(seen) === JSON.stringify(expected)) break;
-        await Bun.sleep(1_000);
-      } while (Date.now() < deadline);
+        return JSON.stringify(seen) === JSON.stringify(expected);
+      };
+      // The assertion below on the last verdicts says more than a timeout would.
+      await eventually(asExpected, { timeoutMs: 60_000, intervalMs: 1_000 }).catch(() => {});
       expect(seen).toEqual(expected);
     },
     90_000,

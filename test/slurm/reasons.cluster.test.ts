@@ -12,14 +12,15 @@ import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   inPhase,
   realBroker,
   type TestCluster,
   testCluster,
   waitForObservation,
-} from "./cluster-env.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+} from "../support/slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 const PLACEMENTS = catalog({
   cpu: BASE_PLACEMENT,
@@ -50,13 +51,12 @@ describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
   }
 
   async function nodesIdle(deadlineMs: number): Promise<void> {
-    const end = Date.now() + deadlineMs;
-    for (;;) {
+    const back = () => {
       const states = admin("sinfo", "-h", "-N", "-o", "%t").trim().split("\n");
-      if (states.every((s) => s === "idle" || s === "mix" || s === "alloc")) return;
-      if (Date.now() > end) throw new Error(`nodes not back: ${states.join(",")}`);
-      await Bun.sleep(250);
-    }
+      if (states.every((s) => s === "idle" || s === "mix" || s === "alloc")) return true;
+      throw new Error(`nodes not back: ${states.join(",")}`);
+    };
+    await eventually(back, { timeoutMs: deadlineMs, intervalMs: 250 });
   }
 
   async function submit(profile: string, argv: readonly string[]): Promise<ObservationTarget> {

@@ -12,8 +12,9 @@ import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { realBroker, type TestCluster, testCluster } from "./cluster-env.ts";
-import { BASE_PLACEMENT, catalog, command, request, target } from "./support.ts";
+import { eventually } from "../support/eventually.ts";
+import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 
 function handleOf(result: SubmitResult | undefined): string {
   if (result?.kind !== "Created" && result?.kind !== "Existing") {
@@ -59,11 +60,11 @@ describe.skipIf(testCluster === null)("slurm-cluster runway", () => {
     submitted.push(t);
     const deadlineFile = join(req.workspaceDir, "deadline.txt");
     const warnedFile = join(req.workspaceDir, "warned.txt");
-    const end = Date.now() + 75_000;
-    while (!existsSync(warnedFile)) {
-      if (Date.now() > end) throw new Error("no warning before the limit");
-      await Bun.sleep(500);
-    }
+    await eventually(() => existsSync(warnedFile), {
+      what: "the warning before the limit",
+      timeoutMs: 75_000,
+      intervalMs: 500,
+    });
     const [deadline, startedAt] = readFileSync(deadlineFile, "utf8").trim().split(" ").map(Number);
     // The scheduler's end time: start + the one-minute limit.
     expect(deadline).toBeGreaterThanOrEqual((startedAt ?? 0) + 55);

@@ -4,20 +4,16 @@
  * `dist/openai4s` itself, not only from source.
  */
 import { Database } from "bun:sqlite";
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { JOURNAL_TAGS } from "../../src/store/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
 beforeAll(() => ensureBuilt(), 120_000);
-afterAll(() => {
-  // Each state dir and its default sibling spool.
-  for (const d of dirs)
-    for (const p of [d, `${d}-spool`]) rmSync(p, { recursive: true, force: true });
-});
+// Each state dir lives in its own temp dir, so its default sibling spool goes with it.
+const tempDir = tempDirs("o4s-binmig-");
 
 /** Starts the binary's daemon on STATE, waits until it serves, stops it with SIGTERM. */
 async function serveOnce(stateDir: string): Promise<string> {
@@ -27,19 +23,10 @@ async function serveOnce(stateDir: string): Promise<string> {
     env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: stateDir },
   });
   const socket = join(stateDir, "api.sock");
-  const deadline = Date.now() + 15_000;
-  let healthy = false;
-  while (Date.now() < deadline && !healthy) {
-    if (existsSync(socket)) {
-      try {
-        const res = await fetch("http://localhost/healthz", { unix: socket });
-        healthy = res.ok;
-      } catch {
-        // not answering yet
-      }
-    }
-    if (!healthy) await Bun.sleep(50);
-  }
+  const answers = async () => (await fetch("http://localhost/healthz", { unix: socket })).ok;
+  const healthy = await eventually(answers, { timeoutMs: 15_000, intervalMs: 50 }).catch(
+    () => false,
+  );
   proc.kill("SIGTERM");
   const code = await proc.exited;
   const log = await new Response(proc.stderr).text();
@@ -49,8 +36,7 @@ async function serveOnce(stateDir: string): Promise<string> {
 
 describe("the compiled binary migrates its database", () => {
   test("a fresh state dir gets every embedded migration", async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), "o4s-binmig-"));
-    dirs.push(stateDir);
+    const stateDir = join(tempDir(), "state");
     await serveOnce(stateDir);
     const db = new Database(join(stateDir, "openai4s.db"), { readonly: true });
     const tags = db.query<{ tag: string }, []>("SELECT tag FROM openai4s_migrations").all();
@@ -64,8 +50,7 @@ describe("the compiled binary migrates its database", () => {
   }, 60_000);
 
   test("an existing database keeps its rows across a restart of the binary", async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), "o4s-binmig-"));
-    dirs.push(stateDir);
+    const stateDir = join(tempDir(), "state");
     await serveOnce(stateDir);
     const path = join(stateDir, "openai4s.db");
     const writer = new Database(path);

@@ -1,10 +1,10 @@
 import { Database } from "bun:sqlite";
-import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { migrate } from "../../src/store/migrate.ts";
 import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/store/migrations.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 const MIGRATIONS_DIR = join(import.meta.dir, "..", "..", "src", "store", "migrations");
 
@@ -25,13 +25,9 @@ describe("embedded migrations", () => {
 });
 
 describe("migrate", () => {
-  const dirs: string[] = [];
-  afterEach(() => {
-    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-  });
+  const newDir = tempDirs("o4s-migrate-", "each");
   function dbPath(): string {
-    const dir = mkdtempSync(join(tmpdir(), "o4s-migrate-"));
-    dirs.push(dir);
+    const dir = newDir();
     return join(dir, "openai4s.db");
   }
 

@@ -8,9 +8,8 @@
  * private copy that is garbage at start and the real configuration afterwards.
  */
 
-import { afterAll, describe, expect, test } from "bun:test";
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { CLUSTER_ISOLATION_RETRY_MS, createBackend } from "../../src/composition-root.ts";
@@ -18,15 +17,18 @@ import { noFaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
-import { type TestCluster, testCluster } from "../slurm/cluster-env.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up outage", () => {
   const cluster = testCluster as TestCluster;
-  const dir = mkdtempSync(join(tmpdir(), "o4s-acc-isolation-"));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  // Made by the test, not the describe body: a skipped describe still runs its body but
+  // never its afterAll, and left this directory behind on every run without a cluster.
+  const tempDir = tempDirs("o4s-isolation-retry-");
 
   test("an Unverified start is probed again once the cluster answers", async () => {
+    const dir = tempDir();
     const slurmConf = join(dir, "slurm.conf");
     writeFileSync(slurmConf, "garbage\n");
     const config = join(dir, "cluster.toml");

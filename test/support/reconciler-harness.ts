@@ -27,7 +27,7 @@ import {
   createSimulatedBackend,
   type SimulatedBackend,
   type SimulatedBackendOptions,
-} from "../support/simulated-backend.ts";
+} from "./simulated-backend.ts";
 
 /** Prepares every attempt without touching the filesystem. */
 export const inertPreparer: AttemptPreparer = {

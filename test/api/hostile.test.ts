@@ -3,7 +3,7 @@
  * problem+json naming what is wrong, and leaves no row and no file behind.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { type Harness, harness, problemOf, snapshotFiles } from "../api/support.ts";
+import { type Harness, harness, problemOf, snapshotFiles } from "../support/api-harness.ts";
 
 let h: Harness;
 afterEach(() => h?.close());

@@ -4,23 +4,24 @@
  * listens only on TCP (or on another socket path).
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { memoryLog } from "../../src/log.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDirs } from "../support/temp-dir.ts";
 
-const dirs: string[] = [];
 const daemons: RunningDaemon[] = [];
 const processes: ReturnType<typeof Bun.spawn>[] = [];
 afterEach(async () => {
   for (const p of processes.splice(0)) p.kill("SIGKILL");
   for (const d of daemons.splice(0)) await d.stop();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+// After the daemons' hook: hooks run in order, and a daemon still running writes into its dir.
+const tempDir = tempDirs("o4s-lock-", "each");
 
 function config(stateDir: string, overrides: Partial<DaemonConfig> = {}): DaemonConfig {
   return {
@@ -39,8 +40,7 @@ function config(stateDir: string, overrides: Partial<DaemonConfig> = {}): Daemon
 }
 
 function tempState(): string {
-  const root = mkdtempSync(join(tmpdir(), "o4s-acc-lock-"));
-  dirs.push(root);
+  const root = tempDir();
   return join(root, "state");
 }
 
@@ -87,13 +87,12 @@ describe("one daemon per state dir", () => {
       processes.push(p);
       return p;
     };
-    const untilHealthy = async () => {
-      const deadline = Date.now() + 15_000;
-      while (!(await healthy(socket))) {
-        if (Date.now() > deadline) throw new Error("daemon did not answer");
-        await Bun.sleep(50);
-      }
-    };
+    const untilHealthy = () =>
+      eventually(() => healthy(socket), {
+        what: "the daemon answering",
+        timeoutMs: 15_000,
+        intervalMs: 50,
+      });
     const first = serve();
     await untilHealthy();
     // A second binary on the same dir, on another socket path, exits 1 naming the reason.

@@ -11,8 +11,8 @@ import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.t
 import { createSessionService } from "../../src/orchestration/session/service.ts";
 import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
 import { getAllocation, setCondition } from "../../src/store/index.ts";
-import { fakeGateway } from "../session/fake-gateway.ts";
-import { newWorkload, startAttempt, type TestStore, testStore } from "../session/support.ts";
+import { fakeGateway } from "../support/fake-gateway.ts";
+import { newWorkload, startAttempt, type TestStore, testStore } from "../support/store-fixtures.ts";
 
 let t: TestStore;
 afterEach(() => t?.close());

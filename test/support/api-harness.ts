@@ -130,6 +130,9 @@ export function harness(
     close() {
       opened.close();
       rmSync(dir, { recursive: true, force: true });
+      // The logs routes write to the default spool, a sibling of the state dir: it was left
+      // behind by every test that read a log.
+      rmSync(stateLayout(dir).spool, { recursive: true, force: true });
     },
   };
   const deps: ApiDeps = {

@@ -17,10 +17,10 @@ import {
   type Daemon,
   ensureBuilt,
   startDaemon,
-  until,
   type WorkloadView,
-} from "../session/harness.ts";
-import { testCluster } from "../slurm/cluster-env.ts";
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
+import { testCluster } from "../support/slurm-cluster.ts";
 
 const TIMEOUT_MS = 90_000;
 const NOBODY = 65534;
@@ -303,11 +303,10 @@ if (IS_ROOT && testCluster !== null) {
         startTimeoutMs: 120_000,
       });
       // Verification runs in the background: sessions are admitted once the probe passed.
-      await until(
-        "session isolation verified on the nodes",
-        async () => d.log().includes("session isolation verified on the nodes"),
-        120_000,
-      );
+      await eventually(async () => d.log().includes("session isolation verified on the nodes"), {
+        what: "session isolation verified on the nodes",
+        timeoutMs: 120_000,
+      });
       return d;
     },
     "one",

@@ -13,9 +13,10 @@ import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import type { ProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
 import { createProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
-import { loadTestCluster, type TestCluster } from "./cluster-config.ts";
+import { eventually } from "./eventually.ts";
+import { loadTestCluster, type TestCluster } from "./slurm-cluster-config.ts";
 
-export type { TestCluster } from "./cluster-config.ts";
+export type { TestCluster } from "./slurm-cluster-config.ts";
 
 export const ENABLE_HINT =
   "slurm-cluster tests skipped: set OPENAI4S_SLURM_TEST_DIR to enable them, e.g. " +
@@ -95,24 +96,19 @@ export async function waitForObservation(
   done: (o: AllocationObservation) => boolean,
   deadlineMs: number,
 ): Promise<AllocationObservation> {
-  const end = Date.now() + deadlineMs;
-  let last: unknown = null;
-  for (;;) {
+  const matching = async () => {
     const result = await backend.observe([target]);
-    if (result.kind === "Observed") {
-      const o = result.observations.get(target.allocationId);
-      if (o !== undefined && done(o)) return o;
-      last = o;
-    } else {
-      last = result;
-    }
-    if (Date.now() > end) {
-      throw new Error(
-        `no matching observation within ${deadlineMs} ms; last: ${JSON.stringify(last)}`,
-      );
-    }
-    await Bun.sleep(250);
-  }
+    if (result.kind !== "Observed") throw new Error(`not observed: ${JSON.stringify(result)}`);
+    const o = result.observations.get(target.allocationId);
+    if (o === undefined || !done(o)) throw new Error(`observed: ${JSON.stringify(o)}`);
+    return o;
+  };
+  // 250 ms: each look is a squeue/sacct call on the shared test cluster.
+  return await eventually(matching, {
+    what: "a matching observation",
+    timeoutMs: deadlineMs,
+    intervalMs: 250,
+  });
 }
 
 export const inPhase =

@@ -19,8 +19,8 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-
-import { BINARY, ensureBuilt, ROOT } from "../support/binary.ts";
+import { BINARY, ensureBuilt, ROOT } from "./binary.ts";
+import { eventually } from "./eventually.ts";
 
 export { BINARY, ensureBuilt, ROOT };
 
@@ -156,15 +156,17 @@ export async function startDaemon(options: {
     },
     log: () => (existsSync(logPath) ? readFileSync(logPath, "utf8") : ""),
   };
-  const deadline = Date.now() + (options.startTimeoutMs ?? 15_000);
-  while (Date.now() < deadline) {
-    if (proc.exitCode !== null) throw new Error(`daemon exited ${proc.exitCode}:\n${daemon.log()}`);
-    if (existsSync(socket)) {
-      const r = await daemon.cli("list");
-      if (r.code === 0) return daemon;
-    }
-    await Bun.sleep(20);
-  }
+  // An exit ends the wait at once: polling a dead daemon until the deadline hides why.
+  const upOrExited = async () => {
+    if (proc.exitCode !== null) return "exited" as const;
+    return existsSync(socket) && (await daemon.cli("list")).code === 0 ? ("up" as const) : null;
+  };
+  const outcome = await eventually(upOrExited, {
+    timeoutMs: options.startTimeoutMs ?? 15_000,
+    intervalMs: 20,
+  }).catch(() => "timed out" as const);
+  if (outcome === "up") return daemon;
+  if (outcome === "exited") throw new Error(`daemon exited ${proc.exitCode}:\n${daemon.log()}`);
   throw new Error(`daemon did not come up:\n${daemon.log()}`);
 }
 
@@ -194,27 +196,6 @@ export function killProcessesMentioning(needle: string): void {
       // Gone meanwhile.
     }
   }
-}
-
-export async function until<T>(
-  what: string,
-  probe: () => Promise<T | null | undefined | false>,
-  timeoutMs = 20_000,
-  intervalMs = 25,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value) return value;
-      last = value;
-    } catch (error) {
-      last = error;
-    }
-    await Bun.sleep(intervalMs);
-  }
-  throw new Error(`timed out waiting for ${what} (last: ${String(last)})`);
 }
 
 /**

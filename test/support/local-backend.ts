@@ -33,6 +33,7 @@ import type {
   SubmitRequest,
 } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
+import { eventually } from "./eventually.ts";
 
 const BOOT_ID = readBootId();
 
@@ -145,16 +146,17 @@ export async function waitFor<T>(
   timeoutMs = 20_000,
   intervalMs = 40,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = await read();
-  while (!done(last)) {
-    if (Date.now() > deadline) {
-      throw new Error(`condition not reached in ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
-    }
-    await Bun.sleep(intervalMs);
+  let last: T | undefined;
+  const holds = async () => {
     last = await read();
+    return done(last);
+  };
+  try {
+    await eventually(holds, { timeoutMs, intervalMs });
+  } catch {
+    throw new Error(`condition not reached in ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
   }
-  return last;
+  return last as T;
 }
 
 export async function waitForPhase(

@@ -19,9 +19,9 @@ import {
   type Daemon,
   ensureBuilt,
   startDaemon,
-  until,
   type WorkloadView,
-} from "../session/harness.ts";
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 
 const TIMEOUT_MS = 60_000;
 
@@ -176,10 +176,13 @@ describe("a daemon restarted without the worker gateway", () => {
           const [stdout, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
           return { code, stdout };
         };
-        const shown = await until("the restarted daemon to answer", async () => {
-          const r = await cli("show", live, "--json");
-          return r.code === 0 ? (JSON.parse(r.stdout) as WorkloadView) : null;
-        });
+        const shown = await eventually(
+          async () => {
+            const r = await cli("show", live, "--json");
+            return r.code === 0 ? (JSON.parse(r.stdout) as WorkloadView) : null;
+          },
+          { what: "the restarted daemon to answer" },
+        );
         // SCHEDULED says the allocation got its resources, which it did; every readiness
         // condition must be down.
         const open = shown.conditions
@@ -208,10 +211,13 @@ describe("the idle clock", () => {
         expect(ran).toMatchObject({ status: "OK", output: "'done'", error: null });
         expect((await idle.show(id)).phase).toBe("RUNNING");
         // And once nothing runs, it is idle again: reclaimed with the reason that says so.
-        const ended = await until("the idle session to be reclaimed", async () => {
-          const w = await idle.show(id);
-          return w.phase === "CANCELLED" ? w : null;
-        });
+        const ended = await eventually(
+          async () => {
+            const w = await idle.show(id);
+            return w.phase === "CANCELLED" ? w : null;
+          },
+          { what: "the idle session to be reclaimed" },
+        );
         expect(ended.reason).toBe("IDLE_TIMEOUT");
       } finally {
         await idle.stop();

@@ -30,9 +30,11 @@ import {
 import { bindNonceBurner } from "../../src/store/adapters/nonce-burner.ts";
 import { type OpenedDatabase, openDatabase } from "../../src/store/database.ts";
 import type { StoreDeps } from "../../src/store/deps.ts";
+import { eventually } from "./eventually.ts";
 
-export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), "o4s-"));
+/** The harness's own dir, removed by its close(). */
+function harnessDir(): string {
+  return mkdtempSync(join(tmpdir(), "o4s-gateway-"));
 }
 
 export interface Harness {
@@ -57,7 +59,7 @@ export type GatewayOverrides = Partial<
 export function startHarness(
   clock: Clock,
   overrides: GatewayOverrides = {},
-  dir: string = tempDir(),
+  dir: string = harnessDir(),
 ): Harness {
   const key = loadOrCreateSigningKey(join(dir, "signing-key"));
   const expectations = new Map<string, GatewayExpectation>();
@@ -217,14 +219,16 @@ function writeAll(socket: { write(b: Uint8Array): number }, bytes: Uint8Array): 
 
 export const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 
-/** Polls `predicate` until it holds or `timeoutMs` passes; returns whether it held. */
+/**
+ * Whether `predicate` holds within `timeoutMs`: `eventually` for the gateway tests that assert
+ * the outcome with `expect(await until(...)).toBe(true)`.
+ */
 export async function until(predicate: () => boolean, timeoutMs = 5000): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    if (predicate()) return true;
-    await Bun.sleep(10);
+  try {
+    return await eventually(predicate, { timeoutMs, intervalMs: 10 });
+  } catch {
+    return false;
   }
-  return predicate();
 }
 
 let resolvedPython: string | null = null;

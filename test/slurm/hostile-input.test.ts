@@ -11,8 +11,8 @@ import { memoryLog } from "../../src/log.ts";
 import { createSlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { loadClusterConfig } from "../../src/orchestration/slurm/profiles.ts";
-import { fakeCluster } from "../slurm/fake-cluster.ts";
-import { BASE_PLACEMENT, catalog, command, request } from "../slurm/support.ts";
+import { fakeCluster } from "../support/fake-slurm-cluster.ts";
+import { BASE_PLACEMENT, catalog, command, request } from "../support/slurm-fixtures.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "o4s-acc-slurm-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -14,8 +14,8 @@ import {
   ensureBuilt,
   freePort,
   startDaemon,
-  until,
-} from "../session/harness.ts";
+} from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 
 const TIMEOUT_MS = 120_000;
 let d: Daemon;
@@ -58,14 +58,17 @@ async function restart(stateDir: string) {
     stderr: Bun.file(logPath),
   });
   const socket = join(stateDir, "api.sock");
-  await until("the restarted daemon to answer /healthz", async () => {
-    try {
-      const res = await fetch("http://localhost/healthz", { unix: socket });
-      return res.ok ? true : null;
-    } catch {
-      return null;
-    }
-  });
+  await eventually(
+    async () => {
+      try {
+        const res = await fetch("http://localhost/healthz", { unix: socket });
+        return res.ok ? true : null;
+      } catch {
+        return null;
+      }
+    },
+    { what: "the restarted daemon to answer /healthz" },
+  );
   return { proc, log: () => readFileSync(logPath, "utf8"), socket };
 }
 
@@ -109,18 +112,24 @@ describe("the session attempt record", () => {
         }
         const again = await restart(d.stateDir);
         try {
-          await until(`the refusal in the log: ${again.log()}`, async () =>
-            again.log().includes("session attempt record refused") ? true : null,
+          await eventually(
+            async () => (again.log().includes("session attempt record refused") ? true : null),
+            { what: `the refusal in the log: ${again.log()}` },
           );
           // Healthy, and flat: a bounded read, no array sized by the record.
           const health = await fetch("http://localhost/healthz", { unix: again.socket });
           expect(health.status).toBe(200);
           expect(rssKb(again.proc.pid)).toBeLessThan(400 * 1024);
           // Logged once, not every readiness pass.
-          await until("two more readiness passes", async () => {
-            const res = await fetch(`http://localhost/v1/workloads/${id}`, { unix: again.socket });
-            return res.ok ? true : null;
-          });
+          await eventually(
+            async () => {
+              const res = await fetch(`http://localhost/v1/workloads/${id}`, {
+                unix: again.socket,
+              });
+              return res.ok ? true : null;
+            },
+            { what: "two more readiness passes" },
+          );
           const lines = again
             .log()
             .split("\n")

@@ -5,7 +5,7 @@
  */
 import type { ClientRuntime } from "../../src/cli/client.ts";
 import type { CommandIo } from "../../src/cli/command.ts";
-import type { Harness } from "../api/support.ts";
+import type { Harness } from "./api-harness.ts";
 
 export interface CapturedIo extends CommandIo {
   out(): string;

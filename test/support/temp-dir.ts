@@ -1,0 +1,59 @@
+/**
+ * Temp dirs that are always removed. A full `npm test` must leave nothing in the temp dir
+ * (.ci/run runs the suite with TMPDIR set to a fresh directory and fails on any leftover):
+ * dozens of `o4s-*` directories a run used to leave behind filled the machines' /tmp, and a
+ * leftover state dir from one run could be picked up by the next.
+ *
+ * Two shapes:
+ *  - `tempDirs(prefix)` at file or describe level: a maker whose directories are removed by
+ *    an afterEach/afterAll hook registered where it is called;
+ *  - `using dir = tempDir(prefix)` inside one block: removed when the block ends, thrown
+ *    assertions included.
+ */
+import { afterAll, afterEach } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** Makes a fresh empty directory under the temp dir (TMPDIR honoured). */
+function makeDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function removeDir(path: string): void {
+  rmSync(path, { recursive: true, force: true });
+}
+
+/**
+ * A maker of fresh directories, all removed after each test (`"each"`) or once the enclosing
+ * file or describe block has run (`"all"`, the default). Call it at file or describe level:
+ * that is where its hook is registered.
+ */
+export function tempDirs(prefix: string, removeAfter: "each" | "all" = "all"): () => string {
+  const made: string[] = [];
+  const removeMade = () => {
+    for (const dir of made.splice(0)) removeDir(dir);
+  };
+  if (removeAfter === "each") afterEach(removeMade);
+  else afterAll(removeMade);
+  return () => {
+    const dir = makeDir(prefix);
+    made.push(dir);
+    return dir;
+  };
+}
+
+export interface TempDir extends Disposable {
+  readonly path: string;
+}
+
+/** One directory for one block: `using dir = tempDir("o4s-x-")`; gone when the block ends. */
+export function tempDir(prefix: string): TempDir {
+  const path = makeDir(prefix);
+  return {
+    path,
+    [Symbol.dispose]() {
+      removeDir(path);
+    },
+  };
+}
