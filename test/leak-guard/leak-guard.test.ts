@@ -116,6 +116,8 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
     ["a require()", 'export const m = () => require("../cli/main.ts");\n', "cli/main.ts"],
     ["a type query import()", 'export type D = import("../store/deps.ts").StoreDeps;\n', "store/"],
     ["a directory import", 'export * from "../store";\n', "store"],
+    ["the composition root", 'import "../composition-root.ts";\n', "composition-root.ts"],
+    ["the worker binary", 'export type { W } from "../worker/index.ts";\n', "worker/"],
     [
       "a computed import()",
       'const p = "../store/index.ts";\nexport const m = () => import(p);\n',
