@@ -623,6 +623,10 @@ describe("acknowledgement sweep", () => {
           if (failViews) throw new Error("store down");
           return inner.loadView();
         },
+        loadViewChanges: () => {
+          if (failViews) throw new Error("store down");
+          return inner.loadViewChanges?.() ?? { items: new Map(), changed: [], rebuilt: true };
+        },
       }),
     });
     const id = h.addWorkload();

@@ -20,11 +20,29 @@ import {
   pruneWorkloadChanges,
   readWorkloadChanges,
 } from "../../store/ops/workload-changes.ts";
+import { withRelaxedSync } from "../../store/relaxed-sync.ts";
 import { isTerminal } from "../models.ts";
 
 export interface LiveView {
   /** Every workload that is not terminal, with its current allocation (as the snapshot). */
   load(): readonly ReconcileItem[];
+  /** The same view as a map by workload id, with what changed since the previous load. */
+  loadChanges(): LiveViewChanges;
+}
+
+export interface LiveViewChanges {
+  /**
+   * Every live workload by id. The same map object across loads, updated in place by the
+   * next load: read it before the next load, never keep it.
+   */
+  readonly items: ReadonlyMap<string, ReconcileItem>;
+  /**
+   * Workloads written since the previous load (by anyone), live or just gone terminal
+   * (then absent from `items`). Empty after a rebuild, which `rebuilt` says instead.
+   */
+  readonly changed: readonly string[];
+  /** The whole view was read afresh (the first load): every item is news. */
+  readonly rebuilt: boolean;
 }
 
 /** Consumed change rows are deleted in batches of this many (one small write, rarely). */
@@ -35,15 +53,16 @@ export function createLiveView(deps: StoreDeps): LiveView {
   let lastSeq = 0;
   let prunedUpTo = 0;
 
-  function rebuild(): readonly ReconcileItem[] {
+  function rebuild(): LiveViewChanges {
     const seq = latestWorkloadChange(deps);
     const fresh = loadReconcileSnapshot(deps);
-    items = new Map(fresh.map((i) => [i.workload.id, i]));
+    const view = new Map(fresh.map((i) => [i.workload.id, i]));
+    items = view;
     lastSeq = seq;
-    return fresh;
+    return { items: view, changed: [], rebuilt: true };
   }
 
-  function refresh(view: Map<string, ReconcileItem>): readonly ReconcileItem[] {
+  function refresh(view: Map<string, ReconcileItem>): LiveViewChanges {
     const changes = readWorkloadChanges(deps, lastSeq);
     if (changes.workloadIds.length > 0) {
       const reloaded = new Map(
@@ -56,20 +75,24 @@ export function createLiveView(deps: StoreDeps): LiveView {
       }
       lastSeq = changes.lastSeq;
     }
-    return [...view.values()];
+    return { items: view, changed: changes.workloadIds, rebuilt: false };
+  }
+
+  function loadChanges(): LiveViewChanges {
+    const view = deps.db.$client
+      .transaction(() => (items === null ? rebuild() : refresh(items)))
+      .deferred();
+    if (lastSeq - prunedUpTo >= PRUNE_EVERY || (prunedUpTo === 0 && lastSeq > 0)) {
+      // Only this reader consumes the log; what it read is never needed again.
+      // Housekeeping only, so no fsync: a prune lost in a power cut is simply done again.
+      withRelaxedSync(deps.db.$client, () => pruneWorkloadChanges(deps, lastSeq));
+      prunedUpTo = lastSeq;
+    }
+    return view;
   }
 
   return {
-    load() {
-      const view = deps.db.$client
-        .transaction(() => (items === null ? rebuild() : refresh(items)))
-        .deferred();
-      if (lastSeq - prunedUpTo >= PRUNE_EVERY || (prunedUpTo === 0 && lastSeq > 0)) {
-        // Only this reader consumes the log; what it read is never needed again.
-        pruneWorkloadChanges(deps, lastSeq);
-        prunedUpTo = lastSeq;
-      }
-      return view;
-    },
+    load: () => [...loadChanges().items.values()],
+    loadChanges,
   };
 }
