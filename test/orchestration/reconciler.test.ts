@@ -677,6 +677,31 @@ describe("looking only at what changed", () => {
     expect(observedTargets(h, from)).toEqual([5]);
   });
 
+  test("a tick that dies before writing what the feed reported leaves it for the next tick", async () => {
+    let failWrites = false;
+    const h = make({
+      sim: { reportsChanges: true },
+      wrapStore: (inner) => ({
+        ...inner,
+        applyTransitions: (ts) => {
+          if (failWrites) throw new Error("store down");
+          return inner.applyTransitions(ts);
+        },
+      }),
+    });
+    const id = h.addWorkload();
+    await h.tick();
+    await h.tick();
+    const a = onlyAllocation(h, id);
+    if (a.handle === null) throw new Error("no handle");
+    h.sim.start(a.handle);
+    failWrites = true;
+    await expect(h.tick()).rejects.toThrow("store down");
+    failWrites = false;
+    await h.tick(); // the same reconciler: the start must not be lost with the failed tick
+    expect(h.workload(id).phase).toBe("RUNNING");
+  });
+
   test("a change the backend reports for an older attempt is not taken for the current one", async () => {
     const h = make({ sim: { reportsChanges: true } });
     const id = h.addWorkload({ maxAttempts: 2 });

@@ -10,7 +10,7 @@ import type { Transition } from "../../store/ops/apply-transition.ts";
 import type { ReconcileItem } from "../../store/ops/load-reconcile-view.ts";
 import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
-import type { ObservedChange, SubmitRequest } from "../ports.ts";
+import type { ObservationCursor, ObservedChange, SubmitRequest } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
 import {
@@ -101,13 +101,18 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   const plan = classify(looked, env.lanes.busy);
   const targets = readTargets(env, plan);
   let reads: BackendReads;
+  // Null when there is none to go on from (an outage, an expired cursor): the next tick
+  // looks at everything.
+  let nextCursor: ObservationCursor | null = null;
   if (env.backend.reportsChanges) {
     if (full) focus.lastFullAt = now;
     // A full tick starts the feed afresh: it observes every target at the cursor's moment.
     const cursor = full ? null : focus.cursor;
+    // Until this tick's steps are written, a tick that dies half way must not leave a cursor
+    // past changes it never acted on: the next one then looks at everything.
+    focus.cursor = null;
     const read = await readBackendChanges(env, cursor, targets.observed, targets.unresolved);
-    // No cursor to go on from (an outage, an expired cursor): the next tick looks at all.
-    focus.cursor = read.cursor;
+    nextCursor = read.cursor;
     reads = read.reads;
     const observations = new Map(reads.observations ?? []);
     for (const change of read.changes) {
@@ -122,6 +127,7 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
     reads = await readBackend(env, targets.observed, targets.unresolved);
   }
   await takeSteps(env, plan, reads);
+  focus.cursor = nextCursor;
   settleFocus(focus, looked, settledThisTick(plan, reads), full);
   return changes.items.size;
 }
