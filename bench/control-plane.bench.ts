@@ -279,7 +279,14 @@ async function churnTicks(
   n: number,
   ticks: number,
   reportsChanges: boolean,
-): Promise<{ tick: Spread; observe: Spread; write: Spread; own: Spread; rssMb: number }> {
+): Promise<{
+  tick: Spread;
+  observe: Spread;
+  write: Spread;
+  own: Spread;
+  cpu: Spread;
+  rssMb: number;
+}> {
   const w = world();
   const sim = createSimulatedBackend({ clock: systemClock, recordCalls: false, reportsChanges });
   let observeMs = 0;
@@ -323,13 +330,17 @@ async function churnTicks(
     const observe: number[] = [];
     const write: number[] = [];
     const own: number[] = [];
+    const cpu: number[] = [];
     const step = Math.max(1, Math.floor(n / 100));
     for (let t = 0; t < ticks; t++) {
       for (const h of queued.splice(0, step)) sim.start(h);
       observeMs = 0;
       writeMs = 0;
+      const cpu0 = process.cpuUsage();
       const report = await r.reconcileOnce();
+      const used = process.cpuUsage(cpu0);
       if (report.writes !== step) throw new Error(`tick wrote ${report.writes}, not ${step}`);
+      cpu.push((used.user + used.system) / 1000);
       tick.push(report.durationMs);
       observe.push(observeMs);
       write.push(writeMs);
@@ -340,6 +351,7 @@ async function churnTicks(
       observe: spread(observe),
       write: spread(write),
       own: spread(own),
+      cpu: spread(cpu),
       rssMb: process.memoryUsage().rss / 2 ** 20,
     };
   } finally {
@@ -396,6 +408,12 @@ if (import.meta.main) {
     {
       metric: "  the rest (live view, planning, diffing), ms",
       value: `${f(churn.own.median)} / ${f(churn.own.p95)}`,
+    },
+    {
+      // CPU time of this process during the tick: what the tick costs apart from waiting for
+      // a core on a loaded machine (coarse: the kernel accounts it in ticks).
+      metric: "  CPU ms per tick, median / p95",
+      value: `${f(churn.cpu.median)} / ${f(churn.cpu.p95)}`,
     },
     {
       metric: "tick ms median / p95, same churn, backend without a change feed (every tick full)",
