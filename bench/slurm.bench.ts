@@ -342,10 +342,15 @@ async function submitLatency(
       await Bun.sleep(150 + Math.random() * 500);
       const token3: SubmissionToken = newToken();
       const v0 = performance.now();
+      // Each job's own script, written inside the timed span: the daemon writes one per
+      // attempt before its sbatch, and a script written once outside the span made the
+      // by-hand side look cheaper than anyone submitting a new job by hand can be.
+      const script3 = join(dir, `bare-${i}.sh`);
+      writeFileSync(script3, "#!/bin/sh\nexec /bin/sleep 300\n", { mode: 0o700 });
       const id3 = await broker.submitBatch({
         jobName: token3,
         comment: token3,
-        scriptPath: script,
+        scriptPath: script3,
         workDir: dir,
         stdoutPath: join(dir, "bare.out"),
         stderrPath: join(dir, "bare.err"),

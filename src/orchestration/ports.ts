@@ -236,6 +236,56 @@ export interface TerminalAllocationAcknowledger {
   acknowledgeTerminal(token: SubmissionToken): Promise<void>;
 }
 
+/**
+ * Where a backend's change feed was read up to. Opaque to the caller: handed back unchanged.
+ */
+export type ObservationCursor = string & { readonly __brand: "ObservationCursor" };
+
+/** One allocation whose state changed, as the backend knows it (with the handle it holds). */
+export interface ObservedChange {
+  readonly target: ObservationTarget;
+  readonly observation: AllocationObservation;
+}
+
+export type ObserveChangesResult =
+  /** BACKEND_UNAVAILABLE: changes no phase; the caller keeps its cursor. */
+  | { readonly kind: "Unavailable"; readonly message: string }
+  /** The backend no longer knows this cursor: the caller observes everything again. */
+  | { readonly kind: "CursorExpired" }
+  | {
+      readonly kind: "Observed";
+      /** Every target has an entry, as in `observe`. */
+      readonly observations: ReadonlyMap<string, AllocationObservation>;
+      /**
+       * Allocations whose state changed after `cursor`, whether or not they were among the
+       * targets (empty when the cursor was null: the call only starts the feed).
+       */
+      readonly changes: readonly ObservedChange[];
+      /** Read up to here: pass it to the next call. */
+      readonly cursor: ObservationCursor;
+    };
+
+/**
+ * Optional capability: a backend that can tell what changed since a cursor, so a caller
+ * watching N allocations does not rebuild N observations every time it looks. A backend that
+ * can only list everything (a queue listing has no "since") simply does not offer it, and
+ * the caller observes every target each time. Both answers in one call, taken at one moment:
+ * the targets' observations and the changes up to the returned cursor, so a change that
+ * lands during the call is either in this answer or after the new cursor, never lost.
+ */
+export interface ChangeReportingBackend {
+  observeChanges(
+    cursor: ObservationCursor | null,
+    targets: readonly ObservationTarget[],
+  ): Promise<ObserveChangesResult>;
+}
+
+export function reportsChanges(
+  backend: AllocationBackend,
+): backend is AllocationBackend & ChangeReportingBackend {
+  return typeof (backend as Partial<ChangeReportingBackend>).observeChanges === "function";
+}
+
 export function isTerminalAllocationAcknowledger(
   backend: AllocationBackend,
 ): backend is AllocationBackend & TerminalAllocationAcknowledger {

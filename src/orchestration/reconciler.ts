@@ -54,6 +54,7 @@ import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
 import type { TickEnv } from "./reconciler/env.ts";
+import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
@@ -74,6 +75,7 @@ const DEFAULT_MIN_INTERVAL_MS = 1000;
 const DEFAULT_MAX_INTERVAL_MS = 30_000;
 const DEFAULT_MAX_COMMANDS_IN_FLIGHT = 4;
 const DEFAULT_SLOW_CALL_MS = 1000;
+const DEFAULT_FULL_OBSERVE_INTERVAL_MS = 60_000;
 /** Wakes closer together than this share one submission pass (a burst of POSTs, one batch). */
 const DEFAULT_SUBMIT_BATCH_MS = 50;
 
@@ -121,6 +123,10 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     onSettled: () => wake(),
   });
 
+  const focus = createTickFocus(
+    Math.max(0, options.fullObserveIntervalMs ?? DEFAULT_FULL_OBSERVE_INTERVAL_MS),
+  );
+
   let last: TickReport | null = null;
   let sweptAtStart = false;
   // Ticks are chained, so a reconcileOnce() during run() waits instead of overlapping.
@@ -151,6 +157,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       reportedUnknownFacts,
       lanes,
       started,
+      focus,
     };
     let considered = 0;
     let error: string | null = null;

@@ -297,6 +297,10 @@ describe("run and wake", () => {
           if (fail) throw new Error("database is locked");
           return store.loadView();
         },
+        loadViewChanges: () => {
+          if (fail) throw new Error("database is locked");
+          return store.loadViewChanges?.() ?? { items: new Map(), changed: [], rebuilt: true };
+        },
       },
       backend: h.sim.backend,
       preparer: inertPreparer,

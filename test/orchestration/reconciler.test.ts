@@ -641,6 +641,10 @@ describe("acknowledgement sweep", () => {
           if (failViews) throw new Error("store down");
           return inner.loadView();
         },
+        loadViewChanges: () => {
+          if (failViews) throw new Error("store down");
+          return inner.loadViewChanges?.() ?? { items: new Map(), changed: [], rebuilt: true };
+        },
       }),
     });
     const id = h.addWorkload();
@@ -657,5 +661,83 @@ describe("acknowledgement sweep", () => {
     failViews = true;
     await expect(h.tick()).rejects.toThrow("store down");
     expect(acked).toEqual([a.token]);
+  });
+});
+
+describe("looking only at what changed", () => {
+  /** Targets of the observe calls made since `from` in the simulated backend's log. */
+  const observedTargets = (h: Harness, from: number) =>
+    h.sim.log.slice(from).flatMap((c) => (c.op === "observe" ? [c.targets.length] : []));
+
+  test("with a change-reporting backend a steady tick observes only what changed; a full tick still comes", async () => {
+    const h = make({ sim: { reportsChanges: true } });
+    const ids = [1, 2, 3, 4, 5].map(() => h.addWorkload());
+    await h.tick(); // first load: full; mints and submits all five
+    await h.tick(); // their handles were written: observed once each
+    for (const id of ids) expect(h.workload(id).phase).toBe("QUEUED");
+    const [first, ...rest] = ids;
+    if (first === undefined) throw new Error("no workload");
+    const started = onlyAllocation(h, first);
+    if (started.handle === null) throw new Error("no handle");
+    h.sim.start(started.handle);
+    let from = h.sim.log.length;
+    await h.tick();
+    // Nothing in the store changed: no target; the start came through the change feed.
+    expect(observedTargets(h, from)).toEqual([0]);
+    expect(h.workload(first).phase).toBe("RUNNING");
+    for (const id of rest) expect(h.workload(id).phase).toBe("QUEUED");
+    from = h.sim.log.length;
+    await h.tick(); // the workload written last tick is looked at again, alone
+    expect(observedTargets(h, from)).toEqual([1]);
+    h.clock.advance(60_000);
+    from = h.sim.log.length;
+    await h.tick(); // the safety net: every live workload observed
+    expect(observedTargets(h, from)).toEqual([5]);
+  });
+
+  test("a tick that dies before writing what the feed reported leaves it for the next tick", async () => {
+    let failWrites = false;
+    const h = make({
+      sim: { reportsChanges: true },
+      wrapStore: (inner) => ({
+        ...inner,
+        applyTransitions: (ts) => {
+          if (failWrites) throw new Error("store down");
+          return inner.applyTransitions(ts);
+        },
+      }),
+    });
+    const id = h.addWorkload();
+    await h.tick();
+    await h.tick();
+    const a = onlyAllocation(h, id);
+    if (a.handle === null) throw new Error("no handle");
+    h.sim.start(a.handle);
+    failWrites = true;
+    await expect(h.tick()).rejects.toThrow("store down");
+    failWrites = false;
+    await h.tick(); // the same reconciler: the start must not be lost with the failed tick
+    expect(h.workload(id).phase).toBe("RUNNING");
+  });
+
+  test("a change the backend reports for an older attempt is not taken for the current one", async () => {
+    const h = make({ sim: { reportsChanges: true } });
+    const id = h.addWorkload({ maxAttempts: 2 });
+    await h.tick();
+    await h.tick();
+    const lost = onlyAllocation(h, id);
+    if (lost.handle === null) throw new Error("no handle");
+    h.sim.lose(lost.handle);
+    await h.tick(); // LOST, attempts left: back to PENDING (RETRYING)
+    await h.tick(); // attempt 2 minted and submitted
+    await h.tick();
+    const second = h.allocations(id).find((a) => a.epoch === 2);
+    expect(second?.phase).toBe("QUEUED");
+    // The first attempt's job is reported changed again (still LOST): attempt 2 must stay
+    // as it is, not be ended by its predecessor's news.
+    h.sim.setIndeterminate(lost.handle, false);
+    await h.tick();
+    expect(h.allocations(id).find((a) => a.epoch === 2)?.phase).toBe("QUEUED");
+    expect(h.workload(id).phase).toBe("QUEUED");
   });
 });

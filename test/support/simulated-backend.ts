@@ -31,7 +31,10 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  ObservationCursor,
   ObservationTarget,
+  ObserveChangesResult,
+  ObservedChange,
   ObserveResult,
   SubmitRequest,
   SubmitResult,
@@ -98,6 +101,12 @@ export interface SimulatedBackendOptions {
   readonly onAcknowledge?: (token: SubmissionToken) => void;
   /** When false, the bookkeeping `calls`/`log` are not kept (benchmarks). Default true. */
   readonly recordCalls?: boolean;
+  /**
+   * Default false. When true, the backend is a ChangeReportingBackend (`observeChanges`):
+   * every change to a job (submit, start, end, loss, cancel, an Indeterminate toggle) is
+   * logged and reported after the cursor it happened behind.
+   */
+  readonly reportsChanges?: boolean;
 }
 
 export interface SimulatedBackend {
@@ -194,6 +203,11 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
   let cancelLagSteps = 0;
   let stepCount = 0;
   let nextHandle = 1;
+  // The change feed: one entry per change of a job, a cursor is an index into it.
+  const changeLog: MutableJob[] = [];
+  const touch = (job: MutableJob) => {
+    if (options.reportsChanges === true) changeLog.push(job);
+  };
 
   const enter = (op: SimOperation) => {
     if (recordCalls) calls[op] += 1;
@@ -233,6 +247,7 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     };
     jobs.push(job);
     byHandle.set(job.handle, job);
+    touch(job);
     const list = byToken.get(job.token);
     if (list) list.push(job);
     else byToken.set(job.token, [job]);
@@ -245,6 +260,7 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     job.reason = reason;
     job.exitCode = exitCode;
     job.endedAt = now();
+    touch(job);
   }
 
   const base: AllocationBackend = {
@@ -340,7 +356,10 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
         if (job && LIVE.has(job.phase) && job.cancelDueStep === null) {
           job.cancelDueStep = stepCount + cancelLagSteps;
           if (cancelLagSteps === 0) end(job, "CANCELLED", null, null);
-          else job.phase = "STOPPING";
+          else {
+            job.phase = "STOPPING";
+            touch(job);
+          }
         }
         out.set(t.allocationId, { kind: "Requested" });
       }
@@ -377,6 +396,55 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     },
   };
 
+  const unknownHandle: AllocationObservation = {
+    kind: "Observed",
+    phase: "LOST",
+    reason: "NOT_FOUND_BY_BACKEND",
+    message: "unknown handle",
+    exitCode: null,
+    startedAt: null,
+    endedAt: null,
+  };
+
+  async function observeChanges(
+    cursor: ObservationCursor | null,
+    targets: readonly ObservationTarget[],
+  ): Promise<ObserveChangesResult> {
+    enter("observe");
+    if (!available) {
+      record({ op: "observe", targets, result: "Unavailable" });
+      return { kind: "Unavailable", message: "simulated outage" };
+    }
+    const from = cursor === null ? changeLog.length : Number(cursor);
+    if (!Number.isInteger(from) || from < 0 || from > changeLog.length) {
+      return { kind: "CursorExpired" };
+    }
+    const observations = new Map<string, AllocationObservation>();
+    for (const t of targets) {
+      const job = byHandle.get(t.handle);
+      observations.set(t.allocationId, job ? observationOf(job) : unknownHandle);
+    }
+    const seen = new Set<MutableJob>();
+    const changes: ObservedChange[] = [];
+    for (let i = from; i < changeLog.length; i++) {
+      const job = changeLog[i] as MutableJob;
+      if (seen.has(job)) continue;
+      seen.add(job);
+      const { allocationId } = job.request;
+      changes.push({
+        target: { allocationId, token: job.token, handle: job.handle },
+        observation: observationOf(job),
+      });
+    }
+    record({ op: "observe", targets, result: "Observed" });
+    return {
+      kind: "Observed",
+      observations,
+      changes,
+      cursor: String(changeLog.length) as ObservationCursor,
+    };
+  }
+
   const acknowledger: TerminalAllocationAcknowledger = {
     async pendingTerminalFacts(): Promise<readonly TerminalFact[]> {
       enter("pendingTerminalFacts");
@@ -402,7 +470,11 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
   };
 
   return {
-    backend: options.acknowledger ? { ...base, ...acknowledger } : base,
+    backend: {
+      ...base,
+      ...(options.acknowledger ? acknowledger : {}),
+      ...(options.reportsChanges === true ? { observeChanges } : {}),
+    },
     calls,
     log,
     resetCalls() {
@@ -431,8 +503,14 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     setIndeterminate(handle, value) {
       if (value) indeterminate.add(handle);
       else indeterminate.delete(handle);
+      const job = byHandle.get(handle);
+      if (job) touch(job);
     },
     clearIndeterminate() {
+      for (const handle of indeterminate) {
+        const job = byHandle.get(handle);
+        if (job) touch(job);
+      }
       indeterminate.clear();
     },
     step() {
@@ -447,6 +525,7 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
       if (job.phase === "QUEUED") {
         job.phase = "RUNNING";
         job.startedAt = now();
+        touch(job);
       }
     },
     finish(handle, outcome) {

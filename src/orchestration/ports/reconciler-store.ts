@@ -85,6 +85,22 @@ export interface AllocationWithWorkload {
   readonly workload: Workload;
 }
 
+/** The live view as a map by workload id, with what changed since the previous load. */
+export interface LiveViewChanges {
+  /**
+   * Every live workload by id. The same map object across loads, updated in place by the
+   * next load: read it before the next load, never keep it.
+   */
+  readonly items: ReadonlyMap<string, ReconcileItem>;
+  /**
+   * Workloads written since the previous load (by anyone), live or just gone terminal
+   * (then absent from `items`). Empty after a rebuild, which `rebuilt` says instead.
+   */
+  readonly changed: readonly string[];
+  /** The whole view was read afresh (the first load): every item is news. */
+  readonly rebuilt: boolean;
+}
+
 export interface ReconcilerStore {
   /**
    * Every workload that is not terminal, with the allocation of its current epoch. An
@@ -92,6 +108,11 @@ export interface ReconcilerStore {
    * them); see `decodeSpecs`.
    */
   loadView(): readonly ReconcileItem[];
+  /**
+   * The same view with what changed since the previous load (either method), for a tick that
+   * works on the changes only. Absent: every tick considers every workload.
+   */
+  loadViewChanges?(): LiveViewChanges;
   /**
    * Decodes the `spec` of these workloads of the last view now, throwing on a corrupted one.
    * The tick calls it for the workloads it may prepare before its first backend call or

@@ -13,8 +13,11 @@ import {
   type FindResult,
   isTerminalAllocationAcknowledger,
   launchesSandboxed,
+  type ObservationCursor,
   type ObservationTarget,
+  type ObserveChangesResult,
   type ObserveResult,
+  reportsChanges,
   type SubmitRequest,
   type SubmitResult,
   type TerminalFact,
@@ -27,6 +30,13 @@ export interface TickBackend {
   /** Some call answered Unavailable or threw. */
   readonly unavailable: boolean;
   observe(targets: readonly ObservationTarget[]): Promise<ObserveResult>;
+  /** Whether the backend offers `observeChanges` (ChangeReportingBackend). */
+  readonly reportsChanges: boolean;
+  /** Counted as an observe. Only call when `reportsChanges`. */
+  observeChanges(
+    cursor: ObservationCursor | null,
+    targets: readonly ObservationTarget[],
+  ): Promise<ObserveChangesResult>;
   findByToken(
     tokens: readonly SubmissionToken[],
   ): Promise<ReadonlyMap<SubmissionToken, FindResult>>;
@@ -77,6 +87,21 @@ export function tickBackend(
       const done = watch.begin("observe");
       try {
         const result = await backend.observe(targets);
+        if (result.kind === "Unavailable") unavailable = true;
+        done(result.kind !== "Unavailable");
+        return result;
+      } catch (error) {
+        done(false);
+        return { kind: "Unavailable", message: broken("observe", error) };
+      }
+    },
+    reportsChanges: reportsChanges(backend),
+    async observeChanges(cursor, targets) {
+      if (!reportsChanges(backend)) throw new Error("observeChanges on a backend without it");
+      calls.observe += 1;
+      const done = watch.begin("observe");
+      try {
+        const result = await backend.observeChanges(cursor, targets);
         if (result.kind === "Unavailable") unavailable = true;
         done(result.kind !== "Unavailable");
         return result;

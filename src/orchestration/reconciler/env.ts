@@ -4,10 +4,11 @@ import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { SubmissionToken } from "../models.ts";
 import type { ReconcilerStore, Transition } from "../ports/reconciler-store.ts";
 import type { TickBackend } from "./backend-calls.ts";
+import type { TickFocus } from "./focus.ts";
 import type { LaneOutcome, Lanes } from "./lanes.ts";
 import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
 
-/** Everything one tick works with. Built fresh per tick; nothing in it outlives the tick. */
+/** Everything one tick works with. Built fresh per tick, except `focus` and the shared parts. */
 export interface TickEnv {
   readonly store: ReconcilerStore;
   readonly backend: TickBackend;
@@ -25,6 +26,8 @@ export interface TickEnv {
   readonly lanes: Lanes;
   /** Lanes this tick started; `reconcileOnce` may wait for them. */
   readonly started: Promise<LaneOutcome>[];
+  /** What to look at, kept across ticks (reconciler/focus.ts); the one thing that outlives it. */
+  readonly focus: TickFocus;
 }
 
 /**

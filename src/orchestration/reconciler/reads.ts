@@ -1,5 +1,11 @@
 import type { Allocation, SubmissionToken } from "../models.ts";
-import type { AllocationObservation, FindResult, ObservationTarget } from "../ports.ts";
+import type {
+  AllocationObservation,
+  FindResult,
+  ObservationCursor,
+  ObservationTarget,
+  ObservedChange,
+} from "../ports.ts";
 import type { TickEnv } from "./env.ts";
 
 /** What the backend said this tick: at most one observe and one findByToken, for everyone. */
@@ -34,4 +40,48 @@ export async function readBackend(
     observations: observation.kind === "Observed" ? observation.observations : null,
     found,
   };
+}
+
+/** `readBackend` through a ChangeReportingBackend: the targets, plus what else changed. */
+export interface ChangeReads {
+  readonly reads: BackendReads;
+  /** Changes after the cursor given (the caller keeps those it did not target). */
+  readonly changes: readonly ObservedChange[];
+  /** The cursor for the next call; null when the feed must start over (a full look). */
+  readonly cursor: ObservationCursor | null;
+}
+
+export async function readBackendChanges(
+  env: TickEnv,
+  cursor: ObservationCursor | null,
+  observed: readonly Allocation[],
+  unresolved: readonly Allocation[],
+): Promise<ChangeReads> {
+  const targets: ObservationTarget[] = [];
+  for (const a of observed) {
+    if (a.handle !== null) targets.push({ allocationId: a.id, token: a.token, handle: a.handle });
+  }
+  const [result, found] = await Promise.all([
+    env.backend.observeChanges(cursor, targets),
+    env.backend.findByToken(unresolved.map((a) => a.token)),
+  ]);
+  switch (result.kind) {
+    case "Observed":
+      return {
+        reads: { observations: result.observations, found },
+        changes: result.changes,
+        cursor: result.cursor,
+      };
+    case "Unavailable":
+      env.log.warn("backend unavailable; phases left as they are", { message: result.message });
+      return { reads: { observations: null, found }, changes: [], cursor: null };
+    case "CursorExpired":
+      // Nothing observed this tick: the next one observes everything from a new cursor.
+      env.log.info("backend no longer knows the observation cursor; next tick looks at all");
+      return { reads: { observations: null, found }, changes: [], cursor: null };
+    default: {
+      const unreachable: never = result;
+      throw new Error(`unhandled observe result ${JSON.stringify(unreachable)}`);
+    }
+  }
 }

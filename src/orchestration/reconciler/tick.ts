@@ -9,7 +9,7 @@
 import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
 import type { ReconcileItem, Transition } from "../ports/reconciler-store.ts";
-import type { SubmitRequest } from "../ports.ts";
+import type { ObservationCursor, ObservedChange, SubmitRequest } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
 import {
@@ -21,7 +21,15 @@ import {
   settleEnded,
 } from "./decisions.ts";
 import { type TickEnv, write } from "./env.ts";
-import { type BackendReads, readBackend } from "./reads.ts";
+import {
+  absorbChanges,
+  focusedItems,
+  fullTickDue,
+  indexAllocations,
+  settleFocus,
+  type TickFocus,
+} from "./focus.ts";
+import { type BackendReads, readBackend, readBackendChanges } from "./reads.ts";
 
 interface Live {
   readonly workload: Workload;
@@ -69,20 +77,71 @@ function classify(view: readonly ReconcileItem[], busy: (allocationId: string) =
 }
 
 /**
- * The view and its plan. The store may decode `spec` lazily (only the workloads below are
- * ever prepared); asking for theirs here, before any backend call or write, keeps a
- * corrupted spec a tick that stops before its first step instead of one that fails half way.
+ * The store may decode `spec` lazily (only the workloads below are ever prepared); asking
+ * for theirs here, before any backend call or write, keeps a corrupted spec a tick that
+ * stops before its first step instead of one that fails half way.
  */
-function loadPlan(env: TickEnv): { readonly view: readonly ReconcileItem[]; readonly plan: Plan } {
-  const view = env.store.loadView();
-  const plan = classify(view, env.lanes.busy);
+function decodePlanSpecs(env: TickEnv, plan: Plan): void {
   env.store.decodeSpecs([...plan.mint, ...plan.unresolved.map((l) => l.workload)]);
-  return { view, plan };
 }
 
 export async function reconcileTick(env: TickEnv): Promise<number> {
-  const { view, plan } = loadPlan(env);
+  const changes = env.store.loadViewChanges?.();
+  if (changes === undefined) {
+    const view = env.store.loadView();
+    const plan = classify(view, env.lanes.busy);
+    decodePlanSpecs(env, plan);
+    const targets = readTargets(env, plan);
+    const reads = await readBackend(env, targets.observed, targets.unresolved);
+    await takeSteps(env, plan, reads);
+    return view.length;
+  }
+  const { focus } = env;
+  absorbChanges(focus, changes);
+  const now = env.clock.now();
+  const full = fullTickDue(focus, env.backend.reportsChanges, now);
+  const looked = full ? [...changes.items.values()] : focusedItems(focus, changes.items);
+  indexAllocations(focus, looked, full);
+  const plan = classify(looked, env.lanes.busy);
+  decodePlanSpecs(env, plan);
+  const targets = readTargets(env, plan);
+  let reads: BackendReads;
+  // Null when there is none to go on from (an outage, an expired cursor): the next tick
+  // looks at everything.
+  let nextCursor: ObservationCursor | null = null;
+  if (env.backend.reportsChanges) {
+    if (full) focus.lastFullAt = now;
+    // A full tick starts the feed afresh: it observes every target at the cursor's moment.
+    const cursor = full ? null : focus.cursor;
+    // Until this tick's steps are written, a tick that dies half way must not leave a cursor
+    // past changes it never acted on: the next one then looks at everything.
+    focus.cursor = null;
+    const read = await readBackendChanges(env, cursor, targets.observed, targets.unresolved);
+    nextCursor = read.cursor;
+    reads = read.reads;
+    const observations = new Map(reads.observations ?? []);
+    for (const change of read.changes) {
+      const live = changedLive(env, focus, changes.items, change);
+      if (live === null || observations.has(live.allocation.id)) continue;
+      plan.watched.push(live);
+      looked.push({ workload: live.workload, current: live.allocation });
+      observations.set(live.allocation.id, change.observation);
+    }
+    if (reads.observations !== null) reads = { ...reads, observations };
+  } else {
+    reads = await readBackend(env, targets.observed, targets.unresolved);
+  }
+  await takeSteps(env, plan, reads);
+  focus.cursor = nextCursor;
+  settleFocus(focus, looked, settledThisTick(plan, reads), full);
+  return changes.items.size;
+}
 
+/** What a tick asks the backend about: handles to observe, tokens to look up. */
+function readTargets(
+  env: TickEnv,
+  plan: Plan,
+): { readonly observed: Allocation[]; readonly unresolved: Allocation[] } {
   const observed: Allocation[] = plan.watched.map((l) => l.allocation);
   const unresolved: Allocation[] = plan.unresolved.map((l) => l.allocation);
   for (const { current: a } of plan.stopping) {
@@ -92,13 +151,47 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
     else if (a.handle === null) continue;
     else observed.push(a);
   }
-  const reads = await readBackend(env, observed, unresolved);
+  return { observed, unresolved };
+}
 
+async function takeSteps(env: TickEnv, plan: Plan, reads: BackendReads): Promise<void> {
   const resubmit = followAndResolve(env, plan, reads);
   await submitAttempts(env, plan.mint, resubmit);
   await cancelBarrier(env, plan.stopping, reads);
   await acknowledgeSweep(env);
-  return view.length;
+}
+
+/**
+ * A change the backend reported for a workload this tick did not look at: the workload to
+ * follow, if it is one steadily watched on exactly that allocation and handle (a change of
+ * an older attempt, or of a handle the store does not hold, is not this workload's news).
+ */
+function changedLive(
+  env: TickEnv,
+  focus: TickFocus,
+  items: ReadonlyMap<string, ReconcileItem>,
+  change: ObservedChange,
+): Live | null {
+  const workloadId = focus.byAllocation.get(change.target.allocationId);
+  if (workloadId === undefined) return null;
+  if (focus.attention.has(workloadId) || focus.dirty.has(workloadId)) return null;
+  const item = items.get(workloadId);
+  const a = item?.current ?? null;
+  if (item === undefined || a === null || a.id !== change.target.allocationId) return null;
+  if (a.handle !== change.target.handle || item.workload.desired.kind === "STOP") return null;
+  if (!isActiveAllocation(a.phase) || env.lanes.busy(a.id)) return null;
+  return { workload: item.workload, allocation: a };
+}
+
+/** Watched workloads with a definite observation this tick: nothing to look at next tick. */
+function settledThisTick(plan: Plan, reads: BackendReads): Set<string> {
+  const settled = new Set<string>();
+  if (reads.observations === null) return settled;
+  for (const { workload, allocation } of plan.watched) {
+    const obs = reads.observations.get(allocation.id);
+    if (obs?.kind === "Observed" && isObservablePhase(obs.phase)) settled.add(workload.id);
+  }
+  return settled;
 }
 
 /**
@@ -106,12 +199,27 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
  * attempts for workloads that want to run and hold nothing. `run` takes it on a wake that
  * comes before the next observation is due, so a POST is not held back by the polling
  * ceiling: the new attempt's token is fresh, so its submit needs no lookup either, and the
- * pass makes no listing call at all. Everything else waits for the next full tick.
+ * pass makes no listing call at all. Everything else waits for the next full tick. With a
+ * focus, it looks only at the workloads the next tick would (new ones are written, so they
+ * are among them) and leaves the focus for that tick.
  */
 export async function reconcileSubmissions(env: TickEnv): Promise<number> {
-  const { view, plan } = loadPlan(env);
+  const changes = env.store.loadViewChanges?.();
+  if (changes === undefined) {
+    const view = env.store.loadView();
+    const plan = classify(view, env.lanes.busy);
+    decodePlanSpecs(env, plan);
+    await submitAttempts(env, plan.mint, []);
+    return view.length;
+  }
+  absorbChanges(env.focus, changes);
+  const looked = changes.rebuilt
+    ? [...changes.items.values()]
+    : focusedItems(env.focus, changes.items);
+  const plan = classify(looked, env.lanes.busy);
+  decodePlanSpecs(env, plan);
   await submitAttempts(env, plan.mint, []);
-  return view.length;
+  return changes.items.size;
 }
 
 /** Observations and token lookups for workloads that want to run; returns the Absent ones. */

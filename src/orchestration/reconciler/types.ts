@@ -55,6 +55,12 @@ export interface ReconcilerOptions {
   readonly submitBatchMs?: number;
   /** A fixed period: shorthand for minIntervalMs = maxIntervalMs (no back-off). */
   readonly tickIntervalMs?: number;
+  /**
+   * With a backend that reports changes (ChangeReportingBackend), a tick looks only at what
+   * changed (reconciler/focus.ts); at least this often it looks at every live workload and
+   * observes them all, the safety net. Default 60,000 ms. Other backends: every tick is full.
+   */
+  readonly fullObserveIntervalMs?: number;
   /** Submit/cancel commands in flight at most (reconciler/lanes.ts). Default 4, at least 2. */
   readonly maxCommandsInFlight?: number;
   /** A backend call in flight longer than this marks the backend degraded. Default 1000 ms. */

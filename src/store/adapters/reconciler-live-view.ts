@@ -10,7 +10,7 @@
  * is always after the position read, never lost between the two statements.
  */
 import { isTerminal } from "../../orchestration/models.ts";
-import type { ReconcileItem } from "../../orchestration/ports/reconciler-store.ts";
+import type { LiveViewChanges, ReconcileItem } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { loadReconcileItems, loadReconcileSnapshot } from "../ops/load-reconcile-snapshot.ts";
 import {
@@ -18,10 +18,13 @@ import {
   pruneWorkloadChanges,
   readWorkloadChanges,
 } from "../ops/workload-changes.ts";
+import { withRelaxedSync } from "../relaxed-sync.ts";
 
 export interface LiveView {
   /** Every workload that is not terminal, with its current allocation (as the snapshot). */
   load(): readonly ReconcileItem[];
+  /** The same view as a map by workload id, with what changed since the previous load. */
+  loadChanges(): LiveViewChanges;
 }
 
 /** Consumed change rows are deleted in batches of this many (one small write, rarely). */
@@ -32,15 +35,16 @@ export function createLiveView(deps: StoreDeps): LiveView {
   let lastSeq = 0;
   let prunedUpTo = 0;
 
-  function rebuild(): readonly ReconcileItem[] {
+  function rebuild(): LiveViewChanges {
     const seq = latestWorkloadChange(deps);
     const fresh = loadReconcileSnapshot(deps);
-    items = new Map(fresh.map((i) => [i.workload.id, i]));
+    const view = new Map(fresh.map((i) => [i.workload.id, i]));
+    items = view;
     lastSeq = seq;
-    return fresh;
+    return { items: view, changed: [], rebuilt: true };
   }
 
-  function refresh(view: Map<string, ReconcileItem>): readonly ReconcileItem[] {
+  function refresh(view: Map<string, ReconcileItem>): LiveViewChanges {
     const changes = readWorkloadChanges(deps, lastSeq);
     if (changes.workloadIds.length > 0) {
       const reloaded = new Map(
@@ -53,20 +57,24 @@ export function createLiveView(deps: StoreDeps): LiveView {
       }
       lastSeq = changes.lastSeq;
     }
-    return [...view.values()];
+    return { items: view, changed: changes.workloadIds, rebuilt: false };
+  }
+
+  function loadChanges(): LiveViewChanges {
+    const view = deps.db.$client
+      .transaction(() => (items === null ? rebuild() : refresh(items)))
+      .deferred();
+    if (lastSeq - prunedUpTo >= PRUNE_EVERY || (prunedUpTo === 0 && lastSeq > 0)) {
+      // Only this reader consumes the log; what it read is never needed again.
+      // Housekeeping only, so no fsync: a prune lost in a power cut is simply done again.
+      withRelaxedSync(deps.db.$client, () => pruneWorkloadChanges(deps, lastSeq));
+      prunedUpTo = lastSeq;
+    }
+    return view;
   }
 
   return {
-    load() {
-      const view = deps.db.$client
-        .transaction(() => (items === null ? rebuild() : refresh(items)))
-        .deferred();
-      if (lastSeq - prunedUpTo >= PRUNE_EVERY || (prunedUpTo === 0 && lastSeq > 0)) {
-        // Only this reader consumes the log; what it read is never needed again.
-        pruneWorkloadChanges(deps, lastSeq);
-        prunedUpTo = lastSeq;
-      }
-      return view;
-    },
+    load: () => [...loadChanges().items.values()],
+    loadChanges,
   };
 }

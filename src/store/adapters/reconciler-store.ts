@@ -3,7 +3,8 @@
  * the store operations the reconciler uses, bound to one database and clock. The daemon
  * builds it and hands it to `createReconciler`; tests wrap it to count or fail writes.
  */
-import type { ReconcilerStore } from "../../orchestration/ports/reconciler-store.ts";
+import { isTerminal } from "../../orchestration/models.ts";
+import type { ReconcilerStore, Transition } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
 import { markAcknowledged } from "../ops/acknowledge.ts";
 import { applyTransitions } from "../ops/apply-transitions.ts";
@@ -37,6 +38,22 @@ function chunked<I, O>(
   return out;
 }
 
+/**
+ * Whether a batch must survive a power cut by itself. An ending must: the acknowledgement
+ * sweep may let the backend forget the fact right after, and a lost ending would then be
+ * decided on nothing. Every other step only mirrors what the backend says (progress, a
+ * handle, a fence that the cancel barrier writes again, an Unknown that stays unresolved),
+ * so losing it in a power cut means the next tick writes it again; mints are always durable
+ * (their own op), and their fsync also makes every earlier relaxed commit durable.
+ */
+export function mustBeDurable(transitions: readonly Transition[]): boolean {
+  return transitions.some(
+    (t) =>
+      (t.allocation !== undefined && isTerminal(t.allocation.phase)) ||
+      (t.workload !== undefined && isTerminal(t.workload.phase)),
+  );
+}
+
 /** The production binding: the store ops, bound to one database and clock. */
 export function bindReconcilerStore(
   deps: StoreDeps,
@@ -46,9 +63,11 @@ export function bindReconcilerStore(
   const live = options.cachedView === false ? null : createLiveView(deps);
   return {
     loadView: () => (live === null ? loadReconcileSnapshot(deps) : live.load()),
+    ...(live === null ? {} : { loadViewChanges: () => live.loadChanges() }),
     decodeSpecs,
     mintAttempts: (inputs) => chunked(inputs, maxBatch, (c) => mintAttempts(deps, c)),
-    applyTransitions: (ts) => chunked(ts, maxBatch, (c) => applyTransitions(deps, c)),
+    applyTransitions: (ts) =>
+      chunked(ts, maxBatch, (c) => applyTransitions(deps, c, { durable: mustBeDurable(c) })),
     findAllocationsByTokens: (tokens) => findAllocationsByTokens(deps, tokens),
     markAcknowledged: (allocationId) => markAcknowledged(deps, allocationId),
   };

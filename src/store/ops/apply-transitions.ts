@@ -1,6 +1,16 @@
 import type { Transition } from "../../orchestration/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
+import { withRelaxedSync } from "../relaxed-sync.ts";
 import { applyTransitionInTransaction } from "./apply-transition.ts";
+
+export interface ApplyTransitionsOptions {
+  /**
+   * Default true: the commit waits for its fsync. False: committed with synchronous=NORMAL
+   * (store/relaxed-sync.ts), for steps that only mirror what the backend reports and are
+   * written again by the next tick after a power cut.
+   */
+  readonly durable?: boolean;
+}
 
 /**
  * Many independent `applyTransition`s in one IMMEDIATE transaction (each keeps its own
@@ -17,9 +27,13 @@ import { applyTransitionInTransaction } from "./apply-transition.ts";
 export function applyTransitions(
   deps: StoreDeps,
   transitions: readonly Transition[],
+  options: ApplyTransitionsOptions = {},
 ): readonly boolean[] {
   if (transitions.length === 0) return [];
-  return deps.db.$client
-    .transaction(() => transitions.map((t) => applyTransitionInTransaction(deps, t)))
-    .immediate();
+  const sqlite = deps.db.$client;
+  const commit = () =>
+    sqlite
+      .transaction(() => transitions.map((t) => applyTransitionInTransaction(deps, t)))
+      .immediate();
+  return options.durable === false ? withRelaxedSync(sqlite, commit) : commit();
 }
