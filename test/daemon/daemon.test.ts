@@ -51,7 +51,7 @@ describe("startDaemon", () => {
     expect(mode(d.layout.database)).toBe(0o600);
     expect(mode(d.layout.apiSocket)).toBe(0o600);
     expect(statSync(d.layout.apiSocket).isSocket()).toBe(true);
-    const res = await fetch("http://localhost/healthz", { unix: d.layout.apiSocket } as never);
+    const res = await fetch("http://localhost/healthz", { unix: d.layout.apiSocket });
     expect(await res.json()).toEqual({ status: "ok" });
   });
 
@@ -92,7 +92,7 @@ describe("startDaemon", () => {
     expect(ok.status).toBe(200);
     const viaSocket = await fetch("http://localhost/v1/profiles", {
       unix: d.layout.apiSocket,
-    } as never);
+    });
     expect(viaSocket.status).toBe(200);
   });
 
@@ -102,7 +102,7 @@ describe("startDaemon", () => {
     const second = await startDaemon({ ...c, log: memoryLog() });
     expect(second.kind).toBe("Failed");
     expect(second.kind === "Failed" && second.message).toContain("another daemon");
-    const res = await fetch("http://localhost/healthz", { unix: first.layout.apiSocket } as never);
+    const res = await fetch("http://localhost/healthz", { unix: first.layout.apiSocket });
     expect(res.status).toBe(200);
   });
 

@@ -46,7 +46,7 @@ function tempState(): string {
 
 async function healthy(socket: string): Promise<boolean> {
   try {
-    const res = await fetch("http://localhost/healthz", { unix: socket } as never);
+    const res = await fetch("http://localhost/healthz", { unix: socket });
     return res.status === 200;
   } catch {
     return false;

@@ -19,8 +19,12 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  LaunchSandboxReporter,
   ObserveResult,
+  SessionIsolationProvider,
   SubmitResult,
+  TaskRunner,
+  TerminalAllocationAcknowledger,
 } from "../../src/orchestration/ports.ts";
 import { openDatabase, type StoreDeps } from "../../src/store/index.ts";
 
@@ -39,10 +43,18 @@ export const PROFILES: readonly ResourceProfile[] = [
   },
 ];
 
+/**
+ * The optional capabilities a backend may carry, each found by its type guard in ports.ts.
+ * A fake that takes them typed (not cast `as never`) breaks at compile time when one changes.
+ */
+export type OptionalCapabilities = Partial<
+  SessionIsolationProvider & TaskRunner & TerminalAllocationAcknowledger & LaunchSandboxReporter
+>;
+
 /** A backend the API may only ask for profiles and diagnostics; anything else fails loudly. */
-export function fakeBackend(overrides: Partial<AllocationBackend> = {}): AllocationBackend & {
-  readonly calls: string[];
-} {
+export function fakeBackend(
+  overrides: Partial<AllocationBackend> & OptionalCapabilities = {},
+): AllocationBackend & OptionalCapabilities & { readonly calls: string[] } {
   const calls: string[] = [];
   const refuse = (what: string) => {
     calls.push(what);
