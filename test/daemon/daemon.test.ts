@@ -1,11 +1,10 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { memoryLog } from "../../src/log.ts";
-import { selfCommand } from "../../src/self-command.ts";
 import { openDatabase } from "../../src/store/index.ts";
+import { localDaemonConfig } from "../support/daemon-config.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const daemons: RunningDaemon[] = [];
@@ -18,19 +17,7 @@ const tempDir = tempDirs("o4s-daemon-", "each");
 function config(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
   const root = tempDir();
   const stateDir = join(root, "state");
-  return {
-    stateDir,
-    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
-    backend: "local",
-    clusterConfigPath: null,
-    version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
-    selfCommand: selfCommand(),
-    clock: systemClock,
-    log: memoryLog(),
-    tickIntervalMs: 100,
-    ...overrides,
-  };
+  return localDaemonConfig(stateDir, overrides);
 }
 
 async function started(c: DaemonConfig): Promise<RunningDaemon> {

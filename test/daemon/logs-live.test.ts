@@ -7,11 +7,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog } from "../../src/log.ts";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { main } from "../../src/main.ts";
-import { selfCommand } from "../../src/self-command.ts";
+import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 
 let dir: string;
 let daemon: RunningDaemon;
@@ -19,20 +17,7 @@ let daemon: RunningDaemon;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "o4s-logs-live-"));
   const stateDir = join(dir, "state");
-  const started = await startDaemon({
-    stateDir,
-    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
-    backend: "local",
-    clusterConfigPath: null,
-    version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
-    selfCommand: selfCommand(),
-    clock: systemClock,
-    log: memoryLog(),
-    tickIntervalMs: 100,
-  });
-  if (started.kind !== "Started") throw new Error(JSON.stringify(started));
-  daemon = started.daemon;
+  daemon = await startedDaemon(localDaemonConfig(stateDir));
 });
 
 afterAll(async () => {

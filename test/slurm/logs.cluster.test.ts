@@ -8,10 +8,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogsCommand } from "../../src/cli/logs.ts";
-import { systemClock } from "../../src/clock.ts";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { silentLog } from "../../src/log.ts";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { captureIo } from "../support/cli-runtime.ts";
+import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
@@ -48,22 +47,9 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
         "",
       ].join("\n"),
     );
-    const started = await startDaemon({
-      stateDir: join(dir, "state"),
-      // The nodes of the test cluster are this machine: any spool is "shared".
-      spoolDir: join(dir, "spool"),
-      listen: [{ kind: "unix", path: socket }],
-      backend: "slurm",
-      clusterConfigPath: config,
-      version: "test",
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
-      clock: systemClock,
-      log: silentLog,
-      tickIntervalMs: 250,
-    });
-    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
-    daemon = started.daemon;
+    daemon = await startedDaemon(
+      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
+    );
   });
 
   afterAll(async () => {
