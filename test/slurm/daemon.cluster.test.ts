@@ -3,13 +3,13 @@
  * composition root's slurm entry, the reconciler and the API on top of the backend.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
   const cluster = testCluster as TestCluster;
@@ -39,7 +39,7 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
     );
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-daemon-"));
+    dir = makeTempDir("o4s-slurm-daemon-");
     socket = join(dir, "api.sock");
     const config = join(dir, "cluster.toml");
     writeFileSync(
@@ -62,7 +62,7 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
 
   afterAll(async () => {
     await daemon?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("profiles show no scheduler vocabulary; diagnostics name the backend", async () => {
