@@ -127,7 +127,7 @@ describe("real responses match the schemas the document is generated from", () =
     const h = make({
       backend: fakeBackend({
         verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
-      } as never),
+      }),
       sessions: {
         exec: async () => ({
           kind: "Ok",

@@ -89,7 +89,7 @@ describe("POST /v1/workloads", () => {
           kind: "Verified",
           mechanism: "test",
         }),
-      } as never),
+      }),
     });
     const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });
     expect(res.status).toBe(201);
@@ -234,7 +234,7 @@ describe("Idempotency-Key", () => {
     // lets both requests pass the lookup before either inserts.
     const gate = Promise.withResolvers<IsolationVerdict>();
     const h = make({
-      backend: fakeBackend({ verifySessionIsolation: () => gate.promise } as never),
+      backend: fakeBackend({ verifySessionIsolation: () => gate.promise }),
     });
     const body = { kind: "SESSION", profile: "interactive" };
     const a = h.post("/v1/workloads", body, { "Idempotency-Key": "race" });
@@ -251,7 +251,7 @@ describe("Idempotency-Key", () => {
   test("racing on one key with different bodies: the loser gets 409", async () => {
     const gate = Promise.withResolvers<IsolationVerdict>();
     const h = make({
-      backend: fakeBackend({ verifySessionIsolation: () => gate.promise } as never),
+      backend: fakeBackend({ verifySessionIsolation: () => gate.promise }),
     });
     const a = h.post(
       "/v1/workloads",
@@ -284,7 +284,7 @@ describe("SESSION admission needs verified isolation", () => {
             kind: "Unverified",
             message: "probe saw the canary",
           }),
-        } as never),
+        }),
     ],
     [
       "a backend whose check throws",
@@ -293,11 +293,15 @@ describe("SESSION admission needs verified isolation", () => {
           verifySessionIsolation: async () => {
             throw new Error("bwrap: not found");
           },
-        } as never),
+        }),
     ],
     [
       "a backend whose check returns garbage",
-      () => fakeBackend({ verifySessionIsolation: async () => ({ kind: "Sure" }) } as never),
+      // Deliberately outside the type: what a broken backend could answer at run time.
+      () =>
+        fakeBackend({
+          verifySessionIsolation: async () => ({ kind: "Sure" }) as unknown as IsolationVerdict,
+        }),
     ],
   ];
 

@@ -59,7 +59,7 @@ describe("health and profiles", () => {
     const verified = make({
       backend: fakeBackend({
         verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
-      } as never),
+      }),
     });
     const ok = (await (await verified.request("/v1/profiles")).json()) as typeof body;
     expect(ok.profiles.find((p) => p.name === "interactive")?.placement["SESSION"]).toEqual({

@@ -25,7 +25,7 @@ afterEach(() => {
 const verified = () =>
   fakeBackend({
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
-  } as never);
+  });
 
 async function submit(h: Harness, body: Record<string, unknown> = {}): Promise<string> {
   const res = await h.post("/v1/workloads", {
@@ -411,7 +411,7 @@ describe("POST /v1/workloads/{id}/tasks", () => {
         calls.push({ target, command, timeoutMs: options.timeoutMs });
         return result;
       },
-    } as never);
+    });
     return { backend, calls };
   }
 

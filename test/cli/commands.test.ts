@@ -30,7 +30,7 @@ afterEach(() => {
 const verified = () =>
   fakeBackend({
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
-  } as never);
+  });
 
 async function usage(run: () => Promise<number>): Promise<string> {
   try {

@@ -16,7 +16,7 @@ test("exec ends its output with a newline, and adds none to an empty output", as
   h = harness({
     backend: fakeBackend({
       verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
-    } as never),
+    }),
     sessions: {
       exec: async (_id, _code, options) => {
         options?.onStart?.();

@@ -7,12 +7,10 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog } from "../../src/log.ts";
+import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { main } from "../../src/main.ts";
-import { selfCommand } from "../../src/self-command.ts";
 import { captureIo } from "../support/cli-runtime.ts";
+import { localDaemonConfig } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -23,23 +21,8 @@ afterEach(async () => {
 // After the daemons' hook: hooks run in order, and a daemon still running writes into its dir.
 const root = tempDirs("o4s-backup-", "each");
 
-function config(stateDir: string): DaemonConfig {
-  return {
-    stateDir,
-    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
-    backend: "local",
-    clusterConfigPath: null,
-    version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
-    selfCommand: selfCommand(),
-    clock: systemClock,
-    log: memoryLog(),
-    tickIntervalMs: 100,
-  };
-}
-
 async function start(stateDir: string): Promise<RunningDaemon> {
-  const result = await startDaemon(config(stateDir));
+  const result = await startDaemon(localDaemonConfig(stateDir));
   if (result.kind !== "Started") throw new Error(`did not start: ${JSON.stringify(result)}`);
   daemons.push(result.daemon);
   return result.daemon;

@@ -1,11 +1,10 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { memoryLog } from "../../src/log.ts";
-import { selfCommand } from "../../src/self-command.ts";
 import { openDatabase } from "../../src/store/index.ts";
+import { localDaemonConfig } from "../support/daemon-config.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const daemons: RunningDaemon[] = [];
@@ -18,19 +17,7 @@ const tempDir = tempDirs("o4s-daemon-", "each");
 function config(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
   const root = tempDir();
   const stateDir = join(root, "state");
-  return {
-    stateDir,
-    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
-    backend: "local",
-    clusterConfigPath: null,
-    version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
-    selfCommand: selfCommand(),
-    clock: systemClock,
-    log: memoryLog(),
-    tickIntervalMs: 100,
-    ...overrides,
-  };
+  return localDaemonConfig(stateDir, overrides);
 }
 
 async function started(c: DaemonConfig): Promise<RunningDaemon> {
@@ -51,7 +38,7 @@ describe("startDaemon", () => {
     expect(mode(d.layout.database)).toBe(0o600);
     expect(mode(d.layout.apiSocket)).toBe(0o600);
     expect(statSync(d.layout.apiSocket).isSocket()).toBe(true);
-    const res = await fetch("http://localhost/healthz", { unix: d.layout.apiSocket } as never);
+    const res = await fetch("http://localhost/healthz", { unix: d.layout.apiSocket });
     expect(await res.json()).toEqual({ status: "ok" });
   });
 
@@ -92,7 +79,7 @@ describe("startDaemon", () => {
     expect(ok.status).toBe(200);
     const viaSocket = await fetch("http://localhost/v1/profiles", {
       unix: d.layout.apiSocket,
-    } as never);
+    });
     expect(viaSocket.status).toBe(200);
   });
 
@@ -102,7 +89,7 @@ describe("startDaemon", () => {
     const second = await startDaemon({ ...c, log: memoryLog() });
     expect(second.kind).toBe("Failed");
     expect(second.kind === "Failed" && second.message).toContain("another daemon");
-    const res = await fetch("http://localhost/healthz", { unix: first.layout.apiSocket } as never);
+    const res = await fetch("http://localhost/healthz", { unix: first.layout.apiSocket });
     expect(res.status).toBe(200);
   });
 

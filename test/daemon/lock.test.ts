@@ -6,11 +6,9 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog } from "../../src/log.ts";
-import { selfCommand } from "../../src/self-command.ts";
+import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
+import { localDaemonConfig } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -23,21 +21,7 @@ afterEach(async () => {
 // After the daemons' hook: hooks run in order, and a daemon still running writes into its dir.
 const tempDir = tempDirs("o4s-lock-", "each");
 
-function config(stateDir: string, overrides: Partial<DaemonConfig> = {}): DaemonConfig {
-  return {
-    stateDir,
-    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
-    backend: "local",
-    clusterConfigPath: null,
-    version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
-    selfCommand: selfCommand(),
-    clock: systemClock,
-    log: memoryLog(),
-    tickIntervalMs: 100,
-    ...overrides,
-  };
-}
+const config = localDaemonConfig;
 
 function tempState(): string {
   const root = tempDir();
@@ -46,7 +30,7 @@ function tempState(): string {
 
 async function healthy(socket: string): Promise<boolean> {
   try {
-    const res = await fetch("http://localhost/healthz", { unix: socket } as never);
+    const res = await fetch("http://localhost/healthz", { unix: socket });
     return res.status === 200;
   } catch {
     return false;

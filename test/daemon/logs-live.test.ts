@@ -4,40 +4,25 @@
  * returns once the attempt has ended, with everything the job wrote.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog } from "../../src/log.ts";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { main } from "../../src/main.ts";
-import { selfCommand } from "../../src/self-command.ts";
+import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 let dir: string;
 let daemon: RunningDaemon;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "o4s-logs-live-"));
+  dir = makeTempDir("o4s-logs-live-");
   const stateDir = join(dir, "state");
-  const started = await startDaemon({
-    stateDir,
-    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
-    backend: "local",
-    clusterConfigPath: null,
-    version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
-    selfCommand: selfCommand(),
-    clock: systemClock,
-    log: memoryLog(),
-    tickIntervalMs: 100,
-  });
-  if (started.kind !== "Started") throw new Error(JSON.stringify(started));
-  daemon = started.daemon;
+  daemon = await startedDaemon(localDaemonConfig(stateDir));
 });
 
 afterAll(async () => {
   await daemon?.stop();
-  rmSync(dir, { recursive: true, force: true });
+  removeDir(dir);
 });
 
 describe("openai4s logs --follow (local backend)", () => {

@@ -4,10 +4,10 @@
  * with SIGTERM. Real processes, so waits poll with deadlines.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { eventually } from "../support/eventually.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const BUN = join(ROOT, "node_modules", ".bin", "bun");
@@ -65,7 +65,7 @@ async function phaseOf(id: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  stateDir = mkdtempSync(join(tmpdir(), "o4s-e2e-"));
+  stateDir = makeTempDir("o4s-e2e-");
   socket = join(stateDir, "api.sock");
   daemon = Bun.spawn([BUN, MAIN, "serve", "--state-dir", stateDir], {
     stdout: "pipe",
@@ -84,7 +84,7 @@ afterAll(async () => {
   if (daemon.exitCode === null) daemon.kill("SIGKILL");
   // Gone before its files are removed: a dying daemon still preparing a job re-creates them.
   await daemon.exited;
-  rmSync(stateDir, { recursive: true, force: true });
+  removeDir(stateDir);
   // The default spool is the sibling STATE_DIR-spool.
   rmSync(`${stateDir}-spool`, { recursive: true, force: true });
 });

@@ -12,18 +12,17 @@ import {
   chownSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   renameSync,
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
+import { makeTempDir } from "../support/temp-dir.ts";
 
 const NOBODY = 65534;
 const isRoot = process.geteuid?.() === 0;
@@ -43,7 +42,7 @@ afterAll(async () => {
 
 /** A temp dir holding `state` (and its default sibling spool `state-spool`). */
 function base(): string {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-trust-"));
+  const dir = makeTempDir("o4s-trust-");
   bases.push(dir);
   return dir;
 }

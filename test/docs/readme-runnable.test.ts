@@ -5,10 +5,10 @@
  * HOME is a fresh directory, and the daemon listens on the default state dir's socket.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { eventually } from "../support/eventually.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const ROOT = join(import.meta.dir, "..", "..");
 const PACKAGE = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
@@ -41,7 +41,7 @@ const env = () => ({
 });
 
 beforeAll(async () => {
-  home = mkdtempSync(join(tmpdir(), "o4s-readme-"));
+  home = makeTempDir("o4s-readme-");
   binDir = join(home, "npm-bin");
   mkdirSync(binDir);
   // What `npm link` creates: a symlink per bin entry, named after the entry.
@@ -73,7 +73,7 @@ afterAll(async () => {
     daemon.kill("SIGTERM");
     await daemon.exited;
   }
-  rmSync(home, { recursive: true, force: true });
+  removeDir(home);
 });
 
 describe("README", () => {

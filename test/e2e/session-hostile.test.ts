@@ -10,8 +10,7 @@
  *  - a daemon restarted without the gateway does not go on reporting its sessions READY.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BINARY,
@@ -22,6 +21,7 @@ import {
   type WorkloadView,
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const TIMEOUT_MS = 60_000;
 
@@ -62,7 +62,7 @@ beforeAll(async () => {
   ensureBuilt();
   // A pyenv-like shim first on PATH: outside the sandbox it works, inside it cannot, because
   // what it execs lives in a directory the sandbox does not bind.
-  shimRoot = mkdtempSync(join(tmpdir(), "o4s-shim-"));
+  shimRoot = makeTempDir("o4s-shim-");
   mkdirSync(join(shimRoot, "shims"));
   mkdirSync(join(shimRoot, "libexec"));
   writeFileSync(join(shimRoot, "libexec", "real"), '#!/bin/sh\nexec /usr/bin/python3 "$@"\n');
@@ -79,7 +79,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await d?.stop();
-  rmSync(shimRoot, { recursive: true, force: true });
+  removeDir(shimRoot);
 });
 
 describe("hostile cells", () => {

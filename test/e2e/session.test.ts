@@ -5,8 +5,7 @@
  * the worker exits; and without isolation a SESSION is refused with nothing written.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import {
   condition,
@@ -20,6 +19,7 @@ import {
   type WorkloadView,
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const E2E_TIMEOUT_MS = 60_000;
 
@@ -70,7 +70,7 @@ describe("sessions on the local backend with bubblewrap", () => {
   const sessions: string[] = [];
 
   beforeAll(async () => {
-    holderDir = mkdtempSync(join(tmpdir(), "o4s-e2e-holder-"));
+    holderDir = makeTempDir("o4s-e2e-holder-");
     holder = holdingWorker(holderDir);
     d = await startDaemon({ env: { OPENAI4S_WORKER_COMMAND: JSON.stringify([holder.command]) } });
   }, 30_000);
@@ -80,7 +80,7 @@ describe("sessions on the local backend with bubblewrap", () => {
     for (const id of sessions) await d?.cli("cancel", id);
     for (const id of sessions) await d?.cli("wait", id, "--until", "TERMINAL", "--timeout", "20s");
     await d?.stop();
-    if (holderDir) rmSync(holderDir, { recursive: true, force: true });
+    if (holderDir) removeDir(holderDir);
   }, 60_000);
 
   test(

@@ -10,8 +10,7 @@
  * /proc/sys writable, the job's env given to the host-side bwrap).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   type Daemon,
@@ -21,6 +20,7 @@ import {
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const TIMEOUT_MS = 90_000;
 const NOBODY = 65534;
@@ -288,7 +288,7 @@ allow_batch = true
 
 if (IS_ROOT && testCluster !== null) {
   const cluster = testCluster;
-  const scratch = mkdtempSync(join(tmpdir(), "o4s-slurm-containment-"));
+  const scratch = makeTempDir("o4s-slurm-containment-");
   const config = join(scratch, "cluster.toml");
   writeFileSync(config, SLURM_TOML);
   containedAsNobody(
@@ -310,7 +310,7 @@ if (IS_ROOT && testCluster !== null) {
       return d;
     },
     "one",
-    () => rmSync(scratch, { recursive: true, force: true }),
+    () => removeDir(scratch),
   );
 }
 

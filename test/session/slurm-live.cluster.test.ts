@@ -5,8 +5,7 @@
  * image/png, a kernel death turning KERNEL_RESPONSIVE FALSE without an exec.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   BINARY,
@@ -17,6 +16,7 @@ import {
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const CLUSTER_TOML = `[profiles.one]
 description = "One node for a session"
@@ -40,7 +40,7 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
 
   beforeAll(async () => {
     ensureBuilt();
-    scratch = mkdtempSync(join(tmpdir(), "o4s-slurm-live-"));
+    scratch = makeTempDir("o4s-slurm-live-");
     const config = join(scratch, "cluster.toml");
     writeFileSync(config, CLUSTER_TOML);
     d = await startDaemon({
@@ -70,7 +70,7 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
       await d?.cli("wait", id, "--until", "TERMINAL", "--timeout", "60s");
     }
     await d?.stop();
-    if (scratch) rmSync(scratch, { recursive: true, force: true });
+    if (scratch) removeDir(scratch);
   }, 90_000);
 
   test("streams a cell's lines to the CLI as they are printed (over TLS)", async () => {

@@ -14,8 +14,7 @@
  *    refused by the gateway while epoch 2's rank 1 completes the gang.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { applyTransition, getAllocation, openDatabase } from "../../src/store/index.ts";
@@ -29,6 +28,7 @@ import {
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const CLUSTER_TOML = `[profiles.pair]
 description = "Two nodes for a session gang"
@@ -70,7 +70,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
 
   beforeAll(async () => {
     ensureBuilt();
-    scratch = mkdtempSync(join(tmpdir(), "o4s-slurm-session-"));
+    scratch = makeTempDir("o4s-slurm-session-");
     const config = join(scratch, "cluster.toml");
     writeFileSync(config, CLUSTER_TOML);
     holder = holdingWorker(scratch, '[ "$SLURM_PROCID" = "1" ]');
@@ -98,7 +98,7 @@ describe.skipIf(testCluster === null)("slurm-cluster sessions", () => {
     const env = { ...process.env, SLURM_CONF: cluster.slurmConf };
     if (jobIds.length > 0) Bun.spawnSync(["scancel", ...jobIds], { env });
     await d.stop();
-    rmSync(scratch, { recursive: true, force: true });
+    removeDir(scratch);
   }, 60_000);
 
   test("the daemon verified bubblewrap on the nodes before accepting sessions", async () => {

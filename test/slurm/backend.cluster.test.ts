@@ -7,8 +7,7 @@
  * other tests run while the scheduler's 30-second enforcement loop catches up with it.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
@@ -26,6 +25,7 @@ import {
   waitForObservation,
 } from "../support/slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const PLACEMENTS = catalog({
   cpu: BASE_PLACEMENT,
@@ -53,7 +53,7 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
   let timeLimited: ObservationTarget;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-cluster-"));
+    dir = makeTempDir("o4s-slurm-cluster-");
     broker = realBroker(cluster);
     backend = backendOn(broker);
     const req = request(dir, command(["/bin/sleep", "600"]), { profile: "short" });
@@ -63,7 +63,7 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
   afterAll(async () => {
     // Leave nothing running on the shared cluster.
     await backend.cancel([timeLimited]);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("submit, observe, complete: the job sees only the environment we gave it", async () => {

@@ -4,8 +4,8 @@
  * accounting lag, a purged job). The real-cluster behaviour is in *.cluster.test.ts.
  */
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir, userInfo } from "node:os";
+import { readFileSync } from "node:fs";
+import { userInfo } from "node:os";
 import { join } from "node:path";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -14,9 +14,10 @@ import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/s
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { type FakeCluster, fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-unit-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = makeTempDir("o4s-slurm-unit-");
+afterAll(() => removeDir(dir));
 
 let cluster: FakeCluster;
 let clock: ManualClock;

@@ -3,14 +3,14 @@
  * running the generated script under the real /bin/sh and reading back the argv it executes.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { renderBatchScript, shellQuote } from "../../src/orchestration/slurm/batch-script.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "o4s-batch-script-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = makeTempDir("o4s-batch-script-");
+afterAll(() => removeDir(dir));
 
 const NASTY = [
   "'",

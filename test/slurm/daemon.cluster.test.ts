@@ -3,14 +3,13 @@
  * composition root's slurm entry, the reconciler and the API on top of the backend.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { silentLog } from "../../src/log.ts";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
   const cluster = testCluster as TestCluster;
@@ -40,7 +39,7 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
     );
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-daemon-"));
+    dir = makeTempDir("o4s-slurm-daemon-");
     socket = join(dir, "api.sock");
     const config = join(dir, "cluster.toml");
     writeFileSync(
@@ -56,27 +55,14 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
         "",
       ].join("\n"),
     );
-    const started = await startDaemon({
-      stateDir: join(dir, "state"),
-      // The nodes of the test cluster are this machine: any spool is "shared".
-      spoolDir: join(dir, "spool"),
-      listen: [{ kind: "unix", path: socket }],
-      backend: "slurm",
-      clusterConfigPath: config,
-      version: "test",
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
-      clock: systemClock,
-      log: silentLog,
-      tickIntervalMs: 250,
-    });
-    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
-    daemon = started.daemon;
+    daemon = await startedDaemon(
+      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
+    );
   });
 
   afterAll(async () => {
     await daemon?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("profiles show no scheduler vocabulary; diagnostics name the backend", async () => {

@@ -10,17 +10,7 @@
  * --get-user-env, which runs the account's login shell.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import {
-  chmodSync,
-  chownSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { BatchSpec, SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
@@ -31,6 +21,7 @@ import {
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const CANARY = "O4S_DOTFILE_CANARY";
 const isRoot = process.getuid?.() === 0;
@@ -70,7 +61,7 @@ describe.skipIf(testCluster === null || !isRoot)("slurm-cluster job environment"
   let broker: SlurmBroker;
 
   beforeAll(() => {
-    home = mkdtempSync(join(tmpdir(), "o4s-env-home-"));
+    home = makeTempDir("o4s-env-home-");
     const added = Bun.spawnSync({
       cmd: ["useradd", "-M", "-d", home, "-s", "/bin/bash", "-U", user],
       stderr: "pipe",
@@ -99,7 +90,7 @@ describe.skipIf(testCluster === null || !isRoot)("slurm-cluster job environment"
       env: { ...process.env, SLURM_CONF: cluster.slurmConf },
     });
     Bun.spawnSync({ cmd: ["userdel", user], stderr: "pipe" });
-    rmSync(home, { recursive: true, force: true });
+    removeDir(home);
   });
 
   function spec(name: string): BatchSpec {

@@ -3,9 +3,6 @@
  * and parsers over a fake cluster (what a real cluster cannot produce on demand).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
 import { createSlurmBackend } from "../../src/orchestration/slurm/backend.ts";
@@ -13,9 +10,10 @@ import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { loadClusterConfig } from "../../src/orchestration/slurm/profiles.ts";
 import { fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "o4s-acc-slurm-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = makeTempDir("o4s-acc-slurm-");
+afterAll(() => removeDir(dir));
 
 /** What every client prints when SLURM_CONF names a file it cannot parse (measured, 22.05). */
 const BROKEN_CONF =

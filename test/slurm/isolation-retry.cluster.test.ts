@@ -17,6 +17,7 @@ import { noFaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
+import { eventually } from "../support/eventually.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { tempDirs } from "../support/temp-dir.ts";
@@ -67,14 +68,13 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up
     if (created.kind !== "Created") throw new Error(created.message);
     const backend = created.backend;
     const settledVerdict = async () => {
-      const deadline = Date.now() + 50_000;
-      let verdict = await sessionIsolationVerdict(backend);
-      while (verdict.kind === "Unverified" && verdict.message.includes("not verified yet")) {
-        if (Date.now() > deadline) break;
-        await Bun.sleep(100);
-        verdict = await sessionIsolationVerdict(backend);
-      }
-      return verdict;
+      const settled = async () => {
+        const verdict = await sessionIsolationVerdict(backend);
+        const pending =
+          verdict.kind === "Unverified" && verdict.message.includes("not verified yet");
+        return pending ? null : verdict;
+      };
+      return await eventually(settled, { timeoutMs: 50_000, intervalMs: 100 });
     };
     expect((await settledVerdict()).kind).toBe("Unverified");
 
@@ -83,12 +83,13 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up
     expect((await sessionIsolationVerdict(backend)).kind).toBe("Unverified");
     expect(delays).toEqual([CLUSTER_ISOLATION_RETRY_MS]);
     retries.shift()?.();
-    const deadline = Date.now() + 50_000;
     let verdict = await sessionIsolationVerdict(backend);
-    while (verdict.kind !== "Verified" && Date.now() < deadline) {
-      await Bun.sleep(200);
+    const verified = async () => {
       verdict = await sessionIsolationVerdict(backend);
-    }
+      return verdict.kind === "Verified";
+    };
+    // The assertion below on the last verdict says more than a timeout would.
+    await eventually(verified, { timeoutMs: 50_000, intervalMs: 200 }).catch(() => {});
     expect(verdict).toMatchObject({ kind: "Verified" });
   }, 60_000);
 });

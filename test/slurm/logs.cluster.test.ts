@@ -4,15 +4,14 @@
  * ends when the attempt ends.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createLogsCommand } from "../../src/cli/logs.ts";
-import { systemClock } from "../../src/clock.ts";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { silentLog } from "../../src/log.ts";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { captureIo } from "../support/cli-runtime.ts";
+import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
   const cluster = testCluster as TestCluster;
@@ -32,7 +31,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
   };
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-logs-"));
+    dir = makeTempDir("o4s-slurm-logs-");
     socket = join(dir, "api.sock");
     const config = join(dir, "cluster.toml");
     writeFileSync(
@@ -48,27 +47,14 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
         "",
       ].join("\n"),
     );
-    const started = await startDaemon({
-      stateDir: join(dir, "state"),
-      // The nodes of the test cluster are this machine: any spool is "shared".
-      spoolDir: join(dir, "spool"),
-      listen: [{ kind: "unix", path: socket }],
-      backend: "slurm",
-      clusterConfigPath: config,
-      version: "test",
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
-      clock: systemClock,
-      log: silentLog,
-      tickIntervalMs: 250,
-    });
-    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
-    daemon = started.daemon;
+    daemon = await startedDaemon(
+      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
+    );
   });
 
   afterAll(async () => {
     await daemon?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("follow shows the output while the job runs and ends with the attempt", async () => {

@@ -8,14 +8,14 @@
 
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
 import { eventually } from "../support/eventually.ts";
 import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
   const cluster = testCluster as TestCluster;
@@ -122,7 +122,7 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
   }
 
   beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-orphans-"));
+    dir = makeTempDir("o4s-slurm-orphans-");
     config = join(dir, "cluster.toml");
     writeFileSync(
       config,
@@ -142,7 +142,7 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
   afterAll(async () => {
     for (const d of [...running]) await d.stop();
     if (jobIds.length > 0) await realBroker(cluster).cancelJobs(jobIds);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("a restored store: the job it forgot is reported, then cancelled; the known one and another daemon's are untouched", async () => {

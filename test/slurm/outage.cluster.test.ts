@@ -4,9 +4,6 @@
  * after the other, and each restores the cluster in a `finally` whatever happens.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { Phase } from "../../src/orchestration/models.ts";
@@ -25,6 +22,7 @@ import {
   waitForObservation,
 } from "../support/slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const PLACEMENTS = catalog({ cpu: BASE_PLACEMENT });
 
@@ -45,12 +43,12 @@ describe.skipIf(testCluster === null)("slurm-cluster outage and accounting flags
   let backend: SlurmBackend;
 
   beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-outage-"));
+    dir = makeTempDir("o4s-slurm-outage-");
     broker = realBroker(cluster);
     backend = backendOn(broker);
   });
 
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  afterAll(() => removeDir(dir));
 
   test("slurmctld stopped for several ticks: no phase changes, then convergence after restart", async () => {
     const reqs = Array.from({ length: 3 }, () => request(dir, command(["/bin/sleep", "300"])));

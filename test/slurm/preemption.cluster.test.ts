@@ -7,14 +7,13 @@
  * while attempts remain, and the events tell the whole story.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { silentLog } from "../../src/log.ts";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
   const cluster = testCluster as TestCluster;
@@ -45,7 +44,7 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
   };
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-preempt-"));
+    dir = makeTempDir("o4s-slurm-preempt-");
     socket = join(dir, "api.sock");
     const config = join(dir, "cluster.toml");
     writeFileSync(
@@ -61,28 +60,15 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
         "",
       ].join("\n"),
     );
-    const started = await startDaemon({
-      stateDir: join(dir, "state"),
-      // The nodes of the test cluster are this machine: any spool is "shared".
-      spoolDir: join(dir, "spool"),
-      listen: [{ kind: "unix", path: socket }],
-      backend: "slurm",
-      clusterConfigPath: config,
-      version: "test",
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
-      clock: systemClock,
-      log: silentLog,
-      tickIntervalMs: 250,
-    });
-    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
-    daemon = started.daemon;
+    daemon = await startedDaemon(
+      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
+    );
   });
 
   afterAll(async () => {
     if (adminJobs.length > 0) admin("scancel", ...adminJobs);
     await daemon?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("a preempted job becomes attempt 2 (new job), and the events show the whole story", async () => {

@@ -5,9 +5,6 @@
  * way it found them; the tests run one after another in this file.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
@@ -21,6 +18,7 @@ import {
   waitForObservation,
 } from "../support/slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const PLACEMENTS = catalog({
   cpu: BASE_PLACEMENT,
@@ -67,7 +65,7 @@ describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
   }
 
   beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-reasons-"));
+    dir = makeTempDir("o4s-slurm-reasons-");
     backend = createSlurmBackend({
       broker: realBroker(cluster),
       placements: PLACEMENTS,
@@ -83,7 +81,7 @@ describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
 
   afterAll(async () => {
     await backend.cancel(submitted);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("a job that uses more memory than it asked for ends OUT_OF_MEMORY, with the numbers", async () => {

@@ -5,8 +5,7 @@
  * with a deadline, never timed.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
@@ -15,6 +14,7 @@ import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/s
 import { eventually } from "../support/eventually.ts";
 import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 function handleOf(result: SubmitResult | undefined): string {
   if (result?.kind !== "Created" && result?.kind !== "Existing") {
@@ -30,7 +30,7 @@ describe.skipIf(testCluster === null)("slurm-cluster runway", () => {
   const submitted: ObservationTarget[] = [];
 
   beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), "o4s-slurm-runway-"));
+    dir = makeTempDir("o4s-slurm-runway-");
     backend = createSlurmBackend({
       broker: realBroker(cluster),
       placements: catalog({
@@ -43,7 +43,7 @@ describe.skipIf(testCluster === null)("slurm-cluster runway", () => {
 
   afterAll(async () => {
     await backend.cancel(submitted);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   });
 
   test("the job knows its deadline and is warned before the limit", async () => {

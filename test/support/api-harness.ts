@@ -3,8 +3,7 @@
  * `app.request()`. Counters let tests assert "nothing written" and "reconciler woken".
  */
 import { expect } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
 import type { Access, ApiDeps, TickFigures } from "../../src/api/deps.ts";
@@ -18,11 +17,16 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  LaunchSandboxReporter,
   ObserveResult,
+  SessionIsolationProvider,
   SubmitResult,
+  TaskRunner,
+  TerminalAllocationAcknowledger,
 } from "../../src/orchestration/ports.ts";
 import type { SessionService } from "../../src/orchestration/session/session-service.ts";
 import { openDatabase, type StoreDeps } from "../../src/store/index.ts";
+import { makeTempDir, removeDir } from "./temp-dir.ts";
 
 export const PROFILES: readonly ResourceProfile[] = [
   {
@@ -39,10 +43,18 @@ export const PROFILES: readonly ResourceProfile[] = [
   },
 ];
 
+/**
+ * The optional capabilities a backend may carry, each found by its type guard in ports.ts.
+ * A fake that takes them typed (not cast `as never`) breaks at compile time when one changes.
+ */
+export type OptionalCapabilities = Partial<
+  SessionIsolationProvider & TaskRunner & TerminalAllocationAcknowledger & LaunchSandboxReporter
+>;
+
 /** A backend the API may only ask for profiles and diagnostics; anything else fails loudly. */
-export function fakeBackend(overrides: Partial<AllocationBackend> = {}): AllocationBackend & {
-  readonly calls: string[];
-} {
+export function fakeBackend(
+  overrides: Partial<AllocationBackend> & OptionalCapabilities = {},
+): AllocationBackend & OptionalCapabilities & { readonly calls: string[] } {
   const calls: string[] = [];
   const refuse = (what: string) => {
     calls.push(what);
@@ -92,7 +104,7 @@ export function harness(
     readonly newWorkloadId?: () => string;
   } = {},
 ): Harness {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-api-"));
+  const dir = makeTempDir("o4s-api-");
   const clock = manualClock();
   const opened = openDatabase(join(dir, "openai4s.db"));
   const store: StoreDeps = { db: opened.db, clock };
@@ -129,7 +141,7 @@ export function harness(
     },
     close() {
       opened.close();
-      rmSync(dir, { recursive: true, force: true });
+      removeDir(dir);
       // The logs routes write to the default spool, a sibling of the state dir: it was left
       // behind by every test that read a log.
       rmSync(stateLayout(dir).spool, { recursive: true, force: true });

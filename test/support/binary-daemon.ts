@@ -10,17 +10,16 @@ import {
   chownSync,
   existsSync,
   mkdirSync,
-  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
   statSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { BINARY, ensureBuilt, ROOT } from "./binary.ts";
 import { eventually } from "./eventually.ts";
+import { makeTempDir, removeDir } from "./temp-dir.ts";
 
 export { BINARY, ensureBuilt, ROOT };
 
@@ -95,7 +94,7 @@ export async function startDaemon(options: {
   /** An existing state dir (a restart of an earlier daemon's); default: a fresh one. */
   readonly stateDir?: string;
 }): Promise<Daemon> {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-e2e-session-"));
+  const dir = makeTempDir("o4s-e2e-session-");
   const uid = options.daemonUid;
   if (uid !== undefined) chownSync(dir, uid, uid);
   const prefix =
@@ -152,7 +151,7 @@ export async function startDaemon(options: {
       await proc.exited;
       clearTimeout(timer);
       killProcessesMentioning(dir);
-      rmSync(dir, { recursive: true, force: true });
+      removeDir(dir);
     },
     log: () => (existsSync(logPath) ? readFileSync(logPath, "utf8") : ""),
   };

@@ -4,8 +4,7 @@
  * gateway sends (so tests can assert that nothing but `refused` ever comes back).
  */
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -31,10 +30,11 @@ import { bindNonceBurner } from "../../src/store/adapters/nonce-burner.ts";
 import { type OpenedDatabase, openDatabase } from "../../src/store/database.ts";
 import type { StoreDeps } from "../../src/store/deps.ts";
 import { eventually } from "./eventually.ts";
+import { makeTempDir } from "./temp-dir.ts";
 
 /** The harness's own dir, removed by its close(). */
 function harnessDir(): string {
-  return mkdtempSync(join(tmpdir(), "o4s-gateway-"));
+  return makeTempDir("o4s-gateway-");
 }
 
 export interface Harness {

@@ -3,8 +3,7 @@
  * per test, and a clean-up that kills every supervisor and job group the test left behind.
  */
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import type { FaultPoints } from "../../src/fault-point.ts";
@@ -34,6 +33,7 @@ import type {
 } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { eventually } from "./eventually.ts";
+import { makeTempDir } from "./temp-dir.ts";
 
 const BOOT_ID = readBootId();
 
@@ -52,7 +52,7 @@ const created: string[] = [];
 
 export function makeState(): TestState {
   // The state dir one level down, so its sibling spool is removed with the temp dir.
-  const base = mkdtempSync(join(tmpdir(), "o4s-local-"));
+  const base = makeTempDir("o4s-local-");
   const root = join(base, "state");
   const scratch = join(base, "scratch");
   mkdirSync(root, { mode: 0o700 });

@@ -1,9 +1,3 @@
-/**
- * A temporary store with helpers that move a workload through the phases the way the
- * reconciler would, so session-side modules can be tested without a running reconciler.
- */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import {
@@ -20,6 +14,7 @@ import {
   openDatabase,
   type StoreDeps,
 } from "../../src/store/index.ts";
+import { makeTempDir, removeDir } from "./temp-dir.ts";
 
 export interface TestStore {
   readonly dir: string;
@@ -29,7 +24,7 @@ export interface TestStore {
 }
 
 export function testStore(): TestStore {
-  const dir = mkdtempSync(join(tmpdir(), "o4s-session-"));
+  const dir = makeTempDir("o4s-session-");
   const clock = manualClock();
   const opened = openDatabase(join(dir, "openai4s.db"));
   return {
@@ -38,7 +33,7 @@ export function testStore(): TestStore {
     store: { db: opened.db, clock },
     close() {
       opened.close();
-      rmSync(dir, { recursive: true, force: true });
+      removeDir(dir);
     },
   };
 }

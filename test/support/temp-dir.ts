@@ -4,19 +4,22 @@
  * dozens of `o4s-*` directories a run used to leave behind filled the machines' /tmp, and a
  * leftover state dir from one run could be picked up by the next.
  *
- * Two shapes:
+ * Three shapes:
  *  - `tempDirs(prefix)` at file or describe level: a maker whose directories are removed by
- *    an afterEach/afterAll hook registered where it is called;
+ *    an afterEach/afterAll hook registered where it is called (hooks run in the order they
+ *    are registered: call it after the hook that stops what writes into its dirs);
  *  - `using dir = tempDir(prefix)` inside one block: removed when the block ends, thrown
- *    assertions included.
+ *    assertions included;
+ *  - `makeTempDir`/`removeDir` for a dir whose life a beforeAll/afterAll pair or a harness's
+ *    close() already owns (it removes the dir after stopping the daemon that writes there).
  */
 import { afterAll, afterEach } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-/** Makes a fresh empty directory under the temp dir (TMPDIR honoured). */
-function makeDir(prefix: string): string {
+/** Makes a fresh empty directory under the temp dir (TMPDIR honoured); the caller removes it. */
+export function makeTempDir(prefix: string): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
@@ -37,7 +40,7 @@ export function tempDirs(prefix: string, removeAfter: "each" | "all" = "all"): (
   if (removeAfter === "each") afterEach(removeMade);
   else afterAll(removeMade);
   return () => {
-    const dir = makeDir(prefix);
+    const dir = makeTempDir(prefix);
     made.push(dir);
     return dir;
   };
@@ -49,7 +52,7 @@ export interface TempDir extends Disposable {
 
 /** One directory for one block: `using dir = tempDir("o4s-x-")`; gone when the block ends. */
 export function tempDir(prefix: string): TempDir {
-  const path = makeDir(prefix);
+  const path = makeTempDir(prefix);
   return {
     path,
     [Symbol.dispose]() {

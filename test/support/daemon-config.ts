@@ -1,0 +1,63 @@
+/**
+ * The one builder of an in-process daemon's config for tests (it was copied into seven
+ * files, and a new DaemonConfig field meant seven edits). The local backend by default; the
+ * real test cluster's Slurm backend with `clusterDaemonConfig`.
+ */
+import { join } from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { memoryLog, silentLog } from "../../src/log.ts";
+import { selfCommand } from "../../src/self-command.ts";
+import type { TestCluster } from "./slurm-cluster-config.ts";
+
+/** The local backend, the API on `STATE/api.sock`, a 100 ms tick. */
+export function localDaemonConfig(
+  stateDir: string,
+  overrides: Partial<DaemonConfig> = {},
+): DaemonConfig {
+  return {
+    stateDir,
+    listen: [{ kind: "unix", path: join(stateDir, "api.sock") }],
+    backend: "local",
+    clusterConfigPath: null,
+    version: "0.0.0-test",
+    env: { PATH: process.env["PATH"] },
+    selfCommand: selfCommand(),
+    clock: systemClock,
+    log: memoryLog(),
+    tickIntervalMs: 100,
+    ...overrides,
+  };
+}
+
+/**
+ * The Slurm backend on the real test cluster: state and spool in `dir` (the nodes of the test
+ * cluster are this machine, so any spool is "shared"), the API on `socket`, a 250 ms tick.
+ */
+export function clusterDaemonConfig(
+  cluster: TestCluster,
+  options: { readonly dir: string; readonly socket: string; readonly clusterConfigPath: string },
+  overrides: Partial<DaemonConfig> = {},
+): DaemonConfig {
+  return {
+    stateDir: join(options.dir, "state"),
+    spoolDir: join(options.dir, "spool"),
+    listen: [{ kind: "unix", path: options.socket }],
+    backend: "slurm",
+    clusterConfigPath: options.clusterConfigPath,
+    version: "test",
+    env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+    selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
+    clock: systemClock,
+    log: silentLog,
+    tickIntervalMs: 250,
+    ...overrides,
+  };
+}
+
+/** Starts the daemon, or throws saying why it did not start. */
+export async function startedDaemon(config: DaemonConfig): Promise<RunningDaemon> {
+  const started = await startDaemon(config);
+  if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+  return started.daemon;
+}
