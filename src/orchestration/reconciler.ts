@@ -55,6 +55,7 @@ import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
+import { warningLeads } from "./reconciler/runway.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -137,6 +138,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     const startedAt = clock.now();
     const t0 = monotonicMs();
     const backend = tickBackend(options.backend, log, watch);
+    let leads: ((profile: string) => number) | null = null;
     const env: TickEnv = {
       store: options.store,
       backend,
@@ -151,6 +153,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       reportedUnknownFacts,
       lanes,
       started,
+      // Asked of the backend only when an allocation with a known end time may be due.
+      warningLeadMs: (profile) => {
+        leads ??= warningLeads(options.backend.profiles());
+        return leads(profile);
+      },
     };
     let considered = 0;
     let error: string | null = null;

@@ -248,6 +248,8 @@ describe("decideReclaim invariants", () => {
       startedAt,
       endedAt: null,
       acknowledgedAt: null,
+      deadlineAt: null,
+      deadlineWarnedAt: null,
     };
   }
 

@@ -13,7 +13,8 @@ import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
-import { signalName } from "./job-state.ts";
+import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
+import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
   type Claim,
@@ -95,6 +96,7 @@ async function superviseJob(
 ): Promise<number> {
   let proc: Bun.Subprocess<"ignore", number, number>;
   const startedAt = deps.now();
+  const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
@@ -103,7 +105,11 @@ async function superviseJob(
     try {
       proc = Bun.spawn([...record.argv], {
         cwd: record.cwd,
-        env: { ...record.env },
+        // The launch argv copies the deadline into the job's environment by name.
+        env:
+          deadline === null
+            ? { ...record.env }
+            : { ...record.env, [DEADLINE_ENV]: deadlineEnvValue(deadline) },
         stdio: ["ignore", out, err],
         // Its own session and process group: cancel and time limits signal the group, so
         // grandchildren die with it.
@@ -153,10 +159,12 @@ async function superviseJob(
   setOnStop(beginStop);
   // A signal that arrived while the job was being started is honoured now.
   if (existsSync(join(dir, JOB_FILES.cancel))) beginStop("CANCELLED");
+  // Armed for the deadline the job was told and observers report, not for a full limit
+  // from now: the start above took time, and the job must not outlive what it was told.
   const limitTimer =
-    record.timeLimitSeconds === null
+    deadline === null
       ? null
-      : setTimeout(() => beginStop("TIME_LIMIT"), record.timeLimitSeconds * 1000);
+      : setTimeout(() => beginStop("TIME_LIMIT"), Math.max(0, deadline - deps.now()));
 
   await proc.exited;
   state.exited = true;

@@ -26,6 +26,8 @@ export interface TickEnv {
   readonly lanes: Lanes;
   /** Lanes this tick started; `reconcileOnce` may wait for them. */
   readonly started: Promise<LaneOutcome>[];
+  /** How long before its limit an allocation of this profile is warned, in ms (runway.ts). */
+  readonly warningLeadMs: (profile: string) => number;
 }
 
 /**

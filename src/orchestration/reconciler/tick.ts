@@ -23,6 +23,7 @@ import {
 } from "./decisions.ts";
 import { type TickEnv, write } from "./env.ts";
 import { type BackendReads, readBackend } from "./reads.ts";
+import { warnNearDeadline } from "./runway.ts";
 
 interface Live {
   readonly workload: Workload;
@@ -134,6 +135,11 @@ function followAndResolve(env: TickEnv, plan: Plan, reads: BackendReads): Live[]
       }
       const t = followObservation(workload, allocation, obs, now);
       if (t !== null) transitions.push(t);
+      // A steady running allocation near its stored end time: the warning, once.
+      else if (allocation.deadlineAt !== null && allocation.deadlineWarnedAt === null) {
+        const warn = warnNearDeadline(allocation, env.warningLeadMs(workload.profile), now);
+        if (warn !== null) transitions.push(warn);
+      }
     }
   }
   const resubmit: Live[] = [];

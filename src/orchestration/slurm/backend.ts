@@ -238,6 +238,10 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       exitCode: mapping.exitCode,
       startedAt: started ? row.startedAt : null,
       endedAt: ended ? row.endedAt : null,
+      // squeue's EndTime of a started job is the controller's own deadline for it (start +
+      // limit, moved by a suspend or an admin's new limit); of a pending one only a guess,
+      // and accounting prints none until the end: only the first is reported.
+      ...(source === "queue" && started && !ended ? { deadlineAt: row.endedAt } : {}),
     };
   }
 
