@@ -558,7 +558,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           message: `job ${t.handle} was killed; waiting for accounting to say whether memory ran out`,
         });
       } else {
-        observations.set(t.allocationId, explainEnding(o, u));
+        observations.set(t.allocationId, explainEnding(o, u, placements.profiles()));
       }
     }
     return { kind: "Observed", observations };
