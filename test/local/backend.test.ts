@@ -145,6 +145,30 @@ describe("local backend: running jobs", () => {
     expect(done.kind === "Observed" ? (done.endedAt ?? 0) : 0).toBeGreaterThanOrEqual(deadlineAt);
   });
 
+  test("runway: the job's group gets SIGURG before its limit (lead capped at half its time)", async () => {
+    const state = makeState();
+    const backend = makeBackend(state, { killGraceMs: 300 });
+    // Catches the warning and ends cleanly; without it the limit would end it FAILED.
+    const request = makeRequest(
+      state,
+      [
+        "sh",
+        "-c",
+        'trap "echo warned; exit 0" URG; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done',
+      ],
+      { timeLimitSeconds: 4 },
+    );
+    await submitOne(backend, request);
+    const done = await waitForPhase(backend, request, ["COMPLETED", "FAILED", "LOST"], 10_000);
+    expect(done).toMatchObject({ phase: "COMPLETED", exitCode: 0 });
+    expect(readFileSync(join(request.allocationDir, "stdout.log"), "utf8")).toBe("warned\n");
+    // Warned at the deadline minus half of the 4 s (the default 5 min lead is capped).
+    const job = readJson(jobFile(state, request.token, "job.json"));
+    const ended = done.kind === "Observed" ? (done.endedAt ?? 0) : 0;
+    expect(ended).toBeGreaterThanOrEqual(Number(job["startedAt"]) + 2_000);
+    expect(ended).toBeLessThan(Number(job["startedAt"]) + 4_000);
+  });
+
   test("a job without a time limit has no OPENAI4S_DEADLINE and no deadlineAt", async () => {
     const state = makeState();
     const backend = makeBackend(state);

@@ -63,6 +63,7 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../ports.ts";
+import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
 import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
 import {
   type JobSnapshot,
@@ -429,6 +430,8 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
       stderrPath: allocationLogPath(request.allocationDir, "stderr"),
       timeLimitSeconds,
+      // The profile's lead, or the same default the reconciler's TIME_LIMIT_NEAR uses.
+      warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
       killGraceMs,
       createdAt: clock.now(),
     };

@@ -2,7 +2,7 @@
  * The local backend's profiles as the daemon's environment configures them. One knob so far:
  * OPENAI4S_WARN_MINUTES_BEFORE_LIMIT, the local counterpart of a cluster profile's
  * `warn_minutes_before_limit` (how long before its time limit a job's history gets its
- * TIME_LIMIT_NEAR event; 0 turns it off). Unset: the reconciler's default.
+ * TIME_LIMIT_NEAR event and its process group SIGURG; 0 turns both off). Unset: the default.
  */
 import type { ResourceProfile } from "../models.ts";
 import { defaultLocalProfiles } from "./backend.ts";

@@ -166,8 +166,15 @@ async function superviseJob(
       ? null
       : setTimeout(() => beginStop("TIME_LIMIT"), Math.max(0, deadline - deps.now()));
 
+  const warnTimer = warningTimer(record, startedAt, deadline, deps, () => {
+    if (state.exited || state.stopReason !== null) return;
+    deps.log.info("warning job group before its time limit", { group });
+    signalGroup(group, "SIGURG");
+  });
+
   await proc.exited;
   state.exited = true;
+  if (warnTimer !== null) clearTimeout(warnTimer);
   if (limitTimer !== null) clearTimeout(limitTimer);
   if (state.killTimer !== null) clearTimeout(state.killTimer);
   // The allocation ends with its leader: background processes it left in the group would
@@ -199,6 +206,26 @@ async function superviseJob(
     signal: proc.signalCode,
   });
   return 0;
+}
+
+/**
+ * SIGURG to the job's group before its deadline, as a cluster scheduler's --signal does: the
+ * lead is the record's, never more than half the job's time (a two-minute job is not warned
+ * as it starts), and the same instant the reconciler's TIME_LIMIT_NEAR event is due. SIGURG
+ * is ignored unless a process catches it, so a job that does not care is not disturbed.
+ */
+function warningTimer(
+  record: JobRecord,
+  startedAt: number,
+  deadline: number | null,
+  deps: SupervisorDeps,
+  warn: () => void,
+): ReturnType<typeof setTimeout> | null {
+  const leadSeconds = record.warnBeforeLimitSeconds ?? 0;
+  if (deadline === null || leadSeconds <= 0) return null;
+  const wholeMs = deadline - startedAt;
+  const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
+  return setTimeout(warn, Math.max(0, deadline - leadMs - deps.now()));
 }
 
 function writeExit(dir: string, exit: ExitRecord): void {
