@@ -639,6 +639,25 @@ function summaryTable(result: SlurmBenchResult) {
       value: String(maxListing),
       target: "1",
     },
+    ...jobStartRows(result),
+  ];
+}
+
+/** Job start with the fixed environment, beside the login-shell form it replaced. */
+function jobStartRows(result: SlurmBenchResult) {
+  const s = result.jobStart;
+  if (s === null) return [];
+  return [
+    {
+      metric: `job start, sbatch → script runs, fixed environment (median / p90 ms, ${s.samples} samples)`,
+      value: `${s.fixedEnvMs.median.toFixed(0)} / ${s.fixedEnvMs.p90.toFixed(0)}`,
+      target: "below the login-shell form",
+    },
+    {
+      metric: "job start, explicit --export list (login shell, before), median / p90 ms",
+      value: `${s.loginEnvMs.median.toFixed(0)} / ${s.loginEnvMs.p90.toFixed(0)}`,
+      target: "",
+    },
   ];
 }
 

@@ -25,6 +25,7 @@ import {
 } from "./orchestration/isolation/through-backend.ts";
 import type { StateLayout } from "./orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "./orchestration/local/backend.ts";
+import { localProfiles } from "./orchestration/local/profiles.ts";
 import { rewriteRecordPaths } from "./orchestration/local/records.ts";
 import type { ResourceProfile, SubmissionToken } from "./orchestration/models.ts";
 import {
@@ -127,7 +128,10 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           message: `--cluster-config is for a cluster backend; the ${LOCAL_BACKEND_NAME} backend takes none`,
         };
       }
+      const configured = localProfiles(context.env);
+      if (configured.kind === "ConfigError") return configured;
       const options = {
+        profiles: configured.profiles,
         backendDir: context.layout.backendDir(LOCAL_BACKEND_NAME),
         selfCommand: context.selfCommand,
         clock: context.clock,

@@ -54,6 +54,9 @@ export const AllocationSchema = v.strictObject({
   submittedAt: nullableTime("When the backend accepted the attempt."),
   startedAt: nullableTime("When the attempt started running."),
   endedAt: nullableTime("When the attempt ended."),
+  deadline: nullableTime(
+    "When the backend ends the attempt for its time limit, as the backend itself computed it once the attempt started; null when not known or without a limit.",
+  ),
 });
 
 export const WorkloadSchema = v.strictObject({
@@ -78,6 +81,12 @@ export const WorkloadSchema = v.strictObject({
     ),
   ),
   allocations: v.pipe(v.array(AllocationSchema), d("One per attempt, oldest first.")),
+  deadline: nullableTime(
+    "TIME_REMAINING: when the current attempt is ended for its time limit, while it runs; null when it does not run, or has no limit, or the backend has not said yet.",
+  ),
+  timeRemainingSeconds: nullableInteger(
+    "TIME_REMAINING: whole seconds left before `deadline` when this answer was made, never negative; null when `deadline` is null. A session's kernel has the same deadline as OPENAI4S_DEADLINE and `time_remaining()`.",
+  ),
 });
 
 export const WorkloadListSchema = v.strictObject({

@@ -43,6 +43,8 @@ export interface AllocationView {
   readonly submittedAt: string | null;
   readonly startedAt: string | null;
   readonly endedAt: string | null;
+  /** When the backend ends this attempt for its time limit; null: not known or none. */
+  readonly deadline: string | null;
 }
 
 export interface WorkloadView {
@@ -63,7 +65,17 @@ export interface WorkloadView {
   readonly exitCode: number | null;
   readonly conditions: readonly ConditionView[];
   readonly allocations: readonly AllocationView[];
+  /** The current attempt's deadline while it runs (TIME_REMAINING); null otherwise. */
+  readonly deadline: string | null;
+  /**
+   * Seconds left before that deadline at the time of the answer, never negative. Last, and
+   * the only field that depends on the clock: the view cache holds the rest and adds it.
+   */
+  readonly timeRemainingSeconds: number | null;
 }
+
+/** Everything of a workload's view but the clock-dependent `timeRemainingSeconds`. */
+export type StableWorkloadView = Omit<WorkloadView, "timeRemainingSeconds">;
 
 /**
  * A SESSION always shows all five conditions, in the documented order: one the sessions
@@ -136,14 +148,46 @@ export function allocationView(a: Allocation): AllocationView {
     submittedAt: isoOrNull(a.submittedAt),
     startedAt: isoOrNull(a.startedAt),
     endedAt: isoOrNull(a.endedAt),
+    deadline: isoOrNull(a.deadlineAt),
   };
+}
+
+const HOLDING_PHASES: ReadonlySet<Phase> = new Set<Phase>(["RUNNING", "STOPPING"]);
+
+/**
+ * TIME_REMAINING rests on the end time the backend reported for the current attempt, and
+ * only while the workload holds it: a queued attempt's end is a guess, an ended one's moot.
+ */
+export function workloadDeadlineMs(
+  workload: Workload,
+  allocations: readonly Allocation[],
+): number | null {
+  if (!HOLDING_PHASES.has(workload.phase)) return null;
+  const current = allocations.find((a) => a.epoch === workload.executionEpoch);
+  return current?.deadlineAt ?? null;
+}
+
+/** Whole seconds from `nowMs` to the deadline, never negative; null without a deadline. */
+export function timeRemainingSeconds(deadlineMs: number | null, nowMs: number): number | null {
+  return deadlineMs === null ? null : Math.max(0, Math.floor((deadlineMs - nowMs) / 1000));
 }
 
 export function workloadView(
   workload: Workload,
   conditions: readonly Condition[],
   allocations: readonly Allocation[],
+  nowMs: number,
 ): WorkloadView {
+  const stable = stableWorkloadView(workload, conditions, allocations);
+  const deadlineMs = workloadDeadlineMs(workload, allocations);
+  return { ...stable, timeRemainingSeconds: timeRemainingSeconds(deadlineMs, nowMs) };
+}
+
+export function stableWorkloadView(
+  workload: Workload,
+  conditions: readonly Condition[],
+  allocations: readonly Allocation[],
+): StableWorkloadView {
   return {
     id: workload.id,
     kind: workload.kind,
@@ -161,6 +205,7 @@ export function workloadView(
     exitCode: workload.exitCode,
     conditions: conditionViews(workload, conditions, allocations),
     allocations: allocations.map(allocationView),
+    deadline: isoOrNull(workloadDeadlineMs(workload, allocations)),
   };
 }
 

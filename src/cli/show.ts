@@ -15,10 +15,23 @@ import type { Command } from "./command.ts";
 
 const HELP = `Usage: openai4s show ID
 
-Show workload ID: its phase and reason, its conditions (sessions), its allocations
-(one per attempt) and its transitions. --json prints the workload exactly as the API does.
+Show workload ID: its phase and reason, its deadline and the time left before it while
+it runs with a time limit, its conditions (sessions), its allocations (one per attempt)
+and its transitions (a TIME_LIMIT_NEAR event warns before the limit). --json prints the workload exactly as the API does.
 
 ${CLIENT_OPTIONS_HELP}`;
+
+/** TIME_REMAINING as a person reads it: "1h02m03s", "4m10s", "12s". */
+export function timeLeft(seconds: number | null): string {
+  if (seconds === null) return "?";
+  const h = Math.floor(seconds / 3600);
+  const m = Math.floor((seconds % 3600) / 60);
+  const s = seconds % 60;
+  const pad = (n: number) => String(n).padStart(2, "0");
+  if (h > 0) return `${h}h${pad(m)}m${pad(s)}s`;
+  if (m > 0) return `${m}m${pad(s)}s`;
+  return `${s}s`;
+}
 
 export function renderWorkload(w: WorkloadBody): string {
   const lines = [
@@ -30,6 +43,10 @@ export function renderWorkload(w: WorkloadBody): string {
     ...(w.message ? [`Message:     ${w.message}`] : []),
     ...(w.exitCode !== null ? [`Exit code:   ${w.exitCode}`] : []),
     `Epoch:       ${w.executionEpoch}`,
+    // An older daemon sends no deadline at all: same as none.
+    ...(w.deadline
+      ? [`Deadline:    ${w.deadline} (${timeLeft(w.timeRemainingSeconds)} left)`]
+      : []),
     `Created:     ${w.createdAt}`,
     `Updated:     ${w.updatedAt}`,
     ...(w.lastActiveAt ? [`Last active: ${w.lastActiveAt}`] : []),

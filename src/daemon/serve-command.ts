@@ -76,6 +76,10 @@ Environment:
                                      The admin's key (mode 600) and certificate instead.
   OPENAI4S_EXEC_DISCONNECT_GRACE_MS=N
                                      Interrupt an exec's cell N ms after its client left (2000).
+  OPENAI4S_WARN_MINUTES_BEFORE_LIMIT=N
+                                     Local backend: a job's TIME_LIMIT_NEAR event and its
+                                     SIGURG come N minutes before its time limit (5; 0: none;
+                                     a cluster profile sets warn_minutes_before_limit instead).
 
 A state dir of the old single-directory layout (workloads/ inside it) is migrated at
 start: workspaces and logs move to the spool by rename, running jobs keep running.

@@ -119,6 +119,8 @@ export const REASONS = [
   "NODES_UNAVAILABLE",
   "CANNOT_START",
   "ADMIN_CANCELLED",
+  // An event, not a phase: the allocation is within its warning time of its time limit.
+  "TIME_LIMIT_NEAR",
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
@@ -188,6 +190,12 @@ export interface ResourceProfile {
     readonly memoryMb: number | null;
     readonly timeLimitSeconds: number | null;
   };
+  /**
+   * How long before an allocation's time limit it is warned (an event, and a signal to the
+   * job where the backend can send one); 0 turns the warning off. Absent: the default
+   * (reconciler/runway.ts). Never shown by the API.
+   */
+  readonly warnBeforeLimitSeconds?: number;
 }
 
 /**
@@ -244,6 +252,13 @@ export interface Allocation {
   readonly endedAt: number | null;
   /** When a TerminalAllocationAcknowledger fact for this allocation was acknowledged. */
   readonly acknowledgedAt: number | null;
+  /**
+   * Epoch ms at which the backend ends this allocation at the latest (its time limit, as the
+   * backend itself computed it); null when not known (yet) or unlimited.
+   */
+  readonly deadlineAt: number | null;
+  /** When the near-the-limit warning event was written; null until then. */
+  readonly deadlineWarnedAt: number | null;
 }
 
 export const CONDITION_TYPES = [

@@ -100,6 +100,13 @@ export type AllocationObservation =
       readonly exitCode: number | null;
       readonly startedAt: number | null;
       readonly endedAt: number | null;
+      /**
+       * Epoch ms at which the backend will end the allocation at the latest: its time limit,
+       * from the backend's own end time for a started allocation (never an estimate for a
+       * queued one). Null or absent: not known, or no limit. What TIME_REMAINING and the
+       * near-the-limit warning rest on.
+       */
+      readonly deadlineAt?: number | null;
     }
   /**
    * The backend could not say this time (a lagging accounting record, a partial outage). The

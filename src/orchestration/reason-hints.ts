@@ -14,6 +14,8 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
   PREEMPTED: "it was preempted for higher-priority work: resubmit, or it is retried",
   BOOT_FAILURE: "its nodes failed to start: resubmit; tell an administrator if it repeats",
   DEADLINE_EXCEEDED: "it could not start before its deadline: resubmit",
+  TIME_LIMIT_NEAR:
+    "it nears its time limit: save your work now (timeRemainingSeconds, or the kernel's time_remaining(), says how long)",
   ADMIN_CANCELLED: "an administrator stopped it: ask them why before resubmitting",
   SUBMIT_REJECTED: "the cluster refused the request: check the profile and the message",
   NOT_FOUND_BY_BACKEND: "the cluster lost track of it: resubmit",

@@ -56,6 +56,7 @@ import { tickBackend } from "./reconciler/backend-calls.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
+import { warningLeads } from "./reconciler/runway.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -143,6 +144,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     const startedAt = clock.now();
     const t0 = monotonicMs();
     const backend = tickBackend(options.backend, log, watch);
+    let leads: ((profile: string) => number) | null = null;
     const env: TickEnv = {
       store: options.store,
       backend,
@@ -158,6 +160,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       lanes,
       started,
       focus,
+      // Asked of the backend only when an allocation with a known end time may be due.
+      warningLeadMs: (profile) => {
+        leads ??= warningLeads(options.backend.profiles());
+        return leads(profile);
+      },
     };
     let considered = 0;
     let error: string | null = null;

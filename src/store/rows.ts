@@ -95,6 +95,8 @@ export function toAllocation(row: AllocationRow): Allocation {
     startedAt: row.startedAt,
     endedAt: row.endedAt,
     acknowledgedAt: row.acknowledgedAt,
+    deadlineAt: row.deadlineAt,
+    deadlineWarnedAt: row.deadlineWarnedAt,
   };
 }
 

@@ -85,6 +85,14 @@ export const allocations = sqliteTable(
      * because an unsandboxed job can read a session's workspace and credential.
      */
     launchSandboxed: integer("launch_sandboxed"),
+    /**
+     * Epoch ms at which the backend will end this allocation at the latest (its time limit,
+     * from the scheduler's own end time once it started); NULL when unknown or unlimited.
+     * What TIME_REMAINING and the near-the-limit warning are computed from.
+     */
+    deadlineAt: integer("deadline_at"),
+    /** When the near-the-limit warning event was written: set once, so it is written once. */
+    deadlineWarnedAt: integer("deadline_warned_at"),
   },
   (t) => [
     uniqueIndex("allocations_token").on(t.token),

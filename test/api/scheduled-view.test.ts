@@ -40,12 +40,14 @@ const allocation = (over: Partial<Allocation>): Allocation =>
     startedAt: null,
     endedAt: null,
     acknowledgedAt: null,
+    deadlineAt: null,
+    deadlineWarnedAt: null,
     ...over,
   }) as Allocation;
 
 describe("SCHEDULED and hint", () => {
   test("a queued workload shows SCHEDULED False with the reason it waits, and what to do", () => {
-    const view = workloadView(workload({}), [], [allocation({})]);
+    const view = workloadView(workload({}), [], [allocation({})], 2_000);
     expect(view.conditions[0]).toEqual({
       type: "SCHEDULED",
       status: "FALSE",
@@ -61,6 +63,7 @@ describe("SCHEDULED and hint", () => {
       workload({ kind: "SESSION", phase: "RUNNING", reason: null }),
       [],
       [allocation({ phase: "RUNNING", startedAt: 1_700 })],
+      2_000,
     );
     expect(view.conditions.map((c) => `${c.type}:${c.status}`)[0]).toBe("SCHEDULED:TRUE");
     expect(view.conditions[0]?.lastTransitionTime).toBe(new Date(1_700).toISOString());
@@ -77,9 +80,43 @@ describe("SCHEDULED and hint", () => {
       }),
       [],
       [allocation({ phase: "FAILED", startedAt: 1_600 })],
+      2_000,
     );
     expect(view.conditions[0]?.status).toBe("TRUE");
     expect(view.hint).toContain("more memory");
+  });
+
+  test("TIME_REMAINING: the current attempt's stored end time, counted down by the clock", () => {
+    const running = workload({ phase: "RUNNING", reason: "STARTED", executionEpoch: 1 });
+    const current = allocation({ phase: "RUNNING", startedAt: 1_000, deadlineAt: 601_000 });
+    const at = (nowMs: number) => workloadView(running, [], [current], nowMs);
+    expect(at(1_000).deadline).toBe(new Date(601_000).toISOString());
+    expect(at(1_000).timeRemainingSeconds).toBe(600);
+    expect(at(301_500).timeRemainingSeconds).toBe(299);
+    // Past the deadline (the backend has not ended it yet): zero, never negative.
+    expect(at(700_000).timeRemainingSeconds).toBe(0);
+    expect(at(1_000).allocations[0]?.deadline).toBe(new Date(601_000).toISOString());
+  });
+
+  test("TIME_REMAINING is null without an end time, or once the workload does not hold it", () => {
+    const noLimit = workloadView(
+      workload({ phase: "RUNNING", executionEpoch: 1 }),
+      [],
+      [allocation({ phase: "RUNNING", startedAt: 1_000 })],
+      2_000,
+    );
+    expect(noLimit.deadline).toBeNull();
+    expect(noLimit.timeRemainingSeconds).toBeNull();
+    const ended = workloadView(
+      workload({ phase: "COMPLETED", reason: "EXITED_ZERO", executionEpoch: 1 }),
+      [],
+      [allocation({ phase: "COMPLETED", startedAt: 1_000, deadlineAt: 601_000 })],
+      2_000,
+    );
+    expect(ended.deadline).toBeNull();
+    expect(ended.timeRemainingSeconds).toBeNull();
+    // The attempt keeps its own deadline in its history.
+    expect(ended.allocations[0]?.deadline).toBe(new Date(601_000).toISOString());
   });
 
   test("every hinted reason is a reason code, and no hint names the scheduler's vocabulary", () => {

@@ -46,6 +46,8 @@ describe("POST /v1/workloads", () => {
         "exitCode",
         "conditions",
         "allocations",
+        "deadline",
+        "timeRemainingSeconds",
       ].sort(),
     );
     expect(body).toMatchObject({

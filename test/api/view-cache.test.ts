@@ -65,7 +65,7 @@ const Op = fc.oneof(
   fc.record({ op: fc.constant("rawMessage" as const), pick: fc.nat(), text: fc.string() }),
   fc.record({ op: fc.constant("rawDeleteConditions" as const), pick: fc.nat() }),
   fc.record({ op: fc.constant("prune" as const), all: fc.boolean() }),
-  fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 5 }) }),
+  fc.record({ op: fc.constant("advance" as const), ms: fc.integer({ min: 0, max: 2_500 }) }),
   // Reads between writes fill the cache; several writes between two reads (and a prune
   // among them) is what makes the cache miss a change if it can.
   fc.record({ op: fc.constant("read" as const) }),
@@ -93,13 +93,17 @@ describe("workload view cache", () => {
               const fresh = listWorkloadDetails(deps, q);
               const cached = cache.list(q);
               expect(cached.next).toEqual(fresh.next);
-              expect([...cached.items]).toEqual(fresh.items.map(serializeWorkload));
+              expect([...cached.items]).toEqual(
+                fresh.items.map((d) => serializeWorkload(d, deps.clock.now())),
+              );
               if (!fresh.next) break;
               cursor = fresh.next;
             }
             for (const id of [...ids, "no-such-workload"]) {
               const d = getWorkloadDetails(deps, id);
-              expect(cache.show(id)).toEqual(d === null ? null : serializeWorkload(d));
+              expect(cache.show(id)).toEqual(
+                d === null ? null : serializeWorkload(d, deps.clock.now()),
+              );
             }
           };
 
@@ -148,7 +152,11 @@ describe("workload view cache", () => {
                         phase: o.phase,
                         reason: null,
                         message: `now ${o.phase}`,
-                        ...(o.phase === "RUNNING" ? { startedAt: clock.now() } : {}),
+                        // With an end time a few ms ahead: "advance" then moves TIME_REMAINING
+                        // of cached entries, which must still equal a fresh read.
+                        ...(o.phase === "RUNNING"
+                          ? { startedAt: clock.now(), deadlineAt: clock.now() + 4_000 }
+                          : {}),
                       },
                       workload: {
                         id: w.id,
@@ -238,6 +246,60 @@ describe("workload view cache", () => {
     expect(JSON.parse(after ?? "null").message).toBe("changed");
   });
 
+  test("TIME_REMAINING of a held entry follows the clock, not the moment it was cached", () => {
+    const { deps, clock } = twoConnections();
+    const cache = createWorkloadViewCache(deps);
+    createWorkload(deps, {
+      id: "w1",
+      kind: "BATCH",
+      name: "w1",
+      profile: "default",
+      spec: { command: ["true"] },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    const token = mintSubmissionToken((k) => new Uint8Array(k));
+    mintAttempts(deps, [
+      { workloadId: "w1", allocationId: "a1", token, expectedEpoch: 0, message: "minted" },
+    ]);
+    const start = clock.now();
+    applyTransitions(deps, [
+      {
+        allocation: {
+          id: "a1",
+          expectedPhase: "SUBMITTING",
+          phase: "RUNNING",
+          reason: "STARTED",
+          message: "running",
+          startedAt: start,
+          deadlineAt: start + 600_000,
+        },
+        workload: {
+          id: "w1",
+          expectedPhase: "SUBMITTING",
+          expectedEpoch: 1,
+          phase: "RUNNING",
+          reason: "STARTED",
+          message: "running",
+        },
+      },
+    ]);
+    const remaining = () => JSON.parse(cache.show("w1") ?? "null").timeRemainingSeconds;
+    const listed = () =>
+      JSON.parse(cache.list({ limit: 10 }).items[0] ?? "null").timeRemainingSeconds;
+    expect(remaining()).toBe(600);
+    expect(listed()).toBe(600);
+    clock.advance(61_500);
+    // Nothing changed in the store: both answers come from held entries.
+    expect(cache.size()).toBe(1);
+    expect(remaining()).toBe(538);
+    expect(listed()).toBe(538);
+    expect(cache.show("w1")).toBe(
+      serializeWorkload(getWorkloadDetails(deps, "w1") ?? fail(), clock.now()),
+    );
+  });
+
   test("a change pruned from the log before the cache saw it still evicts (everything)", () => {
     const { deps, other } = twoConnections();
     const cache = createWorkloadViewCache(deps);
@@ -262,7 +324,9 @@ describe("workload view cache", () => {
     other.db.$client.query("DELETE FROM conditions WHERE workload_id = 'w1'").run();
     pruneWorkloadChanges(deps, latestWorkloadChangeEver(deps));
     const after = cache.show("w1");
-    expect(after).toBe(serializeWorkload(getWorkloadDetails(deps, "w1") ?? fail()));
+    expect(after).toBe(
+      serializeWorkload(getWorkloadDetails(deps, "w1") ?? fail(), deps.clock.now()),
+    );
     expect(after).not.toBe(before as string);
     expect(cache.size()).toBe(1);
   });

@@ -97,8 +97,12 @@ describe("GET /v1/workloads/{id} and events", () => {
         submittedAt: new Date(h.clock.now()).toISOString(),
         startedAt: new Date(h.clock.now()).toISOString(),
         endedAt: null,
+        deadline: null,
       },
     ]);
+    // No time limit reported by the backend: no TIME_REMAINING.
+    expect(body["deadline"]).toBeNull();
+    expect(body["timeRemainingSeconds"]).toBeNull();
     // Neither the backend's handle nor the submission token leaves the daemon.
     const text = JSON.stringify(body);
     expect(text).not.toContain("4242");

@@ -60,6 +60,7 @@ function toRunning(h: Harness, id: string) {
       message: null,
       handle: externalHandle("1"),
       startedAt: h.clock.now(),
+      deadlineAt: h.clock.now() + 3_723_000,
     },
     workload: {
       id,
@@ -360,6 +361,10 @@ describe("list, show, cancel, profiles", () => {
     expect(await createShowCommand(runtimeFor(h)).run([id], io)).toBe(0);
     expect(io.out()).toContain(`ID:          ${id}`);
     expect(io.out()).toContain("Phase:       RUNNING (STARTED)");
+    // TIME_REMAINING: the deadline the backend reported, and what is left of it.
+    expect(io.out()).toContain(
+      `Deadline:    ${new Date(h.clock.now() + 3_723_000).toISOString()} (1h02m03s left)`,
+    );
     expect(io.out()).toContain("Allocations:");
     expect(io.out()).toContain("Events:");
     const missing = captureIo();

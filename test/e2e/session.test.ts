@@ -111,6 +111,33 @@ describe("sessions on the local backend with bubblewrap", () => {
   );
 
   test(
+    "runway on the local backend: the kernel's time_remaining() and TIME_REMAINING agree",
+    async () => {
+      const id = await startSession(d, "--time-limit", "10m");
+      sessions.push(id);
+      await waitReady(d, id);
+      const view = (await d.show(id)) as WorkloadView & {
+        readonly deadline: string | null;
+        readonly timeRemainingSeconds: number | null;
+      };
+      const left = await exec(d, id, "int(time_remaining())");
+      expect(left.status).toBe("OK");
+      const kernelSeconds = Number(left.output);
+      // The same deadline on both sides: the job's OPENAI4S_DEADLINE (whole seconds) and the
+      // supervisor's start + limit the daemon reports. Read a moment apart, so a few seconds.
+      expect(view.deadline).not.toBeNull();
+      expect(view.timeRemainingSeconds).not.toBeNull();
+      expect(kernelSeconds).toBeGreaterThan(0);
+      expect(kernelSeconds).toBeLessThanOrEqual(600);
+      expect(Math.abs(kernelSeconds - (view.timeRemainingSeconds as number))).toBeLessThan(15);
+      const deadlineS = Math.floor(ms(view.deadline) / 1000);
+      const told = await exec(d, id, "import os; int(os.environ['OPENAI4S_DEADLINE'])");
+      expect(Number(told.output)).toBe(deadlineS);
+    },
+    E2E_TIMEOUT_MS,
+  );
+
+  test(
     "exec keeps state between calls and counts as activity",
     async () => {
       const id = sessions[0] ?? (await startSession(d));

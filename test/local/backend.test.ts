@@ -119,6 +119,66 @@ describe("local backend: running jobs", () => {
     expect(readFileSync(join(request.allocationDir, "stdout.log"), "utf8")).toBe("");
   });
 
+  test("runway: the job's OPENAI4S_DEADLINE, the observed deadlineAt and the limit agree", async () => {
+    const state = makeState();
+    const backend = makeBackend(state, { killGraceMs: 300 });
+    // Prints its deadline, then outlives it: only the time limit ends it.
+    const request = makeRequest(state, ["sh", "-c", 'echo "d=$OPENAI4S_DEADLINE"; sleep 30'], {
+      timeLimitSeconds: 3,
+    });
+    await submitOne(backend, request);
+    const running = await waitForPhase(backend, request, ["RUNNING"], 8_000);
+    const job = readJson(jobFile(state, request.token, "job.json"));
+    const deadlineAt = Number(job["startedAt"]) + 3_000;
+    expect(running).toMatchObject({ phase: "RUNNING", deadlineAt });
+    const stdout = join(request.allocationDir, "stdout.log");
+    await waitFor(
+      () => (existsSync(stdout) ? readFileSync(stdout, "utf8") : ""),
+      (text) => text.includes("\n"),
+      8_000,
+    );
+    expect(readFileSync(stdout, "utf8")).toBe(`d=${Math.floor(deadlineAt / 1000)}\n`);
+    const done = await waitForPhase(backend, request, ["COMPLETED", "FAILED", "LOST"], 10_000);
+    expect(done).toMatchObject({ phase: "FAILED", reason: "TIME_LIMIT_EXCEEDED" });
+    // Ended by the limit it was told about: not before the deadline (the end is recorded
+    // after the SIGTERM it got at the deadline).
+    expect(done.kind === "Observed" ? (done.endedAt ?? 0) : 0).toBeGreaterThanOrEqual(deadlineAt);
+  });
+
+  test("runway: the job's group gets SIGURG before its limit (lead capped at half its time)", async () => {
+    const state = makeState();
+    const backend = makeBackend(state, { killGraceMs: 300 });
+    // Catches the warning and ends cleanly; without it the limit would end it FAILED.
+    const request = makeRequest(
+      state,
+      [
+        "sh",
+        "-c",
+        'trap "echo warned; exit 0" URG; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done',
+      ],
+      { timeLimitSeconds: 4 },
+    );
+    await submitOne(backend, request);
+    const done = await waitForPhase(backend, request, ["COMPLETED", "FAILED", "LOST"], 10_000);
+    expect(done).toMatchObject({ phase: "COMPLETED", exitCode: 0 });
+    expect(readFileSync(join(request.allocationDir, "stdout.log"), "utf8")).toBe("warned\n");
+    // Warned at the deadline minus half of the 4 s (the default 5 min lead is capped).
+    const job = readJson(jobFile(state, request.token, "job.json"));
+    const ended = done.kind === "Observed" ? (done.endedAt ?? 0) : 0;
+    expect(ended).toBeGreaterThanOrEqual(Number(job["startedAt"]) + 2_000);
+    expect(ended).toBeLessThan(Number(job["startedAt"]) + 4_000);
+  });
+
+  test("a job without a time limit has no OPENAI4S_DEADLINE and no deadlineAt", async () => {
+    const state = makeState();
+    const backend = makeBackend(state);
+    const request = makeRequest(state, ["sh", "-c", `echo "d=\${OPENAI4S_DEADLINE-unset}"`]);
+    await submitOne(backend, request);
+    const done = await waitForPhase(backend, request, ["COMPLETED", "FAILED", "LOST"], 8_000);
+    expect(done).toMatchObject({ phase: "COMPLETED" });
+    expect(readFileSync(join(request.allocationDir, "stdout.log"), "utf8")).toBe("d=unset\n");
+  });
+
   test("a profile's time limit applies when the request has none", async () => {
     const state = makeState();
     const backend = makeBackend(state, {

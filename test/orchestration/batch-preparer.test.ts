@@ -51,6 +51,8 @@ const allocation: Allocation = {
   startedAt: null,
   endedAt: null,
   acknowledgedAt: null,
+  deadlineAt: null,
+  deadlineWarnedAt: null,
 };
 
 const mode = (path: string) => statSync(path).mode & 0o777;

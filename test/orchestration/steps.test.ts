@@ -66,6 +66,8 @@ function attempt(epoch: number, overrides: Partial<Allocation> = {}): Allocation
     startedAt: 1,
     endedAt: null,
     acknowledgedAt: null,
+    deadlineAt: null,
+    deadlineWarnedAt: null,
     ...overrides,
   };
 }

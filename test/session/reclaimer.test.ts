@@ -249,6 +249,8 @@ describe("decideReclaim invariants", () => {
       startedAt,
       endedAt: null,
       acknowledgedAt: null,
+      deadlineAt: null,
+      deadlineWarnedAt: null,
     };
   }
 

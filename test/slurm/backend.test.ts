@@ -336,7 +336,9 @@ describe("observe", () => {
         {
           phase: "FAILED",
           reason: "OUT_OF_MEMORY",
-          message: "OUT_OF_MEMORY: used 60 MiB of the 50 MiB asked for",
+          // The catalog's "cpu" profile has 100 MB per node: more than the 60 MiB it needed.
+          message:
+            "OUT_OF_MEMORY: used 60 MiB of the 50 MiB asked for: ask for more memory (profile with more memory: cpu)",
         },
         "60M",
       ],

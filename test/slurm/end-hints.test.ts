@@ -1,10 +1,12 @@
 /** Why a job ended, in numbers: the usage parser and the explanation built on it. */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import type { ResourceProfile } from "../../src/orchestration/models.ts";
 import type { AllocationObservation } from "../../src/orchestration/ports.ts";
 import {
   explainEnding,
   formatDuration,
+  moreMemoryProfile,
   needsUsage,
 } from "../../src/orchestration/slurm/end-hints.ts";
 import { parseSize, parseUsage } from "../../src/orchestration/slurm/parse.ts";
@@ -72,6 +74,34 @@ describe("explanations", () => {
       message: "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for",
       exitCode: 137,
     });
+  });
+
+  const profile = (name: string, memoryMb: number | null): ResourceProfile => ({
+    name,
+    description: name,
+    kinds: ["BATCH"],
+    resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb, timeLimitSeconds: null },
+  });
+
+  test("out of memory names the smallest profile with more memory than the job needed", () => {
+    const profiles = [
+      profile("small", 50),
+      profile("huge", 64_000),
+      profile("big-mem", 1_000),
+      profile("unlimited", null),
+      profile("medium", 200),
+    ];
+    expect(explainEnding(failed("OUT_OF_MEMORY", null), usage, profiles).message).toBe(
+      "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for: ask for more memory (profile with more memory: big-mem)",
+    );
+    expect(moreMemoryProfile(profiles, { ...usage, maxRssBytes: 40 * 1024 ** 2 })).toBe("medium");
+    // Nothing bigger than what it needed: no profile is named, the numbers stay.
+    expect(
+      explainEnding(failed("OUT_OF_MEMORY", null), usage, [profile("small", 50)]).message,
+    ).toBe("OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for");
+    expect(
+      moreMemoryProfile(profiles, { ...usage, requestedMemoryBytes: null, maxRssBytes: null }),
+    ).toBeNull();
   });
 
   test("a SIGKILL well below the request stays a plain failure", () => {

@@ -57,6 +57,8 @@ describe("cluster.toml.example", () => {
       description: "One GPU for interactive work (sessions and short jobs)",
       kinds: ["SESSION", "BATCH"],
       resources: { nodes: 1, cpus: 4, gpus: 1, memoryMb: 1000, timeLimitSeconds: 14400 },
+      // Not a scheduler name: the reconciler's TIME_LIMIT_NEAR lead, never shown by the API.
+      warnBeforeLimitSeconds: 600,
     });
     expect(gpu?.describeMapping()[0]).toBe(
       "partition gpu, QoS interactive, account physics (from [cluster])",

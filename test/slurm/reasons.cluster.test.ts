@@ -23,6 +23,8 @@ import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 const PLACEMENTS = catalog({
   cpu: BASE_PLACEMENT,
   small: { ...BASE_PLACEMENT, memoryMb: 50 },
+  // Never submitted to: the profile an out-of-memory end should point to.
+  "big-mem": { ...BASE_PLACEMENT, memoryMb: 4_000 },
 });
 
 function handleOf(result: SubmitResult | undefined): string {
@@ -93,7 +95,13 @@ describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
     const o = await waitForObservation(backend, t, inPhase("FAILED"), 60_000);
     expect(o).toMatchObject({ kind: "Observed", phase: "FAILED", reason: "OUT_OF_MEMORY" });
     if (o.kind !== "Observed") throw new Error("unreachable");
-    expect(o.message).toMatch(/^OUT_OF_MEMORY: used [0-9]+ MiB of the 50 MiB asked for$/);
+    const match =
+      /^OUT_OF_MEMORY: used ([0-9]+) MiB of the 50 MiB asked for: ask for more memory \(profile with more memory: ([a-z-]+)\)$/.exec(
+        o.message ?? "",
+      );
+    expect(match).not.toBeNull();
+    // The smallest profile above what it used: cpu (100 MB) if the kill came early, else big-mem.
+    expect(match?.[2]).toBe(Number(match?.[1]) * 1024 ** 2 < 100 * 1024 ** 2 ? "cpu" : "big-mem");
   }, 70_000);
 
   test("a cancel from outside the daemon (an administrator's scancel) is ADMIN_CANCELLED", async () => {

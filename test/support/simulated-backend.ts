@@ -229,6 +229,10 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
       exitCode: job.exitCode,
       startedAt: job.startedAt,
       endedAt: job.endedAt,
+      // A running job with a limit ends at start + limit, as a scheduler reports it.
+      ...(job.phase === "RUNNING" && job.startedAt !== null && job.request.timeLimitSeconds !== null
+        ? { deadlineAt: job.startedAt + job.request.timeLimitSeconds * 1000 }
+        : {}),
     };
   }
 

@@ -38,6 +38,9 @@ export function catalog(placements: Readonly<Record<string, SlurmPlacement>>): P
           memoryMb: p.memoryMb,
           timeLimitSeconds: p.timeLimitSeconds,
         },
+        ...(p.warnBeforeLimitSeconds != null
+          ? { warnBeforeLimitSeconds: p.warnBeforeLimitSeconds }
+          : {}),
       })),
     placement: (name) => placements[name] ?? null,
   };

@@ -39,6 +39,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       workload,
       listConditions(deps.store, workload.id),
       listAllocations(deps.store, workload.id),
+      deps.clock.now(),
     );
   }
 

@@ -23,7 +23,12 @@ import {
   readWorkloadChanges,
   type WorkloadDetails,
 } from "../../store/index.ts";
-import { workloadView } from "../views.ts";
+import {
+  stableWorkloadView,
+  timeRemainingSeconds,
+  workloadDeadlineMs,
+  workloadView,
+} from "../views.ts";
 
 export interface WorkloadJsonPage {
   /** Each item's JSON text, newest first. */
@@ -44,8 +49,32 @@ export interface WorkloadViewCacheOptions {
   readonly maxEntries?: number;
 }
 
-export function serializeWorkload(d: WorkloadDetails): string {
-  return JSON.stringify(workloadView(d.workload, d.conditions, d.allocations));
+export function serializeWorkload(d: WorkloadDetails, nowMs: number): string {
+  return JSON.stringify(workloadView(d.workload, d.conditions, d.allocations, nowMs));
+}
+
+/**
+ * What an entry holds: the view's JSON without `timeRemainingSeconds` (the one field that
+ * changes with the clock, not with the store), and the deadline it is computed from. A
+ * cached text that held the number would answer a stale TIME_REMAINING until the workload
+ * next changed.
+ */
+interface Held {
+  readonly stableJson: string;
+  readonly deadlineMs: number | null;
+}
+
+function hold(d: WorkloadDetails): Held {
+  return {
+    stableJson: JSON.stringify(stableWorkloadView(d.workload, d.conditions, d.allocations)),
+    deadlineMs: workloadDeadlineMs(d.workload, d.allocations),
+  };
+}
+
+/** The text `serializeWorkload` gives: the field is the view's last, so it closes the object. */
+function render(held: Held, nowMs: number): string {
+  const remaining = timeRemainingSeconds(held.deadlineMs, nowMs);
+  return `${held.stableJson.slice(0, -1)},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
 }
 
 export function createWorkloadViewCache(
@@ -53,7 +82,7 @@ export function createWorkloadViewCache(
   options: WorkloadViewCacheOptions = {},
 ): WorkloadViewCache {
   const maxEntries = Math.max(1, options.maxEntries ?? 20_000);
-  const entries = new Map<string, string>();
+  const entries = new Map<string, Held>();
   let seenSeq = 0;
 
   /** Evicts what changed since the last call. Inside the request's read transaction. */
@@ -70,8 +99,8 @@ export function createWorkloadViewCache(
     seenSeq = latest;
   }
 
-  function put(id: string, json: string): void {
-    entries.set(id, json);
+  function put(id: string, held: Held): void {
+    entries.set(id, held);
     if (entries.size > maxEntries) {
       const oldest = entries.keys().next();
       if (!oldest.done) entries.delete(oldest.value);
@@ -90,17 +119,18 @@ export function createWorkloadViewCache(
       return inSnapshot(() => {
         const page = listWorkloadIds(store, query);
         const missing = page.ids.filter((id) => !entries.has(id));
-        const fresh = new Map<string, string>();
+        const fresh = new Map<string, Held>();
         for (const d of getWorkloadDetailsByIds(store, missing)) {
-          const json = serializeWorkload(d);
-          fresh.set(d.workload.id, json);
-          put(d.workload.id, json);
+          const held = hold(d);
+          fresh.set(d.workload.id, held);
+          put(d.workload.id, held);
         }
+        const nowMs = store.clock.now();
         const items = page.ids.map((id) => {
-          const json = fresh.get(id) ?? entries.get(id);
+          const held = fresh.get(id) ?? entries.get(id);
           // Same snapshot as the page: a listed id always has its row.
-          if (json === undefined) throw new Error(`listed workload ${id} has no row`);
-          return json;
+          if (held === undefined) throw new Error(`listed workload ${id} has no row`);
+          return render(held, nowMs);
         });
         return { items, next: page.next };
       });
@@ -109,15 +139,17 @@ export function createWorkloadViewCache(
       // Held, and nothing changed since the last sync: one statement (its own snapshot)
       // proves the entry current, without opening a transaction.
       const held = entries.get(id);
-      if (held !== undefined && latestWorkloadChangeEver(store) === seenSeq) return held;
+      if (held !== undefined && latestWorkloadChangeEver(store) === seenSeq) {
+        return render(held, store.clock.now());
+      }
       return inSnapshot(() => {
         const cached = entries.get(id);
-        if (cached !== undefined) return cached;
+        if (cached !== undefined) return render(cached, store.clock.now());
         const d = getWorkloadDetails(store, id);
         if (d === null) return null;
-        const json = serializeWorkload(d);
-        put(id, json);
-        return json;
+        const fresh = hold(d);
+        put(id, fresh);
+        return render(fresh, store.clock.now());
       });
     },
     size: () => entries.size,

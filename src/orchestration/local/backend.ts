@@ -37,6 +37,7 @@ import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
+import { DEADLINE_ENV } from "../deadline-env.ts";
 import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
 import { allocationLogPath } from "../layout.ts";
 import {
@@ -62,6 +63,7 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../ports.ts";
+import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
 import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
 import {
   type JobSnapshot,
@@ -404,13 +406,22 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     const paths = sandboxPaths(request.workspaceDir, credentialDir);
     const profile = profileList.find((p) => p.name === request.profile);
+    const timeLimitSeconds =
+      request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
     return {
       version: 1,
       token: request.token,
       allocationId: request.allocationId,
       workloadId: request.workloadId,
       epoch: request.epoch,
-      argv: [...wrapper.wrap(argv, paths, { vars: env })],
+      // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
+      argv: [
+        ...wrapper.wrap(
+          argv,
+          paths,
+          timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+        ),
+      ],
       env: { ...HELPER_ENV },
       jobEnv: env,
       cwd: request.workspaceDir,
@@ -418,7 +429,9 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       credentialDir,
       stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
       stderrPath: allocationLogPath(request.allocationDir, "stderr"),
-      timeLimitSeconds: request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null,
+      timeLimitSeconds,
+      // The profile's lead, or the same default the reconciler's TIME_LIMIT_NEAR uses.
+      warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
       killGraceMs,
       createdAt: clock.now(),
     };

@@ -63,6 +63,15 @@ export function readJobSnapshot(dir: string, currentBootId: string): JobSnapshot
   return { kind: "Claimed", record, claim, supervisorAlive, job, exit, cancel };
 }
 
+/**
+ * When the supervisor ends a job for its time limit: its start plus the limit, epoch ms (null:
+ * no limit). The supervisor's timer, the job's OPENAI4S_DEADLINE and the TIME_REMAINING view
+ * all use this one value, so they agree to the millisecond (the second, for the variable).
+ */
+export function jobDeadlineMs(startedAt: number, timeLimitSeconds: number | null): number | null {
+  return timeLimitSeconds === null ? null : startedAt + timeLimitSeconds * 1000;
+}
+
 export function signalNumber(signal: string): number | null {
   const n = (constants.signals as Readonly<Record<string, number | undefined>>)[signal];
   return n ?? null;
@@ -78,7 +87,10 @@ export function signalName(signal: string | number | null): string | null {
 function observed(
   fields: Pick<AllocationObservation & { kind: "Observed" }, "phase" | "reason" | "message"> &
     Partial<
-      Pick<AllocationObservation & { kind: "Observed" }, "exitCode" | "startedAt" | "endedAt">
+      Pick<
+        AllocationObservation & { kind: "Observed" },
+        "exitCode" | "startedAt" | "endedAt" | "deadlineAt"
+      >
     >,
 ): AllocationObservation {
   return {
@@ -89,6 +101,7 @@ function observed(
     exitCode: fields.exitCode ?? null,
     startedAt: fields.startedAt ?? null,
     endedAt: fields.endedAt ?? null,
+    ...(fields.deadlineAt !== undefined ? { deadlineAt: fields.deadlineAt } : {}),
   };
 }
 
@@ -207,15 +220,23 @@ export function observationOf(
           message: "supervisor is starting the job",
         });
       }
+      const deadlineAt = jobDeadlineMs(snapshot.job.startedAt, snapshot.record.timeLimitSeconds);
       if (snapshot.cancel !== null) {
         return observed({
           phase: "STOPPING",
           reason: null,
           message: "cancel requested",
           startedAt,
+          deadlineAt,
         });
       }
-      return observed({ phase: "RUNNING", reason: null, message: "running", startedAt });
+      return observed({
+        phase: "RUNNING",
+        reason: null,
+        message: "running",
+        startedAt,
+        deadlineAt,
+      });
     }
     default: {
       const unreachable: never = snapshot;

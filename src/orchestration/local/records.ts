@@ -68,6 +68,11 @@ export const jobRecordSchema = v.strictObject({
   stdoutPath: v.string(),
   stderrPath: v.string(),
   timeLimitSeconds: v.nullable(v.pipe(v.number(), v.minValue(0))),
+  /**
+   * Seconds before the time limit the job's process group gets SIGURG (the warning a cluster
+   * job gets from its scheduler); 0 or absent (older records): none.
+   */
+  warnBeforeLimitSeconds: v.optional(v.pipe(v.number(), v.minValue(0))),
   /** Between SIGTERM and SIGKILL of the job's group on a time limit or cancel. */
   killGraceMs: v.pipe(v.number(), v.integer(), v.minValue(0)),
   createdAt: v.number(),

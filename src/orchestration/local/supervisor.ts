@@ -13,7 +13,8 @@ import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
-import { signalName } from "./job-state.ts";
+import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
+import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
   type Claim,
@@ -95,6 +96,7 @@ async function superviseJob(
 ): Promise<number> {
   let proc: Bun.Subprocess<"ignore", number, number>;
   const startedAt = deps.now();
+  const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
@@ -103,7 +105,11 @@ async function superviseJob(
     try {
       proc = Bun.spawn([...record.argv], {
         cwd: record.cwd,
-        env: { ...record.env },
+        // The launch argv copies the deadline into the job's environment by name.
+        env:
+          deadline === null
+            ? { ...record.env }
+            : { ...record.env, [DEADLINE_ENV]: deadlineEnvValue(deadline) },
         stdio: ["ignore", out, err],
         // Its own session and process group: cancel and time limits signal the group, so
         // grandchildren die with it.
@@ -153,13 +159,22 @@ async function superviseJob(
   setOnStop(beginStop);
   // A signal that arrived while the job was being started is honoured now.
   if (existsSync(join(dir, JOB_FILES.cancel))) beginStop("CANCELLED");
+  // Armed for the deadline the job was told and observers report, not for a full limit
+  // from now: the start above took time, and the job must not outlive what it was told.
   const limitTimer =
-    record.timeLimitSeconds === null
+    deadline === null
       ? null
-      : setTimeout(() => beginStop("TIME_LIMIT"), record.timeLimitSeconds * 1000);
+      : setTimeout(() => beginStop("TIME_LIMIT"), Math.max(0, deadline - deps.now()));
+
+  const warnTimer = warningTimer(record, startedAt, deadline, deps, () => {
+    if (state.exited || state.stopReason !== null) return;
+    deps.log.info("warning job group before its time limit", { group });
+    signalGroup(group, "SIGURG");
+  });
 
   await proc.exited;
   state.exited = true;
+  if (warnTimer !== null) clearTimeout(warnTimer);
   if (limitTimer !== null) clearTimeout(limitTimer);
   if (state.killTimer !== null) clearTimeout(state.killTimer);
   // The allocation ends with its leader: background processes it left in the group would
@@ -191,6 +206,26 @@ async function superviseJob(
     signal: proc.signalCode,
   });
   return 0;
+}
+
+/**
+ * SIGURG to the job's group before its deadline, as a cluster scheduler's --signal does: the
+ * lead is the record's, never more than half the job's time (a two-minute job is not warned
+ * as it starts), and the same instant the reconciler's TIME_LIMIT_NEAR event is due. SIGURG
+ * is ignored unless a process catches it, so a job that does not care is not disturbed.
+ */
+function warningTimer(
+  record: JobRecord,
+  startedAt: number,
+  deadline: number | null,
+  deps: SupervisorDeps,
+  warn: () => void,
+): ReturnType<typeof setTimeout> | null {
+  const leadSeconds = record.warnBeforeLimitSeconds ?? 0;
+  if (deadline === null || leadSeconds <= 0) return null;
+  const wholeMs = deadline - startedAt;
+  const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
+  return setTimeout(warn, Math.max(0, deadline - leadMs - deps.now()));
 }
 
 function writeExit(dir: string, exit: ExitRecord): void {

@@ -29,6 +29,10 @@ export interface AllocationChange {
   readonly endedAt?: number;
   /** Whether the backend launched it in its verified sandbox (recorded at submission). */
   readonly launchSandboxed?: boolean;
+  /** The backend's end time for it (its time limit); null clears it. */
+  readonly deadlineAt?: number | null;
+  /** When the near-the-limit warning was written (the warning's own event is `notice`). */
+  readonly deadlineWarnedAt?: number;
 }
 
 export interface WorkloadChange {
@@ -58,6 +62,11 @@ export interface Transition {
    * it ended still RAN, and the history says so (with the start time the backend observed).
    */
   readonly passedThrough?: PassedThrough;
+  /**
+   * An event that is news without a phase change (the allocation nears its time limit),
+   * written after the transition's own writes when the step applies.
+   */
+  readonly notice?: PassedThrough;
 }
 
 export interface ReconcileItem {

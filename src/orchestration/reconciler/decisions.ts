@@ -160,8 +160,24 @@ function progress(
   // A new reason within the same phase (a queued job now HELD, or LIMIT_REACHED) is news
   // for the user; a missing reason is not a change.
   const sameReason = obs.reason === null || obs.reason === w.reason;
+  // The backend's end time: undefined when it does not say (keep what is stored).
+  const deadline =
+    obs.deadlineAt === undefined || obs.deadlineAt === a.deadlineAt
+      ? {}
+      : { deadlineAt: obs.deadlineAt };
   if (handle === undefined && obs.phase === a.phase && obs.phase === w.phase && sameReason) {
-    return null;
+    if (deadline.deadlineAt === undefined) return null;
+    // Only the end time moved (first seen running, or the limit was changed): no event.
+    return {
+      allocation: {
+        id: a.id,
+        expectedPhase: a.phase,
+        phase: a.phase,
+        reason: a.reason,
+        message: a.message,
+        ...deadline,
+      },
+    };
   }
   const startedAt =
     obs.phase === "RUNNING" && a.startedAt === null ? { startedAt: obs.startedAt ?? now } : {};
@@ -173,6 +189,7 @@ function progress(
       reason: obs.reason,
       message: obs.message,
       ...startedAt,
+      ...deadline,
       ...(handle !== undefined ? { handle, submittedAt: now } : {}),
     },
     workload: {

@@ -28,6 +28,8 @@ export interface TickEnv {
   readonly started: Promise<LaneOutcome>[];
   /** What to look at, kept across ticks (reconciler/focus.ts); the one thing that outlives it. */
   readonly focus: TickFocus;
+  /** How long before its limit an allocation of this profile is warned, in ms (runway.ts). */
+  readonly warningLeadMs: (profile: string) => number;
 }
 
 /**

@@ -30,6 +30,7 @@ import {
   type TickFocus,
 } from "./focus.ts";
 import { type BackendReads, readBackend, readBackendChanges } from "./reads.ts";
+import { warnNearDeadline } from "./runway.ts";
 
 interface Live {
   readonly workload: Workload;
@@ -246,6 +247,11 @@ function followAndResolve(env: TickEnv, plan: Plan, reads: BackendReads): Live[]
       }
       const t = followObservation(workload, allocation, obs, now);
       if (t !== null) transitions.push(t);
+      // A steady running allocation near its stored end time: the warning, once.
+      else if (allocation.deadlineAt !== null && allocation.deadlineWarnedAt === null) {
+        const warn = warnNearDeadline(allocation, env.warningLeadMs(workload.profile), now);
+        if (warn !== null) transitions.push(warn);
+      }
     }
   }
   const resubmit: Live[] = [];

@@ -238,6 +238,10 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       exitCode: mapping.exitCode,
       startedAt: started ? row.startedAt : null,
       endedAt: ended ? row.endedAt : null,
+      // squeue's EndTime of a started job is the controller's own deadline for it (start +
+      // limit, moved by a suspend or an admin's new limit); of a pending one only a guess,
+      // and accounting prints none until the end: only the first is reported.
+      ...(source === "queue" && started && !ended ? { deadlineAt: row.endedAt } : {}),
     };
   }
 
@@ -554,7 +558,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           message: `job ${t.handle} was killed; waiting for accounting to say whether memory ran out`,
         });
       } else {
-        observations.set(t.allocationId, explainEnding(o, u));
+        observations.set(t.allocationId, explainEnding(o, u, placements.profiles()));
       }
     }
     return { kind: "Observed", observations };

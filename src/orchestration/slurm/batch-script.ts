@@ -10,6 +10,7 @@
  * is past the point where sbatch stops reading directives: the only directives that exist
  * are the options on sbatch's own argv.
  */
+import { DEADLINE_ENV } from "../deadline-env.ts";
 
 export type QuoteResult =
   | { readonly kind: "Quoted"; readonly text: string }
@@ -77,7 +78,7 @@ export function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): 
 }
 
 /** The variable a job (and a session's kernel) reads its deadline from, in epoch seconds. */
-export const DEADLINE_ENV = "OPENAI4S_DEADLINE";
+export { DEADLINE_ENV };
 
 /**
  * OPENAI4S_DEADLINE from the scheduler's own end time for this job (start + limit, as it

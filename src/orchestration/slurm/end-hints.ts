@@ -8,6 +8,7 @@
  * A kill by signal 9 whose peak memory reached what the job asked for is OUT_OF_MEMORY: the
  * user action is "ask for more memory", not "debug your exit code".
  */
+import type { ResourceProfile } from "../models.ts";
 import type { AllocationObservation } from "../ports.ts";
 import type { JobUsage } from "./parse.ts";
 
@@ -49,8 +50,35 @@ function memoryHit(u: JobUsage): boolean {
   );
 }
 
-/** The observation with its reason settled and the numbers in its message. */
-export function explainEnding(o: Observed, usage: JobUsage | undefined): Observed {
+/**
+ * The profile a job that ran out of memory can move to: the one with the least memory per
+ * node that is still more than the job asked for (and than it used), so the advice names a
+ * real next step instead of "the biggest there is". Null when no profile has more.
+ */
+export function moreMemoryProfile(
+  profiles: readonly ResourceProfile[],
+  usage: JobUsage,
+): string | null {
+  const neededBytes = Math.max(usage.requestedMemoryBytes ?? 0, usage.maxRssBytes ?? 0);
+  if (neededBytes === 0) return null;
+  let best: ResourceProfile | null = null;
+  for (const p of profiles) {
+    const mb = p.resources.memoryMb;
+    if (mb === null || mb * 1024 ** 2 <= neededBytes) continue;
+    if (best === null || mb < (best.resources.memoryMb ?? Number.POSITIVE_INFINITY)) best = p;
+  }
+  return best?.name ?? null;
+}
+
+/**
+ * The observation with its reason settled and the numbers in its message; an out-of-memory
+ * end also names the profile to move to when `profiles` has one with more memory.
+ */
+export function explainEnding(
+  o: Observed,
+  usage: JobUsage | undefined,
+  profiles: readonly ResourceProfile[] = [],
+): Observed {
   if (usage === undefined) return o;
   const outOfMemory =
     o.reason === "OUT_OF_MEMORY" || (o.reason === "NONZERO_EXIT" && memoryHit(usage));
@@ -59,7 +87,10 @@ export function explainEnding(o: Observed, usage: JobUsage | undefined): Observe
       usage.maxRssBytes === null || usage.requestedMemoryBytes === null
         ? "ran out of memory"
         : `used ${formatBytes(usage.maxRssBytes)} of the ${formatBytes(usage.requestedMemoryBytes)} asked for`;
-    return { ...o, reason: "OUT_OF_MEMORY", message: `OUT_OF_MEMORY: ${used}` };
+    const bigger = moreMemoryProfile(profiles, usage);
+    const advice =
+      bigger === null ? "" : `: ask for more memory (profile with more memory: ${bigger})`;
+    return { ...o, reason: "OUT_OF_MEMORY", message: `OUT_OF_MEMORY: ${used}${advice}` };
   }
   if (o.reason === "TIME_LIMIT_EXCEEDED" && usage.timeLimitSeconds !== null) {
     const ran = usage.elapsedSeconds === null ? "?" : formatDuration(usage.elapsedSeconds);

@@ -426,6 +426,8 @@ function readProfile(
       memoryMb: placement.memoryMb,
       timeLimitSeconds: placement.timeLimitSeconds,
     },
+    // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
+    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
   };
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }

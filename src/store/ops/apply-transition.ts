@@ -11,7 +11,7 @@ import type { StoreDeps } from "../deps.ts";
  * Plain SQL on the connection rather than drizzle builders: a tick applies up to 10,000 of
  * these, and rendering and preparing five statements per step was most of the 0.3 ms each
  * cost. `query` compiles each statement text once per connection; the allocation UPDATE has
- * one text per combination of optional fields (at most 32), each cached the same way.
+ * one text per combination of optional fields (few in practice), each cached the same way.
  */
 export function applyTransition(deps: StoreDeps, transition: Transition): boolean {
   const now = deps.clock.now();
@@ -107,6 +107,14 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
       sets += ", launch_sandboxed = ?";
       values.push(a.launchSandboxed ? 1 : 0);
     }
+    if (a.deadlineAt !== undefined) {
+      sets += ", deadline_at = ?";
+      values.push(a.deadlineAt);
+    }
+    if (a.deadlineWarnedAt !== undefined) {
+      sets += ", deadline_warned_at = ?";
+      values.push(a.deadlineWarnedAt);
+    }
     values.push(a.id);
     sqlite.query<never, Binding[]>(`UPDATE allocations SET ${sets} WHERE id = ?`).run(...values);
     // Allocation-only transitions are recorded against the workload's event stream too,
@@ -136,6 +144,12 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
         .query<never, Binding[]>(INSERT_EVENT)
         .run(w.id, a?.id ?? null, now, w.phase, w.reason, w.message);
     }
+  }
+  const n = transition.notice;
+  if (n && eventWorkloadId !== undefined) {
+    sqlite
+      .query<never, Binding[]>(INSERT_EVENT)
+      .run(eventWorkloadId, a?.id ?? null, n.at, n.phase, n.reason, n.message);
   }
   return true;
 }

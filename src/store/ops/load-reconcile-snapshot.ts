@@ -32,7 +32,8 @@ SELECT
   w.message, w.desired, w.stop_reason, w.stop_message, w.execution_epoch, w.max_attempts,
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
-  a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at
+  a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at, a.deadline_at,
+  a.deadline_warned_at
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE w.phase IN (${LIVE_PHASES_SQL})
@@ -70,6 +71,8 @@ type SnapshotRow = [
   aStartedAt: number | null,
   aEndedAt: number | null,
   aAcknowledgedAt: number | null,
+  aDeadlineAt: number | null,
+  aDeadlineWarnedAt: number | null,
 ];
 
 /**
@@ -186,5 +189,7 @@ function decodeAllocation(r: SnapshotRow): Allocation | null {
     startedAt: r[28],
     endedAt: r[29],
     acknowledgedAt: r[30],
+    deadlineAt: r[31],
+    deadlineWarnedAt: r[32],
   };
 }

@@ -64,6 +64,8 @@ export function mintAttempt(deps: StoreDeps, input: MintAttemptInput): MintAttem
       startedAt: null,
       endedAt: null,
       acknowledgedAt: null,
+      deadlineAt: null,
+      deadlineWarnedAt: null,
     };
     return { kind: "Minted", allocation };
   })();
