@@ -3,7 +3,7 @@
  * that knows them all (and the source of `openai4s --help`).
  */
 
-import { superviseCommand } from "../composition-root.ts";
+import { superviseCommand } from "../composition/index.ts";
 import { restoreCommand } from "../daemon/restore-command.ts";
 import { serveCommand } from "../daemon/serve-command.ts";
 import { workerCommand } from "../worker/worker-command.ts";

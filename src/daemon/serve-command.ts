@@ -8,7 +8,7 @@ import { resolve } from "node:path";
 import { type Command, type CommandIo, UsageError } from "../cli/command.ts";
 import { parseStrict } from "../cli/parse-args.ts";
 import { systemClock } from "../clock.ts";
-import { BACKENDS, DEFAULT_BACKEND } from "../composition-root.ts";
+import { BACKENDS, DEFAULT_BACKEND } from "../composition/index.ts";
 import { jsonLog, type LogLevel } from "../log.ts";
 import {
   chooseRunAs,

@@ -1,4 +1,4 @@
-// The Slurm backend package: imported by composition code only (src/composition-root.ts),
+// The Slurm backend package: imported by composition code only (src/composition/),
 // never by the orchestration core. Re-exports only.
 export * from "./backend.ts";
 export * from "./batch-script.ts";
