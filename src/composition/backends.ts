@@ -6,6 +6,10 @@
  * exempts src/composition/ by path).
  */
 
+import {
+  verifiedInBackground,
+  withoutSessionIsolation,
+} from "../orchestration/isolation/decorators.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/backend.ts";
 import { rewriteRecordPaths } from "../orchestration/local/records.ts";
@@ -17,10 +21,9 @@ import { hiddenNamesOf, withPublicMessages } from "../orchestration/slurm/public
 import { loadClusterPlacements } from "./cluster-config.ts";
 import type { BackendContext, BackendCreation, BackendEntry } from "./context.ts";
 import {
+  LOCAL_ISOLATION_INTERVAL_MS,
   localSessionIsolation,
-  verifiedInBackground,
   withClusterSessionIsolation,
-  withoutSessionIsolation,
 } from "./session-isolation.ts";
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
@@ -49,11 +52,12 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       let backend: AllocationBackend;
       switch (isolation.kind) {
         case "Sessions":
-          backend = verifiedInBackground(
-            context,
-            createLocalBackend({ ...options, sandbox: isolation.sandbox }),
-            isolation.sandbox,
-          );
+          backend = verifiedInBackground({
+            backend: createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            sandbox: isolation.sandbox,
+            log: context.log,
+            intervalMs: LOCAL_ISOLATION_INTERVAL_MS,
+          });
           break;
         case "SandboxOnly":
           // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.

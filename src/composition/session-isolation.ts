@@ -15,6 +15,10 @@ import { realpathSync } from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
 import { createBackgroundVerifier } from "../orchestration/isolation/background-verifier.ts";
 import { createBubblewrapSandbox } from "../orchestration/isolation/bubblewrap.ts";
+import {
+  switchingToSandbox,
+  withoutSessionIsolation,
+} from "../orchestration/isolation/decorators.ts";
 import { plainWrapper } from "../orchestration/isolation/launch-argv.ts";
 import {
   locateInStateDir,
@@ -22,14 +26,7 @@ import {
   verifyThroughBackend,
   wrappedBackend,
 } from "../orchestration/isolation/through-backend.ts";
-import {
-  type AllocationBackend,
-  type IsolationVerdict,
-  isTaskRunner,
-  type LaunchSandboxReporter,
-  type SessionIsolationProvider,
-  type TaskRunner,
-} from "../orchestration/ports.ts";
+import type { AllocationBackend, IsolationVerdict } from "../orchestration/ports.ts";
 import type { Sandbox } from "../orchestration/sandbox.ts";
 import {
   DEFAULT_JOB_PATH,
@@ -82,30 +79,7 @@ export async function localSessionIsolation(
 }
 
 /** How often the local sandbox is re-verified, in the background. */
-const LOCAL_ISOLATION_INTERVAL_MS = 60 * 1000;
-
-/**
- * The local backend's isolation answer, re-verified in the background: the sandbox's own
- * verify() probes again when its cache expires, which put a bwrap run (up to 10 s) inside
- * whichever HTTP request or reconciler tick asked next (issue 8). Seeded with the verdict of
- * the start-up check, so the daemon never answers "not verified yet" once it listens.
- */
-export function verifiedInBackground(
-  context: BackendContext,
-  backend: AllocationBackend,
-  sandbox: Sandbox,
-): AllocationBackend {
-  const verifier = createBackgroundVerifier({
-    probe: () => sandbox.verify(),
-    log: context.log,
-    seed: { kind: "Verified", mechanism: sandbox.mechanism },
-    verifiedIntervalMs: LOCAL_ISOLATION_INTERVAL_MS,
-    retryIntervalMs: LOCAL_ISOLATION_INTERVAL_MS,
-  });
-  verifier.start();
-  const verifySessionIsolation = async (): Promise<IsolationVerdict> => verifier.current();
-  return { ...backend, verifySessionIsolation } as AllocationBackend;
-}
+export const LOCAL_ISOLATION_INTERVAL_MS = 60 * 1000;
 
 const GATEWAY_OFF_MESSAGE = `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`;
 
@@ -262,40 +236,5 @@ export async function withClusterSessionIsolation(
       : verdict;
   };
   const sandboxed = sandboxedBackend(backend, { ...job, wrapper: sandbox, verify });
-  const current = (): AllocationBackend => (sandboxing ? sandboxed : plain);
-  const switching: AllocationBackend & SessionIsolationProvider & LaunchSandboxReporter = {
-    name: backend.name,
-    profiles: () => backend.profiles(),
-    launchesSandboxed: () => sandboxing,
-    submit: (requests) => current().submit(requests),
-    observe: (targets) => backend.observe(targets),
-    cancel: (targets) => backend.cancel(targets),
-    findByToken: (tokens) => backend.findByToken(tokens),
-    diagnostics: () => backend.diagnostics(),
-    verifySessionIsolation: verify,
-  };
-  if (!isTaskRunner(backend)) return switching;
-  const runner: TaskRunner = {
-    runTask(target, command, options) {
-      const chosen = current();
-      if (isTaskRunner(chosen)) return chosen.runTask(target, command, options);
-      // Unreachable (both wrappers keep runTask when the backend has it); never unwrapped.
-      return Promise.resolve({ kind: "Refused", message: "steps are not available" });
-    },
-  };
-  return { ...switching, ...runner };
-}
-
-/** The backend, answering the isolation question with why not (never Verified). */
-export function withoutSessionIsolation(
-  backend: AllocationBackend,
-  message: string,
-): AllocationBackend & SessionIsolationProvider {
-  return {
-    ...backend,
-    verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
-      kind: "Unverified",
-      message,
-    }),
-  };
+  return switchingToSandbox({ backend, plain, sandboxed, sandboxing: () => sandboxing, verify });
 }

@@ -37,6 +37,7 @@ import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
+import { decorateBackend } from "../decorate-backend.ts";
 import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
 import { allocationLogPath } from "../layout.ts";
 import {
@@ -163,11 +164,7 @@ export function createLocalBackend(options: LocalBackendOptions): LocalBackend {
   const base = createBackend(options);
   const sandbox = options.sandbox;
   if (sandbox === undefined) return base;
-  const isolating: IsolatingLocalBackend = {
-    ...base,
-    verifySessionIsolation: () => sandbox.verify(),
-  };
-  return isolating;
+  return decorateBackend(base, { verifySessionIsolation: () => sandbox.verify() });
 }
 
 type Looked =
