@@ -24,10 +24,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BatchSpec, SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import {
-  createProcessRunner,
-  type ProcessRunner,
-} from "../../src/orchestration/slurm/process-runner.ts";
+import { createProgramRunner, type ProgramRunner } from "../../src/process/runner.ts";
 import { type TestCluster, testCluster } from "./cluster-env.ts";
 import { newToken } from "./support.ts";
 
@@ -35,8 +32,8 @@ const CANARY = "O4S_DOTFILE_CANARY";
 const isRoot = process.getuid?.() === 0;
 
 /** Runs every scheduler command as `uid:gid` (setpriv), resolving it as the broker would. */
-function asUser(uid: number, gid: number): ProcessRunner {
-  const real = createProcessRunner();
+function asUser(uid: number, gid: number): ProgramRunner {
+  const real = createProgramRunner();
   return {
     run(request) {
       const program = request.program.startsWith("/")

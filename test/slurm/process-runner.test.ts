@@ -1,12 +1,9 @@
 /** The process runner with real processes: group kill, byte caps, missing binaries, env. */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import {
-  createProcessRunner,
-  type ProcessRequest,
-} from "../../src/orchestration/slurm/process-runner.ts";
+import { createProgramRunner, type ProcessRequest } from "../../src/process/runner.ts";
 
-const runner = createProcessRunner();
+const runner = createProgramRunner();
 const base: ProcessRequest = {
   program: "sh",
   args: [],

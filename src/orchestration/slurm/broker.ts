@@ -27,6 +27,12 @@
  *   failure into an empty answer.
  */
 
+import {
+  createProgramRunner,
+  type ProcessOutcome,
+  type ProcessRequest,
+  type ProgramRunner,
+} from "../../process/runner.ts";
 import { CREDENTIAL_ENV_NAME_PATTERN, hijackReasonOf } from "../env-policy.ts";
 import {
   type AccountingRow,
@@ -45,12 +51,6 @@ import {
   SQUEUE_FIELDS,
   USAGE_FIELDS,
 } from "./parse.ts";
-import {
-  createProcessRunner,
-  type ProcessOutcome,
-  type ProcessRequest,
-  type ProcessRunner,
-} from "./process-runner.ts";
 
 export const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
 export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
@@ -637,7 +637,7 @@ export interface SlurmBroker {
 }
 
 export interface SlurmBrokerOptions {
-  readonly runner?: ProcessRunner;
+  readonly runner?: ProgramRunner;
   /**
    * Where the scheduler's commands are found, and SLURM_CONF if the site uses one. Nothing
    * else of the daemon's environment reaches the commands.
@@ -662,7 +662,7 @@ const SRUN_REFUSED =
   /srun: error: .*(Unable to create step|Unable to confirm allocation|Invalid job id|already completing or completed|has expired|not running|Requested node configuration is not available)/i;
 
 export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
-  const runner = options.runner ?? createProcessRunner();
+  const runner = options.runner ?? createProgramRunner();
   const timeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const baseEnv: Readonly<Record<string, string>> = {

@@ -4,6 +4,5 @@ export * from "./backend.ts";
 export * from "./batch-script.ts";
 export * from "./broker.ts";
 export * from "./parse.ts";
-export * from "./process-runner.ts";
 export * from "./profiles.ts";
 export * from "./state-table.ts";

@@ -1,6 +1,8 @@
 /**
  * Runs one program as an argv array (never through a shell), with a timeout that kills the
- * whole process group and output drained under a byte cap. The broker is its only caller.
+ * whole process group and output drained under a byte cap. A leaf: it imports nothing from
+ * the project, so every room that starts a program (a backend's client commands, a step in
+ * an allocation, the isolation probe) can use it.
  *
  * Why each guard exists (measured on Bun 1.4.5):
  * - `Bun.spawn`'s own `timeout` kills only the direct child; a grandchild keeps the pipes open
@@ -15,9 +17,9 @@ export interface ProcessRequest {
   /** A bare program name (resolved against `searchPath`, else env.PATH) or an absolute path. */
   readonly program: string;
   /**
-   * Where a bare program name is looked up when that is not the child's own PATH: sbatch runs
-   * with the JOB's environment (its PATH is the job's), yet is found where the scheduler's
-   * commands live.
+   * Where a bare program name is looked up when that is not the child's own PATH: a submit
+   * command may run with the JOB's environment (its PATH is the job's), yet be found where
+   * the resource manager's commands live.
    */
   readonly searchPath?: string;
   readonly args: readonly string[];
@@ -59,7 +61,7 @@ export type ProcessOutcome =
   | { readonly kind: "Overflowed"; readonly durationMs: number }
   | { readonly kind: "NotFound"; readonly message: string };
 
-export interface ProcessRunner {
+export interface ProgramRunner {
   run(request: ProcessRequest): Promise<ProcessOutcome>;
 }
 
@@ -110,7 +112,7 @@ async function drain(
   return { text: new TextDecoder().decode(bytes), overflowed };
 }
 
-export function createProcessRunner(): ProcessRunner {
+export function createProgramRunner(): ProgramRunner {
   return {
     async run(request) {
       const path = request.program.startsWith("/")
