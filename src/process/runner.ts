@@ -38,6 +38,12 @@ export interface ProcessRequest {
   readonly overflow: "fail" | "truncate";
   /** Between SIGTERM and SIGKILL of the group on timeout; 0 sends SIGKILL at once. */
   readonly killGraceMs: number;
+  /**
+   * Kill what is left of the group once the program itself has exited: a step that leaves a
+   * child behind would otherwise hold the pipes open until the timeout. Off by default:
+   * once the leader is reaped an empty group's id is free again.
+   */
+  readonly killGroupAfterExit?: boolean;
 }
 
 export type ProcessOutcome =
@@ -48,8 +54,8 @@ export type ProcessOutcome =
       readonly signal: string | null;
       readonly stdout: string;
       readonly stderr: string;
-      /** Only with overflow "truncate": some output was dropped. */
-      readonly truncated: boolean;
+      /** Only with overflow "truncate": the streams some output of which was dropped. */
+      readonly truncated: readonly ("stdout" | "stderr")[];
       readonly durationMs: number;
     }
   | {
@@ -181,11 +187,13 @@ export function createProgramRunner(): ProgramRunner {
         cancels.push(cancel);
       };
       try {
-        const [stdout, stderr] = await Promise.all([
+        const drained = Promise.all([
           drain(child.stdout, request.maxOutputBytes, onOverflow, register),
           drain(child.stderr, request.maxOutputBytes, onOverflow, register),
         ]);
         await child.exited;
+        if (request.killGroupAfterExit === true) killGroup("SIGKILL");
+        const [stdout, stderr] = await drained;
         const durationMs = performance.now() - started;
         if (overflowed) return { kind: "Overflowed", durationMs };
         if (timedOut) {
@@ -197,12 +205,15 @@ export function createProgramRunner(): ProgramRunner {
           signal: child.signalCode === null ? null : String(child.signalCode),
           stdout: stdout.text,
           stderr: stderr.text,
-          truncated: stdout.overflowed || stderr.overflowed,
+          truncated: [
+            ...(stdout.overflowed ? (["stdout"] as const) : []),
+            ...(stderr.overflowed ? (["stderr"] as const) : []),
+          ],
           durationMs,
         };
       } finally {
-        // No group kill after a normal exit: once the leader is reaped its group id is free
-        // and may already name someone else's processes.
+        // No group kill after a normal exit (unless asked): once the leader is reaped its
+        // group id is free and may already name someone else's processes.
         for (const timer of timers) clearTimeout(timer);
       }
     },

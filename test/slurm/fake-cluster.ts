@@ -90,7 +90,7 @@ export function fakeCluster(): FakeCluster {
     signal: null,
     stdout,
     stderr,
-    truncated: false,
+    truncated: [],
     durationMs: 1,
   });
 

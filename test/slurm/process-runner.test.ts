@@ -97,7 +97,7 @@ describe("process runner", () => {
       kind: "Exited",
       exitCode: 3,
       stderr: "done\n",
-      truncated: true,
+      truncated: ["stdout"],
     });
     if (outcome.kind === "Exited") expect(outcome.stdout.length).toBe(100_000);
   });

@@ -37,6 +37,7 @@ import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
+import { createProgramRunner } from "../../process/runner.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
 import { allocationLogPath } from "../layout.ts";
@@ -64,13 +65,7 @@ import type {
   TerminalFact,
 } from "../ports.ts";
 import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
-import {
-  type JobSnapshot,
-  observationOf,
-  readJobSnapshot,
-  signalName,
-  signalNumber,
-} from "./job-state.ts";
+import { type JobSnapshot, observationOf, readJobSnapshot, signalNumber } from "./job-state.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
   type CancelRequest,
@@ -177,6 +172,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   const faults = options.faults ?? noFaultPoints;
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
+  const programs = createProgramRunner();
   const profileList = options.profiles ?? defaultLocalProfiles();
   const selfCommand = [...options.selfCommand];
   if (selfCommand.length === 0) throw new Error("selfCommand must not be empty");
@@ -542,40 +538,54 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       }),
     ];
     count("runTask");
-    let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
-    try {
-      proc = Bun.spawn(argv, {
-        cwd: record.cwd,
-        env: { ...HELPER_ENV },
-        stdio: ["ignore", "pipe", "pipe"],
-        // Its own group, so the timeout kills what the step started, not just the step.
-        detached: true,
-      });
-    } catch (error) {
-      return { kind: "Completed", exitCode: 127, stdout: "", stderr: `${String(error)}\n` };
+    const [program, ...args] = argv;
+    if (program === undefined) return { kind: "Refused", message: "empty command" };
+    const outcome = await programs.run({
+      program,
+      args,
+      env: HELPER_ENV,
+      cwd: record.cwd,
+      timeoutMs,
+      maxOutputBytes: taskOutputCapBytes,
+      // A chatty step keeps running; its output is cut, with a note.
+      overflow: "truncate",
+      killGraceMs: 0,
+      // Leftovers in the group would hold the pipes open and the reads would never end.
+      killGroupAfterExit: true,
+    });
+    switch (outcome.kind) {
+      case "NotFound":
+        return { kind: "Completed", exitCode: 127, stdout: "", stderr: `${outcome.message}\n` };
+      case "Overflowed":
+        // Unreachable with overflow "truncate"; said rather than guessed at.
+        return { kind: "Unavailable", message: "the step's output overflowed" };
+      case "TimedOut":
+      case "Exited":
+        break;
+      default: {
+        const never: never = outcome;
+        throw new Error(`unhandled outcome ${JSON.stringify(never)}`);
+      }
     }
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      signalGroup(proc.pid, "SIGKILL");
-    }, timeoutMs);
-    const stdout = readCapped(proc.stdout, taskOutputCapBytes);
-    const stderr = readCapped(proc.stderr, taskOutputCapBytes);
-    await proc.exited;
-    clearTimeout(timer);
-    // Leftovers in the group would hold the pipes open and the reads would never end.
-    signalGroup(proc.pid, "SIGKILL");
-    const [out, err] = await Promise.all([stdout, stderr]);
-    const signal = signalName(proc.signalCode);
-    const signalled = signal === null ? null : signalNumber(signal);
-    const exitCode = proc.exitCode ?? (signalled === null ? 1 : 128 + signalled);
+    const timedOut = outcome.kind === "TimedOut";
+    const signalled =
+      outcome.kind === "Exited" && outcome.signal !== null ? signalNumber(outcome.signal) : null;
+    const exitCode =
+      outcome.kind === "Exited" && outcome.exitCode !== null
+        ? outcome.exitCode
+        : timedOut
+          ? 128 + (signalNumber("SIGKILL") ?? 9)
+          : signalled === null
+            ? 1
+            : 128 + signalled;
+    const truncated = outcome.kind === "Exited" ? outcome.truncated : [];
     const notes = [
-      ...(out.truncated ? [`openai4s: stdout truncated at ${taskOutputCapBytes} bytes`] : []),
-      ...(err.truncated ? [`openai4s: stderr truncated at ${taskOutputCapBytes} bytes`] : []),
+      ...truncated.map((stream) => `openai4s: ${stream} truncated at ${taskOutputCapBytes} bytes`),
       ...(timedOut ? [`openai4s: task killed after its timeout of ${timeoutMs} ms`] : []),
     ];
-    const stderrText = notes.length === 0 ? err.text : `${err.text}${notes.join("\n")}\n`;
-    return { kind: "Completed", exitCode, stdout: out.text, stderr: stderrText };
+    const stderrText =
+      notes.length === 0 ? outcome.stderr : `${outcome.stderr}${notes.join("\n")}\n`;
+    return { kind: "Completed", exitCode, stdout: outcome.stdout, stderr: stderrText };
   }
 
   // ---------------------------------------------------------------------------------------
@@ -762,33 +772,6 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       rmSync(trash, { recursive: true, force: true });
     },
   };
-}
-
-interface CappedText {
-  readonly text: string;
-  readonly truncated: boolean;
-}
-
-/** Reads a stream to its end, keeping at most `capBytes` (and draining the rest). */
-async function readCapped(
-  stream: ReadableStream<Uint8Array>,
-  capBytes: number,
-): Promise<CappedText> {
-  const kept: Uint8Array[] = [];
-  let size = 0;
-  let truncated = false;
-  for await (const chunk of stream) {
-    if (size >= capBytes) {
-      truncated = true;
-      continue;
-    }
-    const room = capBytes - size;
-    if (chunk.byteLength > room) truncated = true;
-    const part = chunk.byteLength > room ? chunk.subarray(0, room) : chunk;
-    kept.push(part);
-    size += part.byteLength;
-  }
-  return { text: Buffer.concat(kept).toString("utf8"), truncated };
 }
 
 /** The last few hundred bytes of a log, for a message that explains a failure. */

@@ -777,7 +777,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
       }
       return {
         kind: "Answered",
-        value: { exitCode: exitCode ?? 1, stdout, stderr, truncated },
+        value: { exitCode: exitCode ?? 1, stdout, stderr, truncated: truncated.length > 0 },
       };
     },
 
