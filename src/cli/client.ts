@@ -9,9 +9,9 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
 import type { EventView, ListedProfileView, WorkloadView } from "../api/views.ts";
+import { type Command, type CommandIo, UsageError } from "../command/command.ts";
+import { parseStrict } from "../command/parse-args.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
-import { type Command, type CommandIo, UsageError } from "./command.ts";
-import { parseStrict } from "./parse-args.ts";
 
 export const SERVER_ENV = "OPENAI4S_SERVER";
 export const TOKEN_ENV = "OPENAI4S_TOKEN";

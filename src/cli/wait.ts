@@ -1,3 +1,4 @@
+import { type Command, UsageError } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -10,7 +11,6 @@ import {
   TERMINAL_PHASES,
   type WorkloadBody,
 } from "./client.ts";
-import { type Command, UsageError } from "./command.ts";
 import { formatDuration, parseDurationFlag } from "./duration.ts";
 
 const HELP = `Usage: openai4s wait ID [--until READY|TERMINAL] [--timeout DURATION]

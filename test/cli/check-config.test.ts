@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { CommandIo } from "../../src/cli/command.ts";
+import type { CommandIo } from "../../src/command/command.ts";
 import { main } from "../../src/main.ts";
 
 const EXAMPLE = join(import.meta.dir, "..", "..", "cluster.toml.example");
