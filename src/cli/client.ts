@@ -432,13 +432,6 @@ export type WorkloadBody = WorkloadView;
 export type ProfileBody = ListedProfileView;
 export type EventBody = EventView;
 
-export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
-  "COMPLETED",
-  "FAILED",
-  "CANCELLED",
-  "LOST",
-]);
-
 /** The profile to use when none was named: `default` if it fits, else the first that does. */
 export async function pickProfile(
   client: ApiClient,
