@@ -34,7 +34,10 @@ import {
   RANK_ENV as SLURM_RANK_ENV,
 } from "../orchestration/slurm/backend.ts";
 import { DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
-import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
+import {
+  WORKER_LISTEN_ENV,
+  workerGatewayListenFromEnv,
+} from "../orchestration/worker-gateway-contract.ts";
 import type { BackendContext } from "./context.ts";
 
 /** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */

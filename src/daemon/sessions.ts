@@ -19,7 +19,7 @@ import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { BarrierHooks } from "../orchestration/reconciler.ts";
 import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/session/engine.ts";
 import { markSessionsUnobserved } from "../orchestration/session/readiness.ts";
-import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
+import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway-contract.ts";
 import type { StoreDeps } from "../store/deps.ts";
 
 export interface SessionsContext {

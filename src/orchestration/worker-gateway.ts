@@ -44,8 +44,22 @@ import {
   type RandomBytes,
   type SigningKey,
   signCredential,
-  verifyCredentialSignature,
 } from "./bootstrap.ts";
+import type {
+  GatewayEvent,
+  GatewayExpectations,
+  RequestOptions,
+  RequestOutcome,
+  WaitOutcome,
+  WorkerGateway,
+} from "./worker-gateway-contract.ts";
+import {
+  type CredentialVerdict,
+  judgeCredential,
+  NOT_A_FRAME,
+  type RefusalReason,
+  type Unparsable,
+} from "./worker-gateway-credential.ts";
 import {
   type CellEvent,
   createFrameDecoder,
@@ -58,7 +72,6 @@ import {
   type KernelStatus,
   LIVENESS_INTERVALS,
   MAX_CREDENTIAL_FRAME_BYTES,
-  parseCredentialFrame,
   parseHostPort,
   parseWorkerMessage,
   REFUSED_BYTES,
@@ -67,131 +80,6 @@ import {
   type WorkerRequest,
   type WorkerResponse,
 } from "./worker-protocol.ts";
-
-// ---------------------------------------------------------------------------------------
-// Public contract
-// ---------------------------------------------------------------------------------------
-
-/** What the daemon currently expects of an allocation's workers. */
-export interface GatewayExpectation {
-  /** The allocation's epoch: a credential for any other epoch is refused. */
-  readonly epoch: number;
-  /** Number of workers: valid ranks are 0 .. ranks-1. */
-  readonly ranks: number;
-  /** The allocation is being stopped (STOPPING) or is over: every credential is refused. */
-  readonly fenced: boolean;
-}
-
-export interface GatewayExpectations {
-  /**
-   * The expectation for an allocation, or null when the daemon expects no workers for it.
-   * Synchronous on purpose: verdict, nonce burn and registration happen in one turn of the
-   * event loop, so two connections cannot both pass the checks before either is recorded.
-   * Called for every judged credential, genuine or not (equal work on every path).
-   */
-  lookup(allocationId: string): GatewayExpectation | null;
-}
-
-export type GatewayEvent =
-  | {
-      readonly kind: "WorkerConnected";
-      readonly allocationId: string;
-      readonly epoch: number;
-      readonly rank: number;
-    }
-  | {
-      readonly kind: "WorkerDisconnected";
-      readonly allocationId: string;
-      readonly epoch: number;
-      readonly rank: number;
-      /** For logs: "closed by peer", "heartbeat timeout", "stopped", "replaced", ... */
-      readonly reason: string;
-    }
-  /** Someone was refused. Deliberately carries no reason (see the module comment). */
-  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string }
-  /** A worker reported its kernel started or died (at once: the worker watches it). */
-  | {
-      readonly kind: "KernelStatus";
-      readonly allocationId: string;
-      readonly epoch: number;
-      readonly rank: number;
-      readonly status: KernelStatus;
-    };
-
-export interface WorkerConnectionInfo {
-  readonly remoteAddress: string;
-  /** Injected-clock milliseconds. */
-  readonly connectedAt: number;
-  /** Last frame of any kind from the worker (heartbeats included). Never user activity. */
-  readonly lastSeenAt: number;
-  /** What the worker last said of its kernel; null until it said anything. */
-  readonly kernel: KernelStatus | null;
-}
-
-export interface RequestOptions {
-  /** An exec's output events, in order, before its answer. */
-  readonly onEvent?: (event: CellEvent) => void;
-}
-
-export type RequestOutcome<T extends WorkerResponse> =
-  | { readonly kind: "Answered"; readonly response: T }
-  /** The worker answered that it could not serve the request. */
-  | { readonly kind: "WorkerError"; readonly message: string }
-  /** No live connection for that (allocation, epoch, rank). Nothing was sent. */
-  | { readonly kind: "NotConnected" }
-  /** The request's frame would exceed the frame cap. Nothing was sent. */
-  | { readonly kind: "TooLarge"; readonly bytes: number }
-  /** No answer in time. The request may still be running on the worker. */
-  | { readonly kind: "TimedOut" }
-  /** The connection went away before the answer came. */
-  | { readonly kind: "Disconnected" };
-
-export type WaitOutcome =
-  | { readonly kind: "Connected" }
-  | { readonly kind: "Aborted" }
-  | { readonly kind: "Closed" };
-
-export interface WorkerGateway {
-  /** HOST:PORT workers must dial: what goes into credential files (`gatewayAddress`). */
-  readonly address: string;
-  /** Ranks of (allocationId, epoch) with a live, authenticated connection. */
-  connected(allocationId: string, epoch: number): ReadonlySet<number>;
-  connection(allocationId: string, epoch: number, rank: number): WorkerConnectionInfo | null;
-  /**
-   * Resolves Connected once ranks 0 .. ranks-1 of exactly this epoch are all connected at the
-   * same time (at once, if they already are); Aborted when `signal` aborts; Closed when the
-   * gateway closes.
-   */
-  waitForRanks(
-    allocationId: string,
-    epoch: number,
-    ranks: number,
-    signal?: AbortSignal,
-  ): Promise<WaitOutcome>;
-  /**
-   * Sends a request to one worker and waits for its answer. Never rejects. Requests to one
-   * worker run concurrently, except that its kernel runs one `exec` at a time, in order.
-   */
-  request<R extends WorkerRequest>(
-    allocationId: string,
-    epoch: number,
-    rank: number,
-    request: R,
-    timeoutMs: number,
-    options?: RequestOptions,
-  ): Promise<RequestOutcome<ResponseFor<R>>>;
-  /**
-   * Tells every connected worker of (allocationId, epoch) to exit, and refuses that pair's
-   * credentials from now on (also resume credentials). Returns how many workers were told.
-   * Workers not connected at this moment learn it when they try to resume and are refused.
-   */
-  stop(allocationId: string, epoch: number, reason: string): number;
-  /**
-   * Stops listening and drops every connection WITHOUT telling workers to stop: a daemon
-   * restart must not kill sessions. Workers reconnect (resume) to the next gateway.
-   */
-  close(): Promise<void>;
-}
 
 export interface WorkerGatewayOptions {
   /** HOST:PORT to listen on (port 0: any free port; see `address` for the result). */
@@ -229,116 +117,6 @@ export interface WorkerGatewayOptions {
   readonly maxPendingHandshakes?: number;
   readonly random?: RandomBytes;
   readonly onEvent?: (event: GatewayEvent) => void;
-}
-
-export type WorkerListenSetting =
-  | { readonly kind: "Disabled" }
-  /** `listen` is a validated HOST:PORT for `WorkerGatewayOptions.listen`. */
-  | { readonly kind: "Enabled"; readonly listen: string }
-  | { readonly kind: "Invalid"; readonly message: string };
-
-export const WORKER_LISTEN_ENV = "OPENAI4S_WORKER_LISTEN";
-
-/** Reads `OPENAI4S_WORKER_LISTEN`. Unset or empty: Disabled; the gateway stays closed. */
-export function workerGatewayListenFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-): WorkerListenSetting {
-  const raw = env[WORKER_LISTEN_ENV];
-  if (raw === undefined || raw === "") return { kind: "Disabled" };
-  const parsed = parseHostPort(raw);
-  if (!parsed) {
-    return {
-      kind: "Invalid",
-      message: `${WORKER_LISTEN_ENV}=${JSON.stringify(raw)} is not HOST:PORT (or [IPV6]:PORT)`,
-    };
-  }
-  return { kind: "Enabled", listen: formatHostPort(parsed) };
-}
-
-// ---------------------------------------------------------------------------------------
-// The verdict on a credential frame: pure apart from `burn`, so it can be tested without
-// sockets; the gateway calls exactly this.
-// ---------------------------------------------------------------------------------------
-
-/** Why a credential was refused: for the daemon's log, never for the peer. */
-export type RefusalReason =
-  | "malformed"
-  | "oversized"
-  | "handshake timeout"
-  | "forged"
-  | "expired"
-  | "unknown allocation"
-  | "fenced"
-  | "wrong epoch"
-  | "rank out of range"
-  | "replayed"
-  | "internal error";
-
-type Unparsable = "malformed" | "oversized";
-
-export type CredentialVerdict =
-  | { readonly kind: "Accepted"; readonly credential: Credential }
-  | {
-      readonly kind: "Refused";
-      readonly reason: RefusalReason;
-      /** The claims, when the signature held (so they may be logged); otherwise null. */
-      readonly authentic: Credential | null;
-    };
-
-export interface JudgeDeps {
-  readonly key: SigningKey;
-  /** Injected-clock epoch milliseconds. */
-  readonly now: number;
-  readonly expectations: GatewayExpectations;
-  /** (allocation, epoch) pairs this gateway was told to stop. */
-  readonly stopped: (allocationId: string, epoch: number) => boolean;
-  /** Burns the nonce durably; false when it was burned already (a replay). */
-  readonly burn: (credential: Credential) => boolean;
-}
-
-/** Passed as the frame when the bytes did not even make one frame. */
-export const NOT_A_FRAME: unique symbol = Symbol("not a frame");
-
-/** Stands in for an unparseable credential, so garbage costs the same HMAC as a forgery. */
-const DUMMY_CREDENTIAL: Credential = {
-  allocationId: "-",
-  epoch: 0,
-  rank: 0,
-  expiresAt: 0,
-  nonce: "0".repeat(32),
-  signature: "0".repeat(64),
-};
-
-/**
- * Judges the first frame. Every path, garbage included, computes the HMAC and consults the
- * expectations before deciding; only a credential that passed every other check reaches the
- * burn, so a stranger's bytes never cause a write.
- */
-export function judgeCredential(
-  frame: unknown,
-  unparsable: Unparsable,
-  deps: JudgeDeps,
-): CredentialVerdict {
-  const credential = frame === NOT_A_FRAME ? null : parseCredentialFrame(frame);
-  const subject = credential ?? DUMMY_CREDENTIAL;
-  const genuine = verifyCredentialSignature(deps.key, subject);
-  const expectation = deps.expectations.lookup(subject.allocationId);
-  const refused = (reason: RefusalReason): CredentialVerdict => ({
-    kind: "Refused",
-    reason,
-    authentic: genuine ? credential : null,
-  });
-  if (!credential) return refused(unparsable);
-  if (!genuine) return refused("forged");
-  if (credential.expiresAt <= deps.now) return refused("expired");
-  if (!expectation) return refused("unknown allocation");
-  if (expectation.fenced || deps.stopped(credential.allocationId, credential.epoch)) {
-    return refused("fenced");
-  }
-  if (expectation.epoch !== credential.epoch) return refused("wrong epoch");
-  if (credential.rank >= expectation.ranks) return refused("rank out of range");
-  if (!deps.burn(credential)) return refused("replayed");
-  return { kind: "Accepted", credential };
 }
 
 // ---------------------------------------------------------------------------------------

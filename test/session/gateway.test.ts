@@ -10,7 +10,7 @@ import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   WORKER_LISTEN_ENV,
   workerGatewayListenFromEnv,
-} from "../../src/orchestration/worker-gateway.ts";
+} from "../../src/orchestration/worker-gateway-contract.ts";
 import {
   encodeFrame,
   parseGatewayMessage,

@@ -31,7 +31,7 @@ import {
   isTerminal,
   type Workload,
 } from "../models.ts";
-import type { RequestOutcome, WorkerGateway } from "../worker-gateway.ts";
+import type { RequestOutcome, WorkerGateway } from "../worker-gateway-contract.ts";
 import type { WorkerResponse } from "../worker-protocol.ts";
 import {
   readSessionAttempt,

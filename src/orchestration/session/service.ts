@@ -20,7 +20,11 @@ import { listAllocations } from "../../store/ops/list-allocations.ts";
 import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
-import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../worker-gateway.ts";
+import type {
+  GatewayExpectation,
+  GatewayExpectations,
+  WorkerGateway,
+} from "../worker-gateway-contract.ts";
 import type { CellEvent, ExecResponse } from "../worker-protocol.ts";
 import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
 import { KERNEL_DIED } from "./readiness.ts";
