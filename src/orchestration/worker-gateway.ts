@@ -384,15 +384,17 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       kernel: null,
     };
     conn.state = live;
+    const previous = slots.get(slot)?.get(rank);
+    // A fresh credential for a rank that is still connected comes from that rank's worker
+    // resuming over a new connection; the old one is presumed half-open. Retired BEFORE the
+    // rank table is looked up: retiring the last rank drops the table, and the new
+    // connection went into the dropped one (connected, yet never found).
+    if (previous) retire(previous, "replaced", true);
     let ranks = slots.get(slot);
     if (!ranks) {
       ranks = new Map();
       slots.set(slot, ranks);
     }
-    const previous = ranks.get(rank);
-    // A fresh credential for a rank that is still connected comes from that rank's worker
-    // resuming over a new connection; the old one is presumed half-open.
-    if (previous) retire(previous, "replaced", true);
     ranks.set(rank, conn);
     send(conn, {
       kind: "welcome",

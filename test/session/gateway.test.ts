@@ -463,6 +463,21 @@ describe("accepted connections", () => {
     await expectRefused(h, [credentialFrame(resume)]); // burned like any other
   });
 
+  test("a resume while the old connection is still open replaces it, and the rank stays connected", async () => {
+    const h = setup();
+    const first = await fakeWorker(h, good(h));
+    // The old connection is presumed half-open: the worker dialled again without it closing.
+    const second = await fakeWorker(h, first.welcome.resume, echoExec);
+    expect(await until(() => first.closedReason() !== null)).toBe(true);
+    expect(h.gateway.connected("alloc-1", 2)).toEqual(new Set([0]));
+    const answer = await h.gateway.request("alloc-1", 2, 0, { kind: "exec", code: "again" }, 2000);
+    expect(answer).toMatchObject({
+      kind: "Answered",
+      response: { result: { "text/plain": "again" } },
+    });
+    expect(second.closedReason()).toBeNull();
+  });
+
   test("stop tells the workers, disconnects them, and refuses their resume", async () => {
     const h = setup();
     const w = await fakeWorker(h, good(h));
