@@ -50,7 +50,6 @@ import type {
   GatewayExpectations,
   RequestOptions,
   RequestOutcome,
-  WaitOutcome,
   WorkerGateway,
 } from "./worker-gateway-contract.ts";
 import {
@@ -60,6 +59,7 @@ import {
   type RefusalReason,
   type Unparsable,
 } from "./worker-gateway-credential.ts";
+import { createRendezvous, slotKey } from "./worker-gateway-rendezvous.ts";
 import {
   type CellEvent,
   createFrameDecoder,
@@ -132,7 +132,6 @@ interface Pending {
 
 interface LiveState {
   readonly phase: "live";
-  readonly slot: string;
   readonly allocationId: string;
   readonly epoch: number;
   readonly rank: number;
@@ -159,12 +158,6 @@ interface Conn {
   state: ConnState;
 }
 
-interface Waiter {
-  readonly ranks: number;
-  readonly resolve: (outcome: WaitOutcome) => void;
-}
-
-const slotKey = (allocationId: string, epoch: number) => `${epoch}\u0000${allocationId}`;
 /** How long a refused or stopped peer may linger before we cut it off. */
 const LINGER_MS = 5000;
 /** Bytes a peer may leave unread before we give up on it. */
@@ -184,9 +177,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const maxPendingHandshakes = options.maxPendingHandshakes ?? 256;
   const random = options.random ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
 
-  /** (allocation, epoch) → rank → live connection. */
-  const slots = new Map<string, Map<number, Conn>>();
-  const waiters = new Map<string, Set<Waiter>>();
+  const rendezvous = createRendezvous<Conn>();
   /** Pairs told to stop: refused from now on even before the store says fenced. */
   const stopped = new Set<string>();
   const conns = new Set<Conn>();
@@ -368,11 +359,9 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     if (conn.timer) clearTimeout(conn.timer);
     conn.timer = null;
     const { allocationId, epoch, rank } = credential;
-    const slot = slotKey(allocationId, epoch);
     const now = clock.now();
     const live: LiveState = {
       phase: "live",
-      slot,
       allocationId,
       epoch,
       rank,
@@ -384,18 +373,14 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       kernel: null,
     };
     conn.state = live;
-    const previous = slots.get(slot)?.get(rank);
+    const previous = rendezvous.at(allocationId, epoch, rank);
     // A fresh credential for a rank that is still connected comes from that rank's worker
     // resuming over a new connection; the old one is presumed half-open. Retired BEFORE the
     // rank table is looked up: retiring the last rank drops the table, and the new
     // connection went into the dropped one (connected, yet never found).
     if (previous) retire(previous, "replaced", true);
-    let ranks = slots.get(slot);
-    if (!ranks) {
-      ranks = new Map();
-      slots.set(slot, ranks);
-    }
-    ranks.set(rank, conn);
+    // Waiters are told by a promise, so after the welcome and the event below.
+    rendezvous.seat(allocationId, epoch, rank, conn);
     send(conn, {
       kind: "welcome",
       allocationId,
@@ -411,7 +396,6 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       remoteAddress: conn.remoteAddress,
     });
     emit({ kind: "WorkerConnected", allocationId, epoch, rank });
-    notifyWaiters(slot);
   }
 
   function mintResume(live: LiveState): Credential {
@@ -526,11 +510,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     if (conn.timer) clearTimeout(conn.timer);
     conn.timer = null;
     if (state.phase === "live") {
-      const ranks = slots.get(state.slot);
-      if (ranks?.get(state.rank) === conn) {
-        ranks.delete(state.rank);
-        if (ranks.size === 0) slots.delete(state.slot);
-      }
+      rendezvous.unseat(state.allocationId, state.epoch, state.rank, conn);
       for (const pending of state.pending.values()) {
         clearTimeout(pending.timer);
         pending.resolve({ kind: "Disconnected" });
@@ -551,24 +531,6 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       });
     }
     if (terminate) conn.socket.terminate();
-  }
-
-  function notifyWaiters(slot: string): void {
-    const set = waiters.get(slot);
-    if (!set) return;
-    const ranks = slots.get(slot);
-    for (const waiter of set) {
-      if (allPresent(ranks, waiter.ranks)) {
-        set.delete(waiter);
-        waiter.resolve({ kind: "Connected" });
-      }
-    }
-    if (set.size === 0) waiters.delete(slot);
-  }
-
-  function allPresent(ranks: Map<number, Conn> | undefined, count: number): boolean {
-    for (let r = 0; r < count; r++) if (!ranks?.has(r)) return false;
-    return true;
   }
 
   function sweep(): void {
@@ -686,11 +648,11 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     address,
 
     connected(allocationId, epoch) {
-      return new Set(slots.get(slotKey(allocationId, epoch))?.keys());
+      return rendezvous.ranks(allocationId, epoch);
     },
 
     connection(allocationId, epoch, rank) {
-      const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
+      const conn = rendezvous.at(allocationId, epoch, rank);
       if (conn?.state.phase !== "live") return null;
       return {
         remoteAddress: conn.remoteAddress,
@@ -701,31 +663,8 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     },
 
     waitForRanks(allocationId, epoch, ranks, signal) {
-      const slot = slotKey(allocationId, epoch);
       if (closed) return Promise.resolve({ kind: "Closed" });
-      if (signal?.aborted) return Promise.resolve({ kind: "Aborted" });
-      if (allPresent(slots.get(slot), ranks)) return Promise.resolve({ kind: "Connected" });
-      return new Promise<WaitOutcome>((resolve) => {
-        let set = waiters.get(slot);
-        if (!set) {
-          set = new Set();
-          waiters.set(slot, set);
-        }
-        const onAbort = () => {
-          set.delete(waiter);
-          if (set.size === 0 && waiters.get(slot) === set) waiters.delete(slot);
-          resolve({ kind: "Aborted" });
-        };
-        const waiter: Waiter = {
-          ranks,
-          resolve: (outcome) => {
-            signal?.removeEventListener("abort", onAbort);
-            resolve(outcome);
-          },
-        };
-        set.add(waiter);
-        signal?.addEventListener("abort", onAbort, { once: true });
-      });
+      return rendezvous.waitFor(allocationId, epoch, ranks, signal);
     },
 
     request<R extends WorkerRequest>(
@@ -737,7 +676,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       requestOptions: RequestOptions = {},
     ): Promise<RequestOutcome<ResponseFor<R>>> {
       type Outcome = RequestOutcome<ResponseFor<R>>;
-      const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
+      const conn = rendezvous.at(allocationId, epoch, rank);
       const live = conn?.state;
       if (!conn || live?.phase !== "live") return Promise.resolve({ kind: "NotConnected" });
       const id = live.nextRequestId++;
@@ -763,9 +702,8 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     },
 
     stop(allocationId, epoch, reason) {
-      const slot = slotKey(allocationId, epoch);
-      stopped.add(slot);
-      const ranks = [...(slots.get(slot)?.values() ?? [])];
+      stopped.add(slotKey(allocationId, epoch));
+      const ranks = rendezvous.seated(allocationId, epoch);
       for (const conn of ranks) {
         // Retired first: from this moment the rank is not connected, whatever the socket does.
         retire(conn, "stopped", false);
@@ -783,8 +721,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       closed = true;
       clearInterval(sweeper);
       for (const conn of [...conns]) retire(conn, "gateway closed", true);
-      for (const set of waiters.values()) for (const w of set) w.resolve({ kind: "Closed" });
-      waiters.clear();
+      rendezvous.close();
       listener.stop(true);
     },
   };
