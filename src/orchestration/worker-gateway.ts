@@ -34,7 +34,7 @@
  */
 import { hostname as osHostname } from "node:os";
 import type { Socket, TCPSocketListener } from "bun";
-import type { Clock } from "../clock.ts";
+import { type Clock, systemTimers, type Timers } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import { burnNonce, pruneBurnedNonces } from "../store/ops/burn-nonce.ts";
@@ -98,6 +98,11 @@ export interface WorkerGatewayOptions {
   readonly key: SigningKey;
   /** For credential expiry and last-seen times. */
   readonly clock: Clock;
+  /**
+   * Every wait: handshake deadline, refusal floor, request timeouts, the liveness sweep, the
+   * linger after a stop (tests: a manual timeline). Default: real timers.
+   */
+  readonly timers?: Timers;
   readonly log: Log;
   readonly expectations: GatewayExpectations;
   /** Cap on frames after the handshake (default 1 MiB). */
@@ -126,7 +131,7 @@ export interface WorkerGatewayOptions {
 interface Pending {
   readonly kind: WorkerRequest["kind"];
   readonly onEvent: ((event: CellEvent) => void) | undefined;
-  readonly timer: ReturnType<typeof setTimeout>;
+  readonly cancelTimeout: () => void;
   readonly resolve: (outcome: RequestOutcome<WorkerResponse>) => void;
 }
 
@@ -154,7 +159,7 @@ interface Conn {
   readonly remoteAddress: string;
   readonly writer: SocketWriter;
   /** Handshake deadline, refusal delay, or post-stop linger: at most one at a time. */
-  timer: ReturnType<typeof setTimeout> | null;
+  timer: (() => void) | null;
   state: ConnState;
 }
 
@@ -169,6 +174,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const listen = parseHostPort(options.listen);
   if (!listen) throw new Error(`worker gateway: cannot listen on ${options.listen}`);
   const { store, key, clock, log, expectations } = options;
+  const timers = options.timers ?? systemTimers;
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 5000;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
@@ -178,6 +184,8 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const random = options.random ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
 
   const rendezvous = createRendezvous<Conn>();
+  /** Stopped peers given LINGER_MS to close: cut → cancel of its timer. */
+  const lingering = new Map<() => void, () => void>();
   /** Pairs told to stop: refused from now on even before the store says fenced. */
   const stopped = new Set<string>();
   const conns = new Set<Conn>();
@@ -204,13 +212,13 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   }
 
   function setTimer(conn: Conn, ms: number, action: () => void): void {
-    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer?.();
     conn.timer = null;
     if (conn.state.phase === "closed") return; // retired meanwhile: nothing left to time
-    conn.timer = setTimeout(() => {
+    conn.timer = timers.after(ms, () => {
       conn.timer = null;
       action();
-    }, ms);
+    });
   }
 
   function leaveHandshake(conn: Conn): void {
@@ -356,7 +364,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
 
   function accept(conn: Conn, credential: Credential): void {
     leaveHandshake(conn);
-    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer?.();
     conn.timer = null;
     const { allocationId, epoch, rank } = credential;
     const now = clock.now();
@@ -476,7 +484,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
             return;
           }
           live.pending.delete(message.id);
-          clearTimeout(pending.timer);
+          pending.cancelTimeout();
           pending.resolve(
             response.kind === "error"
               ? { kind: "WorkerError", message: response.message }
@@ -507,12 +515,12 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     leaveHandshake(conn);
     conn.state = { phase: "closed" };
     conns.delete(conn);
-    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer?.();
     conn.timer = null;
     if (state.phase === "live") {
       rendezvous.unseat(state.allocationId, state.epoch, state.rank, conn);
       for (const pending of state.pending.values()) {
-        clearTimeout(pending.timer);
+        pending.cancelTimeout();
         pending.resolve({ kind: "Disconnected" });
       }
       state.pending.clear();
@@ -637,7 +645,10 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     },
   });
 
-  const sweeper = setInterval(sweep, heartbeatIntervalMs);
+  let cancelSweep = timers.after(heartbeatIntervalMs, function sweepAndAgain() {
+    sweep();
+    cancelSweep = timers.after(heartbeatIntervalMs, sweepAndAgain);
+  });
   const advertised =
     options.advertiseHost ??
     (WILDCARD_HOSTS.has(listener.hostname) ? osHostname() : listener.hostname);
@@ -686,14 +697,14 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         return Promise.resolve({ kind: "TooLarge", bytes });
       }
       return new Promise<Outcome>((resolve) => {
-        const timer = setTimeout(() => {
+        const cancelTimeout = timers.after(timeoutMs, () => {
           live.pending.delete(id);
           resolve({ kind: "TimedOut" });
-        }, timeoutMs);
+        });
         live.pending.set(id, {
           kind: request.kind,
           onEvent: requestOptions.onEvent,
-          timer,
+          cancelTimeout,
           // The response kind was checked against `request.kind` on receipt.
           resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
         });
@@ -711,7 +722,12 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         conn.writer.endWhenFlushed();
         // The worker closes on `stop`; one that does not is cut off after the linger.
         const socket = conn.socket;
-        setTimeout(() => socket.terminate(), LINGER_MS).unref();
+        const cut = () => {
+          lingering.delete(cut);
+          socket.terminate();
+        };
+        const cancel = timers.after(LINGER_MS, cut);
+        lingering.set(cut, cancel);
       }
       return ranks.length;
     },
@@ -719,7 +735,12 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     async close() {
       if (closed) return;
       closed = true;
-      clearInterval(sweeper);
+      cancelSweep();
+      // A stopped peer still lingering is cut now: nothing would be left to time it.
+      for (const [cut, cancel] of [...lingering]) {
+        cancel();
+        cut();
+      }
       for (const conn of [...conns]) retire(conn, "gateway closed", true);
       rendezvous.close();
       listener.stop(true);

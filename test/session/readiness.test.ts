@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { manualTimeline } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
 import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
@@ -324,6 +325,34 @@ describe("readiness conditions", () => {
       status: "FALSE",
       reason: "ALLOCATION_RUNNING",
     });
+  });
+
+  test("run() passes again once per period, on the injected timers", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    const { epoch } = prepared(id, a);
+    const timers = manualTimeline();
+    const r = createSessionReadiness({
+      store: t.store,
+      gateway: gw,
+      layout,
+      key,
+      clock: t.clock,
+      log: silentLog,
+      intervalMs: 60_000,
+      timers,
+    });
+    const controller = new AbortController();
+    const running = r.run(controller.signal);
+    expect(conditions(id)["READY"]?.reason).toBe("WORKER_CONNECTED");
+    expect(timers.pending()).toBe(1);
+    gw.connect(a, epoch, 0); // no trigger: only the next period may notice
+    timers.advance(60_000);
+    const deadline = Date.now() + 2000;
+    while (conditions(id)["READY"]?.status !== "TRUE" && Date.now() < deadline) await Bun.sleep(5);
+    expect(conditions(id)["READY"]?.status).toBe("TRUE");
+    controller.abort();
+    await running;
   });
 
   test("trigger() runs a pass without waiting for the period", async () => {

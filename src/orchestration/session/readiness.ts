@@ -14,7 +14,7 @@
  * Passes run every `intervalMs` and also at once when the gateway reports a connection
  * (`trigger`), so READY follows the last worker's connection by one pass, not one period.
  */
-import type { Clock } from "../../clock.ts";
+import { type Clock, systemTimers, type Timers } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { StoreDeps } from "../../store/deps.ts";
 import { listConditions, setCondition } from "../../store/ops/conditions.ts";
@@ -72,6 +72,8 @@ export interface SessionReadinessOptions {
   readonly log: Log;
   /** Period of `run`. Default 200 ms: READY within a second of the allocation running. */
   readonly intervalMs?: number;
+  /** What `run` waits on between passes (tests: a manual timeline). Default: real timers. */
+  readonly timers?: Timers;
   /** After a failed probe, the next try waits this long. Default 1 s. */
   readonly probeRetryMs?: number;
   /** Per probe_workspace request. Default 5 s. */
@@ -205,6 +207,7 @@ export function markSessionsUnobserved(store: StoreDeps, why: string): void {
 export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
   const { store, gateway, layout, key, log } = options;
   const intervalMs = options.intervalMs ?? 200;
+  const timers = options.timers ?? systemTimers;
   const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
   const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
   const probeRetryMs = options.probeRetryMs ?? 1000;
@@ -554,9 +557,9 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
           log.error("session readiness pass failed", { error: String(error) });
         }
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, intervalMs);
+          const cancel = timers.after(intervalMs, done);
           function done() {
-            clearTimeout(timer);
+            cancel();
             signal.removeEventListener("abort", done);
             wake = null;
             resolve();
