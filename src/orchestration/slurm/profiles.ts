@@ -17,9 +17,9 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import type { ResourceProfile, WorkloadKind } from "../models.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type BatchSpec, SCHEDULER_NAME_PATTERN, sbatchArgv } from "./broker.ts";
+import { readTomlSubset } from "./toml-cross-check.ts";
 import {
   joinKey,
-  readTomlSubset,
   type TomlNode,
   type TomlPosition,
   type TomlRefusal,
