@@ -12,10 +12,8 @@ import {
   workspaceMarker,
   workspaceMarkerPath,
 } from "../../src/orchestration/session/preparer.ts";
-import {
-  createSessionReadiness,
-  readyCondition,
-} from "../../src/orchestration/session/readiness.ts";
+import { createSessionReadiness } from "../../src/orchestration/session/readiness.ts";
+import { readyCondition } from "../../src/orchestration/session/readiness-conditions.ts";
 import {
   applyTransition,
   getAllocation,

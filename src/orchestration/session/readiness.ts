@@ -24,44 +24,22 @@ import { listWorkloads } from "../../store/ops/list-workloads.ts";
 import { loadReconcileSnapshot } from "../../store/ops/load-reconcile-snapshot.ts";
 import type { SigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
+import { type Allocation, type ConditionType, isTerminal, type Workload } from "../models.ts";
+import type { WorkerGateway } from "../worker-gateway-contract.ts";
+import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
 import {
-  type Allocation,
-  type ConditionStatus,
-  type ConditionType,
-  isTerminal,
-  type Workload,
-} from "../models.ts";
-import type { RequestOutcome, WorkerGateway } from "../worker-gateway-contract.ts";
-import type { WorkerResponse } from "../worker-protocol.ts";
-import {
-  readSessionAttempt,
-  SESSION_MAX_RANKS,
-  workspaceMarker,
-  workspaceMarkerPath,
-} from "./preparer.ts";
-
-/** The four readiness conditions, in the order READY names the first missing one. */
-export const READINESS_ORDER = [
-  "ALLOCATION_RUNNING",
-  "WORKER_CONNECTED",
-  "WORKSPACE_VISIBLE",
-  "KERNEL_RESPONSIVE",
-] as const satisfies readonly ConditionType[];
-
-export interface ConditionValue {
-  readonly type: ConditionType;
-  readonly status: ConditionStatus;
-  readonly reason: string;
-  readonly message: string;
-}
+  type ConditionValue,
+  endedConditions,
+  KERNEL_DIED,
+  PROBED_REASONS,
+  type ProbedConditionType,
+  type ProbeResult,
+  probedCondition,
+  readyCondition,
+} from "./readiness-conditions.ts";
+import { createReadinessProbes } from "./readiness-probes.ts";
 
 export type SessionGateway = Pick<WorkerGateway, "connected" | "connection" | "request">;
-
-/**
- * KERNEL_RESPONSIVE's reason when a worker reported its kernel dead. Exec still runs then:
- * the next exec is what starts a fresh kernel (see the session service).
- */
-export const KERNEL_DIED = "KERNEL_DIED";
 
 export interface SessionReadinessOptions {
   readonly store: StoreDeps;
@@ -93,29 +71,6 @@ export interface SessionReadiness {
   trigger(): void;
 }
 
-type ProbeResult =
-  | { readonly ok: true; readonly message: string }
-  | { readonly ok: false; readonly message: string };
-
-type ProbedConditionType = "WORKSPACE_VISIBLE" | "KERNEL_RESPONSIVE";
-
-/** The reasons of the two conditions the workers are probed for, as passed and as not. */
-const PROBED_REASONS: Readonly<
-  Record<ProbedConditionType, { readonly ok: string; readonly failed: string }>
-> = {
-  WORKSPACE_VISIBLE: { ok: "WORKSPACE_VISIBLE", failed: "WORKSPACE_NOT_VISIBLE" },
-  KERNEL_RESPONSIVE: { ok: "KERNEL_RESPONSIVE", failed: "KERNEL_UNRESPONSIVE" },
-};
-
-function probedCondition(type: ProbedConditionType, result: ProbeResult): ConditionValue {
-  return {
-    type,
-    status: result.ok ? "TRUE" : "FALSE",
-    reason: result.ok ? PROBED_REASONS[type].ok : PROBED_REASONS[type].failed,
-    message: result.message,
-  };
-}
-
 interface AttemptKnowledge {
   workspace: ProbeResult | null;
   kernel: ProbeResult | null;
@@ -126,35 +81,6 @@ interface AttemptKnowledge {
 }
 
 const attemptKey = (a: Allocation) => `${a.epoch}\u0000${a.id}`;
-
-/** READY from the four conditions: TRUE only when all are; else the first missing one. */
-export function readyCondition(conditions: readonly ConditionValue[]): ConditionValue {
-  for (const type of READINESS_ORDER) {
-    const c = conditions.find((x) => x.type === type);
-    if (c?.status !== "TRUE") {
-      return {
-        type: "READY",
-        status: "FALSE",
-        reason: type,
-        message: `${type} is ${c?.status ?? "UNKNOWN"}: ${c?.message ?? "not evaluated yet"}`,
-      };
-    }
-  }
-  return { type: "READY", status: "TRUE", reason: "READY", message: "the session is ready" };
-}
-
-function endedConditions(workload: Workload | null): readonly ConditionValue[] {
-  const how = workload
-    ? `the session ended: ${workload.phase}${workload.reason ? ` (${workload.reason})` : ""}`
-    : "the session no longer exists";
-  const four: ConditionValue[] = [
-    { type: "ALLOCATION_RUNNING", status: "FALSE", reason: "ALLOCATION_NOT_RUNNING", message: how },
-    { type: "WORKER_CONNECTED", status: "FALSE", reason: "WORKER_MISSING", message: how },
-    { type: "WORKSPACE_VISIBLE", status: "FALSE", reason: "WORKSPACE_NOT_VISIBLE", message: how },
-    { type: "KERNEL_RESPONSIVE", status: "FALSE", reason: "KERNEL_UNRESPONSIVE", message: how },
-  ];
-  return [...four, readyCondition(four)];
-}
 
 /**
  * For a daemon running without the worker gateway: no worker can connect and no readiness
@@ -211,6 +137,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
   const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
   const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
   const probeRetryMs = options.probeRetryMs ?? 1000;
+  const probes = createReadinessProbes({ gateway, layout, key, probeTimeoutMs, kernelTimeoutMs });
   const { clock } = options;
 
   /** What the probes learnt, per attempt, while all its workers stayed connected. */
@@ -268,80 +195,12 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     }
   }
 
-  async function probeWorkspace(
-    workload: Workload,
-    a: Allocation,
-    ranks: number,
-  ): Promise<ProbeResult> {
-    const path = workspaceMarkerPath(layout.workspaceDir(workload.id));
-    const expect = workspaceMarker(key, a.id, a.epoch);
-    const answers = await Promise.all(
-      Array.from({ length: ranks }, (_, rank) =>
-        gateway.request(
-          a.id,
-          a.epoch,
-          rank,
-          { kind: "probe_workspace", path, expect },
-          probeTimeoutMs,
-        ),
-      ),
-    );
-    const problems: string[] = [];
-    answers.forEach((outcome, rank) => {
-      if (outcome.kind !== "Answered") {
-        problems.push(`rank ${rank}: ${describeFailure(outcome)}`);
-      } else if (!outcome.response.found) {
-        problems.push(
-          outcome.response.content === null
-            ? `rank ${rank} cannot read ${path}`
-            : `rank ${rank} reads a different marker at ${path}`,
-        );
-      }
-    });
-    if (problems.length > 0) {
-      return {
-        ok: false,
-        message: `the workspace marker was not confirmed: ${problems.join("; ")}`,
-      };
-    }
-    return {
-      ok: true,
-      message: `${ranks === 1 ? "the worker" : `all ${ranks} workers`} read the workspace marker at ${path}`,
-    };
-  }
-
-  async function probeKernel(a: Allocation): Promise<ProbeResult> {
-    const started = performance.now();
-    const outcome = await gateway.request(
-      a.id,
-      a.epoch,
-      0,
-      { kind: "exec", code: "1+1" },
-      kernelTimeoutMs,
-    );
-    if (outcome.kind !== "Answered") {
-      return { ok: false, message: `1+1 was not evaluated: ${describeFailure(outcome)}` };
-    }
-    const r = outcome.response;
-    const value = r.result?.["text/plain"] ?? null;
-    if (r.status !== "OK" || value !== "2") {
-      return {
-        ok: false,
-        message: `1+1 evaluated to ${JSON.stringify(value)} (status ${r.status}${r.error ? `: ${r.error.traceback.slice(0, 200)}` : ""})`,
-      };
-    }
-    return {
-      ok: true,
-      message: `1+1 evaluated to 2 in ${Math.round(performance.now() - started)} ms`,
-    };
-  }
-
   /** Probes what is not yet known, both at once; a pass follows as soon as they answer. */
   function startProbes(known: AttemptKnowledge, workload: Workload, a: Allocation, ranks: number) {
     const round = (async () => {
       const [workspace, kernel] = await Promise.all([
-        known.workspace?.ok ? known.workspace : probeWorkspace(workload, a, ranks),
-        known.kernel?.ok ? known.kernel : probeKernel(a),
+        known.workspace?.ok ? known.workspace : probes.workspace(workload, a, ranks),
+        known.kernel?.ok ? known.kernel : probes.kernel(a),
       ]);
       known.workspace = workspace;
       known.kernel = kernel;
@@ -570,25 +429,4 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       }
     },
   };
-}
-
-type RequestFailure = Exclude<RequestOutcome<WorkerResponse>, { readonly kind: "Answered" }>;
-
-function describeFailure(outcome: RequestFailure): string {
-  switch (outcome.kind) {
-    case "NotConnected":
-      return "not connected";
-    case "TimedOut":
-      return "no answer in time";
-    case "Disconnected":
-      return "the connection was lost";
-    case "WorkerError":
-      return `the worker could not serve it: ${outcome.message}`;
-    case "TooLarge":
-      return `the request is too large (${outcome.bytes} bytes)`;
-    default: {
-      const unreachable: never = outcome;
-      return `unexpected outcome ${JSON.stringify(unreachable)}`;
-    }
-  }
 }

@@ -27,7 +27,7 @@ import type {
 } from "../worker-gateway-contract.ts";
 import type { CellEvent, ExecResponse } from "../worker-protocol.ts";
 import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
-import { KERNEL_DIED } from "./readiness.ts";
+import { KERNEL_DIED } from "./readiness-conditions.ts";
 
 export interface SessionServiceOptions {
   readonly store: StoreDeps;
