@@ -33,7 +33,7 @@
  * thing, exactly as over plain TCP (the admin's explicit opt-out, for a network they trust).
  */
 import { hostname as osHostname } from "node:os";
-import type { Socket, TCPSocketListener } from "bun";
+import type { Socket, SocketHandler, TCPSocketListener } from "bun";
 import { type Clock, systemTimers, type Timers } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StoreDeps } from "../store/deps.ts";
@@ -576,74 +576,11 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     }
   }
 
-  const listener: TCPSocketListener<Conn> = Bun.listen<Conn>({
-    hostname: listen.hostname,
-    port: listen.port,
-    ...(options.tls && { tls: { key: options.tls.keyPem, cert: options.tls.certPem } }),
-    // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
-    // peer closes. Closing fully while it is still sending (an oversized frame) would answer
-    // with a reset, which can destroy the unread `refused` on its side. It also lets a peer
-    // that sent a truncated frame and shut down its side still hear the verdict.
-    allowHalfOpen: true,
-    socket: {
-      binaryType: "uint8array",
-      open: onOpen,
-      data(socket, chunk) {
-        const conn = socket.data;
-        guarded(conn, () => {
-          const state = conn.state;
-          switch (state.phase) {
-            case "handshake":
-              return onHandshakeData(conn, state.decoder, chunk);
-            case "live":
-              return onLiveData(conn, state, chunk);
-            case "refusing":
-            case "closed":
-              return; // read and discarded, so our close is a FIN, not a reset
-            default: {
-              const never: never = state;
-              throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
-            }
-          }
-        });
-      },
-      drain(socket) {
-        socket.data.writer.flush();
-      },
-      end(socket) {
-        // The peer shut down its side (FIN).
-        const conn = socket.data;
-        guarded(conn, () => {
-          const state = conn.state;
-          switch (state.phase) {
-            case "handshake":
-              // Whatever it sent is all it will send: judge it now, however incomplete.
-              judge(conn, NOT_A_FRAME, performance.now(), "malformed");
-              return;
-            case "live":
-              retire(conn, "closed by peer", true);
-              return;
-            case "refusing":
-            case "closed":
-              return; // our answer (if any) is under way; the linger bounds the rest
-            default: {
-              const never: never = state;
-              throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
-            }
-          }
-        });
-      },
-      close(socket) {
-        const conn = socket.data as Conn | undefined;
-        if (conn) retire(conn, "closed by peer", false);
-      },
-      error(socket, error) {
-        const conn = socket.data as Conn | undefined;
-        log.warn("worker gateway: socket error", { error: String(error) });
-        if (conn) retire(conn, `socket error: ${error.message}`, true);
-      },
-    },
-  });
+  const listener = listenFor(
+    listen,
+    options.tls,
+    socketHandlers({ open: onOpen, onHandshakeData, onLiveData, judge, retire, guarded, log }),
+  );
 
   let cancelSweep = timers.after(heartbeatIntervalMs, function sweepAndAgain() {
     sweep();
@@ -686,29 +623,14 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       timeoutMs: number,
       requestOptions: RequestOptions = {},
     ): Promise<RequestOutcome<ResponseFor<R>>> {
-      type Outcome = RequestOutcome<ResponseFor<R>>;
       const conn = rendezvous.at(allocationId, epoch, rank);
-      const live = conn?.state;
-      if (!conn || live?.phase !== "live") return Promise.resolve({ kind: "NotConnected" });
-      const id = live.nextRequestId++;
-      const frame = encodeFrame({ kind: "request", id, request }, maxFrameBytes);
-      if (!frame) {
-        const bytes = new TextEncoder().encode(JSON.stringify(request)).length;
-        return Promise.resolve({ kind: "TooLarge", bytes });
-      }
-      return new Promise<Outcome>((resolve) => {
-        const cancelTimeout = timers.after(timeoutMs, () => {
-          live.pending.delete(id);
-          resolve({ kind: "TimedOut" });
-        });
-        live.pending.set(id, {
-          kind: request.kind,
-          onEvent: requestOptions.onEvent,
-          cancelTimeout,
-          // The response kind was checked against `request.kind` on receipt.
-          resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
-        });
-        if (!conn.writer.write(frame)) retire(conn, "peer stopped reading", true);
+      if (conn?.state.phase !== "live") return Promise.resolve({ kind: "NotConnected" });
+      return sendRequest(conn, conn.state, request, {
+        timeoutMs,
+        onEvent: requestOptions.onEvent,
+        maxFrameBytes,
+        timers,
+        onStalled: () => retire(conn, "peer stopped reading", true),
       });
     },
 
@@ -746,4 +668,134 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       listener.stop(true);
     },
   };
+}
+
+/** What the listener's socket events need from the gateway. */
+interface ConnectionEvents {
+  open(socket: Socket<Conn>): void;
+  onHandshakeData(conn: Conn, decoder: FrameDecoder, chunk: Uint8Array): void;
+  onLiveData(conn: Conn, live: LiveState, chunk: Uint8Array): void;
+  judge(conn: Conn, frame: unknown, decidedAt: number, unparsable: Unparsable): void;
+  retire(conn: Conn, reason: string, terminate: boolean): void;
+  guarded(conn: Conn, action: () => void): void;
+  readonly log: Log;
+}
+
+/**
+ * The connection state machine's transitions on socket events: each event is dispatched on
+ * the connection's phase (handshake, live, refusing, closed), exhaustively.
+ */
+function socketHandlers(h: ConnectionEvents): SocketHandler<Conn> {
+  return {
+    binaryType: "uint8array",
+    open: (socket) => h.open(socket),
+    data(socket, chunk) {
+      const conn = socket.data;
+      h.guarded(conn, () => {
+        const state = conn.state;
+        switch (state.phase) {
+          case "handshake":
+            return h.onHandshakeData(conn, state.decoder, chunk);
+          case "live":
+            return h.onLiveData(conn, state, chunk);
+          case "refusing":
+          case "closed":
+            return; // read and discarded, so our close is a FIN, not a reset
+          default: {
+            const never: never = state;
+            throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
+          }
+        }
+      });
+    },
+    drain(socket) {
+      socket.data.writer.flush();
+    },
+    end(socket) {
+      // The peer shut down its side (FIN).
+      const conn = socket.data;
+      h.guarded(conn, () => {
+        const state = conn.state;
+        switch (state.phase) {
+          case "handshake":
+            // Whatever it sent is all it will send: judge it now, however incomplete.
+            h.judge(conn, NOT_A_FRAME, performance.now(), "malformed");
+            return;
+          case "live":
+            h.retire(conn, "closed by peer", true);
+            return;
+          case "refusing":
+          case "closed":
+            return; // our answer (if any) is under way; the linger bounds the rest
+          default: {
+            const never: never = state;
+            throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
+          }
+        }
+      });
+    },
+    close(socket) {
+      const conn = socket.data as Conn | undefined;
+      if (conn) h.retire(conn, "closed by peer", false);
+    },
+    error(socket, error) {
+      const conn = socket.data as Conn | undefined;
+      h.log.warn("worker gateway: socket error", { error: String(error) });
+      if (conn) h.retire(conn, `socket error: ${error.message}`, true);
+    },
+  };
+}
+
+/** One request on a live connection: its answer, a timeout, or why it never left. */
+function sendRequest<R extends WorkerRequest>(
+  conn: Conn,
+  live: LiveState,
+  request: R,
+  options: {
+    readonly timeoutMs: number;
+    readonly onEvent: ((event: CellEvent) => void) | undefined;
+    readonly maxFrameBytes: number;
+    readonly timers: Timers;
+    /** The peer left too much unread: the connection is retired. */
+    onStalled(): void;
+  },
+): Promise<RequestOutcome<ResponseFor<R>>> {
+  const id = live.nextRequestId++;
+  const frame = encodeFrame({ kind: "request", id, request }, options.maxFrameBytes);
+  if (!frame) {
+    const bytes = new TextEncoder().encode(JSON.stringify(request)).length;
+    return Promise.resolve({ kind: "TooLarge", bytes });
+  }
+  return new Promise<RequestOutcome<ResponseFor<R>>>((resolve) => {
+    const cancelTimeout = options.timers.after(options.timeoutMs, () => {
+      live.pending.delete(id);
+      resolve({ kind: "TimedOut" });
+    });
+    live.pending.set(id, {
+      kind: request.kind,
+      onEvent: options.onEvent,
+      cancelTimeout,
+      // The response kind was checked against `request.kind` on receipt.
+      resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
+    });
+    if (!conn.writer.write(frame)) options.onStalled();
+  });
+}
+
+function listenFor(
+  listen: { readonly hostname: string; readonly port: number },
+  tls: WorkerGatewayOptions["tls"],
+  socket: SocketHandler<Conn>,
+): TCPSocketListener<Conn> {
+  return Bun.listen<Conn>({
+    hostname: listen.hostname,
+    port: listen.port,
+    ...(tls && { tls: { key: tls.keyPem, cert: tls.certPem } }),
+    // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
+    // peer closes. Closing fully while it is still sending (an oversized frame) would answer
+    // with a reset, which can destroy the unread `refused` on its side. It also lets a peer
+    // that sent a truncated frame and shut down its side still hear the verdict.
+    allowHalfOpen: true,
+    socket,
+  });
 }
