@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { manualTimeline } from "../../src/clock.ts";
+import { manualTimeline, systemTimers, type Timers } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
 import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
@@ -325,12 +325,9 @@ describe("readiness conditions", () => {
     });
   });
 
-  test("run() passes again once per period, on the injected timers", async () => {
-    const id = newWorkload(t.store);
-    const a = startAttempt(t.store, id);
-    const { epoch } = prepared(id, a);
-    const timers = manualTimeline();
-    const r = createSessionReadiness({
+  /** A readiness whose period (a minute) never comes by itself within a test. */
+  const minutely = (timers: Timers) =>
+    createSessionReadiness({
       store: t.store,
       gateway: gw,
       layout,
@@ -340,6 +337,13 @@ describe("readiness conditions", () => {
       intervalMs: 60_000,
       timers,
     });
+
+  test("run() passes again once per period, on the injected timers", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    const { epoch } = prepared(id, a);
+    const timers = manualTimeline();
+    const r = minutely(timers);
     const controller = new AbortController();
     const running = r.run(controller.signal);
     expect(conditions(id)["READY"]?.reason).toBe("WORKER_CONNECTED");
@@ -357,15 +361,7 @@ describe("readiness conditions", () => {
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
     const { epoch } = prepared(id, a);
-    const r = createSessionReadiness({
-      store: t.store,
-      gateway: gw,
-      layout,
-      key,
-      clock: t.clock,
-      log: silentLog,
-      intervalMs: 60_000,
-    });
+    const r = minutely(systemTimers);
     const controller = new AbortController();
     const running = r.run(controller.signal);
     await r.evaluateOnce();
