@@ -40,7 +40,6 @@ import type { Log } from "../../log.ts";
 import { createProgramRunner } from "../../process/runner.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
-import { allocationLogPath } from "../layout.ts";
 import {
   externalHandle,
   isTerminal,
@@ -64,8 +63,9 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../ports.ts";
-import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
 import { type JobSnapshot, observationOf, readJobSnapshot, signalNumber } from "./job-state.ts";
+import { buildJobRecord, sandboxPaths, validateLaunch } from "./launch.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
   type CancelRequest,
@@ -88,14 +88,12 @@ export const LOCAL_FAULT_POINTS = {
 } as const;
 
 /** The environment variable a WORKER launch names with `--rank-env`; one node, so rank 0. */
-export const RANK_ENV = "OPENAI4S_RANK";
 
 const DEFAULT_KILL_GRACE_MS = 5_000;
 const DEFAULT_TASK_OUTPUT_CAP_BYTES = 1024 * 1024;
 const DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin";
 /** Temporary directories older than this are leftovers of a crash, not work in progress. */
 const STALE_TEMP_MS = 10 * 60 * 1000;
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface LocalBackendOptions {
   /** The backend's private area: `StateLayout.backendDir("local")`. */
@@ -331,106 +329,9 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   // Submit
   // ---------------------------------------------------------------------------------------
 
-  function validate(request: SubmitRequest): string | null {
-    const profile = profileList.find((p) => p.name === request.profile);
-    if (profile === undefined) return `unknown profile ${JSON.stringify(request.profile)}`;
-    if (!profile.kinds.includes(request.workloadKind)) {
-      return `profile ${profile.name} does not offer ${request.workloadKind}`;
-    }
-    const launch = request.launch;
-    switch (launch.kind) {
-      case "COMMAND":
-        if (launch.command.length === 0 || launch.command[0] === "") return "empty command";
-        break;
-      case "WORKER":
-        if (sandbox === undefined) {
-          return "this machine's backend has no per-allocation sandbox; it cannot place sessions";
-        }
-        if (launch.ranks !== 1) return `only one node here; ${launch.ranks} ranks requested`;
-        if (launch.workerCommand.length === 0) return "empty worker command";
-        break;
-      default: {
-        const unreachable: never = launch;
-        return `unknown launch ${JSON.stringify(unreachable)}`;
-      }
-    }
-    for (const [name, value] of Object.entries(launch.env)) {
-      if (!ENV_NAME.test(name)) return `invalid environment variable name ${JSON.stringify(name)}`;
-      if (value.includes("\0")) return `environment variable ${name} contains a NUL byte`;
-    }
-    const limit = request.timeLimitSeconds;
-    if (limit !== null && !(Number.isFinite(limit) && limit > 0)) {
-      return `invalid time limit ${limit}`;
-    }
-    for (const p of [request.allocationDir, request.workspaceDir]) {
-      if (!isAbsolute(p)) return `not an absolute path: ${p}`;
-    }
-    return null;
-  }
-
-  function buildRecord(request: SubmitRequest): JobRecord {
-    const launch = request.launch;
-    const own = {
-      OPENAI4S_WORKLOAD_ID: request.workloadId,
-      OPENAI4S_ALLOCATION_ID: request.allocationId,
-      OPENAI4S_EPOCH: String(request.epoch),
-    };
-    let argv: readonly string[];
-    let env: Record<string, string>;
-    let credentialDir: string | null = null;
-    // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
-    const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
-    switch (launch.kind) {
-      case "COMMAND":
-        argv = launch.command;
-        env = { ...base, ...launch.env, ...own };
-        break;
-      case "WORKER":
-        argv = [...launch.workerCommand, "--rank-env", RANK_ENV];
-        env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
-        credentialDir = launch.credentialDir;
-        break;
-      default: {
-        const unreachable: never = launch;
-        throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
-      }
-    }
-    const paths = sandboxPaths(request.workspaceDir, credentialDir);
-    const profile = profileList.find((p) => p.name === request.profile);
-    return {
-      version: 1,
-      token: request.token,
-      allocationId: request.allocationId,
-      workloadId: request.workloadId,
-      epoch: request.epoch,
-      argv: [...wrapper.wrap(argv, paths, { vars: env })],
-      env: { ...HELPER_ENV },
-      jobEnv: env,
-      cwd: request.workspaceDir,
-      allocationDir: request.allocationDir,
-      credentialDir,
-      stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
-      stderrPath: allocationLogPath(request.allocationDir, "stderr"),
-      timeLimitSeconds: request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null,
-      killGraceMs,
-      createdAt: clock.now(),
-    };
-  }
-
-  /**
-   * The workspace writable, the credential directory read-only; the allocation directory
-   * (logs the supervisor writes, records the daemon reads) is not exposed at all.
-   */
-  function sandboxPaths(workspaceDir: string, credentialDir: string | null): SandboxPaths {
-    return {
-      writable: [workspaceDir],
-      readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
-    };
-  }
-
   function submitOne(request: SubmitRequest): SubmitResult {
     const token = request.token;
-    const problem = validate(request);
+    const problem = validateLaunch(request, profileList, sandbox !== undefined);
     if (problem !== null) return { kind: "Rejected", token, message: problem };
     const handle = externalHandle(token);
     const dir = jobDir(backendDir, token);
@@ -453,7 +354,14 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     let record: JobRecord;
     try {
-      record = buildRecord(request);
+      record = buildJobRecord(request, {
+        wrapper,
+        baseEnv,
+        profiles: profileList,
+        killGraceMs,
+        sandboxReadOnly,
+        now: clock.now(),
+      });
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };
     }
@@ -533,7 +441,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     if (command.length === 0) return { kind: "Refused", message: "empty command" };
     const record = snapshot.record;
     const argv = [
-      ...wrapper.wrap(command, sandboxPaths(record.cwd, record.credentialDir), {
+      ...wrapper.wrap(command, sandboxPaths(record.cwd, record.credentialDir, sandboxReadOnly), {
         vars: record.jobEnv ?? record.env,
       }),
     ];
