@@ -39,7 +39,7 @@ import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
 import { createProgramRunner } from "../../process/runner.ts";
 import { decorateBackend } from "../decorate-backend.ts";
-import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
+import { plainWrapper } from "../isolation/launch-argv.ts";
 import {
   externalHandle,
   isTerminal,
@@ -64,8 +64,8 @@ import type {
   TerminalFact,
 } from "../ports.ts";
 import type { LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
-import { type JobSnapshot, observationOf, readJobSnapshot, signalNumber } from "./job-state.ts";
-import { buildJobRecord, sandboxPaths, validateLaunch } from "./launch.ts";
+import { type JobSnapshot, observationOf, readJobSnapshot } from "./job-state.ts";
+import { buildJobRecord, validateLaunch } from "./launch.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
   type CancelRequest,
@@ -76,6 +76,7 @@ import {
   jobsRoot,
   type WithdrawnOutcome,
 } from "./records.ts";
+import { runStep } from "./tasks.ts";
 
 export const LOCAL_BACKEND_NAME = "local";
 
@@ -439,61 +440,14 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       return { kind: "Refused", message: `the allocation is ${observation.phase}, not RUNNING` };
     }
     if (command.length === 0) return { kind: "Refused", message: "empty command" };
-    const record = snapshot.record;
-    const argv = [
-      ...wrapper.wrap(command, sandboxPaths(record.cwd, record.credentialDir, sandboxReadOnly), {
-        vars: record.jobEnv ?? record.env,
-      }),
-    ];
     count("runTask");
-    const [program, ...args] = argv;
-    if (program === undefined) return { kind: "Refused", message: "empty command" };
-    const outcome = await programs.run({
-      program,
-      args,
-      env: HELPER_ENV,
-      cwd: record.cwd,
+    return runStep(snapshot.record, command, {
+      wrapper,
+      sandboxReadOnly,
+      programs,
       timeoutMs,
-      maxOutputBytes: taskOutputCapBytes,
-      // A chatty step keeps running; its output is cut, with a note.
-      overflow: "truncate",
-      killGraceMs: 0,
-      // Leftovers in the group would hold the pipes open and the reads would never end.
-      killGroupAfterExit: true,
+      outputCapBytes: taskOutputCapBytes,
     });
-    switch (outcome.kind) {
-      case "NotFound":
-        return { kind: "Completed", exitCode: 127, stdout: "", stderr: `${outcome.message}\n` };
-      case "Overflowed":
-        // Unreachable with overflow "truncate"; said rather than guessed at.
-        return { kind: "Unavailable", message: "the step's output overflowed" };
-      case "TimedOut":
-      case "Exited":
-        break;
-      default: {
-        const never: never = outcome;
-        throw new Error(`unhandled outcome ${JSON.stringify(never)}`);
-      }
-    }
-    const timedOut = outcome.kind === "TimedOut";
-    const signalled =
-      outcome.kind === "Exited" && outcome.signal !== null ? signalNumber(outcome.signal) : null;
-    const exitCode =
-      outcome.kind === "Exited" && outcome.exitCode !== null
-        ? outcome.exitCode
-        : timedOut
-          ? 128 + (signalNumber("SIGKILL") ?? 9)
-          : signalled === null
-            ? 1
-            : 128 + signalled;
-    const truncated = outcome.kind === "Exited" ? outcome.truncated : [];
-    const notes = [
-      ...truncated.map((stream) => `openai4s: ${stream} truncated at ${taskOutputCapBytes} bytes`),
-      ...(timedOut ? [`openai4s: task killed after its timeout of ${timeoutMs} ms`] : []),
-    ];
-    const stderrText =
-      notes.length === 0 ? outcome.stderr : `${outcome.stderr}${notes.join("\n")}\n`;
-    return { kind: "Completed", exitCode, stdout: outcome.stdout, stderr: stderrText };
   }
 
   // ---------------------------------------------------------------------------------------
