@@ -22,8 +22,9 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { BatchSpec, SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import type { BatchSpec } from "../../src/orchestration/slurm/broker-argv.ts";
 import { createProgramRunner, type ProgramRunner } from "../../src/process/runner.ts";
 import { type TestCluster, testCluster } from "./cluster-env.ts";
 import { newToken } from "./support.ts";
