@@ -43,10 +43,7 @@ import {
   type SlurmCommand,
   SlurmCommandError,
 } from "../src/orchestration/slurm/broker.ts";
-import {
-  createProcessRunner,
-  type ProcessRunner,
-} from "../src/orchestration/slurm/process-runner.ts";
+import { createProgramRunner, type ProgramRunner } from "../src/process/runner.ts";
 import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
 import { loadTestCluster, type TestCluster } from "../test/support/slurm-cluster-config.ts";
@@ -514,8 +511,8 @@ async function bystanderCancel(
  * What the broker sent before the fixed environment: the same call with the environment as an
  * explicit `--export` list (the form that implies --get-user-env on 22.05).
  */
-function listExportRunner(): ProcessRunner {
-  const real = createProcessRunner();
+function listExportRunner(): ProgramRunner {
+  const real = createProgramRunner();
   return {
     run(request) {
       if (request.program !== "sbatch") return real.run(request);

@@ -24,3 +24,55 @@ export function manualClock(startMs = 1_700_000_000_000): ManualClock {
     },
   };
 }
+
+/**
+ * Injected wherever code waits, so tests move time instead of sleeping: a loop's period, a
+ * timeout, a linger. `after` returns a cancel.
+ */
+export interface Timers {
+  after(delayMs: number, fn: () => void): () => void;
+}
+
+export const systemTimers: Timers = {
+  after(delayMs, fn) {
+    const timer = setTimeout(fn, delayMs);
+    return () => clearTimeout(timer);
+  },
+};
+
+/** A clock and timers tests advance by hand: `advance` fires every timer that fell due. */
+export interface ManualTimeline extends ManualClock, Timers {
+  /** Timers scheduled and neither fired nor cancelled. */
+  pending(): number;
+}
+
+export function manualTimeline(startMs = 1_700_000_000_000): ManualTimeline {
+  let t = startMs;
+  let nextId = 0;
+  const due = new Map<number, { readonly at: number; readonly fn: () => void }>();
+  /** Fires, in due order, every timer due by `until` (those it schedules included). */
+  function fireUntil(until: number): void {
+    for (;;) {
+      let first: [number, { readonly at: number; readonly fn: () => void }] | null = null;
+      for (const entry of due) if (first === null || entry[1].at < first[1].at) first = entry;
+      if (first === null || first[1].at > until) break;
+      due.delete(first[0]);
+      t = Math.max(t, first[1].at);
+      first[1].fn();
+    }
+    t = until;
+  }
+  return {
+    now: () => t,
+    advance: (ms) => fireUntil(t + ms),
+    set: (ms) => fireUntil(ms),
+    after(delayMs, fn) {
+      const id = nextId++;
+      due.set(id, { at: t + Math.max(0, delayMs), fn });
+      return () => {
+        due.delete(id);
+      };
+    },
+    pending: () => due.size,
+  };
+}

@@ -24,7 +24,6 @@ import {
   linkSync,
   lstatSync,
   openSync,
-  readFileSync,
   renameSync,
   unlinkSync,
   writeSync,
@@ -151,16 +150,6 @@ export function checkPrivateFile(path: string): PrivateFileCheck {
   const mode = stat.mode & 0o777;
   if (mode !== 0o600) return { kind: "WrongMode", mode };
   return { kind: "Private" };
-}
-
-/** The file's text, or null when it does not exist. Any other error is thrown. */
-export function readTextIfExists(path: string): string | null {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (error) {
-    if (errorCode(error) === "ENOENT") return null;
-    throw error;
-  }
 }
 
 /** The `code` of a Node system error (`ENOENT`, `EEXIST`, ...), if it has one. */

@@ -6,8 +6,8 @@
  * Bun binary (argv[0] is always "bun").
  */
 import { basename } from "node:path";
-import { type CommandIo, processIo, UsageError } from "./cli/command.ts";
 import { COMMANDS } from "./cli/registry.ts";
+import { type CommandIo, processIo, UsageError } from "./command/command.ts";
 import { VERSION } from "./version.ts";
 
 export function usage(): string {

@@ -1,6 +1,7 @@
 import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync, rmSync, writeSync } from "node:fs";
 import { resolve } from "node:path";
+import { type Command, UsageError } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -9,7 +10,6 @@ import {
   reportFailure,
   systemRuntime,
 } from "./client.ts";
-import { type Command, UsageError } from "./command.ts";
 
 const HELP = `Usage: openai4s backup DEST
 

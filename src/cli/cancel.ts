@@ -1,3 +1,4 @@
+import type { Command } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -9,7 +10,6 @@ import {
   systemRuntime,
   type WorkloadBody,
 } from "./client.ts";
-import type { Command } from "./command.ts";
 
 const HELP = `Usage: openai4s cancel ID
 

@@ -4,11 +4,12 @@
  * scheduler (INV-2): the mapping lines and preflight details are the backend package's
  * words, handed through the composition root.
  */
-import type { CheckedProfile, ConfigPreflight } from "../composition-root.ts";
-import { checkClusterConfig, preflightClusterConfig } from "../composition-root.ts";
+
+import { type Command, type CommandIo, UsageError } from "../command/command.ts";
+import { parseStrict } from "../command/parse-args.ts";
+import type { CheckedProfile, ConfigPreflight } from "../composition/index.ts";
+import { checkClusterConfig, preflightClusterConfig } from "../composition/index.ts";
 import type { ResourceProfile } from "../orchestration/models.ts";
-import { type Command, type CommandIo, UsageError } from "./command.ts";
-import { parseStrict } from "./parse-args.ts";
 
 const HELP = `Usage: openai4s check-config FILE [--preflight]
 

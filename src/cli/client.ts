@@ -9,9 +9,9 @@ import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
 import type { EventView, ListedProfileView, WorkloadView } from "../api/views.ts";
+import { type Command, type CommandIo, UsageError } from "../command/command.ts";
+import { parseStrict } from "../command/parse-args.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
-import { type Command, type CommandIo, UsageError } from "./command.ts";
-import { parseStrict } from "./parse-args.ts";
 
 export const SERVER_ENV = "OPENAI4S_SERVER";
 export const TOKEN_ENV = "OPENAI4S_TOKEN";
@@ -431,13 +431,6 @@ export function table(header: readonly string[], rows: readonly (readonly string
 export type WorkloadBody = WorkloadView;
 export type ProfileBody = ListedProfileView;
 export type EventBody = EventView;
-
-export const TERMINAL_PHASES: ReadonlySet<string> = new Set([
-  "COMPLETED",
-  "FAILED",
-  "CANCELLED",
-  "LOST",
-]);
 
 /** The profile to use when none was named: `default` if it fits, else the first that does. */
 export async function pickProfile(

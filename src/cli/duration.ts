@@ -5,7 +5,7 @@
  * wrong way kills a week-long job or holds a GPU for a month.
  */
 
-import { UsageError } from "./command.ts";
+import { UsageError } from "../command/command.ts";
 
 const UNITS = /^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$/;
 const CLOCK = /^([0-9]+):([0-5][0-9]):([0-5][0-9])$/;

@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ExecResponseBody } from "../api/workloads/exec-schemas.ts";
+import { type Command, type CommandIo, UsageError } from "../command/command.ts";
 import {
   type ApiClient,
   CLIENT_OPTIONS_HELP,
@@ -11,7 +12,6 @@ import {
   reportFailure,
   systemRuntime,
 } from "./client.ts";
-import { type Command, type CommandIo, UsageError } from "./command.ts";
 
 const HELP = `Usage: openai4s exec ID CODE [--save-images DIR]
 

@@ -1,3 +1,4 @@
+import type { Command } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -8,7 +9,6 @@ import {
   reportFailure,
   systemRuntime,
 } from "./client.ts";
-import type { Command } from "./command.ts";
 
 const HELP = `Usage: openai4s interrupt ID
 

@@ -1,3 +1,4 @@
+import type { Command } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -7,7 +8,6 @@ import {
   reportFailure,
   systemRuntime,
 } from "./client.ts";
-import type { Command } from "./command.ts";
 import { parseIntegerFlag } from "./numbers.ts";
 
 const HELP = `Usage: openai4s logs ID [--stderr] [--tail N] [--follow] [--attempt N]

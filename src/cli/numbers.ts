@@ -3,7 +3,7 @@
  * and a refusal that names the flag and what it accepts. `1e3`, `0x10` and `2.0` are
  * refused rather than read: a number a person typed must mean one thing.
  */
-import { UsageError } from "./command.ts";
+import { UsageError } from "../command/command.ts";
 
 export function parseIntegerFlag(
   command: string,

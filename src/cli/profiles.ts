@@ -1,3 +1,4 @@
+import { type Command, UsageError } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -8,7 +9,6 @@ import {
   systemRuntime,
   table,
 } from "./client.ts";
-import { type Command, UsageError } from "./command.ts";
 import { formatDuration } from "./duration.ts";
 
 const HELP = `Usage: openai4s profiles

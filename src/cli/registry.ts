@@ -3,14 +3,14 @@
  * that knows them all (and the source of `openai4s --help`).
  */
 
-import { superviseCommand } from "../composition-root.ts";
+import type { Command } from "../command/command.ts";
+import { superviseCommand } from "../composition/index.ts";
 import { restoreCommand } from "../daemon/restore-command.ts";
 import { serveCommand } from "../daemon/serve-command.ts";
 import { workerCommand } from "../worker/worker-command.ts";
 import { backupCommand } from "./backup.ts";
 import { cancelCommand } from "./cancel.ts";
 import { checkConfigCommand } from "./check-config.ts";
-import type { Command } from "./command.ts";
 import { execCommand } from "./exec.ts";
 import { interruptCommand } from "./interrupt.ts";
 import { listCommand } from "./list.ts";

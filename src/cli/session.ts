@@ -1,3 +1,4 @@
+import { type Command, UsageError } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -5,7 +6,6 @@ import {
   createWorkload,
   systemRuntime,
 } from "./client.ts";
-import { type Command, UsageError } from "./command.ts";
 import { parseDurationFlag } from "./duration.ts";
 
 const HELP = `Usage: openai4s session start [options]

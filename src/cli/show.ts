@@ -1,3 +1,4 @@
+import type { Command } from "../command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -11,7 +12,6 @@ import {
   table,
   type WorkloadBody,
 } from "./client.ts";
-import type { Command } from "./command.ts";
 
 const HELP = `Usage: openai4s show ID
 

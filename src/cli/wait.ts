@@ -1,3 +1,5 @@
+import { type Command, UsageError } from "../command/command.ts";
+import { isTerminal } from "../orchestration/models.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -7,10 +9,8 @@ import {
   printJson,
   reportFailure,
   systemRuntime,
-  TERMINAL_PHASES,
   type WorkloadBody,
 } from "./client.ts";
-import { type Command, UsageError } from "./command.ts";
 import { formatDuration, parseDurationFlag } from "./duration.ts";
 
 const HELP = `Usage: openai4s wait ID [--until READY|TERMINAL] [--timeout DURATION]
@@ -36,7 +36,7 @@ type Until = "READY" | "TERMINAL";
 type Verdict = "Reached" | "EndedOtherwise" | "Waiting";
 
 export function judge(w: WorkloadBody, until: Until): Verdict {
-  const terminal = TERMINAL_PHASES.has(w.phase);
+  const terminal = isTerminal(w.phase);
   if (until === "TERMINAL") {
     if (!terminal) return "Waiting";
     return w.phase === "COMPLETED" ? "Reached" : "EndedOtherwise";
@@ -55,7 +55,7 @@ function statusLine(w: WorkloadBody): string {
   const ready = w.conditions.find((c) => c.type === "READY");
   const parts = [w.id, w.phase];
   if (w.reason) parts.push(`(${w.reason})`);
-  if (w.kind === "SESSION" && ready && !TERMINAL_PHASES.has(w.phase)) {
+  if (w.kind === "SESSION" && ready && !isTerminal(w.phase)) {
     parts.push(`READY=${ready.status}${ready.status === "TRUE" ? "" : ` ${ready.reason}`}`);
   }
   if (w.message) parts.push(`- ${w.message}`);

@@ -17,7 +17,7 @@ import {
   type BackendContext,
   createBackend,
   migrateBackendRecords,
-} from "../composition-root.ts";
+} from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";

@@ -5,10 +5,10 @@
  */
 import { homedir } from "node:os";
 import { resolve } from "node:path";
-import { type Command, type CommandIo, UsageError } from "../cli/command.ts";
-import { parseStrict } from "../cli/parse-args.ts";
 import { systemClock } from "../clock.ts";
-import { BACKENDS, DEFAULT_BACKEND } from "../composition-root.ts";
+import { type Command, type CommandIo, UsageError } from "../command/command.ts";
+import { parseStrict } from "../command/parse-args.ts";
+import { BACKENDS, DEFAULT_BACKEND } from "../composition/index.ts";
 import { jsonLog, type LogLevel } from "../log.ts";
 import {
   chooseRunAs,

@@ -19,7 +19,7 @@ import type { BarrierHooks } from "../orchestration/reconciler.ts";
 import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/session/engine.ts";
 import { markSessionsUnobserved } from "../orchestration/session/readiness.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
-import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway.ts";
+import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway-contract.ts";
 import { bindActivityRecorder } from "../store/adapters/activity-recorder.ts";
 import { bindNonceBurner } from "../store/adapters/nonce-burner.ts";
 import { bindReclaimerStore } from "../store/adapters/reclaimer-store.ts";

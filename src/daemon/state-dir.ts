@@ -14,7 +14,7 @@ import {
   statSync,
 } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { UsageError } from "../cli/command.ts";
+import { UsageError } from "../command/command.ts";
 
 export const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
 export const SPOOL_DIR_ENV = "OPENAI4S_SPOOL_DIR";

@@ -82,10 +82,6 @@ export function hijackReasonOf(name: string): string | null {
   return Object.hasOwn(HIJACK_NAMES, upper) ? (HIJACK_NAMES[upper] ?? null) : null;
 }
 
-export function isHijackEnvName(name: string): boolean {
-  return hijackReasonOf(name) !== null;
-}
-
 /** Why `name` may not be given to a job (the message names it), or null when it may. */
 export function envNameRefusal(name: string): string | null {
   if (isCredentialShapedEnvName(name)) return `${name} ${CREDENTIAL_ENV_NAME_MESSAGE}`;

@@ -13,7 +13,7 @@
  * the job's environment). A worker that finds another certificate at the gateway's address
  * talks to an impostor and sends it nothing, not even the credential.
  */
-import { createHash, generateKeyPairSync, randomBytes, sign, X509Certificate } from "node:crypto";
+import { generateKeyPairSync, randomBytes, sign, X509Certificate } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkPrivateFile, replaceFileSynced } from "../durable-fs.ts";
@@ -101,15 +101,6 @@ export function generateSelfSignedCertificate(now: Date): { keyPem: string; cert
 /** The SHA-256 fingerprint of a PEM certificate, "AB:CD:...". Throws on a non-certificate. */
 export function certificateFingerprint(certPem: string): string {
   return new X509Certificate(certPem).fingerprint256;
-}
-
-/** Fingerprint of a DER certificate (what a TLS peer presents). */
-export function derFingerprint(derBytes: Uint8Array): string {
-  return createHash("sha256")
-    .update(derBytes)
-    .digest("hex")
-    .toUpperCase()
-    .replace(/(..)(?!$)/g, "$1:");
 }
 
 export type GatewayTlsResult =

@@ -325,6 +325,12 @@ export interface LaunchSandboxReporter {
   launchesSandboxed(): boolean;
 }
 
+export function isLaunchSandboxReporter(
+  backend: AllocationBackend,
+): backend is AllocationBackend & LaunchSandboxReporter {
+  return typeof (backend as Partial<LaunchSandboxReporter>).launchesSandboxed === "function";
+}
+
 export function launchesSandboxed(backend: object): boolean {
   const reporter = backend as Partial<LaunchSandboxReporter>;
   return typeof reporter.launchesSandboxed === "function" && reporter.launchesSandboxed();

@@ -27,7 +27,7 @@
  * Only SESSION workloads in RUNNING that still want to run are considered: a queued session
  * holds nothing, and one already asked to stop keeps its first reason (requestStop's rule).
  */
-import type { Clock } from "../clock.ts";
+import { type Clock, systemTimers, type Timers } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { Allocation, Workload } from "./models.ts";
 import type { ReclaimerStore } from "./ports/reclaimer-store.ts";
@@ -46,6 +46,8 @@ export interface ReclaimerOptions {
   readonly defaults: ReclaimerDefaults;
   /** Period of `run`. Default 1000 ms: an expired lease is acted on within about a second. */
   readonly intervalMs?: number;
+  /** What `run` waits on between passes (tests: a manual timeline). Default: real timers. */
+  readonly timers?: Timers;
   /** Called after a stop was requested, e.g. to wake the reconciler so the barrier runs now. */
   readonly onStopRequested?: (workloadId: string) => void;
 }
@@ -120,6 +122,7 @@ export function decideReclaim(
 export function createReclaimer(options: ReclaimerOptions): Reclaimer {
   const { store, clock, log, defaults } = options;
   const intervalMs = options.intervalMs ?? 1000;
+  const timers = options.timers ?? systemTimers;
 
   function reclaimOnce(): readonly ReclaimedSession[] {
     const stopped: ReclaimedSession[] = [];
@@ -169,19 +172,19 @@ export function createReclaimer(options: ReclaimerOptions): Reclaimer {
         // A locked or briefly unavailable store is retried next period; the loop must not die.
         log.error("reclaimer pass failed", { error: String(error) });
       }
-      await abortableSleep(intervalMs, signal);
+      await abortableSleep(timers, intervalMs, signal);
     }
   }
 
   return { reclaimOnce, run };
 }
 
-function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+function abortableSleep(timers: Timers, ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
+    const cancel = timers.after(ms, done);
     function done() {
-      clearTimeout(timer);
+      cancel();
       signal.removeEventListener("abort", done);
       resolve();
     }

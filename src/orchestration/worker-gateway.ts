@@ -33,8 +33,8 @@
  * thing, exactly as over plain TCP (the admin's explicit opt-out, for a network they trust).
  */
 import { hostname as osHostname } from "node:os";
-import type { Socket, TCPSocketListener } from "bun";
-import type { Clock } from "../clock.ts";
+import type { Socket, SocketHandler, TCPSocketListener } from "bun";
+import { type Clock, systemTimers, type Timers } from "../clock.ts";
 import type { Log } from "../log.ts";
 import {
   type Credential,
@@ -42,9 +42,23 @@ import {
   type RandomBytes,
   type SigningKey,
   signCredential,
-  verifyCredentialSignature,
 } from "./bootstrap.ts";
 import type { NonceBurner } from "./ports/nonce-burner.ts";
+import type {
+  GatewayEvent,
+  GatewayExpectations,
+  RequestOptions,
+  RequestOutcome,
+  WorkerGateway,
+} from "./worker-gateway-contract.ts";
+import {
+  type CredentialVerdict,
+  judgeCredential,
+  NOT_A_FRAME,
+  type RefusalReason,
+  type Unparsable,
+} from "./worker-gateway-credential.ts";
+import { createRendezvous, slotKey } from "./worker-gateway-rendezvous.ts";
 import {
   type CellEvent,
   createFrameDecoder,
@@ -57,7 +71,6 @@ import {
   type KernelStatus,
   LIVENESS_INTERVALS,
   MAX_CREDENTIAL_FRAME_BYTES,
-  parseCredentialFrame,
   parseHostPort,
   parseWorkerMessage,
   REFUSED_BYTES,
@@ -66,131 +79,6 @@ import {
   type WorkerRequest,
   type WorkerResponse,
 } from "./worker-protocol.ts";
-
-// ---------------------------------------------------------------------------------------
-// Public contract
-// ---------------------------------------------------------------------------------------
-
-/** What the daemon currently expects of an allocation's workers. */
-export interface GatewayExpectation {
-  /** The allocation's epoch: a credential for any other epoch is refused. */
-  readonly epoch: number;
-  /** Number of workers: valid ranks are 0 .. ranks-1. */
-  readonly ranks: number;
-  /** The allocation is being stopped (STOPPING) or is over: every credential is refused. */
-  readonly fenced: boolean;
-}
-
-export interface GatewayExpectations {
-  /**
-   * The expectation for an allocation, or null when the daemon expects no workers for it.
-   * Synchronous on purpose: verdict, nonce burn and registration happen in one turn of the
-   * event loop, so two connections cannot both pass the checks before either is recorded.
-   * Called for every judged credential, genuine or not (equal work on every path).
-   */
-  lookup(allocationId: string): GatewayExpectation | null;
-}
-
-export type GatewayEvent =
-  | {
-      readonly kind: "WorkerConnected";
-      readonly allocationId: string;
-      readonly epoch: number;
-      readonly rank: number;
-    }
-  | {
-      readonly kind: "WorkerDisconnected";
-      readonly allocationId: string;
-      readonly epoch: number;
-      readonly rank: number;
-      /** For logs: "closed by peer", "heartbeat timeout", "stopped", "replaced", ... */
-      readonly reason: string;
-    }
-  /** Someone was refused. Deliberately carries no reason (see the module comment). */
-  | { readonly kind: "CredentialRefused"; readonly remoteAddress: string }
-  /** A worker reported its kernel started or died (at once: the worker watches it). */
-  | {
-      readonly kind: "KernelStatus";
-      readonly allocationId: string;
-      readonly epoch: number;
-      readonly rank: number;
-      readonly status: KernelStatus;
-    };
-
-export interface WorkerConnectionInfo {
-  readonly remoteAddress: string;
-  /** Injected-clock milliseconds. */
-  readonly connectedAt: number;
-  /** Last frame of any kind from the worker (heartbeats included). Never user activity. */
-  readonly lastSeenAt: number;
-  /** What the worker last said of its kernel; null until it said anything. */
-  readonly kernel: KernelStatus | null;
-}
-
-export interface RequestOptions {
-  /** An exec's output events, in order, before its answer. */
-  readonly onEvent?: (event: CellEvent) => void;
-}
-
-export type RequestOutcome<T extends WorkerResponse> =
-  | { readonly kind: "Answered"; readonly response: T }
-  /** The worker answered that it could not serve the request. */
-  | { readonly kind: "WorkerError"; readonly message: string }
-  /** No live connection for that (allocation, epoch, rank). Nothing was sent. */
-  | { readonly kind: "NotConnected" }
-  /** The request's frame would exceed the frame cap. Nothing was sent. */
-  | { readonly kind: "TooLarge"; readonly bytes: number }
-  /** No answer in time. The request may still be running on the worker. */
-  | { readonly kind: "TimedOut" }
-  /** The connection went away before the answer came. */
-  | { readonly kind: "Disconnected" };
-
-export type WaitOutcome =
-  | { readonly kind: "Connected" }
-  | { readonly kind: "Aborted" }
-  | { readonly kind: "Closed" };
-
-export interface WorkerGateway {
-  /** HOST:PORT workers must dial: what goes into credential files (`gatewayAddress`). */
-  readonly address: string;
-  /** Ranks of (allocationId, epoch) with a live, authenticated connection. */
-  connected(allocationId: string, epoch: number): ReadonlySet<number>;
-  connection(allocationId: string, epoch: number, rank: number): WorkerConnectionInfo | null;
-  /**
-   * Resolves Connected once ranks 0 .. ranks-1 of exactly this epoch are all connected at the
-   * same time (at once, if they already are); Aborted when `signal` aborts; Closed when the
-   * gateway closes.
-   */
-  waitForRanks(
-    allocationId: string,
-    epoch: number,
-    ranks: number,
-    signal?: AbortSignal,
-  ): Promise<WaitOutcome>;
-  /**
-   * Sends a request to one worker and waits for its answer. Never rejects. Requests to one
-   * worker run concurrently, except that its kernel runs one `exec` at a time, in order.
-   */
-  request<R extends WorkerRequest>(
-    allocationId: string,
-    epoch: number,
-    rank: number,
-    request: R,
-    timeoutMs: number,
-    options?: RequestOptions,
-  ): Promise<RequestOutcome<ResponseFor<R>>>;
-  /**
-   * Tells every connected worker of (allocationId, epoch) to exit, and refuses that pair's
-   * credentials from now on (also resume credentials). Returns how many workers were told.
-   * Workers not connected at this moment learn it when they try to resume and are refused.
-   */
-  stop(allocationId: string, epoch: number, reason: string): number;
-  /**
-   * Stops listening and drops every connection WITHOUT telling workers to stop: a daemon
-   * restart must not kill sessions. Workers reconnect (resume) to the next gateway.
-   */
-  close(): Promise<void>;
-}
 
 export interface WorkerGatewayOptions {
   /** HOST:PORT to listen on (port 0: any free port; see `address` for the result). */
@@ -209,6 +97,11 @@ export interface WorkerGatewayOptions {
   readonly key: SigningKey;
   /** For credential expiry and last-seen times. */
   readonly clock: Clock;
+  /**
+   * Every wait: handshake deadline, refusal floor, request timeouts, the liveness sweep, the
+   * linger after a stop (tests: a manual timeline). Default: real timers.
+   */
+  readonly timers?: Timers;
   readonly log: Log;
   readonly expectations: GatewayExpectations;
   /** Cap on frames after the handshake (default 1 MiB). */
@@ -230,116 +123,6 @@ export interface WorkerGatewayOptions {
   readonly onEvent?: (event: GatewayEvent) => void;
 }
 
-export type WorkerListenSetting =
-  | { readonly kind: "Disabled" }
-  /** `listen` is a validated HOST:PORT for `WorkerGatewayOptions.listen`. */
-  | { readonly kind: "Enabled"; readonly listen: string }
-  | { readonly kind: "Invalid"; readonly message: string };
-
-export const WORKER_LISTEN_ENV = "OPENAI4S_WORKER_LISTEN";
-
-/** Reads `OPENAI4S_WORKER_LISTEN`. Unset or empty: Disabled; the gateway stays closed. */
-export function workerGatewayListenFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-): WorkerListenSetting {
-  const raw = env[WORKER_LISTEN_ENV];
-  if (raw === undefined || raw === "") return { kind: "Disabled" };
-  const parsed = parseHostPort(raw);
-  if (!parsed) {
-    return {
-      kind: "Invalid",
-      message: `${WORKER_LISTEN_ENV}=${JSON.stringify(raw)} is not HOST:PORT (or [IPV6]:PORT)`,
-    };
-  }
-  return { kind: "Enabled", listen: formatHostPort(parsed) };
-}
-
-// ---------------------------------------------------------------------------------------
-// The verdict on a credential frame: pure apart from `burn`, so it can be tested without
-// sockets; the gateway calls exactly this.
-// ---------------------------------------------------------------------------------------
-
-/** Why a credential was refused: for the daemon's log, never for the peer. */
-export type RefusalReason =
-  | "malformed"
-  | "oversized"
-  | "handshake timeout"
-  | "forged"
-  | "expired"
-  | "unknown allocation"
-  | "fenced"
-  | "wrong epoch"
-  | "rank out of range"
-  | "replayed"
-  | "internal error";
-
-type Unparsable = "malformed" | "oversized";
-
-export type CredentialVerdict =
-  | { readonly kind: "Accepted"; readonly credential: Credential }
-  | {
-      readonly kind: "Refused";
-      readonly reason: RefusalReason;
-      /** The claims, when the signature held (so they may be logged); otherwise null. */
-      readonly authentic: Credential | null;
-    };
-
-export interface JudgeDeps {
-  readonly key: SigningKey;
-  /** Injected-clock epoch milliseconds. */
-  readonly now: number;
-  readonly expectations: GatewayExpectations;
-  /** (allocation, epoch) pairs this gateway was told to stop. */
-  readonly stopped: (allocationId: string, epoch: number) => boolean;
-  /** Burns the nonce durably; false when it was burned already (a replay). */
-  readonly burn: (credential: Credential) => boolean;
-}
-
-/** Passed as the frame when the bytes did not even make one frame. */
-export const NOT_A_FRAME: unique symbol = Symbol("not a frame");
-
-/** Stands in for an unparseable credential, so garbage costs the same HMAC as a forgery. */
-const DUMMY_CREDENTIAL: Credential = {
-  allocationId: "-",
-  epoch: 0,
-  rank: 0,
-  expiresAt: 0,
-  nonce: "0".repeat(32),
-  signature: "0".repeat(64),
-};
-
-/**
- * Judges the first frame. Every path, garbage included, computes the HMAC and consults the
- * expectations before deciding; only a credential that passed every other check reaches the
- * burn, so a stranger's bytes never cause a write.
- */
-export function judgeCredential(
-  frame: unknown,
-  unparsable: Unparsable,
-  deps: JudgeDeps,
-): CredentialVerdict {
-  const credential = frame === NOT_A_FRAME ? null : parseCredentialFrame(frame);
-  const subject = credential ?? DUMMY_CREDENTIAL;
-  const genuine = verifyCredentialSignature(deps.key, subject);
-  const expectation = deps.expectations.lookup(subject.allocationId);
-  const refused = (reason: RefusalReason): CredentialVerdict => ({
-    kind: "Refused",
-    reason,
-    authentic: genuine ? credential : null,
-  });
-  if (!credential) return refused(unparsable);
-  if (!genuine) return refused("forged");
-  if (credential.expiresAt <= deps.now) return refused("expired");
-  if (!expectation) return refused("unknown allocation");
-  if (expectation.fenced || deps.stopped(credential.allocationId, credential.epoch)) {
-    return refused("fenced");
-  }
-  if (expectation.epoch !== credential.epoch) return refused("wrong epoch");
-  if (credential.rank >= expectation.ranks) return refused("rank out of range");
-  if (!deps.burn(credential)) return refused("replayed");
-  return { kind: "Accepted", credential };
-}
-
 // ---------------------------------------------------------------------------------------
 // Implementation
 // ---------------------------------------------------------------------------------------
@@ -347,13 +130,12 @@ export function judgeCredential(
 interface Pending {
   readonly kind: WorkerRequest["kind"];
   readonly onEvent: ((event: CellEvent) => void) | undefined;
-  readonly timer: ReturnType<typeof setTimeout>;
+  readonly cancelTimeout: () => void;
   readonly resolve: (outcome: RequestOutcome<WorkerResponse>) => void;
 }
 
 interface LiveState {
   readonly phase: "live";
-  readonly slot: string;
   readonly allocationId: string;
   readonly epoch: number;
   readonly rank: number;
@@ -376,16 +158,10 @@ interface Conn {
   readonly remoteAddress: string;
   readonly writer: SocketWriter;
   /** Handshake deadline, refusal delay, or post-stop linger: at most one at a time. */
-  timer: ReturnType<typeof setTimeout> | null;
+  timer: (() => void) | null;
   state: ConnState;
 }
 
-interface Waiter {
-  readonly ranks: number;
-  readonly resolve: (outcome: WaitOutcome) => void;
-}
-
-const slotKey = (allocationId: string, epoch: number) => `${epoch}\u0000${allocationId}`;
 /** How long a refused or stopped peer may linger before we cut it off. */
 const LINGER_MS = 5000;
 /** Bytes a peer may leave unread before we give up on it. */
@@ -397,6 +173,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const listen = parseHostPort(options.listen);
   if (!listen) throw new Error(`worker gateway: cannot listen on ${options.listen}`);
   const { store, key, clock, log, expectations } = options;
+  const timers = options.timers ?? systemTimers;
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   const heartbeatIntervalMs = options.heartbeatIntervalMs ?? 5000;
   const handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
@@ -405,9 +182,9 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   const maxPendingHandshakes = options.maxPendingHandshakes ?? 256;
   const random = options.random ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
 
-  /** (allocation, epoch) → rank → live connection. */
-  const slots = new Map<string, Map<number, Conn>>();
-  const waiters = new Map<string, Set<Waiter>>();
+  const rendezvous = createRendezvous<Conn>();
+  /** Stopped peers given LINGER_MS to close: cut → cancel of its timer. */
+  const lingering = new Map<() => void, () => void>();
   /** Pairs told to stop: refused from now on even before the store says fenced. */
   const stopped = new Set<string>();
   const conns = new Set<Conn>();
@@ -434,13 +211,13 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
   }
 
   function setTimer(conn: Conn, ms: number, action: () => void): void {
-    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer?.();
     conn.timer = null;
     if (conn.state.phase === "closed") return; // retired meanwhile: nothing left to time
-    conn.timer = setTimeout(() => {
+    conn.timer = timers.after(ms, () => {
       conn.timer = null;
       action();
-    }, ms);
+    });
   }
 
   function leaveHandshake(conn: Conn): void {
@@ -586,14 +363,12 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
 
   function accept(conn: Conn, credential: Credential): void {
     leaveHandshake(conn);
-    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer?.();
     conn.timer = null;
     const { allocationId, epoch, rank } = credential;
-    const slot = slotKey(allocationId, epoch);
     const now = clock.now();
     const live: LiveState = {
       phase: "live",
-      slot,
       allocationId,
       epoch,
       rank,
@@ -605,16 +380,14 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       kernel: null,
     };
     conn.state = live;
-    let ranks = slots.get(slot);
-    if (!ranks) {
-      ranks = new Map();
-      slots.set(slot, ranks);
-    }
-    const previous = ranks.get(rank);
+    const previous = rendezvous.at(allocationId, epoch, rank);
     // A fresh credential for a rank that is still connected comes from that rank's worker
-    // resuming over a new connection; the old one is presumed half-open.
+    // resuming over a new connection; the old one is presumed half-open. Retired BEFORE the
+    // rank table is looked up: retiring the last rank drops the table, and the new
+    // connection went into the dropped one (connected, yet never found).
     if (previous) retire(previous, "replaced", true);
-    ranks.set(rank, conn);
+    // Waiters are told by a promise, so after the welcome and the event below.
+    rendezvous.seat(allocationId, epoch, rank, conn);
     send(conn, {
       kind: "welcome",
       allocationId,
@@ -630,7 +403,6 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       remoteAddress: conn.remoteAddress,
     });
     emit({ kind: "WorkerConnected", allocationId, epoch, rank });
-    notifyWaiters(slot);
   }
 
   function mintResume(live: LiveState): Credential {
@@ -711,7 +483,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
             return;
           }
           live.pending.delete(message.id);
-          clearTimeout(pending.timer);
+          pending.cancelTimeout();
           pending.resolve(
             response.kind === "error"
               ? { kind: "WorkerError", message: response.message }
@@ -742,16 +514,12 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     leaveHandshake(conn);
     conn.state = { phase: "closed" };
     conns.delete(conn);
-    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer?.();
     conn.timer = null;
     if (state.phase === "live") {
-      const ranks = slots.get(state.slot);
-      if (ranks?.get(state.rank) === conn) {
-        ranks.delete(state.rank);
-        if (ranks.size === 0) slots.delete(state.slot);
-      }
+      rendezvous.unseat(state.allocationId, state.epoch, state.rank, conn);
       for (const pending of state.pending.values()) {
-        clearTimeout(pending.timer);
+        pending.cancelTimeout();
         pending.resolve({ kind: "Disconnected" });
       }
       state.pending.clear();
@@ -770,24 +538,6 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       });
     }
     if (terminate) conn.socket.terminate();
-  }
-
-  function notifyWaiters(slot: string): void {
-    const set = waiters.get(slot);
-    if (!set) return;
-    const ranks = slots.get(slot);
-    for (const waiter of set) {
-      if (allPresent(ranks, waiter.ranks)) {
-        set.delete(waiter);
-        waiter.resolve({ kind: "Connected" });
-      }
-    }
-    if (set.size === 0) waiters.delete(slot);
-  }
-
-  function allPresent(ranks: Map<number, Conn> | undefined, count: number): boolean {
-    for (let r = 0; r < count; r++) if (!ranks?.has(r)) return false;
-    return true;
   }
 
   function sweep(): void {
@@ -825,76 +575,16 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     }
   }
 
-  const listener: TCPSocketListener<Conn> = Bun.listen<Conn>({
-    hostname: listen.hostname,
-    port: listen.port,
-    ...(options.tls && { tls: { key: options.tls.keyPem, cert: options.tls.certPem } }),
-    // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
-    // peer closes. Closing fully while it is still sending (an oversized frame) would answer
-    // with a reset, which can destroy the unread `refused` on its side. It also lets a peer
-    // that sent a truncated frame and shut down its side still hear the verdict.
-    allowHalfOpen: true,
-    socket: {
-      binaryType: "uint8array",
-      open: onOpen,
-      data(socket, chunk) {
-        const conn = socket.data;
-        guarded(conn, () => {
-          const state = conn.state;
-          switch (state.phase) {
-            case "handshake":
-              return onHandshakeData(conn, state.decoder, chunk);
-            case "live":
-              return onLiveData(conn, state, chunk);
-            case "refusing":
-            case "closed":
-              return; // read and discarded, so our close is a FIN, not a reset
-            default: {
-              const never: never = state;
-              throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
-            }
-          }
-        });
-      },
-      drain(socket) {
-        socket.data.writer.flush();
-      },
-      end(socket) {
-        // The peer shut down its side (FIN).
-        const conn = socket.data;
-        guarded(conn, () => {
-          const state = conn.state;
-          switch (state.phase) {
-            case "handshake":
-              // Whatever it sent is all it will send: judge it now, however incomplete.
-              judge(conn, NOT_A_FRAME, performance.now(), "malformed");
-              return;
-            case "live":
-              retire(conn, "closed by peer", true);
-              return;
-            case "refusing":
-            case "closed":
-              return; // our answer (if any) is under way; the linger bounds the rest
-            default: {
-              const never: never = state;
-              throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
-            }
-          }
-        });
-      },
-      close(socket) {
-        const conn = socket.data as Conn | undefined;
-        if (conn) retire(conn, "closed by peer", false);
-      },
-      error(socket, error) {
-        const conn = socket.data as Conn | undefined;
-        log.warn("worker gateway: socket error", { error: String(error) });
-        if (conn) retire(conn, `socket error: ${error.message}`, true);
-      },
-    },
-  });
+  const listener = listenFor(
+    listen,
+    options.tls,
+    socketHandlers({ open: onOpen, onHandshakeData, onLiveData, judge, retire, guarded, log }),
+  );
 
-  const sweeper = setInterval(sweep, heartbeatIntervalMs);
+  let cancelSweep = timers.after(heartbeatIntervalMs, function sweepAndAgain() {
+    sweep();
+    cancelSweep = timers.after(heartbeatIntervalMs, sweepAndAgain);
+  });
   const advertised =
     options.advertiseHost ??
     (WILDCARD_HOSTS.has(listener.hostname) ? osHostname() : listener.hostname);
@@ -905,11 +595,11 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     address,
 
     connected(allocationId, epoch) {
-      return new Set(slots.get(slotKey(allocationId, epoch))?.keys());
+      return rendezvous.ranks(allocationId, epoch);
     },
 
     connection(allocationId, epoch, rank) {
-      const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
+      const conn = rendezvous.at(allocationId, epoch, rank);
       if (conn?.state.phase !== "live") return null;
       return {
         remoteAddress: conn.remoteAddress,
@@ -920,31 +610,8 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     },
 
     waitForRanks(allocationId, epoch, ranks, signal) {
-      const slot = slotKey(allocationId, epoch);
       if (closed) return Promise.resolve({ kind: "Closed" });
-      if (signal?.aborted) return Promise.resolve({ kind: "Aborted" });
-      if (allPresent(slots.get(slot), ranks)) return Promise.resolve({ kind: "Connected" });
-      return new Promise<WaitOutcome>((resolve) => {
-        let set = waiters.get(slot);
-        if (!set) {
-          set = new Set();
-          waiters.set(slot, set);
-        }
-        const onAbort = () => {
-          set.delete(waiter);
-          if (set.size === 0 && waiters.get(slot) === set) waiters.delete(slot);
-          resolve({ kind: "Aborted" });
-        };
-        const waiter: Waiter = {
-          ranks,
-          resolve: (outcome) => {
-            signal?.removeEventListener("abort", onAbort);
-            resolve(outcome);
-          },
-        };
-        set.add(waiter);
-        signal?.addEventListener("abort", onAbort, { once: true });
-      });
+      return rendezvous.waitFor(allocationId, epoch, ranks, signal);
     },
 
     request<R extends WorkerRequest>(
@@ -955,36 +622,20 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       timeoutMs: number,
       requestOptions: RequestOptions = {},
     ): Promise<RequestOutcome<ResponseFor<R>>> {
-      type Outcome = RequestOutcome<ResponseFor<R>>;
-      const conn = slots.get(slotKey(allocationId, epoch))?.get(rank);
-      const live = conn?.state;
-      if (!conn || live?.phase !== "live") return Promise.resolve({ kind: "NotConnected" });
-      const id = live.nextRequestId++;
-      const frame = encodeFrame({ kind: "request", id, request }, maxFrameBytes);
-      if (!frame) {
-        const bytes = new TextEncoder().encode(JSON.stringify(request)).length;
-        return Promise.resolve({ kind: "TooLarge", bytes });
-      }
-      return new Promise<Outcome>((resolve) => {
-        const timer = setTimeout(() => {
-          live.pending.delete(id);
-          resolve({ kind: "TimedOut" });
-        }, timeoutMs);
-        live.pending.set(id, {
-          kind: request.kind,
-          onEvent: requestOptions.onEvent,
-          timer,
-          // The response kind was checked against `request.kind` on receipt.
-          resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
-        });
-        if (!conn.writer.write(frame)) retire(conn, "peer stopped reading", true);
+      const conn = rendezvous.at(allocationId, epoch, rank);
+      if (conn?.state.phase !== "live") return Promise.resolve({ kind: "NotConnected" });
+      return sendRequest(conn, conn.state, request, {
+        timeoutMs,
+        onEvent: requestOptions.onEvent,
+        maxFrameBytes,
+        timers,
+        onStalled: () => retire(conn, "peer stopped reading", true),
       });
     },
 
     stop(allocationId, epoch, reason) {
-      const slot = slotKey(allocationId, epoch);
-      stopped.add(slot);
-      const ranks = [...(slots.get(slot)?.values() ?? [])];
+      stopped.add(slotKey(allocationId, epoch));
+      const ranks = rendezvous.seated(allocationId, epoch);
       for (const conn of ranks) {
         // Retired first: from this moment the rank is not connected, whatever the socket does.
         retire(conn, "stopped", false);
@@ -992,7 +643,12 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
         conn.writer.endWhenFlushed();
         // The worker closes on `stop`; one that does not is cut off after the linger.
         const socket = conn.socket;
-        setTimeout(() => socket.terminate(), LINGER_MS).unref();
+        const cut = () => {
+          lingering.delete(cut);
+          socket.terminate();
+        };
+        const cancel = timers.after(LINGER_MS, cut);
+        lingering.set(cut, cancel);
       }
       return ranks.length;
     },
@@ -1000,11 +656,145 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     async close() {
       if (closed) return;
       closed = true;
-      clearInterval(sweeper);
+      cancelSweep();
+      // A stopped peer still lingering is cut now: nothing would be left to time it.
+      for (const [cut, cancel] of [...lingering]) {
+        cancel();
+        cut();
+      }
       for (const conn of [...conns]) retire(conn, "gateway closed", true);
-      for (const set of waiters.values()) for (const w of set) w.resolve({ kind: "Closed" });
-      waiters.clear();
+      rendezvous.close();
       listener.stop(true);
     },
   };
+}
+
+/** What the listener's socket events need from the gateway. */
+interface ConnectionEvents {
+  open(socket: Socket<Conn>): void;
+  onHandshakeData(conn: Conn, decoder: FrameDecoder, chunk: Uint8Array): void;
+  onLiveData(conn: Conn, live: LiveState, chunk: Uint8Array): void;
+  judge(conn: Conn, frame: unknown, decidedAt: number, unparsable: Unparsable): void;
+  retire(conn: Conn, reason: string, terminate: boolean): void;
+  guarded(conn: Conn, action: () => void): void;
+  readonly log: Log;
+}
+
+/**
+ * The connection state machine's transitions on socket events: each event is dispatched on
+ * the connection's phase (handshake, live, refusing, closed), exhaustively.
+ */
+function socketHandlers(h: ConnectionEvents): SocketHandler<Conn> {
+  return {
+    binaryType: "uint8array",
+    open: (socket) => h.open(socket),
+    data(socket, chunk) {
+      const conn = socket.data;
+      h.guarded(conn, () => {
+        const state = conn.state;
+        switch (state.phase) {
+          case "handshake":
+            return h.onHandshakeData(conn, state.decoder, chunk);
+          case "live":
+            return h.onLiveData(conn, state, chunk);
+          case "refusing":
+          case "closed":
+            return; // read and discarded, so our close is a FIN, not a reset
+          default: {
+            const never: never = state;
+            throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
+          }
+        }
+      });
+    },
+    drain(socket) {
+      socket.data.writer.flush();
+    },
+    end(socket) {
+      // The peer shut down its side (FIN).
+      const conn = socket.data;
+      h.guarded(conn, () => {
+        const state = conn.state;
+        switch (state.phase) {
+          case "handshake":
+            // Whatever it sent is all it will send: judge it now, however incomplete.
+            h.judge(conn, NOT_A_FRAME, performance.now(), "malformed");
+            return;
+          case "live":
+            h.retire(conn, "closed by peer", true);
+            return;
+          case "refusing":
+          case "closed":
+            return; // our answer (if any) is under way; the linger bounds the rest
+          default: {
+            const never: never = state;
+            throw new Error(`unhandled connection state ${JSON.stringify(never)}`);
+          }
+        }
+      });
+    },
+    close(socket) {
+      const conn = socket.data as Conn | undefined;
+      if (conn) h.retire(conn, "closed by peer", false);
+    },
+    error(socket, error) {
+      const conn = socket.data as Conn | undefined;
+      h.log.warn("worker gateway: socket error", { error: String(error) });
+      if (conn) h.retire(conn, `socket error: ${error.message}`, true);
+    },
+  };
+}
+
+/** One request on a live connection: its answer, a timeout, or why it never left. */
+function sendRequest<R extends WorkerRequest>(
+  conn: Conn,
+  live: LiveState,
+  request: R,
+  options: {
+    readonly timeoutMs: number;
+    readonly onEvent: ((event: CellEvent) => void) | undefined;
+    readonly maxFrameBytes: number;
+    readonly timers: Timers;
+    /** The peer left too much unread: the connection is retired. */
+    onStalled(): void;
+  },
+): Promise<RequestOutcome<ResponseFor<R>>> {
+  const id = live.nextRequestId++;
+  const frame = encodeFrame({ kind: "request", id, request }, options.maxFrameBytes);
+  if (!frame) {
+    const bytes = new TextEncoder().encode(JSON.stringify(request)).length;
+    return Promise.resolve({ kind: "TooLarge", bytes });
+  }
+  return new Promise<RequestOutcome<ResponseFor<R>>>((resolve) => {
+    const cancelTimeout = options.timers.after(options.timeoutMs, () => {
+      live.pending.delete(id);
+      resolve({ kind: "TimedOut" });
+    });
+    live.pending.set(id, {
+      kind: request.kind,
+      onEvent: options.onEvent,
+      cancelTimeout,
+      // The response kind was checked against `request.kind` on receipt.
+      resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
+    });
+    if (!conn.writer.write(frame)) options.onStalled();
+  });
+}
+
+function listenFor(
+  listen: { readonly hostname: string; readonly port: number },
+  tls: WorkerGatewayOptions["tls"],
+  socket: SocketHandler<Conn>,
+): TCPSocketListener<Conn> {
+  return Bun.listen<Conn>({
+    hostname: listen.hostname,
+    port: listen.port,
+    ...(tls && { tls: { key: tls.keyPem, cert: tls.certPem } }),
+    // Half-open: after our FIN (a refusal, a stop) we keep reading, and discarding, until the
+    // peer closes. Closing fully while it is still sending (an oversized frame) would answer
+    // with a reset, which can destroy the unread `refused` on its side. It also lets a peer
+    // that sent a truncated frame and shut down its side still hear the verdict.
+    allowHalfOpen: true,
+    socket,
+  });
 }

@@ -4,9 +4,10 @@
  * file, and the rank from an environment variable whose NAME the backend passes, so the
  * worker never needs to know which launcher set it.
  */
-import type { Command, CommandIo } from "../cli/command.ts";
-import { UsageError } from "../cli/command.ts";
+
 import { systemClock } from "../clock.ts";
+import type { Command, CommandIo } from "../command/command.ts";
+import { UsageError } from "../command/command.ts";
 import { jsonLog } from "../log.ts";
 import { runWorker, workerExitCode } from "./worker.ts";
 

@@ -6,7 +6,7 @@ import {
   resolveServer,
   resolveToken,
 } from "../../src/cli/client.ts";
-import { UsageError } from "../../src/cli/command.ts";
+import { UsageError } from "../../src/command/command.ts";
 
 const runtime = { homeDir: () => "/home/ada", cwd: () => "/srv/o4s" };
 

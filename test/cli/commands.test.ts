@@ -1,7 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { createCancelCommand } from "../../src/cli/cancel.ts";
-import { UsageError } from "../../src/cli/command.ts";
 import { createExecCommand } from "../../src/cli/exec.ts";
 import { createInterruptCommand } from "../../src/cli/interrupt.ts";
 import { createListCommand } from "../../src/cli/list.ts";
@@ -10,6 +9,7 @@ import { createSessionCommand } from "../../src/cli/session.ts";
 import { createShowCommand } from "../../src/cli/show.ts";
 import { createSubmitCommand } from "../../src/cli/submit.ts";
 import { createWaitCommand } from "../../src/cli/wait.ts";
+import { UsageError } from "../../src/command/command.ts";
 import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import type { ExecOutcome } from "../../src/orchestration/session/session-service.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { CommandIo } from "../../src/cli/command.ts";
+import type { CommandIo } from "../../src/command/command.ts";
 import { main } from "../../src/main.ts";
 import { VERSION } from "../../src/version.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { UsageError } from "../../src/cli/command.ts";
-import { BACKENDS } from "../../src/composition-root.ts";
+import { UsageError } from "../../src/command/command.ts";
+import { BACKENDS } from "../../src/composition/index.ts";
 import { parseServeArgs } from "../../src/daemon/serve-command.ts";
 import { main } from "../../src/main.ts";
 import { captureIo } from "../support/cli-runtime.ts";

@@ -25,11 +25,8 @@ import {
   signingKeyFromBytes,
   verifyCredentialSignature,
 } from "../../src/orchestration/bootstrap.ts";
-import {
-  type GatewayExpectation,
-  judgeCredential,
-  NOT_A_FRAME,
-} from "../../src/orchestration/worker-gateway.ts";
+import type { GatewayExpectation } from "../../src/orchestration/worker-gateway-contract.ts";
+import { judgeCredential, NOT_A_FRAME } from "../../src/orchestration/worker-gateway-credential.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-credential-");

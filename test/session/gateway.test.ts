@@ -4,13 +4,13 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { manualClock } from "../../src/clock.ts";
+import { manualClock, manualTimeline } from "../../src/clock.ts";
 import { type Credential, signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   WORKER_LISTEN_ENV,
   workerGatewayListenFromEnv,
-} from "../../src/orchestration/worker-gateway.ts";
+} from "../../src/orchestration/worker-gateway-contract.ts";
 import {
   encodeFrame,
   parseGatewayMessage,
@@ -410,8 +410,8 @@ describe("accepted connections", () => {
       kind: "WorkerError",
       message: "no such thing",
     });
+    // Pending from the moment request() returns: no wait needed before the worker goes away.
     const pending = h.gateway.request("alloc-1", 2, 0, { kind: "interrupt" }, 5000);
-    await Bun.sleep(20);
     silent.link.terminate();
     expect(await pending).toEqual({ kind: "Disconnected" });
   });
@@ -439,16 +439,26 @@ describe("accepted connections", () => {
     expect(h.gateway.connection("alloc-1", 2, 0)!.lastSeenAt).toBe(connectedAt + 100);
   });
 
-  test("a connection silent for three heartbeat intervals is dropped", async () => {
-    const h = setup({ heartbeatIntervalMs: 50 });
-    const clock = h.clock as ReturnType<typeof manualClock>;
+  test("a connection silent for three heartbeat intervals is dropped, on the injected timers", async () => {
+    // Clock and timers are one manual timeline: the liveness sweep runs when the test moves
+    // time, not when a real interval happens to fire.
+    const timeline = manualTimeline(NOW);
+    const h = startHarness(timeline, {
+      refusalFloorMs: FLOOR_MS,
+      heartbeatIntervalMs: 50,
+      timers: timeline,
+    });
+    h.expectations.set("alloc-1", { epoch: 2, ranks: 2, fenced: false });
+    harnesses.push(h);
     const w = await fakeWorker(h, good(h));
-    clock.advance(3 * 50 + 1);
+    timeline.advance(3 * 50); // the sweeps at 50, 100 and 150 ms: silent for exactly three
+    expect(h.gateway.connected("alloc-1", 2)).toEqual(new Set([0]));
+    timeline.advance(50); // the sweep at 200 ms: silent for longer than three intervals
+    expect(h.gateway.connected("alloc-1", 2).size).toBe(0);
     expect(await until(() => w.closedReason() !== null)).toBe(true);
     expect(h.events).toContainEqual(
       expect.objectContaining({ kind: "WorkerDisconnected", reason: "heartbeat timeout" }),
     );
-    expect(h.gateway.connected("alloc-1", 2).size).toBe(0);
   });
 
   test("a lost worker resumes with its resume credential, once", async () => {
@@ -461,6 +471,21 @@ describe("accepted connections", () => {
     expect(second.welcome.rank).toBe(0);
     expect(h.gateway.connected("alloc-1", 2)).toEqual(new Set([0]));
     await expectRefused(h, [credentialFrame(resume)]); // burned like any other
+  });
+
+  test("a resume while the old connection is still open replaces it, and the rank stays connected", async () => {
+    const h = setup();
+    const first = await fakeWorker(h, good(h));
+    // The old connection is presumed half-open: the worker dialled again without it closing.
+    const second = await fakeWorker(h, first.welcome.resume, echoExec);
+    expect(await until(() => first.closedReason() !== null)).toBe(true);
+    expect(h.gateway.connected("alloc-1", 2)).toEqual(new Set([0]));
+    const answer = await h.gateway.request("alloc-1", 2, 0, { kind: "exec", code: "again" }, 2000);
+    expect(answer).toMatchObject({
+      kind: "Answered",
+      response: { result: { "text/plain": "again" } },
+    });
+    expect(second.closedReason()).toBeNull();
   });
 
   test("stop tells the workers, disconnects them, and refuses their resume", async () => {

@@ -12,8 +12,8 @@ import { FINGERPRINT_FILE, readGatewayFingerprint } from "../../src/orchestratio
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import type { ResourceProfile } from "../../src/orchestration/models.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
+import { preparerByKind } from "../../src/orchestration/preparer-by-kind.ts";
 import {
-  createPreparerByKind,
   createSessionPreparer,
   readSessionAttempt,
   SESSION_ATTEMPT_FILE,
@@ -235,7 +235,7 @@ describe("preparer by kind", () => {
   test("BATCH never asks for isolation and never mints a credential", async () => {
     const b = backend(VERIFIED);
     const batchCalls: string[] = [];
-    const composite = createPreparerByKind({
+    const composite = preparerByKind({
       SESSION: preparer(b),
       BATCH: {
         async prepare(w) {

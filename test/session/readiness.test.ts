@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { manualTimeline, systemTimers, type Timers } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
 import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
@@ -11,10 +12,8 @@ import {
   workspaceMarker,
   workspaceMarkerPath,
 } from "../../src/orchestration/session/preparer.ts";
-import {
-  createSessionReadiness,
-  readyCondition,
-} from "../../src/orchestration/session/readiness.ts";
+import { createSessionReadiness } from "../../src/orchestration/session/readiness.ts";
+import { readyCondition } from "../../src/orchestration/session/readiness-conditions.ts";
 import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
 import {
   applyTransition,
@@ -23,6 +22,7 @@ import {
   requestStop,
   setCondition,
 } from "../../src/store/index.ts";
+import { eventually } from "../support/eventually.ts";
 import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
 import {
   loseAttempt,
@@ -333,11 +333,9 @@ describe("readiness conditions", () => {
     });
   });
 
-  test("trigger() runs a pass without waiting for the period", async () => {
-    const id = newWorkload(t.store);
-    const a = startAttempt(t.store, id);
-    const { epoch } = prepared(id, a);
-    const r = createSessionReadiness({
+  /** A readiness whose period (a minute) never comes by itself within a test. */
+  const minutely = (timers: Timers) =>
+    createSessionReadiness({
       store: bindSessionStore(t.store),
       gateway: gw,
       layout,
@@ -345,16 +343,46 @@ describe("readiness conditions", () => {
       clock: t.clock,
       log: silentLog,
       intervalMs: 60_000,
+      timers,
     });
+
+  test("run() passes again once per period, on the injected timers", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    const { epoch } = prepared(id, a);
+    const timers = manualTimeline();
+    const r = minutely(timers);
+    const controller = new AbortController();
+    const running = r.run(controller.signal);
+    expect(conditions(id)["READY"]?.reason).toBe("WORKER_CONNECTED");
+    expect(timers.pending()).toBe(1);
+    gw.connect(a, epoch, 0); // no trigger: only the next period may notice
+    timers.advance(60_000);
+    await eventually(() => conditions(id)["READY"]?.status === "TRUE", {
+      what: "READY",
+      timeoutMs: 2000,
+      intervalMs: 5,
+    });
+    controller.abort();
+    await running;
+  });
+
+  test("trigger() runs a pass without waiting for the period", async () => {
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    const { epoch } = prepared(id, a);
+    const r = minutely(systemTimers);
     const controller = new AbortController();
     const running = r.run(controller.signal);
     await r.evaluateOnce();
     expect(conditions(id)["READY"]?.reason).toBe("WORKER_CONNECTED");
     gw.connect(a, epoch, 0);
     r.trigger();
-    const deadline = Date.now() + 2000;
-    while (conditions(id)["READY"]?.status !== "TRUE" && Date.now() < deadline) await Bun.sleep(5);
-    expect(conditions(id)["READY"]?.status).toBe("TRUE");
+    await eventually(() => conditions(id)["READY"]?.status === "TRUE", {
+      what: "READY",
+      timeoutMs: 2000,
+      intervalMs: 5,
+    });
     controller.abort();
     await running;
   });

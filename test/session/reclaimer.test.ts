@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import { manualTimeline } from "../../src/clock.ts";
 import { memoryLog, silentLog } from "../../src/log.ts";
 import type { Allocation, Workload } from "../../src/orchestration/models.ts";
 import {
@@ -154,6 +155,40 @@ describe("reclaimer: idle clock", () => {
       message: "by user",
     });
     expect(stopOf(batch)).toEqual({ kind: "RUN" });
+  });
+});
+
+describe("reclaimer: the run loop", () => {
+  test("passes at start and once per period on the injected timers, and ends when aborted", async () => {
+    const id = newWorkload(t.store, "SESSION", { idleTimeoutSeconds: 30 });
+    startAttempt(t.store, id);
+    const timers = manualTimeline();
+    let stopRequested = () => {};
+    const requested = new Promise<void>((resolve) => {
+      stopRequested = resolve;
+    });
+    const r = createReclaimer({
+      store: bindReclaimerStore(t.store),
+      clock: t.clock,
+      log: silentLog,
+      defaults: { idleTimeoutSeconds: 60, maxLifetimeSeconds: 3600 },
+      intervalMs: 1000,
+      timers,
+      onStopRequested: () => stopRequested(),
+    });
+    const controller = new AbortController();
+    const running = r.run(controller.signal);
+    // The first pass ran at start and found nothing; the loop now waits one period.
+    expect(timers.pending()).toBe(1);
+    t.clock.advance(30 * SECOND);
+    timers.advance(999);
+    expect(stopOf(id).kind).toBe("RUN");
+    timers.advance(1);
+    await requested;
+    expect(stopOf(id)).toMatchObject({ kind: "STOP", reason: "IDLE_TIMEOUT" });
+    controller.abort();
+    await running;
+    expect(timers.pending()).toBe(0);
   });
 });
 

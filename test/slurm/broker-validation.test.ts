@@ -14,16 +14,18 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import {
   type BatchSpec,
-  EXPORT_OPTION,
-  jobEnvironment,
   type StepSpec,
   sacctArgv,
   sbatchArgv,
   squeueArgv,
   srunArgv,
+} from "../../src/orchestration/slurm/broker-argv.ts";
+import {
+  EXPORT_OPTION,
+  jobEnvironment,
   validateEnv,
   validateEnvName,
-} from "../../src/orchestration/slurm/broker.ts";
+} from "../../src/orchestration/slurm/broker-validation.ts";
 
 const NASTY = [
   "a",

@@ -12,12 +12,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { BatchSpec, SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import {
-  createProcessRunner,
-  type ProcessRunner,
-} from "../../src/orchestration/slurm/process-runner.ts";
+import type { BatchSpec } from "../../src/orchestration/slurm/broker-argv.ts";
+import { createProgramRunner, type ProgramRunner } from "../../src/process/runner.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
@@ -27,8 +25,8 @@ const CANARY = "O4S_DOTFILE_CANARY";
 const isRoot = process.getuid?.() === 0;
 
 /** Runs every scheduler command as `uid:gid` (setpriv), resolving it as the broker would. */
-function asUser(uid: number, gid: number): ProcessRunner {
-  const real = createProcessRunner();
+function asUser(uid: number, gid: number): ProgramRunner {
+  const real = createProgramRunner();
   return {
     run(request) {
       const program = request.program.startsWith("/")

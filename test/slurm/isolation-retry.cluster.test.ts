@@ -12,7 +12,7 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
-import { CLUSTER_ISOLATION_RETRY_MS, createBackend } from "../../src/composition-root.ts";
+import { CLUSTER_ISOLATION_RETRY_MS, createBackend } from "../../src/composition/index.ts";
 import { noFaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";

@@ -1,13 +1,10 @@
 /** The process runner with real processes: group kill, byte caps, missing binaries, env. */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import {
-  createProcessRunner,
-  type ProcessRequest,
-} from "../../src/orchestration/slurm/process-runner.ts";
+import { createProgramRunner, type ProcessRequest } from "../../src/process/runner.ts";
 import { eventually } from "../support/eventually.ts";
 
-const runner = createProcessRunner();
+const runner = createProgramRunner();
 const base: ProcessRequest = {
   program: "sh",
   args: [],
@@ -103,7 +100,7 @@ describe("process runner", () => {
       kind: "Exited",
       exitCode: 3,
       stderr: "done\n",
-      truncated: true,
+      truncated: ["stdout"],
     });
     if (outcome.kind === "Exited") expect(outcome.stdout.length).toBe(100_000);
   });

@@ -4,7 +4,7 @@
  * without a socket. Time and sleep are manual.
  */
 import type { ClientRuntime } from "../../src/cli/client.ts";
-import type { CommandIo } from "../../src/cli/command.ts";
+import type { CommandIo } from "../../src/command/command.ts";
 import type { Harness } from "./api-harness.ts";
 
 export interface CapturedIo extends CommandIo {

@@ -9,7 +9,7 @@ import type {
   RequestOptions,
   RequestOutcome,
   WorkerGateway,
-} from "../../src/orchestration/worker-gateway.ts";
+} from "../../src/orchestration/worker-gateway-contract.ts";
 import type {
   CellEvent,
   ExecResponse,

@@ -1,15 +1,11 @@
 /**
- * A fake ProcessRunner that answers sbatch/squeue/sacct/scancel/srun like a tiny Slurm
+ * A fake ProgramRunner that answers sbatch/squeue/sacct/scancel/srun like a tiny Slurm
  * cluster, for what a real cluster cannot produce on demand: timeouts, garbage output, a
  * missing binary, a lost sbatch answer, accounting lag, a job purged from the controller.
  * The real broker runs on top of it, so its argv, classification and parsers are the ones
  * under test. Output formats are the ones measured on Slurm 22.05 (see parse.ts).
  */
-import type {
-  ProcessOutcome,
-  ProcessRequest,
-  ProcessRunner,
-} from "../../src/orchestration/slurm/process-runner.ts";
+import type { ProcessOutcome, ProcessRequest, ProgramRunner } from "../../src/process/runner.ts";
 
 export interface FakeJob {
   readonly id: string;
@@ -42,7 +38,7 @@ export type Fault =
   /** sbatch only: the job is created, but the caller never hears the answer. */
   | { readonly kind: "lose-answer" };
 
-export interface FakeCluster extends ProcessRunner {
+export interface FakeCluster extends ProgramRunner {
   readonly jobs: Map<string, FakeJob>;
   /** What accounting knows: copied from `jobs` by syncAccounting (accounting lags). */
   readonly accounting: Map<string, { name: string; comment: string; state: string; exit: string }>;
@@ -94,7 +90,7 @@ export function fakeCluster(): FakeCluster {
     signal: null,
     stdout,
     stderr,
-    truncated: false,
+    truncated: [],
     durationMs: 1,
   });
 

@@ -17,11 +17,13 @@ import {
 } from "../../src/orchestration/bootstrap.ts";
 import {
   createWorkerGateway,
-  type GatewayEvent,
-  type GatewayExpectation,
-  type WorkerGateway,
   type WorkerGatewayOptions,
 } from "../../src/orchestration/worker-gateway.ts";
+import type {
+  GatewayEvent,
+  GatewayExpectation,
+  WorkerGateway,
+} from "../../src/orchestration/worker-gateway-contract.ts";
 import {
   encodeFrame,
   MAX_CREDENTIAL_FRAME_BYTES,

@@ -11,8 +11,8 @@ import type {
 } from "../../src/orchestration/ports.ts";
 import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import type { ProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
-import { createProcessRunner } from "../../src/orchestration/slurm/process-runner.ts";
+import type { ProgramRunner } from "../../src/process/runner.ts";
+import { createProgramRunner } from "../../src/process/runner.ts";
 import { eventually } from "./eventually.ts";
 import { loadTestCluster, type TestCluster } from "./slurm-cluster-config.ts";
 
@@ -28,12 +28,12 @@ if (testCluster === null) console.log(ENABLE_HINT);
 
 export function realBroker(
   cluster: TestCluster,
-  options: { readonly runner?: ProcessRunner; readonly commandTimeoutMs?: number } = {},
+  options: { readonly runner?: ProgramRunner; readonly commandTimeoutMs?: number } = {},
 ): SlurmBroker {
   return createSlurmBroker({
     path: cluster.path,
     slurmConf: cluster.slurmConf,
-    runner: options.runner ?? createProcessRunner(),
+    runner: options.runner ?? createProgramRunner(),
     ...(options.commandTimeoutMs === undefined
       ? {}
       : { commandTimeoutMs: options.commandTimeoutMs }),
@@ -45,8 +45,8 @@ export function realBroker(
  * the job is created, but the caller never hears the answer. The real command runs; its
  * reply is thrown away and reported as a timeout.
  */
-export function answerLosingRunner(): ProcessRunner {
-  const real = createProcessRunner();
+export function answerLosingRunner(): ProgramRunner {
+  const real = createProgramRunner();
   return {
     async run(request) {
       const outcome = await real.run(request);

@@ -8,6 +8,7 @@
  * allocation was recorded as launched in the verified sandbox. Admission and attempt
  * preparation both ask it, so both refuse with ISOLATION_UNAVAILABLE naming the blockers.
  */
+import { decorateBackend } from "../decorate-backend.ts";
 import {
   type AllocationBackend,
   type IsolationVerdict,
@@ -37,5 +38,5 @@ export function guardedByLiveAllocations<B extends AllocationBackend>(
       message: `allocations launched outside the verified sandbox are still live (${named}${more}); sessions are admitted once they have ended`,
     };
   };
-  return { ...backend, verifySessionIsolation };
+  return decorateBackend(backend, { verifySessionIsolation });
 }

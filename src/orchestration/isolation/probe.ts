@@ -29,6 +29,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createProgramRunner } from "../../process/runner.ts";
 import type { IsolationVerdict } from "../ports.ts";
 import type { JobEnv, RunAs, SandboxPaths } from "../sandbox.ts";
 
@@ -89,16 +90,6 @@ function field(lines: readonly string[], key: string): string | null {
   const prefix = `${key}=`;
   const line = lines.find((l) => l.startsWith(prefix));
   return line === undefined ? null : line.slice(prefix.length);
-}
-
-async function readCapped(stream: ReadableStream<Uint8Array>, capBytes: number): Promise<string> {
-  const decoder = new TextDecoder();
-  let text = "";
-  for await (const chunk of stream) {
-    text += decoder.decode(chunk, { stream: true });
-    if (text.length > capBytes) return text.slice(0, capBytes);
-  }
-  return text + decoder.decode();
 }
 
 function commOf(pid: number): string | null {
@@ -248,13 +239,15 @@ function privilegeProblems(lines: readonly string[]): string[] {
   return problems;
 }
 
+/** Per stream: the probe prints a few lines; more is not a probe talking. */
+const PROBE_OUTPUT_CAP_BYTES = 64 * 1024;
+
 export const LOCAL_MECHANISM =
   "bubblewrap (private mount, PID and IPC namespaces, unprivileged uid, no capabilities)";
 
 export async function runIsolationProbe(options: ProbeOptions): Promise<IsolationVerdict> {
   const root = mkdtempSync(join(options.tmpRoot ?? tmpdir(), "o4s-isolation-probe-"));
   let decoy: ReturnType<typeof Bun.spawn> | null = null;
-  let probe: ReturnType<typeof Bun.spawn> | null = null;
   try {
     const layout = createProbeLayout(root, options.runAs);
     const decoyLink = join(root, layout.decoyName);
@@ -263,25 +256,42 @@ export async function runIsolationProbe(options: ProbeOptions): Promise<Isolatio
     if (!(await waitForComm(decoy.pid, layout.decoyName, 2000))) {
       return unverified("the decoy sibling process did not start; cannot test PID isolation");
     }
-    const wrapped = options.wrap(layout.argv, layout.paths, PROBE_ENV, root);
-    probe = Bun.spawn([...wrapped], {
+    const [program, ...args] = options.wrap(layout.argv, layout.paths, PROBE_ENV, root);
+    if (program === undefined) return unverified("the sandbox gave no command to run");
+    const ran = await createProgramRunner().run({
+      program,
+      args,
+      // The wrapper's argv is absolute or found on the daemon's PATH, as a spawn finds it.
+      searchPath: process.env["PATH"] ?? "",
+      // The daemon's environment, as before: the wrapper sets the probe's own (PROBE_ENV).
+      env: Object.fromEntries(
+        Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
+      ),
       cwd: layout.workspace,
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-      detached: true,
+      timeoutMs: options.timeoutMs,
+      maxOutputBytes: PROBE_OUTPUT_CAP_BYTES,
+      overflow: "truncate",
+      killGraceMs: 0,
     });
-    const spawned = probe;
-    const timer = setTimeout(() => killGroup(spawned.pid), options.timeoutMs);
-    const [stdout, stderr, exitCode] = await Promise.all([
-      readCapped(spawned.stdout as ReadableStream<Uint8Array>, 64 * 1024),
-      readCapped(spawned.stderr as ReadableStream<Uint8Array>, 64 * 1024),
-      spawned.exited,
-    ]).finally(() => clearTimeout(timer));
+    switch (ran.kind) {
+      case "NotFound":
+        return unverified(`cannot start the sandbox: ${ran.message}`);
+      case "TimedOut":
+        return unverified(`the probe did not finish within ${options.timeoutMs} ms`);
+      case "Overflowed":
+        return unverified("the probe's output overflowed");
+      case "Exited":
+        break;
+      default: {
+        const never: never = ran;
+        throw new Error(`unhandled outcome ${JSON.stringify(never)}`);
+      }
+    }
+    const { stdout, stderr, exitCode } = ran;
+    if (exitCode === null) return unverified(`the probe was killed by ${ran.signal ?? "a signal"}`);
     const decoyAlive = commOf(decoy.pid) === layout.decoyName;
     return judgeProbe(layout, { exitCode, stdout, stderr, decoyAlive }, LOCAL_MECHANISM);
   } finally {
-    if (probe && probe.exitCode === null) killGroup(probe.pid);
     if (decoy) {
       decoy.kill("SIGKILL");
       await decoy.exited;
@@ -299,14 +309,6 @@ function readSmallFile(path: string): string | null {
     return readFileSync(path, "utf8").trim();
   } catch {
     return null;
-  }
-}
-
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, "SIGKILL");
-  } catch {
-    // Already gone.
   }
 }
 

@@ -19,6 +19,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
+import { decorateBackend } from "../decorate-backend.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../layout.ts";
 import { isTerminal, mintSubmissionToken } from "../models.ts";
 import {
@@ -268,48 +269,38 @@ export function wrappedBackend<B extends AllocationBackend>(
   options: WrappedBackendOptions,
 ): AllocationBackend & Partial<TaskRunner> {
   const { wrapper } = options;
-  const wrapped: AllocationBackend = {
-    name: backend.name,
-    profiles: () => backend.profiles(),
-    submit: (requests) => {
-      const prepared = requests.map((r) => {
-        const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
-        // On the daemon's host, before the submission: the job's identity must own its
-        // workspace (and read its credential) wherever it lands.
-        mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
-        wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
-        return {
-          ...r,
-          launch: wrapLaunch(r.launch, wrapper, pathsOf(r.workspaceDir, credentialDir), options),
-        };
-      });
-      return backend.submit(prepared);
-    },
-    observe: (targets) => backend.observe(targets),
-    cancel: (targets) => backend.cancel(targets),
-    findByToken: (tokens) => backend.findByToken(tokens),
-    diagnostics: () => backend.diagnostics(),
+  const submit: AllocationBackend["submit"] = (requests) => {
+    const prepared = requests.map((r) => {
+      const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
+      // On the daemon's host, before the submission: the job's identity must own its
+      // workspace (and read its credential) wherever it lands.
+      mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
+      wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
+      return {
+        ...r,
+        launch: wrapLaunch(r.launch, wrapper, pathsOf(r.workspaceDir, credentialDir), options),
+      };
+    });
+    return backend.submit(prepared);
   };
-  if (!isTaskRunner(backend)) return wrapped;
-  const runner: TaskRunner = {
-    async runTask(target, command, taskOptions) {
-      const where = options.locate(target.allocationId);
-      if (where === null) {
-        return {
-          kind: "Refused",
-          message: "cannot find this allocation's directories to sandbox the step",
-        };
-      }
-      const credentialDir = join(where.allocationDir, "credentials");
-      const argv = wrapper.wrap(
-        command,
-        pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
-        { vars: options.baseEnv },
-      );
-      return backend.runTask(target, argv, taskOptions);
-    },
+  if (!isTaskRunner(backend)) return decorateBackend(backend, { submit });
+  const runTask: TaskRunner["runTask"] = async (target, command, taskOptions) => {
+    const where = options.locate(target.allocationId);
+    if (where === null) {
+      return {
+        kind: "Refused",
+        message: "cannot find this allocation's directories to sandbox the step",
+      };
+    }
+    const credentialDir = join(where.allocationDir, "credentials");
+    const argv = wrapper.wrap(
+      command,
+      pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
+      { vars: options.baseEnv },
+    );
+    return backend.runTask(target, argv, taskOptions);
   };
-  return { ...wrapped, ...runner };
+  return decorateBackend(backend, { submit, runTask });
 }
 
 /** `wrappedBackend` in the sandbox, declaring SessionIsolationProvider with the node verdict. */
@@ -317,7 +308,9 @@ export function sandboxedBackend<B extends AllocationBackend>(
   backend: B,
   options: SandboxedBackendOptions,
 ): AllocationBackend & SessionIsolationProvider & Partial<TaskRunner> {
-  return { ...wrappedBackend(backend, options), verifySessionIsolation: () => options.verify() };
+  return decorateBackend(wrappedBackend(backend, options), {
+    verifySessionIsolation: () => options.verify(),
+  });
 }
 
 /**

@@ -37,9 +37,9 @@ import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
-import { DEADLINE_ENV } from "../deadline-env.ts";
-import { HELPER_ENV, plainWrapper } from "../isolation/launch-argv.ts";
-import { allocationLogPath } from "../layout.ts";
+import { createProgramRunner } from "../../process/runner.ts";
+import { decorateBackend } from "../decorate-backend.ts";
+import { plainWrapper } from "../isolation/launch-argv.ts";
 import {
   externalHandle,
   isTerminal,
@@ -63,15 +63,9 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../ports.ts";
-import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
-import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
-import {
-  type JobSnapshot,
-  observationOf,
-  readJobSnapshot,
-  signalName,
-  signalNumber,
-} from "./job-state.ts";
+import type { LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
+import { type JobSnapshot, observationOf, readJobSnapshot } from "./job-state.ts";
+import { buildJobRecord, validateLaunch } from "./launch.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
   type CancelRequest,
@@ -82,6 +76,7 @@ import {
   jobsRoot,
   type WithdrawnOutcome,
 } from "./records.ts";
+import { runStep } from "./tasks.ts";
 
 export const LOCAL_BACKEND_NAME = "local";
 
@@ -94,14 +89,12 @@ export const LOCAL_FAULT_POINTS = {
 } as const;
 
 /** The environment variable a WORKER launch names with `--rank-env`; one node, so rank 0. */
-export const RANK_ENV = "OPENAI4S_RANK";
 
 const DEFAULT_KILL_GRACE_MS = 5_000;
 const DEFAULT_TASK_OUTPUT_CAP_BYTES = 1024 * 1024;
 const DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin";
 /** Temporary directories older than this are leftovers of a crash, not work in progress. */
 const STALE_TEMP_MS = 10 * 60 * 1000;
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 export interface LocalBackendOptions {
   /** The backend's private area: `StateLayout.backendDir("local")`. */
@@ -165,11 +158,7 @@ export function createLocalBackend(options: LocalBackendOptions): LocalBackend {
   const base = createBackend(options);
   const sandbox = options.sandbox;
   if (sandbox === undefined) return base;
-  const isolating: IsolatingLocalBackend = {
-    ...base,
-    verifySessionIsolation: () => sandbox.verify(),
-  };
-  return isolating;
+  return decorateBackend(base, { verifySessionIsolation: () => sandbox.verify() });
 }
 
 type Looked =
@@ -182,6 +171,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   const faults = options.faults ?? noFaultPoints;
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
+  const programs = createProgramRunner();
   const profileList = options.profiles ?? defaultLocalProfiles();
   const selfCommand = [...options.selfCommand];
   if (selfCommand.length === 0) throw new Error("selfCommand must not be empty");
@@ -340,117 +330,9 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   // Submit
   // ---------------------------------------------------------------------------------------
 
-  function validate(request: SubmitRequest): string | null {
-    const profile = profileList.find((p) => p.name === request.profile);
-    if (profile === undefined) return `unknown profile ${JSON.stringify(request.profile)}`;
-    if (!profile.kinds.includes(request.workloadKind)) {
-      return `profile ${profile.name} does not offer ${request.workloadKind}`;
-    }
-    const launch = request.launch;
-    switch (launch.kind) {
-      case "COMMAND":
-        if (launch.command.length === 0 || launch.command[0] === "") return "empty command";
-        break;
-      case "WORKER":
-        if (sandbox === undefined) {
-          return "this machine's backend has no per-allocation sandbox; it cannot place sessions";
-        }
-        if (launch.ranks !== 1) return `only one node here; ${launch.ranks} ranks requested`;
-        if (launch.workerCommand.length === 0) return "empty worker command";
-        break;
-      default: {
-        const unreachable: never = launch;
-        return `unknown launch ${JSON.stringify(unreachable)}`;
-      }
-    }
-    for (const [name, value] of Object.entries(launch.env)) {
-      if (!ENV_NAME.test(name)) return `invalid environment variable name ${JSON.stringify(name)}`;
-      if (value.includes("\0")) return `environment variable ${name} contains a NUL byte`;
-    }
-    const limit = request.timeLimitSeconds;
-    if (limit !== null && !(Number.isFinite(limit) && limit > 0)) {
-      return `invalid time limit ${limit}`;
-    }
-    for (const p of [request.allocationDir, request.workspaceDir]) {
-      if (!isAbsolute(p)) return `not an absolute path: ${p}`;
-    }
-    return null;
-  }
-
-  function buildRecord(request: SubmitRequest): JobRecord {
-    const launch = request.launch;
-    const own = {
-      OPENAI4S_WORKLOAD_ID: request.workloadId,
-      OPENAI4S_ALLOCATION_ID: request.allocationId,
-      OPENAI4S_EPOCH: String(request.epoch),
-    };
-    let argv: readonly string[];
-    let env: Record<string, string>;
-    let credentialDir: string | null = null;
-    // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
-    const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
-    switch (launch.kind) {
-      case "COMMAND":
-        argv = launch.command;
-        env = { ...base, ...launch.env, ...own };
-        break;
-      case "WORKER":
-        argv = [...launch.workerCommand, "--rank-env", RANK_ENV];
-        env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
-        credentialDir = launch.credentialDir;
-        break;
-      default: {
-        const unreachable: never = launch;
-        throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
-      }
-    }
-    const paths = sandboxPaths(request.workspaceDir, credentialDir);
-    const profile = profileList.find((p) => p.name === request.profile);
-    const timeLimitSeconds =
-      request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
-    return {
-      version: 1,
-      token: request.token,
-      allocationId: request.allocationId,
-      workloadId: request.workloadId,
-      epoch: request.epoch,
-      // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
-      argv: [
-        ...wrapper.wrap(
-          argv,
-          paths,
-          timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
-        ),
-      ],
-      env: { ...HELPER_ENV },
-      jobEnv: env,
-      cwd: request.workspaceDir,
-      allocationDir: request.allocationDir,
-      credentialDir,
-      stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
-      stderrPath: allocationLogPath(request.allocationDir, "stderr"),
-      timeLimitSeconds,
-      // The profile's lead, or the same default the reconciler's TIME_LIMIT_NEAR uses.
-      warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
-      killGraceMs,
-      createdAt: clock.now(),
-    };
-  }
-
-  /**
-   * The workspace writable, the credential directory read-only; the allocation directory
-   * (logs the supervisor writes, records the daemon reads) is not exposed at all.
-   */
-  function sandboxPaths(workspaceDir: string, credentialDir: string | null): SandboxPaths {
-    return {
-      writable: [workspaceDir],
-      readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
-    };
-  }
-
   function submitOne(request: SubmitRequest): SubmitResult {
     const token = request.token;
-    const problem = validate(request);
+    const problem = validateLaunch(request, profileList, sandbox !== undefined);
     if (problem !== null) return { kind: "Rejected", token, message: problem };
     const handle = externalHandle(token);
     const dir = jobDir(backendDir, token);
@@ -473,7 +355,14 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     let record: JobRecord;
     try {
-      record = buildRecord(request);
+      record = buildJobRecord(request, {
+        wrapper,
+        baseEnv,
+        profiles: profileList,
+        killGraceMs,
+        sandboxReadOnly,
+        now: clock.now(),
+      });
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };
     }
@@ -551,47 +440,14 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       return { kind: "Refused", message: `the allocation is ${observation.phase}, not RUNNING` };
     }
     if (command.length === 0) return { kind: "Refused", message: "empty command" };
-    const record = snapshot.record;
-    const argv = [
-      ...wrapper.wrap(command, sandboxPaths(record.cwd, record.credentialDir), {
-        vars: record.jobEnv ?? record.env,
-      }),
-    ];
     count("runTask");
-    let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
-    try {
-      proc = Bun.spawn(argv, {
-        cwd: record.cwd,
-        env: { ...HELPER_ENV },
-        stdio: ["ignore", "pipe", "pipe"],
-        // Its own group, so the timeout kills what the step started, not just the step.
-        detached: true,
-      });
-    } catch (error) {
-      return { kind: "Completed", exitCode: 127, stdout: "", stderr: `${String(error)}\n` };
-    }
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      signalGroup(proc.pid, "SIGKILL");
-    }, timeoutMs);
-    const stdout = readCapped(proc.stdout, taskOutputCapBytes);
-    const stderr = readCapped(proc.stderr, taskOutputCapBytes);
-    await proc.exited;
-    clearTimeout(timer);
-    // Leftovers in the group would hold the pipes open and the reads would never end.
-    signalGroup(proc.pid, "SIGKILL");
-    const [out, err] = await Promise.all([stdout, stderr]);
-    const signal = signalName(proc.signalCode);
-    const signalled = signal === null ? null : signalNumber(signal);
-    const exitCode = proc.exitCode ?? (signalled === null ? 1 : 128 + signalled);
-    const notes = [
-      ...(out.truncated ? [`openai4s: stdout truncated at ${taskOutputCapBytes} bytes`] : []),
-      ...(err.truncated ? [`openai4s: stderr truncated at ${taskOutputCapBytes} bytes`] : []),
-      ...(timedOut ? [`openai4s: task killed after its timeout of ${timeoutMs} ms`] : []),
-    ];
-    const stderrText = notes.length === 0 ? err.text : `${err.text}${notes.join("\n")}\n`;
-    return { kind: "Completed", exitCode, stdout: out.text, stderr: stderrText };
+    return runStep(snapshot.record, command, {
+      wrapper,
+      sandboxReadOnly,
+      programs,
+      timeoutMs,
+      outputCapBytes: taskOutputCapBytes,
+    });
   }
 
   // ---------------------------------------------------------------------------------------
@@ -778,33 +634,6 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       rmSync(trash, { recursive: true, force: true });
     },
   };
-}
-
-interface CappedText {
-  readonly text: string;
-  readonly truncated: boolean;
-}
-
-/** Reads a stream to its end, keeping at most `capBytes` (and draining the rest). */
-async function readCapped(
-  stream: ReadableStream<Uint8Array>,
-  capBytes: number,
-): Promise<CappedText> {
-  const kept: Uint8Array[] = [];
-  let size = 0;
-  let truncated = false;
-  for await (const chunk of stream) {
-    if (size >= capBytes) {
-      truncated = true;
-      continue;
-    }
-    const room = capBytes - size;
-    if (chunk.byteLength > room) truncated = true;
-    const part = chunk.byteLength > room ? chunk.subarray(0, room) : chunk;
-    kept.push(part);
-    size += part.byteLength;
-  }
-  return { text: Buffer.concat(kept).toString("utf8"), truncated };
 }
 
 /** The last few hundred bytes of a log, for a message that explains a failure. */

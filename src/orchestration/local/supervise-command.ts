@@ -3,7 +3,7 @@
  * for each job. Not for humans; its output goes to DIR/supervisor.log.
  */
 import { isAbsolute } from "node:path";
-import { type Command, UsageError } from "../../cli/command.ts";
+import { type Command, UsageError } from "../../command/command.ts";
 import { jsonLog } from "../../log.ts";
 import { readBootId } from "./proc.ts";
 import { runSupervisor } from "./supervisor.ts";

@@ -32,7 +32,8 @@ import type { SessionStore } from "../ports/session-store.ts";
 import type { AllocationBackend } from "../ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../reclaimer.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
-import { createWorkerGateway, type WorkerGateway } from "../worker-gateway.ts";
+import { createWorkerGateway } from "../worker-gateway.ts";
+import type { WorkerGateway } from "../worker-gateway-contract.ts";
 import { createSessionPreparer, SESSION_MAX_RANKS } from "./preparer.ts";
 import { createSessionReadiness, type SessionReadiness } from "./readiness.ts";
 import {

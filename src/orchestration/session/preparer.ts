@@ -9,7 +9,7 @@
  * a single directory, marker or credential is written: a credential file minted into a
  * sandbox that does not exist is a credential any sibling task of the same uid can read.
  */
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { readTextCapped } from "../../bounded-read.ts";
@@ -19,7 +19,7 @@ import type { AttemptPreparer, PrepareResult } from "../attempt-preparer.ts";
 import { mintCredentials, type RandomBytes, type SigningKey } from "../bootstrap.ts";
 import { FINGERPRINT_FILE, writeGatewayFingerprint } from "../gateway-tls.ts";
 import type { StateLayout } from "../layout.ts";
-import type { Allocation, Workload, WorkloadKind } from "../models.ts";
+import type { Allocation, Workload } from "../models.ts";
 import { type AllocationBackend, sessionIsolationVerdict } from "../ports.ts";
 
 /** The marker's file name inside the session's workspace. */
@@ -223,20 +223,6 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           timeLimitSeconds: workload.spec.timeLimitSeconds ?? null,
         },
       };
-    },
-  };
-}
-
-/**
- * Dispatches on the workload's kind. BATCH goes to its own preparer, which never mints a
- * credential and never asks for the isolation capability.
- */
-export function createPreparerByKind(
-  preparers: Readonly<Record<WorkloadKind, AttemptPreparer>>,
-): AttemptPreparer {
-  return {
-    prepare(workload, allocation) {
-      return preparers[workload.kind].prepare(workload, allocation);
     },
   };
 }

@@ -14,49 +14,27 @@
  * Passes run every `intervalMs` and also at once when the gateway reports a connection
  * (`trigger`), so READY follows the last worker's connection by one pass, not one period.
  */
-import type { Clock } from "../../clock.ts";
+import { type Clock, systemTimers, type Timers } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { SigningKey } from "../bootstrap.ts";
 import type { StateLayout } from "../layout.ts";
-import {
-  type Allocation,
-  type ConditionStatus,
-  type ConditionType,
-  isTerminal,
-  type Workload,
-} from "../models.ts";
+import { type Allocation, type ConditionType, isTerminal, type Workload } from "../models.ts";
 import type { SessionStore } from "../ports/session-store.ts";
-import type { RequestOutcome, WorkerGateway } from "../worker-gateway.ts";
-import type { WorkerResponse } from "../worker-protocol.ts";
+import type { WorkerGateway } from "../worker-gateway-contract.ts";
+import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
 import {
-  readSessionAttempt,
-  SESSION_MAX_RANKS,
-  workspaceMarker,
-  workspaceMarkerPath,
-} from "./preparer.ts";
-
-/** The four readiness conditions, in the order READY names the first missing one. */
-export const READINESS_ORDER = [
-  "ALLOCATION_RUNNING",
-  "WORKER_CONNECTED",
-  "WORKSPACE_VISIBLE",
-  "KERNEL_RESPONSIVE",
-] as const satisfies readonly ConditionType[];
-
-export interface ConditionValue {
-  readonly type: ConditionType;
-  readonly status: ConditionStatus;
-  readonly reason: string;
-  readonly message: string;
-}
+  type ConditionValue,
+  endedConditions,
+  KERNEL_DIED,
+  PROBED_REASONS,
+  type ProbedConditionType,
+  type ProbeResult,
+  probedCondition,
+  readyCondition,
+} from "./readiness-conditions.ts";
+import { createReadinessProbes } from "./readiness-probes.ts";
 
 export type SessionGateway = Pick<WorkerGateway, "connected" | "connection" | "request">;
-
-/**
- * KERNEL_RESPONSIVE's reason when a worker reported its kernel dead. Exec still runs then:
- * the next exec is what starts a fresh kernel (see the session service).
- */
-export const KERNEL_DIED = "KERNEL_DIED";
 
 export interface SessionReadinessOptions {
   readonly store: SessionStore;
@@ -67,6 +45,8 @@ export interface SessionReadinessOptions {
   readonly log: Log;
   /** Period of `run`. Default 200 ms: READY within a second of the allocation running. */
   readonly intervalMs?: number;
+  /** What `run` waits on between passes (tests: a manual timeline). Default: real timers. */
+  readonly timers?: Timers;
   /** After a failed probe, the next try waits this long. Default 1 s. */
   readonly probeRetryMs?: number;
   /** Per probe_workspace request. Default 5 s. */
@@ -86,29 +66,6 @@ export interface SessionReadiness {
   trigger(): void;
 }
 
-type ProbeResult =
-  | { readonly ok: true; readonly message: string }
-  | { readonly ok: false; readonly message: string };
-
-type ProbedConditionType = "WORKSPACE_VISIBLE" | "KERNEL_RESPONSIVE";
-
-/** The reasons of the two conditions the workers are probed for, as passed and as not. */
-const PROBED_REASONS: Readonly<
-  Record<ProbedConditionType, { readonly ok: string; readonly failed: string }>
-> = {
-  WORKSPACE_VISIBLE: { ok: "WORKSPACE_VISIBLE", failed: "WORKSPACE_NOT_VISIBLE" },
-  KERNEL_RESPONSIVE: { ok: "KERNEL_RESPONSIVE", failed: "KERNEL_UNRESPONSIVE" },
-};
-
-function probedCondition(type: ProbedConditionType, result: ProbeResult): ConditionValue {
-  return {
-    type,
-    status: result.ok ? "TRUE" : "FALSE",
-    reason: result.ok ? PROBED_REASONS[type].ok : PROBED_REASONS[type].failed,
-    message: result.message,
-  };
-}
-
 interface AttemptKnowledge {
   workspace: ProbeResult | null;
   kernel: ProbeResult | null;
@@ -119,35 +76,6 @@ interface AttemptKnowledge {
 }
 
 const attemptKey = (a: Allocation) => `${a.epoch}\u0000${a.id}`;
-
-/** READY from the four conditions: TRUE only when all are; else the first missing one. */
-export function readyCondition(conditions: readonly ConditionValue[]): ConditionValue {
-  for (const type of READINESS_ORDER) {
-    const c = conditions.find((x) => x.type === type);
-    if (c?.status !== "TRUE") {
-      return {
-        type: "READY",
-        status: "FALSE",
-        reason: type,
-        message: `${type} is ${c?.status ?? "UNKNOWN"}: ${c?.message ?? "not evaluated yet"}`,
-      };
-    }
-  }
-  return { type: "READY", status: "TRUE", reason: "READY", message: "the session is ready" };
-}
-
-function endedConditions(workload: Workload | null): readonly ConditionValue[] {
-  const how = workload
-    ? `the session ended: ${workload.phase}${workload.reason ? ` (${workload.reason})` : ""}`
-    : "the session no longer exists";
-  const four: ConditionValue[] = [
-    { type: "ALLOCATION_RUNNING", status: "FALSE", reason: "ALLOCATION_NOT_RUNNING", message: how },
-    { type: "WORKER_CONNECTED", status: "FALSE", reason: "WORKER_MISSING", message: how },
-    { type: "WORKSPACE_VISIBLE", status: "FALSE", reason: "WORKSPACE_NOT_VISIBLE", message: how },
-    { type: "KERNEL_RESPONSIVE", status: "FALSE", reason: "KERNEL_UNRESPONSIVE", message: how },
-  ];
-  return [...four, readyCondition(four)];
-}
 
 /**
  * For a daemon running without the worker gateway: no worker can connect and no readiness
@@ -196,9 +124,11 @@ export function markSessionsUnobserved(store: SessionStore, why: string): void {
 export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
   const { store, gateway, layout, key, log } = options;
   const intervalMs = options.intervalMs ?? 200;
+  const timers = options.timers ?? systemTimers;
   const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
   const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
   const probeRetryMs = options.probeRetryMs ?? 1000;
+  const probes = createReadinessProbes({ gateway, layout, key, probeTimeoutMs, kernelTimeoutMs });
   const { clock } = options;
 
   /** What the probes learnt, per attempt, while all its workers stayed connected. */
@@ -256,80 +186,12 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     }
   }
 
-  async function probeWorkspace(
-    workload: Workload,
-    a: Allocation,
-    ranks: number,
-  ): Promise<ProbeResult> {
-    const path = workspaceMarkerPath(layout.workspaceDir(workload.id));
-    const expect = workspaceMarker(key, a.id, a.epoch);
-    const answers = await Promise.all(
-      Array.from({ length: ranks }, (_, rank) =>
-        gateway.request(
-          a.id,
-          a.epoch,
-          rank,
-          { kind: "probe_workspace", path, expect },
-          probeTimeoutMs,
-        ),
-      ),
-    );
-    const problems: string[] = [];
-    answers.forEach((outcome, rank) => {
-      if (outcome.kind !== "Answered") {
-        problems.push(`rank ${rank}: ${describeFailure(outcome)}`);
-      } else if (!outcome.response.found) {
-        problems.push(
-          outcome.response.content === null
-            ? `rank ${rank} cannot read ${path}`
-            : `rank ${rank} reads a different marker at ${path}`,
-        );
-      }
-    });
-    if (problems.length > 0) {
-      return {
-        ok: false,
-        message: `the workspace marker was not confirmed: ${problems.join("; ")}`,
-      };
-    }
-    return {
-      ok: true,
-      message: `${ranks === 1 ? "the worker" : `all ${ranks} workers`} read the workspace marker at ${path}`,
-    };
-  }
-
-  async function probeKernel(a: Allocation): Promise<ProbeResult> {
-    const started = performance.now();
-    const outcome = await gateway.request(
-      a.id,
-      a.epoch,
-      0,
-      { kind: "exec", code: "1+1" },
-      kernelTimeoutMs,
-    );
-    if (outcome.kind !== "Answered") {
-      return { ok: false, message: `1+1 was not evaluated: ${describeFailure(outcome)}` };
-    }
-    const r = outcome.response;
-    const value = r.result?.["text/plain"] ?? null;
-    if (r.status !== "OK" || value !== "2") {
-      return {
-        ok: false,
-        message: `1+1 evaluated to ${JSON.stringify(value)} (status ${r.status}${r.error ? `: ${r.error.traceback.slice(0, 200)}` : ""})`,
-      };
-    }
-    return {
-      ok: true,
-      message: `1+1 evaluated to 2 in ${Math.round(performance.now() - started)} ms`,
-    };
-  }
-
   /** Probes what is not yet known, both at once; a pass follows as soon as they answer. */
   function startProbes(known: AttemptKnowledge, workload: Workload, a: Allocation, ranks: number) {
     const round = (async () => {
       const [workspace, kernel] = await Promise.all([
-        known.workspace?.ok ? known.workspace : probeWorkspace(workload, a, ranks),
-        known.kernel?.ok ? known.kernel : probeKernel(a),
+        known.workspace?.ok ? known.workspace : probes.workspace(workload, a, ranks),
+        known.kernel?.ok ? known.kernel : probes.kernel(a),
       ]);
       known.workspace = workspace;
       known.kernel = kernel;
@@ -545,9 +407,9 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
           log.error("session readiness pass failed", { error: String(error) });
         }
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(done, intervalMs);
+          const cancel = timers.after(intervalMs, done);
           function done() {
-            clearTimeout(timer);
+            cancel();
             signal.removeEventListener("abort", done);
             wake = null;
             resolve();
@@ -558,25 +420,4 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       }
     },
   };
-}
-
-type RequestFailure = Exclude<RequestOutcome<WorkerResponse>, { readonly kind: "Answered" }>;
-
-function describeFailure(outcome: RequestFailure): string {
-  switch (outcome.kind) {
-    case "NotConnected":
-      return "not connected";
-    case "TimedOut":
-      return "no answer in time";
-    case "Disconnected":
-      return "the connection was lost";
-    case "WorkerError":
-      return `the worker could not serve it: ${outcome.message}`;
-    case "TooLarge":
-      return `the request is too large (${outcome.bytes} bytes)`;
-    default: {
-      const unreachable: never = outcome;
-      return `unexpected outcome ${JSON.stringify(unreachable)}`;
-    }
-  }
 }

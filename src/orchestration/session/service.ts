@@ -9,10 +9,14 @@ import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
 import type { SessionStore } from "../ports/session-store.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
-import type { GatewayExpectation, GatewayExpectations, WorkerGateway } from "../worker-gateway.ts";
+import type {
+  GatewayExpectation,
+  GatewayExpectations,
+  WorkerGateway,
+} from "../worker-gateway-contract.ts";
 import type { CellEvent, ExecResponse } from "../worker-protocol.ts";
 import { readSessionAttempt, SESSION_MAX_RANKS } from "./preparer.ts";
-import { KERNEL_DIED } from "./readiness.ts";
+import { KERNEL_DIED } from "./readiness-conditions.ts";
 import type {
   ExecOptions,
   ExecOutcome,

@@ -55,7 +55,8 @@ import type {
   TaskRunner,
 } from "../ports.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
-import type { BatchSpec, SlurmBroker, SlurmCommandError } from "./broker.ts";
+import type { SlurmBroker, SlurmCommandError } from "./broker.ts";
+import type { BatchSpec } from "./broker-argv.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";

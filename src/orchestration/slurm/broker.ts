@@ -27,12 +27,29 @@
  *   failure into an empty answer.
  */
 
-import { CREDENTIAL_ENV_NAME_PATTERN, hijackReasonOf } from "../env-policy.ts";
+import {
+  createProgramRunner,
+  type ProcessOutcome,
+  type ProcessRequest,
+  type ProgramRunner,
+} from "../../process/runner.ts";
+import {
+  type AccountingQuery,
+  type ArgvResult,
+  type BatchSpec,
+  liveJobsArgv,
+  type StepSpec,
+  sacctArgv,
+  sbatchArgv,
+  scancelArgv,
+  squeueArgv,
+  srunArgv,
+  usageArgv,
+} from "./broker-argv.ts";
+import { jobEnvironment } from "./broker-validation.ts";
 import {
   type AccountingRow,
-  isJobId,
   type JobUsage,
-  LIVE_JOB_FIELDS,
   type LiveJobRow,
   type Parsed,
   parseLiveJobs,
@@ -41,16 +58,7 @@ import {
   parseSqueue,
   parseUsage,
   type QueueRow,
-  SACCT_FIELDS,
-  SQUEUE_FIELDS,
-  USAGE_FIELDS,
 } from "./parse.ts";
-import {
-  createProcessRunner,
-  type ProcessOutcome,
-  type ProcessRequest,
-  type ProcessRunner,
-} from "./process-runner.ts";
 
 export const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
 export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
@@ -80,407 +88,6 @@ export class SlurmCommandError extends Error {
 export type BrokerResult<T> =
   | { readonly kind: "Answered"; readonly value: T }
   | { readonly kind: "Failed"; readonly error: SlurmCommandError };
-
-// ---------------------------------------------------------------------------------------
-// Validation: what may reach an argv
-// ---------------------------------------------------------------------------------------
-
-export type Validation =
-  | { readonly kind: "Valid" }
-  | { readonly kind: "Invalid"; readonly message: string };
-const VALID: Validation = { kind: "Valid" };
-const invalid = (message: string): Validation => ({ kind: "Invalid", message });
-
-/** Job names and comments: our tokens and nothing that could separate fields or options. */
-export const JOB_LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-/**
- * Partition, QoS, account: administrator-chosen names. No comma (a comma makes a list: a
- * second partition the administrator did not choose), no colon, no spaces.
- */
-export const SCHEDULER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-/**
- * Credential-shaped names (the project-wide rule, src/orchestration/env-policy.ts), checked
- * again here because the broker is where a value would become visible to `scontrol show job`.
- */
-export const CREDENTIAL_NAME_PATTERN = CREDENTIAL_ENV_NAME_PATTERN;
-/**
- * Variables the scheduler's own tools read inside the job (an in-job srun obeys SLURM_NTASKS,
- * SRUN_*, ...): setting them would change how the allocation's tasks start.
- */
-export const RESERVED_ENV_PREFIX = /^(SLURM_|SBATCH_|SRUN_|SALLOC_|SPANK_)/i;
-const EXPORT_KEYWORDS: ReadonlySet<string> = new Set(["ALL", "NONE", "NIL"]);
-const MAX_ENV_VALUE_CHARS = 8192;
-const MAX_ENV_ENTRIES = 256;
-
-export function validateJobLabel(what: string, value: string): Validation {
-  return JOB_LABEL_PATTERN.test(value)
-    ? VALID
-    : invalid(
-        `${what} must match ${JOB_LABEL_PATTERN.source}, got ${JSON.stringify(value.slice(0, 80))}`,
-      );
-}
-
-export function validateSchedulerName(what: string, value: string): Validation {
-  return SCHEDULER_NAME_PATTERN.test(value)
-    ? VALID
-    : invalid(
-        `${what} must match ${SCHEDULER_NAME_PATTERN.source}, got ${JSON.stringify(value.slice(0, 80))}`,
-      );
-}
-
-export function validateEnvName(name: string): Validation {
-  if (!ENV_NAME_PATTERN.test(name)) {
-    return invalid(
-      `environment variable name ${JSON.stringify(name.slice(0, 80))} is not an identifier`,
-    );
-  }
-  if (EXPORT_KEYWORDS.has(name.toUpperCase())) {
-    return invalid(`environment variable name ${name} reads as an --export keyword`);
-  }
-  if (CREDENTIAL_NAME_PATTERN.test(name)) {
-    return invalid(
-      `environment variable ${name} looks like a credential: pass the path to a 0600 file instead`,
-    );
-  }
-  const hijack = hijackReasonOf(name);
-  if (hijack !== null) return invalid(`environment variable ${name} is refused: ${hijack}`);
-  if (RESERVED_ENV_PREFIX.test(name)) {
-    return invalid(`environment variable ${name} is reserved for the scheduler's own tools`);
-  }
-  return VALID;
-}
-
-export function validateEnvValue(name: string, value: string): Validation {
-  if (value.length > MAX_ENV_VALUE_CHARS) {
-    return invalid(`environment variable ${name} is longer than ${MAX_ENV_VALUE_CHARS} characters`);
-  }
-  if (value.includes(",")) {
-    return invalid(`environment variable ${name} contains a comma, the --export separator`);
-  }
-  // Newline and NUL are named by the design; every other control character is refused with
-  // them, since none survives the scheduler's environment handling unchanged.
-  if (/[\u0000-\u001f\u007f]/.test(value)) {
-    return invalid(`environment variable ${name} contains a control character (newline, NUL, ...)`);
-  }
-  // Measured on 22.05: sbatch honours quotes when it splits the list, so X=it's,Y=b,Z=it's
-  // sets X to "it's,Y=b,Z=it's" and drops Y and Z, and a lone quote is reported as an error
-  // while the job is submitted anyway. Either quote lets one value swallow its neighbours.
-  if (value.includes("'") || value.includes('"')) {
-    return invalid(`environment variable ${name} contains a quote, which --export interprets`);
-  }
-  if (EXPORT_KEYWORDS.has(value.trim().toUpperCase())) {
-    return invalid(`environment variable ${name} reads as the --export keyword ${value.trim()}`);
-  }
-  return VALID;
-}
-
-export function validateEnv(env: Readonly<Record<string, string>>): Validation {
-  const entries = Object.entries(env);
-  if (entries.length > MAX_ENV_ENTRIES) return invalid(`more than ${MAX_ENV_ENTRIES} variables`);
-  for (const [name, value] of entries) {
-    if (typeof value !== "string") return invalid(`environment variable ${name} is not a string`);
-    const n = validateEnvName(name);
-    if (n.kind === "Invalid") return n;
-    const v = validateEnvValue(name, value);
-    if (v.kind === "Invalid") return v;
-  }
-  return VALID;
-}
-
-/**
- * Paths we hand to the scheduler (working directory, log files, the script). Absolute, no
- * control characters, no `%` (sbatch expands %j, %u, ... in --output/--error) and no `\`
- * (which switches that expansion off), no `|` (a field separator in the listings we parse).
- */
-export function validatePath(what: string, path: string): Validation {
-  if (!path.startsWith("/")) return invalid(`${what} must be an absolute path`);
-  if (path.length > 4096) return invalid(`${what} is longer than 4096 characters`);
-  if (/[\u0000-\u001f\u007f%\\|]/.test(path)) {
-    return invalid(`${what} contains a control character, %, \\ or |`);
-  }
-  return VALID;
-}
-
-function validateCount(what: string, n: number, min: number, max: number): Validation {
-  return Number.isInteger(n) && n >= min && n <= max
-    ? VALID
-    : invalid(`${what} must be an integer in ${min}..${max}, got ${n}`);
-}
-
-function firstInvalid(checks: readonly Validation[]): Validation {
-  return checks.find((c) => c.kind === "Invalid") ?? VALID;
-}
-
-/**
- * The one --export option sbatch and srun get: the bare word ALL, the only form that does not
- * imply --get-user-env (see the header). What ALL exports is the process environment the
- * broker builds with jobEnvironment, never the daemon's.
- */
-export const EXPORT_OPTION = "--export=ALL";
-
-/**
- * The whole process environment of sbatch/srun, and so of the job: the validated job env and
- * the scheduler's configuration file (the in-job launcher needs it too). Nothing else; in
- * particular no SBATCH_/SRUN_ variable (validateEnv refuses them) that the command would read
- * as an option.
- */
-export function jobEnvironment(
-  env: Readonly<Record<string, string>>,
-  slurmConf: string | undefined,
-): Readonly<Record<string, string>> {
-  return { ...env, ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }) };
-}
-
-// ---------------------------------------------------------------------------------------
-// Requests and their argv
-// ---------------------------------------------------------------------------------------
-
-/** One batch job. Everything here is validated before an argv exists. */
-export interface BatchSpec {
-  readonly jobName: string;
-  readonly comment: string;
-  /** The batch script file (written by the backend, see batch-script.ts). */
-  readonly scriptPath: string;
-  readonly workDir: string;
-  readonly stdoutPath: string;
-  readonly stderrPath: string;
-  readonly partition: string | null;
-  readonly qos: string | null;
-  readonly account: string | null;
-  readonly nodes: number;
-  readonly cpusPerTask: number;
-  readonly gpusPerNode: number;
-  readonly memoryMb: number | null;
-  /** Whole minutes: the scheduler's unit. */
-  readonly timeLimitMinutes: number | null;
-  /**
-   * Seconds before the time limit at which the job's main process gets SIGURG (`--signal`),
-   * a warning it may catch to save its work; ignored by default, so a program that does not
-   * listen is not ended early. Null: no warning.
-   */
-  readonly warnBeforeLimitSeconds?: number | null;
-  /** The job's entire environment (plus the scheduler's own SLURM_* variables). */
-  readonly env: Readonly<Record<string, string>>;
-}
-
-export type ArgvResult =
-  | { readonly kind: "Valid"; readonly argv: readonly string[] }
-  | { readonly kind: "Invalid"; readonly message: string };
-
-export function sbatchArgv(spec: BatchSpec): ArgvResult {
-  const check = firstInvalid([
-    validateJobLabel("job name", spec.jobName),
-    validateJobLabel("comment", spec.comment),
-    validatePath("script", spec.scriptPath),
-    validatePath("working directory", spec.workDir),
-    validatePath("stdout log", spec.stdoutPath),
-    validatePath("stderr log", spec.stderrPath),
-    spec.partition === null ? VALID : validateSchedulerName("partition", spec.partition),
-    spec.qos === null ? VALID : validateSchedulerName("qos", spec.qos),
-    spec.account === null ? VALID : validateSchedulerName("account", spec.account),
-    validateCount("nodes", spec.nodes, 1, 100_000),
-    validateCount("cpus", spec.cpusPerTask, 1, 1_000_000),
-    validateCount("gpus", spec.gpusPerNode, 0, 1_000),
-    spec.memoryMb === null ? VALID : validateCount("memory (MB)", spec.memoryMb, 1, 1 << 30),
-    spec.timeLimitMinutes === null
-      ? VALID
-      : validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
-    validateEnv(spec.env),
-    spec.warnBeforeLimitSeconds === undefined || spec.warnBeforeLimitSeconds === null
-      ? VALID
-      : validateCount("warning (s)", spec.warnBeforeLimitSeconds, 1, 65_535),
-  ]);
-  if (check.kind === "Invalid") return check;
-  const warn =
-    spec.timeLimitMinutes === null ||
-    spec.warnBeforeLimitSeconds === undefined ||
-    spec.warnBeforeLimitSeconds === null
-      ? []
-      : [`--signal=B:URG@${spec.warnBeforeLimitSeconds}`];
-  return {
-    kind: "Valid",
-    argv: [
-      "--parsable",
-      `--job-name=${spec.jobName}`,
-      `--comment=${spec.comment}`,
-      `--chdir=${spec.workDir}`,
-      `--output=${spec.stdoutPath}`,
-      `--error=${spec.stderrPath}`,
-      ...(spec.partition === null ? [] : [`--partition=${spec.partition}`]),
-      ...(spec.qos === null ? [] : [`--qos=${spec.qos}`]),
-      ...(spec.account === null ? [] : [`--account=${spec.account}`]),
-      `--nodes=${spec.nodes}`,
-      "--ntasks-per-node=1",
-      `--cpus-per-task=${spec.cpusPerTask}`,
-      ...(spec.gpusPerNode > 0 ? [`--gres=gpu:${spec.gpusPerNode}`] : []),
-      ...(spec.memoryMb === null ? [] : [`--mem=${spec.memoryMb}M`]),
-      ...(spec.timeLimitMinutes === null ? [] : [`--time=${spec.timeLimitMinutes}`]),
-      ...warn,
-      // One attempt is one epoch: a requeue would rerun the attempt under the same identity
-      // (and a burned credential). A node failure ends the job; the reconciler decides.
-      "--no-requeue",
-      EXPORT_OPTION,
-      spec.scriptPath,
-    ],
-  };
-}
-
-export function squeueArgv(names: readonly string[]): ArgvResult {
-  const check = firstInvalid(names.map((n) => validateJobLabel("job name", n)));
-  if (check.kind === "Invalid") return check;
-  if (names.length === 0) return { kind: "Invalid", message: "no job names to list" };
-  const format = SQUEUE_FIELDS.map((f, i) => `${f}:0${i < SQUEUE_FIELDS.length - 1 ? "|" : ""}`);
-  return {
-    kind: "Valid",
-    argv: [
-      "--noheader",
-      // Every state: a job that ended less than MinJobAge ago is still here, which is what
-      // closes the gap while accounting has not caught up yet.
-      "--states=all",
-      `--name=${names.join(",")}`,
-      `--Format=${format.join(",")}`,
-    ],
-  };
-}
-
-export type AccountingQuery =
-  | { readonly kind: "ByJobIds"; readonly jobIds: readonly string[] }
-  /**
-   * By job name over a window: sacct's default window starts at midnight today, so a job
-   * submitted yesterday would otherwise read as absent.
-   */
-  | {
-      readonly kind: "ByNames";
-      readonly names: readonly string[];
-      readonly lookbackSeconds: number;
-    };
-
-export function sacctArgv(query: AccountingQuery): ArgvResult {
-  const common = [
-    "--noheader",
-    "--parsable2",
-    // Job rows only: a step's state ("123.batch CANCELLED") is not the job's state.
-    "--allocations",
-    `--format=${SACCT_FIELDS.join(",")}`,
-  ];
-  switch (query.kind) {
-    case "ByJobIds": {
-      if (query.jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
-      const bad = query.jobIds.find((id) => !isJobId(id));
-      if (bad !== undefined)
-        return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
-      // With --jobs the window defaults to all of history, which is what a lookup by id needs.
-      return { kind: "Valid", argv: [...common, `--jobs=${query.jobIds.join(",")}`] };
-    }
-    case "ByNames": {
-      if (query.names.length === 0) return { kind: "Invalid", message: "no job names to look up" };
-      const check = firstInvalid([
-        ...query.names.map((n) => validateJobLabel("job name", n)),
-        validateCount("lookback (s)", query.lookbackSeconds, 1, 10 * 365 * 86_400),
-      ]);
-      if (check.kind === "Invalid") return check;
-      return {
-        kind: "Valid",
-        argv: [
-          ...common,
-          `--starttime=now-${query.lookbackSeconds}`,
-          "--endtime=now",
-          `--name=${query.names.join(",")}`,
-        ],
-      };
-    }
-    default: {
-      const never: never = query;
-      throw new Error(`unhandled accounting query ${JSON.stringify(never)}`);
-    }
-  }
-}
-
-/**
- * Every job of the service account the controller holds that has not ended (squeue's default
- * states): one call, whatever the count, for the orphan sweep.
- */
-export function liveJobsArgv(uid: number): ArgvResult {
-  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
-  const format = LIVE_JOB_FIELDS.map(
-    (f, i) => `${f}:0${i < LIVE_JOB_FIELDS.length - 1 ? "|" : ""}`,
-  );
-  return {
-    kind: "Valid",
-    argv: ["--noheader", `--user=${uid}`, `--Format=${format.join(",")}`],
-  };
-}
-
-/** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */
-export function usageArgv(jobIds: readonly string[]): ArgvResult {
-  if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
-  const bad = jobIds.find((id) => !isJobId(id));
-  if (bad !== undefined)
-    return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
-  return {
-    kind: "Valid",
-    argv: [
-      "--noheader",
-      "--parsable2",
-      `--format=${USAGE_FIELDS.join(",")}`,
-      `--jobs=${jobIds.join(",")}`,
-    ],
-  };
-}
-
-export function scancelArgv(jobIds: readonly string[]): ArgvResult {
-  if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to cancel" };
-  const bad = jobIds.find((id) => !isJobId(id));
-  if (bad !== undefined)
-    return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
-  return { kind: "Valid", argv: [...jobIds] };
-}
-
-/** A step inside an allocation that already exists, under the same discipline as a job. */
-export interface StepSpec {
-  readonly jobId: string;
-  readonly command: readonly string[];
-  readonly env: Readonly<Record<string, string>>;
-  readonly workDir: string | null;
-  /** Our own deadline for the step; the group is terminated when it passes. */
-  readonly timeoutMs: number;
-  readonly maxOutputBytes: number;
-  /** The scheduler-side limit too, in whole minutes, should we die before our timer fires. */
-  readonly timeLimitMinutes: number;
-}
-
-export function srunArgv(spec: StepSpec): ArgvResult {
-  const program = spec.command[0];
-  const check = firstInvalid([
-    isJobId(spec.jobId) ? VALID : invalid(`not a job id: ${JSON.stringify(spec.jobId)}`),
-    program === undefined || program === "" ? invalid("the command is empty") : VALID,
-    spec.command.some((a) => a.includes("\0")) ? invalid("an argument contains NUL") : VALID,
-    spec.workDir === null ? VALID : validatePath("working directory", spec.workDir),
-    validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
-    validateEnv(spec.env),
-  ]);
-  if (check.kind === "Invalid") return check;
-  return {
-    kind: "Valid",
-    argv: [
-      `--jobid=${spec.jobId}`,
-      // Share the allocation's resources with the steps already running in it (the batch
-      // step, the workers) instead of waiting for them to end.
-      "--overlap",
-      "--nodes=1",
-      "--ntasks=1",
-      "--quiet",
-      "--kill-on-bad-exit=1",
-      `--time=${spec.timeLimitMinutes}`,
-      ...(spec.workDir === null ? [] : [`--chdir=${spec.workDir}`]),
-      EXPORT_OPTION,
-      // Everything after this is the task's argv, whatever it looks like.
-      "--",
-      ...spec.command,
-    ],
-  };
-}
 
 // ---------------------------------------------------------------------------------------
 // Reading outcomes
@@ -637,7 +244,7 @@ export interface SlurmBroker {
 }
 
 export interface SlurmBrokerOptions {
-  readonly runner?: ProcessRunner;
+  readonly runner?: ProgramRunner;
   /**
    * Where the scheduler's commands are found, and SLURM_CONF if the site uses one. Nothing
    * else of the daemon's environment reaches the commands.
@@ -662,7 +269,7 @@ const SRUN_REFUSED =
   /srun: error: .*(Unable to create step|Unable to confirm allocation|Invalid job id|already completing or completed|has expired|not running|Requested node configuration is not available)/i;
 
 export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
-  const runner = options.runner ?? createProcessRunner();
+  const runner = options.runner ?? createProgramRunner();
   const timeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
   const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   const baseEnv: Readonly<Record<string, string>> = {
@@ -777,7 +384,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
       }
       return {
         kind: "Answered",
-        value: { exitCode: exitCode ?? 1, stdout, stderr, truncated },
+        value: { exitCode: exitCode ?? 1, stdout, stderr, truncated: truncated.length > 0 },
       };
     },
 

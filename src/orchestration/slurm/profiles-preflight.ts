@@ -7,8 +7,9 @@
  * The argv is the broker's own (probeArgv), with `--parsable` turned into `--test-only` and
  * the script replaced by `--wrap=true`: the request tested is the request that will be made.
  */
+
+import { createProgramRunner, type ProgramRunner } from "../../process/runner.ts";
 import { isUnreachableMessage } from "./broker.ts";
-import { createProcessRunner, type ProcessRunner } from "./process-runner.ts";
 import { type ArgvBuild, type ClusterProfile, probeArgv } from "./profiles.ts";
 
 export type SbatchTestAnswer =
@@ -98,13 +99,13 @@ export interface SbatchTestRunOptions {
   /** Where sbatch is found. */
   readonly path: string;
   readonly slurmConf?: string;
-  readonly runner?: ProcessRunner;
+  readonly runner?: ProgramRunner;
   readonly timeoutMs?: number;
 }
 
 /** The real sbatch, under the same discipline as the broker's calls (argv, minimal env). */
 export function createSbatchTestRun(options: SbatchTestRunOptions): SbatchTestRun {
-  const runner = options.runner ?? createProcessRunner();
+  const runner = options.runner ?? createProgramRunner();
   const env: Record<string, string> = {
     PATH: options.path,
     LC_ALL: "C",

@@ -16,10 +16,11 @@
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import type { ResourceProfile, WorkloadKind } from "../models.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
-import { type BatchSpec, SCHEDULER_NAME_PATTERN, sbatchArgv } from "./broker.ts";
+import { type BatchSpec, sbatchArgv } from "./broker-argv.ts";
+import { SCHEDULER_NAME_PATTERN } from "./broker-validation.ts";
+import { readTomlSubset } from "./toml-cross-check.ts";
 import {
   joinKey,
-  readTomlSubset,
   type TomlNode,
   type TomlPosition,
   type TomlRefusal,

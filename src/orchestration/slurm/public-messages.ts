@@ -6,8 +6,8 @@
  * a slower route. Every message that leaves this backend is therefore rewritten here; the
  * daemon's log keeps the scheduler's own words for the administrator.
  */
+import { decorateBackend } from "../decorate-backend.ts";
 import type {
-  AllocationBackend,
   AllocationObservation,
   CancelResult,
   FindResult,
@@ -132,9 +132,7 @@ function mapValues<K, V>(map: ReadonlyMap<K, V>, f: (v: V) => V): ReadonlyMap<K,
 /** The same backend, with every message it returns rewritten for the public. */
 export function withPublicMessages(backend: SlurmBackend, hidden: HiddenNames): SlurmBackend {
   const rewrite = publicMessageRewriter(hidden);
-  const wrapped: AllocationBackend & Pick<SlurmBackend, "runTask"> = {
-    name: backend.name,
-    profiles: () => backend.profiles(),
+  return decorateBackend(backend, {
     async submit(requests) {
       return mapValues(await backend.submit(requests), (r) => submitResult(r, rewrite));
     },
@@ -159,6 +157,5 @@ export function withPublicMessages(backend: SlurmBackend, hidden: HiddenNames): 
     async runTask(target, command, options) {
       return taskResult(await backend.runTask(target, command, options), rewrite);
     },
-  };
-  return wrapped;
+  });
 }

@@ -1,6 +1,8 @@
 /**
  * Runs one program as an argv array (never through a shell), with a timeout that kills the
- * whole process group and output drained under a byte cap. The broker is its only caller.
+ * whole process group and output drained under a byte cap. A leaf: it imports nothing from
+ * the project, so every room that starts a program (a backend's client commands, a step in
+ * an allocation, the isolation probe) can use it.
  *
  * Why each guard exists (measured on Bun 1.4.5):
  * - `Bun.spawn`'s own `timeout` kills only the direct child; a grandchild keeps the pipes open
@@ -15,9 +17,9 @@ export interface ProcessRequest {
   /** A bare program name (resolved against `searchPath`, else env.PATH) or an absolute path. */
   readonly program: string;
   /**
-   * Where a bare program name is looked up when that is not the child's own PATH: sbatch runs
-   * with the JOB's environment (its PATH is the job's), yet is found where the scheduler's
-   * commands live.
+   * Where a bare program name is looked up when that is not the child's own PATH: a submit
+   * command may run with the JOB's environment (its PATH is the job's), yet be found where
+   * the resource manager's commands live.
    */
   readonly searchPath?: string;
   readonly args: readonly string[];
@@ -36,6 +38,12 @@ export interface ProcessRequest {
   readonly overflow: "fail" | "truncate";
   /** Between SIGTERM and SIGKILL of the group on timeout; 0 sends SIGKILL at once. */
   readonly killGraceMs: number;
+  /**
+   * Kill what is left of the group once the program itself has exited: a step that leaves a
+   * child behind would otherwise hold the pipes open until the timeout. Off by default:
+   * once the leader is reaped an empty group's id is free again.
+   */
+  readonly killGroupAfterExit?: boolean;
 }
 
 export type ProcessOutcome =
@@ -46,8 +54,8 @@ export type ProcessOutcome =
       readonly signal: string | null;
       readonly stdout: string;
       readonly stderr: string;
-      /** Only with overflow "truncate": some output was dropped. */
-      readonly truncated: boolean;
+      /** Only with overflow "truncate": the streams some output of which was dropped. */
+      readonly truncated: readonly ("stdout" | "stderr")[];
       readonly durationMs: number;
     }
   | {
@@ -59,7 +67,7 @@ export type ProcessOutcome =
   | { readonly kind: "Overflowed"; readonly durationMs: number }
   | { readonly kind: "NotFound"; readonly message: string };
 
-export interface ProcessRunner {
+export interface ProgramRunner {
   run(request: ProcessRequest): Promise<ProcessOutcome>;
 }
 
@@ -110,7 +118,7 @@ async function drain(
   return { text: new TextDecoder().decode(bytes), overflowed };
 }
 
-export function createProcessRunner(): ProcessRunner {
+export function createProgramRunner(): ProgramRunner {
   return {
     async run(request) {
       const path = request.program.startsWith("/")
@@ -179,11 +187,13 @@ export function createProcessRunner(): ProcessRunner {
         cancels.push(cancel);
       };
       try {
-        const [stdout, stderr] = await Promise.all([
+        const drained = Promise.all([
           drain(child.stdout, request.maxOutputBytes, onOverflow, register),
           drain(child.stderr, request.maxOutputBytes, onOverflow, register),
         ]);
         await child.exited;
+        if (request.killGroupAfterExit === true) killGroup("SIGKILL");
+        const [stdout, stderr] = await drained;
         const durationMs = performance.now() - started;
         if (overflowed) return { kind: "Overflowed", durationMs };
         if (timedOut) {
@@ -195,12 +205,15 @@ export function createProcessRunner(): ProcessRunner {
           signal: child.signalCode === null ? null : String(child.signalCode),
           stdout: stdout.text,
           stderr: stderr.text,
-          truncated: stdout.overflowed || stderr.overflowed,
+          truncated: [
+            ...(stdout.overflowed ? (["stdout"] as const) : []),
+            ...(stderr.overflowed ? (["stderr"] as const) : []),
+          ],
           durationMs,
         };
       } finally {
-        // No group kill after a normal exit: once the leader is reaped its group id is free
-        // and may already name someone else's processes.
+        // No group kill after a normal exit (unless asked): once the leader is reaped its
+        // group id is free and may already name someone else's processes.
         for (const timer of timers) clearTimeout(timer);
       }
     },

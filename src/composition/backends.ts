@@ -1,0 +1,216 @@
+/**
+ * The backend registry (`openai4s serve --backend NAME`). Adding a backend is adding one
+ * entry: `serve --help`, the validation of --backend and the daemon all read this table.
+ * Part of the composition root, the one place outside src/orchestration/slurm/ that may name
+ * the scheduler, because it is where backends are chosen and wired (INV-2: the leak guard
+ * exempts src/composition/ by path).
+ */
+
+import {
+  verifiedInBackground,
+  withoutSessionIsolation,
+} from "../orchestration/isolation/decorators.ts";
+import type { StateLayout } from "../orchestration/layout.ts";
+import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/backend.ts";
+import { localProfiles } from "../orchestration/local/profiles.ts";
+import { rewriteRecordPaths } from "../orchestration/local/records.ts";
+import type { AllocationBackend, OrphanPolicy } from "../orchestration/ports.ts";
+import { createSlurmBackend, type PlacementCatalog } from "../orchestration/slurm/backend.ts";
+import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
+import { createOrphanSweeper, loadOwnerId } from "../orchestration/slurm/orphan-sweeper.ts";
+import { hiddenNamesOf, withPublicMessages } from "../orchestration/slurm/public-messages.ts";
+import { loadClusterPlacements } from "./cluster-config.ts";
+import type { BackendContext, BackendCreation, BackendEntry } from "./context.ts";
+import {
+  LOCAL_ISOLATION_INTERVAL_MS,
+  localSessionIsolation,
+  withClusterSessionIsolation,
+} from "./session-isolation.ts";
+
+export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
+
+export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
+  [LOCAL_BACKEND_NAME]: {
+    describe:
+      "this machine: jobs run as local process groups, in bubblewrap when it verifies; SESSIONs too with the worker gateway on",
+    async create(context) {
+      if (context.clusterConfigPath !== null) {
+        return {
+          kind: "ConfigError",
+          message: `--cluster-config is for a cluster backend; the ${LOCAL_BACKEND_NAME} backend takes none`,
+        };
+      }
+      const configured = localProfiles(context.env);
+      if (configured.kind === "ConfigError") return configured;
+      const options = {
+        profiles: configured.profiles,
+        backendDir: context.layout.backendDir(LOCAL_BACKEND_NAME),
+        selfCommand: context.selfCommand,
+        clock: context.clock,
+        log: context.log,
+        hostEnv: context.env,
+        faults: context.faults,
+        runAs: context.runAs,
+      };
+      const isolation = await localSessionIsolation(context);
+      let backend: AllocationBackend;
+      switch (isolation.kind) {
+        case "Sessions":
+          backend = verifiedInBackground({
+            backend: createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            sandbox: isolation.sandbox,
+            log: context.log,
+            intervalMs: LOCAL_ISOLATION_INTERVAL_MS,
+          });
+          break;
+        case "SandboxOnly":
+          // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
+          backend = withoutSessionIsolation(
+            createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            isolation.message,
+          );
+          break;
+        case "Unavailable":
+          backend = withoutSessionIsolation(createLocalBackend(options), isolation.message);
+          break;
+        default: {
+          const never: never = isolation;
+          throw new Error(`unhandled isolation ${JSON.stringify(never)}`);
+        }
+      }
+      return { kind: "Created", backend };
+    },
+  },
+  // The Slurm backend (slurm backend's section). Jobs go through sbatch/squeue/sacct/scancel/
+  // srun found on the daemon's PATH, with SLURM_CONF passed through when set; nothing else of
+  // the daemon's environment reaches them or the jobs. Session isolation (bubblewrap on the
+  // launch line, verified on the nodes) is added by the sessions engine's section below.
+  slurm: {
+    requiresSpoolDir: true,
+    describe:
+      "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE and --spool-dir DIR",
+    async create(context) {
+      if (context.clusterConfigPath === null) {
+        return {
+          kind: "ConfigError",
+          message: "the slurm backend needs --cluster-config FILE (see cluster.toml.example)",
+        };
+      }
+      const placements = loadClusterPlacements(context.clusterConfigPath);
+      if (placements.kind === "ConfigError") return placements;
+      const slurmConf = context.env["SLURM_CONF"];
+      const broker = createSlurmBroker({
+        path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
+        ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
+      });
+      const sweep = orphanSweepFromEnv(context.env);
+      if (sweep.kind === "ConfigError") return sweep;
+      let ownerId: string;
+      try {
+        ownerId = loadOwnerId(context.layout.backendDir("slurm"));
+      } catch (error) {
+        return { kind: "ConfigError", message: `the daemon's owner id: ${String(error)}` };
+      }
+      const knownTokens = context.knownTokens;
+      const sweeper =
+        knownTokens === undefined
+          ? null
+          : createOrphanSweeper({
+              broker,
+              ownerId,
+              uid: process.getuid?.() ?? 0,
+              policy: sweep.policy,
+              intervalMs: sweep.intervalSeconds * 1000,
+              knownTokens,
+              clock: context.clock,
+              log: context.log,
+            });
+      // Scheduler text reaches workload messages and the API: rewritten so no partition,
+      // QoS or account name leaves the daemon (the log keeps the original).
+      // The isolation probe's backend carries no owner id: its jobs have no allocation row,
+      // and the orphan sweep must never report or cancel a probe that is running.
+      const build = (catalog: PlacementCatalog, owned: boolean) =>
+        withPublicMessages(
+          createSlurmBackend({
+            broker,
+            placements: catalog,
+            clock: context.clock,
+            log: context.log,
+            ...(owned ? { ownerId } : {}),
+            ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
+          }),
+          hiddenNamesOf(placements.catalog),
+        );
+      const slurmBackend = build(placements.catalog, true);
+      // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
+      // probe on its own smallest placement (a backend over a one-entry catalog).
+      const probeBackend = (derive: (catalog: PlacementCatalog) => PlacementCatalog) =>
+        build(derive(placements.catalog), false);
+      return {
+        kind: "Created",
+        backend: await withClusterSessionIsolation(context, slurmBackend, probeBackend),
+        ...(sweeper === null ? {} : { services: [sweeper] }),
+      };
+    },
+  },
+};
+
+/** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
+export const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
+/** `OPENAI4S_ORPHAN_SWEEP_SECONDS`: how often it sweeps (it also sweeps at start). */
+export const ORPHAN_SWEEP_SECONDS_ENV = "OPENAI4S_ORPHAN_SWEEP_SECONDS";
+const DEFAULT_ORPHAN_SWEEP_SECONDS = 300;
+
+function orphanSweepFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+):
+  | { readonly kind: "Sweep"; readonly policy: OrphanPolicy; readonly intervalSeconds: number }
+  | { readonly kind: "ConfigError"; readonly message: string } {
+  const policy = env[ORPHAN_POLICY_ENV] ?? "report";
+  if (policy !== "report" && policy !== "cancel") {
+    return { kind: "ConfigError", message: `${ORPHAN_POLICY_ENV} must be report or cancel` };
+  }
+  const rawSeconds = env[ORPHAN_SWEEP_SECONDS_ENV];
+  const intervalSeconds =
+    rawSeconds === undefined || rawSeconds === ""
+      ? DEFAULT_ORPHAN_SWEEP_SECONDS
+      : Number(rawSeconds);
+  if (!Number.isInteger(intervalSeconds) || intervalSeconds < 1 || intervalSeconds > 86_400) {
+    return {
+      kind: "ConfigError",
+      message: `${ORPHAN_SWEEP_SECONDS_ENV} must be a whole number of seconds in 1..86400`,
+    };
+  }
+  return { kind: "Sweep", policy, intervalSeconds };
+}
+
+/**
+ * The state-dir split (issue 8) moved the workloads' files from `fromPrefix` to `toPrefix`:
+ * each backend's durable records that name paths are rewritten to follow. Only the local
+ * backend keeps such records; a cluster's running jobs follow the rename by inode.
+ */
+export function migrateBackendRecords(
+  layout: StateLayout,
+  fromPrefix: string,
+  toPrefix: string,
+): void {
+  rewriteRecordPaths(layout.backendDir(LOCAL_BACKEND_NAME), fromPrefix, toPrefix);
+}
+
+export function backendNames(): readonly string[] {
+  return Object.keys(BACKENDS);
+}
+
+export async function createBackend(
+  name: string,
+  context: BackendContext,
+): Promise<BackendCreation> {
+  const entry = Object.hasOwn(BACKENDS, name) ? BACKENDS[name] : undefined;
+  if (!entry) {
+    return {
+      kind: "ConfigError",
+      message: `unknown backend "${name}" (known: ${backendNames().join(", ")})`,
+    };
+  }
+  return entry.create(context);
+}

@@ -1,0 +1,63 @@
+/**
+ * What a backend is built from and what building one answers: the types the registry
+ * (backends.ts), the isolation policy (session-isolation.ts) and the daemon share.
+ */
+
+import type { Clock } from "../clock.ts";
+import type { FaultPoints } from "../fault-point.ts";
+import type { Log } from "../log.ts";
+import type { VerifierSchedule } from "../orchestration/isolation/background-verifier.ts";
+import type { StateLayout } from "../orchestration/layout.ts";
+import type { SubmissionToken } from "../orchestration/models.ts";
+import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { RunAs } from "../orchestration/sandbox.ts";
+
+/** Everything a backend may be built from; the daemon fills it once at start. */
+export interface BackendContext {
+  readonly layout: StateLayout;
+  /** `--cluster-config FILE`, resolved to an absolute path; null when not given. */
+  readonly clusterConfigPath: string | null;
+  /** How to re-invoke this binary (src/self-command.ts). */
+  readonly selfCommand: readonly string[];
+  readonly clock: Clock;
+  readonly log: Log;
+  /** The daemon's environment (PATH, HOME and LANG for local jobs). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Crash-test fault points, read from the environment once by the daemon. */
+  readonly faults: FaultPoints;
+  /**
+   * The unprivileged identity every job runs as (`serve --run-as`); null when the daemon is
+   * not root (jobs keep its uid, in a user namespace when sandboxed).
+   */
+  readonly runAs: RunAs | null;
+  /** When background isolation probes run (tests fire them by hand); default: timers. */
+  readonly isolationSchedule?: VerifierSchedule;
+  /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
+  readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
+}
+
+/** Something a backend runs beside the reconciler (the orphan sweep), started and stopped with the daemon. */
+export interface BackgroundService {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export type BackendCreation =
+  | {
+      readonly kind: "Created";
+      readonly backend: AllocationBackend;
+      readonly services?: readonly BackgroundService[];
+    }
+  /** A configuration problem the admin must fix: `serve` exits 2 with this message. */
+  | { readonly kind: "ConfigError"; readonly message: string };
+
+export interface BackendEntry {
+  /** One line for `serve --help`. */
+  readonly describe: string;
+  /**
+   * The spool must be named (`--spool-dir`): the nodes must share it, and a default beside
+   * the private dir on the daemon's local disk would not be shared.
+   */
+  readonly requiresSpoolDir?: boolean;
+  create(context: BackendContext): Promise<BackendCreation>;
+}

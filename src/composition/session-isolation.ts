@@ -1,0 +1,243 @@
+/**
+ * Session isolation policy, for the local backend and for a cluster backend.
+ *
+ * Sessions need the worker gateway (OPENAI4S_WORKER_LISTEN) and a VERIFIED per-allocation
+ * sandbox. Whenever the sandbox verifies, it wraps EVERY local launch, BATCH included and
+ * whether or not the gateway is on: a BATCH job outside it could read a session's credential
+ * and workspace, and the daemon's own files. When bubblewrap does not verify, BATCH still
+ * runs (it never requires the capability), never as root (RunAs), and SESSION is refused.
+ * Either way the backend answers the isolation question with the precise reason, so
+ * admission refuses with ISOLATION_UNAVAILABLE and a message saying what to fix. The
+ * decision is taken once, at start: turning the sandbox on for BATCH is a restart.
+ */
+
+import { realpathSync } from "node:fs";
+import { dirname, isAbsolute, join } from "node:path";
+import { createBackgroundVerifier } from "../orchestration/isolation/background-verifier.ts";
+import { createBubblewrapSandbox } from "../orchestration/isolation/bubblewrap.ts";
+import {
+  switchingToSandbox,
+  withoutSessionIsolation,
+} from "../orchestration/isolation/decorators.ts";
+import { plainWrapper } from "../orchestration/isolation/launch-argv.ts";
+import {
+  locateInStateDir,
+  sandboxedBackend,
+  verifyThroughBackend,
+  wrappedBackend,
+} from "../orchestration/isolation/through-backend.ts";
+import type { AllocationBackend, IsolationVerdict } from "../orchestration/ports.ts";
+import type { Sandbox } from "../orchestration/sandbox.ts";
+import {
+  DEFAULT_JOB_PATH,
+  type PlacementCatalog,
+  RANK_ENV as SLURM_RANK_ENV,
+} from "../orchestration/slurm/backend.ts";
+import { DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
+import {
+  WORKER_LISTEN_ENV,
+  workerGatewayListenFromEnv,
+} from "../orchestration/worker-gateway-contract.ts";
+import type { BackendContext } from "./context.ts";
+
+/** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */
+export const BWRAP_ENV = "OPENAI4S_BWRAP";
+
+type LocalSessionIsolation =
+  /** A verified sandbox and the gateway on: sessions and every launch sandboxed. */
+  | { readonly kind: "Sessions"; readonly sandbox: Sandbox }
+  /** A verified sandbox for every launch, but no sessions (why in `message`). */
+  | { readonly kind: "SandboxOnly"; readonly sandbox: Sandbox; readonly message: string }
+  | { readonly kind: "Unavailable"; readonly message: string };
+
+/**
+ * The sandbox is verified whether or not sessions are on: a plain BATCH job outside it ran
+ * with the daemon's private dir and every other workspace reachable (issue 8). BATCH never
+ * requires it: without bubblewrap, jobs still run, unsandboxed.
+ */
+export async function localSessionIsolation(
+  context: BackendContext,
+): Promise<LocalSessionIsolation> {
+  const sandbox = bubblewrapFor(context);
+  const verdict = await sandbox.verify();
+  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
+  switch (verdict.kind) {
+    case "Verified":
+      return gatewayOn
+        ? { kind: "Sessions", sandbox }
+        : { kind: "SandboxOnly", sandbox, message: GATEWAY_OFF_MESSAGE };
+    case "Unverified":
+      context.log.warn("no verified sandbox: jobs run unsandboxed", { detail: verdict.message });
+      return {
+        kind: "Unavailable",
+        message: gatewayOn
+          ? `sessions need a verified per-allocation sandbox: ${verdict.message}`
+          : GATEWAY_OFF_MESSAGE,
+      };
+    default: {
+      const never: never = verdict;
+      throw new Error(`unhandled isolation verdict ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** How often the local sandbox is re-verified, in the background. */
+export const LOCAL_ISOLATION_INTERVAL_MS = 60 * 1000;
+
+const GATEWAY_OFF_MESSAGE = `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`;
+
+/** The sandbox every backend's launches run in, masking the state dir. */
+function bubblewrapFor(context: BackendContext): Sandbox {
+  const bwrapPath = context.env[BWRAP_ENV];
+  return createBubblewrapSandbox({
+    ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
+    runAs: context.runAs,
+    log: context.log,
+    // The private dir holds the database, the signing key and the admin token; the spool
+    // every other workload's files. Only the launch's own directories are bound back.
+    maskedRoots: [context.layout.root, context.layout.spool],
+    // The worker is this program: its binary's directory (a wrapper in front of it, as tests
+    // use, must still find it), and from source (`bun src/main.ts`) the project as well.
+    readOnlyExtra: selfDirectories(context.selfCommand),
+  });
+}
+
+function selfDirectories(selfCommand: readonly string[]): readonly string[] {
+  const [program, entry] = selfCommand;
+  const dirs: string[] = [];
+  if (program !== undefined && isAbsolute(program)) {
+    dirs.push(dirname(program));
+    try {
+      dirs.push(dirname(realpathSync(program)));
+    } catch {
+      // A binary that vanished: the launch fails visibly, nothing to bind.
+    }
+  }
+  if (entry !== undefined && isAbsolute(entry)) dirs.push(dirname(dirname(entry)));
+  return [...new Set(dirs)];
+}
+
+/** After a Verified verdict on the nodes, the next background probe in this long. */
+const CLUSTER_ISOLATION_TTL_MS = 10 * 60 * 1000;
+/**
+ * After an Unverified or inconclusive probe, the next one in this long. Most Unverified
+ * verdicts at start are an outage (controller down, slurm.conf mid-edit), not a node
+ * without bwrap: kept for the daemon's lifetime, they switched sessions off until someone
+ * restarted it.
+ */
+export const CLUSTER_ISOLATION_RETRY_MS = 60 * 1000;
+/** The probe job's own time limit: it runs for seconds; the shortest a partition takes. */
+const PROBE_JOB_TIME_LIMIT_SECONDS = 60;
+/** The name the probe's private placement goes by (never offered to anyone). */
+const PROBE_PROFILE = "isolation-probe";
+
+/**
+ * The smallest placement the session profile's partition accepts, for the probe: the same
+ * partition, QoS and account (the probe must land where sessions land), one node, one CPU,
+ * no GPUs, the cluster's default memory and a one-minute limit. A probe with the session
+ * profile's full placement took GPUs every 10 minutes (issue 8).
+ */
+function probePlacements(catalog: PlacementCatalog, sessionProfile: string): PlacementCatalog {
+  const base = catalog.placement(sessionProfile);
+  return {
+    profiles: () => [],
+    placement: (name) =>
+      name === PROBE_PROFILE && base !== null
+        ? {
+            ...base,
+            nodes: 1,
+            cpus: 1,
+            gpus: 0,
+            memoryMb: null,
+            timeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
+          }
+        : null,
+  };
+}
+
+/**
+ * A cluster backend with sessions: the same policy as the local one, except that the sandbox
+ * is verified ON THE NODES, by a probe allocation submitted through the backend itself (a
+ * check on the daemon's host says nothing about a node without bwrap), and it is put on the
+ * launch line by wrapping the backend (isolation/through-backend.ts), steps included. The
+ * probe lays its two sibling allocations out in the spool, which the nodes share.
+ *
+ * Verification runs in the background (background-verifier.ts): at start, without holding
+ * the start up, then every 10 minutes (every minute while unverified). Admission and attempt
+ * preparation read the last verdict and never wait for a probe.
+ */
+export async function withClusterSessionIsolation(
+  context: BackendContext,
+  backend: AllocationBackend,
+  probeBackend: (placements: (catalog: PlacementCatalog) => PlacementCatalog) => AllocationBackend,
+): Promise<AllocationBackend> {
+  const locate = locateInStateDir(context.layout);
+  // The batch script exports the job's deadline (runway) before the launch line: copied in.
+  const job = {
+    rankEnv: SLURM_RANK_ENV,
+    baseEnv: { PATH: DEFAULT_JOB_PATH },
+    launchEnv: [DEADLINE_ENV],
+    locate,
+  };
+  // Without a verified sandbox every launch still goes through this: never as root, and the
+  // job's variables applied after the privilege drop, not handed to the batch script.
+  const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.runAs) });
+  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
+  // BATCH is sandboxed whenever the nodes can be shown to sandbox, gateway or not: the probe
+  // runs on a SESSION profile when there is one, else on the first profile.
+  const profiles = backend.profiles();
+  const profile = profiles.find((p) => p.kinds.includes("SESSION")) ?? profiles[0];
+  if (profile === undefined) return withoutSessionIsolation(plain, "this cluster has no profile");
+  const sessionsOff = !gatewayOn
+    ? GATEWAY_OFF_MESSAGE
+    : profile.kinds.includes("SESSION")
+      ? null
+      : "no profile of this cluster offers SESSION";
+  const sandbox = bubblewrapFor(context);
+  const prober = probeBackend((catalog) => probePlacements(catalog, profile.name));
+  const probe = () =>
+    verifyThroughBackend({
+      backend: prober,
+      sandbox,
+      probeRoot: join(context.layout.backendSpoolDir(backend.name), "isolation-probe"),
+      profile: PROBE_PROFILE,
+      jobTimeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
+      clock: context.clock,
+      log: context.log,
+    });
+  // Launch lines are wrapped in the sandbox only once it has been seen working on the nodes:
+  // wrapping BATCH jobs in a bwrap the nodes may not have would fail every one of them.
+  let sandboxing = false;
+  const verifier = createBackgroundVerifier({
+    probe,
+    log: context.log,
+    ...(context.isolationSchedule ? { schedule: context.isolationSchedule } : {}),
+    verifiedIntervalMs: CLUSTER_ISOLATION_TTL_MS,
+    retryIntervalMs: CLUSTER_ISOLATION_RETRY_MS,
+    onVerdict(verdict) {
+      if (verdict.kind === "Verified" && !sandboxing) {
+        context.log.info("session isolation verified on the nodes", {
+          mechanism: verdict.mechanism,
+        });
+        sandboxing = true;
+      } else if (verdict.kind === "Unverified") {
+        context.log.warn("session isolation unavailable on the nodes; probed again later", {
+          detail: verdict.message,
+        });
+      }
+    },
+  });
+  verifier.start();
+  const verify = async (): Promise<IsolationVerdict> => {
+    if (sessionsOff !== null) return { kind: "Unverified", message: sessionsOff };
+    const verdict = verifier.current();
+    return verdict.kind === "Unverified"
+      ? {
+          kind: "Unverified",
+          message: `sessions need a verified per-allocation sandbox on the nodes: ${verdict.message}`,
+        }
+      : verdict;
+  };
+  const sandboxed = sandboxedBackend(backend, { ...job, wrapper: sandbox, verify });
+  return switchingToSandbox({ backend, plain, sandboxed, sandboxing: () => sandboxing, verify });
+}

@@ -1,2 +1,0 @@
-export * from "./backend.ts";
-export * from "./supervise-command.ts";

@@ -1,0 +1,150 @@
+/**
+ * From a submitted request to the job record the supervisor runs: the checks a request must
+ * pass on this machine, the wrapped command line and its environment, and the paths the
+ * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
+ */
+import { isAbsolute } from "node:path";
+import { DEADLINE_ENV } from "../deadline-env.ts";
+import { HELPER_ENV } from "../isolation/launch-argv.ts";
+import { allocationLogPath } from "../layout.ts";
+import type { ResourceProfile } from "../models.ts";
+import type { SubmitRequest } from "../ports.ts";
+import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
+import type { LaunchWrapper, SandboxPaths } from "../sandbox.ts";
+import type { JobRecord } from "./records.ts";
+
+export const RANK_ENV = "OPENAI4S_RANK";
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Why this request cannot run here, or null. */
+export function validateLaunch(
+  request: SubmitRequest,
+  profiles: readonly ResourceProfile[],
+  sandboxed: boolean,
+): string | null {
+  const profile = profiles.find((p) => p.name === request.profile);
+  if (profile === undefined) return `unknown profile ${JSON.stringify(request.profile)}`;
+  if (!profile.kinds.includes(request.workloadKind)) {
+    return `profile ${profile.name} does not offer ${request.workloadKind}`;
+  }
+  const launch = request.launch;
+  switch (launch.kind) {
+    case "COMMAND":
+      if (launch.command.length === 0 || launch.command[0] === "") return "empty command";
+      break;
+    case "WORKER":
+      if (!sandboxed) {
+        return "this machine's backend has no per-allocation sandbox; it cannot place sessions";
+      }
+      if (launch.ranks !== 1) return `only one node here; ${launch.ranks} ranks requested`;
+      if (launch.workerCommand.length === 0) return "empty worker command";
+      break;
+    default: {
+      const unreachable: never = launch;
+      return `unknown launch ${JSON.stringify(unreachable)}`;
+    }
+  }
+  for (const [name, value] of Object.entries(launch.env)) {
+    if (!ENV_NAME.test(name)) return `invalid environment variable name ${JSON.stringify(name)}`;
+    if (value.includes("\0")) return `environment variable ${name} contains a NUL byte`;
+  }
+  const limit = request.timeLimitSeconds;
+  if (limit !== null && !(Number.isFinite(limit) && limit > 0)) {
+    return `invalid time limit ${limit}`;
+  }
+  for (const p of [request.allocationDir, request.workspaceDir]) {
+    if (!isAbsolute(p)) return `not an absolute path: ${p}`;
+  }
+  return null;
+}
+
+export interface RecordContext {
+  readonly wrapper: LaunchWrapper;
+  /** PATH, HOME and LANG from the daemon's environment. */
+  readonly baseEnv: Readonly<Record<string, string>>;
+  readonly profiles: readonly ResourceProfile[];
+  readonly killGraceMs: number;
+  /** Bound back read-only inside the sandbox (the program's own directories). */
+  readonly sandboxReadOnly: readonly string[];
+  readonly now: number;
+}
+
+/** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
+export function buildJobRecord(request: SubmitRequest, context: RecordContext): JobRecord {
+  const { wrapper, baseEnv, killGraceMs } = context;
+  const launch = request.launch;
+  const own = {
+    OPENAI4S_WORKLOAD_ID: request.workloadId,
+    OPENAI4S_ALLOCATION_ID: request.allocationId,
+    OPENAI4S_EPOCH: String(request.epoch),
+  };
+  let argv: readonly string[];
+  let env: Record<string, string>;
+  let credentialDir: string | null = null;
+  // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
+  const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
+  switch (launch.kind) {
+    case "COMMAND":
+      argv = launch.command;
+      env = { ...base, ...launch.env, ...own };
+      break;
+    case "WORKER":
+      argv = [...launch.workerCommand, "--rank-env", RANK_ENV];
+      env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
+      credentialDir = launch.credentialDir;
+      break;
+    default: {
+      const unreachable: never = launch;
+      throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
+    }
+  }
+  const paths = sandboxPaths(request.workspaceDir, credentialDir, context.sandboxReadOnly);
+  const profile = context.profiles.find((p) => p.name === request.profile);
+  const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
+  return {
+    version: 1,
+    token: request.token,
+    allocationId: request.allocationId,
+    workloadId: request.workloadId,
+    epoch: request.epoch,
+    // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
+    argv: [
+      ...wrapper.wrap(
+        argv,
+        paths,
+        timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+      ),
+    ],
+    env: { ...HELPER_ENV },
+    jobEnv: env,
+    cwd: request.workspaceDir,
+    allocationDir: request.allocationDir,
+    credentialDir,
+    stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
+    stderrPath: allocationLogPath(request.allocationDir, "stderr"),
+    timeLimitSeconds,
+    // The profile's lead, or the same default the reconciler's TIME_LIMIT_NEAR uses.
+    warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
+    killGraceMs,
+    createdAt: context.now,
+  };
+}
+
+/**
+ * The workspace writable, the credential directory read-only; the allocation directory
+ * (logs the supervisor writes, records the daemon reads) is not exposed at all.
+ */
+export function sandboxPaths(
+  workspaceDir: string,
+  credentialDir: string | null,
+  sandboxReadOnly: readonly string[],
+): SandboxPaths {
+  return {
+    writable: [workspaceDir],
+    readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
+  };
+}
+
+function unique(values: readonly string[]): string[] {
+  return [...new Set(values)];
+}

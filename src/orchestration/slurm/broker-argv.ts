@@ -1,0 +1,261 @@
+/**
+ * Requests and their argv: one builder per scheduler command, each validating every value
+ * before an argv exists (broker-validation.ts). The broker (broker.ts) runs them.
+ */
+import {
+  EXPORT_OPTION,
+  firstInvalid,
+  invalid,
+  VALID,
+  validateCount,
+  validateEnv,
+  validateJobLabel,
+  validatePath,
+  validateSchedulerName,
+} from "./broker-validation.ts";
+import { isJobId, LIVE_JOB_FIELDS, SACCT_FIELDS, SQUEUE_FIELDS, USAGE_FIELDS } from "./parse.ts";
+/** One batch job. Everything here is validated before an argv exists. */
+export interface BatchSpec {
+  readonly jobName: string;
+  readonly comment: string;
+  /** The batch script file (written by the backend, see batch-script.ts). */
+  readonly scriptPath: string;
+  readonly workDir: string;
+  readonly stdoutPath: string;
+  readonly stderrPath: string;
+  readonly partition: string | null;
+  readonly qos: string | null;
+  readonly account: string | null;
+  readonly nodes: number;
+  readonly cpusPerTask: number;
+  readonly gpusPerNode: number;
+  readonly memoryMb: number | null;
+  /** Whole minutes: the scheduler's unit. */
+  readonly timeLimitMinutes: number | null;
+  /**
+   * Seconds before the time limit at which the job's main process gets SIGURG (`--signal`),
+   * a warning it may catch to save its work; ignored by default, so a program that does not
+   * listen is not ended early. Null: no warning.
+   */
+  readonly warnBeforeLimitSeconds?: number | null;
+  /** The job's entire environment (plus the scheduler's own SLURM_* variables). */
+  readonly env: Readonly<Record<string, string>>;
+}
+
+export type ArgvResult =
+  | { readonly kind: "Valid"; readonly argv: readonly string[] }
+  | { readonly kind: "Invalid"; readonly message: string };
+
+export function sbatchArgv(spec: BatchSpec): ArgvResult {
+  const check = firstInvalid([
+    validateJobLabel("job name", spec.jobName),
+    validateJobLabel("comment", spec.comment),
+    validatePath("script", spec.scriptPath),
+    validatePath("working directory", spec.workDir),
+    validatePath("stdout log", spec.stdoutPath),
+    validatePath("stderr log", spec.stderrPath),
+    spec.partition === null ? VALID : validateSchedulerName("partition", spec.partition),
+    spec.qos === null ? VALID : validateSchedulerName("qos", spec.qos),
+    spec.account === null ? VALID : validateSchedulerName("account", spec.account),
+    validateCount("nodes", spec.nodes, 1, 100_000),
+    validateCount("cpus", spec.cpusPerTask, 1, 1_000_000),
+    validateCount("gpus", spec.gpusPerNode, 0, 1_000),
+    spec.memoryMb === null ? VALID : validateCount("memory (MB)", spec.memoryMb, 1, 1 << 30),
+    spec.timeLimitMinutes === null
+      ? VALID
+      : validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
+    validateEnv(spec.env),
+    spec.warnBeforeLimitSeconds === undefined || spec.warnBeforeLimitSeconds === null
+      ? VALID
+      : validateCount("warning (s)", spec.warnBeforeLimitSeconds, 1, 65_535),
+  ]);
+  if (check.kind === "Invalid") return check;
+  const warn =
+    spec.timeLimitMinutes === null ||
+    spec.warnBeforeLimitSeconds === undefined ||
+    spec.warnBeforeLimitSeconds === null
+      ? []
+      : [`--signal=B:URG@${spec.warnBeforeLimitSeconds}`];
+  return {
+    kind: "Valid",
+    argv: [
+      "--parsable",
+      `--job-name=${spec.jobName}`,
+      `--comment=${spec.comment}`,
+      `--chdir=${spec.workDir}`,
+      `--output=${spec.stdoutPath}`,
+      `--error=${spec.stderrPath}`,
+      ...(spec.partition === null ? [] : [`--partition=${spec.partition}`]),
+      ...(spec.qos === null ? [] : [`--qos=${spec.qos}`]),
+      ...(spec.account === null ? [] : [`--account=${spec.account}`]),
+      `--nodes=${spec.nodes}`,
+      "--ntasks-per-node=1",
+      `--cpus-per-task=${spec.cpusPerTask}`,
+      ...(spec.gpusPerNode > 0 ? [`--gres=gpu:${spec.gpusPerNode}`] : []),
+      ...(spec.memoryMb === null ? [] : [`--mem=${spec.memoryMb}M`]),
+      ...(spec.timeLimitMinutes === null ? [] : [`--time=${spec.timeLimitMinutes}`]),
+      ...warn,
+      // One attempt is one epoch: a requeue would rerun the attempt under the same identity
+      // (and a burned credential). A node failure ends the job; the reconciler decides.
+      "--no-requeue",
+      EXPORT_OPTION,
+      spec.scriptPath,
+    ],
+  };
+}
+
+export function squeueArgv(names: readonly string[]): ArgvResult {
+  const check = firstInvalid(names.map((n) => validateJobLabel("job name", n)));
+  if (check.kind === "Invalid") return check;
+  if (names.length === 0) return { kind: "Invalid", message: "no job names to list" };
+  const format = SQUEUE_FIELDS.map((f, i) => `${f}:0${i < SQUEUE_FIELDS.length - 1 ? "|" : ""}`);
+  return {
+    kind: "Valid",
+    argv: [
+      "--noheader",
+      // Every state: a job that ended less than MinJobAge ago is still here, which is what
+      // closes the gap while accounting has not caught up yet.
+      "--states=all",
+      `--name=${names.join(",")}`,
+      `--Format=${format.join(",")}`,
+    ],
+  };
+}
+
+export type AccountingQuery =
+  | { readonly kind: "ByJobIds"; readonly jobIds: readonly string[] }
+  /**
+   * By job name over a window: sacct's default window starts at midnight today, so a job
+   * submitted yesterday would otherwise read as absent.
+   */
+  | {
+      readonly kind: "ByNames";
+      readonly names: readonly string[];
+      readonly lookbackSeconds: number;
+    };
+
+export function sacctArgv(query: AccountingQuery): ArgvResult {
+  const common = [
+    "--noheader",
+    "--parsable2",
+    // Job rows only: a step's state ("123.batch CANCELLED") is not the job's state.
+    "--allocations",
+    `--format=${SACCT_FIELDS.join(",")}`,
+  ];
+  switch (query.kind) {
+    case "ByJobIds": {
+      if (query.jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
+      const bad = query.jobIds.find((id) => !isJobId(id));
+      if (bad !== undefined)
+        return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
+      // With --jobs the window defaults to all of history, which is what a lookup by id needs.
+      return { kind: "Valid", argv: [...common, `--jobs=${query.jobIds.join(",")}`] };
+    }
+    case "ByNames": {
+      if (query.names.length === 0) return { kind: "Invalid", message: "no job names to look up" };
+      const check = firstInvalid([
+        ...query.names.map((n) => validateJobLabel("job name", n)),
+        validateCount("lookback (s)", query.lookbackSeconds, 1, 10 * 365 * 86_400),
+      ]);
+      if (check.kind === "Invalid") return check;
+      return {
+        kind: "Valid",
+        argv: [
+          ...common,
+          `--starttime=now-${query.lookbackSeconds}`,
+          "--endtime=now",
+          `--name=${query.names.join(",")}`,
+        ],
+      };
+    }
+    default: {
+      const never: never = query;
+      throw new Error(`unhandled accounting query ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * Every job of the service account the controller holds that has not ended (squeue's default
+ * states): one call, whatever the count, for the orphan sweep.
+ */
+export function liveJobsArgv(uid: number): ArgvResult {
+  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
+  const format = LIVE_JOB_FIELDS.map(
+    (f, i) => `${f}:0${i < LIVE_JOB_FIELDS.length - 1 ? "|" : ""}`,
+  );
+  return {
+    kind: "Valid",
+    argv: ["--noheader", `--user=${uid}`, `--Format=${format.join(",")}`],
+  };
+}
+
+/** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */
+export function usageArgv(jobIds: readonly string[]): ArgvResult {
+  if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };
+  const bad = jobIds.find((id) => !isJobId(id));
+  if (bad !== undefined)
+    return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
+  return {
+    kind: "Valid",
+    argv: [
+      "--noheader",
+      "--parsable2",
+      `--format=${USAGE_FIELDS.join(",")}`,
+      `--jobs=${jobIds.join(",")}`,
+    ],
+  };
+}
+
+export function scancelArgv(jobIds: readonly string[]): ArgvResult {
+  if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to cancel" };
+  const bad = jobIds.find((id) => !isJobId(id));
+  if (bad !== undefined)
+    return { kind: "Invalid", message: `not a job id: ${JSON.stringify(bad)}` };
+  return { kind: "Valid", argv: [...jobIds] };
+}
+
+/** A step inside an allocation that already exists, under the same discipline as a job. */
+export interface StepSpec {
+  readonly jobId: string;
+  readonly command: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly workDir: string | null;
+  /** Our own deadline for the step; the group is terminated when it passes. */
+  readonly timeoutMs: number;
+  readonly maxOutputBytes: number;
+  /** The scheduler-side limit too, in whole minutes, should we die before our timer fires. */
+  readonly timeLimitMinutes: number;
+}
+
+export function srunArgv(spec: StepSpec): ArgvResult {
+  const program = spec.command[0];
+  const check = firstInvalid([
+    isJobId(spec.jobId) ? VALID : invalid(`not a job id: ${JSON.stringify(spec.jobId)}`),
+    program === undefined || program === "" ? invalid("the command is empty") : VALID,
+    spec.command.some((a) => a.includes("\0")) ? invalid("an argument contains NUL") : VALID,
+    spec.workDir === null ? VALID : validatePath("working directory", spec.workDir),
+    validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
+    validateEnv(spec.env),
+  ]);
+  if (check.kind === "Invalid") return check;
+  return {
+    kind: "Valid",
+    argv: [
+      `--jobid=${spec.jobId}`,
+      // Share the allocation's resources with the steps already running in it (the batch
+      // step, the workers) instead of waiting for them to end.
+      "--overlap",
+      "--nodes=1",
+      "--ntasks=1",
+      "--quiet",
+      "--kill-on-bad-exit=1",
+      `--time=${spec.timeLimitMinutes}`,
+      ...(spec.workDir === null ? [] : [`--chdir=${spec.workDir}`]),
+      EXPORT_OPTION,
+      // Everything after this is the task's argv, whatever it looks like.
+      "--",
+      ...spec.command,
+    ],
+  };
+}

@@ -1,0 +1,149 @@
+import { describe, expect, test } from "bun:test";
+import { silentLog } from "../../src/log.ts";
+import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
+import {
+  switchingToSandbox,
+  verifiedInBackground,
+  withoutSessionIsolation,
+} from "../../src/orchestration/isolation/decorators.ts";
+import { guardedByLiveAllocations } from "../../src/orchestration/isolation/live-guard.ts";
+import {
+  sandboxedBackend,
+  wrappedBackend,
+} from "../../src/orchestration/isolation/through-backend.ts";
+import type { SubmissionToken } from "../../src/orchestration/models.ts";
+import {
+  type AllocationBackend,
+  isLaunchSandboxReporter,
+  isSessionIsolationProvider,
+  isTaskRunner,
+  isTerminalAllocationAcknowledger,
+  type LaunchSandboxReporter,
+  type SessionIsolationProvider,
+  type TaskRunner,
+  type TerminalAllocationAcknowledger,
+} from "../../src/orchestration/ports.ts";
+import type { Sandbox } from "../../src/orchestration/sandbox.ts";
+import { withPublicMessages } from "../../src/orchestration/slurm/public-messages.ts";
+
+type FullBackend = AllocationBackend &
+  TaskRunner &
+  TerminalAllocationAcknowledger &
+  SessionIsolationProvider &
+  LaunchSandboxReporter;
+
+/** A backend with every optional capability; each call is recorded by method name. */
+function fullBackend(calls: string[]): FullBackend {
+  return {
+    name: "full",
+    profiles: () => [],
+    submit: async () => new Map(),
+    observe: async () => ({ kind: "Observed", observations: new Map() }),
+    cancel: async () => new Map(),
+    findByToken: async () => new Map(),
+    diagnostics: async () => ({ backend: "full", healthy: true, message: "", calls: {} }),
+    runTask: async () => {
+      calls.push("runTask");
+      return { kind: "Completed", exitCode: 0, stdout: "", stderr: "" };
+    },
+    pendingTerminalFacts: async () => {
+      calls.push("pendingTerminalFacts");
+      return [{ token: "t" as SubmissionToken }];
+    },
+    acknowledgeTerminal: async () => {
+      calls.push("acknowledgeTerminal");
+    },
+    verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+    launchesSandboxed: () => true,
+  };
+}
+
+const sandbox: Sandbox = {
+  sandboxed: true,
+  runAs: null,
+  mechanism: "test",
+  wrap: (argv) => argv,
+  prepare: () => {},
+  verify: async () => ({ kind: "Verified", mechanism: "test" }),
+};
+
+const wrapOptions = {
+  wrapper: sandbox,
+  rankEnv: "RANK",
+  baseEnv: {},
+  locate: () => ({ allocationDir: "/nonexistent/a", workspaceDir: "/nonexistent/w" }),
+  verify: async () => ({ kind: "Verified", mechanism: "test" }) as const,
+};
+
+const never = { after: () => () => {} };
+
+const DECORATORS: readonly [string, (base: FullBackend) => AllocationBackend][] = [
+  ["decorateBackend with no overrides", (b) => decorateBackend(b, {})],
+  ["wrappedBackend", (b) => wrappedBackend(b, wrapOptions)],
+  ["sandboxedBackend", (b) => sandboxedBackend(b, wrapOptions)],
+  ["guardedByLiveAllocations", (b) => guardedByLiveAllocations(b, () => [])],
+  ["withoutSessionIsolation", (b) => withoutSessionIsolation(b, "no")],
+  [
+    "verifiedInBackground",
+    (b) =>
+      verifiedInBackground({
+        backend: b,
+        sandbox,
+        log: silentLog,
+        intervalMs: 60_000,
+        schedule: never,
+      }),
+  ],
+  [
+    "switchingToSandbox",
+    (b) =>
+      switchingToSandbox({
+        backend: b,
+        plain: b,
+        sandboxed: b,
+        sandboxing: () => true,
+        verify: async () => ({ kind: "Verified", mechanism: "test" }),
+      }),
+  ],
+  ["withPublicMessages", (b) => withPublicMessages(b, { values: [] })],
+];
+
+describe("every backend decorator keeps every capability of its base", () => {
+  test.each(DECORATORS)("%s", async (_name, decorate) => {
+    const calls: string[] = [];
+    const base = fullBackend(calls);
+    const decorated = decorate(base);
+    expect(isTaskRunner(decorated)).toBe(true);
+    expect(isTerminalAllocationAcknowledger(decorated)).toBe(true);
+    expect(isSessionIsolationProvider(decorated)).toBe(true);
+    expect(isLaunchSandboxReporter(decorated)).toBe(true);
+    // Carried, not just present: the acknowledger's calls reach the base.
+    if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
+    expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
+    await decorated.acknowledgeTerminal("t" as SubmissionToken);
+    expect(calls).toEqual(["pendingTerminalFacts", "acknowledgeTerminal"]);
+  });
+
+  test("a capability the base lacks is not invented", () => {
+    const {
+      runTask: _r,
+      pendingTerminalFacts: _p,
+      acknowledgeTerminal: _a,
+      ...bare
+    } = fullBackend([]);
+    const decorated = decorateBackend(bare, {});
+    expect(isTaskRunner(decorated)).toBe(false);
+    expect(isTerminalAllocationAcknowledger(decorated)).toBe(false);
+    expect(isSessionIsolationProvider(decorated)).toBe(true);
+  });
+
+  test("an override replaces the base's method", async () => {
+    const decorated = decorateBackend(fullBackend([]), {
+      verifySessionIsolation: async () => ({ kind: "Unverified", message: "off" }) as const,
+    });
+    expect(await decorated.verifySessionIsolation()).toEqual({
+      kind: "Unverified",
+      message: "off",
+    });
+  });
+});
