@@ -23,6 +23,13 @@ const terminal: ReadonlySet<string> = new Set(TERMINAL_PHASES);
 export const LIVE_PHASES_SQL = PHASES.filter((p) => !terminal.has(p))
   .map((p) => `'${p}'`)
   .join(",");
+// The predicate as the index states it since migration 0006: a chain of = joined by OR, not
+// IN (...), because SQLite builds a temporary table for an IN list of three or more constants
+// in an index predicate on every UPDATE that sets phase. The planner uses a partial index only
+// when a term of the WHERE is the index's predicate, so this text must be that chain.
+export const LIVE_PREDICATE_SQL = LIVE_PHASES_SQL.split(",")
+  .map((p) => `w.phase = ${p}`)
+  .join(" OR ");
 
 // Column order is the contract between this statement and the decoder below. request_hash
 // and the allocation's created_at are left out: neither is part of Workload or Allocation.
@@ -36,7 +43,7 @@ SELECT
   a.deadline_warned_at
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
-WHERE w.phase IN (${LIVE_PHASES_SQL})
+WHERE ${LIVE_PREDICATE_SQL}
 ORDER BY w.created_at, w.id`;
 
 type SnapshotRow = [
@@ -111,7 +118,7 @@ const ITEMS_SQL = SNAPSHOT_SQL.replace(
   /FROM workloads w INDEXED BY workloads_live/,
   "FROM workloads w",
 )
-  .replace(/WHERE w\.phase IN \([^)]*\)/, "WHERE w.id IN (SELECT value FROM json_each(?1))")
+  .replace(`WHERE ${LIVE_PREDICATE_SQL}`, "WHERE w.id IN (SELECT value FROM json_each(?1))")
   .replace(/ORDER BY w\.created_at, w\.id/, "ORDER BY w.created_at, w.id");
 
 /**

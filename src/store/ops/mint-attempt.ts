@@ -72,5 +72,6 @@ export function mintAttempt(deps: StoreDeps, input: MintAttemptInput): MintAttem
 }
 
 // The list is our own constant, written literally so the statement text is fixed (and can
-// use the partial unique index allocations_one_active_per_workload).
-const SELECT_ACTIVE_ALLOCATION = `SELECT id FROM allocations WHERE workload_id = ? AND phase IN (${ACTIVE_ALLOCATION_PHASES.map((p) => `'${p}'`).join(", ")}) LIMIT 1`;
+// use the partial unique index allocations_one_active_per_workload, whose predicate is the
+// same chain of = joined by OR: an IN list of constants costs a temporary table per run).
+const SELECT_ACTIVE_ALLOCATION = `SELECT id FROM allocations WHERE workload_id = ? AND (${ACTIVE_ALLOCATION_PHASES.map((p) => `phase = '${p}'`).join(" OR ")}) LIMIT 1`;
