@@ -20,7 +20,13 @@ import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
 import { createOrphanSweeper, loadOwnerId } from "../orchestration/slurm/orphan-sweeper.ts";
 import { hiddenNamesOf, withPublicMessages } from "../orchestration/slurm/public-messages.ts";
 import { loadClusterPlacements } from "./cluster-config.ts";
-import type { BackendContext, BackendCreation, BackendEntry } from "./context.ts";
+import {
+  type BackendContext,
+  type BackendCreation,
+  type BackendEntry,
+  type BackgroundService,
+  verifierService,
+} from "./context.ts";
 import {
   LOCAL_ISOLATION_INTERVAL_MS,
   localSessionIsolation,
@@ -54,15 +60,19 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       };
       const isolation = await localSessionIsolation(context);
       let backend: AllocationBackend;
+      const services: BackgroundService[] = [];
       switch (isolation.kind) {
-        case "Sessions":
-          backend = verifiedInBackground({
+        case "Sessions": {
+          const verified = verifiedInBackground({
             backend: createLocalBackend({ ...options, sandbox: isolation.sandbox }),
             sandbox: isolation.sandbox,
             log: context.log,
             intervalMs: LOCAL_ISOLATION_INTERVAL_MS,
           });
+          backend = verified.backend;
+          services.push(verifierService(verified.verifier));
           break;
+        }
         case "SandboxOnly":
           // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
           backend = withoutSessionIsolation(
@@ -78,7 +88,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           throw new Error(`unhandled isolation ${JSON.stringify(never)}`);
         }
       }
-      return { kind: "Created", backend };
+      return { kind: "Created", backend, services };
     },
   },
   // The Slurm backend (slurm backend's section). Jobs go through sbatch/squeue/sacct/scancel/
@@ -146,10 +156,11 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       // probe on its own smallest placement (a backend over a one-entry catalog).
       const probeBackend = (derive: (catalog: PlacementCatalog) => PlacementCatalog) =>
         build(derive(placements.catalog), false);
+      const isolated = await withClusterSessionIsolation(context, slurmBackend, probeBackend);
       return {
         kind: "Created",
-        backend: await withClusterSessionIsolation(context, slurmBackend, probeBackend),
-        ...(sweeper === null ? {} : { services: [sweeper] }),
+        backend: isolated.backend,
+        services: [...isolated.services, ...(sweeper === null ? [] : [sweeper])],
       };
     },
   },

@@ -6,7 +6,10 @@
 import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
-import type { VerifierSchedule } from "../orchestration/isolation/background-verifier.ts";
+import type {
+  BackgroundVerifier,
+  VerifierSchedule,
+} from "../orchestration/isolation/background-verifier.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { SubmissionToken } from "../orchestration/models.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
@@ -40,6 +43,22 @@ export interface BackendContext {
 export interface BackgroundService {
   start(): void;
   stop(): Promise<void>;
+}
+
+/**
+ * An isolation verifier as a service: stopped with the daemon, and waited for, so a probe
+ * still in flight neither keeps its timer nor writes into a spool being removed.
+ */
+export function verifierService(verifier: BackgroundVerifier): BackgroundService {
+  return {
+    start() {
+      // Started when it was made: the first verdict is needed before the daemon listens.
+    },
+    async stop() {
+      verifier.stop();
+      await verifier.settled();
+    },
+  };
 }
 
 export type BackendCreation =

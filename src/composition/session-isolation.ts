@@ -38,7 +38,7 @@ import {
   WORKER_LISTEN_ENV,
   workerGatewayListenFromEnv,
 } from "../orchestration/worker-gateway-contract.ts";
-import type { BackendContext } from "./context.ts";
+import { type BackendContext, type BackgroundService, verifierService } from "./context.ts";
 
 /** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */
 export const BWRAP_ENV = "OPENAI4S_BWRAP";
@@ -170,7 +170,10 @@ export async function withClusterSessionIsolation(
   context: BackendContext,
   backend: AllocationBackend,
   probeBackend: (placements: (catalog: PlacementCatalog) => PlacementCatalog) => AllocationBackend,
-): Promise<AllocationBackend> {
+): Promise<{
+  readonly backend: AllocationBackend;
+  readonly services: readonly BackgroundService[];
+}> {
   const locate = locateInStateDir(context.layout);
   // The batch script exports the job's deadline (runway) before the launch line: copied in.
   const job = {
@@ -187,7 +190,9 @@ export async function withClusterSessionIsolation(
   // runs on a SESSION profile when there is one, else on the first profile.
   const profiles = backend.profiles();
   const profile = profiles.find((p) => p.kinds.includes("SESSION")) ?? profiles[0];
-  if (profile === undefined) return withoutSessionIsolation(plain, "this cluster has no profile");
+  if (profile === undefined) {
+    return { backend: withoutSessionIsolation(plain, "this cluster has no profile"), services: [] };
+  }
   const sessionsOff = !gatewayOn
     ? GATEWAY_OFF_MESSAGE
     : profile.kinds.includes("SESSION")
@@ -195,8 +200,9 @@ export async function withClusterSessionIsolation(
       : "no profile of this cluster offers SESSION";
   const sandbox = bubblewrapFor(context);
   const prober = probeBackend((catalog) => probePlacements(catalog, profile.name));
-  const probe = () =>
+  const probe = (signal: AbortSignal) =>
     verifyThroughBackend({
+      signal,
       backend: prober,
       sandbox,
       probeRoot: join(context.layout.backendSpoolDir(backend.name), "isolation-probe"),
@@ -239,5 +245,14 @@ export async function withClusterSessionIsolation(
       : verdict;
   };
   const sandboxed = sandboxedBackend(backend, { ...job, wrapper: sandbox, verify });
-  return switchingToSandbox({ backend, plain, sandboxed, sandboxing: () => sandboxing, verify });
+  return {
+    backend: switchingToSandbox({
+      backend,
+      plain,
+      sandboxed,
+      sandboxing: () => sandboxing,
+      verify,
+    }),
+    services: [verifierService(verifier)],
+  };
 }

@@ -34,9 +34,15 @@ function manualSchedule() {
 /** A probe whose answers the test releases one at a time. */
 function scriptedProbe() {
   const waiting: ((o: ProbeOutcome) => void)[] = [];
+  const signals: AbortSignal[] = [];
   return {
     calls: () => waiting.length,
-    probe: () => new Promise<ProbeOutcome>((resolve) => waiting.push(resolve)),
+    signals: () => signals,
+    probe: (signal: AbortSignal) =>
+      new Promise<ProbeOutcome>((resolve) => {
+        signals.push(signal);
+        waiting.push(resolve);
+      }),
     answer(outcome: ProbeOutcome) {
       const next = waiting.shift();
       if (!next) throw new Error("no probe in flight");
@@ -159,5 +165,18 @@ describe("background isolation verification", () => {
     expect(verifier.current()).toEqual(VERIFIED);
     expect(probe.calls()).toBe(0);
     expect(clock.delays()).toEqual([600_000]);
+  });
+
+  test("stop() aborts the probe in flight; its late answer changes nothing and schedules nothing", async () => {
+    const { clock, probe, verifier } = setup();
+    verifier.start();
+    expect(probe.signals()[0]?.aborted).toBe(false);
+    verifier.stop();
+    expect(probe.signals()[0]?.aborted).toBe(true);
+    // What an aborted probe answers says nothing about the nodes.
+    probe.answer(VERIFIED);
+    await verifier.settled();
+    expect(verifier.current().kind).toBe("Unverified");
+    expect(clock.live()).toBe(0);
   });
 });

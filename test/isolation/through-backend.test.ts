@@ -8,6 +8,7 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
+import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
 import { createBubblewrapSandbox } from "../../src/orchestration/isolation/bubblewrap.ts";
 import {
   locateInStateDir,
@@ -108,6 +109,57 @@ describe("verifyThroughBackend", () => {
     });
     expect(verdict.kind).toBe("Unverified");
     if (verdict.kind === "Unverified") expect(verdict.message).toContain("refused");
+  });
+
+  test("stopping it (the daemon shuts down) cancels the probe allocation and concludes nothing", async () => {
+    const { layout, backend, sandbox } = setup();
+    const stopping = new AbortController();
+    const cancelled: string[] = [];
+    // The daemon stops while the probe is being watched: nothing seen yet, then the abort.
+    const watched = decorateBackend(backend, {
+      observe: async () => {
+        stopping.abort();
+        return { kind: "Observed", observations: new Map() };
+      },
+      cancel: async (targets) => {
+        cancelled.push(...targets.map((t) => t.allocationId));
+        return backend.cancel(targets);
+      },
+    });
+    const verdict = await verifyThroughBackend({
+      backend: watched,
+      sandbox,
+      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      profile: "default",
+      clock: systemClock,
+      log: silentLog,
+      pollIntervalMs: 60_000,
+      signal: stopping.signal,
+    });
+    expect(verdict.kind).toBe("Inconclusive");
+    expect(cancelled).toHaveLength(1);
+  }, 30_000);
+
+  test("a probe asked for after the stop submits nothing", async () => {
+    const { layout, backend, sandbox } = setup();
+    let submitted = 0;
+    const counted = decorateBackend(backend, {
+      submit: async (requests) => {
+        submitted += requests.length;
+        return backend.submit(requests);
+      },
+    });
+    const verdict = await verifyThroughBackend({
+      backend: counted,
+      sandbox,
+      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      profile: "default",
+      clock: systemClock,
+      log: silentLog,
+      signal: AbortSignal.abort(),
+    });
+    expect(verdict.kind).toBe("Inconclusive");
+    expect(submitted).toBe(0);
   });
 });
 

@@ -92,7 +92,7 @@ const DECORATORS: readonly [string, (base: FullBackend) => AllocationBackend][] 
         log: silentLog,
         intervalMs: 60_000,
         schedule: never,
-      }),
+      }).backend,
   ],
   [
     "switchingToSandbox",

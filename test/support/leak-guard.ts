@@ -67,8 +67,7 @@ export const EDGES = [
  * Core-to-edge imports still in the tree, each with the change that removes it. The test on
  * the real tree fails when one of them is gone, so the list cannot outlive its reason.
  */
-export const KNOWN_CORE_IMPORTS: readonly { readonly file: string; readonly target: string }[] =
-  [];
+export const KNOWN_CORE_IMPORTS: readonly { readonly file: string; readonly target: string }[] = [];
 
 export interface Violation {
   readonly rule: "scheduler-word" | "contracts-import" | "backend-import" | "core-import";

@@ -31,7 +31,11 @@ export const timerSchedule: VerifierSchedule = {
 };
 
 export interface BackgroundVerifierOptions {
-  readonly probe: () => Promise<ProbeOutcome>;
+  /**
+   * One probe. `signal` aborts when the verifier stops (the daemon shuts down): a probe that
+   * kept polling its allocation after that wrote into a spool already removed.
+   */
+  readonly probe: (signal: AbortSignal) => Promise<ProbeOutcome>;
   readonly log: Log;
   readonly schedule?: VerifierSchedule;
   /** After a Verified verdict, the next probe in this long. */
@@ -49,7 +53,7 @@ export interface BackgroundVerifier {
   current(): IsolationVerdict;
   /** Starts the first probe now (not awaited) and the schedule after it. */
   start(): void;
-  /** Cancels the schedule; a probe in flight finishes but schedules nothing. */
+  /** Cancels the schedule and aborts the probe in flight (which then schedules nothing). */
   stop(): void;
   /** Resolves when the probe in flight (if any) has been judged; for tests and start-up logs. */
   settled(): Promise<void>;
@@ -64,6 +68,7 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
   let inFlight: Promise<void> | null = null;
   let cancelNext: (() => void) | null = null;
   let stopped = false;
+  const stopping = new AbortController();
 
   function judge(outcome: ProbeOutcome): number {
     switch (outcome.kind) {
@@ -97,7 +102,9 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
     inFlight = (async () => {
       let nextMs = options.retryIntervalMs;
       try {
-        nextMs = judge(await options.probe());
+        const outcome = await options.probe(stopping.signal);
+        // An answer after stop() is the abort's, not the nodes': the last verdict stands.
+        if (!stopped) nextMs = judge(outcome);
       } catch (error) {
         // Broken infrastructure: keep the last verdict, log, and try again later.
         options.log.error("isolation probe failed", { error: String(error) });
@@ -123,6 +130,7 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
       stopped = true;
       cancelNext?.();
       cancelNext = null;
+      stopping.abort();
     },
     settled: () => inFlight ?? Promise.resolve(),
   };

@@ -15,7 +15,11 @@ import {
   type TaskRunner,
 } from "../ports.ts";
 import type { Sandbox } from "../sandbox.ts";
-import { createBackgroundVerifier, type VerifierSchedule } from "./background-verifier.ts";
+import {
+  type BackgroundVerifier,
+  createBackgroundVerifier,
+  type VerifierSchedule,
+} from "./background-verifier.ts";
 
 /** The backend, answering the isolation question with why not (never Verified). */
 export function withoutSessionIsolation(
@@ -43,7 +47,11 @@ export function verifiedInBackground(options: {
   readonly intervalMs: number;
   /** When the re-verifications run (tests: never, or by hand); default: timers. */
   readonly schedule?: VerifierSchedule;
-}): AllocationBackend & SessionIsolationProvider {
+}): {
+  readonly backend: AllocationBackend & SessionIsolationProvider;
+  /** Stop it with the daemon: its timer must not outlive the backend. */
+  readonly verifier: BackgroundVerifier;
+} {
   const { sandbox } = options;
   const verifier = createBackgroundVerifier({
     probe: () => sandbox.verify(),
@@ -54,9 +62,10 @@ export function verifiedInBackground(options: {
     ...(options.schedule === undefined ? {} : { schedule: options.schedule }),
   });
   verifier.start();
-  return decorateBackend(options.backend, {
+  const backend = decorateBackend(options.backend, {
     verifySessionIsolation: async (): Promise<IsolationVerdict> => verifier.current(),
   });
+  return { backend, verifier };
 }
 
 /**

@@ -71,6 +71,31 @@ export interface BackendProbeOptions {
   readonly jobTimeLimitSeconds?: number;
   /** Between observations. Default 500 ms. */
   readonly pollIntervalMs?: number;
+  /**
+   * Stops the probe early (the daemon shuts down): the allocation is cancelled and the probe
+   * is Inconclusive, so nothing keeps polling or writing into a spool being removed.
+   */
+  readonly signal?: AbortSignal;
+}
+
+const STOPPED: ProbeOutcome = {
+  kind: "Inconclusive",
+  message: "the isolation probe was stopped before it ended (shutting down)",
+};
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return Bun.sleep(ms);
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
 }
 
 /**
@@ -82,6 +107,7 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
   const { backend } = options;
   const timeoutMs = options.timeoutMs ?? 120_000;
   const pollIntervalMs = options.pollIntervalMs ?? 500;
+  if (options.signal?.aborted) return STOPPED;
   mkdirSync(options.probeRoot, { recursive: true, mode: 0o700 });
   const root = mkdtempSync(join(options.probeRoot, "probe-"));
   const unverified = (message: string): IsolationVerdict => ({
@@ -135,6 +161,10 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
     let ended: { exitCode: number | null; phase: string } | null = null;
     let ran = false;
     while (ended === null) {
+      if (options.signal?.aborted) {
+        await backend.cancel([target]);
+        return STOPPED;
+      }
       if (options.clock.now() > deadline) {
         await backend.cancel([target]);
         const waited = `no result within ${Math.round(timeoutMs / 1000)} s`;
@@ -154,7 +184,7 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
           break;
         }
       }
-      await Bun.sleep(pollIntervalMs);
+      await pause(pollIntervalMs, options.signal);
     }
     const stdoutPath = allocationLogPath(layout.allocationDir, "stdout");
     const stdout = existsSync(stdoutPath) ? readFileSync(stdoutPath, "utf8") : "";
