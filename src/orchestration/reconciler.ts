@@ -20,7 +20,9 @@
  * backend is observed at most once per minimum interval whatever the API traffic. While
  * ticks change nothing the period doubles up to `maxIntervalMs`; a wake, a write, a
  * submission or a settled command brings it back to the minimum. The slow period is the
- * safety net of a level-triggered loop, never the only path to a change.
+ * safety net of a level-triggered loop, never the only path to a change. A running
+ * allocation's TIME_LIMIT_NEAR comes due by the clock alone: the loop also wakes at the
+ * earliest such due time (reconciler/runway.ts), still at most one tick per minimum interval.
  *
  * What a tick guarantees (INV-8 and friends):
  *  - Per tick at most ONE call each of observe, findByToken, submit and cancel, whatever the
@@ -56,7 +58,7 @@ import { tickBackend } from "./reconciler/backend-calls.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
-import { warningLeads } from "./reconciler/runway.ts";
+import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -128,6 +130,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     Math.max(0, options.fullObserveIntervalMs ?? DEFAULT_FULL_OBSERVE_INTERVAL_MS),
   );
 
+  const runway = createRunwaySchedule();
+
   let last: TickReport | null = null;
   let sweptAtStart = false;
   // Ticks are chained, so a reconcileOnce() during run() waits instead of overlapping.
@@ -165,6 +169,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         leads ??= warningLeads(options.backend.profiles());
         return leads(profile);
       },
+      runway,
     };
     let considered = 0;
     let error: string | null = null;
@@ -268,15 +273,31 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     return report.writes > 0 || report.attemptsMinted > 0 || report.commandsInFlight > 0;
   }
 
+  /**
+   * When (monotonic ms) the next full tick must start for a TIME_LIMIT_NEAR due after the last
+   * one started, so a backed-off loop still writes it on time; never sooner than the minimum
+   * interval after the last tick (the polling ceiling holds). Infinity when none is due.
+   */
+  function warningWakeMs(lastStartMs: number, lastStartClockMs: number): number {
+    const dueAt = runway.nextAfter(lastStartClockMs);
+    if (dueAt === null) return Number.POSITIVE_INFINITY;
+    return Math.max(lastStartMs + minIntervalMs, monotonicMs() + (dueAt - clock.now()));
+  }
+
   async function run(signal: AbortSignal): Promise<void> {
     if (running) throw new Error("reconciler.run() is already running");
     running = true;
     let lastStartMs = Number.NEGATIVE_INFINITY;
     let lastSubmitMs = Number.NEGATIVE_INFINITY;
+    // Clock time the last full tick started: warnings due by then were that tick's to write.
+    let lastStartClockMs = Number.NEGATIVE_INFINITY;
     let timerDue = false;
     try {
       while (!signal.aborted) {
-        const fullDueMs = lastStartMs + (wakeRequested ? minIntervalMs : intervalMs);
+        const fullDueMs = Math.min(
+          lastStartMs + (wakeRequested ? minIntervalMs : intervalMs),
+          warningWakeMs(lastStartMs, lastStartClockMs),
+        );
         const submitDueMs = submitRequested
           ? lastSubmitMs + submitBatchMs
           : Number.POSITIVE_INFINITY;
@@ -302,6 +323,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         const woken = wakeRequested;
         wakeRequested = false;
         lastStartMs = monotonicMs();
+        lastStartClockMs = clock.now();
         let report: TickReport | null = null;
         try {
           report = await chainedTick([]);

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
 import type { AllocationBackend, TerminalFact } from "../../src/orchestration/ports.ts";
 import {
   createReconciler,
@@ -6,6 +7,7 @@ import {
   type Timers,
 } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
+import { listEvents } from "../../src/store/index.ts";
 import { type Harness, harness, inertPreparer } from "../support/reconciler-harness.ts";
 
 /**
@@ -104,15 +106,15 @@ afterEach(() => {
   harnesses = [];
 });
 
-function setup() {
-  const h = harness();
+function setup(preparer: AttemptPreparer = inertPreparer) {
+  const h = harness({ preparer });
   harnesses.push(h);
   const clock = manualTimers();
   const gated = gatedBackend(h.sim.backend);
   const reconciler: Reconciler = createReconciler({
     store: bindReconcilerStore(h.deps),
     backend: gated.backend,
-    preparer: inertPreparer,
+    preparer,
     clock: h.clock,
     log: h.log,
     timers: clock.timers,
@@ -328,6 +330,92 @@ describe("run and wake", () => {
     const abort = new AbortController();
     const done = reconciler.run(abort.signal);
     await expect(reconciler.run(abort.signal)).rejects.toThrow("already running");
+    abort.abort();
+    await done;
+  });
+});
+
+/** Every attempt asks for an hour: the simulated backend reports its end time when it runs. */
+const hourPreparer: AttemptPreparer = {
+  async prepare(workload, allocation) {
+    return {
+      kind: "Prepared",
+      attempt: {
+        launch: { kind: "COMMAND", command: ["true"], env: {} },
+        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
+        workspaceDir: `/nonexistent/${workload.id}`,
+        timeLimitSeconds: 3_600,
+      },
+    };
+  },
+};
+
+describe("runway: the loop wakes for a TIME_LIMIT_NEAR", () => {
+  /** A running workload with its end time stored; returns when its warning falls due. */
+  async function runningWithDeadline(env: ReturnType<typeof setup>) {
+    const { h, reconciler } = env;
+    const id = h.addWorkload();
+    await reconciler.reconcileOnce();
+    const handle = h.allocations(id)[0]?.handle;
+    if (handle === null || handle === undefined) throw new Error("not submitted");
+    h.sim.start(handle);
+    await reconciler.reconcileOnce();
+    const deadlineAt = h.allocations(id)[0]?.deadlineAt;
+    if (deadlineAt === null || deadlineAt === undefined) throw new Error("no deadline stored");
+    // The default lead (5 min), less than half the hour.
+    return { id, dueAt: deadlineAt - 300_000 };
+  }
+  const warnings = (env: ReturnType<typeof setup>, id: string) =>
+    listEvents(env.h.deps, id).filter((e) => e.reason === "TIME_LIMIT_NEAR");
+
+  /** Fires the one armed timer, moving the wall clock along with the monotonic one. */
+  async function fireBoth(env: ReturnType<typeof setup>): Promise<number> {
+    const [delay, ...more] = env.clock.delays;
+    expect(more).toHaveLength(0);
+    if (delay === undefined) throw new Error("no timer armed");
+    env.h.clock.advance(delay);
+    env.clock.fire();
+    await settle();
+    return delay;
+  }
+
+  test("a backed-off loop writes the warning at its due time, and paces as before otherwise", async () => {
+    const env = setup(hourPreparer);
+    const { id, dueAt } = await runningWithDeadline(env);
+    // The loop starts 45 s before the warning is due (its first tick records what the start
+    // saw, so the period starts at the minimum) and backs off while nothing changes: ticks at
+    // 0, 1, 3, 7, 15, 31 s; the next by the period would be at 63 s, 18 s late.
+    env.h.clock.set(dueAt - 45_000);
+    const abort = new AbortController();
+    const done = env.reconciler.run(abort.signal);
+    await settle();
+    const periods: number[] = [];
+    while (warnings(env, id).length === 0 && periods.length < 10) periods.push(await fireBoth(env));
+    expect(periods).toEqual([1000, 2000, 4000, 8000, 16_000, 14_000]);
+    expect(warnings(env, id)).toEqual([expect.objectContaining({ at: dueAt })]);
+    // Written: back to the minimum, then the usual doubling, with no early wake left.
+    const after: number[] = [];
+    for (let i = 0; i < 4; i++) after.push(await fireBoth(env));
+    expect(after).toEqual([1000, 2000, 4000, 8000]);
+    expect(warnings(env, id)).toHaveLength(1);
+    abort.abort();
+    await done;
+  });
+
+  test("a warning due sooner than the minimum interval waits for it: the polling ceiling holds", async () => {
+    const env = setup(hourPreparer);
+    const { id, dueAt } = await runningWithDeadline(env);
+    // Ticks at 0, 1 and 3 s; the third 300 ms before the warning is due, with a period of 4 s.
+    env.h.clock.set(dueAt - 3_300);
+    const abort = new AbortController();
+    const done = env.reconciler.run(abort.signal);
+    await settle();
+    expect([await fireBoth(env), await fireBoth(env)]).toEqual([1000, 2000]);
+    const observes = env.h.sim.calls.observe;
+    expect(warnings(env, id)).toHaveLength(0);
+    expect(await fireBoth(env)).toBe(1000);
+    expect(env.h.sim.calls.observe).toBe(observes + 1);
+    expect(warnings(env, id)).toEqual([expect.objectContaining({ at: dueAt + 700 })]);
     abort.abort();
     await done;
   });

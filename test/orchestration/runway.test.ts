@@ -133,6 +133,22 @@ describe("runway in the reconciler", () => {
     expect(warnings(off, quiet.id)).toHaveLength(0);
   });
 
+  test("a backend that reports only changes: the steady workload is looked at when its warning is due", async () => {
+    // Its workload is settled (skipped by ticks while nothing changes, up to the full-observe
+    // interval of 60 s); the warning comes due by the clock alone.
+    const h = make(3_600, { sim: { reportsChanges: true } });
+    const { id, deadlineAt } = await running(h);
+    // A full tick 30 s before the warning, one focused tick after it, then the due tick
+    // (h.tick advances the clock by 1 s), all within the 60 s between full ticks.
+    h.clock.set(deadlineAt - 300_000 - 31_000);
+    await h.tick();
+    await h.tick();
+    expect(warnings(h, id)).toHaveLength(0);
+    h.clock.set(deadlineAt - 300_000 - 1_000);
+    await h.tick();
+    expect(warnings(h, id)).toEqual([expect.objectContaining({ at: deadlineAt - 300_000 })]);
+  });
+
   test("a short job is warned at half its time, not the moment it starts", async () => {
     const h = make(120);
     const { id, deadlineAt } = await running(h);

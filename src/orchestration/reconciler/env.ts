@@ -6,6 +6,7 @@ import type { ReconcilerStore, Transition } from "../ports/reconciler-store.ts";
 import type { TickBackend } from "./backend-calls.ts";
 import type { TickFocus } from "./focus.ts";
 import type { LaneOutcome, Lanes } from "./lanes.ts";
+import type { RunwaySchedule } from "./runway.ts";
 import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
 
 /** Everything one tick works with. Built fresh per tick, except `focus` and the shared parts. */
@@ -30,6 +31,8 @@ export interface TickEnv {
   readonly focus: TickFocus;
   /** How long before its limit an allocation of this profile is warned, in ms (runway.ts). */
   readonly warningLeadMs: (profile: string) => number;
+  /** When each live workload's warning falls due, across ticks (runway.ts); `run` wakes for it. */
+  readonly runway: RunwaySchedule;
 }
 
 /**

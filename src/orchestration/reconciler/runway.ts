@@ -8,7 +8,7 @@
  */
 
 import type { Allocation, ResourceProfile } from "../models.ts";
-import type { Transition } from "../ports/reconciler-store.ts";
+import type { ReconcileItem, Transition } from "../ports/reconciler-store.ts";
 
 /** How long before its limit an allocation is warned unless its profile says otherwise. */
 export const DEFAULT_WARN_BEFORE_LIMIT_SECONDS = 300;
@@ -32,13 +32,10 @@ export function formatSecondsLeft(seconds: number): string {
 }
 
 /**
- * The warning step for one allocation that is RUNNING with a known end time, or null when it
- * is not due (too early, already written, turned off) or pointless (the limit already
- * passed: the backend is ending it, and a warning after the fact is noise). The lead is
- * never more than half the allocation's whole time, as the backend's own signal: a
- * ten-minute job is not "about to run out" the moment it starts.
+ * When the warning of an allocation falls due (clock ms), or null when it never will: not
+ * RUNNING, no known end time, already warned, or warnings turned off for its profile.
  */
-export function warnNearDeadline(a: Allocation, leadMs: number, now: number): Transition | null {
+export function warningDueAt(a: Allocation, leadMs: number): number | null {
   if (a.phase !== "RUNNING" || a.deadlineAt === null || a.deadlineWarnedAt !== null) return null;
   if (leadMs <= 0) return null;
   const wholeMs = a.startedAt === null ? null : a.deadlineAt - a.startedAt;
@@ -46,7 +43,20 @@ export function warnNearDeadline(a: Allocation, leadMs: number, now: number): Tr
     wholeMs === null || wholeMs <= 0
       ? leadMs
       : Math.max(1000, Math.min(leadMs, Math.floor(wholeMs / 2)));
-  if (now < a.deadlineAt - lead || now >= a.deadlineAt) return null;
+  return a.deadlineAt - lead;
+}
+
+/**
+ * The warning step for one allocation that is RUNNING with a known end time, or null when it
+ * is not due (too early, already written, turned off) or pointless (the limit already
+ * passed: the backend is ending it, and a warning after the fact is noise). The lead is
+ * never more than half the allocation's whole time, as the backend's own signal: a
+ * ten-minute job is not "about to run out" the moment it starts.
+ */
+export function warnNearDeadline(a: Allocation, leadMs: number, now: number): Transition | null {
+  const dueAt = warningDueAt(a, leadMs);
+  if (dueAt === null || a.deadlineAt === null) return null;
+  if (now < dueAt || now >= a.deadlineAt) return null;
   const left = formatSecondsLeft((a.deadlineAt - now) / 1000);
   return {
     allocation: {
@@ -62,6 +72,62 @@ export function warnNearDeadline(a: Allocation, leadMs: number, now: number): Tr
       phase: "RUNNING",
       reason: "TIME_LIMIT_NEAR",
       message: `${left} left before its time limit (at ${new Date(a.deadlineAt).toISOString()}): save your work`,
+    },
+  };
+}
+
+/**
+ * When each live workload's warning falls due, kept across ticks so `run` can wake for the
+ * earliest one. The failure it guards: a loop backed off to its slowest period (30 s by
+ * default) wrote TIME_LIMIT_NEAR up to that long after it was due, while a short lead is
+ * only a minute or two. Fed with the items a tick read (before its own writes): a warning it
+ * writes, or an end time it records, shows up when the workload is next read (a write makes
+ * the next tick come at the minimum interval, and its workload is looked at again).
+ */
+export interface RunwaySchedule {
+  /** Records the due times of `items`; `everyLive`: they are all live workloads, drop the rest. */
+  note(
+    items: Iterable<ReconcileItem>,
+    leadMs: (profile: string) => number,
+    everyLive: boolean,
+  ): void;
+  /** Forgets the workloads `live` does not hold (ended, deleted). */
+  retain(live: (workloadId: string) => boolean): void;
+  /** Workloads whose warning is due at `now` and whose limit has not passed. */
+  dueNow(now: number): string[];
+  /** The earliest due time strictly after `after` (clock ms), or null. */
+  nextAfter(after: number): number | null;
+}
+
+export function createRunwaySchedule(): RunwaySchedule {
+  const due = new Map<string, { readonly dueAt: number; readonly deadlineAt: number }>();
+  return {
+    note(items, leadMs, everyLive) {
+      if (everyLive) due.clear();
+      for (const { workload, current: a } of items) {
+        // The lead is asked for only when a warning may still come (it reads the profiles).
+        const dueAt =
+          a === null || a.deadlineAt === null || a.deadlineWarnedAt !== null
+            ? null
+            : warningDueAt(a, leadMs(workload.profile));
+        if (dueAt === null || a === null || a.deadlineAt === null) due.delete(workload.id);
+        else due.set(workload.id, { dueAt, deadlineAt: a.deadlineAt });
+      }
+    },
+    retain(live) {
+      for (const id of due.keys()) if (!live(id)) due.delete(id);
+    },
+    dueNow(now) {
+      const out: string[] = [];
+      for (const [id, d] of due) if (d.dueAt <= now && now < d.deadlineAt) out.push(id);
+      return out;
+    },
+    nextAfter(after) {
+      let next: number | null = null;
+      for (const { dueAt } of due.values()) {
+        if (dueAt > after && (next === null || dueAt < next)) next = dueAt;
+      }
+      return next;
     },
   };
 }

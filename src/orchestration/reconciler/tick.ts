@@ -90,6 +90,7 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   const changes = env.store.loadViewChanges?.();
   if (changes === undefined) {
     const view = env.store.loadView();
+    env.runway.note(view, env.warningLeadMs, true);
     const plan = classify(view, env.lanes.busy);
     decodePlanSpecs(env, plan);
     const targets = readTargets(env, plan);
@@ -102,6 +103,8 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   const now = env.clock.now();
   const full = fullTickDue(focus, env.backend.reportsChanges, now);
   const looked = full ? [...changes.items.values()] : focusedItems(focus, changes.items);
+  if (!full) lookAtDueWarnings(env, changes.items, looked, now);
+  env.runway.note(looked, env.warningLeadMs, full);
   indexAllocations(focus, looked, full);
   const plan = classify(looked, env.lanes.busy);
   decodePlanSpecs(env, plan);
@@ -136,6 +139,24 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   focus.cursor = nextCursor;
   settleFocus(focus, looked, settledThisTick(plan, reads), full);
   return changes.items.size;
+}
+
+/**
+ * A steadily watched workload is skipped while nothing changes, but its warning comes due by
+ * the clock alone: look at it (observe it) in the tick where it is due.
+ */
+function lookAtDueWarnings(
+  env: TickEnv,
+  items: ReadonlyMap<string, ReconcileItem>,
+  looked: ReconcileItem[],
+  now: number,
+): void {
+  env.runway.retain((id) => items.has(id));
+  const seen = new Set(looked.map((item) => item.workload.id));
+  for (const id of env.runway.dueNow(now)) {
+    const item = items.get(id);
+    if (item !== undefined && !seen.has(id)) looked.push(item);
+  }
 }
 
 /** What a tick asks the backend about: handles to observe, tokens to look up. */
