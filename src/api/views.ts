@@ -196,7 +196,7 @@ export function stableWorkloadView(
     phase: workload.phase,
     reason: workload.reason,
     message: workload.message,
-    hint: hintFor(workload.reason),
+    hint: hintFor(workload.reason, workload.message),
     specRevision: workload.specRevision,
     executionEpoch: workload.executionEpoch,
     createdAt: iso(workload.createdAt),

@@ -35,7 +35,29 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
   ISOLATION_UNAVAILABLE: "this server cannot isolate sessions: tell an administrator",
 };
 
-export function hintFor(reason: string | null): string | null {
+/**
+ * Reasons whose backend may explain them with the job's own figures, in a message of the
+ * form "REASON: figures: what to do" ("OUT_OF_MEMORY: used 1.9 GiB of the 2.0 GiB asked
+ * for: ask for more memory (profile with more memory: big-mem)"). That explanation is a
+ * better hint than the generic sentence: it says how far off the request was and where to go.
+ */
+const FIGURED_REASONS: ReadonlySet<string> = new Set<Reason>([
+  "OUT_OF_MEMORY",
+  "TIME_LIMIT_EXCEEDED",
+]);
+
+/**
+ * The hint for a reason; with the workload's message, the backend's own explanation when the
+ * message carries one for exactly this reason (a message of another form, or of another
+ * reason, never leaks into the hint).
+ */
+export function hintFor(reason: string | null, message: string | null = null): string | null {
   if (reason === null || !Object.hasOwn(REASON_HINTS, reason)) return null;
+  const prefix = `${reason}: `;
+  if (FIGURED_REASONS.has(reason) && message?.startsWith(prefix) === true) {
+    const explained = message.slice(prefix.length).trim();
+    // Only an explanation that says what to do: figures alone are not a hint.
+    if (explained.includes(": ")) return explained;
+  }
   return REASON_HINTS[reason as Reason] ?? null;
 }

@@ -127,4 +127,46 @@ describe("SCHEDULED and hint", () => {
     expect(hintFor("NOT_A_REASON")).toBeNull();
     expect(hintFor("__proto__")).toBeNull();
   });
+
+  test("an out-of-memory or time-limit end's hint is the backend's explanation, with its figures", () => {
+    const oom = workloadView(
+      workload({
+        phase: "FAILED",
+        reason: "OUT_OF_MEMORY",
+        message:
+          "OUT_OF_MEMORY: used 1.9 GiB of the 2.0 GiB asked for: ask for more memory (profile with more memory: big-mem)",
+      }),
+      [],
+      [],
+      2_000,
+    );
+    expect(oom.hint).toBe(
+      "used 1.9 GiB of the 2.0 GiB asked for: ask for more memory (profile with more memory: big-mem)",
+    );
+    const late = workloadView(
+      workload({
+        phase: "FAILED",
+        reason: "TIME_LIMIT_EXCEEDED",
+        message: "TIME_LIMIT_EXCEEDED: ran 1:00:00 of 1:00:00: raise timeLimitSeconds",
+      }),
+      [],
+      [],
+      2_000,
+    );
+    expect(late.hint).toBe("ran 1:00:00 of 1:00:00: raise timeLimitSeconds");
+    // Any other message (another backend's words, another reason's explanation, figures with
+    // no action) leaves the generic sentence.
+    expect(hintFor("TIME_LIMIT_EXCEEDED", "killed by SIGTERM after its time limit of 60 s")).toBe(
+      REASON_HINTS.TIME_LIMIT_EXCEEDED ?? "",
+    );
+    expect(hintFor("TIME_LIMIT_EXCEEDED", "OUT_OF_MEMORY: used 1 GiB: ask for more")).toBe(
+      REASON_HINTS.TIME_LIMIT_EXCEEDED ?? "",
+    );
+    expect(hintFor("OUT_OF_MEMORY", "OUT_OF_MEMORY: used 1 GiB")).toBe(
+      REASON_HINTS.OUT_OF_MEMORY ?? "",
+    );
+    expect(hintFor("NONZERO_EXIT", "NONZERO_EXIT: do this: and that")).toBe(
+      REASON_HINTS.NONZERO_EXIT ?? "",
+    );
+  });
 });

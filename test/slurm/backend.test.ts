@@ -327,7 +327,7 @@ describe("observe", () => {
         {
           phase: "FAILED",
           reason: "TIME_LIMIT_EXCEEDED",
-          message: "TIME_LIMIT_EXCEEDED: ran 0:01:04 of 0:01:00",
+          message: "TIME_LIMIT_EXCEEDED: ran 0:01:04 of 0:01:00: raise timeLimitSeconds",
         },
       ],
       [

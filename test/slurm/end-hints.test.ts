@@ -71,7 +71,8 @@ describe("explanations", () => {
     expect(needsUsage(o)).toBe(true);
     expect(explainEnding(o, usage)).toMatchObject({
       reason: "OUT_OF_MEMORY",
-      message: "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for",
+      message:
+        "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for: ask for more memory (GET /v1/profiles)",
       exitCode: 137,
     });
   });
@@ -98,7 +99,9 @@ describe("explanations", () => {
     // Nothing bigger than what it needed: no profile is named, the numbers stay.
     expect(
       explainEnding(failed("OUT_OF_MEMORY", null), usage, [profile("small", 50)]).message,
-    ).toBe("OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for");
+    ).toBe(
+      "OUT_OF_MEMORY: used 310 MiB of the 50 MiB asked for: ask for more memory (GET /v1/profiles)",
+    );
     expect(
       moreMemoryProfile(profiles, { ...usage, requestedMemoryBytes: null, maxRssBytes: null }),
     ).toBeNull();
@@ -111,7 +114,7 @@ describe("explanations", () => {
 
   test("a time limit says how long it ran of how long it had", () => {
     expect(explainEnding(failed("TIME_LIMIT_EXCEEDED", null), usage).message).toBe(
-      "TIME_LIMIT_EXCEEDED: ran 1:00:04 of 1:00:00",
+      "TIME_LIMIT_EXCEEDED: ran 1:00:04 of 1:00:00: raise timeLimitSeconds",
     );
     expect(formatDuration(59)).toBe("0:00:59");
   });

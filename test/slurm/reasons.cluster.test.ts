@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
+import { hintFor } from "../../src/orchestration/reason-hints.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import { eventually } from "../support/eventually.ts";
 import {
@@ -102,6 +103,10 @@ describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
     expect(match).not.toBeNull();
     // The smallest profile above what it used: cpu (100 MB) if the kill came early, else big-mem.
     expect(match?.[2]).toBe(Number(match?.[1]) * 1024 ** 2 < 100 * 1024 ** 2 ? "cpu" : "big-mem");
+    // The person-facing hint (what a workload view shows) is that explanation, figures first.
+    expect(hintFor(o.reason, o.message)).toBe(
+      `used ${match?.[1]} MiB of the 50 MiB asked for: ask for more memory (profile with more memory: ${match?.[2]})`,
+    );
   }, 70_000);
 
   test("a cancel from outside the daemon (an administrator's scancel) is ADMIN_CANCELLED", async () => {

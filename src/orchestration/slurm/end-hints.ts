@@ -71,8 +71,10 @@ export function moreMemoryProfile(
 }
 
 /**
- * The observation with its reason settled and the numbers in its message; an out-of-memory
- * end also names the profile to move to when `profiles` has one with more memory.
+ * The observation with its reason settled and the numbers in its message, as
+ * "REASON: figures: what to do" (the API shows all after "REASON: " as the workload's `hint`,
+ * reason-hints.ts); an out-of-memory end names the profile to move to when `profiles` has
+ * one with more memory.
  */
 export function explainEnding(
   o: Observed,
@@ -89,14 +91,17 @@ export function explainEnding(
         : `used ${formatBytes(usage.maxRssBytes)} of the ${formatBytes(usage.requestedMemoryBytes)} asked for`;
     const bigger = moreMemoryProfile(profiles, usage);
     const advice =
-      bigger === null ? "" : `: ask for more memory (profile with more memory: ${bigger})`;
-    return { ...o, reason: "OUT_OF_MEMORY", message: `OUT_OF_MEMORY: ${used}${advice}` };
+      bigger === null
+        ? "ask for more memory (GET /v1/profiles)"
+        : `ask for more memory (profile with more memory: ${bigger})`;
+    return { ...o, reason: "OUT_OF_MEMORY", message: `OUT_OF_MEMORY: ${used}: ${advice}` };
   }
   if (o.reason === "TIME_LIMIT_EXCEEDED" && usage.timeLimitSeconds !== null) {
     const ran = usage.elapsedSeconds === null ? "?" : formatDuration(usage.elapsedSeconds);
+    const limit = formatDuration(usage.timeLimitSeconds);
     return {
       ...o,
-      message: `TIME_LIMIT_EXCEEDED: ran ${ran} of ${formatDuration(usage.timeLimitSeconds)}`,
+      message: `TIME_LIMIT_EXCEEDED: ran ${ran} of ${limit}: raise timeLimitSeconds`,
     };
   }
   return o;
