@@ -50,6 +50,28 @@ describe("local backend: tasks in a live allocation", () => {
     });
   });
 
+  test("a task sees its allocation's OPENAI4S_DEADLINE; without a limit, none", async () => {
+    const state = makeState();
+    const backend = makeBackend(state);
+    const limited = makeRequest(state, ["sleep", "300"], { timeLimitSeconds: 600 });
+    const unlimited = makeRequest(state, ["sleep", "300"]);
+    await backend.submit([limited, unlimited]);
+    const running = await waitForPhase(backend, limited, ["RUNNING"]);
+    await waitForPhase(backend, unlimited, ["RUNNING"]);
+    const deadlineAt = running.kind === "Observed" ? running.deadlineAt : undefined;
+    if (deadlineAt === undefined || deadlineAt === null) throw new Error("no deadline observed");
+    const print = ["sh", "-c", `echo "d=\${OPENAI4S_DEADLINE-unset}"`];
+    expect(await backend.runTask(targetOf(limited), print, { timeoutMs: 5_000 })).toEqual({
+      kind: "Completed",
+      exitCode: 0,
+      stdout: `d=${Math.floor(deadlineAt / 1000)}\n`,
+      stderr: "",
+    });
+    expect(await backend.runTask(targetOf(unlimited), print, { timeoutMs: 5_000 })).toMatchObject({
+      stdout: "d=unset\n",
+    });
+  });
+
   test("a task past its timeout is killed with its whole group", async () => {
     const state = makeState();
     const backend = makeBackend(state);

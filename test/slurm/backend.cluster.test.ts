@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
+import { hintFor } from "../../src/orchestration/reason-hints.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import { eventually } from "../support/eventually.ts";
@@ -227,20 +228,27 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
   test("runTask runs a step in the live allocation, and refuses once it is gone (INV-4)", async () => {
     const req = request(dir, command(["/bin/sleep", "300"]));
     const t = target(req, handleOf((await backend.submit([req])).get(req.token)));
-    await waitForObservation(backend, t, inPhase("RUNNING"), 30_000);
+    const running = await waitForObservation(backend, t, inPhase("RUNNING"), 30_000);
+    const deadlineAt = running.kind === "Observed" ? running.deadlineAt : undefined;
+    if (deadlineAt === undefined || deadlineAt === null) throw new Error("no deadline observed");
     const calls = () => ({ ...broker.callCounts() });
     const before = calls();
     const result = await backend.runTask(
       t,
-      ["/bin/sh", "-c", "echo hi; pwd; echo oops >&2; exit 5"],
+      [
+        "/bin/sh",
+        "-c",
+        `echo hi; pwd; echo "d=\${OPENAI4S_DEADLINE-unset}"; echo oops >&2; exit 5`,
+      ],
       {
         timeoutMs: 30_000,
       },
     );
+    // The step sees the same deadline as its job (the scheduler's end time for it).
     expect(result).toMatchObject({
       kind: "Completed",
       exitCode: 5,
-      stdout: `hi\n${req.workspaceDir}\n`,
+      stdout: `hi\n${req.workspaceDir}\nd=${Math.floor(deadlineAt / 1000)}\n`,
     });
     if (result.kind === "Completed") expect(result.stderr).toContain("oops");
     expect(calls().sbatch).toBe(before.sbatch);
@@ -269,5 +277,10 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
       150_000,
     );
     expect(end).toMatchObject({ phase: "FAILED", reason: "TIME_LIMIT_EXCEEDED" });
+    if (end.kind !== "Observed") throw new Error("unreachable");
+    // The person-facing hint (what a workload view shows) carries accounting's figures.
+    expect(hintFor(end.reason, end.message)).toMatch(
+      /^ran [0-9]+:[0-9]{2}:[0-9]{2} of 0:01:00: raise timeLimitSeconds$/,
+    );
   }, 180_000);
 });

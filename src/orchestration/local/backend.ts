@@ -447,6 +447,8 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       programs,
       timeoutMs,
       outputCapBytes: taskOutputCapBytes,
+      // The same end time the job's own variable and the observation carry.
+      deadlineMs: observation.deadlineAt ?? null,
     });
   }
 

@@ -5,6 +5,7 @@
  * The backend (backend.ts) decides first that the allocation is running.
  */
 import type { ProgramRunner } from "../../process/runner.ts";
+import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { HELPER_ENV } from "../isolation/launch-argv.ts";
 import type { TaskResult } from "../ports.ts";
 import type { LaunchWrapper } from "../sandbox.ts";
@@ -22,15 +23,25 @@ export async function runStep(
     readonly timeoutMs: number;
     /** Per stream; the rest is drained and a note says it was cut. */
     readonly outputCapBytes: number;
+    /**
+     * The allocation's own deadline (epoch ms; null: no limit): the step gets the same
+     * OPENAI4S_DEADLINE as the job it runs beside. The failure it guards: code run as a step
+     * (a kernel's helper, an INV-4 task) saw no deadline and could not tell it was about to
+     * be killed with its allocation.
+     */
+    readonly deadlineMs: number | null;
   },
 ): Promise<TaskResult> {
+  const jobVars = record.jobEnv ?? record.env;
+  const vars =
+    options.deadlineMs === null
+      ? jobVars
+      : { ...jobVars, [DEADLINE_ENV]: deadlineEnvValue(options.deadlineMs) };
   const argv = [
     ...options.wrapper.wrap(
       command,
       sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
-      {
-        vars: record.jobEnv ?? record.env,
-      },
+      { vars },
     ),
   ];
   const [program, ...args] = argv;

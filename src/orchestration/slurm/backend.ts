@@ -34,6 +34,7 @@ import { userInfo } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
+import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { allocationLogPath } from "../layout.ts";
 import {
   externalHandle,
@@ -721,7 +722,13 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       const result = await broker.runStep({
         jobId: row.jobId,
         command,
-        env: baseJobEnv,
+        // The step sees the same OPENAI4S_DEADLINE as its job: squeue's EndTime of a running
+        // job, the controller's own deadline (what the batch script reads, and what
+        // observations report as deadlineAt). srun run from here has no job shell to copy it.
+        env:
+          row.endedAt === null
+            ? baseJobEnv
+            : { ...baseJobEnv, [DEADLINE_ENV]: deadlineEnvValue(row.endedAt) },
         workDir: row.workDir.startsWith("/") ? row.workDir : null,
         timeoutMs,
         maxOutputBytes: taskMaxOutputBytes,
