@@ -16,7 +16,7 @@ import {
   type Workload,
   type WorkloadKind,
 } from "../orchestration/models.ts";
-import { hintFor } from "../orchestration/reason-hints.ts";
+import { hintFor, type RanOutOfTime } from "../orchestration/reason-hints.ts";
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -167,6 +167,18 @@ export function workloadDeadlineMs(
   return current?.deadlineAt ?? null;
 }
 
+/** The current attempt's run time and limit, when it started, ended and had a deadline. */
+function ranOutOfTime(workload: Workload, allocations: readonly Allocation[]): RanOutOfTime | null {
+  const a = allocations.find((x) => x.epoch === workload.executionEpoch);
+  if (a === undefined || a.startedAt === null || a.endedAt === null || a.deadlineAt === null) {
+    return null;
+  }
+  return {
+    ranSeconds: (a.endedAt - a.startedAt) / 1000,
+    limitSeconds: (a.deadlineAt - a.startedAt) / 1000,
+  };
+}
+
 /** Whole seconds from `nowMs` to the deadline, never negative; null without a deadline. */
 export function timeRemainingSeconds(deadlineMs: number | null, nowMs: number): number | null {
   return deadlineMs === null ? null : Math.max(0, Math.floor((deadlineMs - nowMs) / 1000));
@@ -196,7 +208,7 @@ export function stableWorkloadView(
     phase: workload.phase,
     reason: workload.reason,
     message: workload.message,
-    hint: hintFor(workload.reason, workload.message),
+    hint: hintFor(workload.reason, workload.message, ranOutOfTime(workload, allocations)),
     specRevision: workload.specRevision,
     executionEpoch: workload.executionEpoch,
     createdAt: iso(workload.createdAt),

@@ -51,7 +51,11 @@ const FIGURED_REASONS: ReadonlySet<string> = new Set<Reason>([
  * message carries one for exactly this reason (a message of another form, or of another
  * reason, never leaks into the hint).
  */
-export function hintFor(reason: string | null, message: string | null = null): string | null {
+export function hintFor(
+  reason: string | null,
+  message: string | null = null,
+  ranOutOfTime: RanOutOfTime | null = null,
+): string | null {
   if (reason === null || !Object.hasOwn(REASON_HINTS, reason)) return null;
   const prefix = `${reason}: `;
   if (FIGURED_REASONS.has(reason) && message?.startsWith(prefix) === true) {
@@ -59,5 +63,25 @@ export function hintFor(reason: string | null, message: string | null = null): s
     // Only an explanation that says what to do: figures alone are not a hint.
     if (explained.includes(": ")) return explained;
   }
+  // A backend whose message has no figures (the local one): the attempt's own times say it.
+  if (reason === "TIME_LIMIT_EXCEEDED" && ranOutOfTime !== null) {
+    const ran = formatHms(ranOutOfTime.ranSeconds);
+    return `ran ${ran} of ${formatHms(ranOutOfTime.limitSeconds)}: raise timeLimitSeconds`;
+  }
   return REASON_HINTS[reason as Reason] ?? null;
+}
+
+/** How long an attempt that ran out of time ran, and how long it had (from its start). */
+export interface RanOutOfTime {
+  readonly ranSeconds: number;
+  readonly limitSeconds: number;
+}
+
+/** "1:00:04": hours, minutes, seconds, as a time limit is read. */
+export function formatHms(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${h}:${pad(m)}:${pad(s % 60)}`;
 }

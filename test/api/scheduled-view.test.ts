@@ -154,8 +154,27 @@ describe("SCHEDULED and hint", () => {
       2_000,
     );
     expect(late.hint).toBe("ran 1:00:00 of 1:00:00: raise timeLimitSeconds");
+    // A message without figures (the local backend's): the attempt's own times give them.
+    const local = workloadView(
+      workload({
+        phase: "FAILED",
+        reason: "TIME_LIMIT_EXCEEDED",
+        message: "killed by SIGTERM after its time limit of 60 s",
+      }),
+      [],
+      [
+        allocation({
+          phase: "FAILED",
+          startedAt: 10_000,
+          deadlineAt: 70_000,
+          endedAt: 70_400,
+        }),
+      ],
+      80_000,
+    );
+    expect(local.hint).toBe("ran 0:01:00 of 0:01:00: raise timeLimitSeconds");
     // Any other message (another backend's words, another reason's explanation, figures with
-    // no action) leaves the generic sentence.
+    // no action) and no times leave the generic sentence.
     expect(hintFor("TIME_LIMIT_EXCEEDED", "killed by SIGTERM after its time limit of 60 s")).toBe(
       REASON_HINTS.TIME_LIMIT_EXCEEDED ?? "",
     );

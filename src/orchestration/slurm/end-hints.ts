@@ -10,6 +10,7 @@
  */
 import type { ResourceProfile } from "../models.ts";
 import type { AllocationObservation } from "../ports.ts";
+import { formatHms } from "../reason-hints.ts";
 import type { JobUsage } from "./parse.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
@@ -34,12 +35,9 @@ export function formatBytes(bytes: number): string {
   return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${Math.round(mib)} MiB`;
 }
 
+/** "1:00:04": the same reading the API's hints use. */
 export function formatDuration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const pad = (n: number) => String(n).padStart(2, "0");
-  return `${h}:${pad(m)}:${pad(s % 60)}`;
+  return formatHms(seconds);
 }
 
 function memoryHit(u: JobUsage): boolean {
