@@ -25,6 +25,7 @@ import type {
   TerminalAllocationAcknowledger,
 } from "../../src/orchestration/ports.ts";
 import type { SessionService } from "../../src/orchestration/session/session-service.ts";
+import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
 import { openDatabase, type StoreDeps } from "../../src/store/index.ts";
 import { makeTempDir, removeDir } from "./temp-dir.ts";
 
@@ -149,6 +150,7 @@ export function harness(
   };
   const deps: ApiDeps = {
     store,
+    admission: bindAdmissionStore(store),
     backend: options.backend ?? fakeBackend(),
     reconciler: {
       wake: () => {
