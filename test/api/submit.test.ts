@@ -2,14 +2,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { IsolationVerdict } from "../../src/orchestration/ports.ts";
-import {
-  fakeBackend,
-  type Harness,
-  harness,
-  problemOf,
-  snapshotFiles,
-} from "../support/api-harness.ts";
+import { type Harness, harness, problemOf, snapshotFiles } from "../support/api-harness.ts";
 import { eventually } from "../support/eventually.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {
