@@ -59,7 +59,7 @@ export const DEFAULT_LEASE: ReclaimerDefaults = {
  * the worker's start. A week covers a busy cluster; once connected, the gateway's short-lived
  * resume credentials take over, and the nonce is burned at first use either way.
  */
-export const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
 
 /** The engine's persistence, one port per part, bound to the store by stores.ts. */
 export interface SessionEngineStores {

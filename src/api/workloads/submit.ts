@@ -43,7 +43,7 @@ export function normalize(body: SubmitBody): Submission {
  * (400 validation-failed with the fields, 409 idempotency-key-reused, 409
  * isolation-unavailable with its reason code).
  */
-export function admissionProblem(refusal: AdmissionRefusal): ApiError {
+function admissionProblem(refusal: AdmissionRefusal): ApiError {
   switch (refusal.reason) {
     case "INVALID":
       return validationFailed(refusal.fields);
