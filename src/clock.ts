@@ -76,3 +76,18 @@ export function manualTimeline(startMs = 1_700_000_000_000): ManualTimeline {
     pending: () => due.size,
   };
 }
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+export function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return Bun.sleep(ms);
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}

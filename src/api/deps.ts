@@ -6,6 +6,7 @@
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
+import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
@@ -57,6 +58,8 @@ export interface StoreBackup {
 
 export interface ApiDeps {
   readonly store: StoreDeps;
+  /** Admission's port (orchestration/admission.ts), bound by the composition. */
+  readonly admission: AdmissionStore;
   readonly backend: AllocationBackend;
   readonly reconciler: ReconcilerHandle;
   readonly clock: Clock;

@@ -60,7 +60,7 @@ export function problemReason(slug: ProblemSlug): string {
 }
 
 /** Problem types are URNs: stable identifiers clients can switch on, not documentation URLs. */
-export function problemType(slug: string): string {
+function problemType(slug: string): string {
   return `urn:openai4s:problem:${slug}`;
 }
 

@@ -8,10 +8,10 @@ import * as v from "valibot";
 import { ApiError, type FieldError, validationFailed } from "./problem.ts";
 
 /** No request body this API accepts is legitimately larger; bigger is a mistake or abuse. */
-export const MAX_BODY_BYTES = 1024 * 1024;
+const MAX_BODY_BYTES = 1024 * 1024;
 
 /** `command[0]`, `env.PATH`, `kind`; the empty string names the body itself. */
-export function issuePath(issue: v.BaseIssue<unknown>): string {
+function issuePath(issue: v.BaseIssue<unknown>): string {
   let out = "";
   for (const item of issue.path ?? []) {
     const key = (item as { readonly key: unknown }).key;
@@ -21,7 +21,7 @@ export function issuePath(issue: v.BaseIssue<unknown>): string {
   return out;
 }
 
-export function issuesToErrors(issues: readonly v.BaseIssue<unknown>[]): FieldError[] {
+function issuesToErrors(issues: readonly v.BaseIssue<unknown>[]): FieldError[] {
   return issues.map((issue) => {
     const path = issuePath(issue);
     // valibot reports both an unknown key and a missing one as a strict_object issue; only
@@ -53,7 +53,7 @@ export function parseWith<const S extends v.GenericSchema>(
  * no safety, since the body must parse as a JSON object anyway. A type that names another
  * format (XML, multipart) says the client sends something else: refused, not guessed at.
  */
-export function acceptsAsJson(contentType: string | undefined): boolean {
+function acceptsAsJson(contentType: string | undefined): boolean {
   if (contentType === undefined) return true;
   const media = (contentType.split(";")[0] ?? "").trim().toLowerCase();
   return (

@@ -35,7 +35,7 @@ export const ReasonSchema = v.pipe(
   d("Why a workload, attempt or condition is where it is."),
 );
 
-export const ConditionSchema = v.strictObject({
+const ConditionSchema = v.strictObject({
   type: v.pipe(
     v.picklist([...CONDITION_TYPES, "SCHEDULED"]),
     d("Which condition: SCHEDULED (every kind), or a session's readiness condition."),
@@ -46,7 +46,7 @@ export const ConditionSchema = v.strictObject({
   lastTransitionTime: time("When the status last changed."),
 });
 
-export const AllocationSchema = v.strictObject({
+const AllocationSchema = v.strictObject({
   id: text("The attempt's id."),
   epoch: integer("The attempt's number, 1 for the first; `logs --attempt N` takes it."),
   phase,
@@ -94,7 +94,7 @@ export const WorkloadListSchema = v.strictObject({
   nextCursor: nullableText("Pass as `cursor` for the next page; null on the last page."),
 });
 
-export const EventSchema = v.strictObject({
+const EventSchema = v.strictObject({
   at: time("When the transition happened."),
   phase,
   reason: reasonCode("Why."),
@@ -103,13 +103,13 @@ export const EventSchema = v.strictObject({
 
 export const EventListSchema = v.pipe(v.array(EventSchema), d("Transitions, oldest first."));
 
-export const PlacementSchema = v.strictObject({
+const PlacementSchema = v.strictObject({
   placeable: v.pipe(v.boolean(), d("Whether a workload of this kind would be placed now.")),
   reason: nullableText("Why not (UPPER_SNAKE, e.g. ISOLATION_UNAVAILABLE); null when placeable."),
   message: nullableText("Why not, for people; null when placeable."),
 });
 
-export const ProfileSchema = v.strictObject({
+const ProfileSchema = v.strictObject({
   name: text("What scientists call it; `profile` in a submission."),
   description: text("What it is for."),
   kinds: v.pipe(v.array(v.picklist(WORKLOAD_KINDS)), d("The kinds it accepts.")),

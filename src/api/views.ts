@@ -139,7 +139,7 @@ function scheduledCondition(workload: Workload, allocations: readonly Allocation
   };
 }
 
-export function allocationView(a: Allocation): AllocationView {
+function allocationView(a: Allocation): AllocationView {
   return {
     id: a.id,
     epoch: a.epoch,

@@ -36,7 +36,7 @@ function integrity(path: string): string {
   }
 }
 
-export function createBackupCommand(runtime: ClientRuntime = systemRuntime): Command {
+function createBackupCommand(runtime: ClientRuntime = systemRuntime): Command {
   return createClientCommand(runtime, {
     name: "backup",
     summary: "Copy the daemon's store while it runs (refuses to overwrite)",

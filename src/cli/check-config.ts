@@ -32,7 +32,7 @@ function plural(n: number, one: string, many: string = `${one}s`): string {
 }
 
 /** The public fields, in the words of the API. */
-export function describeResources(view: ResourceProfile): string {
+function describeResources(view: ResourceProfile): string {
   const r = view.resources;
   const parts = [
     plural(r.nodes, "node"),

@@ -13,8 +13,8 @@ import { type Command, type CommandIo, UsageError } from "../command/command.ts"
 import { parseStrict } from "../command/parse-args.ts";
 import { resolveStateDir } from "../daemon/state-dir.ts";
 
-export const SERVER_ENV = "OPENAI4S_SERVER";
-export const TOKEN_ENV = "OPENAI4S_TOKEN";
+const SERVER_ENV = "OPENAI4S_SERVER";
+const TOKEN_ENV = "OPENAI4S_TOKEN";
 
 export type ServerAddress =
   | { readonly kind: "unix"; readonly path: string }
@@ -44,7 +44,7 @@ export const systemRuntime: ClientRuntime = {
 };
 
 /** Options every client command accepts. */
-export const CLIENT_OPTIONS = {
+const CLIENT_OPTIONS = {
   server: { type: "string" },
   "token-file": { type: "string" },
   json: { type: "boolean" },
@@ -63,7 +63,7 @@ Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.
 type CommandOptions = NonNullable<ParseArgsConfig["options"]>;
 
 /** parseArgs, strict, with every failure turned into a usage error naming the command. */
-export function parseCommandArgs<const O extends CommandOptions>(
+function parseCommandArgs<const O extends CommandOptions>(
   command: string,
   args: readonly string[],
   options: O,
@@ -229,7 +229,7 @@ export interface ApiClient {
   stream(path: string, method?: "GET" | "POST"): Promise<StreamResult>;
 }
 
-export function describeServer(server: ServerAddress): string {
+function describeServer(server: ServerAddress): string {
   return server.kind === "unix" ? `unix:${server.path}` : server.baseUrl;
 }
 
@@ -340,7 +340,7 @@ function toProblem(
  * (no socket file, or a stale one nobody listens on): say that, and how to point the client
  * elsewhere, instead of the runtime's guess about typos in a URL.
  */
-export function unreachableMessage(server: ServerAddress, error: unknown): string {
+function unreachableMessage(server: ServerAddress, error: unknown): string {
   const code = (error as { readonly code?: unknown } | null)?.code;
   const where = describeServer(server);
   if (server.kind === "unix" && (code === "ENOENT" || code === "ECONNREFUSED")) {
@@ -433,7 +433,7 @@ export type ProfileBody = ListedProfileView;
 export type EventBody = EventView;
 
 /** The profile to use when none was named: `default` if it fits, else the first that does. */
-export async function pickProfile(
+async function pickProfile(
   client: ApiClient,
   kind: "BATCH" | "SESSION",
 ): Promise<ApiResult<string | null>> {

@@ -190,7 +190,7 @@ export interface ServerSentEvent {
 }
 
 /** Parses `event:`/`data:` blocks; comments (keepalives) and unparseable data are skipped. */
-export async function* serverSentEvents(
+async function* serverSentEvents(
   body: ReadableStream<Uint8Array>,
 ): AsyncGenerator<ServerSentEvent> {
   const decoder = new TextDecoder();

@@ -22,7 +22,7 @@ and its transitions (a TIME_LIMIT_NEAR event warns before the limit). --json pri
 ${CLIENT_OPTIONS_HELP}`;
 
 /** TIME_REMAINING as a person reads it: "1h02m03s", "4m10s", "12s". */
-export function timeLeft(seconds: number | null): string {
+function timeLeft(seconds: number | null): string {
   if (seconds === null) return "?";
   const h = Math.floor(seconds / 3600);
   const m = Math.floor((seconds % 3600) / 60);
@@ -33,7 +33,7 @@ export function timeLeft(seconds: number | null): string {
   return `${s}s`;
 }
 
-export function renderWorkload(w: WorkloadBody): string {
+function renderWorkload(w: WorkloadBody): string {
   const lines = [
     `ID:          ${w.id}`,
     `Name:        ${w.name}`,

@@ -22,7 +22,7 @@ function isOptionOf(arg: string, options: Options): boolean {
 }
 
 /** `--flag -value` → `--flag=-value` for string flags, up to a bare `--`. */
-export function joinDashValues(args: readonly string[], options: Options): string[] {
+function joinDashValues(args: readonly string[], options: Options): string[] {
   const out: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
@@ -50,7 +50,7 @@ export function joinDashValues(args: readonly string[], options: Options): strin
 }
 
 /** parseArgs's message, reworded: the flag in double quotes, balanced, and what to do. */
-export function describeParseError(error: unknown): string {
+function describeParseError(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
   const unknown = /^Unknown option '([^']*)'/.exec(message);
   if (unknown) {

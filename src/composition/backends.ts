@@ -167,9 +167,9 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
 };
 
 /** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
-export const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
+const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
 /** `OPENAI4S_ORPHAN_SWEEP_SECONDS`: how often it sweeps (it also sweeps at start). */
-export const ORPHAN_SWEEP_SECONDS_ENV = "OPENAI4S_ORPHAN_SWEEP_SECONDS";
+const ORPHAN_SWEEP_SECONDS_ENV = "OPENAI4S_ORPHAN_SWEEP_SECONDS";
 const DEFAULT_ORPHAN_SWEEP_SECONDS = 300;
 
 function orphanSweepFromEnv(
@@ -208,7 +208,7 @@ export function migrateBackendRecords(
   rewriteRecordPaths(layout.backendDir(LOCAL_BACKEND_NAME), fromPrefix, toPrefix);
 }
 
-export function backendNames(): readonly string[] {
+function backendNames(): readonly string[] {
   return Object.keys(BACKENDS);
 }
 

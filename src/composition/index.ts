@@ -18,4 +18,5 @@ export type {
   BackendEntry,
   BackgroundService,
 } from "./context.ts";
+export { type Core, composeCore } from "./core.ts";
 export { CLUSTER_ISOLATION_RETRY_MS } from "./session-isolation.ts";

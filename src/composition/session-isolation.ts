@@ -41,7 +41,7 @@ import {
 import { type BackendContext, type BackgroundService, verifierService } from "./context.ts";
 
 /** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */
-export const BWRAP_ENV = "OPENAI4S_BWRAP";
+const BWRAP_ENV = "OPENAI4S_BWRAP";
 
 type LocalSessionIsolation =
   /** A verified sandbox and the gateway on: sessions and every launch sandboxed. */

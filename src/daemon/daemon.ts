@@ -1,7 +1,7 @@
 /**
- * The daemon, composed: state dir, admin token, store, backend (through the composition
- * root), attempt preparers, the reconciler loop, the sessions seam, and one HTTP listener
- * per `--listen`. `startDaemon` returns once everything listens; `stop()` is the graceful
+ * The daemon: state dir, admin token, store, the working parts the composition builds
+ * (composition/core.ts: backend, sessions, preparers, reconciler), the reconciler loop, and
+ * one HTTP listener per `--listen`. `startDaemon` returns once everything listens; `stop()` is the graceful
  * shutdown SIGTERM triggers: stop accepting, let the tick in progress finish, close the
  * database, remove the sockets. A restart then picks every workload up where it was,
  * because nothing that matters lives only in this process.
@@ -12,16 +12,9 @@ import type { Server } from "bun";
 import { createApp } from "../api/app.ts";
 import type { Access, ApiBindings } from "../api/deps.ts";
 import type { Clock } from "../clock.ts";
-import {
-  BACKENDS,
-  type BackendContext,
-  createBackend,
-  migrateBackendRecords,
-} from "../composition/index.ts";
+import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
-import { batchPreparer } from "../orchestration/batch-preparer.ts";
-import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
 import { chooseRunAs, systemIdentityDatabase } from "../orchestration/isolation/run-as.ts";
 import {
   checkLayoutSeparation,
@@ -31,22 +24,11 @@ import {
   WORKLOADS_DIR,
 } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
-import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
-import { createReconciler } from "../orchestration/reconciler.ts";
 import type { RunAs } from "../orchestration/sandbox.ts";
-import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
-import { bindReconcilerStore } from "../store/adapters/reconciler-store.ts";
-import {
-  findAllocationsByTokens,
-  listUnsandboxedLiveAllocations,
-  type OpenedDatabase,
-  openDatabase,
-  type StoreDeps,
-} from "../store/index.ts";
+import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
-import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import {
   prepareDatabaseFile,
   prepareSpoolDir,
@@ -222,68 +204,32 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   });
   const store: StoreDeps = { db: database.db, clock };
 
-  // 5. The backend, by name, from the composition root's registry.
+  // 5. The working parts, built by the composition: the store's ports, the backend (by
+  // name), sessions (opt-in), the preparers and the reconciler. The daemon starts and stops them.
   // Crash tests name the points to die at; read once, injected everywhere.
   const faults = faultPointsFromEnv(config.env);
-  const context: BackendContext = {
-    faults,
+  const composed = await composeCore({
+    backendName: config.backend,
     layout,
+    store,
+    faults,
     clusterConfigPath: config.clusterConfigPath,
     selfCommand: config.selfCommand,
-    clock,
-    log,
     env: config.env,
     runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
-    knownTokens: (tokens) =>
-      new Set(findAllocationsByTokens(store, tokens).map((r) => r.allocation.token)),
-  };
-  const created = await createBackend(config.backend, context);
-  if (created.kind === "ConfigError") return fail(created);
-  // SESSIONs wait while any live allocation runs outside the verified sandbox.
-  const backend = guardedByLiveAllocations(created.backend, (limit) =>
-    listUnsandboxedLiveAllocations(store, limit),
-  );
-
-  // 6. Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says
-  // so). Null means SESSION attempts are refused by the preparer, after admission already
-  // refused them for lack of isolation.
-  let sessions: SessionsComponent | null;
-  try {
-    sessions = await composeSessions({
-      layout,
-      store,
-      backend,
-      clock,
-      log,
-      env: config.env,
-      selfCommand: config.selfCommand,
-    });
-  } catch (error) {
-    return fail({ kind: "ConfigError", message: `sessions: ${String(error)}` });
-  }
+    clock,
+    log,
+    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
+    ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
+  });
+  if (composed.kind === "ConfigError") return fail(composed);
+  const { backend, reconciler, sessions, services, admission } = composed.core;
   if (sessions) {
     const component = sessions;
     cleanups.push(() => component.stop());
   }
 
-  // 7. The reconciler loop.
-  const preparer = preparerByKind({
-    BATCH: batchPreparer({ layout }),
-    SESSION:
-      sessions?.preparer ??
-      sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
-  });
-  const reconciler = createReconciler({
-    store: bindReconcilerStore({ db: database.db, clock }),
-    backend,
-    preparer,
-    clock,
-    log,
-    faultPoint: (point) => faults.hit(point),
-    ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
-    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
-    ...config.pacing,
-  });
+  // 6. The reconciler loop.
   const loop = new AbortController();
   const running = reconciler.run(loop.signal);
   cleanups.push(async () => {
@@ -300,16 +246,16 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     ]);
     clearTimeout(timer);
   });
-  sessions?.attachReconciler?.(reconciler);
   // The backend's own background work (the orphan sweep), beside the reconciler.
-  for (const service of created.services ?? []) {
+  for (const service of services) {
     service.start();
     cleanups.push(() => service.stop());
   }
 
-  // 8. The API, once per listener; each listener says how it authenticates.
+  // 7. The API, once per listener; each listener says how it authenticates.
   const app = createApp({
     store,
+    admission,
     backend,
     reconciler,
     clock,

@@ -16,7 +16,7 @@ import {
 import { isAbsolute, join, resolve } from "node:path";
 import { UsageError } from "../command/command.ts";
 
-export const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
+const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
 export const SPOOL_DIR_ENV = "OPENAI4S_SPOOL_DIR";
 
 export type StateDirSource = "flag" | "env" | "xdg" | "home";

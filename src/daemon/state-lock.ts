@@ -12,7 +12,7 @@ import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { prepareDatabaseFile } from "./state-dir.ts";
 
-export const STATE_LOCK_FILE = "daemon.lock";
+const STATE_LOCK_FILE = "daemon.lock";
 
 export type StateLockResult =
   | { readonly kind: "Locked"; release(): void }

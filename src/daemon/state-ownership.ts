@@ -75,7 +75,7 @@ export function checkAncestors(realPath: string, uid: number): OwnershipCheck {
 }
 
 /** The state dir itself: a directory of ours, not writable by group or other. */
-export function checkStateDirItself(path: string, uid: number): OwnershipCheck {
+function checkStateDirItself(path: string, uid: number): OwnershipCheck {
   const stat = lstatSync(path);
   if (stat.isSymbolicLink()) {
     return refused(`state dir ${path} is a symbolic link: give the real directory`);
@@ -100,7 +100,7 @@ function ownedByOther(path: string, stat: Stats, uid: number): string {
  * are judged by their own owner and not followed. Bounded: the private dir holds a few
  * files per live job, and a state dir with more than `maxEntries` is refused as not ours.
  */
-export function checkPrivateTree(
+function checkPrivateTree(
   root: string,
   uid: number,
   options: { readonly skip?: readonly string[]; readonly maxEntries?: number } = {},

@@ -20,7 +20,7 @@ export type SocketPathState =
   | { readonly kind: "NotASocket"; readonly message: string };
 
 /** Does anything accept a connection on this socket path within the deadline? */
-export function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
+function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ path });
     const done = (answer: boolean) => {

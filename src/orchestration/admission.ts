@@ -134,7 +134,7 @@ export function requestHash(submission: Submission): string {
   return createHash("sha256").update(canonicalJson(submission)).digest("hex");
 }
 
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
   if (value !== null && typeof value === "object") {
     const entries = Object.entries(value as Record<string, unknown>)
@@ -149,7 +149,7 @@ export function canonicalJson(value: unknown): string {
  * The profile must exist, accept the kind, and allow the time limit asked for. Pure; the
  * refused fields, or none.
  */
-export function checkAgainstProfile(
+function checkAgainstProfile(
   submission: Submission,
   profiles: readonly ResourceProfile[],
 ): readonly RefusedField[] {

@@ -36,7 +36,7 @@ import {
 
 export const SIGNING_KEY_BYTES = 32;
 /** 16 random bytes (128 bits): unguessable, and collision-free across every mint ever. */
-export const NONCE_BYTES = 16;
+const NONCE_BYTES = 16;
 
 /** A random-bytes source, injected so tests can be deterministic where they need to be. */
 export type { RandomBytes };

@@ -23,11 +23,11 @@
 export const CREDENTIAL_ENV_NAME_PATTERN =
   /TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|KEY|CREDENTIAL|CREDS|PRIVATE|AUTH|COOKIE|SIGNATURE|SESSIONID/i;
 
-export function isCredentialShapedEnvName(name: string): boolean {
+function isCredentialShapedEnvName(name: string): boolean {
   return CREDENTIAL_ENV_NAME_PATTERN.test(name);
 }
 
-export const CREDENTIAL_ENV_NAME_MESSAGE =
+const CREDENTIAL_ENV_NAME_MESSAGE =
   "looks like a credential: pass the path to a 0600 file instead of the secret itself";
 
 /** Prefixes whose every member is read by a loader or runtime before the program runs. */

@@ -56,7 +56,7 @@ export function allocationLogPath(allocationDir: string, stream: LogStream): str
 }
 
 /** Names under the private dir, for the start-up ownership walk and the migration. */
-export const PRIVATE_NAMES = {
+const PRIVATE_NAMES = {
   database: "openai4s.db",
   signingKey: "signing-key",
   gatewayTlsKey: "gateway-tls.key",

@@ -157,7 +157,7 @@ declare const submissionTokenBrand: unique symbol;
  */
 export type SubmissionToken = string & { readonly [submissionTokenBrand]: true };
 
-export const SUBMISSION_TOKEN_PATTERN = /^o4s-[a-z0-9]{26}$/;
+const SUBMISSION_TOKEN_PATTERN = /^o4s-[a-z0-9]{26}$/;
 
 export function isSubmissionToken(raw: string): raw is SubmissionToken {
   return SUBMISSION_TOKEN_PATTERN.test(raw);

@@ -24,7 +24,7 @@
 import * as v from "valibot";
 import { type Credential, CredentialSchema } from "./bootstrap.ts";
 
-export const FRAME_HEADER_BYTES = 4;
+const FRAME_HEADER_BYTES = 4;
 export const DEFAULT_MAX_FRAME_BYTES = 1024 * 1024;
 /** The credential frame is about 300 bytes; 4 KiB leaves room without inviting abuse. */
 export const MAX_CREDENTIAL_FRAME_BYTES = 4096;
@@ -133,7 +133,7 @@ export function createFrameDecoder(options: { readonly maxFrameBytes: number }):
 
 const count = v.pipe(v.number(), v.safeInteger(), v.minValue(0));
 
-export const CredentialFrameSchema = v.pipe(
+const CredentialFrameSchema = v.pipe(
   v.strictObject({ kind: v.literal("credential"), credential: CredentialSchema }),
   v.readonly(),
 );
@@ -167,7 +167,7 @@ const InterruptRequestSchema = v.pipe(
   v.readonly(),
 );
 
-export const WorkerRequestSchema = v.variant("kind", [
+const WorkerRequestSchema = v.variant("kind", [
   ProbeWorkspaceRequestSchema,
   ExecRequestSchema,
   InterruptRequestSchema,
@@ -214,7 +214,7 @@ export const CellEventSchema = v.variant("type", [
 export type CellEvent = v.InferOutput<typeof CellEventSchema>;
 
 /** The kernel process as the worker sees it (reported on every change). */
-export const KernelStatusSchema = v.pipe(
+const KernelStatusSchema = v.pipe(
   v.object({
     state: v.picklist(["stopped", "running", "dead"]),
     /**
@@ -253,7 +253,7 @@ const ErrorResponseSchema = v.pipe(
   v.readonly(),
 );
 
-export const WorkerResponseSchema = v.variant("kind", [
+const WorkerResponseSchema = v.variant("kind", [
   ProbeWorkspaceResponseSchema,
   ExecResponseSchema,
   InterruptResponseSchema,
@@ -269,7 +269,7 @@ export type ErrorResponse = v.InferOutput<typeof ErrorResponseSchema>;
 /** The response kind that answers request `R`. */
 export type ResponseFor<R extends WorkerRequest> = Extract<WorkerResponse, { kind: R["kind"] }>;
 
-export const GatewayMessageSchema = v.variant("kind", [
+const GatewayMessageSchema = v.variant("kind", [
   v.pipe(
     v.object({
       kind: v.literal("welcome"),
@@ -292,7 +292,7 @@ export const GatewayMessageSchema = v.variant("kind", [
 /** gateway → worker, after the handshake. */
 export type GatewayMessage = v.InferOutput<typeof GatewayMessageSchema>;
 
-export const WorkerMessageSchema = v.variant("kind", [
+const WorkerMessageSchema = v.variant("kind", [
   v.pipe(v.object({ kind: v.literal("heartbeat") }), v.readonly()),
   /** Output of the `exec` request `id`, sent before its `response`, in order. */
   v.pipe(v.object({ kind: v.literal("event"), id: count, event: CellEventSchema }), v.readonly()),

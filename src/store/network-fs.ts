@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { isWithin } from "../orchestration/layout.ts";
 
 /** Filesystem types (mountinfo's field after " - ") where SQLite's WAL locking fails. */
-export const NETWORK_FILESYSTEM_TYPES: ReadonlySet<string> = new Set([
+const NETWORK_FILESYSTEM_TYPES: ReadonlySet<string> = new Set([
   "nfs",
   "nfs4",
   "cifs",

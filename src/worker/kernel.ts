@@ -110,11 +110,7 @@ interface Running extends Cell {
   readonly restarted: boolean;
 }
 
-export function failedResult(
-  ename: string,
-  message: string,
-  kernelRestarted = false,
-): KernelResult {
+function failedResult(ename: string, message: string, kernelRestarted = false): KernelResult {
   return {
     status: "ERROR",
     result: null,
@@ -365,7 +361,7 @@ function describeExit(p: KernelProcess, oomBefore: number | null, oomAfter: numb
  * `memory.oom_control`), or null when the node does not say. A SIGKILL during which the count
  * rose was the OOM killer's: the one cause a user cannot otherwise tell from `kill -9`.
  */
-export function oomKillCount(fsRoot: string): number | null {
+function oomKillCount(fsRoot: string): number | null {
   try {
     const lines = readFileSync(`${fsRoot}proc/self/cgroup`, "utf8").split("\n");
     for (const line of lines) {

@@ -11,7 +11,7 @@ import { UsageError } from "../command/command.ts";
 import { jsonLog } from "../log.ts";
 import { runWorker, workerExitCode } from "./worker.ts";
 
-export const WORKER_HELP = `Usage: openai4s-worker --credential-dir DIR --rank-env NAME [options]
+const WORKER_HELP = `Usage: openai4s-worker --credential-dir DIR --rank-env NAME [options]
        openai4s worker --credential-dir DIR --rank-env NAME [options]
 
 The worker role, started by a backend on each node of an interactive session. It reads its
@@ -40,7 +40,7 @@ interface WorkerArgs {
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const RANK = /^(0|[1-9][0-9]{0,6})$/;
 
-export function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
+function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let credentialDir: string | undefined;
   let rankEnv: string | undefined;
   let graceSeconds = 60;

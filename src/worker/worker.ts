@@ -12,7 +12,7 @@
  * judge. `stop` from the gateway ends it at once.
  */
 import { isAbsolute } from "node:path";
-import type { Clock } from "../clock.ts";
+import { type Clock, pause } from "../clock.ts";
 import type { Log } from "../log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../orchestration/bootstrap.ts";
 import { readGatewayFingerprint } from "../orchestration/gateway-tls.ts";
@@ -203,21 +203,9 @@ async function dialUntil(
       options.log.info("worker: gateway not reachable yet", { attempt, message: last });
     }
     const jittered = backoffMs * (0.8 + 0.4 * Math.random());
-    await sleep(Math.min(jittered, Math.max(0, deadline - options.clock.now())), signal);
+    await pause(Math.min(jittered, Math.max(0, deadline - options.clock.now())), signal);
     backoffMs = Math.min(backoffMs * 2, maxBackoffMs);
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 type ServeEnd =

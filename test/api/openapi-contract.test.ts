@@ -19,7 +19,8 @@ import {
   WorkloadListSchema,
   WorkloadSchema,
 } from "../../src/api/view-schemas.ts";
-import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
+import { type Harness, harness } from "../support/api-harness.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -2,13 +2,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { IsolationVerdict } from "../../src/orchestration/ports.ts";
-import {
-  fakeBackend,
-  type Harness,
-  harness,
-  problemOf,
-  snapshotFiles,
-} from "../support/api-harness.ts";
+import { type Harness, harness, problemOf, snapshotFiles } from "../support/api-harness.ts";
+import { eventually } from "../support/eventually.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {
@@ -235,13 +231,20 @@ describe("Idempotency-Key", () => {
     // The isolation check is the await between the key lookup and the insert; holding it
     // lets both requests pass the lookup before either inserts.
     const gate = Promise.withResolvers<IsolationVerdict>();
+    let checks = 0;
     const h = make({
-      backend: fakeBackend({ verifySessionIsolation: () => gate.promise }),
+      backend: fakeBackend({
+        verifySessionIsolation: () => {
+          checks++;
+          return gate.promise;
+        },
+      }),
     });
     const body = { kind: "SESSION", profile: "interactive" };
     const a = h.post("/v1/workloads", body, { "Idempotency-Key": "race" });
     const b = h.post("/v1/workloads", body, { "Idempotency-Key": "race" });
-    await Bun.sleep(0);
+    // Both requests hold at the gate, past the key lookup, before either may insert.
+    await eventually(() => checks === 2, { what: "both requests at the isolation check" });
     gate.resolve({ kind: "Verified", mechanism: "test" });
     const [ra, rb] = await Promise.all([a, b]);
     expect([ra.status, rb.status].sort()).toEqual([200, 201]);
@@ -252,8 +255,14 @@ describe("Idempotency-Key", () => {
 
   test("racing on one key with different bodies: the loser gets 409", async () => {
     const gate = Promise.withResolvers<IsolationVerdict>();
+    let checks = 0;
     const h = make({
-      backend: fakeBackend({ verifySessionIsolation: () => gate.promise }),
+      backend: fakeBackend({
+        verifySessionIsolation: () => {
+          checks++;
+          return gate.promise;
+        },
+      }),
     });
     const a = h.post(
       "/v1/workloads",
@@ -267,7 +276,8 @@ describe("Idempotency-Key", () => {
       { kind: "SESSION", profile: "interactive", name: "other" },
       { "Idempotency-Key": "race2" },
     );
-    await Bun.sleep(0);
+    // Both requests hold at the gate, past the key lookup, before either may insert.
+    await eventually(() => checks === 2, { what: "both requests at the isolation check" });
     gate.resolve({ kind: "Verified", mechanism: "test" });
     const statuses = (await Promise.all([a, b])).map((r) => r.status).sort();
     expect(statuses).toEqual([201, 409]);

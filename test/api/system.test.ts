@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { openApiDocument } from "../../src/api/system/openapi.ts";
-import { fakeBackend, type Harness, harness, PROFILES, problemOf } from "../support/api-harness.ts";
+import { type Harness, harness, problemOf } from "../support/api-harness.ts";
+import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

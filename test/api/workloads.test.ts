@@ -10,7 +10,8 @@ import type {
   SessionService,
 } from "../../src/orchestration/session/session-service.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
-import { fakeBackend, type Harness, harness, problemOf } from "../support/api-harness.ts";
+import { type Harness, harness, problemOf } from "../support/api-harness.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {

@@ -13,8 +13,9 @@ import { UsageError } from "../../src/command/command.ts";
 import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import type { ExecOutcome } from "../../src/orchestration/session/session-service.ts";
 import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
-import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
+import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 import { tempDir } from "../support/temp-dir.ts";
 
 const open: Harness[] = [];

@@ -5,8 +5,9 @@
 import { afterEach, expect, test } from "bun:test";
 import { createExecCommand } from "../../src/cli/exec.ts";
 import type { ExecOutput } from "../../src/orchestration/session/session-service.ts";
-import { fakeBackend, type Harness, harness } from "../support/api-harness.ts";
+import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
 let h: Harness;
 afterEach(() => h?.close());

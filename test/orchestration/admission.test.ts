@@ -12,41 +12,15 @@ import {
   requestHash,
   type Submission,
 } from "../../src/orchestration/admission.ts";
-import type { ResourceProfile } from "../../src/orchestration/models.ts";
 import type { AdmissionStore } from "../../src/orchestration/ports/admission-store.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
 import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
 import { openDatabase } from "../../src/store/index.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
-const PROFILES: readonly ResourceProfile[] = [
-  {
-    name: "default",
-    description: "batch only",
-    kinds: ["BATCH"],
-    resources: { nodes: 1, cpus: 2, gpus: 0, memoryMb: null, timeLimitSeconds: 3600 },
-  },
-  {
-    name: "interactive",
-    description: "sessions",
-    kinds: ["SESSION", "BATCH"],
-    resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb: 1024, timeLimitSeconds: null },
-  },
-];
-
+/** Only profiles and the isolation question: admission must not move a job. */
 function backend(isolation?: () => Promise<IsolationVerdict>): AllocationBackend {
-  const never = (what: string) => async (): Promise<never> => {
-    throw new Error(`admission must not call backend.${what}`);
-  };
-  return {
-    name: "test",
-    profiles: () => PROFILES,
-    submit: never("submit"),
-    observe: never("observe"),
-    cancel: never("cancel"),
-    findByToken: never("findByToken"),
-    diagnostics: never("diagnostics"),
-    ...(isolation ? { verifySessionIsolation: isolation } : {}),
-  } as AllocationBackend;
+  return fakeBackend(isolation ? { verifySessionIsolation: isolation } : {});
 }
 
 const batch: Submission = {

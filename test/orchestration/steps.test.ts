@@ -6,27 +6,20 @@ import {
   submissionToken,
   type Workload,
 } from "../../src/orchestration/models.ts";
-import type { AllocationBackend, TaskResult } from "../../src/orchestration/ports.ts";
+import type { TaskResult } from "../../src/orchestration/ports.ts";
 import { placeStep } from "../../src/orchestration/steps.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
-const base = {
-  name: "test",
+const base = fakeBackend({ name: "test", profiles: () => [] });
+const withSteps = fakeBackend({
   profiles: () => [],
-  submit: async () => new Map(),
-  observe: async () => ({ kind: "Observed", observations: new Map() }),
-  cancel: async () => new Map(),
-  findByToken: async () => new Map(),
-  diagnostics: async () => ({ backend: "test", healthy: true, message: "", calls: {} }),
-} as unknown as AllocationBackend;
-const withSteps = {
-  ...base,
   runTask: async (): Promise<TaskResult> => ({
     kind: "Completed",
     exitCode: 0,
     stdout: "",
     stderr: "",
   }),
-} as AllocationBackend;
+});
 
 function workload(overrides: Partial<Workload> = {}): Workload {
   return {

@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { manualClock, manualTimeline } from "../../src/clock.ts";
+import { manualClock, manualTimeline, systemTimers, type Timers } from "../../src/clock.ts";
 import { type Credential, signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
@@ -53,6 +53,21 @@ function setup(overrides: GatewayOverrides = {}): Harness {
   h.expectations.set("alloc-1", { epoch: 2, ranks: 2, fenced: false });
   harnesses.push(h);
   return h;
+}
+
+/**
+ * Real timers that count the handshake deadlines the gateway arms, one per connection it
+ * takes into handshake: the observable that orders a test's connects without a sleep.
+ */
+function handshakesAccepted(handshakeTimeoutMs: number): Timers & { count(): number } {
+  let armed = 0;
+  return {
+    after(delayMs, fn) {
+      if (delayMs === handshakeTimeoutMs) armed++;
+      return systemTimers.after(delayMs, fn);
+    },
+    count: () => armed,
+  };
 }
 
 function good(h: Harness, claims: { epoch?: number; rank?: number; allocationId?: string } = {}) {
@@ -283,13 +298,15 @@ describe("refusals", () => {
   });
 
   test("past maxPendingHandshakes the oldest silent peer is closed without a byte", async () => {
-    const h = setup({ maxPendingHandshakes: 1, handshakeTimeoutMs: 5000 });
+    const accepted = handshakesAccepted(5000);
+    const h = setup({ maxPendingHandshakes: 1, handshakeTimeoutMs: 5000, timers: accepted });
     const timed = (p: ReturnType<typeof rawExchange>) => {
       const started = performance.now();
       return p.then((r) => ({ ...r, elapsedMs: performance.now() - started }));
     };
     const hanging = timed(rawExchange(h.gateway.address, [], { waitMs: 3000 }));
-    await Bun.sleep(50);
+    // The newcomer must come second: wait until the gateway took the first into handshake.
+    expect(await until(() => accepted.count() === 1)).toBe(true);
     const newcomer = timed(rawExchange(h.gateway.address, [], { waitMs: 600 }));
     const old = await hanging;
     expect(old.received.length).toBe(0);
@@ -300,11 +317,13 @@ describe("refusals", () => {
   });
 
   test("idle peers holding every handshake slot cannot keep a worker out", async () => {
-    const h = setup({ maxPendingHandshakes: 4, handshakeTimeoutMs: 5000 });
+    const accepted = handshakesAccepted(5000);
+    const h = setup({ maxPendingHandshakes: 4, handshakeTimeoutMs: 5000, timers: accepted });
     const squatters = Array.from({ length: 8 }, () =>
       rawExchange(h.gateway.address, [], { waitMs: 800 }),
     );
-    await Bun.sleep(100);
+    // The worker must come after every squatter: all eight were taken into handshake.
+    expect(await until(() => accepted.count() === 8)).toBe(true);
     const frames = await presentRaw(h, good(h, { rank: 0 }));
     expect(parseGatewayMessage(frames[0])).toMatchObject({ kind: "welcome", rank: 0 });
     await Promise.all(squatters);

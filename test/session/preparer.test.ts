@@ -21,6 +21,7 @@ import {
   workspaceMarkerPath,
 } from "../../src/orchestration/session/preparer.ts";
 import { getAllocation, getWorkload } from "../../src/store/index.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 import {
   loseAttempt,
   newWorkload,
@@ -53,27 +54,20 @@ function backend(
   isolation: "missing" | IsolationVerdict | "throws",
   nodes = 1,
 ): AllocationBackend & { isolationCalls: number } {
-  const unused = () => {
-    throw new Error("not used by the preparer");
-  };
-  const b = {
-    name: "fake",
-    isolationCalls: 0,
-    profiles: () => [profile(nodes)],
-    submit: unused,
-    observe: unused,
-    cancel: unused,
-    findByToken: unused,
-    diagnostics: unused,
-  };
-  if (isolation === "missing") return b;
-  return Object.assign(b, {
-    async verifySessionIsolation(): Promise<IsolationVerdict> {
-      b.isolationCalls += 1;
-      if (isolation === "throws") throw new Error("probe crashed");
-      return isolation;
-    },
-  });
+  const b: AllocationBackend & { isolationCalls: number } = Object.assign(
+    fakeBackend({
+      profiles: () => [profile(nodes)],
+      ...(isolation !== "missing" && {
+        async verifySessionIsolation(): Promise<IsolationVerdict> {
+          b.isolationCalls += 1;
+          if (isolation === "throws") throw new Error("probe crashed");
+          return isolation;
+        },
+      }),
+    }),
+    { isolationCalls: 0 },
+  );
+  return b;
 }
 
 const VERIFIED: IsolationVerdict = { kind: "Verified", mechanism: "test" };

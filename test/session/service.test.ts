@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { manualTimeline } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
 import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.ts";
@@ -149,6 +150,7 @@ describe("session service: exec", () => {
   });
 
   test("a caller that went away gets its cell interrupted after the grace, not before", async () => {
+    const timeline = manualTimeline();
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
     gw.connect(a, prepared(id, a), 0);
@@ -168,12 +170,15 @@ describe("session service: exec", () => {
       gateway: gw,
       log: silentLog,
       disconnectGraceMs: 50,
+      timers: timeline,
     });
     const client = new AbortController();
     const running = service.exec(id, "while True: pass", { signal: client.signal });
     const cell = (gw.sent.at(-1)?.request as { cell?: string } | undefined)?.cell;
     client.abort();
+    timeline.advance(49);
     expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false); // grace first
+    timeline.advance(1);
     await eventually(() => gw.sent.some((r) => r.request.kind === "interrupt"), {
       timeoutMs: 5000,
     });
@@ -186,6 +191,7 @@ describe("session service: exec", () => {
   });
 
   test("an exec that answers within the grace is not interrupted", async () => {
+    const timeline = manualTimeline();
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
     gw.connect(a, prepared(id, a), 0);
@@ -195,12 +201,13 @@ describe("session service: exec", () => {
       gateway: gw,
       log: silentLog,
       disconnectGraceMs: 0,
+      timers: timeline,
     });
     const client = new AbortController();
     client.abort();
     expect((await service.exec(id, "1", { signal: client.signal })).kind).toBe("Ok");
-    await Bun.sleep(0); // let a (wrongly) armed zero-delay timer fire
-    await Bun.sleep(0);
+    expect(timeline.pending()).toBe(0); // the grace was disarmed with the answer
+    timeline.advance(1000); // and a (wrongly) armed one would fire now
     expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false);
   });
 

@@ -11,73 +11,12 @@ import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { storeBackup } from "../../src/daemon/store-backup.ts";
 import { memoryLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
-import type { ResourceProfile, SubmissionToken } from "../../src/orchestration/models.ts";
-import type {
-  AllocationBackend,
-  BackendDiagnostics,
-  CancelResult,
-  FindResult,
-  LaunchSandboxReporter,
-  ObserveResult,
-  SessionIsolationProvider,
-  SubmitResult,
-  TaskRunner,
-  TerminalAllocationAcknowledger,
-} from "../../src/orchestration/ports.ts";
+import type { AllocationBackend } from "../../src/orchestration/ports.ts";
 import type { SessionService } from "../../src/orchestration/session/session-service.ts";
+import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
 import { openDatabase, type StoreDeps } from "../../src/store/index.ts";
+import { fakeBackend } from "./fake-backend.ts";
 import { makeTempDir, removeDir } from "./temp-dir.ts";
-
-export const PROFILES: readonly ResourceProfile[] = [
-  {
-    name: "default",
-    description: "This machine",
-    kinds: ["BATCH"],
-    resources: { nodes: 1, cpus: 2, gpus: 0, memoryMb: null, timeLimitSeconds: 3600 },
-  },
-  {
-    name: "interactive",
-    description: "Sessions",
-    kinds: ["SESSION", "BATCH"],
-    resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb: 1024, timeLimitSeconds: null },
-  },
-];
-
-/**
- * The optional capabilities a backend may carry, each found by its type guard in ports.ts.
- * A fake that takes them typed (not cast `as never`) breaks at compile time when one changes.
- */
-export type OptionalCapabilities = Partial<
-  SessionIsolationProvider & TaskRunner & TerminalAllocationAcknowledger & LaunchSandboxReporter
->;
-
-/** A backend the API may only ask for profiles and diagnostics; anything else fails loudly. */
-export function fakeBackend(
-  overrides: Partial<AllocationBackend> & OptionalCapabilities = {},
-): AllocationBackend & OptionalCapabilities & { readonly calls: string[] } {
-  const calls: string[] = [];
-  const refuse = (what: string) => {
-    calls.push(what);
-    throw new Error(`the API must not call backend.${what}`);
-  };
-  return {
-    name: "fake",
-    calls,
-    profiles: () => PROFILES,
-    submit: async (): Promise<ReadonlyMap<SubmissionToken, SubmitResult>> => refuse("submit"),
-    observe: async (): Promise<ObserveResult> => refuse("observe"),
-    cancel: async (): Promise<ReadonlyMap<string, CancelResult>> => refuse("cancel"),
-    findByToken: async (): Promise<ReadonlyMap<SubmissionToken, FindResult>> =>
-      refuse("findByToken"),
-    diagnostics: async (): Promise<BackendDiagnostics> => ({
-      backend: "fake",
-      healthy: true,
-      message: "fine",
-      calls: { observe: 3 },
-    }),
-    ...overrides,
-  };
-}
 
 export interface Harness {
   readonly dir: string;
@@ -149,6 +88,7 @@ export function harness(
   };
   const deps: ApiDeps = {
     store,
+    admission: bindAdmissionStore(store),
     backend: options.backend ?? fakeBackend(),
     reconciler: {
       wake: () => {

@@ -150,13 +150,13 @@ export interface RawExchange {
 }
 
 /**
- * Connects, writes `chunks` (pausing `gapMs` between them), optionally shuts down our write
- * side, and records everything until the gateway closes or `waitMs` passes.
+ * Connects, writes `chunks`, optionally shuts down our write side, and records everything
+ * until the gateway closes or `waitMs` passes.
  */
 export async function rawExchange(
   address: string,
   chunks: readonly Uint8Array[],
-  options: { readonly shutdown?: boolean; readonly waitMs?: number; readonly gapMs?: number } = {},
+  options: { readonly shutdown?: boolean; readonly waitMs?: number } = {},
 ): Promise<RawExchange> {
   const { hostname, port } = hostPort(address);
   const parts: Uint8Array[] = [];
@@ -190,10 +190,7 @@ export async function rawExchange(
       },
     },
   });
-  for (const [i, chunk] of chunks.entries()) {
-    if (i > 0 && options.gapMs) await Bun.sleep(options.gapMs);
-    writeAll(socket, chunk);
-  }
+  for (const chunk of chunks) writeAll(socket, chunk);
   const sentAt = performance.now();
   if (options.shutdown) socket.shutdown();
   const deadline = Bun.sleep(options.waitMs ?? 3000);

@@ -41,6 +41,7 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../../src/orchestration/ports.ts";
+import type { OptionalCapabilities } from "./fake-backend.ts";
 
 export type SubmitFault = "UNKNOWN_AFTER_CREATE" | "UNKNOWN_WITHOUT_CREATE" | "REJECT";
 
@@ -107,11 +108,13 @@ export interface SimulatedBackendOptions {
    * logged and reported after the cursor it happened behind.
    */
   readonly reportsChanges?: boolean;
+  /** Capabilities put on the port as given, over the ones above (e.g. a task runner). */
+  readonly capabilities?: OptionalCapabilities;
 }
 
 export interface SimulatedBackend {
-  /** The port to hand to the code under test. */
-  readonly backend: AllocationBackend;
+  /** The port to hand to the code under test, with the capabilities it was made with. */
+  readonly backend: AllocationBackend & OptionalCapabilities;
   /** Calls per operation since creation (or `resetCalls`). */
   readonly calls: Readonly<Record<SimOperation, number>>;
   readonly log: readonly SimCall[];
@@ -478,6 +481,7 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
       ...base,
       ...(options.acknowledger ? acknowledger : {}),
       ...(options.reportsChanges === true ? { observeChanges } : {}),
+      ...options.capabilities,
     },
     calls,
     log,

@@ -14,7 +14,7 @@ import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
 import { fileStream } from "./file-stream.ts";
 
-export const BACKUP_CONTENT_TYPE = "application/vnd.sqlite3";
+const BACKUP_CONTENT_TYPE = "application/vnd.sqlite3";
 /** One header per file to keep beside the copy: `NAME PATH`. */
 export const KEEP_BESIDE_HEADER = "Openai4s-Keep-Beside";
 

@@ -12,7 +12,7 @@
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 
-export const LOG_CHUNK_BYTES = 64 * 1024;
+const LOG_CHUNK_BYTES = 64 * 1024;
 
 export type OpenedLog =
   | { readonly kind: "Opened"; readonly handle: FileHandle; readonly sizeBytes: number }

@@ -36,8 +36,8 @@ export const LIMITS = {
  * alphanumeric so a name can never read as an option (`-x`) or a hidden file.
  */
 /** One pattern for a name, whoever checks it (the schema here, the default in admission). */
-export const NAME_PATTERN = WORKLOAD_NAME_PATTERN;
-export const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const NAME_PATTERN = WORKLOAD_NAME_PATTERN;
+const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The daemon's own launch variables use this prefix; a user value must not shadow them. */
 export const RESERVED_ENV_PREFIX = "OPENAI4S_";
 /** Printable ASCII without spaces: a key is an opaque token a client chose. */
@@ -204,7 +204,7 @@ const decimalFrom = (min: number, max: number) =>
     v.maxValue(max),
   );
 
-export const LOG_STREAMS = ["stdout", "stderr"] as const;
+const LOG_STREAMS = ["stdout", "stderr"] as const;
 
 export const LogsQuery = v.strictObject({
   stream: v.optional(

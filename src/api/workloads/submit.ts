@@ -11,7 +11,6 @@ import {
   normalizeSubmission,
   type Submission,
 } from "../../orchestration/admission.ts";
-import { bindAdmissionStore } from "../../store/adapters/admission-store.ts";
 import type { ApiDeps } from "../deps.ts";
 import { ApiError, validationFailed } from "../problem.ts";
 import { mintWorkloadId } from "./ids.ts";
@@ -44,7 +43,7 @@ export function normalize(body: SubmitBody): Submission {
  * (400 validation-failed with the fields, 409 idempotency-key-reused, 409
  * isolation-unavailable with its reason code).
  */
-export function admissionProblem(refusal: AdmissionRefusal): ApiError {
+function admissionProblem(refusal: AdmissionRefusal): ApiError {
   switch (refusal.reason) {
     case "INVALID":
       return validationFailed(refusal.fields);
@@ -78,7 +77,7 @@ export async function submitWorkload(
 ): Promise<SubmitOutcome> {
   const outcome = await admitWorkload(
     {
-      store: bindAdmissionStore(deps.store),
+      store: deps.admission,
       backend: deps.backend,
       newWorkloadId: deps.newWorkloadId ?? mintWorkloadId,
     },

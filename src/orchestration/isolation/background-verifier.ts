@@ -22,7 +22,7 @@ export interface VerifierSchedule {
   after(delayMs: number, fn: () => void): () => void;
 }
 
-export const timerSchedule: VerifierSchedule = {
+const timerSchedule: VerifierSchedule = {
   after(delayMs, fn) {
     const timer = setTimeout(fn, delayMs);
     timer.unref?.();

@@ -39,14 +39,14 @@ import { dropArgv, envArgv, prepareOwnership } from "./launch-argv.ts";
 import { runIsolationProbe } from "./probe.ts";
 
 /** Read-only system directories; bound only when they exist where the launch runs. */
-export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"] as const;
+const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"] as const;
 
 /**
  * The /etc entries programs need (name service, loader, TLS roots, time zone, locale,
  * Python's and matplotlib's config), each bound read-only when it exists. Everything else
  * of /etc is absent: shadow, gshadow, sudoers*, ssh host keys, munge and scheduler secrets.
  */
-export const ETC_ALLOWLIST = [
+const ETC_ALLOWLIST = [
   "passwd",
   "group",
   "nsswitch.conf",

@@ -15,8 +15,8 @@ import { join } from "node:path";
 import type { JobEnv, LaunchWrapper, OwnedPaths, RunAs } from "../sandbox.ts";
 
 /** coreutils' env and util-linux's setpriv, at their Debian/RHEL paths (also on nodes). */
-export const ENV_PROGRAM = "/usr/bin/env";
-export const SETPRIV_PROGRAM = "/usr/bin/setpriv";
+const ENV_PROGRAM = "/usr/bin/env";
+const SETPRIV_PROGRAM = "/usr/bin/setpriv";
 
 /** What host-side helpers (bwrap, setpriv, env) are started with: nothing a request chose. */
 export const HELPER_ENV: Readonly<Record<string, string>> = {

@@ -242,7 +242,7 @@ function privilegeProblems(lines: readonly string[]): string[] {
 /** Per stream: the probe prints a few lines; more is not a probe talking. */
 const PROBE_OUTPUT_CAP_BYTES = 64 * 1024;
 
-export const LOCAL_MECHANISM =
+const LOCAL_MECHANISM =
   "bubblewrap (private mount, PID and IPC namespaces, unprivileged uid, no capabilities)";
 
 export async function runIsolationProbe(options: ProbeOptions): Promise<IsolationVerdict> {

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import type { RunAs } from "../sandbox.ts";
 
 export const RUN_AS_ENV = "OPENAI4S_RUN_AS";
-export const DEFAULT_RUN_AS = "nobody";
+const DEFAULT_RUN_AS = "nobody";
 /** nobody/nogroup on Debian and most Linux distributions. */
 const NOBODY_ID = 65534;
 

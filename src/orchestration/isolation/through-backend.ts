@@ -17,7 +17,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import type { Clock } from "../../clock.ts";
+import { type Clock, pause } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../layout.ts";
@@ -82,21 +82,6 @@ const STOPPED: ProbeOutcome = {
   kind: "Inconclusive",
   message: "the isolation probe was stopped before it ended (shutting down)",
 };
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal === undefined) return Bun.sleep(ms);
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
-}
 
 /**
  * One probe allocation, judged. Inconclusive when the deadline came before the probe ever
@@ -216,7 +201,7 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
  * `launchEnv`: variables the backend's own launch sets for every job (a deadline read when
  * the job starts), inherited by name when set.
  */
-export function wrapLaunch(
+function wrapLaunch(
   launch: Launch,
   wrapper: LaunchWrapper,
   paths: SandboxPaths,

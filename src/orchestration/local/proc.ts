@@ -69,7 +69,7 @@ export function readBootId(): string {
   return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
 }
 
-export function isDeadState(state: string): boolean {
+function isDeadState(state: string): boolean {
   return state === "Z" || state === "X" || state === "x";
 }
 

@@ -130,7 +130,7 @@ export type CancelRequest = v.InferOutput<typeof cancelRequestSchema>;
  * The most a job file may weigh: a record carries argv and env (bounded by the API's own
  * limits far below this), the others a few numbers. A larger file is not one we wrote.
  */
-export const JOB_FILE_MAX_BYTES = 4 * 1024 * 1024;
+const JOB_FILE_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
  * Reads and validates one JSON file of a job directory; null when it does not exist. A file

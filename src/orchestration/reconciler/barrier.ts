@@ -59,7 +59,7 @@ type BackendStand =
       readonly observation: AllocationObservation | undefined;
     };
 
-export function stopIntentOf(w: Workload): StopIntent {
+function stopIntentOf(w: Workload): StopIntent {
   if (w.desired.kind === "STOP") return { reason: w.desired.reason, message: w.desired.message };
   throw new Error(`workload ${w.id} is not asked to stop`);
 }

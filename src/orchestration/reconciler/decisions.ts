@@ -24,7 +24,7 @@ type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
  * one; COMPLETED's is EXITED_ZERO (the process exited with status 0, which is all COMPLETED
  * may ever claim).
  */
-export const DEFAULT_TERMINAL_REASON: Readonly<Record<TerminalPhase, Reason>> = {
+const DEFAULT_TERMINAL_REASON: Readonly<Record<TerminalPhase, Reason>> = {
   COMPLETED: "EXITED_ZERO",
   FAILED: "NONZERO_EXIT",
   CANCELLED: "CANCELLED_BY_BACKEND",
@@ -78,7 +78,7 @@ export type AttemptOutcome =
  * say "the resources went away under it" (LOST, NODE_FAILURE, PREEMPTED) earn a new attempt,
  * and only while attempts are left: a job that failed on its own would fail again.
  */
-export function outcomeOfAttempt(w: Workload, ending: Ending): AttemptOutcome {
+function outcomeOfAttempt(w: Workload, ending: Ending): AttemptOutcome {
   if (RECOVERABLE_REASONS.has(ending.reason) && w.executionEpoch < w.maxAttempts) {
     return {
       kind: "Retry",

@@ -23,7 +23,7 @@ export function warningLeads(profiles: readonly ResourceProfile[]): (profile: st
 }
 
 /** "4 min 30 s", "45 s": how a person reads time left. */
-export function formatSecondsLeft(seconds: number): string {
+function formatSecondsLeft(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
   if (s < 60) return `${s} s`;
   const minutes = Math.floor(s / 60);

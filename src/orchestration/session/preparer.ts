@@ -23,7 +23,7 @@ import type { Allocation, Workload } from "../models.ts";
 import { type AllocationBackend, sessionIsolationVerdict } from "../ports.ts";
 
 /** The marker's file name inside the session's workspace. */
-export const WORKSPACE_MARKER_FILE = ".openai4s-workspace-marker";
+const WORKSPACE_MARKER_FILE = ".openai4s-workspace-marker";
 /** What the preparer records about an attempt, in its allocation directory. */
 export const SESSION_ATTEMPT_FILE = "session-attempt.json";
 
@@ -33,7 +33,7 @@ export interface SessionAttemptRecord {
 }
 
 /** `<allocationDir>/credentials`: the directory whose path (only) is handed to the backend. */
-export function credentialDirOf(allocationDir: string): string {
+function credentialDirOf(allocationDir: string): string {
   return join(allocationDir, "credentials");
 }
 
@@ -58,7 +58,7 @@ export function workspaceMarker(key: SigningKey, allocationId: string, epoch: nu
  * The most an attempt record may weigh: the daemon writes `{"ranks":N}`. Anything larger
  * is not ours and is refused without being read into memory.
  */
-export const SESSION_ATTEMPT_MAX_BYTES = 4096;
+const SESSION_ATTEMPT_MAX_BYTES = 4096;
 
 /**
  * The most ranks any record may claim whatever the profile: a bound before the profile's

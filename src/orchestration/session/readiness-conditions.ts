@@ -6,7 +6,7 @@
 import type { ConditionStatus, ConditionType, Workload } from "../models.ts";
 
 /** The four readiness conditions, in the order READY names the first missing one. */
-export const READINESS_ORDER = [
+const READINESS_ORDER = [
   "ALLOCATION_RUNNING",
   "WORKER_CONNECTED",
   "WORKSPACE_VISIBLE",

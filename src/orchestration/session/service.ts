@@ -4,6 +4,7 @@
  * dial in), and the session half of the cancel barrier.
  */
 import { randomUUID } from "node:crypto";
+import { systemTimers, type Timers } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
@@ -37,6 +38,8 @@ export interface SessionServiceOptions {
    * and a runaway cell would hold every later exec behind it.
    */
   readonly disconnectGraceMs?: number;
+  /** Where the disconnect grace waits (tests: a manual timeline). Default: real timers. */
+  readonly timers?: Timers;
   /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
   readonly onWorkerLost?: () => void;
 }
@@ -60,6 +63,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const { store, gateway } = options;
   const execTimeoutMs = options.execTimeoutMs ?? 10 * 60 * 1000;
   const disconnectGraceMs = options.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+  const timers = options.timers ?? systemTimers;
 
   function locate(workloadId: string): Located {
     const workload = store.getWorkload(workloadId);
@@ -114,13 +118,14 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       };
       // The caller left: give it a moment (a flaky link, a reload), then stop this cell, and
       // only this cell: a later exec queued behind it must not be the one interrupted.
-      let abandoned: ReturnType<typeof setTimeout> | null = null;
+      // A holder, not a `let`: TypeScript cannot see the callback assign it.
+      const abandoned: { cancel: (() => void) | null } = { cancel: null };
       const onAbort = () => {
-        abandoned ??= setTimeout(() => {
+        abandoned.cancel ??= timers.after(disconnectGraceMs, () => {
           void interruptCell(current, cell).then((interrupted) =>
             options.log.info("exec abandoned by its caller", { workloadId, interrupted }),
           );
-        }, disconnectGraceMs);
+        });
       };
       if (signal?.aborted) onAbort();
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -136,7 +141,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         );
       } finally {
         signal?.removeEventListener("abort", onAbort);
-        if (abandoned) clearTimeout(abandoned);
+        abandoned.cancel?.();
       }
       switch (outcome.kind) {
         case "Answered": {

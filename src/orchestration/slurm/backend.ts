@@ -126,11 +126,11 @@ export interface SlurmBackendOptions {
 }
 
 export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-export const DEFAULT_JOB_LANG = "C.UTF-8";
-export const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
-export const DEFAULT_LOST_GRACE_MS = 60_000;
-export const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
-export const DEFAULT_USAGE_GRACE_MS = 30_000;
+const DEFAULT_JOB_LANG = "C.UTF-8";
+const DEFAULT_ACCOUNTING_LOOKBACK_SECONDS = 7 * 86_400;
+const DEFAULT_LOST_GRACE_MS = 60_000;
+const DEFAULT_LOST_MIN_OBSERVATIONS = 3;
+const DEFAULT_USAGE_GRACE_MS = 30_000;
 /** How long before its limit a job is warned (SIGURG) unless its profile says otherwise. */
 export const DEFAULT_WARN_BEFORE_LIMIT_SECONDS = 300;
 

@@ -24,7 +24,7 @@ export function shellQuote(arg: string): QuoteResult {
 }
 
 /** Quotes every argument and joins them with single spaces, or names the first bad one. */
-export function shellQuoteAll(argv: readonly string[]): QuoteResult {
+function shellQuoteAll(argv: readonly string[]): QuoteResult {
   const parts: string[] = [];
   for (const [index, arg] of argv.entries()) {
     const quoted = shellQuote(arg);
@@ -63,7 +63,7 @@ export type RenderResult =
  * cannot even find the worker binary (measured: "execve(): ...: No such file or directory").
  * `--kill-on-bad-exit=1`: one dead worker ends the step, so a gang never runs half-present.
  */
-export function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): readonly string[] {
+function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): readonly string[] {
   return [
     body.launcher,
     "--export=ALL",

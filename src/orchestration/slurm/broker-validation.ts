@@ -12,18 +12,18 @@ export const VALID: Validation = { kind: "Valid" };
 export const invalid = (message: string): Validation => ({ kind: "Invalid", message });
 
 /** Job names and comments: our tokens and nothing that could separate fields or options. */
-export const JOB_LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const JOB_LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /**
  * Partition, QoS, account: administrator-chosen names. No comma (a comma makes a list: a
  * second partition the administrator did not choose), no colon, no spaces.
  */
 export const SCHEDULER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /**
  * Credential-shaped names (the project-wide rule, src/orchestration/env-policy.ts), checked
  * again here because the broker is where a value would become visible to `scontrol show job`.
  */
-export const CREDENTIAL_NAME_PATTERN = CREDENTIAL_ENV_NAME_PATTERN;
+const CREDENTIAL_NAME_PATTERN = CREDENTIAL_ENV_NAME_PATTERN;
 /**
  * Variables the scheduler's own tools read inside the job (an in-job srun obeys SLURM_NTASKS,
  * SRUN_*, ...): setting them would change how the allocation's tasks start.
@@ -71,7 +71,7 @@ export function validateEnvName(name: string): Validation {
   return VALID;
 }
 
-export function validateEnvValue(name: string, value: string): Validation {
+function validateEnvValue(name: string, value: string): Validation {
   if (value.length > MAX_ENV_VALUE_CHARS) {
     return invalid(`environment variable ${name} is longer than ${MAX_ENV_VALUE_CHARS} characters`);
   }

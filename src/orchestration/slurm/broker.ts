@@ -60,7 +60,7 @@ import {
   type QueueRow,
 } from "./parse.ts";
 
-export const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
+const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
 export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
 
 export type SlurmErrorKind =
@@ -99,7 +99,7 @@ export type BrokerResult<T> =
  * own error lines. sbatch's "Batch job submission failed: Socket timed out ..." is here on
  * purpose: the job may well exist, so it must be Unknown, never Rejected.
  */
-export const UNREACHABLE_PATTERNS: readonly RegExp[] = [
+const UNREACHABLE_PATTERNS: readonly RegExp[] = [
   /unable to contact slurm controller/i,
   /socket timed out/i,
   /connection refused/i,
@@ -153,7 +153,7 @@ export type Completed = Extract<ProcessOutcome, { kind: "Exited" }>;
  * Turns a process outcome into "it ran to an exit" or a classified failure (never ran, ran out
  * of time, said too much). Whether the exit means an answer is the next question.
  */
-export function classifyOutcome(
+function classifyOutcome(
   command: SlurmCommand,
   outcome: ProcessOutcome,
   limits: { readonly timeoutMs: number; readonly maxOutputBytes: number },
@@ -179,10 +179,7 @@ export function classifyOutcome(
 }
 
 /** Only exit 0 is an answer to parse; a nonzero exit is unreachable or refused by its text. */
-export function requireSuccess(
-  command: SlurmCommand,
-  completed: Completed,
-): BrokerResult<Completed> {
+function requireSuccess(command: SlurmCommand, completed: Completed): BrokerResult<Completed> {
   if (completed.exitCode === 0) return { kind: "Answered", value: completed };
   const text = errorLines(command, completed.stderr);
   const kind: SlurmErrorKind = isUnreachableMessage(text) ? "unreachable" : "refused";
@@ -256,8 +253,8 @@ export interface SlurmBrokerOptions {
   readonly maxOutputBytes?: number;
 }
 
-export const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
-export const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
+const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 /** How long a step gets between SIGTERM (srun forwards it and ends the step) and SIGKILL. */
 const STEP_KILL_GRACE_MS = 3_000;
 

@@ -30,7 +30,7 @@ export function needsUsage(o: AllocationObservation): o is Observed {
   );
 }
 
-export function formatBytes(bytes: number): string {
+function formatBytes(bytes: number): string {
   const mib = bytes / 1024 ** 2;
   return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${Math.round(mib)} MiB`;
 }

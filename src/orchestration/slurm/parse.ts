@@ -64,7 +64,7 @@ export function parseSbatchParsable(stdout: string): Parsed<string> {
  * Times are requested as epoch seconds (SLURM_TIME_FORMAT=%s). "N/A", "Unknown", "None",
  * empty and 0 all mean "not (yet) known".
  */
-export function parseEpochSeconds(raw: string): number | null {
+function parseEpochSeconds(raw: string): number | null {
   const t = raw.trim();
   if (!/^[0-9]{1,12}$/.test(t)) return null;
   const seconds = Number(t);

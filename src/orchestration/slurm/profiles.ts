@@ -28,7 +28,7 @@ import {
   type TomlTableNode,
 } from "./toml-subset.ts";
 
-export const PROFILE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const PROFILE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const MAX_DESCRIPTION_CHARS = 200;
 /** A cluster.toml is a page of text; anything larger is not one. */
 export const MAX_CLUSTER_CONFIG_BYTES = 1024 * 1024;
@@ -433,7 +433,7 @@ function readProfile(
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
 
-export function placementCatalog(profiles: readonly ClusterProfile[]): PlacementCatalog {
+function placementCatalog(profiles: readonly ClusterProfile[]): PlacementCatalog {
   const byName = new Map(profiles.map((p) => [p.name, p] as const));
   const publicViews = Object.freeze(profiles.map((p) => p.public()));
   return {

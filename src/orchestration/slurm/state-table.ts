@@ -102,7 +102,7 @@ type WaitReason = Extract<
  * be repaired (NODES_UNAVAILABLE), or change the request because it can never start
  * (CANNOT_START).
  */
-export const PENDING_REASON_RULES: readonly (readonly [RegExp, WaitReason])[] = [
+const PENDING_REASON_RULES: readonly (readonly [RegExp, WaitReason])[] = [
   [/^(JobHeld(Admin|User)|JobHoldMaxRequeue|held)\b/i, "HELD"],
   [
     /^(Partition(Config|NodeLimit|TimeLimit)|BadConstraints|Invalid(Account|QOS)|DependencyNeverSatisfied|AccountNotAllowed|QOSNotAllowed|Nodes?RequiredNotAvail|InactiveLimit)\b/i,
@@ -147,7 +147,7 @@ export function normaliseState(raw: string): string {
  * The exit code the orchestration layer records: the script's code when it has one, else
  * 128 + signal (the shell convention) when a signal ended it, else null ("no exit status").
  */
-export function exitCodeOf(status: ExitStatus | null): number | null {
+function exitCodeOf(status: ExitStatus | null): number | null {
   if (status === null) return null;
   if (status.code > 0) return status.code;
   if (status.signal > 0) return 128 + status.signal;

@@ -46,7 +46,7 @@ function chunked<I, O>(
  * so losing it in a power cut means the next tick writes it again; mints are always durable
  * (their own op), and their fsync also makes every earlier relaxed commit durable.
  */
-export function mustBeDurable(transitions: readonly Transition[]): boolean {
+function mustBeDurable(transitions: readonly Transition[]): boolean {
   return transitions.some(
     (t) =>
       (t.allocation !== undefined && isTerminal(t.allocation.phase)) ||

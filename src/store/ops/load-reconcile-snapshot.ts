@@ -27,7 +27,7 @@ export const LIVE_PHASES_SQL = PHASES.filter((p) => !terminal.has(p))
 // IN (...), because SQLite builds a temporary table for an IN list of three or more constants
 // in an index predicate on every UPDATE that sets phase. The planner uses a partial index only
 // when a term of the WHERE is the index's predicate, so this text must be that chain.
-export const LIVE_PREDICATE_SQL = LIVE_PHASES_SQL.split(",")
+const LIVE_PREDICATE_SQL = LIVE_PHASES_SQL.split(",")
   .map((p) => `w.phase = ${p}`)
   .join(" OR ");
 

@@ -1,8 +1,8 @@
 /**
  * The sessions engine, assembled: signing key, worker gateway, SESSION preparer, readiness
- * loop, reclaimer, exec service and the session half of the cancel barrier. The daemon starts
- * it only when the worker gateway is enabled (OPENAI4S_WORKER_LISTEN); without a gateway no
- * worker could dial back, so SESSION is refused instead (see the composition root).
+ * loop, reclaimer, exec service and the session half of the cancel barrier. `composeSessions`
+ * (sessions.ts) builds it only when the worker gateway is enabled (OPENAI4S_WORKER_LISTEN);
+ * without a gateway no worker could dial back, so SESSION is refused instead.
  *
  * Wiring between the parts, and why:
  *  - gateway events (a worker connected or went away) trigger a readiness pass, so READY
@@ -13,36 +13,40 @@
  *  - an exec that finds its worker gone triggers readiness, so READY turns FALSE at once.
  */
 import { randomBytes } from "node:crypto";
-import type { Clock } from "../../clock.ts";
-import type { Log } from "../../log.ts";
-import type { AttemptPreparer } from "../attempt-preparer.ts";
-import { loadOrCreateSigningKey } from "../bootstrap.ts";
+import type { Clock } from "../clock.ts";
+import type { Log } from "../log.ts";
+import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";
+import { loadOrCreateSigningKey } from "../orchestration/bootstrap.ts";
 import {
   type GatewayTls,
   type GatewayTlsResult,
   loadGatewayTls,
   loadOrCreateGatewayTls,
-} from "../gateway-tls.ts";
-import type { StateLayout } from "../layout.ts";
-import type { Workload } from "../models.ts";
-import type { ActivityRecorder } from "../ports/activity-recorder.ts";
-import type { NonceBurner } from "../ports/nonce-burner.ts";
-import type { ReclaimerStore } from "../ports/reclaimer-store.ts";
-import type { SessionStore } from "../ports/session-store.ts";
-import type { AllocationBackend } from "../ports.ts";
-import { createReclaimer, type ReclaimerDefaults } from "../reclaimer.ts";
-import type { BarrierHooks } from "../reconciler/types.ts";
-import { createWorkerGateway } from "../worker-gateway.ts";
-import type { WorkerGateway } from "../worker-gateway-contract.ts";
-import { createSessionPreparer, SESSION_MAX_RANKS } from "./preparer.ts";
-import { createSessionReadiness, type SessionReadiness } from "./readiness.ts";
+} from "../orchestration/gateway-tls.ts";
+import type { StateLayout } from "../orchestration/layout.ts";
+import type { Workload } from "../orchestration/models.ts";
+import type { ActivityRecorder } from "../orchestration/ports/activity-recorder.ts";
+import type { NonceBurner } from "../orchestration/ports/nonce-burner.ts";
+import type { ReclaimerStore } from "../orchestration/ports/reclaimer-store.ts";
+import type { SessionStore } from "../orchestration/ports/session-store.ts";
+import type { AllocationBackend } from "../orchestration/ports.ts";
+import { createReclaimer, type ReclaimerDefaults } from "../orchestration/reclaimer.ts";
+import type { BarrierHooks } from "../orchestration/reconciler/types.ts";
+import { activityRenewMs, keepActiveWhileRunning } from "../orchestration/session/keep-active.ts";
+import { createSessionPreparer, SESSION_MAX_RANKS } from "../orchestration/session/preparer.ts";
+import {
+  createSessionReadiness,
+  type SessionReadiness,
+} from "../orchestration/session/readiness.ts";
 import {
   createGatewayExpectations,
   createSessionBarrierHooks,
   createSessionService,
   DEFAULT_DISCONNECT_GRACE_MS,
-} from "./service.ts";
-import type { SessionService } from "./session-service.ts";
+} from "../orchestration/session/service.ts";
+import type { SessionService } from "../orchestration/session/session-service.ts";
+import { createWorkerGateway } from "../orchestration/worker-gateway.ts";
+import type { WorkerGateway } from "../orchestration/worker-gateway-contract.ts";
 
 /** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
 export const DEFAULT_LEASE: ReclaimerDefaults = {
@@ -55,9 +59,9 @@ export const DEFAULT_LEASE: ReclaimerDefaults = {
  * the worker's start. A week covers a busy cluster; once connected, the gateway's short-lived
  * resume credentials take over, and the nonce is burned at first use either way.
  */
-export const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
 
-/** The engine's persistence, one port per part; the daemon binds them to its store. */
+/** The engine's persistence, one port per part, bound to the store by stores.ts. */
 export interface SessionEngineStores {
   readonly sessions: SessionStore;
   readonly nonces: NonceBurner;
@@ -240,48 +244,6 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       })();
       return stopping;
     },
-  };
-}
-
-/** How often a running exec renews `lastActiveAt`: a third of the shortest idle timeout. */
-function activityRenewMs(lease: ReclaimerDefaults): number {
-  const idleMs = (lease.idleTimeoutSeconds ?? Number.POSITIVE_INFINITY) * 1000;
-  // A spec's own idle timeout is at least 60 s, so 10 s serves every one of them.
-  return Math.max(250, Math.min(10_000, Math.floor(idleMs / 3)));
-}
-
-/**
- * A cell that is still running is a present user: the API stamps `lastActiveAt` when an
- * exec arrives and when it returns, so without this a computation longer than the idle
- * timeout was reclaimed under the user as "idle with no activity" (measured: an 80 s cell in
- * a session with a 60 s idle timeout was CANCELLED IDLE_TIMEOUT at 60 s and the exec
- * answered "worker not connected"). Heartbeats still renew nothing; only an exec a user
- * sent does, and only until it answers or the service's exec timeout interrupts it.
- */
-function keepActiveWhileRunning(
-  service: SessionService,
-  deps: { readonly activity: ActivityRecorder; readonly log: Log; readonly renewMs: number },
-): SessionService {
-  return {
-    async exec(workloadId, code, execOptions) {
-      const timer = setInterval(() => {
-        try {
-          deps.activity.touch(workloadId);
-        } catch (error) {
-          // The store closing under a daemon shutdown: the exec is answered anyway.
-          deps.log.warn("cannot renew a running exec's activity", {
-            workloadId,
-            error: String(error),
-          });
-        }
-      }, deps.renewMs);
-      try {
-        return await service.exec(workloadId, code, execOptions);
-      } finally {
-        clearInterval(timer);
-      }
-    },
-    interrupt: (workloadId) => service.interrupt(workloadId),
   };
 }
 

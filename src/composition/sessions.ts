@@ -1,14 +1,13 @@
 /**
- * The sessions seam of the daemon. Sessions are opt-in: they need the worker gateway, and
+ * The sessions seam of the composition. Sessions are opt-in: they need the worker gateway, and
  * the gateway listens only when OPENAI4S_WORKER_LISTEN says so (a listener on by default is
  * attack surface on every laptop that will never run a cluster job). `composeSessions`
  * returns null when sessions are off; the daemon then refuses SESSION attempts in the
  * preparer and answers exec with 409.
  *
- * The sessions engine plugs in by filling the `Enabled` branch: build the gateway, the
- * SESSION preparer, the readiness loop, the reclaimer and the session service from the
- * context, start what listens or loops, and return them here. Nothing else in the daemon
- * changes.
+ * The `Enabled` branch starts the sessions engine (session-engine.ts): the gateway, the
+ * SESSION preparer, the readiness loop, the reclaimer and the session service; the daemon
+ * only stops what this returns.
  */
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
@@ -16,19 +15,15 @@ import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { BarrierHooks } from "../orchestration/reconciler.ts";
-import { sessionSettingsFromEnv, startSessionEngine } from "../orchestration/session/engine.ts";
 import { markSessionsUnobserved } from "../orchestration/session/readiness.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway-contract.ts";
-import { bindActivityRecorder } from "../store/adapters/activity-recorder.ts";
-import { bindNonceBurner } from "../store/adapters/nonce-burner.ts";
-import { bindReclaimerStore } from "../store/adapters/reclaimer-store.ts";
-import { bindSessionStore } from "../store/adapters/session-store.ts";
-import type { StoreDeps } from "../store/deps.ts";
+import { sessionSettingsFromEnv, startSessionEngine } from "./session-engine.ts";
+import type { BoundStores } from "./stores.ts";
 
 export interface SessionsContext {
   readonly layout: StateLayout;
-  readonly store: StoreDeps;
+  readonly stores: Pick<BoundStores, "sessions" | "nonces" | "leases" | "activity">;
   readonly backend: AllocationBackend;
   readonly clock: Clock;
   readonly log: Log;
@@ -55,7 +50,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
   switch (setting.kind) {
     case "Disabled":
       markSessionsUnobserved(
-        bindSessionStore(context.store),
+        context.stores.sessions,
         "the worker gateway is off on this daemon (OPENAI4S_WORKER_LISTEN is unset), so no session worker can connect",
       );
       return null;
@@ -66,12 +61,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
       if (read.kind === "Invalid") throw new Error(read.message);
       const engine = startSessionEngine({
         layout: context.layout,
-        stores: {
-          sessions: bindSessionStore(context.store),
-          nonces: bindNonceBurner(context.store),
-          leases: bindReclaimerStore(context.store),
-          activity: bindActivityRecorder(context.store),
-        },
+        stores: context.stores,
         backend: context.backend,
         clock: context.clock,
         log: context.log,

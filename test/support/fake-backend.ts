@@ -1,0 +1,79 @@
+/**
+ * The one fake backend of the tests, and the capabilities a fake may carry. The simulated
+ * backend (simulated-backend.ts) builds on the same capability type.
+ */
+import type { ResourceProfile, SubmissionToken } from "../../src/orchestration/models.ts";
+import type {
+  AllocationBackend,
+  BackendDiagnostics,
+  CancelResult,
+  ChangeReportingBackend,
+  FindResult,
+  LaunchSandboxReporter,
+  ObserveResult,
+  SessionIsolationProvider,
+  SubmitResult,
+  TaskRunner,
+  TerminalAllocationAcknowledger,
+} from "../../src/orchestration/ports.ts";
+
+export const PROFILES: readonly ResourceProfile[] = [
+  {
+    name: "default",
+    description: "This machine",
+    kinds: ["BATCH"],
+    resources: { nodes: 1, cpus: 2, gpus: 0, memoryMb: null, timeLimitSeconds: 3600 },
+  },
+  {
+    name: "interactive",
+    description: "Sessions",
+    kinds: ["SESSION", "BATCH"],
+    resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb: 1024, timeLimitSeconds: null },
+  },
+];
+
+/**
+ * The optional capabilities a backend may carry, each found by its type guard in ports.ts.
+ * A fake that takes them typed (not cast `as never`) breaks at compile time when one changes.
+ */
+export type OptionalCapabilities = Partial<
+  SessionIsolationProvider &
+    TaskRunner &
+    TerminalAllocationAcknowledger &
+    LaunchSandboxReporter &
+    ChangeReportingBackend
+>;
+
+/**
+ * A backend the code under test may only ask for its profiles and diagnostics (the API,
+ * admission, the steps rule, the SESSION preparer); any job-moving call fails loudly and is
+ * recorded in `calls`. `overrides` replace any operation and add optional capabilities, typed.
+ * The reconciler's tests drive jobs and use the simulated backend (simulated-backend.ts),
+ * which carries the same capabilities through its `capabilities` option.
+ */
+export function fakeBackend(
+  overrides: Partial<AllocationBackend> & OptionalCapabilities = {},
+): AllocationBackend & OptionalCapabilities & { readonly calls: string[] } {
+  const calls: string[] = [];
+  const refuse = (what: string) => {
+    calls.push(what);
+    throw new Error(`the code under test must not call backend.${what}`);
+  };
+  return {
+    name: "fake",
+    calls,
+    profiles: () => PROFILES,
+    submit: async (): Promise<ReadonlyMap<SubmissionToken, SubmitResult>> => refuse("submit"),
+    observe: async (): Promise<ObserveResult> => refuse("observe"),
+    cancel: async (): Promise<ReadonlyMap<string, CancelResult>> => refuse("cancel"),
+    findByToken: async (): Promise<ReadonlyMap<SubmissionToken, FindResult>> =>
+      refuse("findByToken"),
+    diagnostics: async (): Promise<BackendDiagnostics> => ({
+      backend: "fake",
+      healthy: true,
+      message: "fine",
+      calls: { observe: 3 },
+    }),
+    ...overrides,
+  };
+}
