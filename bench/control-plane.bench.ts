@@ -18,7 +18,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
 import { silentLog } from "../src/log.ts";
-import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
 import type { AllocationBackend, ChangeReportingBackend } from "../src/orchestration/ports.ts";
 import {
   createReconciler,
@@ -28,26 +27,13 @@ import {
 } from "../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase, requestStop, type StoreDeps } from "../src/store/index.ts";
+import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import {
   createSimulatedBackend,
   type SimulatedBackend,
 } from "../test/support/simulated-backend.ts";
 
 const quick = process.env["O4S_BENCH_QUICK"] === "1";
-
-const inertPreparer: AttemptPreparer = {
-  async prepare(workload, allocation) {
-    return {
-      kind: "Prepared",
-      attempt: {
-        launch: { kind: "COMMAND", command: ["true"], env: {} },
-        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
-        workspaceDir: `/nonexistent/${workload.id}`,
-        timeLimitSeconds: null,
-      },
-    };
-  },
-};
 
 interface World {
   readonly deps: StoreDeps;

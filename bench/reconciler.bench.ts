@@ -14,7 +14,6 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
 import { silentLog } from "../src/log.ts";
-import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
 import {
   BACKEND_OPERATIONS,
   type BackendOperation,
@@ -23,6 +22,7 @@ import {
 } from "../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
 import { createWorkload, openDatabase } from "../src/store/index.ts";
+import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 
 export interface ReconcilerBenchRow {
@@ -47,21 +47,6 @@ export interface ReconcilerBenchResult {
     readonly target?: string;
   }[];
 }
-
-/** Prepares without touching the filesystem: the bench measures the reconciler, not mkdir. */
-const inertPreparer: AttemptPreparer = {
-  async prepare(workload, allocation) {
-    return {
-      kind: "Prepared",
-      attempt: {
-        launch: { kind: "COMMAND", command: ["true"], env: {} },
-        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
-        workspaceDir: `/nonexistent/${workload.id}`,
-        timeLimitSeconds: null,
-      },
-    };
-  },
-};
 
 export function machine(): { nproc: number; cpu: string } {
   let cpu = "unknown";

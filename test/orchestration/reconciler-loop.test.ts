@@ -8,7 +8,12 @@ import {
 } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import { listEvents } from "../../src/store/index.ts";
-import { type Harness, harness, inertPreparer } from "../support/reconciler-harness.ts";
+import {
+  type Harness,
+  harness,
+  inertPreparer,
+  inertPreparerWithLimit,
+} from "../support/reconciler-harness.ts";
 
 /**
  * Timers a test fires by hand, and the monotonic clock they run on: firing moves the clock
@@ -335,21 +340,6 @@ describe("run and wake", () => {
   });
 });
 
-/** Every attempt asks for an hour: the simulated backend reports its end time when it runs. */
-const hourPreparer: AttemptPreparer = {
-  async prepare(workload, allocation) {
-    return {
-      kind: "Prepared",
-      attempt: {
-        launch: { kind: "COMMAND", command: ["true"], env: {} },
-        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
-        workspaceDir: `/nonexistent/${workload.id}`,
-        timeLimitSeconds: 3_600,
-      },
-    };
-  },
-};
-
 describe("runway: the loop wakes for a TIME_LIMIT_NEAR", () => {
   /** A running workload with its end time stored; returns when its warning falls due. */
   async function runningWithDeadline(env: ReturnType<typeof setup>) {
@@ -380,7 +370,7 @@ describe("runway: the loop wakes for a TIME_LIMIT_NEAR", () => {
   }
 
   test("a backed-off loop writes the warning at its due time, and paces as before otherwise", async () => {
-    const env = setup(hourPreparer);
+    const env = setup(inertPreparerWithLimit(3_600));
     const { id, dueAt } = await runningWithDeadline(env);
     // The loop starts 45 s before the warning is due (its first tick records what the start
     // saw, so the period starts at the minimum) and backs off while nothing changes: ticks at
@@ -403,7 +393,7 @@ describe("runway: the loop wakes for a TIME_LIMIT_NEAR", () => {
   });
 
   test("a warning due sooner than the minimum interval waits for it: the polling ceiling holds", async () => {
-    const env = setup(hourPreparer);
+    const env = setup(inertPreparerWithLimit(3_600));
     const { id, dueAt } = await runningWithDeadline(env);
     // Ticks at 0, 1 and 3 s; the third 300 ms before the warning is due, with a period of 4 s.
     env.h.clock.set(dueAt - 3_300);

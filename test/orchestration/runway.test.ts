@@ -4,7 +4,6 @@
  * allocation comes within its profile's warning time of that end.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
 import type { Allocation, ResourceProfile } from "../../src/orchestration/models.ts";
 import {
   DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
@@ -12,29 +11,17 @@ import {
   warnNearDeadline,
 } from "../../src/orchestration/reconciler/runway.ts";
 import { listEvents } from "../../src/store/index.ts";
-import { type Harness, type HarnessOptions, harness } from "../support/reconciler-harness.ts";
+import {
+  type Harness,
+  type HarnessOptions,
+  harness,
+  inertPreparerWithLimit,
+} from "../support/reconciler-harness.ts";
 
 const open: Harness[] = [];
 afterEach(() => {
   for (const h of open.splice(0)) h.close();
 });
-
-/** Every attempt asks for `seconds` of time. */
-function limitPreparer(seconds: number): AttemptPreparer {
-  return {
-    async prepare(workload, allocation) {
-      return {
-        kind: "Prepared",
-        attempt: {
-          launch: { kind: "COMMAND", command: ["true"], env: {} },
-          allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
-          workspaceDir: `/nonexistent/${workload.id}`,
-          timeLimitSeconds: seconds,
-        },
-      };
-    },
-  };
-}
 
 function profile(warnBeforeLimitSeconds?: number): ResourceProfile {
   return {
@@ -47,7 +34,7 @@ function profile(warnBeforeLimitSeconds?: number): ResourceProfile {
 }
 
 function make(limitSeconds: number, options: HarnessOptions = {}): Harness {
-  const h = harness({ preparer: limitPreparer(limitSeconds), ...options });
+  const h = harness({ preparer: inertPreparerWithLimit(limitSeconds), ...options });
   open.push(h);
   return h;
 }

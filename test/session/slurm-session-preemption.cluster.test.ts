@@ -25,7 +25,12 @@ import {
   type WorkloadView,
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
-import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import {
+  adminCommand,
+  preemptEveryNode,
+  type TestCluster,
+  testCluster,
+} from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const CLUSTER_TOML = `[profiles.single]
@@ -60,15 +65,7 @@ describe.skipIf(testCluster === null)("slurm-cluster session preemption", () => 
   let scratch: string;
   const adminJobs: string[] = [];
 
-  const admin = (...args: string[]) => {
-    const out = Bun.spawnSync({
-      cmd: args,
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    return `${out.stdout.toString()}${out.stderr.toString()}`.trim();
-  };
+  const admin = (...args: string[]) => adminCommand(cluster, ...args).trim();
 
   async function api(method: string, path: string, body?: unknown): Promise<Response> {
     return fetch(`http://localhost${path}`, {
@@ -182,15 +179,7 @@ describe.skipIf(testCluster === null)("slurm-cluster session preemption", () => 
     Bun.spawnSync(["cp", "-r", kept, stolen]);
 
     // An administrator's urgent job needs every node: the session's job is preempted.
-    const urgent = admin(
-      "sbatch",
-      "--parsable",
-      "--partition=urgent",
-      "--nodes=2",
-      "--exclusive",
-      "--output=/dev/null",
-      "--wrap=sleep 3",
-    );
+    const urgent = preemptEveryNode(cluster);
     expect(urgent).toMatch(/^[0-9]+$/);
     adminJobs.push(urgent);
 

@@ -12,7 +12,12 @@ import { join } from "node:path";
 import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
-import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import {
+  adminCommand,
+  preemptEveryNode,
+  type TestCluster,
+  testCluster,
+} from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
@@ -22,15 +27,7 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
   let daemon: RunningDaemon | null = null;
   const adminJobs: string[] = [];
 
-  const admin = (...args: string[]) => {
-    const out = Bun.spawnSync({
-      cmd: args,
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    return `${out.stdout.toString()}${out.stderr.toString()}`.trim();
-  };
+  const admin = (...args: string[]) => adminCommand(cluster, ...args).trim();
 
   const api = async (method: string, path: string, body?: unknown) => {
     const response = await fetch(`http://localhost${path}`, {
@@ -87,15 +84,7 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
     });
 
     // An administrator's urgent job needs every node: ours is preempted.
-    const urgent = admin(
-      "sbatch",
-      "--parsable",
-      "--partition=urgent",
-      "--nodes=2",
-      "--exclusive",
-      "--output=/dev/null",
-      "--wrap=sleep 3",
-    );
+    const urgent = preemptEveryNode(cluster);
     expect(urgent).toMatch(/^[0-9]+$/);
     adminJobs.push(urgent);
 

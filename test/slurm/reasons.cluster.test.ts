@@ -12,6 +12,7 @@ import { hintFor } from "../../src/orchestration/reason-hints.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import { eventually } from "../support/eventually.ts";
 import {
+  adminCommand,
   inPhase,
   realBroker,
   type TestCluster,
@@ -41,15 +42,7 @@ describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
   let backend: SlurmBackend;
   const submitted: ObservationTarget[] = [];
 
-  function admin(...args: string[]): string {
-    const out = Bun.spawnSync({
-      cmd: args,
-      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    return `${out.stdout.toString()}${out.stderr.toString()}`;
-  }
+  const admin = (...args: string[]): string => adminCommand(cluster, ...args);
 
   async function nodesIdle(deadlineMs: number): Promise<void> {
     const back = () => {

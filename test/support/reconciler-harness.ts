@@ -29,20 +29,28 @@ import {
   type SimulatedBackendOptions,
 } from "./simulated-backend.ts";
 
-/** Prepares every attempt without touching the filesystem. */
-export const inertPreparer: AttemptPreparer = {
-  async prepare(workload, allocation) {
-    return {
-      kind: "Prepared",
-      attempt: {
-        launch: { kind: "COMMAND", command: workload.spec.command ?? ["true"], env: {} },
-        allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
-        workspaceDir: `/nonexistent/${workload.id}`,
-        timeLimitSeconds: null,
-      },
-    };
-  },
-};
+/**
+ * Prepares every attempt without touching the filesystem (a bench measures the reconciler,
+ * not mkdir), each asking for `timeLimitSeconds` (null: none).
+ */
+export function inertPreparerWithLimit(timeLimitSeconds: number | null): AttemptPreparer {
+  return {
+    async prepare(workload, allocation) {
+      return {
+        kind: "Prepared",
+        attempt: {
+          launch: { kind: "COMMAND", command: workload.spec.command ?? ["true"], env: {} },
+          allocationDir: `/nonexistent/${workload.id}/${allocation.id}`,
+          workspaceDir: `/nonexistent/${workload.id}`,
+          timeLimitSeconds,
+        },
+      };
+    },
+  };
+}
+
+/** The same, with no time limit. */
+export const inertPreparer: AttemptPreparer = inertPreparerWithLimit(null);
 
 /** Deterministic bytes (xorshift32), so a failing property replays exactly. */
 export function seededBytes(seed = 0x9e3779b9): (n: number) => Uint8Array {

@@ -71,6 +71,34 @@ export function forgetfulController(broker: SlurmBroker): SlurmBroker {
   };
 }
 
+/** Runs a scheduler command as the cluster's admin; stdout and stderr, joined. */
+export function adminCommand(cluster: TestCluster, ...args: string[]): string {
+  const out = Bun.spawnSync({
+    cmd: args,
+    env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  return `${out.stdout.toString()}${out.stderr.toString()}`;
+}
+
+/**
+ * An administrator's urgent job that needs every node (the test cluster's `urgent` partition
+ * preempts with REQUEUE): whatever of ours runs is preempted. Returns the job id.
+ */
+export function preemptEveryNode(cluster: TestCluster): string {
+  return adminCommand(
+    cluster,
+    "sbatch",
+    "--parsable",
+    "--partition=urgent",
+    "--nodes=2",
+    "--exclusive",
+    "--output=/dev/null",
+    "--wrap=sleep 3",
+  ).trim();
+}
+
 /** Runs scripts/slurm-test-cluster.sh COMMAND DIR ARGS... and fails loudly if it fails. */
 export function clusterScript(cluster: TestCluster, command: string, ...args: string[]): string {
   const result = Bun.spawnSync({
