@@ -9,7 +9,7 @@ BIN="$DIST/openai4s"
 STATE=$(mktemp -d /tmp/o4s-smoke.XXXXXX)
 "$BIN" serve --state-dir "$STATE" 2>"$STATE/daemon.log" &
 DAEMON=$!
-trap 'kill "$DAEMON" 2>/dev/null || true; rm -rf "$STATE"' EXIT
+trap 'kill "$DAEMON" 2>/dev/null || true; rm -rf "$STATE" "$STATE-spool"' EXIT
 for _ in $(seq 1 100); do [ -S "$STATE/api.sock" ] && break; sleep 0.1; done
 SERVER="unix:$STATE/api.sock"
 ID=$("$BIN" submit --server "$SERVER" -- /bin/sh -c 'echo smoke-ok')

@@ -202,7 +202,8 @@ async function perTickCalls(cluster: TestCluster, activeJobs: number): Promise<T
     }
   } finally {
     database.close();
-    rmSync(dir, { recursive: true, force: true });
+    // The spool is the state dir's sibling (the default layout): it goes too.
+    for (const path of [dir, layout.spool]) rmSync(path, { recursive: true, force: true });
   }
   return ticks;
 }
@@ -503,7 +504,7 @@ async function bystanderCancel(
     if (q.kind === "Answered" && q.value.length > 0)
       await real.cancelJobs(q.value.map((r) => r.jobId));
     database.close();
-    rmSync(dir, { recursive: true, force: true });
+    for (const path of [dir, layout.spool]) rmSync(path, { recursive: true, force: true });
   }
 }
 
