@@ -3,10 +3,13 @@
  * composition root's slurm entry, the reconciler and the API on top of the backend.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/daemon/daemon.ts";
-import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import {
+  clusterDaemonConfig,
+  startedDaemon,
+  writeSmallClusterConfig,
+} from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
@@ -41,20 +44,7 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
   beforeAll(async () => {
     dir = makeTempDir("o4s-slurm-daemon-");
     socket = join(dir, "api.sock");
-    const config = join(dir, "cluster.toml");
-    writeFileSync(
-      config,
-      [
-        "[profiles.small]",
-        'description = "one CPU"',
-        'partition = "debug"',
-        "cpus = 1",
-        "memory_mb = 50",
-        "time_limit_minutes = 10",
-        "allow_batch = true",
-        "",
-      ].join("\n"),
-    );
+    const config = writeSmallClusterConfig(dir);
     daemon = await startedDaemon(
       clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
     );

@@ -9,7 +9,11 @@ import { join } from "node:path";
 import { createLogsCommand } from "../../src/cli/logs.ts";
 import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { captureIo } from "../support/cli-runtime.ts";
-import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import {
+  clusterDaemonConfig,
+  startedDaemon,
+  writeSmallClusterConfig,
+} from "../support/daemon-config.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
@@ -33,20 +37,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
   beforeAll(async () => {
     dir = makeTempDir("o4s-slurm-logs-");
     socket = join(dir, "api.sock");
-    const config = join(dir, "cluster.toml");
-    writeFileSync(
-      config,
-      [
-        "[profiles.small]",
-        'description = "one CPU"',
-        'partition = "debug"',
-        "cpus = 1",
-        "memory_mb = 50",
-        "time_limit_minutes = 10",
-        "allow_batch = true",
-        "",
-      ].join("\n"),
-    );
+    const config = writeSmallClusterConfig(dir);
     daemon = await startedDaemon(
       clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
     );

@@ -8,11 +8,12 @@
 
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { silentLog } from "../../src/log.ts";
+import { writeSmallClusterConfig } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
@@ -123,20 +124,7 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
 
   beforeAll(() => {
     dir = makeTempDir("o4s-slurm-orphans-");
-    config = join(dir, "cluster.toml");
-    writeFileSync(
-      config,
-      [
-        "[profiles.small]",
-        'description = "one CPU"',
-        'partition = "debug"',
-        "cpus = 1",
-        "memory_mb = 50",
-        "time_limit_minutes = 10",
-        "allow_batch = true",
-        "",
-      ].join("\n"),
-    );
+    config = writeSmallClusterConfig(dir);
   });
 
   afterAll(async () => {

@@ -7,10 +7,13 @@
  * while attempts remain, and the events tell the whole story.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/daemon/daemon.ts";
-import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import {
+  clusterDaemonConfig,
+  startedDaemon,
+  writeSmallClusterConfig,
+} from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   adminCommand,
@@ -43,20 +46,7 @@ describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
   beforeAll(async () => {
     dir = makeTempDir("o4s-slurm-preempt-");
     socket = join(dir, "api.sock");
-    const config = join(dir, "cluster.toml");
-    writeFileSync(
-      config,
-      [
-        "[profiles.small]",
-        'description = "one CPU"',
-        'partition = "debug"',
-        "cpus = 1",
-        "memory_mb = 50",
-        "time_limit_minutes = 10",
-        "allow_batch = true",
-        "",
-      ].join("\n"),
-    );
+    const config = writeSmallClusterConfig(dir);
     daemon = await startedDaemon(
       clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
     );

@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 /**
  * The one builder of an in-process daemon's config for tests (it was copied into seven
  * files, and a new DaemonConfig field meant seven edits). The local backend by default; the
@@ -60,4 +61,23 @@ export async function startedDaemon(config: DaemonConfig): Promise<RunningDaemon
   const started = await startDaemon(config);
   if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
   return started.daemon;
+}
+
+/** The one-CPU BATCH profile the cluster daemon tests run on. */
+const SMALL_CLUSTER_TOML = [
+  "[profiles.small]",
+  'description = "one CPU"',
+  'partition = "debug"',
+  "cpus = 1",
+  "memory_mb = 50",
+  "time_limit_minutes = 10",
+  "allow_batch = true",
+  "",
+].join("\n");
+
+/** Writes `cluster.toml` with the small profile into `dir`; returns its path. */
+export function writeSmallClusterConfig(dir: string): string {
+  const path = join(dir, "cluster.toml");
+  writeFileSync(path, SMALL_CLUSTER_TOML);
+  return path;
 }
