@@ -29,7 +29,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
-import { jsonLog, type Log, type LogFields } from "../src/log.ts";
+import { jsonLog } from "../src/log.ts";
 import { batchPreparer } from "../src/orchestration/batch-preparer.ts";
 import { stateLayout } from "../src/orchestration/layout.ts";
 import type { SubmissionToken } from "../src/orchestration/models.ts";
@@ -208,34 +208,80 @@ async function perTickCalls(cluster: TestCluster, activeJobs: number): Promise<T
   return ticks;
 }
 
-function waitingLog(
-  inner: Log,
-): Log & { nextSubmitted(): Promise<{ at: number; fields: LogFields }> } {
-  let waiter: ((v: { at: number; fields: LogFields }) => void) | null = null;
-  return {
-    ...inner,
-    info(message, fields) {
-      if (message === "submitted" && waiter !== null) {
-        const w = waiter;
-        waiter = null;
-        w({ at: performance.now(), fields: fields ?? {} });
+/**
+ * The daemon's JSON log lines (stderr), as they arrive: `nextSubmitted()` resolves at the
+ * arrival of the next "submitted" line, the moment the backend's sbatch answered.
+ */
+function submittedLines(stderr: ReadableStream<Uint8Array>): {
+  nextSubmitted(): Promise<{ at: number; fields: Record<string, unknown> }>;
+  tail(): string;
+} {
+  const waiting: {
+    resolve: ((v: { at: number; fields: Record<string, unknown> }) => void) | null;
+  } = { resolve: null };
+  let recent = "";
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of stderr) {
+      const at = performance.now();
+      buffered += decoder.decode(chunk, { stream: true });
+      let newline = buffered.indexOf("\n");
+      while (newline >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        newline = buffered.indexOf("\n");
+        recent = `${recent}${line}\n`.slice(-4000);
+        let parsed: Record<string, unknown>;
+        try {
+          parsed = JSON.parse(line) as Record<string, unknown>;
+        } catch {
+          continue;
+        }
+        if (parsed["msg"] !== "submitted" && parsed["message"] !== "submitted") continue;
+        const entry = { at, fields: parsed };
+        const resolve = waiting.resolve;
+        // Nobody waiting: a line of someone else's (the isolation probe at start).
+        if (resolve === null) continue;
+        waiting.resolve = null;
+        resolve(entry);
       }
-      inner.info(message, fields);
-    },
+    }
+  })();
+  return {
     nextSubmitted() {
       return new Promise((resolve) => {
-        waiter = resolve;
+        waiting.resolve = resolve;
       });
     },
+    tail: () => recent,
   };
+}
+
+/** Polls /healthz until the daemon answers; throws with its log when it exited first. */
+async function untilAnswering(
+  socket: string,
+  daemon: { readonly exitCode: number | null },
+  tail: () => string,
+): Promise<void> {
+  const deadline = performance.now() + 30_000;
+  while (performance.now() < deadline) {
+    if (daemon.exitCode !== null) throw new Error(`daemon exited ${daemon.exitCode}: ${tail()}`);
+    try {
+      const r = await fetch("http://localhost/healthz", { unix: socket });
+      if (r.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await Bun.sleep(50);
+  }
+  throw new Error(`daemon did not answer within 30 s: ${tail()}`);
 }
 
 async function submitLatency(
   cluster: TestCluster,
   samples: number,
 ): Promise<SlurmBenchResult["latency"]> {
-  // The daemon is the API engineer's; imported lazily so the other figures never depend on it.
-  const { startDaemon } = await import("../src/daemon/daemon.ts");
   const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-latency-"));
   const config = join(dir, "cluster.toml");
   writeFileSync(
@@ -252,22 +298,35 @@ async function submitLatency(
     ].join("\n"),
   );
   const socket = join(dir, "api.sock");
-  const log = waitingLog(jsonLog(() => {}, { level: "info" }));
-  const started = await startDaemon({
-    stateDir: join(dir, "state"),
-    // The slurm backend refuses to start without one: outside the state dir, where the
-    // nodes can see it (this test cluster's nodes share this machine's filesystem).
-    spoolDir: join(dir, "spool"),
-    listen: [{ kind: "unix", path: socket }],
-    backend: "slurm",
-    clusterConfigPath: config,
-    version: "bench",
-    env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf },
-    selfCommand: [process.execPath, join(import.meta.dir, "../src/main.ts")],
-    clock: systemClock,
-    log,
-  });
-  if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
+  // The daemon in its own process, as an admin runs it: in this process the benchmark's own
+  // client (fetch, the response's parsing) ran on the daemon's thread, between its steps.
+  const server = Bun.spawn(
+    [
+      process.execPath,
+      join(import.meta.dir, "../src/main.ts"),
+      "serve",
+      "--state-dir",
+      join(dir, "state"),
+      // The slurm backend refuses to start without one: outside the state dir, where the
+      // nodes can see it (this test cluster's nodes share this machine's filesystem).
+      "--spool-dir",
+      join(dir, "spool"),
+      "--listen",
+      `unix:${socket}`,
+      "--backend",
+      "slurm",
+      "--cluster-config",
+      config,
+    ],
+    {
+      env: { PATH: cluster.path, SLURM_CONF: cluster.slurmConf, HOME: dir },
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "pipe",
+    },
+  );
+  const log = submittedLines(server.stderr);
+  await untilAnswering(socket, server, log.tail);
   const broker = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
   const jobIds: string[] = [];
   const daemonMs: number[] = [];
@@ -372,7 +431,8 @@ async function submitLatency(
     }
   } finally {
     if (jobIds.length > 0) await broker.cancelJobs(jobIds);
-    await started.daemon.stop();
+    server.kill("SIGTERM");
+    await server.exited;
     rmSync(dir, { recursive: true, force: true });
   }
   const daemon = summarize(daemonMs);
