@@ -373,9 +373,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           : Math.min(request.timeLimitSeconds, placement.timeLimitSeconds);
     const scriptPath = join(request.allocationDir, SCRIPT_NAME);
     try {
-      mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
-      mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
-      writeFileSync(scriptPath, rendered.script, { mode: 0o700 });
+      writeBatchScript(request, scriptPath, rendered.script);
     } catch (error) {
       // Nothing was submitted, but a full disk is not the workload's fault: Unknown sends the
       // caller through findByToken (Absent) and back here, rather than failing the workload.
@@ -407,6 +405,23 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         env: { ...baseJobEnv, ...launch.env },
       },
     };
+  }
+
+  /**
+   * The attempt's preparer made both directories; they are made here only when missing (a
+   * caller that prepared nothing), so the usual path is one write: every system call on
+   * the way from POST to the controller's queue counts.
+   */
+  function writeBatchScript(request: SubmitRequest, scriptPath: string, script: string): void {
+    try {
+      writeFileSync(scriptPath, script, { mode: 0o700 });
+      return;
+    } catch (error) {
+      if ((error as { readonly code?: unknown }).code !== "ENOENT") throw error;
+    }
+    mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
+    mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
+    writeFileSync(scriptPath, script, { mode: 0o700 });
   }
 
   async function submitOne(request: SubmitRequest): Promise<SubmitResult> {
