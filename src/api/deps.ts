@@ -6,7 +6,8 @@
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
-import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
+import type { Allocation, Workload } from "../orchestration/models.ts";
+import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
@@ -32,6 +33,13 @@ export interface TickFigures {
 export interface ReconcilerHandle {
   /** Run a tick soon instead of waiting for the next period (after a submit or cancel). */
   wake(): void;
+  /**
+   * Ids for a new workload's first attempt, minted with the workload at admission. Absent:
+   * workloads are admitted PENDING and the reconciler mints (tests that play the reconciler).
+   */
+  readonly newAttemptIds?: () => AttemptIds;
+  /** A workload was admitted (with its first attempt, or none): submit it now, or wake. */
+  admitted(workload: Workload, attempt: Allocation | null): void;
   /** Null until the first tick completed. */
   lastTick(): TickFigures | null;
   /** Health seen from the calls themselves: degraded the moment one is slow or failed. */

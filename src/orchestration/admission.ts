@@ -10,8 +10,15 @@
  * problem+json), so the CLI path and tests use it without a web server.
  */
 import { createHash } from "node:crypto";
-import type { ResourceProfile, Workload, WorkloadKind, WorkloadSpec } from "./models.ts";
-import type { AdmissionStore, IdempotentMatch } from "./ports/admission-store.ts";
+import {
+  type Allocation,
+  attemptMessage,
+  type ResourceProfile,
+  type Workload,
+  type WorkloadKind,
+  type WorkloadSpec,
+} from "./models.ts";
+import type { AdmissionStore, AttemptIds, IdempotentMatch } from "./ports/admission-store.ts";
 import { type AllocationBackend, sessionIsolationVerdict } from "./ports.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
@@ -53,7 +60,12 @@ export type AdmissionRefusal =
   | { readonly reason: "ISOLATION_UNAVAILABLE"; readonly message: string };
 
 export type AdmissionOutcome =
-  | { readonly kind: "Admitted"; readonly workload: Workload }
+  | {
+      readonly kind: "Admitted";
+      readonly workload: Workload;
+      /** Its first attempt, minted with it (`AdmissionDeps.newAttempt`), or null. */
+      readonly attempt: Allocation | null;
+    }
   /** Same Idempotency-Key, same request: the workload the first call created. */
   | { readonly kind: "Replayed"; readonly workload: Workload }
   | ({ readonly kind: "Refused" } & AdmissionRefusal);
@@ -62,6 +74,13 @@ export interface AdmissionDeps {
   readonly store: AdmissionStore;
   readonly backend: AllocationBackend;
   readonly newWorkloadId: () => string;
+  /**
+   * Ids for the first attempt, which is then minted in the transaction that creates the
+   * workload: one commit fewer between a POST and the backend, and an attempt the reconciler
+   * can hand over at once (`Reconciler.admitted`). Absent: the workload starts PENDING and
+   * the reconciler mints.
+   */
+  readonly newAttempt?: () => AttemptIds;
 }
 
 export type NormalizeOutcome =
@@ -212,10 +231,18 @@ export async function admitWorkload(
     maxAttempts: submission.maxAttempts,
     idempotencyKey,
     requestHash: hash,
+    ...(deps.newAttempt === undefined
+      ? {}
+      : {
+          firstAttempt: {
+            ...deps.newAttempt(),
+            message: attemptMessage(1, submission.maxAttempts),
+          },
+        }),
   });
   switch (created.kind) {
     case "Created":
-      return { kind: "Admitted", workload: created.workload };
+      return { kind: "Admitted", workload: created.workload, attempt: created.attempt };
     case "KeyTaken":
       // Both requests found nothing and both inserted; the loser answers exactly as if it
       // had arrived second.

@@ -178,6 +178,11 @@ export function mintSubmissionToken(randomBytes: (n: number) => Uint8Array): Sub
   return out as SubmissionToken;
 }
 
+/** The event message of a workload's attempt with this epoch ("attempt 2 of 3"). */
+export function attemptMessage(epoch: number, maxAttempts: number): string {
+  return `attempt ${epoch} of ${Math.max(maxAttempts, epoch)}`;
+}
+
 /** What a scientist asks for, in their units. Scheduler mapping lives in a backend. */
 export interface ResourceProfile {
   readonly name: string;

@@ -13,7 +13,8 @@
  *     barrierHooks,                              // optional: the session layer's stages 2-3
  *   });
  *   const done = reconciler.run(shutdown.signal);   // resolves after the current tick
- *   // after creating or cancelling a workload: reconciler.wake()
+ *   // after creating or cancelling a workload: reconciler.wake(); after admitting one with
+ *   // its first attempt minted (ids from reconciler.newAttemptIds()): reconciler.admitted(w, a)
  *   // for /v1/diagnostics: reconciler.lastTick()
  *
  * Pacing (`run`): wakes coalesce; two ticks start at least `minIntervalMs` apart, so the
@@ -51,7 +52,7 @@
  *    RUNNING → terminal; STOPPING in the barrier). COMPLETED's reason is EXITED_ZERO unless
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
-import type { SubmissionToken } from "./models.ts";
+import type { Allocation, SubmissionToken, Workload } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
@@ -59,6 +60,7 @@ import type { TickEnv } from "./reconciler/env.ts";
 import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
 import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
+import { startSubmissions } from "./reconciler/submissions.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -144,14 +146,14 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   let submitRequested = false;
   const submitBatchMs = Math.max(0, options.submitBatchMs ?? DEFAULT_SUBMIT_BATCH_MS);
 
-  async function tick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
-    const startedAt = clock.now();
-    const t0 = monotonicMs();
-    const backend = tickBackend(options.backend, log, watch);
+  // Attempts minted by this process and not yet handed to the backend (TickEnv.fresh).
+  const fresh = new Set<string>();
+
+  function tickEnv(started: Promise<LaneOutcome>[]): TickEnv {
     let leads: ((profile: string) => number) | null = null;
-    const env: TickEnv = {
+    return {
       store: options.store,
-      backend,
+      backend: tickBackend(options.backend, log, watch),
       preparer: options.preparer,
       hooks,
       clock,
@@ -162,6 +164,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       counters: { writes: 0, minted: 0, submitted: 0 },
       reportedUnknownFacts,
       lanes,
+      fresh,
       started,
       focus,
       // Asked of the backend only when an allocation with a known end time may be due.
@@ -171,6 +174,13 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       },
       runway,
     };
+  }
+
+  async function tick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
+    const startedAt = clock.now();
+    const t0 = monotonicMs();
+    const env = tickEnv(started);
+    const backend = env.backend;
     let considered = 0;
     let error: string | null = null;
     if (mode === "submit") {
@@ -249,6 +259,24 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     const waiter = wakeWaiter;
     wakeWaiter = null;
     waiter?.("wake");
+  }
+
+  function admitted(workload: Workload, attempt: Allocation | null): void {
+    if (attempt === null) {
+      wake();
+      return;
+    }
+    fresh.add(attempt.id);
+    // The same gates as a pass: a free lane (a cancel always keeps one), and a backend that
+    // answered its last calls. Otherwise the loop's next pass takes it (still lookup-free).
+    const answering = watch.health().kind === "Healthy" && last?.backendUnavailable !== true;
+    if (!answering || !lanes.hasRoom("submit")) {
+      wake();
+      return;
+    }
+    // Not woken as well: a pass started now would only find the attempt busy, and would run
+    // before the submission reaches the backend. The lane wakes the loop when it settles.
+    void startSubmissions(tickEnv([]), [{ workload, allocation: attempt }]);
   }
 
   function pause(signal: AbortSignal, delayMs: number): Promise<Resume> {
@@ -345,6 +373,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     reconcileOnce,
     run,
     wake,
+    newAttemptIds: () => ({ allocationId: newAllocationId(), token: mintToken() }),
+    admitted,
     lastTick: () => last,
     backendHealth: () => watch.health(),
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),

@@ -80,6 +80,34 @@ describe("POST /v1/workloads", () => {
     });
   });
 
+  test("as the daemon admits: the first attempt is minted with the workload and handed to the reconciler", async () => {
+    const h = make({ mintsAtAdmission: true });
+    const res = await h.post("/v1/workloads", batch);
+    expect(res.status).toBe(201);
+    const body = (await res.json()) as {
+      id: string;
+      phase: string;
+      executionEpoch: number;
+      allocations: { id: string; phase: string; epoch: number }[];
+    };
+    expect(body.phase).toBe("SUBMITTING");
+    expect(body.executionEpoch).toBe(1);
+    expect(body.allocations.map((a) => [a.phase, a.epoch])).toEqual([["SUBMITTING", 1]]);
+    expect(h.rows()).toEqual({ workloads: 1, events: 2, allocations: 1 });
+    expect(h.admitted).toEqual([
+      { workloadId: body.id, attemptId: body.allocations[0]?.id ?? null },
+    ]);
+    // The view built without reading back is the one a read gives.
+    const read = await (await h.request(`/v1/workloads/${body.id}`)).json();
+    expect(read).toEqual(body);
+    // A replay (same key, same body) creates nothing and hands nothing over again.
+    const first = await h.post("/v1/workloads", batch, { "Idempotency-Key": "k1" });
+    const again = await h.post("/v1/workloads", batch, { "Idempotency-Key": "k1" });
+    expect([first.status, again.status]).toEqual([201, 200]);
+    expect(h.rows()).toEqual({ workloads: 2, events: 4, allocations: 2 });
+    expect(h.admitted).toHaveLength(2);
+  });
+
   test("a SESSION shows the five conditions, UNKNOWN until observed", async () => {
     const h = make({
       backend: fakeBackend({

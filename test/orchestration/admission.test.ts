@@ -12,6 +12,7 @@ import {
   requestHash,
   type Submission,
 } from "../../src/orchestration/admission.ts";
+import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import type { AdmissionStore } from "../../src/orchestration/ports/admission-store.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
 import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
@@ -71,6 +72,37 @@ describe("admission", () => {
     if (outcome.kind !== "Admitted") return;
     expect(outcome.workload).toMatchObject({ id: "w1", kind: "BATCH", phase: "PENDING" });
     expect(w.rows()).toBe(1);
+  });
+
+  test("with attempt ids, the first attempt is minted with the workload (SUBMITTING, epoch 1)", async () => {
+    const w = world();
+    const token = mintSubmissionToken((n) => new Uint8Array(n).fill(7));
+    const outcome = await admitWorkload(
+      { ...w.deps(), newAttempt: () => ({ allocationId: "a1", token }) },
+      { ...batch, maxAttempts: 3 },
+      null,
+    );
+    if (outcome.kind !== "Admitted") throw new Error(outcome.kind);
+    expect(outcome.workload).toMatchObject({
+      phase: "SUBMITTING",
+      executionEpoch: 1,
+      message: "attempt 1 of 3",
+    });
+    expect(outcome.attempt).toMatchObject({ id: "a1", token, epoch: 1, phase: "SUBMITTING" });
+    // Refused before any write: no ids are even asked for.
+    let asked = 0;
+    const refused = await admitWorkload(
+      {
+        ...w.deps(),
+        newAttempt: () => {
+          asked += 1;
+          return { allocationId: "a2", token };
+        },
+      },
+      { ...batch, profile: "nope" },
+      null,
+    );
+    expect([refused.kind, asked, w.rows()]).toEqual(["Refused", 0, 1]);
   });
 
   test("an unknown profile is refused on the profile field, and nothing is written", async () => {

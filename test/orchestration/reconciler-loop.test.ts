@@ -149,9 +149,13 @@ describe("run and wake", () => {
     expect(ticks()).toBe(2);
     expect(h.workload(id).phase).toBe("QUEUED");
 
-    clock.fire();
-    await settle();
-    expect(ticks()).toBeGreaterThanOrEqual(3);
+    // The timers from here on: a submission pass the settled lane asked for (a lane that
+    // settles may free room for waiting work), then the next tick.
+    for (let fired = 0; fired < 3 && ticks() < 3; fired++) {
+      clock.fire();
+      await settle();
+    }
+    expect(ticks()).toBe(3);
 
     abort.abort();
     await done;

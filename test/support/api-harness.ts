@@ -11,6 +11,7 @@ import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { storeBackup } from "../../src/daemon/store-backup.ts";
 import { memoryLog } from "../../src/log.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
+import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import type { AllocationBackend } from "../../src/orchestration/ports.ts";
 import type { SessionService } from "../../src/orchestration/session/session-service.ts";
 import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
@@ -25,6 +26,8 @@ export interface Harness {
   readonly sqlite: import("bun:sqlite").Database;
   readonly app: ReturnType<typeof createApp>;
   readonly wakes: { count: number };
+  /** What the API handed to the reconciler's `admitted`, in order. */
+  readonly admitted: readonly { readonly workloadId: string; readonly attemptId: string | null }[];
   readonly log: ReturnType<typeof memoryLog>;
   tick: TickFigures | null;
   /** What the reconciler's call watch says; tests flip it to Degraded. */
@@ -41,6 +44,8 @@ export function harness(
     readonly sessions?: SessionService;
     readonly diagnosticsTimeoutMs?: number;
     readonly newWorkloadId?: () => string;
+    /** Workloads are admitted with their first attempt minted, as the daemon does. */
+    readonly mintsAtAdmission?: boolean;
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -48,6 +53,7 @@ export function harness(
   const opened = openDatabase(join(dir, "openai4s.db"));
   const store: StoreDeps = { db: opened.db, clock };
   const wakes = { count: 0 };
+  const admitted: { workloadId: string; attemptId: string | null }[] = [];
   const log = memoryLog();
   const h: Harness = {
     dir,
@@ -55,6 +61,7 @@ export function harness(
     store,
     sqlite: opened.sqlite,
     wakes,
+    admitted,
     log,
     tick: null,
     backendHealth: { kind: "Healthy" },
@@ -93,6 +100,20 @@ export function harness(
     reconciler: {
       wake: () => {
         wakes.count += 1;
+      },
+      // Tests here play the reconciler by hand (they mint attempts into the store), so by
+      // default a workload is admitted PENDING; `mintsAtAdmission` is the daemon's way.
+      ...(options.mintsAtAdmission === true
+        ? {
+            newAttemptIds: () => ({
+              allocationId: crypto.randomUUID(),
+              token: mintSubmissionToken((n) => crypto.getRandomValues(new Uint8Array(n))),
+            }),
+          }
+        : {}),
+      admitted: (workload, attempt) => {
+        wakes.count += 1;
+        admitted.push({ workloadId: workload.id, attemptId: attempt?.id ?? null });
       },
       lastTick: () => h.tick,
       backendHealth: () => h.backendHealth,

@@ -5,7 +5,13 @@
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
 import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import type { Allocation, Reason, Workload, WorkloadKind } from "../../src/orchestration/models.ts";
+import {
+  type Allocation,
+  attemptMessage,
+  type Reason,
+  type Workload,
+  type WorkloadKind,
+} from "../../src/orchestration/models.ts";
 import {
   type BarrierHooks,
   createReconciler,
@@ -93,6 +99,15 @@ export interface Harness {
     readonly kind?: WorkloadKind;
     readonly command?: readonly string[];
   }): string;
+  /**
+   * What POST does: the workload created with its first attempt minted in one transaction
+   * (ids from the reconciler), then handed to `admitted` unless `handOver` is false (a
+   * process that died between the commit and the hand-over).
+   */
+  admit(options?: { readonly maxAttempts?: number; readonly handOver?: boolean }): {
+    readonly id: string;
+    readonly attempt: Allocation;
+  };
   stop(id: string, reason?: Reason, message?: string): void;
   workload(id: string): Workload;
   allocations(id: string): readonly Allocation[];
@@ -151,6 +166,29 @@ export function harness(options: HarnessOptions = {}): Harness {
         requestHash: null,
       });
       return id;
+    },
+    admit(o = {}) {
+      const id = `w${++workloadSeq}`;
+      const maxAttempts = o.maxAttempts ?? 1;
+      const created = createWorkload(deps, {
+        id,
+        kind: "BATCH",
+        name: id,
+        profile: "default",
+        spec: { command: ["true"] },
+        maxAttempts,
+        idempotencyKey: null,
+        requestHash: null,
+        firstAttempt: {
+          ...h.reconciler.newAttemptIds(),
+          message: attemptMessage(1, maxAttempts),
+        },
+      });
+      if (created.kind !== "Created" || created.attempt === null) {
+        throw new Error(`admit: ${created.kind}`);
+      }
+      if (o.handOver !== false) h.reconciler.admitted(created.workload, created.attempt);
+      return { id, attempt: created.attempt };
     },
     stop(id, reason = "USER_CANCELLED", message = "cancelled by the user") {
       requestStop(deps, id, reason, message);

@@ -61,15 +61,25 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const submission = normalize(parseWith(SubmitBody, await readJson(c)));
     const outcome = await submitWorkload(deps, submission, key);
     switch (outcome.kind) {
-      case "Admitted":
+      case "Admitted": {
+        // Just created: no conditions yet, and its only allocation (if any) is the attempt
+        // minted with it. Built from that rather than read back, and before the attempt goes
+        // out: on the way from POST to the backend, each read here was a millisecond.
+        const body = workloadView(
+          outcome.workload,
+          [],
+          outcome.attempt === null ? [] : [outcome.attempt],
+          deps.clock.now(),
+        );
+        deps.reconciler.admitted(outcome.workload, outcome.attempt);
         deps.log.info("workload accepted", {
           workloadId: outcome.workload.id,
           kind: outcome.workload.kind,
           profile: outcome.workload.profile,
         });
-        deps.reconciler.wake();
         c.header("Location", `/v1/workloads/${outcome.workload.id}`);
-        return c.json(view(outcome.workload), 201);
+        return c.json(body, 201);
+      }
       case "Replayed":
         return c.json(view(outcome.workload), 200);
       default: {

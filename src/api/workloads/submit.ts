@@ -80,6 +80,9 @@ export async function submitWorkload(
       store: deps.admission,
       backend: deps.backend,
       newWorkloadId: deps.newWorkloadId ?? mintWorkloadId,
+      ...(deps.reconciler.newAttemptIds === undefined
+        ? {}
+        : { newAttempt: deps.reconciler.newAttemptIds }),
     },
     submission,
     idempotencyKey,

@@ -5,7 +5,29 @@
  * decides "replay or conflict" lives in the core, not in a match on the database's error
  * text. Implemented by store/adapters/admission-store.ts.
  */
-import type { Workload, WorkloadKind, WorkloadSpec } from "../models.ts";
+import type {
+  Allocation,
+  SubmissionToken,
+  Workload,
+  WorkloadKind,
+  WorkloadSpec,
+} from "../models.ts";
+
+/** A new attempt's identity: its allocation id and its submission token. */
+export interface AttemptIds {
+  readonly allocationId: string;
+  readonly token: SubmissionToken;
+}
+
+/**
+ * The workload's first attempt, minted in the transaction that creates it: its token is
+ * durable the moment the workload is (INV-8), so the attempt can be handed to the backend
+ * at once instead of after a second commit in the next reconciler pass.
+ */
+export interface FirstAttemptInput extends AttemptIds {
+  /** The attempt's event message ("attempt 1 of N"). */
+  readonly message: string;
+}
 
 export interface CreateWorkloadInput {
   readonly id: string;
@@ -16,6 +38,8 @@ export interface CreateWorkloadInput {
   readonly maxAttempts: number;
   readonly idempotencyKey: string | null;
   readonly requestHash: string | null;
+  /** Absent: the workload is created PENDING and the reconciler mints its first attempt. */
+  readonly firstAttempt?: FirstAttemptInput;
 }
 
 /** A workload found by its Idempotency-Key, with the hash of the request that created it. */
@@ -25,12 +49,20 @@ export interface IdempotentMatch {
 }
 
 export type CreateWorkloadResult =
-  | { readonly kind: "Created"; readonly workload: Workload }
+  | {
+      readonly kind: "Created";
+      readonly workload: Workload;
+      /** The first attempt, when one was asked for (SUBMITTING, no handle yet). */
+      readonly attempt: Allocation | null;
+    }
   /** Another request created a workload with this Idempotency-Key first; nothing written. */
   | { readonly kind: "KeyTaken"; readonly existing: IdempotentMatch };
 
 export interface AdmissionStore {
   findByIdempotencyKey(key: string): IdempotentMatch | null;
-  /** Inserts a PENDING workload and its first event in one transaction. Writes. */
+  /**
+   * Inserts the workload and its first event in one transaction, with its first attempt when
+   * asked (then SUBMITTING, else PENDING). Writes.
+   */
   create(input: CreateWorkloadInput): CreateWorkloadResult;
 }

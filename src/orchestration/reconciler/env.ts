@@ -25,6 +25,12 @@ export interface TickEnv {
   readonly reportedUnknownFacts: Set<string>;
   /** Submit and cancel run here, outliving the tick (reconciler/lanes.ts). */
   readonly lanes: Lanes;
+  /**
+   * Attempts this process minted and has not handed to the backend yet, across ticks: their
+   * tokens need no lookup before the first submit (INV-8 holds: nothing asked the backend to
+   * record them). Memory only, so after a restart every such attempt is looked up first.
+   */
+  readonly fresh: Set<string>;
   /** Lanes this tick started; `reconcileOnce` may wait for them. */
   readonly started: Promise<LaneOutcome>[];
   /** What to look at, kept across ticks (reconciler/focus.ts); the one thing that outlives it. */

@@ -6,20 +6,12 @@
  * as a compare-and-set on what it read, so a tick that dies half way leaves a store from
  * which the next tick simply takes the remaining steps.
  */
-import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
 import type { LiveViewChanges, ReconcileItem, Transition } from "../ports/reconciler-store.ts";
-import type { ObservationCursor, ObservedChange, SubmitRequest } from "../ports.ts";
+import type { ObservationCursor, ObservedChange } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
-import {
-  followObservation,
-  isObservablePhase,
-  recordFound,
-  recordSubmitResult,
-  refuseAttempt,
-  settleEnded,
-} from "./decisions.ts";
+import { followObservation, isObservablePhase, recordFound, settleEnded } from "./decisions.ts";
 import { type TickEnv, write } from "./env.ts";
 import {
   absorbChanges,
@@ -31,11 +23,7 @@ import {
 } from "./focus.ts";
 import { type BackendReads, readBackend, readBackendChanges } from "./reads.ts";
 import { warnNearDeadline } from "./runway.ts";
-
-interface Live {
-  readonly workload: Workload;
-  readonly allocation: Allocation;
-}
+import { type Live, submitAttempts } from "./submissions.ts";
 
 interface Plan {
   /** Want to run, hold no active allocation, and may start an attempt. */
@@ -44,14 +32,30 @@ interface Plan {
   readonly settle: Transition[];
   /** Submission outcome never recorded: ask by token first (INV-8). */
   readonly unresolved: Live[];
+  /**
+   * Minted by this process and never handed to the backend (`env.fresh`): asking for the
+   * token could only answer Absent, so these are submitted without a lookup.
+   */
+  readonly freshUnresolved: Live[];
   /** Have a handle: follow the observation. */
   readonly watched: Live[];
   /** Asked to stop: the cancel barrier. */
   readonly stopping: ReconcileItem[];
 }
 
-function classify(view: readonly ReconcileItem[], busy: (allocationId: string) => boolean): Plan {
-  const plan: Plan = { mint: [], settle: [], unresolved: [], watched: [], stopping: [] };
+function classify(
+  view: readonly ReconcileItem[],
+  busy: (allocationId: string) => boolean,
+  fresh: ReadonlySet<string>,
+): Plan {
+  const plan: Plan = {
+    mint: [],
+    settle: [],
+    unresolved: [],
+    freshUnresolved: [],
+    watched: [],
+    stopping: [],
+  };
   for (const item of view) {
     const { workload: w, current: a } = item;
     // A submission in flight: its lane records the answer. Asking for the token now could
@@ -62,7 +66,9 @@ function classify(view: readonly ReconcileItem[], busy: (allocationId: string) =
     } else if (a === null) {
       plan.mint.push(w);
     } else if (isActiveAllocation(a.phase)) {
-      if (a.handle === null) plan.unresolved.push({ workload: w, allocation: a });
+      if (a.handle === null && fresh.has(a.id)) {
+        plan.freshUnresolved.push({ workload: w, allocation: a });
+      } else if (a.handle === null) plan.unresolved.push({ workload: w, allocation: a });
       else plan.watched.push({ workload: w, allocation: a });
     } else {
       const phase = a.phase;
@@ -83,7 +89,11 @@ function classify(view: readonly ReconcileItem[], busy: (allocationId: string) =
  * stops before its first step instead of one that fails half way.
  */
 function decodePlanSpecs(env: TickEnv, plan: Plan): void {
-  env.store.decodeSpecs([...plan.mint, ...plan.unresolved.map((l) => l.workload)]);
+  env.store.decodeSpecs([
+    ...plan.mint,
+    ...plan.unresolved.map((l) => l.workload),
+    ...plan.freshUnresolved.map((l) => l.workload),
+  ]);
 }
 
 /**
@@ -104,8 +114,9 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   const view = fullView(env, changes);
   if (view !== null || changes === undefined) {
     const items = view ?? [];
+    keepFresh(env, items);
     env.runway.note(items, env.warningLeadMs, true);
-    const plan = classify(items, env.lanes.busy);
+    const plan = classify(items, env.lanes.busy, env.fresh);
     decodePlanSpecs(env, plan);
     const targets = readTargets(env, plan);
     const reads = await readBackend(env, targets.observed, targets.unresolved);
@@ -117,10 +128,11 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   const now = env.clock.now();
   const full = fullTickDue(focus, env.backend.reportsChanges, now);
   const looked = full ? [...changes.items.values()] : focusedItems(focus, changes.items);
+  if (full) keepFresh(env, looked);
   if (!full) lookAtDueWarnings(env, changes.items, looked, now);
   env.runway.note(looked, env.warningLeadMs, full);
   indexAllocations(focus, looked, full);
-  const plan = classify(looked, env.lanes.busy);
+  const plan = classify(looked, env.lanes.busy, env.fresh);
   decodePlanSpecs(env, plan);
   const targets = readTargets(env, plan);
   let reads: BackendReads;
@@ -173,6 +185,19 @@ function lookAtDueWarnings(
   }
 }
 
+/**
+ * Forgets fresh marks of attempts that are no longer waiting for their first submit (refused,
+ * stopped, gone): a tick that sees every live workload is the one that can tell.
+ */
+function keepFresh(env: TickEnv, items: readonly ReconcileItem[]): void {
+  if (env.fresh.size === 0) return;
+  const waiting = new Set<string>();
+  for (const { current: a } of items) {
+    if (a !== null && a.handle === null && a.phase === "SUBMITTING") waiting.add(a.id);
+  }
+  for (const id of env.fresh) if (!waiting.has(id)) env.fresh.delete(id);
+}
+
 /** What a tick asks the backend about: handles to observe, tokens to look up. */
 function readTargets(
   env: TickEnv,
@@ -192,7 +217,7 @@ function readTargets(
 
 async function takeSteps(env: TickEnv, plan: Plan, reads: BackendReads): Promise<void> {
   const resubmit = followAndResolve(env, plan, reads);
-  await submitAttempts(env, plan.mint, resubmit);
+  submitAttempts(env, plan.mint, plan.freshUnresolved, resubmit);
   await cancelBarrier(env, plan.stopping, reads);
   await acknowledgeSweep(env);
 }
@@ -244,18 +269,18 @@ export async function reconcileSubmissions(env: TickEnv): Promise<number> {
   const view = fullView(env, changes);
   if (view !== null || changes === undefined) {
     const items = view ?? [];
-    const plan = classify(items, env.lanes.busy);
+    const plan = classify(items, env.lanes.busy, env.fresh);
     decodePlanSpecs(env, plan);
-    await submitAttempts(env, plan.mint, []);
+    submitAttempts(env, plan.mint, plan.freshUnresolved);
     return items.length;
   }
   absorbChanges(env.focus, changes);
   const looked = changes.rebuilt
     ? [...changes.items.values()]
     : focusedItems(env.focus, changes.items);
-  const plan = classify(looked, env.lanes.busy);
+  const plan = classify(looked, env.lanes.busy, env.fresh);
   decodePlanSpecs(env, plan);
-  await submitAttempts(env, plan.mint, []);
+  submitAttempts(env, plan.mint, plan.freshUnresolved);
   return changes.items.size;
 }
 
@@ -316,174 +341,4 @@ function followAndResolve(env: TickEnv, plan: Plan, reads: BackendReads): Live[]
   }
   write(env, transitions);
   return resubmit;
-}
-
-/**
- * Mint (persist token and attempt) → prepare → one submit → record the answers. The mint is
- * committed before the backend is asked anything: a crash after the backend accepted must
- * leave a token in the store to find the job by (INV-8).
- */
-async function submitAttempts(
-  env: TickEnv,
-  mint: readonly Workload[],
-  resubmit: readonly Live[],
-): Promise<void> {
-  const attempts: Live[] = [];
-  // Minted in this call, by this process, and not yet handed to any backend call: the only
-  // tokens whose lookup before submit is provably useless. A resubmit after Absent, and
-  // anything a previous process minted, is not in here and is looked up first.
-  const fresh = new Set<string>();
-  if ((mint.length > 0 || resubmit.length > 0) && !env.lanes.hasRoom("submit")) {
-    // Every submit lane is taken (hung submissions): nothing is minted, so these wait as
-    // they are, PENDING or resolved-Absent, for a tick with a free lane.
-    env.log.debug("every submit lane is in flight; new attempts wait", {
-      waiting: mint.length + resubmit.length,
-    });
-    return;
-  }
-  if (mint.length > 0 && env.backend.unavailable) {
-    // Submitting into a backend that just failed to answer only piles up Unknowns to
-    // resolve; the workloads stay PENDING until a tick hears from it.
-    env.log.info("backend unavailable this tick; new attempts wait", { waiting: mint.length });
-  } else if (mint.length > 0) {
-    const inputs = mint.map((w) => ({
-      workloadId: w.id,
-      allocationId: env.newAllocationId(),
-      token: env.mintToken(),
-      expectedEpoch: w.executionEpoch,
-      message: `attempt ${w.executionEpoch + 1} of ${Math.max(w.maxAttempts, w.executionEpoch + 1)}`,
-    }));
-    const results = env.store.mintAttempts(inputs);
-    results.forEach((r, i) => {
-      const w = mint[i];
-      const input = inputs[i];
-      if (w === undefined || input === undefined) return;
-      switch (r.kind) {
-        case "Minted":
-          env.counters.minted += 1;
-          env.counters.writes += 1;
-          attempts.push({
-            workload: {
-              ...w,
-              executionEpoch: r.allocation.epoch,
-              phase: "SUBMITTING",
-              reason: null,
-              message: input.message,
-            },
-            allocation: r.allocation,
-          });
-          fresh.add(r.allocation.id);
-          break;
-        case "Stale":
-          env.log.debug("attempt not minted; the workload moved on", {
-            workloadId: w.id,
-            message: r.message,
-          });
-          break;
-        default: {
-          const unreachable: never = r;
-          throw new Error(`unhandled mint result ${JSON.stringify(unreachable)}`);
-        }
-      }
-    });
-    env.faultPoint("reconciler.after-mint");
-  }
-  attempts.push(...resubmit);
-  if (attempts.length === 0) return;
-
-  const now = env.clock.now();
-  const prepared = await Promise.all(
-    attempts.map(async (live): Promise<PrepareResult | null> => {
-      try {
-        return await env.preparer.prepare(live.workload, live.allocation);
-      } catch (error) {
-        // Broken infrastructure (a directory that cannot be created): the attempt stays
-        // SUBMITTING with no handle, so the next tick asks by token (Absent) and prepares again.
-        env.log.error("preparing an attempt failed; retried next tick", {
-          workloadId: live.workload.id,
-          allocationId: live.allocation.id,
-          error: String(error),
-        });
-        return null;
-      }
-    }),
-  );
-  const refusals: Transition[] = [];
-  const requests: { readonly live: Live; readonly request: SubmitRequest }[] = [];
-  attempts.forEach((live, i) => {
-    const p = prepared[i];
-    if (p === null || p === undefined) return;
-    switch (p.kind) {
-      case "Refused":
-        refusals.push(refuseAttempt(live.workload, live.allocation, p.reason, p.message, now));
-        break;
-      case "Prepared":
-        requests.push({
-          live,
-          request: {
-            allocationId: live.allocation.id,
-            workloadId: live.workload.id,
-            workloadKind: live.workload.kind,
-            token: live.allocation.token,
-            epoch: live.allocation.epoch,
-            profile: live.workload.profile,
-            name: live.workload.name,
-            launch: p.attempt.launch,
-            timeLimitSeconds: p.attempt.timeLimitSeconds,
-            allocationDir: p.attempt.allocationDir,
-            workspaceDir: p.attempt.workspaceDir,
-            ...(fresh.has(live.allocation.id) ? { freshToken: true as const } : {}),
-          },
-        });
-        break;
-      default: {
-        const unreachable: never = p;
-        throw new Error(`unhandled prepare result ${JSON.stringify(unreachable)}`);
-      }
-    }
-  });
-  write(env, refusals);
-  if (requests.length === 0) return;
-  const lane = env.lanes.start(
-    "submit",
-    requests.map((r) => r.live.allocation.id),
-    () => submitAndRecord(env, requests),
-  );
-  env.started.push(lane);
-}
-
-/**
- * The submit lane: one backend call for the tick's attempts, then their answers recorded.
- * Runs after the tick moved on; its writes are compare-and-set like every other step, so
- * an answer that arrives after the world moved (a stop fenced the attempt) is simply not
- * applied, and the next tick resolves that attempt by token.
- */
-async function submitAndRecord(
-  env: TickEnv,
-  requests: readonly { readonly live: Live; readonly request: SubmitRequest }[],
-): Promise<void> {
-  // Asked before submitting: a backend that starts sandboxing meanwhile only makes this
-  // conservative (a sandboxed launch recorded as not sandboxed), never the other way.
-  const sandboxed = env.backend.launchesSandboxed();
-  const answers = await env.backend.submit(requests.map((r) => r.request));
-  env.faultPoint("reconciler.after-submit");
-  const recorded: Transition[] = [];
-  for (const { live, request } of requests) {
-    const answer = answers.get(request.token) ?? {
-      kind: "Unknown" as const,
-      token: request.token,
-      message: "no answer for token",
-    };
-    if (answer.kind === "Created" || answer.kind === "Existing") env.counters.submitted += 1;
-    if (answer.kind === "Unknown") {
-      env.log.warn("submission outcome unknown; resolved by token next tick", {
-        allocationId: live.allocation.id,
-        message: answer.message,
-      });
-    }
-    recorded.push(
-      recordSubmitResult(live.workload, live.allocation, answer, env.clock.now(), sandboxed),
-    );
-  }
-  write(env, recorded);
 }

@@ -2,6 +2,7 @@ import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { Allocation, Workload } from "../models.ts";
+import type { AttemptIds } from "../ports/admission-store.ts";
 import type { ReconcilerStore } from "../ports/reconciler-store.ts";
 import type { AllocationBackend } from "../ports.ts";
 import type { BackendHealth } from "./watch.ts";
@@ -149,6 +150,16 @@ export interface Reconciler {
   run(signal: AbortSignal): Promise<void>;
   /** A workload was created or asked to stop: tick now (coalesced) instead of at the period. */
   wake(): void;
+  /** Identity for a new attempt, minted where the reconciler mints its own. */
+  newAttemptIds(): AttemptIds;
+  /**
+   * A workload was just admitted, with its first attempt minted in the same transaction (its
+   * token durable, never handed to the backend) or without one. The attempt goes to the
+   * backend at once, without a token lookup, when a submit lane is free and the backend is
+   * answering; otherwise a pass submits it soon (still without a lookup while this process
+   * lives). Without an attempt this is `wake()`.
+   */
+  admitted(workload: Workload, attempt: Allocation | null): void;
   /** The last finished tick, or null before the first. */
   lastTick(): TickReport | null;
   /** Health as seen from the calls themselves: degraded the moment one is slow or failed. */

@@ -1,4 +1,9 @@
-import { ACTIVE_ALLOCATION_PHASES, type Allocation } from "../../orchestration/models.ts";
+import type { Database } from "bun:sqlite";
+import {
+  ACTIVE_ALLOCATION_PHASES,
+  type Allocation,
+  type SubmissionToken,
+} from "../../orchestration/models.ts";
 import type {
   MintAttemptInput,
   MintAttemptResult,
@@ -35,40 +40,59 @@ export function mintAttempt(deps: StoreDeps, input: MintAttemptInput): MintAttem
     if (active) return { kind: "Stale", message: `allocation ${active.id} is active` };
     const epoch = input.expectedEpoch + 1;
     sqlite
-      .query<never, [string, string, number, string, number]>(
-        "INSERT INTO allocations (id, workload_id, epoch, token, phase, created_at) VALUES (?, ?, ?, ?, 'SUBMITTING', ?)",
-      )
-      .run(input.allocationId, input.workloadId, epoch, input.token, now);
-    sqlite
       .query<never, [number, string, number, string]>(
         "UPDATE workloads SET execution_epoch = ?, phase = 'SUBMITTING', reason = NULL, message = ?, updated_at = ? WHERE id = ?",
       )
       .run(epoch, input.message, now, input.workloadId);
-    sqlite
-      .query<never, [string, string, number, string]>(
-        "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message) VALUES (?, ?, ?, 'SUBMITTING', NULL, ?)",
-      )
-      .run(input.workloadId, input.allocationId, now, input.message);
-    // Exactly the row just inserted: every other column starts NULL.
-    const allocation: Allocation = {
-      id: input.allocationId,
-      workloadId: input.workloadId,
-      epoch,
-      token: input.token,
-      handle: null,
-      phase: "SUBMITTING",
-      reason: null,
-      message: null,
-      exitCode: null,
-      submittedAt: null,
-      startedAt: null,
-      endedAt: null,
-      acknowledgedAt: null,
-      deadlineAt: null,
-      deadlineWarnedAt: null,
-    };
+    const allocation = insertAttempt(sqlite, { ...input, epoch, now });
     return { kind: "Minted", allocation };
   })();
+}
+
+/**
+ * The attempt's rows: the allocation in SUBMITTING with its token, and its event. The caller
+ * has set the workload's epoch and phase in the same transaction (a mint, or the creation of
+ * a workload with its first attempt).
+ */
+export function insertAttempt(
+  sqlite: Database,
+  input: {
+    readonly allocationId: string;
+    readonly workloadId: string;
+    readonly epoch: number;
+    readonly token: SubmissionToken;
+    readonly message: string;
+    readonly now: number;
+  },
+): Allocation {
+  sqlite
+    .query<never, [string, string, number, string, number]>(
+      "INSERT INTO allocations (id, workload_id, epoch, token, phase, created_at) VALUES (?, ?, ?, ?, 'SUBMITTING', ?)",
+    )
+    .run(input.allocationId, input.workloadId, input.epoch, input.token, input.now);
+  sqlite
+    .query<never, [string, string, number, string]>(
+      "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message) VALUES (?, ?, ?, 'SUBMITTING', NULL, ?)",
+    )
+    .run(input.workloadId, input.allocationId, input.now, input.message);
+  // Exactly the row just inserted: every other column starts NULL.
+  return {
+    id: input.allocationId,
+    workloadId: input.workloadId,
+    epoch: input.epoch,
+    token: input.token,
+    handle: null,
+    phase: "SUBMITTING",
+    reason: null,
+    message: null,
+    exitCode: null,
+    submittedAt: null,
+    startedAt: null,
+    endedAt: null,
+    acknowledgedAt: null,
+    deadlineAt: null,
+    deadlineWarnedAt: null,
+  };
 }
 
 // The list is our own constant, written literally so the statement text is fixed (and can

@@ -1,0 +1,220 @@
+/**
+ * Starting attempts: mint (persist token and attempt) → prepare → one submit → record the
+ * answers. The mint is committed before the backend is asked anything: a crash after the
+ * backend accepted must leave a token in the store to find the job by (INV-8).
+ *
+ * Everything after the mint runs in a submit lane (lanes.ts), so neither a slow preparation
+ * nor a submission whose answer never comes holds the tick. `startSubmissions` is also how a
+ * workload admitted with its first attempt already minted goes to the backend at once,
+ * without waiting for a reconciler pass (reconciler.ts, `admitted`).
+ */
+import type { PrepareResult } from "../attempt-preparer.ts";
+import { type Allocation, attemptMessage, type Workload } from "../models.ts";
+import type { Transition } from "../ports/reconciler-store.ts";
+import type { SubmitRequest } from "../ports.ts";
+import { recordSubmitResult, refuseAttempt } from "./decisions.ts";
+import { type TickEnv, write } from "./env.ts";
+
+export interface Live {
+  readonly workload: Workload;
+  readonly allocation: Allocation;
+}
+
+/**
+ * Mints attempts for `mint` (workloads that want to run and hold nothing) and starts one
+ * submit lane for them, the `fresh` attempts (minted by this process, never handed to the
+ * backend) and `resubmit` (attempts this tick resolved Absent by token).
+ */
+export function submitAttempts(
+  env: TickEnv,
+  mint: readonly Workload[],
+  fresh: readonly Live[],
+  resubmit: readonly Live[] = [],
+): void {
+  const waiting = mint.length + fresh.length + resubmit.length;
+  if (waiting > 0 && !env.lanes.hasRoom("submit")) {
+    // Every submit lane is taken (hung submissions): nothing is minted, so these wait as
+    // they are, PENDING or SUBMITTING without a handle, for a tick with a free lane.
+    env.log.debug("every submit lane is in flight; new attempts wait", { waiting });
+    return;
+  }
+  let attempts: Live[] = [...resubmit];
+  if (mint.length + fresh.length > 0 && env.backend.unavailable) {
+    // Submitting into a backend that just failed to answer only piles up Unknowns to
+    // resolve; the workloads stay as they are (PENDING, or SUBMITTING with a fresh token)
+    // until a tick hears from it.
+    env.log.info("backend unavailable this tick; new attempts wait", {
+      waiting: mint.length + fresh.length,
+    });
+  } else {
+    attempts = [...mintAll(env, mint), ...fresh, ...resubmit];
+  }
+  if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
+}
+
+/** Persists one attempt per workload (one transaction); the ones minted, ready to submit. */
+function mintAll(env: TickEnv, mint: readonly Workload[]): Live[] {
+  if (mint.length === 0) return [];
+  const attempts: Live[] = [];
+  const inputs = mint.map((w) => ({
+    workloadId: w.id,
+    allocationId: env.newAllocationId(),
+    token: env.mintToken(),
+    expectedEpoch: w.executionEpoch,
+    message: attemptMessage(w.executionEpoch + 1, w.maxAttempts),
+  }));
+  const results = env.store.mintAttempts(inputs);
+  results.forEach((r, i) => {
+    const w = mint[i];
+    const input = inputs[i];
+    if (w === undefined || input === undefined) return;
+    switch (r.kind) {
+      case "Minted":
+        env.counters.minted += 1;
+        env.counters.writes += 1;
+        attempts.push({
+          workload: {
+            ...w,
+            executionEpoch: r.allocation.epoch,
+            phase: "SUBMITTING",
+            reason: null,
+            message: input.message,
+          },
+          allocation: r.allocation,
+        });
+        // Minted by this process and not yet handed to any backend call: the only tokens
+        // whose lookup before submit is provably useless.
+        env.fresh.add(r.allocation.id);
+        break;
+      case "Stale":
+        env.log.debug("attempt not minted; the workload moved on", {
+          workloadId: w.id,
+          message: r.message,
+        });
+        break;
+      default: {
+        const unreachable: never = r;
+        throw new Error(`unhandled mint result ${JSON.stringify(unreachable)}`);
+      }
+    }
+  });
+  env.faultPoint("reconciler.after-mint");
+  return attempts;
+}
+
+/**
+ * Starts the submit lane for attempts whose tokens are durable: it prepares them, submits
+ * the prepared ones in one backend call and records every answer. The attempts are busy
+ * from this call on (synchronously), so no tick asks for their tokens meanwhile.
+ */
+export function startSubmissions(
+  env: TickEnv,
+  attempts: readonly Live[],
+): ReturnType<TickEnv["lanes"]["start"]> {
+  return env.lanes.start(
+    "submit",
+    attempts.map((a) => a.allocation.id),
+    () => prepareAndSubmit(env, attempts),
+  );
+}
+
+async function prepareAndSubmit(env: TickEnv, attempts: readonly Live[]): Promise<void> {
+  const prepared = await Promise.all(
+    attempts.map(async (live): Promise<PrepareResult | null> => {
+      try {
+        return await env.preparer.prepare(live.workload, live.allocation);
+      } catch (error) {
+        // Broken infrastructure (a directory that cannot be created): the attempt stays
+        // SUBMITTING with no handle, so a later tick submits it again (by token, or at once
+        // while its token is still fresh) and prepares again.
+        env.log.error("preparing an attempt failed; retried next tick", {
+          workloadId: live.workload.id,
+          allocationId: live.allocation.id,
+          error: String(error),
+        });
+        return null;
+      }
+    }),
+  );
+  const now = env.clock.now();
+  const refusals: Transition[] = [];
+  const requests: { readonly live: Live; readonly request: SubmitRequest }[] = [];
+  attempts.forEach((live, i) => {
+    const p = prepared[i];
+    if (p === null || p === undefined) return;
+    switch (p.kind) {
+      case "Refused":
+        env.fresh.delete(live.allocation.id);
+        refusals.push(refuseAttempt(live.workload, live.allocation, p.reason, p.message, now));
+        break;
+      case "Prepared":
+        requests.push({ live, request: submitRequest(env, live, p) });
+        break;
+      default: {
+        const unreachable: never = p;
+        throw new Error(`unhandled prepare result ${JSON.stringify(unreachable)}`);
+      }
+    }
+  });
+  write(env, refusals);
+  if (requests.length > 0) await submitAndRecord(env, requests);
+}
+
+function submitRequest(
+  env: TickEnv,
+  live: Live,
+  p: Extract<PrepareResult, { readonly kind: "Prepared" }>,
+): SubmitRequest {
+  return {
+    allocationId: live.allocation.id,
+    workloadId: live.workload.id,
+    workloadKind: live.workload.kind,
+    token: live.allocation.token,
+    epoch: live.allocation.epoch,
+    profile: live.workload.profile,
+    name: live.workload.name,
+    launch: p.attempt.launch,
+    timeLimitSeconds: p.attempt.timeLimitSeconds,
+    allocationDir: p.attempt.allocationDir,
+    workspaceDir: p.attempt.workspaceDir,
+    ...(env.fresh.has(live.allocation.id) ? { freshToken: true as const } : {}),
+  };
+}
+
+/**
+ * One backend call for the lane's attempts, then their answers recorded. Its writes are
+ * compare-and-set like every other step, so an answer that arrives after the world moved (a
+ * stop fenced the attempt) is simply not applied, and the next tick resolves that attempt by
+ * token.
+ */
+async function submitAndRecord(
+  env: TickEnv,
+  requests: readonly { readonly live: Live; readonly request: SubmitRequest }[],
+): Promise<void> {
+  // Asked before submitting: a backend that starts sandboxing meanwhile only makes this
+  // conservative (a sandboxed launch recorded as not sandboxed), never the other way.
+  const sandboxed = env.backend.launchesSandboxed();
+  // Handed over from here on, whatever comes back: any later submit asks by token first.
+  for (const { request } of requests) env.fresh.delete(request.allocationId);
+  const answers = await env.backend.submit(requests.map((r) => r.request));
+  env.faultPoint("reconciler.after-submit");
+  const recorded: Transition[] = [];
+  for (const { live, request } of requests) {
+    const answer = answers.get(request.token) ?? {
+      kind: "Unknown" as const,
+      token: request.token,
+      message: "no answer for token",
+    };
+    if (answer.kind === "Created" || answer.kind === "Existing") env.counters.submitted += 1;
+    if (answer.kind === "Unknown") {
+      env.log.warn("submission outcome unknown; resolved by token next tick", {
+        allocationId: live.allocation.id,
+        message: answer.message,
+      });
+    }
+    recorded.push(
+      recordSubmitResult(live.workload, live.allocation, answer, env.clock.now(), sandboxed),
+    );
+  }
+  write(env, recorded);
+}
