@@ -9,6 +9,7 @@ declare const self: Worker;
 
 let db: Database | null = null;
 let timer: ReturnType<typeof setTimeout> | null = null;
+let runs = 0;
 
 function report(message: CheckpointerReport): void {
   self.postMessage(message);
@@ -28,7 +29,8 @@ function run(intervalMs: number): void {
     // [busy, frames in the WAL, frames copied]: busy only means a reader or another
     // checkpoint held part of it back; the next run copies the rest.
     const row = db.query("PRAGMA wal_checkpoint(PASSIVE)").values()[0] as number[] | undefined;
-    report({ kind: "Checkpointed", walFrames: row?.[1] ?? 0, copiedFrames: row?.[2] ?? 0 });
+    runs += 1;
+    report({ kind: "Checkpointed", runs, walFrames: row?.[1] ?? 0, copiedFrames: row?.[2] ?? 0 });
   } catch (error) {
     close();
     report({ kind: "Failed", message: String(error) });

@@ -80,6 +80,8 @@ export type CheckpointerReport =
   | { readonly kind: "Ready" }
   | {
       readonly kind: "Checkpointed";
+      /** Runs so far, this one included (the main thread may take several reports at once). */
+      readonly runs: number;
       readonly walFrames: number;
       readonly copiedFrames: number;
     }
@@ -128,7 +130,7 @@ export function startWalCheckpointer(
         break;
       case "Checkpointed":
         stats = {
-          runs: stats.runs + 1,
+          runs: report.runs,
           walFrames: report.walFrames,
           copiedFrames: report.copiedFrames,
         };
