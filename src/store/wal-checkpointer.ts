@@ -90,6 +90,7 @@ export type CheckpointerReport =
 
 const DEFAULT_INTERVAL_MS = 250;
 const DEFAULT_BACKSTOP_PAGES = 16_384;
+const STOP_GRACE_MS = 5000;
 
 export function startWalCheckpointer(
   sqlite: Database,
@@ -106,6 +107,8 @@ export function startWalCheckpointer(
   sqlite.run(`PRAGMA wal_autocheckpoint = ${backstopPages}`);
   // smol: a small heap for a thread that only runs one PRAGMA now and then (~4 MB RSS).
   const worker = new Worker(WAL_CHECKPOINTER_ENTRYPOINT, { smol: true });
+  // Never what keeps a process alive: a caller that forgets stop() still exits.
+  worker.unref();
 
   const fail = (message: string) => {
     // After stop() the thread is going away anyway; only the waiter needs to hear it.
@@ -148,6 +151,8 @@ export function startWalCheckpointer(
     }
   };
   worker.onerror = (event) => fail(event.message || "the checkpointer thread threw");
+  // A thread that ends without a word (it crashed): the same fallback.
+  worker.addEventListener("close", () => fail("the checkpointer thread exited"));
   const start: CheckpointerCommand = { kind: "Start", path: options.path, intervalMs };
   worker.postMessage(start);
 
@@ -162,7 +167,16 @@ export function startWalCheckpointer(
       });
       const stop: CheckpointerCommand = { kind: "Stop" };
       worker.postMessage(stop);
-      return done.then(() => worker.terminate());
+      // A run in progress finishes first (a checkpoint is one SQLite call); a thread that
+      // does not answer must not hold the daemon's shutdown, so it is ended regardless.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, STOP_GRACE_MS);
+      });
+      return Promise.race([done, grace]).then(() => {
+        clearTimeout(timer);
+        worker.terminate();
+      });
     },
   };
 }
