@@ -1,8 +1,9 @@
 /**
  * The reconciler tick against the simulated backend at 100, 1,000 and 10,000 active
  * workloads: milliseconds per tick and backend calls per tick. The store is a real SQLite
- * file (WAL, synchronous=FULL, checkpoints on their own thread: as the daemon opens it); the backend answers from memory, so
- * the figure is the reconciler's own cost (store read, planning, diffing), not a scheduler's.
+ * file (WAL, synchronous=FULL, checkpoints on their own thread: as the daemon opens it); the
+ * backend answers from memory, so the figure is the reconciler's own cost (store read,
+ * planning, diffing), not a scheduler's.
  *
  * Targets: backend calls per tick constant in N; a steady tick (every workload RUNNING,
  * nothing changed) under 50 ms at 10,000 workloads on a 2-core machine.
