@@ -12,7 +12,12 @@ const workerLink = join(outDir, "openai4s-worker");
 mkdirSync(outDir, { recursive: true });
 
 const result = await Bun.build({
-  entrypoints: [join(import.meta.dir, "src/main.ts")],
+  // The WAL checkpointer runs as a Worker (src/store/wal-checkpointer.ts): a worker's
+  // entrypoint must be bundled into the executable as an entrypoint of its own.
+  entrypoints: [
+    join(import.meta.dir, "src/main.ts"),
+    join(import.meta.dir, "src/store/wal-checkpointer-worker.ts"),
+  ],
   compile: {
     target: "bun-linux-x64",
     outfile,

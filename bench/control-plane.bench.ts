@@ -26,7 +26,13 @@ import {
   type Timers,
 } from "../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
-import { createWorkload, openDatabase, requestStop, type StoreDeps } from "../src/store/index.ts";
+import {
+  createWorkload,
+  openDatabase,
+  requestStop,
+  type StoreDeps,
+  startWalCheckpointer,
+} from "../src/store/index.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import {
   createSimulatedBackend,
@@ -38,13 +44,19 @@ const quick = process.env["O4S_BENCH_QUICK"] === "1";
 interface World {
   readonly deps: StoreDeps;
   readonly sim: SimulatedBackend;
+  /** WAL checkpoints the checkpointer thread has run so far. */
+  checkpoints(): number;
   add(n: number): string[];
-  close(): void;
+  close(): Promise<void>;
 }
 
 function world(): World {
   const dir = mkdtempSync(join(tmpdir(), "o4s-bench-cp-"));
-  const opened = openDatabase(join(dir, "openai4s.db"));
+  const path = join(dir, "openai4s.db");
+  // As the daemon opens its store (daemon.ts): WAL, synchronous=FULL, checkpoints on a
+  // thread of their own with the daemon's defaults.
+  const opened = openDatabase(path);
+  const checkpointer = startWalCheckpointer(opened.sqlite, { path, log: silentLog });
   const deps: StoreDeps = { db: opened.db, clock: systemClock };
   const sim = createSimulatedBackend({ clock: systemClock, recordCalls: true });
   let seq = 0;
@@ -71,7 +83,9 @@ function world(): World {
       });
       return ids;
     },
-    close() {
+    checkpoints: () => checkpointer.stats().runs,
+    async close() {
+      await checkpointer.stop();
       opened.close();
       rmSync(dir, { recursive: true, force: true });
     },
@@ -132,7 +146,7 @@ async function bystanderCancel(): Promise<{ ms: number; intervalMs: number }> {
     abort.abort();
     await loop;
     await r.idle();
-    w.close();
+    await w.close();
   }
 }
 
@@ -157,7 +171,7 @@ async function observeRateUnderWakes(seconds: number, wakesPerSecond: number): P
     abort.abort();
     await loop;
     await r.idle();
-    w.close();
+    await w.close();
   }
 }
 
@@ -208,7 +222,7 @@ async function observesPerIdleHour(): Promise<{ perHour: number; afterWakeMs: nu
   } finally {
     abort.abort();
     await loop;
-    w.close();
+    await w.close();
   }
 }
 
@@ -238,7 +252,7 @@ async function outageToDegraded(): Promise<number> {
     return performance.now() - hungAt;
   } finally {
     abort.abort();
-    w.close();
+    await w.close();
     void loop;
   }
 }
@@ -272,6 +286,7 @@ async function churnTicks(
   own: Spread;
   cpu: Spread;
   rssMb: number;
+  checkpoints: number;
 }> {
   const w = world();
   const sim = createSimulatedBackend({ clock: systemClock, recordCalls: false, reportsChanges });
@@ -318,6 +333,14 @@ async function churnTicks(
     const own: number[] = [];
     const cpu: number[] = [];
     const step = Math.max(1, Math.floor(n / 100));
+    // The thread's reports reach this thread between ticks only: a fresh one before and
+    // after the ticks brackets the checkpoints that ran while they did (give or take one).
+    const fresh = async () => {
+      const seen = w.checkpoints();
+      await until("a checkpointer report", () => w.checkpoints() > seen);
+      return w.checkpoints();
+    };
+    const checkpoints0 = await fresh();
     for (let t = 0; t < ticks; t++) {
       for (const h of queued.splice(0, step)) sim.start(h);
       observeMs = 0;
@@ -332,6 +355,7 @@ async function churnTicks(
       write.push(writeMs);
       own.push(report.durationMs - observeMs - writeMs);
     }
+    const checkpoints = (await fresh()) - checkpoints0;
     return {
       tick: spread(tick),
       observe: spread(observe),
@@ -339,9 +363,10 @@ async function churnTicks(
       own: spread(own),
       cpu: spread(cpu),
       rssMb: process.memoryUsage().rss / 2 ** 20,
+      checkpoints,
     };
   } finally {
-    w.close();
+    await w.close();
   }
 }
 
@@ -396,8 +421,15 @@ if (import.meta.main) {
       value: `${f(churn.own.median)} / ${f(churn.own.p95)}`,
     },
     {
+      // Beside the ticks, not in them: the store's checkpointer thread copying the WAL into
+      // the database file (store/wal-checkpointer.ts), as in the daemon.
+      metric: "  WAL checkpoints on the checkpointer thread during these ticks (±1)",
+      value: String(churn.checkpoints),
+    },
+    {
       // CPU time of this process during the tick: what the tick costs apart from waiting for
-      // a core on a loaded machine (coarse: the kernel accounts it in ticks).
+      // a core on a loaded machine (coarse: the kernel accounts it in ticks). All threads:
+      // a checkpoint the thread runs meanwhile counts here too.
       metric: "  CPU ms per tick, median / p95",
       value: `${f(churn.cpu.median)} / ${f(churn.cpu.p95)}`,
     },

@@ -1,8 +1,9 @@
 /**
  * The reconciler tick against the simulated backend at 100, 1,000 and 10,000 active
  * workloads: milliseconds per tick and backend calls per tick. The store is a real SQLite
- * file (WAL, synchronous=FULL, as the daemon opens it); the backend answers from memory, so
- * the figure is the reconciler's own cost (store read, planning, diffing), not a scheduler's.
+ * file (WAL, synchronous=FULL, checkpoints on their own thread: as the daemon opens it); the
+ * backend answers from memory, so the figure is the reconciler's own cost (store read,
+ * planning, diffing), not a scheduler's.
  *
  * Targets: backend calls per tick constant in N; a steady tick (every workload RUNNING,
  * nothing changed) under 50 ms at 10,000 workloads on a 2-core machine.
@@ -21,7 +22,7 @@ import {
   type TickReport,
 } from "../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
-import { createWorkload, openDatabase } from "../src/store/index.ts";
+import { createWorkload, openDatabase, startWalCheckpointer } from "../src/store/index.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 
@@ -63,7 +64,10 @@ export function machine(): { nproc: number; cpu: string } {
 
 async function benchOne(workloads: number, steadyTicks: number): Promise<ReconcilerBenchRow> {
   const dir = mkdtempSync(join(tmpdir(), "o4s-bench-"));
-  const opened = openDatabase(join(dir, "openai4s.db"));
+  const path = join(dir, "openai4s.db");
+  const opened = openDatabase(path);
+  // The daemon's checkpointer thread (daemon.ts), with its defaults.
+  const checkpointer = startWalCheckpointer(opened.sqlite, { path, log: silentLog });
   try {
     const deps = { db: opened.db, clock: systemClock };
     deps.db.transaction(() => {
@@ -116,6 +120,7 @@ async function benchOne(workloads: number, steadyTicks: number): Promise<Reconci
       steadyCallsPerTickTotal: Math.max(...steady.map((t) => t.backendCallsTotal)),
     };
   } finally {
+    await checkpointer.stop();
     opened.close();
     rmSync(dir, { recursive: true, force: true });
   }

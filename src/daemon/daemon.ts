@@ -25,7 +25,12 @@ import {
 } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { RunAs } from "../orchestration/sandbox.ts";
-import { type OpenedDatabase, openDatabase, type StoreDeps } from "../store/index.ts";
+import {
+  type OpenedDatabase,
+  openDatabase,
+  type StoreDeps,
+  startWalCheckpointer,
+} from "../store/index.ts";
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
@@ -202,6 +207,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     database.sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
     database.close();
   });
+  // Checkpoints on a thread of their own, so no commit (a tick's, a POST's) stops to copy
+  // the WAL into the database file (store/wal-checkpointer.ts). Stopped before the close above.
+  const checkpointer = startWalCheckpointer(database.sqlite, { path: layout.database, log });
+  cleanups.push(() => checkpointer.stop());
   const store: StoreDeps = { db: database.db, clock };
 
   // 5. The working parts, built by the composition: the store's ports, the backend (by

@@ -25,3 +25,4 @@ export * from "./ops/request-stop.ts";
 export * from "./ops/touch-activity.ts";
 export * from "./ops/workload-changes.ts";
 export * from "./ops/workload-details.ts";
+export * from "./wal-checkpointer.ts";
