@@ -125,7 +125,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     maxInFlight: options.maxCommandsInFlight ?? DEFAULT_MAX_COMMANDS_IN_FLIGHT,
     log,
     // A command's answer was recorded (or failed): look at the world again soon.
-    onSettled: () => wake(),
+    onSettled: (kind) => (kind === "submit" ? submissionSettled() : wake()),
   });
 
   const focus = createTickFocus(
@@ -140,6 +140,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   let chain: Promise<unknown> = Promise.resolve();
   let running = false;
   let wakeRequested = false;
+  // Monotonic ms by which the next full tick must start (a settled submission); else Infinity.
+  let observeByMs = Number.POSITIVE_INFINITY;
   let wakeWaiter: ((why: Resume) => void) | null = null;
   let intervalMs = minIntervalMs;
   // Set by every wake, cleared by any tick: new work may be waiting to be submitted.
@@ -279,6 +281,22 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     void startSubmissions(tickEnv([]), [{ workload, allocation: attempt }]);
   }
 
+  /**
+   * A submission was answered and recorded. Its job was created an instant ago: an
+   * observation now would only show it just queued, and would reach the scheduler in the
+   * same moment as the submission's own answer and as whoever submitted, looking for it. So
+   * the next full tick comes within the minimum interval, not at once, and counts as a busy
+   * one (the period goes back to the minimum); a pass runs soon, because the freed lane may
+   * let waiting work out.
+   */
+  function submissionSettled(): void {
+    submitRequested = true;
+    observeByMs = Math.min(observeByMs, monotonicMs() + minIntervalMs);
+    const waiter = wakeWaiter;
+    wakeWaiter = null;
+    waiter?.("wake");
+  }
+
   function pause(signal: AbortSignal, delayMs: number): Promise<Resume> {
     return new Promise<Resume>((resolve) => {
       let handle: unknown = null;
@@ -324,6 +342,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       while (!signal.aborted) {
         const fullDueMs = Math.min(
           lastStartMs + (wakeRequested ? minIntervalMs : intervalMs),
+          Math.max(observeByMs, lastStartMs + minIntervalMs),
           warningWakeMs(lastStartMs, lastStartClockMs),
         );
         const submitDueMs = submitRequested
@@ -350,6 +369,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         }
         const woken = wakeRequested;
         wakeRequested = false;
+        const afterSubmission = observeByMs !== Number.POSITIVE_INFINITY;
+        observeByMs = Number.POSITIVE_INFINITY;
         lastStartMs = monotonicMs();
         lastStartClockMs = clock.now();
         let report: TickReport | null = null;
@@ -360,7 +381,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
           // survive. The next tick starts over from what was committed.
           log.error("reconciler tick failed", { error: String(error) });
         }
-        intervalMs = busyTick(report, woken)
+        intervalMs = busyTick(report, woken || afterSubmission)
           ? minIntervalMs
           : Math.min(maxIntervalMs, Math.max(minIntervalMs, intervalMs * 2, 1));
       }

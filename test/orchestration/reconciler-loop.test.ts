@@ -7,7 +7,7 @@ import {
   type Timers,
 } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
-import { listEvents } from "../../src/store/index.ts";
+import { createWorkload, listEvents } from "../../src/store/index.ts";
 import {
   type Harness,
   harness,
@@ -200,6 +200,59 @@ describe("run and wake", () => {
     expect(ticks()).toBe(1);
     expect(h.sim.calls.observe).toBe(0);
     expect(h.sim.calls.findByToken).toBe(0);
+    abort.abort();
+    await done;
+  });
+
+  test("an admitted submission goes out at once; its job is observed within the minimum interval, not in the same instant", async () => {
+    const { h, clock, reconciler, ticks } = setup();
+    const abort = new AbortController();
+    const done = reconciler.run(abort.signal);
+    await settle();
+    const running = h.addWorkload();
+    reconciler.wake();
+    clock.advance(1000);
+    await settle();
+    while (ticks() < 2) {
+      clock.fire();
+      await settle();
+    }
+    expect(h.workload(running).phase).toBe("QUEUED");
+    // Backed off: nothing changes for a while.
+    for (let i = 0; i < 4; i++) {
+      clock.fire();
+      await settle();
+    }
+    const backedOff = Math.max(...clock.delays);
+    expect(backedOff).toBeGreaterThan(3000);
+    // Well past the minimum interval since the last tick, still inside the backed-off one.
+    clock.advance(2000);
+    const observed = h.sim.calls.observe;
+    const before = ticks();
+    const created = createWorkload(h.deps, {
+      id: "admitted",
+      kind: "BATCH",
+      name: "admitted",
+      profile: "default",
+      spec: { command: ["true"] },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+      firstAttempt: { ...reconciler.newAttemptIds(), message: "attempt 1 of 1" },
+    });
+    if (created.kind !== "Created" || created.attempt === null) throw new Error(created.kind);
+    reconciler.admitted(created.workload, created.attempt);
+    await settle();
+    expect(h.workload("admitted").phase).toBe("QUEUED");
+    // Submitted and recorded with no tick and no observation...
+    expect([ticks(), h.sim.calls.observe]).toEqual([before, observed]);
+    // ...and the next look is due within the minimum interval, no longer the backed-off one.
+    expect(Math.min(...clock.delays)).toBeLessThanOrEqual(1000);
+    while (ticks() === before) {
+      clock.fire();
+      await settle();
+    }
+    expect(h.sim.calls.observe).toBe(observed + 1);
     abort.abort();
     await done;
   });
