@@ -5,39 +5,14 @@
  * hand-over or after the submission) ends with exactly one job, found by token after a
  * restart (INV-8).
  */
-import { afterEach, describe, expect, test } from "bun:test";
-import type { SubmitRequest } from "../../src/orchestration/ports.ts";
-import { type Harness, type HarnessOptions, harness } from "../support/reconciler-harness.ts";
+import { describe, expect, test } from "bun:test";
+import {
+  harnessPerTest,
+  recordSubmits as recording,
+  settleLanes as settle,
+} from "../support/reconciler-harness.ts";
 
-let open: Harness[] = [];
-afterEach(() => {
-  for (const h of open) {
-    h.sim.settleHeld("drop");
-    h.close();
-  }
-  open = [];
-});
-
-function make(options: HarnessOptions = {}): Harness {
-  const h = harness(options);
-  open.push(h);
-  return h;
-}
-
-/** Lets lane continuations run. */
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
-}
-
-function recording(h: Harness): SubmitRequest[] {
-  const seen: SubmitRequest[] = [];
-  const inner = h.sim.backend.submit.bind(h.sim.backend);
-  h.sim.backend.submit = async (requests) => {
-    seen.push(...requests);
-    return inner(requests);
-  };
-  return seen;
-}
+const make = harnessPerTest();
 
 describe("admitted: the first attempt goes out at once", () => {
   test("one submit, fresh (no lookup), with no tick at all", async () => {

@@ -3,36 +3,17 @@
  * attempt it carries is left alone by later ticks until that answer is recorded. Plus the
  * lookup-skip rule (`freshToken`) through every crash window around a submission.
  */
-import { afterEach, describe, expect, test } from "bun:test";
-import type { SubmitRequest } from "../../src/orchestration/ports.ts";
+import { describe, expect, test } from "bun:test";
 import { createReconciler } from "../../src/orchestration/reconciler.ts";
 import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
-  type Harness,
-  type HarnessOptions,
-  harness,
+  harnessPerTest,
   inertPreparer,
+  recordSubmits as recording,
+  settleLanes as settle,
 } from "../support/reconciler-harness.ts";
 
-let open: Harness[] = [];
-afterEach(() => {
-  for (const h of open) {
-    h.sim.settleHeld("drop");
-    h.close();
-  }
-  open = [];
-});
-
-function make(options: HarnessOptions = {}): Harness {
-  const h = harness(options);
-  open.push(h);
-  return h;
-}
-
-/** Lets lane continuations run. */
-async function settle(rounds = 20): Promise<void> {
-  for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
-}
+const make = harnessPerTest();
 
 describe("lanes", () => {
   test("a hung submission blocks neither observation nor a bystander's cancel", async () => {
@@ -163,16 +144,6 @@ describe("lanes", () => {
 });
 
 describe("freshToken: the lookup before submit is skipped only when provably useless", () => {
-  function recording(h: Harness): SubmitRequest[] {
-    const seen: SubmitRequest[] = [];
-    const inner = h.sim.backend.submit.bind(h.sim.backend);
-    h.sim.backend.submit = async (requests) => {
-      seen.push(...requests);
-      return inner(requests);
-    };
-    return seen;
-  }
-
   test("a first submission of a token minted in this process is fresh", async () => {
     const h = make();
     const seen = recording(h);

@@ -2,6 +2,7 @@
  * A reconciler on an in-memory store and a simulated backend, with helpers to create
  * workloads and read them back. Shared by the reconciler's scenario and property tests.
  */
+import { afterEach } from "bun:test";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
 import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
@@ -12,6 +13,7 @@ import {
   type Workload,
   type WorkloadKind,
 } from "../../src/orchestration/models.ts";
+import type { SubmitRequest } from "../../src/orchestration/ports.ts";
 import {
   type BarrierHooks,
   createReconciler,
@@ -215,4 +217,40 @@ export function harness(options: HarnessOptions = {}): Harness {
     },
   };
   return h;
+}
+
+/**
+ * `make(options)` for a test file: harnesses closed after each test, any submission a test
+ * left held (`holdNextSubmit`) dropped first so no lane outlives its test.
+ */
+export function harnessPerTest(): (options?: HarnessOptions) => Harness {
+  let open: Harness[] = [];
+  afterEach(() => {
+    for (const h of open) {
+      h.sim.settleHeld("drop");
+      h.close();
+    }
+    open = [];
+  });
+  return (options = {}) => {
+    const h = harness(options);
+    open.push(h);
+    return h;
+  };
+}
+
+/** Lets lane continuations (and what they wake) run. */
+export async function settleLanes(rounds = 20): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** Every submit request the backend is handed from now on, in order. */
+export function recordSubmits(h: Harness): SubmitRequest[] {
+  const seen: SubmitRequest[] = [];
+  const inner = h.sim.backend.submit.bind(h.sim.backend);
+  h.sim.backend.submit = async (requests) => {
+    seen.push(...requests);
+    return inner(requests);
+  };
+  return seen;
 }
