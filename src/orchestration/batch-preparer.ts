@@ -32,20 +32,16 @@ function privateDir(path: string): void {
     // A directory made now has 0700 minus the umask's bits: never looser than asked.
     mkdirSync(path, { mode: PRIVATE_DIR_MODE });
   } catch (error) {
-    if ((error as { readonly code?: unknown }).code !== "EEXIST") throw error;
+    const code = (error as { readonly code?: unknown }).code;
+    if (code === "ENOENT") {
+      // A fresh spool: its parents are made once, then this one.
+      mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
+      mkdirSync(path, { mode: PRIVATE_DIR_MODE });
+      return;
+    }
+    if (code !== "EEXIST") throw error;
     // Left by an earlier attempt, or by someone with a looser umask: tightened here.
     chmodSync(path, PRIVATE_DIR_MODE);
-  }
-}
-
-/** `privateDir`, or false when the parent is missing (ENOENT). */
-function tryPrivateDir(path: string): boolean {
-  try {
-    privateDir(path);
-    return true;
-  } catch (error) {
-    if ((error as { readonly code?: unknown }).code === "ENOENT") return false;
-    throw error;
   }
 }
 
@@ -72,13 +68,8 @@ export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
       // Failures here (permissions, a full disk) throw: broken infrastructure, which the
       // reconciler logs and retries next tick, rather than a refusal that fails the workload.
-      // Parents first, so each is one mkdir; the workloads dir itself is made here too the
-      // first time (a fresh spool).
-      const workloadDir = layout.workloadDir(workload.id);
-      if (!tryPrivateDir(workloadDir)) {
-        mkdirSync(dirname(workloadDir), { recursive: true, mode: PRIVATE_DIR_MODE });
-        privateDir(workloadDir);
-      }
+      // Parents first, so each is one mkdir.
+      privateDir(layout.workloadDir(workload.id));
       privateDir(workspaceDir);
       privateDir(dirname(allocationDir));
       privateDir(allocationDir);

@@ -75,6 +75,23 @@ export function tickBackend(
     return message;
   };
 
+  /** One observation (a listing, or the change feed since a cursor): counted and watched. */
+  const observing = async <R extends ObserveResult | ObserveChangesResult>(
+    run: () => Promise<R>,
+  ): Promise<R | { readonly kind: "Unavailable"; readonly message: string }> => {
+    calls.observe += 1;
+    const done = watch.begin("observe");
+    try {
+      const result = await run();
+      if (result.kind === "Unavailable") unavailable = true;
+      done(result.kind !== "Unavailable");
+      return result;
+    } catch (error) {
+      done(false);
+      return { kind: "Unavailable", message: broken("observe", error) };
+    }
+  };
+
   return {
     calls,
     get unavailable() {
@@ -83,32 +100,12 @@ export function tickBackend(
     launchesSandboxed: () => launchesSandboxed(backend),
     async observe(targets) {
       if (targets.length === 0) return { kind: "Observed", observations: new Map() };
-      calls.observe += 1;
-      const done = watch.begin("observe");
-      try {
-        const result = await backend.observe(targets);
-        if (result.kind === "Unavailable") unavailable = true;
-        done(result.kind !== "Unavailable");
-        return result;
-      } catch (error) {
-        done(false);
-        return { kind: "Unavailable", message: broken("observe", error) };
-      }
+      return observing(() => backend.observe(targets));
     },
     reportsChanges: reportsChanges(backend),
     async observeChanges(cursor, targets) {
       if (!reportsChanges(backend)) throw new Error("observeChanges on a backend without it");
-      calls.observe += 1;
-      const done = watch.begin("observe");
-      try {
-        const result = await backend.observeChanges(cursor, targets);
-        if (result.kind === "Unavailable") unavailable = true;
-        done(result.kind !== "Unavailable");
-        return result;
-      } catch (error) {
-        done(false);
-        return { kind: "Unavailable", message: broken("observe", error) };
-      }
+      return observing(() => backend.observeChanges(cursor, targets));
     },
     async findByToken(tokens) {
       if (tokens.length === 0) return new Map();

@@ -14,6 +14,7 @@ import type { Transition } from "../ports/reconciler-store.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { recordSubmitResult, refuseAttempt } from "./decisions.ts";
 import { type TickEnv, write } from "./env.ts";
+import type { LaneOutcome } from "./lanes.ts";
 
 export interface Live {
   readonly workload: Workload;
@@ -38,17 +39,16 @@ export function submitAttempts(
     env.log.debug("every submit lane is in flight; new attempts wait", { waiting });
     return;
   }
-  let attempts: Live[] = [...resubmit];
-  if (mint.length + fresh.length > 0 && env.backend.unavailable) {
-    // Submitting into a backend that just failed to answer only piles up Unknowns to
-    // resolve; the workloads stay as they are (PENDING, or SUBMITTING with a fresh token)
-    // until a tick hears from it.
+  // Submitting into a backend that just failed to answer only piles up Unknowns to resolve;
+  // the workloads stay as they are (PENDING, or SUBMITTING with a fresh token) until a tick
+  // hears from it. A resubmit follows a lookup this tick answered, so it goes ahead.
+  const held = mint.length + fresh.length > 0 && env.backend.unavailable;
+  if (held) {
     env.log.info("backend unavailable this tick; new attempts wait", {
       waiting: mint.length + fresh.length,
     });
-  } else {
-    attempts = [...mintAll(env, mint), ...fresh, ...resubmit];
   }
+  const attempts = held ? resubmit : [...mintAll(env, mint), ...fresh, ...resubmit];
   if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
 }
 
@@ -107,10 +107,7 @@ function mintAll(env: TickEnv, mint: readonly Workload[]): Live[] {
  * the prepared ones in one backend call and records every answer. The attempts are busy
  * from this call on (synchronously), so no tick asks for their tokens meanwhile.
  */
-export function startSubmissions(
-  env: TickEnv,
-  attempts: readonly Live[],
-): ReturnType<TickEnv["lanes"]["start"]> {
+export function startSubmissions(env: TickEnv, attempts: readonly Live[]): Promise<LaneOutcome> {
   return env.lanes.start(
     "submit",
     attempts.map((a) => a.allocation.id),
