@@ -10,7 +10,7 @@
  *  - `plainWrapper`: both, for a backend that has no verified sandbox: the job still never
  *    runs as root, and never with the request's variables in a host-side helper.
  */
-import { chownSync, lstatSync, readdirSync } from "node:fs";
+import { lchownSync, lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { JobEnv, LaunchWrapper, OwnedPaths, RunAs } from "../sandbox.ts";
 
@@ -75,13 +75,20 @@ export function dropArgv(runAs: RunAs, argv: readonly string[]): readonly string
  * Hands the job's directories to its identity: the workspace directory itself (what an
  * earlier attempt left inside is already the job's), and the credential directory with the
  * files directly in it (the worker must read its credential). lchown, never following a
- * link a job may have planted.
+ * link a job may have planted: as root, `credentials -> /etc` (or a file swapped for a link
+ * between the lstat and the chown) would otherwise give host files to the job's uid. A
+ * link's own owner changes instead, and the job finds a directory it cannot use: closed.
+ * A credential directory that is itself a link is refused before its entries are listed
+ * (readdir and lstat would resolve it, and lchown would then change what it points at).
  */
 export function prepareOwnership(runAs: RunAs | null, paths: OwnedPaths): void {
   if (runAs === null) return;
-  const give = (path: string) => chownSync(path, runAs.uid, runAs.gid);
+  const give = (path: string) => lchownSync(path, runAs.uid, runAs.gid);
   give(paths.workspaceDir);
   if (paths.credentialDir === null) return;
+  if (!lstatSync(paths.credentialDir).isDirectory()) {
+    throw new Error(`the credential directory ${paths.credentialDir} is not a directory`);
+  }
   for (const name of readdirSync(paths.credentialDir)) {
     const path = join(paths.credentialDir, name);
     if (lstatSync(path).isFile()) give(path);
