@@ -60,6 +60,10 @@ describe("loader- and shell-hijack names, on every backend", () => {
     ["BUN_OPTIONS", "Bun"],
     ["GLIBC_TUNABLES", "glibc"],
     ["GCONV_PATH", "glibc"],
+    // bash defines a function from any BASH_FUNC_ variable it inherits (Shellshock's
+    // successor): `BASH_FUNC_ls` would replace `ls` in every bash script the job's helpers run.
+    ["BASH_FUNC_ls", "bash"],
+    ["bash_func_true", "bash"],
   ])("%s is refused with a 400 naming the key and why, nothing written", async (name, why) => {
     const h = harness();
     open.push(h);
