@@ -108,6 +108,23 @@ describe("state table", () => {
     }
   });
 
+  test("a state cut with '+', followed by 'by UID', or in lower case maps like its base", () => {
+    // squeue/sacct print "CANCELLED+" when the column cut the word, and "CANCELLED by 1000";
+    // either must not turn a known ending into an unrecognised (Indeterminate) one.
+    const essence = (m: ReturnType<typeof mapJobState>) =>
+      m.kind === "Mapped"
+        ? { kind: m.kind, phase: m.phase, reason: m.reason, exitCode: m.exitCode }
+        : { kind: m.kind, unrecognised: m.unrecognised };
+    const exit = { code: 0, signal: 9 };
+    for (const state of Object.keys(JOB_STATE_TABLE)) {
+      const base = essence(mapJobState(state, exit));
+      for (const raw of [`${state}+`, `${state} by 1000`, `${state}+ by 0`, state.toLowerCase()]) {
+        expect([raw, essence(mapJobState(raw, exit))]).toEqual([raw, base]);
+      }
+    }
+    expect(mapJobState("CANCELLED+", exit)).toMatchObject({ kind: "Mapped", phase: "CANCELLED" });
+  });
+
   test("anything not in the table is Indeterminate, never a phase, never COMPLETED", () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 30 }), (raw) => {
