@@ -8,8 +8,9 @@ import {
   formatDuration,
   moreMemoryProfile,
   needsUsage,
+  usagePending,
 } from "../../src/orchestration/slurm/end-hints.ts";
-import { parseSize, parseUsage } from "../../src/orchestration/slurm/parse.ts";
+import { type JobUsage, parseSize, parseUsage } from "../../src/orchestration/slurm/parse.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
 
@@ -121,5 +122,44 @@ describe("explanations", () => {
 
   test("an ordinary exit code needs no usage query", () => {
     expect(needsUsage(failed("NONZERO_EXIT", 3))).toBe(false);
+  });
+});
+
+describe("a SIGKILLed job waits for both memory figures before it is settled", () => {
+  const GRACE_MS = 30_000;
+  const killed = failed("NONZERO_EXIT", 137);
+  const usage = (requestedMemoryBytes: number | null, maxRssBytes: number | null): JobUsage => ({
+    jobId: "36",
+    requestedMemoryBytes,
+    maxRssBytes,
+    elapsedSeconds: 1,
+    timeLimitSeconds: null,
+  });
+  const MiB = 1024 ** 2;
+  // endedAt is 2: "now" 1 s after the end is within the grace, 31 s after is past it.
+  const soon = 1_002;
+  const late = 2 + GRACE_MS;
+
+  test.each([
+    ["no usage row yet", undefined],
+    [
+      "ReqMem but no MaxRSS yet (the step row is written when the step ends)",
+      usage(50 * MiB, null),
+    ],
+    ["MaxRSS but no ReqMem yet (measured reading '16?' for a moment)", usage(null, 60 * MiB)],
+    ["neither figure", usage(null, null)],
+  ])("within the grace, %s: pending", (_what, u) => {
+    expect(usagePending(killed, u, soon, GRACE_MS)).toBe(true);
+    // Once the grace is over the ending stands as observed, never waits forever.
+    expect(usagePending(killed, u, late, GRACE_MS)).toBe(false);
+  });
+
+  test("both figures: settled at once", () => {
+    expect(usagePending(killed, usage(50 * MiB, 60 * MiB), soon, GRACE_MS)).toBe(false);
+  });
+
+  test("only a SIGKILL waits: another exit code or reason is settled at once", () => {
+    expect(usagePending(failed("NONZERO_EXIT", 1), undefined, soon, GRACE_MS)).toBe(false);
+    expect(usagePending(failed("TIME_LIMIT_EXCEEDED", 137), undefined, soon, GRACE_MS)).toBe(false);
   });
 });
