@@ -246,6 +246,74 @@ describe("workload view cache", () => {
     expect(JSON.parse(after ?? "null").message).toBe("changed");
   });
 
+  test.each(["list", "show"] as const)(
+    "a condition-only change (insert, update, delete) evicts what %s serves",
+    (read) => {
+      // Nothing else of the workload row changes with a condition: only the conditions table's
+      // own triggers can tell the cache, through any connection.
+      const { deps, other } = twoConnections();
+      const cache = createWorkloadViewCache(deps);
+      createWorkload(deps, {
+        id: "w1",
+        kind: "SESSION",
+        name: "w1",
+        profile: "default",
+        spec: { command: ["true"] },
+        maxAttempts: 1,
+        idempotencyKey: null,
+        requestHash: null,
+      });
+      // Each answer through one path only: list and show each sync the cache themselves.
+      const ready = () => {
+        const text = read === "list" ? cache.list({ limit: 10 }).items[0] : cache.show("w1");
+        const conditions: { type: string; status: string }[] = JSON.parse(
+          text ?? "null",
+        ).conditions;
+        expect(cache.size()).toBe(1);
+        return conditions.find((c) => c.type === "READY")?.status ?? null;
+      };
+      expect(ready()).not.toBe("TRUE");
+      setCondition(deps, "w1", { type: "READY", status: "TRUE", reason: "R", message: "m" });
+      expect(ready()).toBe("TRUE");
+      setCondition(deps, "w1", { type: "READY", status: "FALSE", reason: "R", message: "m" });
+      expect(ready()).toBe("FALSE");
+      other.db.$client
+        .query("UPDATE conditions SET status = 'TRUE' WHERE workload_id = 'w1'")
+        .run();
+      expect(ready()).toBe("TRUE");
+      other.db.$client.query("DELETE FROM conditions WHERE workload_id = 'w1'").run();
+      expect(ready()).toBe("UNKNOWN");
+    },
+  );
+
+  test("a prune that removed exactly one unseen change still drops the cache", () => {
+    // Seen up to S; changes S+1 (w1) and S+2 (w2); pruned up to S+1. The oldest change left
+    // is S+2: one change is gone, and with it the only news that w1 changed.
+    const { deps, other } = twoConnections();
+    const cache = createWorkloadViewCache(deps);
+    for (const id of ["w1", "w2"]) {
+      createWorkload(deps, {
+        id,
+        kind: "BATCH",
+        name: id,
+        profile: "default",
+        spec: { command: ["true"] },
+        maxAttempts: 1,
+        idempotencyKey: null,
+        requestHash: null,
+      });
+    }
+    cache.list({ limit: 10 });
+    expect(cache.size()).toBe(2);
+    const seen = latestWorkloadChangeEver(deps);
+    other.db.$client.query("UPDATE workloads SET message = 'w1 moved' WHERE id = 'w1'").run();
+    other.db.$client.query("UPDATE workloads SET message = 'w2 moved' WHERE id = 'w2'").run();
+    expect(latestWorkloadChangeEver(deps)).toBe(seen + 2);
+    pruneWorkloadChanges(deps, seen + 1);
+    expect(JSON.parse(cache.show("w1") ?? "null").message).toBe("w1 moved");
+    expect(JSON.parse(cache.show("w2") ?? "null").message).toBe("w2 moved");
+  });
+
   test("TIME_REMAINING of a held entry follows the clock, not the moment it was cached", () => {
     const { deps, clock } = twoConnections();
     const cache = createWorkloadViewCache(deps);
