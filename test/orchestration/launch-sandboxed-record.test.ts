@@ -18,7 +18,7 @@ describe("which submissions are recorded as sandboxed", () => {
     const { id, attempt } = h.admit({ handOver: false });
     const w = h.workload(id);
     const handle = externalHandle("job-1");
-    const token = attempt.submissionToken;
+    const token = attempt.token;
     const sandboxedOf = (kind: "Created" | "Existing", sandboxed: boolean) =>
       recordSubmitResult(w, attempt, { kind, token, handle }, 0, sandboxed).allocation
         ?.launchSandboxed;

@@ -31,7 +31,11 @@ describe("a rebuilt live view", () => {
     const h = make({ sim: { reportsChanges: true }, wrapStore: rebuilding });
     const ids = [h.addWorkload(), h.addWorkload(), h.addWorkload()];
     await h.tick();
-    for (const id of ids) h.sim.start(h.allocations(id)[0]?.handle ?? "");
+    for (const id of ids) {
+      const handle = h.allocations(id)[0]?.handle;
+      if (!handle) throw new Error(`${id} was not submitted`);
+      h.sim.start(handle);
+    }
     for (let i = 0; i < 3; i++) await h.tick();
     const observedTargets = () =>
       h.sim.log.flatMap((c) => (c.op === "observe" ? c.targets.map((t) => t.allocationId) : []));
@@ -45,7 +49,7 @@ describe("a rebuilt live view", () => {
     rebuildNext = true;
     await h.tick();
     const after = observedTargets().slice(before);
-    const current = ids.map((id) => h.allocations(id)[0]?.id);
+    const current = ids.map((id) => h.allocations(id)[0]?.id ?? "");
     expect([...new Set(after)].sort()).toEqual([...current].sort());
   });
 });
