@@ -1,9 +1,10 @@
 /**
  * The backend registry (`openai4s serve --backend NAME`). Adding a backend is adding one
  * entry: `serve --help`, the validation of --backend and the daemon all read this table.
- * Part of the composition root, the one place outside src/orchestration/slurm/ that may name
- * the scheduler, because it is where backends are chosen and wired (INV-2: the leak guard
- * exempts src/composition/ by path).
+ * The one file outside src/orchestration/slurm/ that may name the scheduler, because it is
+ * where backends are chosen and wired (INV-2: the leak guard exempts this file and that
+ * folder by path, nothing else of the composition root): the rest of the composition gets
+ * what it needs from a cluster backend as parameters.
  */
 
 import {
@@ -15,11 +16,17 @@ import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/b
 import { localProfiles } from "../orchestration/local/profiles.ts";
 import { rewriteRecordPaths } from "../orchestration/local/records.ts";
 import type { AllocationBackend, OrphanPolicy } from "../orchestration/ports.ts";
-import { createSlurmBackend, type PlacementCatalog } from "../orchestration/slurm/backend.ts";
+import {
+  createSlurmBackend,
+  DEFAULT_JOB_PATH,
+  type PlacementCatalog,
+  RANK_ENV as SLURM_RANK_ENV,
+} from "../orchestration/slurm/backend.ts";
+import { DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
 import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
+import { loadClusterPlacements } from "../orchestration/slurm/cluster-config.ts";
 import { createOrphanSweeper, loadOwnerId } from "../orchestration/slurm/orphan-sweeper.ts";
 import { hiddenNamesOf, withPublicMessages } from "../orchestration/slurm/public-messages.ts";
-import { loadClusterPlacements } from "./cluster-config.ts";
 import {
   type BackendContext,
   type BackendCreation,
@@ -30,8 +37,17 @@ import {
 import {
   LOCAL_ISOLATION_INTERVAL_MS,
   localSessionIsolation,
+  PROBE_JOB_TIME_LIMIT_SECONDS,
+  PROBE_PROFILE,
   withClusterSessionIsolation,
 } from "./session-isolation.ts";
+
+export {
+  type CheckedProfile,
+  type ConfigPreflight,
+  checkClusterConfig,
+  preflightClusterConfig,
+} from "../orchestration/slurm/cluster-config.ts";
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
 
@@ -154,9 +170,14 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       const slurmBackend = build(placements.catalog, true);
       // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
       // probe on its own smallest placement (a backend over a one-entry catalog).
-      const probeBackend = (derive: (catalog: PlacementCatalog) => PlacementCatalog) =>
-        build(derive(placements.catalog), false);
-      const isolated = await withClusterSessionIsolation(context, slurmBackend, probeBackend);
+      const probeBackend = (sessionProfile: string) =>
+        build(probePlacements(placements.catalog, sessionProfile), false);
+      const isolated = await withClusterSessionIsolation(context, slurmBackend, probeBackend, {
+        rankEnv: SLURM_RANK_ENV,
+        baseEnv: { PATH: DEFAULT_JOB_PATH },
+        // The batch script exports the job's deadline (runway) before the launch line.
+        launchEnv: [DEADLINE_ENV],
+      });
       return {
         kind: "Created",
         backend: isolated.backend,
@@ -165,6 +186,30 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
     },
   },
 };
+
+/**
+ * The smallest placement the session profile's partition accepts, for the isolation probe:
+ * the same partition, QoS and account (the probe must land where sessions land), one node,
+ * one CPU, no GPUs, the cluster's default memory and the probe's short limit. A probe with
+ * the session profile's full placement took GPUs every 10 minutes (issue 8).
+ */
+function probePlacements(catalog: PlacementCatalog, sessionProfile: string): PlacementCatalog {
+  const base = catalog.placement(sessionProfile);
+  return {
+    profiles: () => [],
+    placement: (name) =>
+      name === PROBE_PROFILE && base !== null
+        ? {
+            ...base,
+            nodes: 1,
+            cpus: 1,
+            gpus: 0,
+            memoryMb: null,
+            timeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
+          }
+        : null,
+  };
+}
 
 /** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
 const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";

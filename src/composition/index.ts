@@ -1,17 +1,20 @@
-// The composition root: where backends are chosen and wired. The only code outside
-// src/orchestration/slurm/ that may name the scheduler (INV-2; the leak guard exempts this
-// folder by path), and the only code that imports a backend package.
+// The composition root: where backends are chosen and wired, and the only code that imports
+// a backend package. Of it, only the backend registry (backends.ts) may name the scheduler
+// (INV-2; the leak guard exempts that one file and the scheduler's own package by path).
 
 // Internal modes of the binary that belong to a backend: the CLI registry reaches them only
 // through here, so no module outside the composition root imports a backend package.
 export { superviseCommand } from "../orchestration/local/supervise-command.ts";
-export { BACKENDS, createBackend, DEFAULT_BACKEND, migrateBackendRecords } from "./backends.ts";
 export {
+  BACKENDS,
   type CheckedProfile,
   type ConfigPreflight,
   checkClusterConfig,
+  createBackend,
+  DEFAULT_BACKEND,
+  migrateBackendRecords,
   preflightClusterConfig,
-} from "./cluster-config.ts";
+} from "./backends.ts";
 export type {
   BackendContext,
   BackendCreation,

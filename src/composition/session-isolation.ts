@@ -29,12 +29,6 @@ import {
 import type { AllocationBackend, IsolationVerdict } from "../orchestration/ports.ts";
 import type { Sandbox } from "../orchestration/sandbox.ts";
 import {
-  DEFAULT_JOB_PATH,
-  type PlacementCatalog,
-  RANK_ENV as SLURM_RANK_ENV,
-} from "../orchestration/slurm/backend.ts";
-import { DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
-import {
   WORKER_LISTEN_ENV,
   workerGatewayListenFromEnv,
 } from "../orchestration/worker-gateway-contract.ts";
@@ -121,38 +115,24 @@ function selfDirectories(selfCommand: readonly string[]): readonly string[] {
 const CLUSTER_ISOLATION_TTL_MS = 10 * 60 * 1000;
 /**
  * After an Unverified or inconclusive probe, the next one in this long. Most Unverified
- * verdicts at start are an outage (controller down, slurm.conf mid-edit), not a node
+ * verdicts at start are an outage (controller down, its config mid-edit), not a node
  * without bwrap: kept for the daemon's lifetime, they switched sessions off until someone
  * restarted it.
  */
 export const CLUSTER_ISOLATION_RETRY_MS = 60 * 1000;
-/** The probe job's own time limit: it runs for seconds; the shortest a partition takes. */
-const PROBE_JOB_TIME_LIMIT_SECONDS = 60;
+/** The probe job's own time limit: it runs for seconds; the shortest a placement takes. */
+export const PROBE_JOB_TIME_LIMIT_SECONDS = 60;
 /** The name the probe's private placement goes by (never offered to anyone). */
-const PROBE_PROFILE = "isolation-probe";
+export const PROBE_PROFILE = "isolation-probe";
 
-/**
- * The smallest placement the session profile's partition accepts, for the probe: the same
- * partition, QoS and account (the probe must land where sessions land), one node, one CPU,
- * no GPUs, the cluster's default memory and a one-minute limit. A probe with the session
- * profile's full placement took GPUs every 10 minutes (issue 8).
- */
-function probePlacements(catalog: PlacementCatalog, sessionProfile: string): PlacementCatalog {
-  const base = catalog.placement(sessionProfile);
-  return {
-    profiles: () => [],
-    placement: (name) =>
-      name === PROBE_PROFILE && base !== null
-        ? {
-            ...base,
-            nodes: 1,
-            cpus: 1,
-            gpus: 0,
-            memoryMb: null,
-            timeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
-          }
-        : null,
-  };
+/** What a cluster backend's launch line needs from its scheduler (given by its entry). */
+export interface ClusterJobEnv {
+  /** The variable the cluster's task launcher sets per task (inherited by WORKERs). */
+  readonly rankEnv: string;
+  /** The job's base environment (its PATH on the nodes). */
+  readonly baseEnv: Readonly<Record<string, string>>;
+  /** Names the batch script exports before the launch line, copied into the sandbox. */
+  readonly launchEnv: readonly string[];
 }
 
 /**
@@ -169,19 +149,16 @@ function probePlacements(catalog: PlacementCatalog, sessionProfile: string): Pla
 export async function withClusterSessionIsolation(
   context: BackendContext,
   backend: AllocationBackend,
-  probeBackend: (placements: (catalog: PlacementCatalog) => PlacementCatalog) => AllocationBackend,
+  /** The backend the probe is submitted through: `PROBE_PROFILE` is its smallest placement
+   * where sessions land (the given profile's), and it owns no allocations. */
+  probeBackend: (sessionProfile: string) => AllocationBackend,
+  jobEnv: ClusterJobEnv,
 ): Promise<{
   readonly backend: AllocationBackend;
   readonly services: readonly BackgroundService[];
 }> {
   const locate = locateInStateDir(context.layout);
-  // The batch script exports the job's deadline (runway) before the launch line: copied in.
-  const job = {
-    rankEnv: SLURM_RANK_ENV,
-    baseEnv: { PATH: DEFAULT_JOB_PATH },
-    launchEnv: [DEADLINE_ENV],
-    locate,
-  };
+  const job = { ...jobEnv, locate };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.
   const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.runAs) });
@@ -199,7 +176,7 @@ export async function withClusterSessionIsolation(
       ? null
       : "no profile of this cluster offers SESSION";
   const sandbox = bubblewrapFor(context);
-  const prober = probeBackend((catalog) => probePlacements(catalog, profile.name));
+  const prober = probeBackend(profile.name);
   const probe = (signal: AbortSignal) =>
     verifyThroughBackend({
       signal,

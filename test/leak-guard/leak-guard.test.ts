@@ -67,6 +67,16 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
     );
   });
 
+  test("the composition root is not exempt: only the backend registry file is", () => {
+    // The exemption once covered the whole composition/ folder, so any wiring module could
+    // grow scheduler knowledge unnoticed.
+    const copy = copyOfSrc();
+    appendFileSync(join(copy, "composition", "core.ts"), "// submitted with sbatch\n");
+    appendFileSync(join(copy, "composition", "backends.ts"), "// submitted with sbatch\n");
+    const files = findSchedulerWords(copy).map((v) => v.file);
+    expect(files).toEqual(["composition/core.ts"]);
+  });
+
   test("a scheduler word in a file name", () => {
     const copy = copyOfSrc();
     writeFileSync(join(copy, "orchestration", "qos-helpers.ts"), "export {};\n");

@@ -2,18 +2,18 @@
  * Cluster configuration (cluster.toml): `openai4s check-config FILE [--preflight]`, and
  * the profiles a cluster backend is built from (`serve --cluster-config FILE`). Owned by
  * the cluster.toml work. The check-config command names no scheduler: every word about
- * where a profile lands comes from the backend package (describeMapping, the preflight
- * details) and is only passed through here.
+ * where a profile lands comes from here (describeMapping, the preflight details), reached
+ * through the backend registry (composition/backends.ts).
  */
 
-import type { ResourceProfile } from "../orchestration/models.ts";
-import type { PlacementCatalog } from "../orchestration/slurm/backend.ts";
-import { formatRefusal, loadClusterConfig } from "../orchestration/slurm/profiles.ts";
+import type { ResourceProfile } from "../models.ts";
+import type { PlacementCatalog } from "./backend.ts";
+import { formatRefusal, loadClusterConfig } from "./profiles.ts";
 import {
   createSbatchTestRun,
   preflightProfiles,
   type SbatchTestRun,
-} from "../orchestration/slurm/profiles-preflight.ts";
+} from "./profiles-preflight.ts";
 
 export interface CheckedProfile {
   /** The public view: what `GET /v1/profiles` shows. */
