@@ -123,15 +123,18 @@ describe("session preparer: isolation first", () => {
     ["a throwing check", "throws"],
   ] as const) {
     test(`${label} refuses with ISOLATION_UNAVAILABLE and writes nothing`, async () => {
-      const state = join(t.dir, "state");
+      // Both halves of the layout: the private state dir (attempt records) and the spool,
+      // where the workspace, the allocation dir and the credentials go.
+      const { root: state, spool } = stateLayout(join(t.dir, "state"));
       mkdirSync(state, { recursive: true });
-      const before = treeHash(state);
+      mkdirSync(spool, { recursive: true });
+      const before = [treeHash(state), treeHash(spool)];
       const { w, a } = workloadAndAttempt();
       const result = await preparer(backend(isolation)).prepare(w, a);
       expect(result.kind).toBe("Refused");
       if (result.kind === "Refused") expect(result.reason).toBe("ISOLATION_UNAVAILABLE");
-      expect(treeHash(state)).toBe(before);
-      expect(readdirSync(state)).toEqual([]);
+      expect([treeHash(state), treeHash(spool)]).toEqual(before);
+      expect([readdirSync(state), readdirSync(spool)]).toEqual([[], []]);
     });
   }
 });
