@@ -25,6 +25,9 @@ const result = await Bun.build({
     autoloadBunfig: false,
   },
   minify: true,
+  // Each command's code in its own chunk, loaded when that command runs (cli/registry.ts):
+  // a short command does not load the daemon's bytecode at all.
+  splitting: true,
   bytecode: true,
   format: "esm",
   sourcemap: "linked",

@@ -5,9 +5,8 @@
  * the first argument names the subcommand. `process.argv0` is the invoked name in a compiled
  * Bun binary (argv[0] is always "bun").
  */
-import { basename } from "node:path";
 import { COMMANDS } from "./cli/registry.ts";
-import { type CommandIo, processIo, UsageError } from "./command/command.ts";
+import { type Command, type CommandIo, processIo, UsageError } from "./command/command.ts";
 import { VERSION } from "./version.ts";
 
 export function usage(): string {
@@ -28,11 +27,12 @@ export function usage(): string {
 }
 
 export async function main(argv0: string, args: readonly string[], io: CommandIo): Promise<number> {
-  const invoked = basename(argv0);
+  // Not node:path's basename: a short command should load nothing it does not use.
+  const invoked = argv0.slice(argv0.lastIndexOf("/") + 1);
   if (invoked.startsWith("openai4s-worker")) {
     const worker = COMMANDS.find((c) => c.name === "worker");
     if (!worker) throw new Error("worker command is not registered");
-    return run(worker.name, worker.run.bind(worker), args, io);
+    return run(await worker.load(), args, io);
   }
   const [first, ...rest] = args;
   if (first === undefined) {
@@ -48,26 +48,22 @@ export async function main(argv0: string, args: readonly string[], io: CommandIo
     io.stdout(`openai4s ${VERSION}\n`);
     return 0;
   }
-  const command = COMMANDS.find((c) => c.name === first);
-  if (!command) {
+  const entry = COMMANDS.find((c) => c.name === first);
+  if (!entry) {
     io.stderr(`openai4s: unknown command ${JSON.stringify(first)}\n\n${usage()}`);
     return 2;
   }
-  return run(command.name, command.run.bind(command), rest, io);
+  return run(await entry.load(), rest, io);
 }
 
 /**
  * Runs a subcommand; a usage error is printed as `openai4s COMMAND: message`, one prefix for
  * every command whether or not the message already named it.
  */
-async function run(
-  name: string,
-  entry: (args: readonly string[], io: CommandIo) => Promise<number>,
-  args: readonly string[],
-  io: CommandIo,
-): Promise<number> {
+async function run(command: Command, args: readonly string[], io: CommandIo): Promise<number> {
+  const name = command.name;
   try {
-    return await entry(args, io);
+    return await command.run(args, io);
   } catch (error) {
     if (error instanceof UsageError) {
       const own = `${name}: `;
@@ -80,13 +76,7 @@ async function run(
 }
 
 if (import.meta.main) {
-  // `openai4s list | head -1`: a reader that went away is not an error worth a stack trace.
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on("error", (error: NodeJS.ErrnoException) => {
-      if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
-      throw error;
-    });
-  }
+  // `openai4s list | head -1`: processIo ends the process quietly when its reader went away.
   const code = await main(process.argv0, process.argv.slice(2), processIo);
   process.exitCode = code;
 }

@@ -1,3 +1,5 @@
+import { stderrWriter, stdoutWriter } from "./process-output.ts";
+
 /** A subcommand: its one-line summary for `openai4s --help`, and its entry point. */
 export interface Command {
   readonly name: string;
@@ -14,13 +16,10 @@ export interface CommandIo {
   readonly env: Readonly<Record<string, string | undefined>>;
 }
 
+/** The process's own output (process-output.ts: nothing built or imported until it is used). */
 export const processIo: CommandIo = {
-  stdout: (text) => {
-    process.stdout.write(text);
-  },
-  stderr: (text) => {
-    process.stderr.write(text);
-  },
+  stdout: stdoutWriter(),
+  stderr: stderrWriter(),
   env: process.env,
 };
 
