@@ -4,14 +4,12 @@
  * `$OPENAI4S_TOKEN`), one request function that turns transport failures and problem+json
  * into values, and the rendering of problems for humans.
  */
-import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
 import type { EventView, ListedProfileView, WorkloadView } from "../api/views.ts";
 import { type Command, type CommandIo, UsageError } from "../command/command.ts";
 import { parseStrict } from "../command/parse-args.ts";
-import { resolveStateDir } from "../daemon/state-dir.ts";
+import { resolveStateDir } from "../daemon/state-dir-path.ts";
 
 const SERVER_ENV = "OPENAI4S_SERVER";
 const TOKEN_ENV = "OPENAI4S_TOKEN";
@@ -33,11 +31,13 @@ export interface ClientRuntime {
   readonly now: () => number;
 }
 
+// `node:fs` and `node:os` are loaded when first needed, not imported: each costs a client
+// command about a millisecond of start-up, and most calls read no file (bench/startup.bench.ts).
 export const systemRuntime: ClientRuntime = {
   fetch: (url, init) => fetch(url, init),
-  homeDir: () => homedir(),
+  homeDir: () => process.getBuiltinModule("node:os").homedir(),
   cwd: () => process.cwd(),
-  readFile: (path) => readFileSync(path, "utf8"),
+  readFile: (path) => process.getBuiltinModule("node:fs").readFileSync(path, "utf8"),
   isTty: () => process.stdout.isTTY === true,
   sleep: (ms) => Bun.sleep(ms),
   now: () => Date.now(),
