@@ -13,7 +13,17 @@
  *   These workloads are listed; `--cancel-pending` cancels them instead of resubmitting.
  */
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { systemClock } from "../clock.ts";
@@ -29,8 +39,10 @@ import { lockStateDir } from "./state-lock.ts";
 const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending]
 
 Put BACKUP (a copy taken by \`openai4s backup\`) in place of the store of a STOPPED daemon.
-The current store is kept beside it as openai4s.db.before-restore-TIME. Keep the state
-dir's signing-key and admin-token (or put back the ones saved with the backup).
+The current store is kept beside it as openai4s.db.before-restore-TIME. The restored file
+is 0600 and owned by the state dir's owner (when run as root), so the daemon's account
+can open it. Keep the state dir's signing-key and admin-token (or put back the ones saved
+with the backup).
 
 What happened after the copy was taken is not in it. So that no job runs twice:
   - attempts that were live in the copy are not retried automatically;
@@ -62,6 +74,35 @@ function integrity(path: string): string {
     return String(error);
   } finally {
     db.close();
+  }
+}
+
+/** Null when `path` can be read; else why not, "permission denied" named as such. */
+function unreadable(path: string): string | null {
+  try {
+    closeSync(openSync(path, "r"));
+    return null;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "EACCES" && code !== "EPERM") return String(error);
+    // SQLite says only "unable to open database file": an admin chasing corruption when
+    // the backup is merely root's 0600 file (issue 19).
+    const s = statSync(path);
+    return `permission denied: cannot read it as uid ${process.getuid?.()} (it belongs to uid ${s.uid}, mode ${(s.mode & 0o777).toString(8).padStart(4, "0")}); run restore as a user who can read it, or give the daemon's user read access`;
+  }
+}
+
+/**
+ * The restored file as the daemon will want it: 0600 and owned by the state dir's owner. Run
+ * as root for a daemon with a service account, a root-owned copy made the next start exit 2
+ * (a file in the state dir belonging to another user), a restart loop under systemd.
+ */
+function ownLikeStateDir(file: string, stateDir: string): void {
+  chmodSync(file, 0o600);
+  const owner = statSync(stateDir);
+  const self = statSync(file);
+  if (process.getuid?.() === 0 && (self.uid !== owner.uid || self.gid !== owner.gid)) {
+    chownSync(file, owner.uid, owner.gid);
   }
 }
 
@@ -142,6 +183,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     return 1;
   }
   try {
+    const denied = unreadable(source);
+    if (denied !== null) {
+      io.stderr(`openai4s restore: ${backup}: ${denied}\n`);
+      return 1;
+    }
     const check = integrity(source);
     if (check !== "ok") {
       io.stderr(`openai4s restore: ${backup} fails integrity_check: ${check}\n`);
@@ -153,6 +199,7 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     copyFileSync(source, staged);
     const adjusted = adjust(staged, parsed.values["cancel-pending"] === true);
     for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
+    ownLikeStateDir(staged, stateDir);
     const stamp = new Date().toISOString().replace(/[:.]/g, "-");
     for (const suffix of ["", "-wal", "-shm"]) {
       const file = `${layout.database}${suffix}`;
