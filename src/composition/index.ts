@@ -19,4 +19,9 @@ export type {
   BackgroundService,
 } from "./context.ts";
 export { type Core, composeCore } from "./core.ts";
+export {
+  cancelUnknownJobs,
+  type UnknownJob,
+  unknownRunningJobs,
+} from "./restore-unknown-jobs.ts";
 export { CLUSTER_ISOLATION_RETRY_MS } from "./session-isolation.ts";

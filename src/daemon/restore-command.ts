@@ -30,13 +30,14 @@ import { systemClock } from "../clock.ts";
 import type { Command, CommandIo } from "../command/command.ts";
 import { UsageError } from "../command/command.ts";
 import { parseStrict } from "../command/parse-args.ts";
+import { cancelUnknownJobs, type UnknownJob, unknownRunningJobs } from "../composition/index.ts";
 import { stateLayout } from "../orchestration/layout.ts";
 import { TERMINAL_PHASES } from "../orchestration/models.ts";
 import { openDatabase, requestStop } from "../store/index.ts";
 import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 
-const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending]
+const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending] [--cancel-unknown-jobs]
 
 Put BACKUP (a copy taken by \`openai4s backup\`) in place of the store of a STOPPED daemon.
 The current store is kept beside it as openai4s.db.before-restore-TIME. The restored file
@@ -48,11 +49,16 @@ What happened after the copy was taken is not in it. So that no job runs twice:
   - attempts that were live in the copy are not retried automatically;
   - workloads that were waiting to be submitted are listed: the old daemon may have
     submitted them after the copy. Check the backend for their jobs, or pass
-    --cancel-pending to cancel them (resubmit what you still need).
+    --cancel-pending to cancel them (resubmit what you still need);
+  - local jobs still running that the copy does not know (started after it) are listed:
+    the restored daemon never adopts them, so they would run to their end unmanaged.
+    --cancel-unknown-jobs stops them. (On a cluster the daemon's orphan sweep reports them.)
 
 Options:
   --state-dir DIR     The daemon's state dir (else $OPENAI4S_STATE_DIR, else the default).
   --cancel-pending    Cancel the waiting workloads instead of submitting them again.
+  --cancel-unknown-jobs
+                      Stop the running local jobs the copy does not know.
   -h, --help          Show this help.
 Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage error.
 `;
@@ -109,6 +115,8 @@ function ownLikeStateDir(file: string, stateDir: string): void {
 interface Adjusted {
   readonly noRetry: number;
   readonly waiting: readonly string[];
+  /** Every submission token the copy knows. */
+  readonly tokens: ReadonlySet<string>;
 }
 
 /** The rules above, applied to the copy before it goes into place (migrated first). */
@@ -139,9 +147,14 @@ function adjust(path: string, cancelPending: boolean): Adjusted {
         );
       }
     }
+    const tokens = new Set(
+      (sqlite.query("SELECT token FROM allocations").all() as { token: string }[]).map(
+        (r) => r.token,
+      ),
+    );
     // Everything into the main file: the copy goes into place as one file.
     sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
-    return { noRetry, waiting };
+    return { noRetry, waiting, tokens };
   } finally {
     opened.close();
   }
@@ -151,6 +164,7 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
   const parsed = parseStrict("restore", args, {
     "state-dir": { type: "string" },
     "cancel-pending": { type: "boolean" },
+    "cancel-unknown-jobs": { type: "boolean" },
     help: { type: "boolean", short: "h" },
   });
   if (parsed.values.help) {
@@ -206,6 +220,10 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
       if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
     }
     renameSync(staged, layout.database);
+    const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
+    const localDir = layout.backendDir("local");
+    const unknown = unknownRunningJobs(localDir, adjusted.tokens);
+    const problems = cancelUnknown ? await cancelUnknownJobs(localDir, unknown) : [];
     io.stdout(
       [
         `restored ${source} into ${layout.database}`,
@@ -218,13 +236,27 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
                 : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
             }:`,
         ...adjusted.waiting.map((id) => `  ${id}`),
+        ...unknownJobLines(unknown, cancelUnknown),
         "",
       ].join("\n"),
     );
-    return 0;
+    for (const problem of problems) io.stderr(`openai4s restore: cannot stop ${problem}\n`);
+    return problems.length === 0 ? 0 : 1;
   } finally {
     lock.release();
   }
+}
+
+function unknownJobLines(unknown: readonly UnknownJob[], cancelled: boolean): string[] {
+  if (unknown.length === 0) return ["no running local job is unknown to the copy"];
+  return [
+    `${unknown.length} local job(s) run but are unknown to the copy (started after it)${
+      cancelled
+        ? ": asked to stop"
+        : "; the daemon will not manage them: restore again with --cancel-unknown-jobs to stop them, or let them end"
+    }:`,
+    ...unknown.map((j) => `  ${j.workloadId} (allocation ${j.allocationId}, token ${j.token})`),
+  ];
 }
 
 export const restoreCommand: Command = {
