@@ -84,7 +84,16 @@ if (import.meta.main) {
   for (const stream of [process.stdout, process.stderr]) {
     stream.on("error", (error: NodeJS.ErrnoException) => {
       if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
-      throw error;
+      // Output that could not be written (a full disk, an I/O error) is lost: exit 1 with
+      // one line, not a stack trace with a source listing, and never 0.
+      if (stream !== process.stderr) {
+        try {
+          process.stderr.write(`openai4s: cannot write the output: ${error.message}\n`);
+        } catch {
+          // stderr is gone too: the exit status still says it.
+        }
+      }
+      process.exit(1);
     });
   }
   const code = await main(process.argv0, process.argv.slice(2), processIo);
