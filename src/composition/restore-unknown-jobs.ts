@@ -3,7 +3,8 @@
  * taken. The restored daemon never adopts a job it has no row for, so such a job runs to
  * its end unmanaged; restore names them once, and cancels them when asked.
  */
-import { existsSync, readdirSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { systemClock } from "../clock.ts";
 import { silentLog } from "../log.ts";
 import { createLocalBackend } from "../orchestration/local/backend.ts";
@@ -12,6 +13,62 @@ import { readBootId } from "../orchestration/local/proc.ts";
 import { jobDir, jobsRoot } from "../orchestration/local/records.ts";
 import { externalHandle, type SubmissionToken } from "../orchestration/models.ts";
 import { selfCommand } from "../self-command.ts";
+
+/**
+ * Where restore moves the records of ended jobs the copy does not know. Left among the jobs,
+ * each made the restored daemon warn "a terminal fact for a token the store does not know"
+ * at every start, forever (issue 19). Moved, not deleted: they are the only trace of those
+ * jobs. The name starts with no dot and lies outside `jobs/`, so no sweep reads it.
+ */
+export function setAsideDir(backendDir: string, stamp: string): string {
+  return join(backendDir, `unknown-at-restore-${stamp}`);
+}
+
+function ended(backendDir: string, token: string, bootId: string): boolean {
+  const snapshot = readJobSnapshot(jobDir(backendDir, token), bootId);
+  return snapshot.kind === "Withdrawn" || (snapshot.kind === "Claimed" && snapshot.exit !== null);
+}
+
+/**
+ * Moves the records of every ended job unknown to the copy aside, owned like the backend's
+ * directory (restore may run as root for a service account's daemon); returns their tokens.
+ */
+export function setAsideEndedUnknownJobs(
+  backendDir: string,
+  knownTokens: ReadonlySet<string>,
+  stamp: string,
+): readonly string[] {
+  const root = jobsRoot(backendDir);
+  if (!existsSync(root)) return [];
+  const bootId = readBootId();
+  const moved: string[] = [];
+  const aside = setAsideDir(backendDir, stamp);
+  for (const token of readdirSync(root).sort()) {
+    if (token.startsWith(".") || knownTokens.has(token)) continue;
+    if (!ended(backendDir, token, bootId)) continue;
+    if (moved.length === 0) {
+      mkdirSync(aside, { mode: 0o700 });
+      const owner = statSync(backendDir);
+      chownSync(aside, owner.uid, owner.gid);
+    }
+    renameSync(jobDir(backendDir, token), join(aside, token));
+    moved.push(token);
+  }
+  return moved;
+}
+
+/** Waits (polling the records) until every job in `jobs` has ended, or `timeoutMs` passed. */
+export async function waitUntilEnded(
+  backendDir: string,
+  jobs: readonly UnknownJob[],
+  timeoutMs: number,
+): Promise<void> {
+  const bootId = readBootId();
+  const deadline = Date.now() + timeoutMs;
+  while (!jobs.every((j) => ended(backendDir, j.token, bootId)) && Date.now() < deadline) {
+    await Bun.sleep(100);
+  }
+}
 
 export interface UnknownJob {
   readonly token: string;

@@ -30,7 +30,14 @@ import { systemClock } from "../clock.ts";
 import type { Command, CommandIo } from "../command/command.ts";
 import { UsageError } from "../command/command.ts";
 import { parseStrict } from "../command/parse-args.ts";
-import { cancelUnknownJobs, type UnknownJob, unknownRunningJobs } from "../composition/index.ts";
+import {
+  cancelUnknownJobs,
+  setAsideDir,
+  setAsideEndedUnknownJobs,
+  type UnknownJob,
+  unknownRunningJobs,
+  waitUntilEnded,
+} from "../composition/index.ts";
 import { stateLayout } from "../orchestration/layout.ts";
 import { TERMINAL_PHASES } from "../orchestration/models.ts";
 import { openDatabase, requestStop } from "../store/index.ts";
@@ -53,6 +60,8 @@ What happened after the copy was taken is not in it. So that no job runs twice:
   - local jobs still running that the copy does not know (started after it) are listed:
     the restored daemon never adopts them, so they would run to their end unmanaged.
     --cancel-unknown-jobs stops them. (On a cluster the daemon's orphan sweep reports them.)
+    The records of such jobs once ended are moved to backends/local/unknown-at-restore-TIME
+    in the state dir, so the daemon does not warn about them at every start.
 
 Options:
   --state-dir DIR     The daemon's state dir (else $OPENAI4S_STATE_DIR, else the default).
@@ -62,6 +71,9 @@ Options:
   -h, --help          Show this help.
 Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage error.
 `;
+
+/** How long restore waits for cancelled unknown jobs to end before moving their records. */
+const STOP_WAIT_MS = 30_000;
 
 const TERMINAL_SQL = TERMINAL_PHASES.map((p) => `'${p}'`).join(", ");
 
@@ -224,6 +236,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     const localDir = layout.backendDir("local");
     const unknown = unknownRunningJobs(localDir, adjusted.tokens);
     const problems = cancelUnknown ? await cancelUnknownJobs(localDir, unknown) : [];
+    // Their supervisors stop them within the kill grace: then their records go aside too.
+    if (cancelUnknown && problems.length === 0) {
+      await waitUntilEnded(localDir, unknown, STOP_WAIT_MS);
+    }
+    const setAside = setAsideEndedUnknownJobs(localDir, adjusted.tokens, stamp);
     io.stdout(
       [
         `restored ${source} into ${layout.database}`,
@@ -237,6 +254,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
             }:`,
         ...adjusted.waiting.map((id) => `  ${id}`),
         ...unknownJobLines(unknown, cancelUnknown),
+        ...(setAside.length === 0
+          ? []
+          : [
+              `records of ${setAside.length} ended job(s) unknown to the copy moved to ${setAsideDir(localDir, stamp)}`,
+            ]),
         "",
       ].join("\n"),
     );

@@ -17,6 +17,7 @@ import {
 import { eventually } from "../support/eventually.ts";
 
 let d: Daemon;
+let restarted: Daemon | undefined;
 
 beforeAll(async () => {
   ensureBuilt();
@@ -24,6 +25,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  await restarted?.stop();
   await d?.stop();
 });
 
@@ -83,4 +85,21 @@ test("restore lists the running local jobs the copy does not know, and stops the
     what: "the unknown job to end",
   });
   expect(jobProcesses(known).length).toBeGreaterThan(0);
+  // Its record is set aside, so the restored daemon does not warn about it at every start.
+  expect(cancelled.out).toContain("records of 1 ended job(s) unknown to the copy moved to");
+
+  restarted = await startDaemon({ gateway: false, stateDir: d.stateDir });
+  const server = restarted;
+  await eventually(
+    async () => {
+      const metrics = await fetch("http://localhost/metrics", { unix: server.socket });
+      const line = (await metrics.text()).match(
+        /^openai4s_reconciler_last_tick_timestamp_seconds ([0-9.e+]+)$/m,
+      );
+      return Number(line?.[1] ?? 0) > 0;
+    },
+    { timeoutMs: 20_000, what: "a first tick of the restored daemon" },
+  );
+  expect(restarted.log()).not.toContain("the store does not know");
+  expect((await restarted.show(known)).phase).toBe("RUNNING");
 }, 90_000);
