@@ -62,6 +62,9 @@ function processGroup(pgid: number): number[] {
   return pids;
 }
 
+/** Every process group a block or `npm start` ran in. */
+const startedGroups = new Set<number>();
+
 /** SIGTERM to the group (a daemon stops gracefully), then waits until it is empty. */
 async function stopGroup(pgid: number): Promise<void> {
   try {
@@ -98,6 +101,8 @@ async function runInGroup(
     stdout: Bun.file(outPath),
     stderr: Bun.file(errPath),
   });
+  // A block that times out is never stopped by its test: afterAll stops what is left.
+  startedGroups.add(proc.pid);
   const code = await proc.exited;
   return {
     code,
@@ -150,6 +155,7 @@ afterAll(async () => {
     daemon.kill("SIGTERM");
     await daemon.exited;
   }
+  for (const pgid of startedGroups) await stopGroup(pgid);
   // A block that failed half-way may have left a session's worker running.
   killProcessesMentioning(home);
   removeDir(home);
@@ -191,6 +197,7 @@ describe("README", () => {
         logDir,
       });
       await stopGroup(pgid);
+      startedGroups.delete(pgid);
       if (code !== 0) {
         throw new Error(
           `block exited ${code}\n--- stdout\n${out}\n--- stderr\n${err}\n--- daemon\n${daemonLog}`,
@@ -215,6 +222,7 @@ describe("npm start", () => {
       stdout: "ignore",
       stderr: "ignore",
     });
+    startedGroups.add(npm.pid);
     try {
       const met = await eventually(
         async () => {
@@ -230,6 +238,7 @@ describe("npm start", () => {
       expect(met).toBe(true);
     } finally {
       await stopGroup(npm.pid);
+      startedGroups.delete(npm.pid);
       removeDir(startHome);
     }
   }, 60_000);
