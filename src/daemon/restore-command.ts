@@ -233,44 +233,75 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     }
     renameSync(staged, layout.database);
     const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
-    const localDir = layout.backendDir("local");
-    const unknown = unknownRunningJobs(localDir, adjusted.tokens);
-    const problems = cancelUnknown ? await cancelUnknownJobs(localDir, unknown) : [];
-    // Their supervisors stop them within the kill grace: then their records go aside too.
-    if (cancelUnknown && problems.length === 0) {
-      await waitUntilEnded(localDir, unknown, STOP_WAIT_MS);
-    }
-    const setAside = setAsideEndedUnknownJobs(localDir, adjusted.tokens, stamp);
+    const jobs = await unknownJobs(
+      layout.backendDir("local"),
+      adjusted.tokens,
+      cancelUnknown,
+      stamp,
+    );
     io.stdout(
       [
         `restored ${source} into ${layout.database}`,
-        `attempts live in the copy, not retried automatically: ${adjusted.noRetry}`,
-        adjusted.waiting.length === 0
-          ? "no workload was waiting to be submitted"
-          : `${adjusted.waiting.length} workload(s) were waiting to be submitted${
-              parsed.values["cancel-pending"]
-                ? " and are cancelled"
-                : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
-            }:`,
-        ...adjusted.waiting.map((id) => `  ${id}`),
-        ...unknownJobLines(unknown, cancelUnknown),
-        ...(setAside.length === 0
-          ? []
-          : [
-              `records of ${setAside.length} ended job(s) unknown to the copy moved to ${setAsideDir(localDir, stamp)}`,
-            ]),
+        ...adjustedLines(adjusted, parsed.values["cancel-pending"] === true),
+        ...unknownJobLines(jobs, cancelUnknown),
         "",
       ].join("\n"),
     );
-    for (const problem of problems) io.stderr(`openai4s restore: cannot stop ${problem}\n`);
-    return problems.length === 0 ? 0 : 1;
+    for (const problem of jobs.problems) io.stderr(`openai4s restore: cannot stop ${problem}\n`);
+    return jobs.problems.length === 0 ? 0 : 1;
   } finally {
     lock.release();
   }
 }
 
-function unknownJobLines(unknown: readonly UnknownJob[], cancelled: boolean): string[] {
-  if (unknown.length === 0) return ["no running local job is unknown to the copy"];
+function adjustedLines(adjusted: Adjusted, cancelledPending: boolean): string[] {
+  return [
+    `attempts live in the copy, not retried automatically: ${adjusted.noRetry}`,
+    adjusted.waiting.length === 0
+      ? "no workload was waiting to be submitted"
+      : `${adjusted.waiting.length} workload(s) were waiting to be submitted${
+          cancelledPending
+            ? " and are cancelled"
+            : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
+        }:`,
+    ...adjusted.waiting.map((id) => `  ${id}`),
+  ];
+}
+
+interface UnknownJobs {
+  readonly running: readonly UnknownJob[];
+  /** Why a job could not be asked to stop, one line each. */
+  readonly problems: readonly string[];
+  /** Where the records of ended unknown jobs went (null: there were none). */
+  readonly setAside: { readonly count: number; readonly dir: string } | null;
+}
+
+/** The local jobs the copy does not know: listed, stopped when asked, ended ones set aside. */
+async function unknownJobs(
+  localDir: string,
+  tokens: ReadonlySet<string>,
+  cancel: boolean,
+  stamp: string,
+): Promise<UnknownJobs> {
+  const running = unknownRunningJobs(localDir, tokens);
+  const problems = cancel ? await cancelUnknownJobs(localDir, running) : [];
+  // Their supervisors stop them within the kill grace: then their records go aside too.
+  if (cancel && problems.length === 0) await waitUntilEnded(localDir, running, STOP_WAIT_MS);
+  const moved = setAsideEndedUnknownJobs(localDir, tokens, stamp);
+  const setAside =
+    moved.length === 0 ? null : { count: moved.length, dir: setAsideDir(localDir, stamp) };
+  return { running, problems, setAside };
+}
+
+function unknownJobLines(jobs: UnknownJobs, cancelled: boolean): string[] {
+  const unknown = jobs.running;
+  const aside =
+    jobs.setAside === null
+      ? []
+      : [
+          `records of ${jobs.setAside.count} ended job(s) unknown to the copy moved to ${jobs.setAside.dir}`,
+        ];
+  if (unknown.length === 0) return ["no running local job is unknown to the copy", ...aside];
   return [
     `${unknown.length} local job(s) run but are unknown to the copy (started after it)${
       cancelled
@@ -278,6 +309,7 @@ function unknownJobLines(unknown: readonly UnknownJob[], cancelled: boolean): st
         : "; the daemon will not manage them: restore again with --cancel-unknown-jobs to stop them, or let them end"
     }:`,
     ...unknown.map((j) => `  ${j.workloadId} (allocation ${j.allocationId}, token ${j.token})`),
+    ...aside,
   ];
 }
 
