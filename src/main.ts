@@ -76,7 +76,8 @@ async function run(command: Command, args: readonly string[], io: CommandIo): Pr
 }
 
 if (import.meta.main) {
-  // `openai4s list | head -1`: processIo ends the process quietly when its reader went away.
+  // `openai4s list | head -1`: processIo ends the process quietly when its reader went away,
+  // and with exit 1 and one line when its output is lost (a full disk).
   const code = await main(process.argv0, process.argv.slice(2), processIo);
   process.exitCode = code;
 }

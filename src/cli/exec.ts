@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ExecResponseBody } from "../api/workloads/exec-schemas.ts";
 import { type Command, type CommandIo, UsageError } from "../command/command.ts";
@@ -21,7 +21,9 @@ being reclaimed as idle. Stopping this command (Ctrl-C) interrupts the code shor
 Exit status 1 when the code raised an error (printed on stderr) or the session is not READY.
 
   --save-images DIR    Write each image the code displays (matplotlib figures, objects
-                       with _repr_png_) to DIR as a PNG file and print its path.
+                       with _repr_png_) to DIR as a PNG file and print its path. DIR is
+                       created when missing; when it cannot be, the code does not run
+                       (exit 1). An image that cannot be written makes the exit status 1.
 
 With --json the command waits for the end and prints the API's JSON answer, outputs
 included (images as base64).
@@ -44,9 +46,19 @@ export function createExecCommand(runtime: ClientRuntime = systemRuntime): Comma
       const imagesDir = values["save-images"];
       if (imagesDir === "") throw new UsageError("exec: --save-images needs a directory");
       const images = imagesDir === undefined ? null : imageSaver(imagesDir, runtime);
+      // Before the code runs: a missing directory made `exec` print an error, exit 0 and
+      // lose the figure (issue 19). Created here, or the command stops with nothing run.
+      const unusable = images?.prepare() ?? null;
+      if (unusable !== null) {
+        io.stderr(`openai4s exec: ${unusable}\n`);
+        return 1;
+      }
       const client = connect();
-      if (json) return runJson(client, id, code, io, images);
-      return runStreaming(client, id, code, io, images);
+      const exit = json
+        ? await runJson(client, id, code, io, images)
+        : await runStreaming(client, id, code, io, images);
+      // An image that could not be written is lost output: never exit 0 after it.
+      return images?.failed() ? 1 : exit;
     },
   });
 }
@@ -159,24 +171,40 @@ function showBundle(
 }
 
 interface ImageSaver {
+  /** Creates the directory when missing; the reason it cannot be used, or null. */
+  prepare(): string | null;
   /** Writes the bundle's image/png, returns its path (null: none, or it failed). */
   save(bundle: Bundle, warn: (text: string) => void): string | null;
+  /** Whether any image could not be written. */
+  failed(): boolean;
 }
 
 function imageSaver(dir: string, runtime: ClientRuntime): ImageSaver {
   const prefix = `exec-${runtime.now()}`;
+  const absolute = resolve(runtime.cwd(), dir);
   let count = 0;
+  let failures = 0;
   return {
+    prepare() {
+      try {
+        mkdirSync(absolute, { recursive: true, mode: 0o755 });
+        return null;
+      } catch (error) {
+        return `--save-images: cannot create ${absolute}: ${(error as Error).message}`;
+      }
+    },
+    failed: () => failures > 0,
     save(bundle, warn) {
       const png = bundle["image/png"];
       if (png === undefined) return null;
       count += 1;
-      const path = resolve(runtime.cwd(), dir, `${prefix}-${count}.png`);
+      const path = resolve(absolute, `${prefix}-${count}.png`);
       try {
         // "wx": never overwrite a file that is already there.
         writeFileSync(path, Buffer.from(png, "base64"), { flag: "wx", mode: 0o644 });
         return path;
       } catch (error) {
+        failures += 1;
         warn(`openai4s exec: cannot save an image to ${path}: ${(error as Error).message}\n`);
         return null;
       }

@@ -12,6 +12,7 @@ import {
   table,
   type WorkloadBody,
 } from "./client.ts";
+import { messageBesideReason } from "./reason-message.ts";
 
 const HELP = `Usage: openai4s show ID
 
@@ -40,7 +41,7 @@ function renderWorkload(w: WorkloadBody): string {
     `Kind:        ${w.kind}`,
     `Profile:     ${w.profile}`,
     `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,
-    ...(w.message ? [`Message:     ${w.message}`] : []),
+    ...(w.message ? [`Message:     ${messageBesideReason(w.reason, w.message)}`] : []),
     ...(w.exitCode !== null ? [`Exit code:   ${w.exitCode}`] : []),
     `Epoch:       ${w.executionEpoch}`,
     // An older daemon sends no deadline at all: same as none.
@@ -55,7 +56,13 @@ function renderWorkload(w: WorkloadBody): string {
   if (w.conditions.length > 0) {
     out += `\nConditions:\n${table(
       ["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
-      w.conditions.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime, c.message]),
+      w.conditions.map((c) => [
+        c.type,
+        c.status,
+        c.reason,
+        c.lastTransitionTime,
+        messageBesideReason(c.reason, c.message),
+      ]),
     )}`;
   }
   if (w.allocations.length > 0) {
@@ -98,7 +105,12 @@ export function createShowCommand(runtime: ClientRuntime = systemRuntime): Comma
       if (events.kind === "Ok" && events.body.length > 0) {
         out += `\nEvents:\n${table(
           ["AT", "PHASE", "REASON", "MESSAGE"],
-          events.body.map((e) => [e.at, e.phase, e.reason ?? "", e.message ?? ""]),
+          events.body.map((e) => [
+            e.at,
+            e.phase,
+            e.reason ?? "",
+            messageBesideReason(e.reason, e.message),
+          ]),
         )}`;
       }
       io.stdout(out);

@@ -12,6 +12,7 @@ import {
   type WorkloadBody,
 } from "./client.ts";
 import { formatDuration, parseDurationFlag } from "./duration.ts";
+import { messageBesideReason } from "./reason-message.ts";
 
 const HELP = `Usage: openai4s wait ID [--until READY|TERMINAL] [--timeout DURATION]
 
@@ -58,7 +59,8 @@ function statusLine(w: WorkloadBody): string {
   if (w.kind === "SESSION" && ready && !isTerminal(w.phase)) {
     parts.push(`READY=${ready.status}${ready.status === "TRUE" ? "" : ` ${ready.reason}`}`);
   }
-  if (w.message) parts.push(`- ${w.message}`);
+  const message = messageBesideReason(w.reason, w.message);
+  if (message) parts.push(`- ${message}`);
   return parts.join(" ");
 }
 
@@ -121,7 +123,7 @@ export function createWaitCommand(runtime: ClientRuntime = systemRuntime): Comma
             if (verdict === "Reached") return 0;
             if (!json) {
               io.stderr(
-                `openai4s wait: ${w.id} ended ${w.phase}${w.reason ? ` (${w.reason})` : ""}${w.message ? `: ${w.message}` : ""}\n`,
+                `openai4s wait: ${w.id} ended ${w.phase}${w.reason ? ` (${w.reason})` : ""}${w.message ? `: ${messageBesideReason(w.reason, w.message)}` : ""}\n`,
               );
             }
             return 1;

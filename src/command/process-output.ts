@@ -8,13 +8,14 @@
  * and stderr through the stream, built only when something is written there.
  *
  * A reader that went away (EPIPE: `openai4s list | head -1`) ends the process quietly with
- * the exit code so far, as before, not with a stack trace.
+ * the exit code so far, as before, not with a stack trace; any other write failure is lost
+ * output and exits 1.
  */
 
 export function stdoutWriter(): (text: string) => void {
   const onError = (error: unknown) => {
     if ((error as NodeJS.ErrnoException).code === "EPIPE") readerGone();
-    throw error;
+    outputLost(error, true);
   };
   return (text) => {
     let written: number | Promise<number>;
@@ -36,11 +37,26 @@ export function stderrWriter(): (text: string) => void {
       guarded = true;
       process.stderr.on("error", (error: NodeJS.ErrnoException) => {
         if (error.code === "EPIPE") readerGone();
-        throw error;
+        outputLost(error, false);
       });
     }
     process.stderr.write(text);
   };
+}
+
+/**
+ * Output that could not be written (a full disk, an I/O error) is lost: exit 1 with one line,
+ * not a stack trace with a source listing, and never 0.
+ */
+function outputLost(error: unknown, sayOnStderr: boolean): never {
+  if (sayOnStderr) {
+    try {
+      process.stderr.write(`openai4s: cannot write the output: ${(error as Error).message}\n`);
+    } catch {
+      // stderr is gone too: the exit status still says it.
+    }
+  }
+  process.exit(1);
 }
 
 function readerGone(): never {

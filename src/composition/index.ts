@@ -22,4 +22,12 @@ export type {
   BackgroundService,
 } from "./context.ts";
 export { type Core, composeCore } from "./core.ts";
+export {
+  cancelUnknownJobs,
+  setAsideDir,
+  setAsideEndedUnknownJobs,
+  type UnknownJob,
+  unknownRunningJobs,
+  waitUntilEnded,
+} from "./restore-unknown-jobs.ts";
 export { CLUSTER_ISOLATION_RETRY_MS } from "./session-isolation.ts";

@@ -96,7 +96,8 @@ function bubblewrapFor(context: BackendContext): Sandbox {
   });
 }
 
-function selfDirectories(selfCommand: readonly string[]): readonly string[] {
+/** What the worker needs bound read-only to start: its program and, from source, the project. */
+export function selfDirectories(selfCommand: readonly string[]): readonly string[] {
   const [program, entry] = selfCommand;
   const dirs: string[] = [];
   if (program !== undefined && isAbsolute(program)) {
@@ -107,7 +108,18 @@ function selfDirectories(selfCommand: readonly string[]): readonly string[] {
       // A binary that vanished: the launch fails visibly, nothing to bind.
     }
   }
-  if (entry !== undefined && isAbsolute(entry)) dirs.push(dirname(dirname(entry)));
+  if (entry !== undefined && isAbsolute(entry)) {
+    const project = dirname(dirname(entry));
+    dirs.push(project);
+    // A checkout whose node_modules is a link to an install elsewhere (a worktree sharing
+    // one install): without its target the worker died on "Cannot find package".
+    try {
+      const modules = realpathSync(join(project, "node_modules"));
+      if (!modules.startsWith(`${project}/`)) dirs.push(modules);
+    } catch {
+      // No node_modules: a compiled binary's project, nothing more to bind.
+    }
+  }
   return [...new Set(dirs)];
 }
 

@@ -13,37 +13,67 @@
  *   These workloads are listed; `--cancel-pending` cancels them instead of resubmitting.
  */
 import { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, renameSync, rmSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  copyFileSync,
+  existsSync,
+  openSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { systemClock } from "../clock.ts";
 import type { Command, CommandIo } from "../command/command.ts";
 import { UsageError } from "../command/command.ts";
 import { parseStrict } from "../command/parse-args.ts";
+import {
+  cancelUnknownJobs,
+  setAsideDir,
+  setAsideEndedUnknownJobs,
+  type UnknownJob,
+  unknownRunningJobs,
+  waitUntilEnded,
+} from "../composition/index.ts";
 import { stateLayout } from "../orchestration/layout.ts";
 import { TERMINAL_PHASES } from "../orchestration/models.ts";
 import { openDatabase, requestStop } from "../store/index.ts";
 import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 
-const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending]
+const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending] [--cancel-unknown-jobs]
 
 Put BACKUP (a copy taken by \`openai4s backup\`) in place of the store of a STOPPED daemon.
-The current store is kept beside it as openai4s.db.before-restore-TIME. Keep the state
-dir's signing-key and admin-token (or put back the ones saved with the backup).
+The current store is kept beside it as openai4s.db.before-restore-TIME. The restored file
+is 0600 and owned by the state dir's owner (when run as root), so the daemon's account
+can open it. Keep the state dir's signing-key and admin-token (or put back the ones saved
+with the backup).
 
 What happened after the copy was taken is not in it. So that no job runs twice:
   - attempts that were live in the copy are not retried automatically;
   - workloads that were waiting to be submitted are listed: the old daemon may have
     submitted them after the copy. Check the backend for their jobs, or pass
-    --cancel-pending to cancel them (resubmit what you still need).
+    --cancel-pending to cancel them (resubmit what you still need);
+  - local jobs still running that the copy does not know (started after it) are listed:
+    the restored daemon never adopts them, so they would run to their end unmanaged.
+    --cancel-unknown-jobs stops them. (On a cluster the daemon's orphan sweep reports them.)
+    The records of such jobs once ended are moved to backends/local/unknown-at-restore-TIME
+    in the state dir, so the daemon does not warn about them at every start.
 
 Options:
   --state-dir DIR     The daemon's state dir (else $OPENAI4S_STATE_DIR, else the default).
   --cancel-pending    Cancel the waiting workloads instead of submitting them again.
+  --cancel-unknown-jobs
+                      Stop the running local jobs the copy does not know.
   -h, --help          Show this help.
 Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage error.
 `;
+
+/** How long restore waits for cancelled unknown jobs to end before moving their records. */
+const STOP_WAIT_MS = 30_000;
 
 const TERMINAL_SQL = TERMINAL_PHASES.map((p) => `'${p}'`).join(", ");
 
@@ -65,9 +95,40 @@ function integrity(path: string): string {
   }
 }
 
+/** Null when `path` can be read; else why not, "permission denied" named as such. */
+function unreadable(path: string): string | null {
+  try {
+    closeSync(openSync(path, "r"));
+    return null;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "EACCES" && code !== "EPERM") return String(error);
+    // SQLite says only "unable to open database file": an admin chasing corruption when
+    // the backup is merely root's 0600 file (issue 19).
+    const s = statSync(path);
+    return `permission denied: cannot read it as uid ${process.getuid?.()} (it belongs to uid ${s.uid}, mode ${(s.mode & 0o777).toString(8).padStart(4, "0")}); run restore as a user who can read it, or give the daemon's user read access`;
+  }
+}
+
+/**
+ * The restored file as the daemon will want it: 0600 and owned by the state dir's owner. Run
+ * as root for a daemon with a service account, a root-owned copy made the next start exit 2
+ * (a file in the state dir belonging to another user), a restart loop under systemd.
+ */
+function ownLikeStateDir(file: string, stateDir: string): void {
+  chmodSync(file, 0o600);
+  const owner = statSync(stateDir);
+  const self = statSync(file);
+  if (process.getuid?.() === 0 && (self.uid !== owner.uid || self.gid !== owner.gid)) {
+    chownSync(file, owner.uid, owner.gid);
+  }
+}
+
 interface Adjusted {
   readonly noRetry: number;
   readonly waiting: readonly string[];
+  /** Every submission token the copy knows. */
+  readonly tokens: ReadonlySet<string>;
 }
 
 /** The rules above, applied to the copy before it goes into place (migrated first). */
@@ -98,9 +159,14 @@ function adjust(path: string, cancelPending: boolean): Adjusted {
         );
       }
     }
+    const tokens = new Set(
+      (sqlite.query("SELECT token FROM allocations").all() as { token: string }[]).map(
+        (r) => r.token,
+      ),
+    );
     // Everything into the main file: the copy goes into place as one file.
     sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
-    return { noRetry, waiting };
+    return { noRetry, waiting, tokens };
   } finally {
     opened.close();
   }
@@ -110,6 +176,7 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
   const parsed = parseStrict("restore", args, {
     "state-dir": { type: "string" },
     "cancel-pending": { type: "boolean" },
+    "cancel-unknown-jobs": { type: "boolean" },
     help: { type: "boolean", short: "h" },
   });
   if (parsed.values.help) {
@@ -142,6 +209,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     return 1;
   }
   try {
+    const denied = unreadable(source);
+    if (denied !== null) {
+      io.stderr(`openai4s restore: ${backup}: ${denied}\n`);
+      return 1;
+    }
     const check = integrity(source);
     if (check !== "ok") {
       io.stderr(`openai4s restore: ${backup} fails integrity_check: ${check}\n`);
@@ -153,31 +225,92 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     copyFileSync(source, staged);
     const adjusted = adjust(staged, parsed.values["cancel-pending"] === true);
     for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
+    ownLikeStateDir(staged, stateDir);
     const stamp = new Date().toISOString().replace(/[:.]/g, "-");
     for (const suffix of ["", "-wal", "-shm"]) {
       const file = `${layout.database}${suffix}`;
       if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
     }
     renameSync(staged, layout.database);
+    const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
+    const jobs = await unknownJobs(
+      layout.backendDir("local"),
+      adjusted.tokens,
+      cancelUnknown,
+      stamp,
+    );
     io.stdout(
       [
         `restored ${source} into ${layout.database}`,
-        `attempts live in the copy, not retried automatically: ${adjusted.noRetry}`,
-        adjusted.waiting.length === 0
-          ? "no workload was waiting to be submitted"
-          : `${adjusted.waiting.length} workload(s) were waiting to be submitted${
-              parsed.values["cancel-pending"]
-                ? " and are cancelled"
-                : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
-            }:`,
-        ...adjusted.waiting.map((id) => `  ${id}`),
+        ...adjustedLines(adjusted, parsed.values["cancel-pending"] === true),
+        ...unknownJobLines(jobs, cancelUnknown),
         "",
       ].join("\n"),
     );
-    return 0;
+    for (const problem of jobs.problems) io.stderr(`openai4s restore: cannot stop ${problem}\n`);
+    return jobs.problems.length === 0 ? 0 : 1;
   } finally {
     lock.release();
   }
+}
+
+function adjustedLines(adjusted: Adjusted, cancelledPending: boolean): string[] {
+  return [
+    `attempts live in the copy, not retried automatically: ${adjusted.noRetry}`,
+    adjusted.waiting.length === 0
+      ? "no workload was waiting to be submitted"
+      : `${adjusted.waiting.length} workload(s) were waiting to be submitted${
+          cancelledPending
+            ? " and are cancelled"
+            : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
+        }:`,
+    ...adjusted.waiting.map((id) => `  ${id}`),
+  ];
+}
+
+interface UnknownJobs {
+  readonly running: readonly UnknownJob[];
+  /** Why a job could not be asked to stop, one line each. */
+  readonly problems: readonly string[];
+  /** Where the records of ended unknown jobs went (null: there were none). */
+  readonly setAside: { readonly count: number; readonly dir: string } | null;
+}
+
+/** The local jobs the copy does not know: listed, stopped when asked, ended ones set aside. */
+async function unknownJobs(
+  localDir: string,
+  tokens: ReadonlySet<string>,
+  cancel: boolean,
+  stamp: string,
+): Promise<UnknownJobs> {
+  const running = unknownRunningJobs(localDir, tokens);
+  const problems = cancel ? await cancelUnknownJobs(localDir, running) : [];
+  // Their supervisors stop them within the kill grace: then their records go aside too.
+  if (cancel && problems.length === 0) await waitUntilEnded(localDir, running, STOP_WAIT_MS);
+  const moved = setAsideEndedUnknownJobs(localDir, tokens, stamp);
+  const setAside =
+    moved.length === 0 ? null : { count: moved.length, dir: setAsideDir(localDir, stamp) };
+  return { running, problems, setAside };
+}
+
+function unknownJobLines(jobs: UnknownJobs, cancelled: boolean): string[] {
+  const unknown = jobs.running;
+  const aside =
+    jobs.setAside === null
+      ? []
+      : [
+          `records of ${jobs.setAside.count} ended job(s) unknown to the copy moved to ${jobs.setAside.dir}`,
+        ];
+  if (unknown.length === 0) return ["no running local job is unknown to the copy", ...aside];
+  return [
+    `${unknown.length} local job(s) run but are unknown to the copy (started after it)${
+      cancelled
+        ? ": asked to stop"
+        : "; the daemon will not manage them: restore again with --cancel-unknown-jobs to stop them, or let them end"
+    }:`,
+    ...unknown.map((j) => `  ${j.workloadId} (allocation ${j.allocationId}, token ${j.token})`),
+    ...aside,
+  ];
 }
 
 export const restoreCommand: Command = {

@@ -4,7 +4,7 @@
  * they are asked to stop; the current store is kept aside, never deleted.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { manualClock } from "../../src/clock.ts";
 import { main } from "../../src/main.ts";
@@ -16,6 +16,7 @@ import {
   mintAttempt,
   openDatabase,
 } from "../../src/store/index.ts";
+import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { captureIo } from "../support/cli-runtime.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -105,4 +106,72 @@ describe("openai4s restore", () => {
     expect(await main("openai4s", ["restore", bogus, "--state-dir", state], io)).toBe(1);
     expect(existsSync(join(state, "openai4s.db"))).toBe(false);
   });
+
+  const SERVICE_UID = 65534; // nobody: the daemon's account in these tests
+
+  /** A state dir owned by the service account, reachable by it, and a root-owned copy. */
+  function serviceAccountLayout(): { dir: string; state: string; copy: string } {
+    const dir = tempDir();
+    chmodSync(dir, 0o755);
+    const copy = join(dir, "copy.db");
+    copyWithLiveAndWaiting(copy);
+    chmodSync(copy, 0o600);
+    const state = join(dir, "state");
+    mkdirSync(state, { mode: 0o700 });
+    chownSync(state, SERVICE_UID, SERVICE_UID);
+    return { dir, state, copy };
+  }
+
+  async function restoreAs(uid: number, args: readonly string[], home: string) {
+    const p = Bun.spawn(
+      ["setpriv", `--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", BINARY, ...args],
+      {
+        env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: home },
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
+    const [out, err, code] = await Promise.all([
+      new Response(p.stdout).text(),
+      new Response(p.stderr).text(),
+      p.exited,
+    ]);
+    return { out, err, code };
+  }
+
+  test.skipIf(process.getuid?.() !== 0)(
+    "run as root for a service account's state dir: the restored store is that account's, 0600",
+    async () => {
+      const { state, copy } = serviceAccountLayout();
+      const io = captureIo({});
+      expect(await main("openai4s", ["restore", copy, "--state-dir", state], io)).toBe(0);
+      const db = statSync(join(state, "openai4s.db"));
+      expect({ uid: db.uid, gid: db.gid, mode: db.mode & 0o777 }).toEqual({
+        uid: SERVICE_UID,
+        gid: SERVICE_UID,
+        mode: 0o600,
+      });
+    },
+  );
+
+  test.skipIf(process.getuid?.() !== 0)(
+    "run as the service account: a backup it cannot read says permission denied; one it can read is restored",
+    async () => {
+      ensureBuilt();
+      const { dir, state, copy } = serviceAccountLayout();
+      const denied = await restoreAs(SERVICE_UID, ["restore", copy, "--state-dir", state], dir);
+      expect(denied.code).toBe(1);
+      expect(denied.err).toContain("permission denied");
+      expect(denied.err).not.toContain("integrity_check");
+      expect(existsSync(join(state, "openai4s.db"))).toBe(false);
+
+      chmodSync(copy, 0o644);
+      const done = await restoreAs(SERVICE_UID, ["restore", copy, "--state-dir", state], dir);
+      expect(done.err).toBe("");
+      expect(done.code).toBe(0);
+      const db = statSync(join(state, "openai4s.db"));
+      expect({ uid: db.uid, mode: db.mode & 0o777 }).toEqual({ uid: SERVICE_UID, mode: 0o600 });
+    },
+    120_000,
+  );
 });

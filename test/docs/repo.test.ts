@@ -79,3 +79,33 @@ describe.skipIf(analyze === null)("deploy/openai4s.service", () => {
     expect({ exitCode: run.exitCode, output }).toEqual({ exitCode: 0, output: "" });
   });
 });
+
+describe("docs/operations.md: an admin's first hour has no trap", () => {
+  const ops = readFileSync(join(ROOT, "docs", "operations.md"), "utf8");
+  const unit = readFileSync(join(ROOT, "deploy", "openai4s.service"), "utf8");
+
+  test("the unit stops the daemon only, as the docs promise local jobs keep running", () => {
+    // systemd's default KillMode (control-group) kills every local job with the daemon.
+    expect(ops).toContain("Jobs keep running");
+    expect(unit).toMatch(/^KillMode=process$/m);
+  });
+
+  test("the account is created with a pinned uid and gid, the same on every node", () => {
+    const useradd = ops.split("\n").find((l) => l.startsWith("useradd "));
+    expect(useradd).toMatch(/--uid [0-9]+ --gid [0-9]+ /);
+    expect(ops).toMatch(/^groupadd --system --gid [0-9]+ openai4s$/m);
+  });
+
+  test("the upgrade replaces the binary with a command that works while it runs", () => {
+    const upgrade = ops.slice(ops.indexOf("## Upgrade and migrations"));
+    // `cp` onto a running executable fails with "Text file busy".
+    expect(upgrade).toContain("install -m 0755 dist/openai4s /usr/local/bin/openai4s");
+    expect(upgrade).not.toMatch(/^\s*cp [^\n]*\/usr\/local\/bin\/openai4s\s*$/m);
+  });
+
+  test("data in and out: no advice to hand a job a secret as a host file path", () => {
+    expect(ops).toContain("## Getting data in and out");
+    const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+    expect(readme).not.toContain("a secret travels as a path to a 0600 file");
+  });
+});

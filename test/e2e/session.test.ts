@@ -14,8 +14,8 @@ import {
   holdingWorker,
   ms,
   processesMentioning,
+  refusalFootprint,
   startDaemon,
-  treeDigest,
   type WorkloadView,
 } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
@@ -261,17 +261,16 @@ describe("without isolation", () => {
     async () => {
       const d = await startDaemon({ env: { OPENAI4S_BWRAP: "/nonexistent/bwrap" } });
       try {
-        // Everything but the API socket (a socket has no content): the database, its WAL and
-        // WAL index, the key, the token, every directory and its mode.
-        const skip = (p: string) => p.endsWith("api.sock");
+        // Rows, workload dirs and records: what a request writes. Not the database's bytes,
+        // which the WAL checkpoint thread rewrites with no request at all.
         const db = join(d.stateDir, "openai4s.db");
         expect(existsSync(db)).toBe(true);
-        const before = treeDigest(d.stateDir, skip);
+        const before = refusalFootprint(d);
         const r = await d.cli("session", "start", "--json");
         expect(r.code).toBe(1);
         expect(r.stdout + r.stderr).toContain("ISOLATION_UNAVAILABLE");
         expect(r.stdout + r.stderr).toContain("bwrap");
-        expect(treeDigest(d.stateDir, skip)).toBe(before);
+        expect(refusalFootprint(d)).toEqual(before);
         const list = await d.cli("list", "--json");
         expect(JSON.parse(list.stdout).items).toEqual([]);
         // BATCH still runs (unsandboxed, as documented).
@@ -289,12 +288,11 @@ describe("without isolation", () => {
     async () => {
       const d = await startDaemon({ gateway: false });
       try {
-        const skip = (p: string) => p.endsWith("api.sock");
-        const before = treeDigest(d.stateDir, skip);
+        const before = refusalFootprint(d);
         const r = await d.cli("session", "start");
         expect(r.code).toBe(1);
         expect(r.stdout + r.stderr).toContain("OPENAI4S_WORKER_LISTEN");
-        expect(treeDigest(d.stateDir, skip)).toBe(before);
+        expect(refusalFootprint(d)).toEqual(before);
       } finally {
         await d.stop();
       }

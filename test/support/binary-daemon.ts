@@ -4,7 +4,7 @@
  * free port, and runs client commands against it. Every process it starts is found again by
  * the unique temporary directory in its command line, so teardown kills exactly those.
  */
-import { createHash } from "node:crypto";
+import { Database } from "bun:sqlite";
 import {
   chmodSync,
   chownSync,
@@ -223,19 +223,44 @@ export function holdingWorker(
   };
 }
 
-/** Every path under `root` with its mode and, for files, its bytes: "byte for byte". */
-export function treeDigest(root: string, skip: (path: string) => boolean = () => false): string {
-  const h = createHash("sha256");
+/** Tables a workload request writes; a refused one must leave every row as it was. */
+const WORKLOAD_TABLES = ["workloads", "allocations", "events", "conditions", "workload_changes"];
+
+/** Paths under `root` (relative, sorted, with their modes); none when it does not exist. */
+function pathsUnder(root: string): string[] {
+  if (!existsSync(root)) return [];
+  const out: string[] = [];
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir).sort()) {
       const p = join(dir, entry);
-      if (skip(p)) continue;
       const s = statSync(p);
-      h.update(`${relative(root, p)}\0${s.mode.toString(8)}\0`);
+      out.push(`${relative(root, p)} ${s.mode.toString(8)}`);
       if (s.isDirectory()) walk(p);
-      else if (s.isFile()) h.update(readFileSync(p));
     }
   };
   walk(root);
-  return h.digest("hex");
+  return out;
+}
+
+/**
+ * Everything a refused workload request could have written, and nothing else: the store's
+ * workload rows, the spool's workload dirs, the state dir's attempt records and backend
+ * records. Not the bytes of `openai4s.db`, `-wal` or `-shm`: the WAL checkpoint thread
+ * rewrites those within seconds of start with no request at all, and a digest of them made
+ * the README's `npm test` red on a clean clone (issue 19).
+ */
+export function refusalFootprint(d: Pick<Daemon, "stateDir">): Record<string, unknown> {
+  const db = new Database(join(d.stateDir, "openai4s.db"), { readonly: true });
+  try {
+    const rows: Record<string, unknown> = {};
+    for (const table of WORKLOAD_TABLES) rows[table] = db.query(`SELECT * FROM ${table}`).all();
+    return {
+      rows,
+      spoolWorkloads: pathsUnder(join(`${d.stateDir}-spool`, "workloads")),
+      attemptRecords: pathsUnder(join(d.stateDir, "attempts")),
+      backendRecords: pathsUnder(join(d.stateDir, "backends")),
+    };
+  } finally {
+    db.close();
+  }
 }
