@@ -178,7 +178,8 @@ export async function withClusterSessionIsolation(
   // The batch script exports the job's deadline (runway) before the launch line: copied in.
   const job = {
     rankEnv: SLURM_RANK_ENV,
-    baseEnv: { PATH: DEFAULT_JOB_PATH },
+    // UTF-8 whatever the node's default: Python's preferred encoding follows LANG.
+    baseEnv: { PATH: DEFAULT_JOB_PATH, LANG: "C.UTF-8" },
     launchEnv: [DEADLINE_ENV],
     locate,
   };
