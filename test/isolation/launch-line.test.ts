@@ -1,6 +1,7 @@
 /**
- * The launch line through the built binary, with a root daemon (jobs as nobody), on the
- * local backend and on the real Slurm test cluster when OPENAI4S_SLURM_TEST_DIR names one:
+ * The launch line through the built binary, with a root daemon (jobs as nobody) on the local
+ * backend and on the real Slurm test cluster when OPENAI4S_SLURM_TEST_DIR names one, and with
+ * an unprivileged daemon on the local backend (jobs keep its uid, in a user namespace):
  *  - the issue's reproductions, as steps (`POST /v1/workloads/{id}/tasks`) of a running BATCH
  *    job: argv[0] through a symlink the job planted must not bind the host's /proc or /etc,
  *    and a path below a 0700 host directory must not become readable;
@@ -8,7 +9,9 @@
  *  - the science smoke suite inside the sandbox: multiprocessing.Pool, ProcessPoolExecutor,
  *    HTTPS verified against the system CA store, a matplotlib figure, UTF-8 as Python's
  *    preferred encoding.
- * Each was seen failing against the previous launch line.
+ * Each was seen failing against the previous launch line with a root daemon (local and
+ * Slurm); with an unprivileged daemon the /proc and /etc reproductions were (the rest held
+ * there already: its user namespace owns /dev/shm, and it cannot traverse a 0700 dir).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
@@ -22,6 +25,8 @@ import { installTestCa, type TestCa } from "../support/test-ca.ts";
 const TIMEOUT_MS = 120_000;
 const IS_ROOT = process.getuid?.() === 0;
 const PYTHON = "/usr/bin/python3";
+const NOBODY = 65534;
+const DAEMON_UID = 4242;
 /** Deeper than any cwd the daemon runs in: the lexical `..` climb then ends at `/`. */
 const SYMLINK_DEPTH = 14;
 
@@ -92,12 +97,13 @@ if __name__ == '__main__':
 `;
 
 function launchLine(
-  backend: string,
+  where: string,
   start: () => Promise<Daemon>,
   profile: string,
+  jobUid: number,
   stopped: () => void = () => {},
 ): void {
-  describe(`a root daemon on ${backend}: the launch line`, () => {
+  describe(`${where}: the launch line`, () => {
     let d: Daemon;
     let job = "";
     let workspace = "";
@@ -182,12 +188,12 @@ function launchLine(
         const r = await task(d, job, [tool]);
         expect({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }).toEqual({
           exitCode: 0,
-          stdout: "ran 65534\n",
+          stdout: `ran ${jobUid}\n`,
           stderr: "",
         });
         // Relative names mean the workspace too, never the daemon's cwd.
         const relative = await task(d, job, ["bin/sub/tool.sh"]);
-        expect(relative.stdout).toBe("ran 65534\n");
+        expect(relative.stdout).toBe(`ran ${jobUid}\n`);
       },
       TIMEOUT_MS,
     );
@@ -223,7 +229,7 @@ function launchLine(
             home_writable: true,
           });
           const figure = join(`${d.stateDir}-spool`, "workloads", id, "workspace", "figure.png");
-          expect(statSync(figure).uid).toBe(65534);
+          expect(statSync(figure).uid).toBe(jobUid);
         } finally {
           server.stop(true);
         }
@@ -235,9 +241,21 @@ function launchLine(
 
 if (IS_ROOT) {
   launchLine(
-    "the local backend",
+    "a root daemon on the local backend",
     () => startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } }),
     "default",
+    NOBODY,
+  );
+  // Jobs keep the daemon's uid, in a user namespace: what they reach is the same fixed set.
+  launchLine(
+    "an unprivileged daemon on the local backend",
+    () =>
+      startDaemon({
+        env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/nonexistent" },
+        daemonUid: DAEMON_UID,
+      }),
+    "default",
+    DAEMON_UID,
   );
 }
 
@@ -257,7 +275,7 @@ if (IS_ROOT && testCluster !== null) {
   const config = join(scratch, "cluster.toml");
   writeFileSync(config, SLURM_TOML);
   launchLine(
-    "the slurm backend",
+    "a root daemon on the slurm backend",
     async () => {
       const d = await startDaemon({
         args: ["--backend", "slurm", "--cluster-config", config],
@@ -275,6 +293,7 @@ if (IS_ROOT && testCluster !== null) {
       return d;
     },
     "one",
+    NOBODY,
     () => removeDir(scratch),
   );
 }
