@@ -27,6 +27,7 @@ import {
   type BackgroundService,
   verifierService,
 } from "./context.ts";
+import { type SandboxReadOnly, sandboxReadOnlyFromEnv } from "./sandbox-read-only.ts";
 import {
   LOCAL_ISOLATION_INTERVAL_MS,
   localSessionIsolation,
@@ -58,7 +59,9 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         faults: context.faults,
         runAs: context.runAs,
       };
-      const isolation = await localSessionIsolation(context);
+      const extra = sandboxReadOnly(context);
+      if (extra.kind === "ConfigError") return extra;
+      const isolation = await localSessionIsolation(context, extra.dirs);
       let backend: AllocationBackend;
       const services: BackgroundService[] = [];
       switch (isolation.kind) {
@@ -108,6 +111,8 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       }
       const placements = loadClusterPlacements(context.clusterConfigPath);
       if (placements.kind === "ConfigError") return placements;
+      const extra = sandboxReadOnly(context);
+      if (extra.kind === "ConfigError") return extra;
       const slurmConf = context.env["SLURM_CONF"];
       const broker = createSlurmBroker({
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
@@ -156,7 +161,12 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       // probe on its own smallest placement (a backend over a one-entry catalog).
       const probeBackend = (derive: (catalog: PlacementCatalog) => PlacementCatalog) =>
         build(derive(placements.catalog), false);
-      const isolated = await withClusterSessionIsolation(context, slurmBackend, probeBackend);
+      const isolated = await withClusterSessionIsolation(
+        context,
+        slurmBackend,
+        probeBackend,
+        extra.dirs,
+      );
       return {
         kind: "Created",
         backend: isolated.backend,
@@ -165,6 +175,11 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
     },
   },
 };
+
+/** The admin's extra read-only sandbox directories; the state dir and spool are masked. */
+function sandboxReadOnly(context: BackendContext): SandboxReadOnly {
+  return sandboxReadOnlyFromEnv(context.env, [context.layout.root, context.layout.spool]);
+}
 
 /** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
 const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
