@@ -8,13 +8,21 @@
  *  - an absolute argv[0] into a subdirectory of the job's own workspace runs (it was 126);
  *  - the science smoke suite inside the sandbox: multiprocessing.Pool, ProcessPoolExecutor,
  *    HTTPS verified against the system CA store, a matplotlib figure, UTF-8 as Python's
- *    preferred encoding.
+ *    preferred encoding, the CA bundle, time zone and locale files readable.
  * Each was seen failing against the previous launch line with a root daemon (local and
  * Slurm); with an unprivileged daemon the /proc and /etc reproductions were (the rest held
  * there already: its user namespace owns /dev/shm, and it cannot traverse a 0700 dir).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
@@ -73,6 +81,18 @@ function plantClimb(workspace: string, tail: string, body: string): string {
   return `x/${"../".repeat(SYMLINK_DEPTH - 1)}${tail}`;
 }
 
+/** Host files a job reads through the /etc allowlist (each checked when the host has it). */
+const ETC_FILES = [
+  "/etc/ssl/certs/ca-certificates.crt",
+  "/etc/localtime",
+  "/etc/timezone",
+  "/etc/default/locale",
+  "/etc/passwd",
+  "/etc/hosts",
+  "/etc/resolv.conf",
+  "/etc/python3/sitecustomize.py",
+];
+
 const SMOKE = `
 import concurrent.futures, json, locale, multiprocessing, os, sys, urllib.request
 def square(x):
@@ -93,6 +113,14 @@ if __name__ == '__main__':
     r['figure'] = os.path.getsize('figure.png') > 1000
     r['encoding'] = locale.getpreferredencoding()
     r['home_writable'] = os.access(os.environ['HOME'], os.W_OK)
+    unreadable = []
+    for path in json.loads(sys.argv[2]):
+        try:
+            with open(path, 'rb') as f:
+                f.read(1)
+        except OSError as e:
+            unreadable.append(f'{path}: {e}')
+    r['etc_unreadable'] = unreadable
     print(json.dumps(r))
 `;
 
@@ -210,7 +238,18 @@ function launchLine(
         });
         try {
           const url = `https://127.0.0.1:${server.port}/`;
-          const r = await d.cli("submit", "--profile", profile, "--", PYTHON, "-c", SMOKE, url);
+          const etc = JSON.stringify(ETC_FILES.filter((f) => existsSync(f)));
+          const r = await d.cli(
+            "submit",
+            "--profile",
+            profile,
+            "--",
+            PYTHON,
+            "-c",
+            SMOKE,
+            url,
+            etc,
+          );
           expect(r.code).toBe(0);
           const id = idOf(r.stdout);
           await d.cli("wait", id, "--timeout", "90s");
@@ -227,6 +266,7 @@ function launchLine(
             figure: true,
             encoding: "UTF-8",
             home_writable: true,
+            etc_unreadable: [],
           });
           const figure = join(`${d.stateDir}-spool`, "workloads", id, "workspace", "figure.png");
           expect(statSync(figure).uid).toBe(jobUid);
