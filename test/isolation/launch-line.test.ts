@@ -10,12 +10,13 @@
  *    HTTPS verified against the system CA store, a matplotlib figure, UTF-8 as Python's
  *    preferred encoding, the CA bundle, time zone and locale files readable.
  * Each was seen failing against the previous launch line with a root daemon (local and
- * Slurm); with an unprivileged daemon the /proc and /etc reproductions were (the rest held
- * there already: its user namespace owns /dev/shm, and it cannot traverse a 0700 dir).
+ * Slurm); with an unprivileged daemon the /proc, /etc and 0700 reproductions were (the rest
+ * held there already: its user namespace owns /dev/shm).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
+  chownSync,
   existsSync,
   mkdirSync,
   readFileSync,
@@ -129,6 +130,7 @@ function launchLine(
   start: () => Promise<Daemon>,
   profile: string,
   jobUid: number,
+  daemonUid: number,
   stopped: () => void = () => {},
 ): void {
   describe(`${where}: the launch line`, () => {
@@ -193,13 +195,17 @@ function launchLine(
     );
 
     test(
-      "a program below a 0700 host directory stays out of reach",
+      "a program below the daemon's own 0700 directory stays out of reach",
       async () => {
+        // Owned by the daemon's uid, like its ~/.ssh: the daemon's bwrap could bind it.
         const secret = join(d.dir, "private");
         mkdirSync(join(secret, "pub"), { recursive: true });
         chmodSync(secret, 0o700);
         chmodSync(join(secret, "pub"), 0o755);
         plantScript(join(secret, "pub", "tool"), "echo read-through-0700");
+        for (const p of [secret, join(secret, "pub"), join(secret, "pub", "tool")]) {
+          chownSync(p, daemonUid, daemonUid);
+        }
         const r = await task(d, job, [join(secret, "pub", "tool")]);
         expect(r.stdout).not.toContain("read-through-0700");
         expect(r.exitCode).not.toBe(0);
@@ -285,6 +291,7 @@ if (IS_ROOT) {
     () => startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } }),
     "default",
     NOBODY,
+    0,
   );
   // Jobs keep the daemon's uid, in a user namespace: what they reach is the same fixed set.
   launchLine(
@@ -295,6 +302,7 @@ if (IS_ROOT) {
         daemonUid: DAEMON_UID,
       }),
     "default",
+    DAEMON_UID,
     DAEMON_UID,
   );
 }
@@ -334,6 +342,7 @@ if (IS_ROOT && testCluster !== null) {
     },
     "one",
     NOBODY,
+    0,
     () => removeDir(scratch),
   );
 }
