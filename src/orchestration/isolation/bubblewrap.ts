@@ -17,7 +17,8 @@
  *  - /proc/sys read-only (bwrap's own /proc leaves it writable), /sys absent, and /etc
  *    reduced to an allowlist: no shadow, gshadow, sudoers, ssh keys, munge or scheduler
  *    secrets; each entry keeps its host mode. /tmp and /dev/shm are private, world-writable
- *    tmpfs mounts: every allocation has its own, shared by its processes and nobody else's.
+ *    tmpfs mounts: every launch has its own, shared by the processes it starts and nobody
+ *    else's (a step is a launch of its own: it does not see the job's /tmp).
  *  - what is bound is a fixed set the daemon chose: system dirs, the /etc allowlist, the
  *    admin's read-only extras (the binary's dir), the launch's workspace and credential dir.
  *    Nothing is derived from the job's argv; host /proc, /sys, /dev and /etc never are.
