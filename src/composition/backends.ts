@@ -34,6 +34,7 @@ import {
   type BackgroundService,
   verifierService,
 } from "./context.ts";
+import { type SandboxReadOnly, sandboxReadOnlyFromEnv } from "./sandbox-read-only.ts";
 import {
   LOCAL_ISOLATION_INTERVAL_MS,
   localSessionIsolation,
@@ -74,7 +75,9 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         faults: context.faults,
         runAs: context.runAs,
       };
-      const isolation = await localSessionIsolation(context);
+      const extra = sandboxReadOnly(context);
+      if (extra.kind === "ConfigError") return extra;
+      const isolation = await localSessionIsolation(context, extra.dirs);
       let backend: AllocationBackend;
       const services: BackgroundService[] = [];
       switch (isolation.kind) {
@@ -124,6 +127,8 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       }
       const placements = loadClusterPlacements(context.clusterConfigPath);
       if (placements.kind === "ConfigError") return placements;
+      const extra = sandboxReadOnly(context);
+      if (extra.kind === "ConfigError") return extra;
       const slurmConf = context.env["SLURM_CONF"];
       const broker = createSlurmBroker({
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
@@ -172,12 +177,19 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       // probe on its own smallest placement (a backend over a one-entry catalog).
       const probeBackend = (sessionProfile: string) =>
         build(probePlacements(placements.catalog, sessionProfile), false);
-      const isolated = await withClusterSessionIsolation(context, slurmBackend, probeBackend, {
-        rankEnv: SLURM_RANK_ENV,
-        baseEnv: { PATH: DEFAULT_JOB_PATH },
-        // The batch script exports the job's deadline (runway) before the launch line.
-        launchEnv: [DEADLINE_ENV],
-      });
+      const isolated = await withClusterSessionIsolation(
+        context,
+        slurmBackend,
+        probeBackend,
+        {
+          rankEnv: SLURM_RANK_ENV,
+          // UTF-8 whatever the node's default: Python's preferred encoding follows LANG.
+          baseEnv: { PATH: DEFAULT_JOB_PATH, LANG: "C.UTF-8" },
+          // The batch script exports the job's deadline (runway) before the launch line.
+          launchEnv: [DEADLINE_ENV],
+        },
+        extra.dirs,
+      );
       return {
         kind: "Created",
         backend: isolated.backend,
@@ -209,6 +221,11 @@ function probePlacements(catalog: PlacementCatalog, sessionProfile: string): Pla
           }
         : null,
   };
+}
+
+/** The admin's extra read-only sandbox directories; the state dir and spool are masked. */
+function sandboxReadOnly(context: BackendContext): SandboxReadOnly {
+  return sandboxReadOnlyFromEnv(context.env, [context.layout.root, context.layout.spool]);
 }
 
 /** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */

@@ -33,6 +33,7 @@ import {
   workerGatewayListenFromEnv,
 } from "../orchestration/worker-gateway-contract.ts";
 import { type BackendContext, type BackgroundService, verifierService } from "./context.ts";
+import { sessionSettingsFromEnv } from "./session-engine.ts";
 
 /** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */
 const BWRAP_ENV = "OPENAI4S_BWRAP";
@@ -51,8 +52,9 @@ type LocalSessionIsolation =
  */
 export async function localSessionIsolation(
   context: BackendContext,
+  readOnlyExtra: readonly string[],
 ): Promise<LocalSessionIsolation> {
-  const sandbox = bubblewrapFor(context);
+  const sandbox = bubblewrapFor(context, readOnlyExtra);
   const verdict = await sandbox.verify();
   const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
   switch (verdict.kind) {
@@ -80,8 +82,11 @@ export const LOCAL_ISOLATION_INTERVAL_MS = 60 * 1000;
 
 const GATEWAY_OFF_MESSAGE = `sessions are not enabled on this daemon: the worker gateway is off (set ${WORKER_LISTEN_ENV}=HOST:PORT)`;
 
-/** The sandbox every backend's launches run in, masking the state dir. */
-function bubblewrapFor(context: BackendContext): Sandbox {
+/**
+ * The sandbox every backend's launches run in, masking the state dir. `readOnlyExtra`: the
+ * admin's extra read-only directories (sandbox-read-only.ts), checked at start.
+ */
+function bubblewrapFor(context: BackendContext, readOnlyExtra: readonly string[]): Sandbox {
   const bwrapPath = context.env[BWRAP_ENV];
   return createBubblewrapSandbox({
     ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
@@ -90,10 +95,21 @@ function bubblewrapFor(context: BackendContext): Sandbox {
     // The private dir holds the database, the signing key and the admin token; the spool
     // every other workload's files. Only the launch's own directories are bound back.
     maskedRoots: [context.layout.root, context.layout.spool],
-    // The worker is this program: its binary's directory (a wrapper in front of it, as tests
-    // use, must still find it), and from source (`bun src/main.ts`) the project as well.
-    readOnlyExtra: selfDirectories(context.selfCommand),
+    // The worker is this program: its binary's directory, and from source (`bun src/main.ts`)
+    // the project as well; and the admin's worker command when it replaces it (a wrapper in
+    // front of the binary, as tests use). Both are the admin's choice, never a job's.
+    readOnlyExtra: [
+      ...selfDirectories(context.selfCommand),
+      ...selfDirectories(workerCommandOf(context)),
+      ...readOnlyExtra,
+    ],
   });
+}
+
+/** The worker command the session engine will launch (its own errors are reported there). */
+function workerCommandOf(context: BackendContext): readonly string[] {
+  const settings = sessionSettingsFromEnv(context.env, context.selfCommand);
+  return settings.kind === "Settings" ? settings.settings.workerCommand : [];
 }
 
 /** What the worker needs bound read-only to start: its program and, from source, the project. */
@@ -165,6 +181,8 @@ export async function withClusterSessionIsolation(
    * where sessions land (the given profile's), and it owns no allocations. */
   probeBackend: (sessionProfile: string) => AllocationBackend,
   jobEnv: ClusterJobEnv,
+  /** The admin's extra read-only sandbox directories (sandbox-read-only.ts). */
+  readOnlyExtra: readonly string[],
 ): Promise<{
   readonly backend: AllocationBackend;
   readonly services: readonly BackgroundService[];
@@ -187,7 +205,7 @@ export async function withClusterSessionIsolation(
     : profile.kinds.includes("SESSION")
       ? null
       : "no profile of this cluster offers SESSION";
-  const sandbox = bubblewrapFor(context);
+  const sandbox = bubblewrapFor(context, readOnlyExtra);
   const prober = probeBackend(profile.name);
   const probe = (signal: AbortSignal) =>
     verifyThroughBackend({

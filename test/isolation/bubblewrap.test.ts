@@ -228,17 +228,18 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
     expect(existsSync(join(l.credentials, "forged"))).toBe(false);
   });
 
-  test("an executable installed above the workloads does not re-expose them", () => {
+  test("a read-only extra installed above the workloads does not re-expose them", () => {
     const l = layout();
-    // The "binary" lives in the parent of every workload, so binding its directory (which
-    // wrap does for the executable) would show every sibling read-only...
+    // The "binary" lives in the parent of every workload, so binding its directory (as the
+    // daemon does for its own binary's) would show every sibling read-only...
     const tool = join(l.state, "workloads", "tool.sh");
     writeFileSync(tool, `#!/bin/sh\ntest -e ${l.otherWorkspace}/data && echo LEAK || echo ok\n`);
     chmodSync(tool, 0o755);
     const paths = { writable: [l.workspace, l.alloc], readOnly: [l.credentials] };
     const bwrap = REAL_BWRAP ?? "bwrap";
+    const readOnlyExtra = [join(l.state, "workloads")];
     const unmasked = bubblewrapArgv(
-      { bwrap, maskedRoots: [], readOnlyExtra: [], runAs: TEST_RUN_AS },
+      { bwrap, maskedRoots: [], readOnlyExtra, runAs: TEST_RUN_AS },
       [tool],
       paths,
       JOB_ENV,
@@ -247,7 +248,7 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
     // ...unless the state dir is masked after it: then the tool is not even there, and the
     // launch fails visibly instead of leaking.
     const masked = bubblewrapArgv(
-      { bwrap, maskedRoots: [l.state], readOnlyExtra: [], runAs: TEST_RUN_AS },
+      { bwrap, maskedRoots: [l.state], readOnlyExtra, runAs: TEST_RUN_AS },
       [tool],
       paths,
       JOB_ENV,
@@ -358,7 +359,10 @@ for a; do
     --reuid=*|--bounding-set=*) continue ;;
     --ro-bind) if [ "$1" = /proc/sys ]; then skip=2; continue; fi ;;
     --ro-bind-try) case "$1" in /etc/*) skip=2; continue ;; esac ;;
-    --perms) if [ "$3" = /etc ]; then skip=3; set -- "$@" --ro-bind /etc /etc; continue; fi ;;
+    --perms) case "$3" in
+      /etc) skip=3; set -- "$@" --ro-bind /etc /etc; continue ;;
+      /etc/*) skip=3; continue ;;
+    esac ;;
   esac
   set -- "$@" "$a"
 done

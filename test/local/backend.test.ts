@@ -249,6 +249,9 @@ describe("local backend: running jobs", () => {
       expect(env.get("OPENAI4S_ALLOCATION_ID")).toBe(request.allocationId);
       expect(env.get("OPENAI4S_EPOCH")).toBe("1");
       expect(env.get("PATH")).toBe(process.env["PATH"]);
+      // HOME is the one place the job can write; LANG is UTF-8 whatever the daemon had.
+      expect(env.get("HOME")).toBe(request.workspaceDir);
+      expect(env.get("LANG")).toMatch(/\.UTF-8$/i);
       expect(env.has(DAEMON_SECRET_NAME)).toBe(false);
       expect(env.has("O4S_TEST_PROCESS_LEAK")).toBe(false);
       const allowed = new Set([

@@ -16,11 +16,16 @@
  *    daemon's uid but none of the daemon's files exist in its mount namespace.
  *  - /proc/sys read-only (bwrap's own /proc leaves it writable), /sys absent, and /etc
  *    reduced to an allowlist: no shadow, gshadow, sudoers, ssh keys, munge or scheduler
- *    secrets. /tmp is a private, world-writable tmpfs.
+ *    secrets; each entry keeps its host mode. /tmp and /dev/shm are private, world-writable
+ *    tmpfs mounts: every launch has its own, shared by the processes it starts and nobody
+ *    else's (a step is a launch of its own: it does not see the job's /tmp).
+ *  - what is bound is a fixed set the daemon chose: system dirs, the /etc allowlist, the
+ *    admin's read-only extras (the binary's dir), the launch's workspace and credential dir.
+ *    Nothing is derived from the job's argv; host /proc, /sys, /dev and /etc never are.
  *  - the job's environment is applied by `env -i` after the privilege drop, never given to
  *    the host-side bwrap (see launch-argv.ts).
  *  - masked roots (the daemon's state directory): mounted as an empty tmpfs after the
- *    executable's directory is bound, so a binary installed ABOVE the state directory
+ *    binary's directory is bound, so a binary installed ABOVE the state directory
  *    cannot re-expose every other allocation read-only through its own bind.
  *  - no `--unshare-net`: workers dial the gateway over TCP, so the network namespace stays
  *    shared. What it exposes (loopback services, abstract unix sockets) is exposed to any
@@ -29,8 +34,8 @@
  * `verify()` proves all of that before anyone relies on it (see `probe`), and fails closed:
  * a missing bwrap, an error, a timeout or any unexpected answer is Unverified.
  */
-import { accessSync, constants, existsSync, realpathSync } from "node:fs";
-import { dirname, isAbsolute, resolve } from "node:path";
+import { accessSync, constants } from "node:fs";
+import { isAbsolute, normalize, resolve } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { IsolationVerdict } from "../ports.ts";
@@ -62,6 +67,9 @@ const ETC_ALLOWLIST = [
   "ld.so.conf.d",
   "ssl/certs",
   "ssl/openssl.cnf",
+  "pki/tls/certs",
+  "pki/tls/openssl.cnf",
+  "pki/ca-trust/extracted",
   "ca-certificates",
   "ca-certificates.conf",
   "alternatives",
@@ -72,6 +80,7 @@ const ETC_ALLOWLIST = [
   "services",
   "locale.alias",
   "default/locale",
+  "locale.conf",
   "python3",
   "matplotlibrc",
   "fonts",
@@ -124,40 +133,42 @@ export function resolveBwrap(bwrapPath: string | undefined): string | null {
   return Bun.which("bwrap");
 }
 
-/**
- * The executable's directory as written and as resolved through symlinks, when it exists.
- * A bare name that a system directory on PATH also provides binds nothing: inside the
- * sandbox the PATH lookup then finds the system copy. Binding the host's first hit instead
- * breaks the commonest case, a shim directory first on PATH (pyenv, asdf): the shim is
- * there but what it execs is not, and `python3 -c ...` exits 127 only when sandboxed.
- */
-function executableDirs(executable: string): readonly string[] {
-  const found = isAbsolute(executable) || executable.includes("/") ? resolve(executable) : null;
-  if (found === null && Bun.which(executable, { PATH: systemPath() }) !== null) return [];
-  const path = found ?? Bun.which(executable);
-  if (path === null || !existsSync(path)) return [];
-  const dirs = [dirname(path)];
-  try {
-    dirs.push(dirname(realpathSync(path)));
-  } catch {
-    // A dangling symlink: bwrap will fail to exec it and the launch fails visibly.
-  }
-  return dirs;
-}
-
 function within(path: string, dir: string): boolean {
   return path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
-}
-
-/** The daemon's PATH (what jobs inherit) without the entries the sandbox does not bind. */
-function systemPath(): string {
-  const entries = (process.env["PATH"] ?? "").split(":");
-  return entries.filter((dir) => dir !== "/" && isAbsolute(dir) && coveredBySystem(dir)).join(":");
 }
 
 function coveredBySystem(dir: string): boolean {
   // /bin, /lib, ... are bound by their own entries; "/" itself would expose everything.
   return dir === "/" || SYSTEM_DIRS.some((s) => within(dir, s));
+}
+
+/**
+ * Host trees no launch ever binds, whatever asks: the host's /proc shows every process (and
+ * through /proc/PID/root and /cwd, every other allocation's files), /sys and /dev the
+ * machine, and /etc its secrets (only the allowlist above is bound, entry by entry).
+ */
+const NEVER_BOUND = ["/proc", "/sys", "/dev", "/etc"] as const;
+
+/**
+ * Why `dir` cannot be a bind source, or null. Only daemon-chosen paths reach a bind (the
+ * workspace, the credential dir, the binary's dir, the admin's extras), so a refusal here
+ * is a bug or a misconfiguration, never a job's doing: it throws rather than quietly
+ * launching with less. Lexically normal and absolute, so what bwrap binds is what was meant.
+ */
+export function unbindableReason(dir: string): string | null {
+  if (!isAbsolute(dir)) return `not an absolute path: ${dir}`;
+  if (normalize(dir) !== dir || (dir.length > 1 && dir.endsWith("/"))) {
+    return `not a normalized path: ${dir}`;
+  }
+  if (dir === "/") return "the root directory would expose the whole host";
+  const forbidden = NEVER_BOUND.find((root) => within(dir, root));
+  return forbidden === undefined ? null : `${dir} is under the host's ${forbidden}`;
+}
+
+function checkedBind(dir: string): string {
+  const reason = unbindableReason(dir);
+  if (reason !== null) throw new Error(`refusing to bind into a sandbox: ${reason}`);
+  return dir;
 }
 
 export interface WrapConfig {
@@ -169,10 +180,16 @@ export interface WrapConfig {
 
 /**
  * The bwrap argv. Order matters, because bwrap applies mounts in order: system dirs, /etc's
- * allowlist, fresh /proc (its /sys read-only), /dev and /tmp, the executable's directory,
- * then the masks, then the launch's writable dirs, and its read-only dirs LAST so that a
- * credential directory inside a writable allocation directory ends up read-only. `--ro-bind-try`
- * for system paths: on a cluster the argv is built on the daemon's host and runs on a node.
+ * allowlist, fresh /proc (its /sys read-only), /dev with its own /dev/shm, /tmp, the
+ * daemon's read-only extras (the binary's dir), then the masks, then the launch's writable
+ * dirs, and its read-only dirs LAST so that a credential directory inside a writable
+ * allocation directory ends up read-only. `--ro-bind-try` for system paths: on a cluster
+ * the argv is built on the daemon's host and runs on a node.
+ *
+ * Nothing here is derived from `argv`: the program is looked up INSIDE the sandbox, by
+ * `env` with the job's PATH, relative to the workspace (`--chdir`). The daemon once bound
+ * the directory of argv[0] as it resolved it on the host (lexically, against its own cwd):
+ * `x/../../../proc/uptime`, with `x` a symlink the job planted, bound the host's /proc.
  */
 export function bubblewrapArgv(
   config: WrapConfig,
@@ -180,27 +197,30 @@ export function bubblewrapArgv(
   paths: SandboxPaths,
   env: JobEnv,
 ): readonly string[] {
-  const [executable] = argv;
-  if (executable === undefined) throw new Error("cannot sandbox an empty command");
+  if (argv[0] === undefined) throw new Error("cannot sandbox an empty command");
   const out: string[] = [config.bwrap];
   for (const dir of SYSTEM_DIRS) out.push("--ro-bind-try", dir, dir);
-  // Created 0755 first: a directory bwrap makes for a bind's parent is 0700 otherwise, and
-  // an unprivileged job could not resolve a single user name.
-  out.push("--perms", "0755", "--dir", "/etc");
-  for (const entry of ETC_ALLOWLIST) out.push("--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`);
+  etcArgv(out);
   out.push("--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev");
+  // Its own writable /dev/shm and /tmp: POSIX semaphores and shared memory live in /dev/shm,
+  // and bwrap's /dev has it root-owned 0755, where multiprocessing.Pool died with EACCES.
+  out.push("--perms", "1777", "--tmpfs", "/dev/shm");
   out.push("--perms", "1777", "--tmpfs", "/tmp");
-  // After the private /tmp, or an executable installed under /tmp would be hidden by it.
-  const seen = new Set<string>();
+  // After the private /tmp, or a binary installed under /tmp would be hidden by it.
   const parents = new Set<string>();
-  for (const dir of [...executableDirs(executable), ...config.readOnlyExtra]) {
-    if (coveredBySystem(dir) || seen.has(dir)) continue;
-    seen.add(dir);
+  for (const dir of new Set(config.readOnlyExtra)) {
+    if (coveredBySystem(checkedBind(dir))) continue;
     bindWithParents(out, parents, "--ro-bind", dir);
   }
-  for (const dir of config.maskedRoots) out.push("--tmpfs", dir);
-  for (const dir of paths.writable) bindWithParents(out, parents, "--bind", dir);
-  for (const dir of paths.readOnly) bindWithParents(out, parents, "--ro-bind", dir);
+  for (const dir of config.maskedRoots) out.push("--tmpfs", checkedBind(dir));
+  // A mask hides the parents made before it: made again, or they would be bwrap's 0700 and
+  // an unprivileged job could not reach its own workspace (an absolute argv[0] into it: 126).
+  parents.clear();
+  for (const dir of paths.writable) bindWithParents(out, parents, "--bind", checkedBind(dir));
+  for (const dir of paths.readOnly) bindWithParents(out, parents, "--ro-bind", checkedBind(dir));
+  // Relative program names and paths mean the workspace, never where the daemon runs.
+  const workdir = paths.writable[0];
+  if (workdir !== undefined) out.push("--chdir", workdir);
   // As root no user namespace: root's bwrap binds paths an unprivileged uid cannot even
   // traverse, and setpriv inside drops to RunAs. Not root: a user namespace, no capability.
   if (config.runAs === null) out.push("--unshare-user");
@@ -212,6 +232,27 @@ export function bubblewrapArgv(
   const inner = envArgv(argv, env);
   out.push("--", ...(config.runAs === null ? inner : dropArgv(config.runAs, inner)));
   return out;
+}
+
+/**
+ * /etc: created 0755, then each allowlisted entry bound read-only with its host mode, and
+ * the parents of nested entries (/etc/ssl for ssl/certs) made 0755 first: bwrap creates a
+ * bind's missing parents 0700, and then no TLS client found the CA bundle and nobody could
+ * resolve a user name.
+ */
+function etcArgv(out: string[]): void {
+  out.push("--perms", "0755", "--dir", "/etc");
+  const made = new Set<string>();
+  for (const entry of ETC_ALLOWLIST) {
+    const parts = entry.split("/");
+    for (let i = 1; i < parts.length; i++) {
+      const parent = `/etc/${parts.slice(0, i).join("/")}`;
+      if (made.has(parent)) continue;
+      made.add(parent);
+      out.push("--perms", "0755", "--dir", parent);
+    }
+    out.push("--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`);
+  }
 }
 
 /**

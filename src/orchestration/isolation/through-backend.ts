@@ -194,6 +194,16 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
 }
 
 /**
+ * HOME inside: the workspace, the one place the job can write (the service account's home
+ * is not in the sandbox, and jobs writing caches there failed).
+ */
+function homeOf(paths: SandboxPaths): string {
+  const workspace = paths.writable[0];
+  if (workspace === undefined) throw new Error("a launch without a workspace");
+  return workspace;
+}
+
+/**
  * The wrapped form of a launch: the paths are the allocation's own, and the environment moves
  * from the launch (where the backend would hand it to host-side processes: the batch script,
  * the task launcher) onto the wrapped argv, applied inside, after the privilege drop.
@@ -212,7 +222,7 @@ function wrapLaunch(
   },
 ): Launch {
   const launchEnv = job.launchEnv ?? [];
-  const vars = { ...job.baseEnv, ...launch.env };
+  const vars = { ...job.baseEnv, HOME: homeOf(paths), ...launch.env };
   switch (launch.kind) {
     case "COMMAND":
       return {
@@ -308,11 +318,10 @@ export function wrappedBackend<B extends AllocationBackend>(
       };
     }
     const credentialDir = join(where.allocationDir, "credentials");
-    const argv = wrapper.wrap(
-      command,
-      pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
-      { vars: options.baseEnv },
-    );
+    const paths = pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null);
+    const argv = wrapper.wrap(command, paths, {
+      vars: { ...options.baseEnv, HOME: homeOf(paths) },
+    });
     return backend.runTask(target, argv, taskOptions);
   };
   return decorateBackend(backend, { submit, runTask });

@@ -93,6 +93,17 @@ export const LOCAL_FAULT_POINTS = {
 const DEFAULT_KILL_GRACE_MS = 5_000;
 const DEFAULT_TASK_OUTPUT_CAP_BYTES = 1024 * 1024;
 const DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin";
+const DEFAULT_LANG = "C.UTF-8";
+
+/**
+ * The daemon's LANG when it names a UTF-8 locale, else C.UTF-8 (in every glibc): a service
+ * started with LANG unset or POSIX gave jobs ASCII as Python's preferred encoding, and
+ * science code reading UTF-8 data failed with UnicodeDecodeError.
+ */
+export function utf8Lang(hostLang: string | undefined): string {
+  return hostLang !== undefined && /\.utf-?8(@|$)/i.test(hostLang) ? hostLang : DEFAULT_LANG;
+}
+
 /** Temporary directories older than this are leftovers of a crash, not work in progress. */
 const STALE_TEMP_MS = 10 * 60 * 1000;
 
@@ -104,7 +115,7 @@ export interface LocalBackendOptions {
   readonly clock: Clock;
   readonly log: Log;
   /**
-   * Where PATH, HOME and LANG for jobs come from. Nothing else of it reaches a job or a
+   * Where PATH and LANG for jobs come from (HOME is the job's workspace). Nothing else of it reaches a job or a
    * supervisor: the daemon's environment may hold secrets a job has no business reading.
    */
   readonly hostEnv: Readonly<Record<string, string | undefined>>;
@@ -180,8 +191,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   const bootId = readBootId();
   const baseEnv: Readonly<Record<string, string>> = {
     PATH: options.hostEnv["PATH"] ?? DEFAULT_PATH,
-    ...(options.hostEnv["HOME"] === undefined ? {} : { HOME: options.hostEnv["HOME"] }),
-    LANG: options.hostEnv["LANG"] ?? "C.UTF-8",
+    LANG: utf8Lang(options.hostEnv["LANG"]),
   };
   const sandboxReadOnly = unique([
     ...selfCommand.filter((p) => isAbsolute(p)).map((p) => dirname(p)),

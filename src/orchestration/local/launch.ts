@@ -60,7 +60,7 @@ export function validateLaunch(
 
 export interface RecordContext {
   readonly wrapper: LaunchWrapper;
-  /** PATH, HOME and LANG from the daemon's environment. */
+  /** PATH and LANG from the daemon's environment (HOME is the workspace). */
   readonly baseEnv: Readonly<Record<string, string>>;
   readonly profiles: readonly ResourceProfile[];
   readonly killGraceMs: number;
@@ -81,8 +81,10 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
   let argv: readonly string[];
   let env: Record<string, string>;
   let credentialDir: string | null = null;
-  // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
-  const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
+  // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
+  // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
+  // and as root it would be root's.
+  const base = { ...baseEnv, HOME: request.workspaceDir };
   switch (launch.kind) {
     case "COMMAND":
       argv = launch.command;
