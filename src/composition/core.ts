@@ -8,6 +8,10 @@ import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
+import {
+  gatedBatchPreparer,
+  gatedUnsandboxedBatch,
+} from "../orchestration/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
@@ -31,6 +35,8 @@ export interface CoreConfig {
   readonly selfCommand: readonly string[];
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly runAs: RunAs | null;
+  /** `serve --allow-unsandboxed-batch`: BATCH runs as the daemon's uid without a sandbox. */
+  readonly allowUnsandboxedBatch?: boolean;
   readonly clock: Clock;
   readonly log: Log;
   readonly tickIntervalMs?: number;
@@ -74,8 +80,15 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   if (created.kind === "ConfigError") {
     return { kind: "ConfigError", message: created.message };
   }
-  // SESSIONs wait while any live allocation runs outside the verified sandbox.
-  const backend = guardedByLiveAllocations(created.backend, stores.unsandboxedLive);
+  // SESSIONs wait while any live allocation runs outside the verified sandbox; BATCH is
+  // refused while its jobs would run as the daemon's own uid outside one.
+  const backend = gatedUnsandboxedBatch(
+    guardedByLiveAllocations(created.backend, stores.unsandboxedLive),
+    {
+      jobsKeepDaemonUid: config.runAs === null,
+      allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
+    },
+  );
 
   // Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says so).
   // Null means SESSION attempts are refused by the preparer, after admission already
@@ -98,7 +111,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   }
 
   const preparer = preparerByKind({
-    BATCH: batchPreparer({ layout }),
+    BATCH: gatedBatchPreparer(batchPreparer({ layout }), backend),
     SESSION:
       sessions?.preparer ??
       sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),

@@ -70,6 +70,8 @@ export interface DaemonConfig {
    * daemon runs as root, else the daemon's own uid (null).
    */
   readonly runAs?: RunAs | null;
+  /** `serve --allow-unsandboxed-batch`: BATCH may run as the daemon's uid, unsandboxed. */
+  readonly allowUnsandboxedBatch?: boolean;
   /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
   readonly tickIntervalMs?: number;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
@@ -217,6 +219,16 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // name), sessions (opt-in), the preparers and the reconciler. The daemon starts and stops them.
   // Crash tests name the points to die at; read once, injected everywhere.
   const faults = faultPointsFromEnv(config.env);
+  const runAs = config.runAs === undefined ? defaultRunAs() : config.runAs;
+  if (config.allowUnsandboxedBatch === true) {
+    // At every start, not once: an opt-out nobody remembers choosing is how it stays on.
+    log.warn("started with --allow-unsandboxed-batch", {
+      effect:
+        runAs === null
+          ? "without a verified sandbox, BATCH jobs run as this daemon's uid and can read its state dir, database and admin token"
+          : "no effect while the daemon runs as root: jobs run as other uids",
+    });
+  }
   const composed = await composeCore({
     backendName: config.backend,
     layout,
@@ -225,7 +237,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clusterConfigPath: config.clusterConfigPath,
     selfCommand: config.selfCommand,
     env: config.env,
-    runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
+    runAs,
+    allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
     clock,
     log,
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
@@ -272,6 +285,13 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     logFile: layout.jobLogPath,
     backup: storeBackup(database.sqlite, layout),
     version: config.version,
+    isolation: {
+      unsandboxedBatchAllowed: config.allowUnsandboxedBatch === true,
+      jobIdentity:
+        runAs === null
+          ? "the daemon's own uid"
+          : `${runAs.label} (uid ${runAs.uid}, gid ${runAs.gid})`,
+    },
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });
   const servers: Server<unknown>[] = [];

@@ -59,6 +59,13 @@ ${backends}
                           workspace is owned by it. Refused if it resolves to uid 0. A daemon
                           that is not root runs jobs as its own uid, sandboxed in a user
                           namespace (no --run-as then).
+  --allow-unsandboxed-batch
+                          Run BATCH jobs even when they would run as this daemon's own
+                          uid with no verified sandbox (a daemon that is not root, where
+                          bubblewrap cannot run): such a job can read the state dir,
+                          database and admin token. Refused otherwise (409
+                          ISOLATION_UNAVAILABLE). Logged at every start, shown in
+                          /v1/diagnostics and /metrics.
   --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
   --poll-min-ms MS        Shortest time between two observations of the backend, however
                           often the API wakes the reconciler (default 1000).
@@ -103,6 +110,8 @@ export interface ServeOptions {
   readonly logLevel: LogLevel;
   /** Who jobs run as; null: the daemon's own uid (it is not root). */
   readonly runAs: RunAs | null;
+  /** `--allow-unsandboxed-batch`. */
+  readonly allowUnsandboxedBatch: boolean;
   readonly pacing: ReconcilerPacing;
 }
 
@@ -189,6 +198,7 @@ export function parseServeArgs(
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
     logLevel,
     runAs: runAs.runAs,
+    allowUnsandboxedBatch: v["allow-unsandboxed-batch"] === true,
     pacing: parsePacing(v),
   };
 }
@@ -198,6 +208,7 @@ function parse(args: readonly string[]) {
     "state-dir": { type: "string" },
     "spool-dir": { type: "string" },
     "allow-network-db": { type: "boolean" },
+    "allow-unsandboxed-batch": { type: "boolean" },
     listen: { type: "string", multiple: true },
     "allow-remote": { type: "boolean" },
     backend: { type: "string" },
@@ -269,6 +280,7 @@ export const serveCommand: Command = {
       clock: systemClock,
       log,
       runAs: options.runAs,
+      allowUnsandboxedBatch: options.allowUnsandboxedBatch,
     });
     switch (started.kind) {
       case "ConfigError":

@@ -21,8 +21,16 @@ describe("serve flags", () => {
       clusterConfigPath: null,
       logLevel: "info",
       runAs: NOBODY,
+      allowUnsandboxedBatch: false,
       pacing: {},
     });
+  });
+
+  test("--allow-unsandboxed-batch is an explicit opt-in, off unless named", () => {
+    expect(parse(["--allow-unsandboxed-batch"], {}, 1000)).toMatchObject({
+      allowUnsandboxedBatch: true,
+    });
+    expect(parse([], {}, 1000)).toMatchObject({ allowUnsandboxedBatch: false });
   });
 
   test("--spool-dir, else $OPENAI4S_SPOOL_DIR, resolved; --allow-network-db", () => {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { silentLog } from "../../src/log.ts";
 import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
+import { gatedUnsandboxedBatch } from "../../src/orchestration/isolation/batch-gate.ts";
 import {
   switchingToSandbox,
   verifiedInBackground,
@@ -14,6 +15,8 @@ import {
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
+  type BatchPlacementGate,
+  isBatchPlacementGate,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
@@ -30,7 +33,8 @@ type FullBackend = AllocationBackend &
   TaskRunner &
   TerminalAllocationAcknowledger &
   SessionIsolationProvider &
-  LaunchSandboxReporter;
+  LaunchSandboxReporter &
+  BatchPlacementGate;
 
 /** A backend with every optional capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
@@ -55,6 +59,7 @@ function fullBackend(calls: string[]): FullBackend {
     },
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
     launchesSandboxed: () => true,
+    batchRefusal: () => null,
   };
 }
 
@@ -106,6 +111,10 @@ const DECORATORS: readonly [string, (base: FullBackend) => AllocationBackend][] 
       }),
   ],
   ["withPublicMessages", (b) => withPublicMessages(b, { values: [] })],
+  [
+    "gatedUnsandboxedBatch",
+    (b) => gatedUnsandboxedBatch(b, { jobsKeepDaemonUid: false, allowUnsandboxedBatch: false }),
+  ],
 ];
 
 describe("every backend decorator keeps every capability of its base", () => {
@@ -117,6 +126,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isTerminalAllocationAcknowledger(decorated)).toBe(true);
     expect(isSessionIsolationProvider(decorated)).toBe(true);
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
+    expect(isBatchPlacementGate(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
