@@ -56,7 +56,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         log: context.log,
         hostEnv: context.env,
         faults: context.faults,
-        runAs: context.runAs,
+        identities: context.identities,
       };
       const isolation = await localSessionIsolation(context);
       let backend: AllocationBackend;

@@ -4,6 +4,7 @@
  * reconciler. The daemon starts and stops what this returns; it binds no adapter and builds
  * no part itself.
  */
+import { join } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
@@ -13,12 +14,14 @@ import {
   gatedUnsandboxedBatch,
 } from "../orchestration/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
-import type { StateLayout } from "../orchestration/layout.ts";
+import type { IdentityChoice } from "../orchestration/isolation/run-as.ts";
+import { fixedIdentities, leasedIdentities } from "../orchestration/isolation/uid-leases.ts";
+import { type StateLayout, WORKLOADS_DIR } from "../orchestration/layout.ts";
 import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { createReconciler, type Reconciler } from "../orchestration/reconciler.ts";
-import type { RunAs } from "../orchestration/sandbox.ts";
+import type { JobIdentities } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import { createBackend } from "./backends.ts";
@@ -34,7 +37,8 @@ export interface CoreConfig {
   readonly clusterConfigPath: string | null;
   readonly selfCommand: readonly string[];
   readonly env: Readonly<Record<string, string | undefined>>;
-  readonly runAs: RunAs | null;
+  /** Who jobs run as, as chosen at start (`serve --run-as`, `--uid-range`). */
+  readonly identity: IdentityChoice;
   /** `serve --allow-unsandboxed-batch`: BATCH runs as the daemon's uid without a sandbox. */
   readonly allowUnsandboxedBatch?: boolean;
   readonly clock: Clock;
@@ -56,6 +60,8 @@ export interface Core {
   readonly services: readonly BackgroundService[];
   /** What the API's admission writes through. */
   readonly admission: AdmissionStore;
+  /** Who jobs run as, in words (diagnostics). */
+  readonly jobIdentity: string;
 }
 
 export type CoreResult =
@@ -66,6 +72,7 @@ export type CoreResult =
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
   const stores = bindStores(config.store);
+  const identities = jobIdentities(config.identity, layout);
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -74,7 +81,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     clock,
     log,
     env: config.env,
-    runAs: config.runAs,
+    identities,
     knownTokens: stores.knownTokens,
   });
   if (created.kind === "ConfigError") {
@@ -85,7 +92,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const backend = gatedUnsandboxedBatch(
     guardedByLiveAllocations(created.backend, stores.unsandboxedLive),
     {
-      jobsKeepDaemonUid: config.runAs === null,
+      jobsKeepDaemonUid: !identities.switchesUid,
       allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
     },
   );
@@ -136,6 +143,26 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       sessions,
       services: created.services ?? [],
       admission: stores.admission,
+      jobIdentity: identities.description,
     },
   };
+}
+
+/** The admin's choice made into the identities launches claim (leases live in the spool). */
+function jobIdentities(choice: IdentityChoice, layout: StateLayout): JobIdentities {
+  switch (choice.kind) {
+    case "DaemonUid":
+      return fixedIdentities(null);
+    case "Fixed":
+      return fixedIdentities(choice.runAs);
+    case "Leased":
+      return leasedIdentities({
+        range: choice.range,
+        workloadsDir: join(layout.spool, WORKLOADS_DIR),
+      });
+    default: {
+      const never: never = choice;
+      throw new Error(`unhandled identity choice ${JSON.stringify(never)}`);
+    }
+  }
 }

@@ -12,6 +12,7 @@ import {
   sandboxedBackend,
   wrappedBackend,
 } from "../../src/orchestration/isolation/through-backend.ts";
+import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
@@ -65,10 +66,10 @@ function fullBackend(calls: string[]): FullBackend {
 
 const sandbox: Sandbox = {
   sandboxed: true,
-  runAs: null,
+  identities: fixedIdentities(null),
   mechanism: "test",
   wrap: (argv) => argv,
-  prepare: () => {},
+  prepare: () => null,
   verify: async () => ({ kind: "Verified", mechanism: "test" }),
 };
 

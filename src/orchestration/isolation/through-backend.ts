@@ -30,7 +30,7 @@ import {
   type SessionIsolationProvider,
   type TaskRunner,
 } from "../ports.ts";
-import type { LaunchWrapper, Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
 import type { ProbeOutcome } from "./background-verifier.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
@@ -100,8 +100,9 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
     message: `isolation probe on ${backend.name}: ${message}`,
   });
   try {
-    const layout = createProbeLayout(root, options.sandbox.runAs);
-    const wrapped = options.sandbox.wrap(layout.argv, layout.paths, PROBE_ENV);
+    const probeRunAs = options.sandbox.identities.probe;
+    const layout = createProbeLayout(root, probeRunAs);
+    const wrapped = options.sandbox.wrap(layout.argv, layout.paths, PROBE_ENV, probeRunAs);
     const launch: Launch = {
       kind: "COMMAND",
       command: ["/bin/sh", "-c", NODE_SCRIPT, "o4s-node-probe", layout.decoyName, ...wrapped],
@@ -205,6 +206,7 @@ function wrapLaunch(
   launch: Launch,
   wrapper: LaunchWrapper,
   paths: SandboxPaths,
+  runAs: RunAs | null,
   job: {
     readonly rankEnv: string;
     readonly baseEnv: Readonly<Record<string, string>>;
@@ -221,6 +223,7 @@ function wrapLaunch(
           launch.command,
           paths,
           launchEnv.length === 0 ? { vars } : { vars, inherit: launchEnv },
+          runAs,
         ),
         env: {},
       };
@@ -230,10 +233,12 @@ function wrapLaunch(
       // into the job's environment by name.
       return {
         ...launch,
-        workerCommand: wrapper.wrap(launch.workerCommand, paths, {
-          vars,
-          inherit: [job.rankEnv, ...launchEnv],
-        }),
+        workerCommand: wrapper.wrap(
+          launch.workerCommand,
+          paths,
+          { vars, inherit: [job.rankEnv, ...launchEnv] },
+          runAs,
+        ),
         env: {},
       };
     default: {
@@ -290,10 +295,16 @@ export function wrappedBackend<B extends AllocationBackend>(
       // On the daemon's host, before the submission: the job's identity must own its
       // workspace (and read its credential) wherever it lands.
       mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
-      wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
+      const runAs = wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
       return {
         ...r,
-        launch: wrapLaunch(r.launch, wrapper, pathsOf(r.workspaceDir, credentialDir), options),
+        launch: wrapLaunch(
+          r.launch,
+          wrapper,
+          pathsOf(r.workspaceDir, credentialDir),
+          runAs,
+          options,
+        ),
       };
     });
     return backend.submit(prepared);
@@ -308,10 +319,18 @@ export function wrappedBackend<B extends AllocationBackend>(
       };
     }
     const credentialDir = join(where.allocationDir, "credentials");
+    // The step runs as its allocation does: the workspace's lease (claimed at its submit).
+    let runAs: RunAs | null;
+    try {
+      runAs = wrapper.identities.claim(where.workspaceDir);
+    } catch (error) {
+      return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
+    }
     const argv = wrapper.wrap(
       command,
       pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
       { vars: options.baseEnv },
+      runAs,
     );
     return backend.runTask(target, argv, taskOptions);
   };

@@ -10,7 +10,7 @@ import { allocationLogPath } from "../layout.ts";
 import type { ResourceProfile } from "../models.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
-import type { LaunchWrapper, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs, SandboxPaths } from "../sandbox.ts";
 import type { JobRecord } from "./records.ts";
 
 export const RANK_ENV = "OPENAI4S_RANK";
@@ -70,7 +70,12 @@ export interface RecordContext {
 }
 
 /** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
-export function buildJobRecord(request: SubmitRequest, context: RecordContext): JobRecord {
+export function buildJobRecord(
+  request: SubmitRequest,
+  context: RecordContext,
+  /** Who the job runs as (`wrapper.prepare`'s answer); null: the daemon's uid. */
+  runAs: RunAs | null,
+): JobRecord {
   const { wrapper, baseEnv, killGraceMs } = context;
   const launch = request.launch;
   const own = {
@@ -82,7 +87,7 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
   let env: Record<string, string>;
   let credentialDir: string | null = null;
   // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
-  const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
+  const base = runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
   switch (launch.kind) {
     case "COMMAND":
       argv = launch.command;
@@ -113,6 +118,7 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
         argv,
         paths,
         timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+        runAs,
       ),
     ],
     env: { ...HELPER_ENV },
