@@ -55,6 +55,11 @@ describe.if(IS_ROOT)("an unprivileged daemon without a sandbox", () => {
       unsandboxedBatchAllowed: false,
     });
     expect(diagnostics.isolation.batchRefusal).toContain("--allow-unsandboxed-batch");
+    const profiles = JSON.parse((await request(d, "/v1/profiles")).text).profiles;
+    expect(profiles[0].placement.BATCH).toMatchObject({
+      placeable: false,
+      reason: "ISOLATION_UNAVAILABLE",
+    });
     const metrics = (await request(d, "/metrics")).text;
     expect(metrics).toContain("openai4s_batch_refused 1");
     expect(metrics).toContain("openai4s_unsandboxed_batch_allowed 0");
