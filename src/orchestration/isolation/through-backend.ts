@@ -21,13 +21,15 @@ import { type Clock, pause } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../layout.ts";
-import { isTerminal, mintSubmissionToken } from "../models.ts";
+import { isTerminal, mintSubmissionToken, type SubmissionToken } from "../models.ts";
 import {
   type AllocationBackend,
   type IsolationVerdict,
   isTaskRunner,
   type Launch,
   type SessionIsolationProvider,
+  type SubmitRequest,
+  type SubmitResult,
   type TaskRunner,
 } from "../ports.ts";
 import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
@@ -289,14 +291,28 @@ export function wrappedBackend<B extends AllocationBackend>(
   options: WrappedBackendOptions,
 ): AllocationBackend & Partial<TaskRunner> {
   const { wrapper } = options;
-  const submit: AllocationBackend["submit"] = (requests) => {
-    const prepared = requests.map((r) => {
+  const submit: AllocationBackend["submit"] = async (requests) => {
+    const prepared: SubmitRequest[] = [];
+    const refused = new Map<SubmissionToken, SubmitResult>();
+    for (const r of requests) {
       const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
-      // On the daemon's host, before the submission: the job's identity must own its
-      // workspace (and read its credential) wherever it lands.
-      mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
-      const runAs = wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
-      return {
+      let runAs: RunAs | null;
+      try {
+        // On the daemon's host, before the submission: the job's identity must own its
+        // workspace (and read its credential) wherever it lands.
+        mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
+        runAs = wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
+      } catch (error) {
+        // This request only (no free uid, a directory that cannot be made): the others of
+        // the batch still go, and this one is answered, never submitted.
+        refused.set(r.token, {
+          kind: "Rejected",
+          token: r.token,
+          message: `cannot prepare the job's directories and identity: ${String(error)}`,
+        });
+        continue;
+      }
+      prepared.push({
         ...r,
         launch: wrapLaunch(
           r.launch,
@@ -305,9 +321,11 @@ export function wrappedBackend<B extends AllocationBackend>(
           runAs,
           options,
         ),
-      };
-    });
-    return backend.submit(prepared);
+      });
+    }
+    if (prepared.length === 0) return refused;
+    const answered = await backend.submit(prepared);
+    return refused.size === 0 ? answered : new Map([...answered, ...refused]);
   };
   if (!isTaskRunner(backend)) return decorateBackend(backend, { submit });
   const runTask: TaskRunner["runTask"] = async (target, command, taskOptions) => {
