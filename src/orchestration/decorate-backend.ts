@@ -8,7 +8,7 @@
 import {
   type AllocationBackend,
   type BatchPlacementGate,
-  isBatchPlacementGate,
+  canRefuseBatch,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
@@ -69,7 +69,7 @@ export function decorateBackend<B extends AllocationBackend, O extends BackendOv
     const reporter: LaunchSandboxReporter = { launchesSandboxed: () => base.launchesSandboxed() };
     Object.assign(carried, reporter);
   }
-  if (isBatchPlacementGate(base)) {
+  if (canRefuseBatch(base)) {
     const gate: BatchPlacementGate = { batchRefusal: () => base.batchRefusal() };
     Object.assign(carried, gate);
   }

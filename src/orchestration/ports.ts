@@ -346,7 +346,7 @@ export interface BatchPlacementGate {
   batchRefusal(): string | null;
 }
 
-export function isBatchPlacementGate(
+export function canRefuseBatch(
   backend: AllocationBackend,
 ): backend is AllocationBackend & BatchPlacementGate {
   return typeof (backend as Partial<BatchPlacementGate>).batchRefusal === "function";
@@ -354,7 +354,7 @@ export function isBatchPlacementGate(
 
 /** The backend's refusal of BATCH, or null when it places BATCH (or does not say). */
 export function batchRefusal(backend: AllocationBackend): string | null {
-  return isBatchPlacementGate(backend) ? backend.batchRefusal() : null;
+  return canRefuseBatch(backend) ? backend.batchRefusal() : null;
 }
 
 export function isSessionIsolationProvider(

@@ -17,7 +17,7 @@ import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
   type BatchPlacementGate,
-  isBatchPlacementGate,
+  canRefuseBatch,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
@@ -127,7 +127,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isTerminalAllocationAcknowledger(decorated)).toBe(true);
     expect(isSessionIsolationProvider(decorated)).toBe(true);
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
-    expect(isBatchPlacementGate(decorated)).toBe(true);
+    expect(canRefuseBatch(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
