@@ -111,6 +111,10 @@ function separated(
         if (path === "uid") continue;
         expect({ path, got }).toEqual({ path, got: "PermissionError" });
       }
+      const diagnostics = await fetch("http://localhost/v1/diagnostics", { unix: d.socket });
+      const isolation = ((await diagnostics.json()) as { isolation: { jobIdentity: string } })
+        .isolation;
+      expect(isolation.jobIdentity).toContain("leased from 61184-65519");
       await d.cli("cancel", a);
     }, 240_000);
   });
