@@ -59,6 +59,17 @@ describe.if(IS_ROOT)("leased uids", () => {
     expect(ids.claim(s.ws("c"))?.uid).toBe(a as number);
   });
 
+  test("a uid a live process runs as is not leased, even with no workspace of it left", () => {
+    const s = spool("a", "b");
+    const ids = leasedIdentities({
+      range: { first: 70000, last: 70002 },
+      workloadsDir: s.dir,
+      liveUids: () => [70000, 70002, 0],
+    });
+    expect(ids.claim(s.ws("a"))?.uid).toBe(70001);
+    expect(() => ids.claim(s.ws("b"))).toThrow(/no free uid/);
+  });
+
   test("nobody (65534) and 65535 are never leased, whatever the range", () => {
     const s = spool("a", "b", "c");
     const ids = leasedIdentities({ range: { first: 65533, last: 65536 }, workloadsDir: s.dir });

@@ -15,7 +15,7 @@
  * the spool (files of an earlier holder), never twice at once, and never 0, 65534 (`nobody`,
  * which other services share) or 65535 (the 16-bit "no uid").
  */
-import { lchownSync, lstatSync, readdirSync } from "node:fs";
+import { lchownSync, lstatSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { JobIdentities, RunAs } from "../sandbox.ts";
 
@@ -27,6 +27,9 @@ export interface UidRange {
 
 /** systemd's DynamicUser block (61184-65519): free on most distributions by convention. */
 export const DEFAULT_UID_RANGE: UidRange = { first: 61184, last: 65519 };
+
+/** What holds a uid that a live process runs as but no workspace in the spool owns. */
+const HELD_BY_PROCESS = "(a live process)";
 
 const NOBODY: RunAs = { uid: 65534, gid: 65534, label: "nobody" };
 /** Never leased: root, nobody (shared with other services), the 16-bit and 32-bit "no uid". */
@@ -53,11 +56,43 @@ export interface LeasedIdentitiesOptions {
   readonly range: UidRange;
   /** The spool's workloads directory: `<workload>/workspace` below it holds the leases. */
   readonly workloadsDir: string;
+  /**
+   * Uids of processes alive on this host (default: read from /proc). A uid one of them runs
+   * as is not leased even when its workspace is gone: an earlier holder's process (a job
+   * that outlived its allocation) would own the new holder's files.
+   */
+  readonly liveUids?: () => Iterable<number>;
+}
+
+/** Every real, effective, saved and filesystem uid of the processes in /proc. */
+export function procLiveUids(): Set<number> {
+  const uids = new Set<number>();
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return uids;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const line = readFileSync(`/proc/${entry}/status`, "utf8")
+        .split("\n")
+        .find((l) => l.startsWith("Uid:"));
+      for (const field of line?.split(/\s+/).slice(1) ?? []) {
+        if (/^\d+$/.test(field)) uids.add(Number(field));
+      }
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return uids;
 }
 
 /** A uid (= gid) per workload from `range`, leased by owning its workspace. */
 export function leasedIdentities(options: LeasedIdentitiesOptions): JobIdentities {
   const { range, workloadsDir } = options;
+  const liveUids = options.liveUids ?? procLiveUids;
   /** uid -> the workspace that holds it. Null until the spool was first scanned. */
   let holders: Map<number, string> | null = null;
   /** Where the search for a free uid resumes: a freed uid is reused as late as possible. */
@@ -66,8 +101,12 @@ export function leasedIdentities(options: LeasedIdentitiesOptions): JobIdentitie
   const inRange = (uid: number) => uid >= range.first && uid <= range.last;
   const identity = (uid: number): RunAs => ({ uid, gid: uid, label: `uid ${uid} (leased)` });
 
+  /** Held uids: each workspace's owner, and (held by no workspace) live processes' uids. */
   function scan(): Map<number, string> {
     const found = new Map<number, string>();
+    for (const uid of liveUids()) {
+      if (inRange(uid)) found.set(uid, HELD_BY_PROCESS);
+    }
     let workloads: string[];
     try {
       workloads = readdirSync(workloadsDir);
@@ -79,7 +118,9 @@ export function leasedIdentities(options: LeasedIdentitiesOptions): JobIdentitie
       const workspace = join(workloadsDir, w, "workspace");
       try {
         const st = lstatSync(workspace);
-        if (st.isDirectory() && inRange(st.uid) && !found.has(st.uid)) found.set(st.uid, workspace);
+        const earlier = found.get(st.uid);
+        const free = earlier === undefined || earlier === HELD_BY_PROCESS;
+        if (st.isDirectory() && inRange(st.uid) && free) found.set(st.uid, workspace);
       } catch {
         // No workspace (yet, or removed): it holds nothing.
       }
