@@ -14,8 +14,16 @@ import {
   gatedUnsandboxedBatch,
 } from "../orchestration/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
-import type { IdentityChoice } from "../orchestration/isolation/run-as.ts";
-import { fixedIdentities, leasedIdentities } from "../orchestration/isolation/uid-leases.ts";
+import {
+  type IdentityChoice,
+  type IdentityDatabase,
+  systemIdentityDatabase,
+} from "../orchestration/isolation/run-as.ts";
+import {
+  fixedIdentities,
+  leasedIdentities,
+  namedIdsOf,
+} from "../orchestration/isolation/uid-leases.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../orchestration/layout.ts";
 import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
@@ -149,7 +157,11 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
 }
 
 /** The admin's choice made into the identities launches claim (leases live in the spool). */
-function jobIdentities(choice: IdentityChoice, layout: StateLayout): JobIdentities {
+function jobIdentities(
+  choice: IdentityChoice,
+  layout: StateLayout,
+  identityDb: IdentityDatabase = systemIdentityDatabase(),
+): JobIdentities {
   switch (choice.kind) {
     case "DaemonUid":
       return fixedIdentities(null);
@@ -159,6 +171,7 @@ function jobIdentities(choice: IdentityChoice, layout: StateLayout): JobIdentiti
       return leasedIdentities({
         range: choice.range,
         workloadsDir: join(layout.spool, WORKLOADS_DIR),
+        namedIds: namedIdsOf(identityDb.passwd, identityDb.group),
       });
     default: {
       const never: never = choice;

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { lstatSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { leasedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
+import { leasedIdentities, namedIdsOf } from "../../src/orchestration/isolation/uid-leases.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const IS_ROOT = process.getuid?.() === 0;
@@ -67,6 +67,19 @@ describe.if(IS_ROOT)("leased uids", () => {
       liveUids: () => [70000, 70002, 0],
     });
     expect(ids.claim(s.ws("a"))?.uid).toBe(70001);
+    expect(() => ids.claim(s.ws("b"))).toThrow(/no free uid/);
+  });
+
+  test("a uid or gid that names someone in passwd or group is never leased", () => {
+    const named = namedIdsOf("ada:x:70000:100::/home/ada:/bin/sh\n", "lab:x:70001:\n");
+    expect([...named].sort()).toEqual([70000, 70001]);
+    const s = spool("a", "b");
+    const ids = leasedIdentities({
+      range: { first: 70000, last: 70002 },
+      workloadsDir: s.dir,
+      namedIds: named,
+    });
+    expect(ids.claim(s.ws("a"))?.uid).toBe(70002);
     expect(() => ids.claim(s.ws("b"))).toThrow(/no free uid/);
   });
 

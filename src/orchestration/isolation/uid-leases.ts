@@ -62,6 +62,24 @@ export interface LeasedIdentitiesOptions {
    * that outlived its allocation) would own the new holder's files.
    */
   readonly liveUids?: () => Iterable<number>;
+  /**
+   * Ids never leased because they name someone (a passwd entry's uid, a group's gid): a job
+   * leased uid 61200 must not own a real user's files, nor its gid put it in a real group.
+   * systemd's DynamicUser skips such ids the same way.
+   */
+  readonly namedIds?: ReadonlySet<number>;
+}
+
+/** The uids of `passwd` and the gids of `group` (their third field), for `namedIds`. */
+export function namedIdsOf(passwd: string | null, group: string | null): Set<number> {
+  const ids = new Set<number>();
+  for (const text of [passwd, group]) {
+    for (const line of (text ?? "").split("\n")) {
+      const id = line.split(":")[2];
+      if (id !== undefined && /^\d+$/.test(id)) ids.add(Number(id));
+    }
+  }
+  return ids;
 }
 
 /** Every real, effective, saved and filesystem uid of the processes in /proc. */
@@ -93,6 +111,7 @@ export function procLiveUids(): Set<number> {
 export function leasedIdentities(options: LeasedIdentitiesOptions): JobIdentities {
   const { range, workloadsDir } = options;
   const liveUids = options.liveUids ?? procLiveUids;
+  const namedIds = options.namedIds ?? new Set<number>();
   /** uid -> the workspace that holds it. Null until the spool was first scanned. */
   let holders: Map<number, string> | null = null;
   /** Where the search for a free uid resumes: a freed uid is reused as late as possible. */
@@ -132,7 +151,7 @@ export function leasedIdentities(options: LeasedIdentitiesOptions): JobIdentitie
     const size = range.last - range.first + 1;
     for (let i = 0; i < size; i++) {
       const uid = range.first + ((cursor - range.first + i) % size);
-      if (!held.has(uid) && !NEVER_LEASED.has(uid)) {
+      if (!held.has(uid) && !NEVER_LEASED.has(uid) && !namedIds.has(uid)) {
         cursor = uid + 1 > range.last ? range.first : uid + 1;
         return uid;
       }
