@@ -60,7 +60,8 @@ ${backends}
                           workspace (0700) is owned by it. No passwd entry is needed. A uid is
                           not leased again while a workspace it owns is still in the spool.
                           Else $OPENAI4S_UID_RANGE, else 61184-65519 (systemd's DynamicUser
-                          block); 65534 and 65535 are never used.
+                          block); 65534, 65535 and ids named in /etc/passwd or
+                          /etc/group are never used.
   --run-as USER|UID[:GID] Instead of --uid-range (else $OPENAI4S_RUN_AS): one named account
                           for every job. Jobs are then kept apart by the sandbox's namespaces
                           alone. Refused if it resolves to uid 0. A daemon that is not root
