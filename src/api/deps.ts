@@ -81,9 +81,22 @@ export interface ApiDeps {
   readonly sessions?: SessionService;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */
   readonly newWorkloadId?: () => string;
+  /**
+   * The daemon's isolation settings, for /v1/diagnostics and /metrics. Absent: nothing
+   * unsandboxed allowed (tests that build an app without a daemon).
+   */
+  readonly isolation?: IsolationSettings;
   /** How long /v1/diagnostics waits for the backend before reporting it unhealthy. */
   readonly diagnosticsTimeoutMs?: number;
   readonly version: string;
+}
+
+/** What the admin chose about isolation at start, shown to operators. */
+export interface IsolationSettings {
+  /** `serve --allow-unsandboxed-batch` was given. */
+  readonly unsandboxedBatchAllowed: boolean;
+  /** Who jobs run as, in words (a leased uid range, one named account, the daemon's uid). */
+  readonly jobIdentity: string;
 }
 
 /**

@@ -39,7 +39,8 @@ export const PROBLEMS = {
   "unsupported-media-type": "The body is not JSON.",
   "payload-too-large": "The body is larger than the API accepts.",
   "idempotency-key-reused": "The Idempotency-Key was first used with a different request.",
-  "isolation-unavailable": "Sessions cannot be placed: no worker gateway or no verified isolation.",
+  "isolation-unavailable":
+    "The workload cannot be isolated: no worker gateway or no verified isolation (sessions), or jobs would run unsandboxed as the daemon's own uid (BATCH).",
   "sessions-disabled": "Sessions are not enabled on this daemon.",
   "not-a-session": "The workload is a BATCH; the operation needs a SESSION.",
   "workload-ended": "The workload has ended or is being stopped.",

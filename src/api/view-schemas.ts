@@ -243,6 +243,27 @@ export const DiagnosticsSchema = v.strictObject({
     }),
     d("The backend's own report, bounded in time."),
   ),
+  isolation: v.pipe(
+    v.strictObject({
+      launchesSandboxed: v.pipe(
+        v.boolean(),
+        d("New jobs start inside the verified per-allocation sandbox."),
+      ),
+      unsandboxedBatchAllowed: v.pipe(
+        v.boolean(),
+        d(
+          "Started with --allow-unsandboxed-batch: BATCH may run as the daemon's uid, unsandboxed.",
+        ),
+      ),
+      batchRefusal: nullableText(
+        "Why BATCH submissions are refused now (ISOLATION_UNAVAILABLE); null when they are placed.",
+      ),
+      jobIdentity: text(
+        "Who jobs run as: a leased uid range, one named account, or the daemon's uid.",
+      ),
+    }),
+    d("How jobs are isolated right now."),
+  ),
   reconciler: v.pipe(
     v.strictObject({
       lastTick: v.pipe(

@@ -73,7 +73,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         log: context.log,
         hostEnv: context.env,
         faults: context.faults,
-        runAs: context.runAs,
+        identities: context.identities,
       };
       const extra = sandboxReadOnly(context);
       if (extra.kind === "ConfigError") return extra;

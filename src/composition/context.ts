@@ -13,7 +13,7 @@ import type {
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { SubmissionToken } from "../orchestration/models.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
-import type { RunAs } from "../orchestration/sandbox.ts";
+import type { JobIdentities } from "../orchestration/sandbox.ts";
 
 /** Everything a backend may be built from; the daemon fills it once at start. */
 export interface BackendContext {
@@ -29,10 +29,10 @@ export interface BackendContext {
   /** Crash-test fault points, read from the environment once by the daemon. */
   readonly faults: FaultPoints;
   /**
-   * The unprivileged identity every job runs as (`serve --run-as`); null when the daemon is
-   * not root (jobs keep its uid, in a user namespace when sandboxed).
+   * Who each job runs as: a leased uid per workload or one account (`serve --run-as`) when
+   * the daemon is root; its own uid otherwise (in a user namespace when sandboxed).
    */
-  readonly runAs: RunAs | null;
+  readonly identities: JobIdentities;
   /** When background isolation probes run (tests fire them by hand); default: timers. */
   readonly isolationSchedule?: VerifierSchedule;
   /** The tokens among these that have an allocation row (the orphan sweep's one store query). */

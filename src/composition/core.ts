@@ -4,17 +4,32 @@
  * reconciler. The daemon starts and stops what this returns; it binds no adapter and builds
  * no part itself.
  */
+import { join } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
+import {
+  gatedBatchPreparer,
+  gatedUnsandboxedBatch,
+} from "../orchestration/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
-import type { StateLayout } from "../orchestration/layout.ts";
+import {
+  type IdentityChoice,
+  type IdentityDatabase,
+  systemIdentityDatabase,
+} from "../orchestration/isolation/run-as.ts";
+import {
+  fixedIdentities,
+  leasedIdentities,
+  namedIdsOf,
+} from "../orchestration/isolation/uid-leases.ts";
+import { type StateLayout, WORKLOADS_DIR } from "../orchestration/layout.ts";
 import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import { preparerByKind } from "../orchestration/preparer-by-kind.ts";
 import { createReconciler, type Reconciler } from "../orchestration/reconciler.ts";
-import type { RunAs } from "../orchestration/sandbox.ts";
+import type { JobIdentities } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import { createBackend } from "./backends.ts";
@@ -30,7 +45,10 @@ export interface CoreConfig {
   readonly clusterConfigPath: string | null;
   readonly selfCommand: readonly string[];
   readonly env: Readonly<Record<string, string | undefined>>;
-  readonly runAs: RunAs | null;
+  /** Who jobs run as, as chosen at start (`serve --run-as`, `--uid-range`). */
+  readonly identity: IdentityChoice;
+  /** `serve --allow-unsandboxed-batch`: BATCH runs as the daemon's uid without a sandbox. */
+  readonly allowUnsandboxedBatch?: boolean;
   readonly clock: Clock;
   readonly log: Log;
   readonly tickIntervalMs?: number;
@@ -50,6 +68,8 @@ export interface Core {
   readonly services: readonly BackgroundService[];
   /** What the API's admission writes through. */
   readonly admission: AdmissionStore;
+  /** Who jobs run as, in words (diagnostics). */
+  readonly jobIdentity: string;
 }
 
 export type CoreResult =
@@ -60,6 +80,7 @@ export type CoreResult =
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
   const stores = bindStores(config.store);
+  const identities = jobIdentities(config.identity, layout);
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -68,14 +89,21 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     clock,
     log,
     env: config.env,
-    runAs: config.runAs,
+    identities,
     knownTokens: stores.knownTokens,
   });
   if (created.kind === "ConfigError") {
     return { kind: "ConfigError", message: created.message };
   }
-  // SESSIONs wait while any live allocation runs outside the verified sandbox.
-  const backend = guardedByLiveAllocations(created.backend, stores.unsandboxedLive);
+  // SESSIONs wait while any live allocation runs outside the verified sandbox; BATCH is
+  // refused while its jobs would run as the daemon's own uid outside one.
+  const backend = gatedUnsandboxedBatch(
+    guardedByLiveAllocations(created.backend, stores.unsandboxedLive),
+    {
+      jobsKeepDaemonUid: !identities.switchesUid,
+      allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
+    },
+  );
 
   // Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says so).
   // Null means SESSION attempts are refused by the preparer, after admission already
@@ -98,7 +126,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   }
 
   const preparer = preparerByKind({
-    BATCH: batchPreparer({ layout }),
+    BATCH: gatedBatchPreparer(batchPreparer({ layout }), backend),
     SESSION:
       sessions?.preparer ??
       sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
@@ -123,6 +151,31 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       sessions,
       services: created.services ?? [],
       admission: stores.admission,
+      jobIdentity: identities.description,
     },
   };
+}
+
+/** The admin's choice made into the identities launches claim (leases live in the spool). */
+function jobIdentities(
+  choice: IdentityChoice,
+  layout: StateLayout,
+  identityDb: IdentityDatabase = systemIdentityDatabase(),
+): JobIdentities {
+  switch (choice.kind) {
+    case "DaemonUid":
+      return fixedIdentities(null);
+    case "Fixed":
+      return fixedIdentities(choice.runAs);
+    case "Leased":
+      return leasedIdentities({
+        range: choice.range,
+        workloadsDir: join(layout.spool, WORKLOADS_DIR),
+        namedIds: namedIdsOf(identityDb.passwd, identityDb.group),
+      });
+    default: {
+      const never: never = choice;
+      throw new Error(`unhandled identity choice ${JSON.stringify(never)}`);
+    }
+  }
 }

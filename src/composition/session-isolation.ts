@@ -90,7 +90,8 @@ function bubblewrapFor(context: BackendContext, readOnlyExtra: readonly string[]
   const bwrapPath = context.env[BWRAP_ENV];
   return createBubblewrapSandbox({
     ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
-    runAs: context.runAs,
+    runAs: context.identities.probe,
+    identities: context.identities,
     log: context.log,
     // The private dir holds the database, the signing key and the admin token; the spool
     // every other workload's files. Only the launch's own directories are bound back.
@@ -191,7 +192,7 @@ export async function withClusterSessionIsolation(
   const job = { ...jobEnv, locate };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.
-  const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.runAs) });
+  const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.identities) });
   const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
   // BATCH is sandboxed whenever the nodes can be shown to sandbox, gateway or not: the probe
   // runs on a SESSION profile when there is one, else on the first profile.

@@ -15,7 +15,11 @@ import type { Clock } from "../clock.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
-import { chooseRunAs, systemIdentityDatabase } from "../orchestration/isolation/run-as.ts";
+import {
+  chooseJobIdentity,
+  type IdentityChoice,
+  systemIdentityDatabase,
+} from "../orchestration/isolation/run-as.ts";
 import {
   checkLayoutSeparation,
   defaultSpoolDir,
@@ -24,7 +28,6 @@ import {
   WORKLOADS_DIR,
 } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
-import type { RunAs } from "../orchestration/sandbox.ts";
 import {
   type OpenedDatabase,
   openDatabase,
@@ -66,10 +69,12 @@ export interface DaemonConfig {
   readonly clock: Clock;
   readonly log: Log;
   /**
-   * The identity jobs run as (`serve --run-as`, validated there). Absent: `nobody` when the
-   * daemon runs as root, else the daemon's own uid (null).
+   * Who jobs run as (`serve --run-as` / `--uid-range`, validated there). Absent: a leased uid
+   * per workload from the default range when the daemon runs as root, else its own uid.
    */
-  readonly runAs?: RunAs | null;
+  readonly identity?: IdentityChoice;
+  /** `serve --allow-unsandboxed-batch`: BATCH may run as the daemon's uid, unsandboxed. */
+  readonly allowUnsandboxedBatch?: boolean;
   /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
   readonly tickIntervalMs?: number;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
@@ -217,6 +222,16 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // name), sessions (opt-in), the preparers and the reconciler. The daemon starts and stops them.
   // Crash tests name the points to die at; read once, injected everywhere.
   const faults = faultPointsFromEnv(config.env);
+  const identity = config.identity ?? defaultIdentity();
+  if (config.allowUnsandboxedBatch === true) {
+    // At every start, not once: an opt-out nobody remembers choosing is how it stays on.
+    log.warn("started with --allow-unsandboxed-batch", {
+      effect:
+        identity.kind === "DaemonUid"
+          ? "without a verified sandbox, BATCH jobs run as this daemon's uid and can read its state dir, database and admin token"
+          : "no effect while the daemon runs as root: jobs run as other uids",
+    });
+  }
   const composed = await composeCore({
     backendName: config.backend,
     layout,
@@ -225,14 +240,16 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clusterConfigPath: config.clusterConfigPath,
     selfCommand: config.selfCommand,
     env: config.env,
-    runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
+    identity,
+    allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
     clock,
     log,
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
   });
   if (composed.kind === "ConfigError") return fail(composed);
-  const { backend, reconciler, sessions, services, admission } = composed.core;
+  const { backend, reconciler, sessions, services, admission, jobIdentity } = composed.core;
+  log.info("jobs run as", { identity: jobIdentity });
   if (sessions) {
     const component = sessions;
     cleanups.push(() => component.stop());
@@ -272,6 +289,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     logFile: layout.jobLogPath,
     backup: storeBackup(database.sqlite, layout),
     version: config.version,
+    isolation: {
+      unsandboxedBatchAllowed: config.allowUnsandboxedBatch === true,
+      jobIdentity,
+    },
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });
   const servers: Server<unknown>[] = [];
@@ -423,10 +444,15 @@ async function stopServer(server: Server<unknown>, drainTimeoutMs: number): Prom
   if (outcome === "expired") await server.stop(true);
 }
 
-/** The default identity for jobs: `nobody` when this process is root, else its own uid. */
-function defaultRunAs(): RunAs | null {
-  const choice = chooseRunAs(undefined, process.getuid?.() ?? -1, systemIdentityDatabase());
-  // nobody always resolves (65534 by convention when the database lacks it).
+/** The default identity for jobs: a leased uid per workload when root, else its own uid. */
+function defaultIdentity(): IdentityChoice {
+  const choice = chooseJobIdentity(
+    undefined,
+    undefined,
+    process.getuid?.() ?? -1,
+    systemIdentityDatabase(),
+  );
+  // Nothing given resolves always: the default range, or the daemon's own uid.
   if (choice.kind === "Invalid") throw new Error(choice.message);
-  return choice.runAs;
+  return choice.identity;
 }

@@ -11,11 +11,12 @@ import { parseStrict } from "../command/parse-args.ts";
 import { BACKENDS, DEFAULT_BACKEND } from "../composition/index.ts";
 import { jsonLog, type LogLevel } from "../log.ts";
 import {
-  chooseRunAs,
+  chooseJobIdentity,
+  type IdentityChoice,
   RUN_AS_ENV,
   systemIdentityDatabase,
+  UID_RANGE_ENV,
 } from "../orchestration/isolation/run-as.ts";
-import type { RunAs } from "../orchestration/sandbox.ts";
 import { selfCommand } from "../self-command.ts";
 import { VERSION } from "../version.ts";
 import { startDaemon } from "./daemon.ts";
@@ -53,12 +54,26 @@ Options:
   --backend NAME          Where work runs (default ${DEFAULT_BACKEND}):
 ${backends}
   --cluster-config FILE   The cluster.toml a cluster backend reads its profiles from.
-  --run-as USER|UID[:GID] Who jobs run as when the daemon runs as root (else $OPENAI4S_RUN_AS,
-                          else nobody): every BATCH job, session worker and step runs as this
-                          unprivileged uid/gid, with no capabilities and no_new_privs; its
-                          workspace is owned by it. Refused if it resolves to uid 0. A daemon
-                          that is not root runs jobs as its own uid, sandboxed in a user
-                          namespace (no --run-as then).
+  --uid-range FIRST-LAST  When the daemon runs as root (the default there): each workload's
+                          jobs, session worker and steps run as a uid of their own from this
+                          range, gid alike, with no capabilities and no_new_privs; its
+                          workspace (0700) is owned by it. No passwd entry is needed. A uid is
+                          not leased again while a workspace it owns is still in the spool.
+                          Else $OPENAI4S_UID_RANGE, else 61184-65519 (systemd's DynamicUser
+                          block); 65534, 65535 and ids named in /etc/passwd or
+                          /etc/group are never used.
+  --run-as USER|UID[:GID] Instead of --uid-range (else $OPENAI4S_RUN_AS): one named account
+                          for every job. Jobs are then kept apart by the sandbox's namespaces
+                          alone. Refused if it resolves to uid 0. A daemon that is not root
+                          runs jobs as its own uid, sandboxed in a user namespace (neither
+                          flag then).
+  --allow-unsandboxed-batch
+                          Run BATCH jobs even when they would run as this daemon's own
+                          uid with no verified sandbox (a daemon that is not root, where
+                          bubblewrap cannot run): such a job can read the state dir,
+                          database and admin token. Refused otherwise (409
+                          ISOLATION_UNAVAILABLE). Logged at every start, shown in
+                          /v1/diagnostics and /metrics.
   --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
   --poll-min-ms MS        Shortest time between two observations of the backend, however
                           often the API wakes the reconciler (default 1000).
@@ -69,6 +84,7 @@ ${backends}
 Environment:
   OPENAI4S_WORKER_LISTEN=HOST:PORT   Open the worker gateway (sessions); off when unset.
   OPENAI4S_RUN_AS=USER|UID[:GID]     As --run-as.
+  OPENAI4S_UID_RANGE=FIRST-LAST      As --uid-range.
   OPENAI4S_SPOOL_DIR=DIR             The spool, when --spool-dir is not given.
   OPENAI4S_WORKER_TLS=off            The worker gateway without TLS (default: TLS, with a
                                      certificate generated into the state dir).
@@ -101,8 +117,10 @@ export interface ServeOptions {
   readonly backend: string;
   readonly clusterConfigPath: string | null;
   readonly logLevel: LogLevel;
-  /** Who jobs run as; null: the daemon's own uid (it is not root). */
-  readonly runAs: RunAs | null;
+  /** Who jobs run as: a leased uid per workload, one account, or the daemon's own uid. */
+  readonly identity: IdentityChoice;
+  /** `--allow-unsandboxed-batch`. */
+  readonly allowUnsandboxedBatch: boolean;
   readonly pacing: ReconcilerPacing;
 }
 
@@ -178,8 +196,10 @@ export function parseServeArgs(
   const clusterConfig = v["cluster-config"];
   const runAsEnv = env[RUN_AS_ENV];
   const runAsSpec = v["run-as"] ?? (runAsEnv === "" ? undefined : runAsEnv);
-  const runAs = chooseRunAs(runAsSpec, daemonUid, systemIdentityDatabase());
-  if (runAs.kind === "Invalid") throw new UsageError(`serve: ${runAs.message}`);
+  const rangeEnv = env[UID_RANGE_ENV];
+  const uidRangeSpec = v["uid-range"] ?? (rangeEnv === "" ? undefined : rangeEnv);
+  const identity = chooseJobIdentity(runAsSpec, uidRangeSpec, daemonUid, systemIdentityDatabase());
+  if (identity.kind === "Invalid") throw new UsageError(`serve: ${identity.message}`);
   return {
     stateDir,
     spoolDir: resolveSpoolDir({ flag: v["spool-dir"], env, cwd }),
@@ -188,7 +208,8 @@ export function parseServeArgs(
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
     logLevel,
-    runAs: runAs.runAs,
+    identity: identity.identity,
+    allowUnsandboxedBatch: v["allow-unsandboxed-batch"] === true,
     pacing: parsePacing(v),
   };
 }
@@ -198,12 +219,14 @@ function parse(args: readonly string[]) {
     "state-dir": { type: "string" },
     "spool-dir": { type: "string" },
     "allow-network-db": { type: "boolean" },
+    "allow-unsandboxed-batch": { type: "boolean" },
     listen: { type: "string", multiple: true },
     "allow-remote": { type: "boolean" },
     backend: { type: "string" },
     "cluster-config": { type: "string" },
     "log-level": { type: "string" },
     "run-as": { type: "string" },
+    "uid-range": { type: "string" },
     "poll-min-ms": { type: "string" },
     "poll-max-ms": { type: "string" },
     "max-commands": { type: "string" },
@@ -268,7 +291,8 @@ export const serveCommand: Command = {
       selfCommand: selfCommand(),
       clock: systemClock,
       log,
-      runAs: options.runAs,
+      identity: options.identity,
+      allowUnsandboxedBatch: options.allowUnsandboxedBatch,
     });
     switch (started.kind) {
       case "ConfigError":

@@ -19,7 +19,7 @@ import {
   type WorkloadSpec,
 } from "./models.ts";
 import type { AdmissionStore, AttemptIds, IdempotentMatch } from "./ports/admission-store.ts";
-import { type AllocationBackend, sessionIsolationVerdict } from "./ports.ts";
+import { type AllocationBackend, batchRefusal, sessionIsolationVerdict } from "./ports.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -56,7 +56,10 @@ export type AdmissionRefusal =
   | { readonly reason: "INVALID"; readonly fields: readonly RefusedField[] }
   /** The Idempotency-Key was first used with a different request. */
   | { readonly reason: "IDEMPOTENCY_KEY_REUSED"; readonly key: string }
-  /** A SESSION on a backend that cannot verify its isolation. */
+  /**
+   * A SESSION on a backend that cannot verify its isolation, or a BATCH whose job would run
+   * as the daemon's own uid without a verified sandbox.
+   */
   | { readonly reason: "ISOLATION_UNAVAILABLE"; readonly message: string };
 
 export type AdmissionOutcome =
@@ -220,6 +223,11 @@ export async function admitWorkload(
     const verdict = await sessionIsolationVerdict(deps.backend);
     if (verdict.kind === "Unverified") {
       return { kind: "Refused", reason: "ISOLATION_UNAVAILABLE", message: verdict.message };
+    }
+  } else {
+    const refusal = batchRefusal(deps.backend);
+    if (refusal !== null) {
+      return { kind: "Refused", reason: "ISOLATION_UNAVAILABLE", message: refusal };
     }
   }
   const created = deps.store.create({

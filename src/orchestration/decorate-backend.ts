@@ -7,6 +7,8 @@
  */
 import {
   type AllocationBackend,
+  type BatchPlacementGate,
+  canRefuseBatch,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
@@ -23,7 +25,8 @@ export type BackendOverrides = Partial<
     TaskRunner &
     TerminalAllocationAcknowledger &
     SessionIsolationProvider &
-    LaunchSandboxReporter
+    LaunchSandboxReporter &
+    BatchPlacementGate
 >;
 
 /**
@@ -65,6 +68,10 @@ export function decorateBackend<B extends AllocationBackend, O extends BackendOv
   if (isLaunchSandboxReporter(base)) {
     const reporter: LaunchSandboxReporter = { launchesSandboxed: () => base.launchesSandboxed() };
     Object.assign(carried, reporter);
+  }
+  if (canRefuseBatch(base)) {
+    const gate: BatchPlacementGate = { batchRefusal: () => base.batchRefusal() };
+    Object.assign(carried, gate);
   }
   // The one cast: the guards above found each capability of B, and B is the port plus
   // capabilities (a backend's type never adds other members), so this object is a B.

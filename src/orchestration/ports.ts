@@ -336,6 +336,27 @@ export function launchesSandboxed(backend: object): boolean {
   return typeof reporter.launchesSandboxed === "function" && reporter.launchesSandboxed();
 }
 
+/**
+ * Optional: why a BATCH may not be placed now, or null. A daemon whose jobs would run as its
+ * own uid with no verified sandbox refuses BATCH as it refuses SESSION: such a job reads the
+ * daemon's admin token and database (issue 18). Asked at admission and before each BATCH
+ * attempt is prepared; a backend that does not say places BATCH.
+ */
+export interface BatchPlacementGate {
+  batchRefusal(): string | null;
+}
+
+export function canRefuseBatch(
+  backend: AllocationBackend,
+): backend is AllocationBackend & BatchPlacementGate {
+  return typeof (backend as Partial<BatchPlacementGate>).batchRefusal === "function";
+}
+
+/** The backend's refusal of BATCH, or null when it places BATCH (or does not say). */
+export function batchRefusal(backend: AllocationBackend): string | null {
+  return canRefuseBatch(backend) ? backend.batchRefusal() : null;
+}
+
 export function isSessionIsolationProvider(
   backend: AllocationBackend,
 ): backend is AllocationBackend & SessionIsolationProvider {

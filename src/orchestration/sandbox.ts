@@ -20,8 +20,29 @@ import type { IsolationVerdict } from "./ports.ts";
 export interface RunAs {
   readonly uid: number;
   readonly gid: number;
-  /** What the admin named (`nobody`, `65534`, `svc:900`), for messages. */
+  /** What the admin named (`nobody`, `65534`, `svc:900`), or the lease, for messages. */
   readonly label: string;
+}
+
+/**
+ * Who each launch runs as, chosen once at start: the daemon's own uid (it is not root), one
+ * named account (`--run-as`), or a uid of its own per workload leased from a range
+ * (isolation/uid-leases.ts), so that a path leaked into one sandbox still meets another
+ * allocation's files as a stranger's.
+ */
+export interface JobIdentities {
+  /** Jobs run as uids other than the daemon's (it is root); their HOME is their workspace. */
+  readonly switchesUid: boolean;
+  /** In words, for the diagnostics and the start-up log. */
+  readonly description: string;
+  /** What the isolation probe's allocations run as. */
+  readonly probe: RunAs | null;
+  /**
+   * The identity the job of this workspace runs as (null: the daemon's own uid): the lease
+   * the workspace already holds, else a new one, to which the workspace directory is given.
+   * Throws when none is free (broken infrastructure: the launch is refused, naming why).
+   */
+  claim(workspaceDir: string): RunAs | null;
 }
 
 export interface SandboxPaths {
@@ -50,15 +71,24 @@ export interface OwnedPaths {
 export interface LaunchWrapper {
   /** True when launches run inside a per-allocation sandbox (see Sandbox). */
   readonly sandboxed: boolean;
-  /** The identity jobs run as; null when the daemon is not root (jobs keep its uid). */
-  readonly runAs: RunAs | null;
-  /** The argv that runs `argv` with `env`, exposing only `paths` when sandboxed. */
-  wrap(argv: readonly string[], paths: SandboxPaths, env: JobEnv): readonly string[];
+  /** Who launches run as. */
+  readonly identities: JobIdentities;
   /**
-   * Gives the job's identity what it must own (no-op without RunAs). Called on the daemon's
-   * host before submitting; throws on a filesystem error (broken infrastructure).
+   * The argv that runs `argv` with `env` as `runAs` (null: the daemon's uid), exposing only
+   * `paths` when sandboxed.
    */
-  prepare(paths: OwnedPaths): void;
+  wrap(
+    argv: readonly string[],
+    paths: SandboxPaths,
+    env: JobEnv,
+    runAs: RunAs | null,
+  ): readonly string[];
+  /**
+   * Claims the job's identity for its workspace and gives it what it must own; returns that
+   * identity for `wrap`. Called on the daemon's host before submitting (and before a step);
+   * throws on a filesystem error or when no identity is free (broken infrastructure).
+   */
+  prepare(paths: OwnedPaths): RunAs | null;
 }
 
 export interface Sandbox extends LaunchWrapper {

@@ -95,6 +95,12 @@ describe("GET /v1/diagnostics", () => {
         calls: { observe: 3 },
         callsPerSecond: 0.5,
       },
+      isolation: {
+        launchesSandboxed: false,
+        unsandboxedBatchAllowed: false,
+        batchRefusal: null,
+        jobIdentity: "unknown",
+      },
       reconciler: {
         lastTick: {
           startedAt: "2026-01-02T03:04:05.000Z",

@@ -20,9 +20,17 @@ describe("serve flags", () => {
       backend: "local",
       clusterConfigPath: null,
       logLevel: "info",
-      runAs: NOBODY,
+      identity: { kind: "Leased", range: { first: 61184, last: 65519 } },
+      allowUnsandboxedBatch: false,
       pacing: {},
     });
+  });
+
+  test("--allow-unsandboxed-batch is an explicit opt-in, off unless named", () => {
+    expect(parse(["--allow-unsandboxed-batch"], {}, 1000)).toMatchObject({
+      allowUnsandboxedBatch: true,
+    });
+    expect(parse([], {}, 1000)).toMatchObject({ allowUnsandboxedBatch: false });
   });
 
   test("--spool-dir, else $OPENAI4S_SPOOL_DIR, resolved; --allow-network-db", () => {
@@ -34,13 +42,15 @@ describe("serve flags", () => {
   });
 
   test("--run-as: jobs of a root daemon run as the named uid/gid, never uid 0", () => {
-    expect(parse(["--run-as", "1234"])).toMatchObject({ runAs: { uid: 1234, gid: 1234 } });
-    expect(parse(["--run-as", "1234:99"])).toMatchObject({ runAs: { uid: 1234, gid: 99 } });
-    expect(parse([], { OPENAI4S_RUN_AS: "4321" })).toMatchObject({ runAs: { uid: 4321 } });
-    // The flag wins over the environment.
-    expect(parse(["--run-as", "7"], { OPENAI4S_RUN_AS: "8" })).toMatchObject({
-      runAs: { uid: 7 },
+    const fixed = (uid: number, gid: number = uid) => ({
+      identity: { kind: "Fixed", runAs: { uid, gid } },
     });
+    expect(parse(["--run-as", "1234"])).toMatchObject(fixed(1234));
+    expect(parse(["--run-as", "1234:99"])).toMatchObject(fixed(1234, 99));
+    expect(parse([], { OPENAI4S_RUN_AS: "4321" })).toMatchObject(fixed(4321));
+    expect(parse(["--run-as", "nobody"])).toMatchObject({ identity: { runAs: NOBODY } });
+    // The flag wins over the environment.
+    expect(parse(["--run-as", "7"], { OPENAI4S_RUN_AS: "8" })).toMatchObject(fixed(7));
     for (const root of ["0", "root", "0:0", "1000:0", "root:1000"]) {
       expect(() => parse(["--run-as", root])).toThrow(UsageError);
     }
@@ -50,9 +60,29 @@ describe("serve flags", () => {
     expect(() => parse(["--run-as", ""])).toThrow(UsageError);
   });
 
+  test("--uid-range: a root daemon leases a uid per workload from it, never uid 0", () => {
+    const leased = (first: number, last: number) => ({
+      identity: { kind: "Leased", range: { first, last } },
+    });
+    expect(parse(["--uid-range", "70000-70999"])).toMatchObject(leased(70000, 70999));
+    expect(parse([], { OPENAI4S_UID_RANGE: "5000-5009" })).toMatchObject(leased(5000, 5009));
+    expect(parse(["--uid-range", "7-9"], { OPENAI4S_UID_RANGE: "5000-5009" })).toMatchObject(
+      leased(7, 9),
+    );
+    expect(() => parse(["--uid-range", "0-100"])).toThrow(/uid 0/);
+    for (const bad of ["100", "100-100", "200-100", "a-b", "1-4294967295", "-5"]) {
+      expect(() => parse(["--uid-range", bad])).toThrow(UsageError);
+    }
+    expect(() => parse(["--uid-range", "7000-7009", "--run-as", "nobody"])).toThrow(/choose one/);
+    expect(() => parse(["--uid-range", "7000-7009"], {}, 1000)).toThrow(
+      /only a daemon running as root/,
+    );
+  });
+
   test("a daemon that is not root keeps its own uid and refuses another", () => {
-    expect(parse([], {}, 1000)).toMatchObject({ runAs: null });
-    expect(parse(["--run-as", "1000"], {}, 1000)).toMatchObject({ runAs: null });
+    const own = { identity: { kind: "DaemonUid" } };
+    expect(parse([], {}, 1000)).toMatchObject(own);
+    expect(parse(["--run-as", "1000"], {}, 1000)).toMatchObject(own);
     expect(() => parse(["--run-as", "nobody"], {}, 1000)).toThrow(/only a daemon running as root/);
   });
 

@@ -66,6 +66,31 @@ describe("state dir ownership (StrictModes)", () => {
     expect(checkStateDirOwnership(state, uid).kind).toBe("Refused");
   });
 
+  // Unit forms of the root-only guarantees (issue 18): the daemon's uid is a parameter, so a
+  // directory of ours is "another user's" to a daemon running as some other uid.
+  test("a state dir owned by another user is refused, naming its owner", () => {
+    const state = join(tmp(), "state");
+    mkdirSync(state, { mode: 0o700 });
+    const check = checkStateDirOwnership(state, uid + 4242);
+    expect(check.kind).toBe("Refused");
+    expect(check.kind === "Refused" && check.message).toContain(`uid ${uid}`);
+  });
+
+  test("an ancestor owned by another user (not root) is refused, even 0755", () => {
+    const parent = join(tmp(), "p");
+    mkdirSync(join(parent, "state"), { recursive: true, mode: 0o700 });
+    chmodSync(parent, 0o755);
+    if (uid === 0) {
+      chownSync(parent, 4242, 4242);
+      const check = checkAncestors(join(parent, "state"), 0);
+      expect(check.kind === "Refused" && check.message).toContain(`${parent} (above`);
+    } else {
+      // Not root: our own directory is foreign to a daemon of another (non-root) uid.
+      const check = checkAncestors(join(parent, "state"), uid + 4242);
+      expect(check.kind === "Refused" && check.message).toContain("owned by");
+    }
+  });
+
   test("owners are named by uid and passwd name", () => {
     expect(describeOwner(65534, () => "nobody:x:65534:65534::/:/bin/false\n")).toBe(
       "uid 65534 (nobody)",

@@ -3,8 +3,8 @@
  * session and in a BATCH job tries each way out that worked before (uid 0, capabilities,
  * /proc/sys, /etc/shadow, a sibling's workspace and credential, signalling host processes,
  * LD_PRELOAD/BASH_ENV through `env`), and every attempt must fail. The daemon runs as root
- * here (as on these machines), so jobs must run as `nobody`; on the real Slurm test cluster
- * too when OPENAI4S_SLURM_TEST_DIR names one. A second daemon runs as an unprivileged uid,
+ * here (as on these machines), so each workload's jobs must run as a uid leased to it
+ * alone; on the real Slurm test cluster too when OPENAI4S_SLURM_TEST_DIR names one. A second daemon runs as an unprivileged uid,
  * where jobs keep that uid inside a user namespace.
  * Each expectation was seen failing against the previous command line (uid 0, all of /etc,
  * /proc/sys writable, the job's env given to the host-side bwrap).
@@ -23,7 +23,8 @@ import { testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const TIMEOUT_MS = 90_000;
-const NOBODY = 65534;
+/** A root daemon's default lease range (systemd's DynamicUser block). */
+const LEASED = { first: 61184, last: 65519 };
 const IS_ROOT = process.getuid?.() === 0;
 
 /**
@@ -77,6 +78,14 @@ with open('attack-wrote-here', 'w') as f:
     f.write('ok')
 print(json.dumps(r))
 `;
+}
+
+/** The uid a root daemon leased to this workload: its workspace's owner, in the range. */
+function leasedUid(d: Daemon, workloadId: string): number {
+  const uid = statSync(join(`${d.stateDir}-spool`, "workloads", workloadId, "workspace")).uid;
+  expect(uid).toBeGreaterThanOrEqual(LEASED.first);
+  expect(uid).toBeLessThanOrEqual(LEASED.last);
+  return uid;
 }
 
 function expectContained(report: Record<string, unknown>, uid: number): void {
@@ -181,7 +190,7 @@ function containedAsNobody(
   profile: string,
   stopped: () => void = () => {},
 ): void {
-  describe(`a root daemon on ${backend}: jobs run as nobody, contained`, () => {
+  describe(`a root daemon on ${backend}: each workload runs as its own leased uid, contained`, () => {
     let d: Daemon;
 
     beforeAll(async () => {
@@ -203,7 +212,10 @@ function containedAsNobody(
         expect(await exec(d, mine, "x = 41")).toBe("");
         expect((await exec(d, mine, "x + 1")).trim()).toBe("42");
         const attacked = await exec(d, mine, attack(siblings, [d.proc.pid, process.pid, 1]));
-        expectContained(lastJson(attacked), NOBODY);
+        const uid = leasedUid(d, mine);
+        // Each workload its own uid: the other session's files are a stranger's too.
+        expect(leasedUid(d, other)).not.toBe(uid);
+        expectContained(lastJson(attacked), uid);
         const wrote = join(
           `${d.stateDir}-spool`,
           "workloads",
@@ -211,7 +223,7 @@ function containedAsNobody(
           "workspace",
           "attack-wrote-here",
         );
-        expect(statSync(wrote).uid).toBe(NOBODY);
+        expect(statSync(wrote).uid).toBe(uid);
         // A step run inside the session's allocation (`/tasks`) is contained the same way.
         const step = await fetch(`http://localhost/v1/workloads/${mine}/tasks`, {
           unix: d.socket,
@@ -223,7 +235,7 @@ function containedAsNobody(
         });
         const stepBody = (await step.json()) as { exitCode: number; stdout: string };
         expect(stepBody.exitCode).toBe(0);
-        expectContained(lastJson(stepBody.stdout), NOBODY);
+        expectContained(lastJson(stepBody.stdout), uid);
       },
       TIMEOUT_MS,
     );
@@ -236,7 +248,9 @@ function containedAsNobody(
         const script = attack(siblings, [d.proc.pid, process.pid, 1]);
         const { view, out } = await batch(d, profile, "python3", "-c", script);
         expect(view.phase).toBe("COMPLETED");
-        expectContained(lastJson(out), NOBODY);
+        const uid = leasedUid(d, view.id);
+        expect(leasedUid(d, other)).not.toBe(uid);
+        expectContained(lastJson(out), uid);
         const wrote = join(
           `${d.stateDir}-spool`,
           "workloads",
@@ -245,7 +259,7 @@ function containedAsNobody(
           "attack-wrote-here",
         );
         expect(readFileSync(wrote, "utf8")).toBe("ok");
-        expect(statSync(wrote).uid).toBe(NOBODY);
+        expect(statSync(wrote).uid).toBe(uid);
       },
       TIMEOUT_MS,
     );
@@ -353,7 +367,7 @@ describe.if(IS_ROOT)("sessions wait while an unsandboxed allocation is live", ()
   test(
     "a BATCH job launched without the sandbox blocks SESSION admission, by id, until it ends",
     async () => {
-      // First life: bubblewrap "missing", so BATCH runs unsandboxed (as nobody).
+      // First life: bubblewrap "missing", so BATCH runs unsandboxed (as its leased uid).
       const first = await startDaemon({
         env: { PATH: "/usr/local/bin:/usr/bin:/bin", OPENAI4S_BWRAP: "/nonexistent/bwrap" },
       });
@@ -379,7 +393,9 @@ describe.if(IS_ROOT)("sessions wait while an unsandboxed allocation is live", ()
           "allocations",
           plainView.allocations[0]?.id ?? "none",
         );
-        expect(readFileSync(join(allocationDir, "stdout.log"), "utf8")).toBe("65534\nbar\n");
+        expect(readFileSync(join(allocationDir, "stdout.log"), "utf8")).toBe(
+          `${leasedUid(first, plainId)}\nbar\n`,
+        );
         const r = await first.cli("submit", "--", "sleep", "120");
         const id = r.stdout.trim().split(/\s+/).at(-1) ?? "";
         await first.cli("wait", id, "--until", "RUNNING", "--timeout", "30s");

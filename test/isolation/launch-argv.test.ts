@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { dropArgv, envArgv, plainWrapper } from "../../src/orchestration/isolation/launch-argv.ts";
 import { chooseRunAs, resolveRunAs } from "../../src/orchestration/isolation/run-as.ts";
+import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
 
 function run(argv: readonly string[], env: Record<string, string>): string {
   const result = Bun.spawnSync([...argv], { env, stdout: "pipe", stderr: "pipe" });
@@ -50,10 +51,11 @@ describe("plainWrapper: no sandbox, still never root", () => {
   test.if(process.getuid?.() === 0)(
     "as root the job runs as the RunAs uid, no capability, no_new_privs",
     () => {
-      const argv = plainWrapper(nobody).wrap(
+      const argv = plainWrapper(fixedIdentities(nobody)).wrap(
         ["/bin/sh", "-c", "id -u; id -g; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status"],
         { writable: [], readOnly: [] },
         { vars: { PATH: "/usr/bin:/bin" } },
+        nobody,
       );
       expect(run(argv, { PATH: "/usr/bin:/bin" }).split(/\s+/).filter(Boolean)).toEqual([
         "65534",

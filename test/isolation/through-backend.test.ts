@@ -10,18 +10,22 @@ import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
 import { createBubblewrapSandbox } from "../../src/orchestration/isolation/bubblewrap.ts";
+import { plainWrapper } from "../../src/orchestration/isolation/launch-argv.ts";
 import {
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
+  wrappedBackend,
 } from "../../src/orchestration/isolation/through-backend.ts";
+import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
-import { mintSubmissionToken } from "../../src/orchestration/models.ts";
+import { type ExternalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import { type IsolationVerdict, isTaskRunner } from "../../src/orchestration/ports.ts";
 import { selfCommand } from "../../src/self-command.ts";
 import { killProcessesMentioning } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -239,4 +243,55 @@ describe("sandboxedBackend", () => {
     expect(unknown.kind).toBe("Refused");
     await sandboxed.cancel([target]);
   }, 30_000);
+});
+
+describe("wrappedBackend", () => {
+  test("a request whose identity cannot be claimed is Rejected alone; the rest are submitted", async () => {
+    const root = tempDir();
+    const submitted: string[] = [];
+    const inner = fakeBackend({
+      submit: async (requests) => {
+        submitted.push(...requests.map((r) => r.allocationId));
+        return new Map(
+          requests.map((r) => [
+            r.token,
+            { kind: "Created", token: r.token, handle: r.token as unknown as ExternalHandle },
+          ]),
+        );
+      },
+    });
+    const identities = {
+      ...fixedIdentities(null),
+      claim: (workspaceDir: string) => {
+        if (workspaceDir.endsWith("full")) throw new Error("no free uid in 1-2");
+        return null;
+      },
+    };
+    const wrapped = wrappedBackend(inner, {
+      wrapper: plainWrapper(identities),
+      rankEnv: "RANK",
+      baseEnv: {},
+      locate: () => null,
+    });
+    const request = (id: string) => ({
+      allocationId: id,
+      workloadId: id,
+      workloadKind: "BATCH" as const,
+      token: mintSubmissionToken((n) => crypto.getRandomValues(new Uint8Array(n))),
+      epoch: 1,
+      profile: "default",
+      name: id,
+      launch: { kind: "COMMAND" as const, command: ["true"], env: {} },
+      timeLimitSeconds: null,
+      allocationDir: join(root, id, "a"),
+      workspaceDir: join(root, id),
+    });
+    const ok = request("ok");
+    const full = request("full");
+    const results = await wrapped.submit([full, ok]);
+    expect(submitted).toEqual(["ok"]);
+    expect(results.get(ok.token)?.kind).toBe("Created");
+    const refused = results.get(full.token);
+    expect(refused?.kind === "Rejected" && refused.message).toContain("no free uid in 1-2");
+  });
 });

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
 import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
 import {
   isSessionIsolationProvider,
@@ -131,13 +132,13 @@ function envPrefixSandbox(seen: SandboxPaths[], verified = true): Sandbox {
   return {
     mechanism: "env-prefix (test)",
     sandboxed: true,
-    runAs: null,
+    identities: fixedIdentities(null),
     wrap(argv, paths, env) {
       seen.push(paths);
       const vars = Object.entries(env.vars).map(([k, v]) => `${k}=${v}`);
       return ["/usr/bin/env", "-i", ...vars, "SANDBOXED=1", ...argv];
     },
-    prepare() {},
+    prepare: () => null,
     async verify() {
       return verified
         ? { kind: "Verified", mechanism: "env-prefix (test)" }

@@ -12,6 +12,7 @@ import {
   requestHash,
   type Submission,
 } from "../../src/orchestration/admission.ts";
+import { gatedUnsandboxedBatch } from "../../src/orchestration/isolation/batch-gate.ts";
 import { mintSubmissionToken } from "../../src/orchestration/models.ts";
 import type { AdmissionStore } from "../../src/orchestration/ports/admission-store.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
@@ -148,6 +149,33 @@ describe("admission", () => {
     const r = refusal(await admitWorkload(w.deps(), session, null));
     expect(r.reason).toBe("ISOLATION_UNAVAILABLE");
     expect(w.rows()).toBe(0);
+  });
+
+  test("a BATCH whose job would run unsandboxed as the daemon's uid is refused before any write", async () => {
+    const gated = gatedUnsandboxedBatch(fakeBackend({ launchesSandboxed: () => false }), {
+      jobsKeepDaemonUid: true,
+      allowUnsandboxedBatch: false,
+    });
+    const w = world({ backend: gated });
+    const r = refusal(await admitWorkload(w.deps(), batch, null));
+    expect(r.reason).toBe("ISOLATION_UNAVAILABLE");
+    expect(r.reason === "ISOLATION_UNAVAILABLE" && r.message).toContain(
+      "--allow-unsandboxed-batch",
+    );
+    expect(w.rows()).toBe(0);
+  });
+
+  test.each([
+    ["the sandbox is verified", { sandboxed: true, keep: true, allow: false }],
+    ["the admin opted in", { sandboxed: false, keep: true, allow: true }],
+    ["jobs run as another uid (a root daemon)", { sandboxed: false, keep: false, allow: false }],
+  ])("a BATCH is admitted when %s", async (_l, c) => {
+    const gated = gatedUnsandboxedBatch(fakeBackend({ launchesSandboxed: () => c.sandboxed }), {
+      jobsKeepDaemonUid: c.keep,
+      allowUnsandboxedBatch: c.allow,
+    });
+    const w = world({ backend: gated });
+    expect((await admitWorkload(w.deps(), batch, null)).kind).toBe("Admitted");
   });
 
   test("a SESSION on a backend that verifies its isolation is admitted", async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { silentLog } from "../../src/log.ts";
 import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
+import { gatedUnsandboxedBatch } from "../../src/orchestration/isolation/batch-gate.ts";
 import {
   switchingToSandbox,
   verifiedInBackground,
@@ -11,9 +12,12 @@ import {
   sandboxedBackend,
   wrappedBackend,
 } from "../../src/orchestration/isolation/through-backend.ts";
+import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
+  type BatchPlacementGate,
+  canRefuseBatch,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
@@ -30,7 +34,8 @@ type FullBackend = AllocationBackend &
   TaskRunner &
   TerminalAllocationAcknowledger &
   SessionIsolationProvider &
-  LaunchSandboxReporter;
+  LaunchSandboxReporter &
+  BatchPlacementGate;
 
 /** A backend with every optional capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
@@ -55,15 +60,16 @@ function fullBackend(calls: string[]): FullBackend {
     },
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
     launchesSandboxed: () => true,
+    batchRefusal: () => null,
   };
 }
 
 const sandbox: Sandbox = {
   sandboxed: true,
-  runAs: null,
+  identities: fixedIdentities(null),
   mechanism: "test",
   wrap: (argv) => argv,
-  prepare: () => {},
+  prepare: () => null,
   verify: async () => ({ kind: "Verified", mechanism: "test" }),
 };
 
@@ -106,6 +112,10 @@ const DECORATORS: readonly [string, (base: FullBackend) => AllocationBackend][] 
       }),
   ],
   ["withPublicMessages", (b) => withPublicMessages(b, { values: [] })],
+  [
+    "gatedUnsandboxedBatch",
+    (b) => gatedUnsandboxedBatch(b, { jobsKeepDaemonUid: false, allowUnsandboxedBatch: false }),
+  ],
 ];
 
 describe("every backend decorator keeps every capability of its base", () => {
@@ -117,6 +127,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isTerminalAllocationAcknowledger(decorated)).toBe(true);
     expect(isSessionIsolationProvider(decorated)).toBe(true);
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
+    expect(canRefuseBatch(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);

@@ -15,6 +15,7 @@ import { systemClock } from "../../src/clock.ts";
 import { CLUSTER_ISOLATION_RETRY_MS, createBackend } from "../../src/composition/index.ts";
 import { noFaultPoints } from "../../src/fault-point.ts";
 import { silentLog } from "../../src/log.ts";
+import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
 import { stateLayout } from "../../src/orchestration/layout.ts";
 import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
 import { eventually } from "../support/eventually.ts";
@@ -56,7 +57,7 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up
       log: silentLog,
       env: { PATH: cluster.path, SLURM_CONF: slurmConf, OPENAI4S_WORKER_LISTEN: "127.0.0.1:9" },
       faults: noFaultPoints,
-      runAs: TEST_RUN_AS,
+      identities: fixedIdentities(TEST_RUN_AS),
       isolationSchedule: {
         after(delayMs, fn) {
           delays.push(delayMs);

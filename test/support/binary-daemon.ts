@@ -93,7 +93,10 @@ export async function startDaemon(options: {
   readonly daemonUid?: number;
   /** An existing state dir (a restart of an earlier daemon's); default: a fresh one. */
   readonly stateDir?: string;
+  /** Another build of the binary (a bench comparing with main's); default: this checkout's. */
+  readonly binary?: string;
 }): Promise<Daemon> {
+  const binary = options.binary ?? BINARY;
   const dir = makeTempDir("o4s-e2e-session-");
   const uid = options.daemonUid;
   if (uid !== undefined) chownSync(dir, uid, uid);
@@ -115,7 +118,7 @@ export async function startDaemon(options: {
   // The spool named explicitly (a cluster backend requires it), where the default would be.
   const spoolArgs = ["--spool-dir", `${stateDir}-spool`];
   const serveArgs = ["serve", "--state-dir", stateDir, ...spoolArgs, ...(options.args ?? [])];
-  const proc = Bun.spawn([...prefix, BINARY, ...serveArgs], {
+  const proc = Bun.spawn([...prefix, binary, ...serveArgs], {
     env,
     stdin: "ignore",
     stdout: Bun.file(logPath),
@@ -127,7 +130,7 @@ export async function startDaemon(options: {
     socket,
     proc,
     async cli(...args) {
-      const p = Bun.spawn([BINARY, ...args], {
+      const p = Bun.spawn([binary, ...args], {
         env: { ...env, OPENAI4S_SERVER: `unix:${socket}` },
         stdin: "ignore",
         stdout: "pipe",

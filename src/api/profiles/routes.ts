@@ -1,6 +1,10 @@
 import { Hono } from "hono";
 import type { ResourceProfile, WorkloadKind } from "../../orchestration/models.ts";
-import { type IsolationVerdict, sessionIsolationVerdict } from "../../orchestration/ports.ts";
+import {
+  batchRefusal,
+  type IsolationVerdict,
+  sessionIsolationVerdict,
+} from "../../orchestration/ports.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { type PlacementView, profileView } from "../views.ts";
 
@@ -12,11 +16,14 @@ import { type PlacementView, profileView } from "../views.ts";
 function placement(
   profile: ResourceProfile,
   sessions: IsolationVerdict | null,
+  batch: string | null,
 ): Readonly<Partial<Record<WorkloadKind, PlacementView>>> {
   const out: Partial<Record<WorkloadKind, PlacementView>> = {};
   for (const kind of profile.kinds) {
     if (kind === "SESSION" && sessions !== null && sessions.kind !== "Verified") {
       out[kind] = { placeable: false, reason: "ISOLATION_UNAVAILABLE", message: sessions.message };
+    } else if (kind === "BATCH" && batch !== null) {
+      out[kind] = { placeable: false, reason: "ISOLATION_UNAVAILABLE", message: batch };
     } else {
       out[kind] = { placeable: true, reason: null, message: null };
     }
@@ -32,8 +39,9 @@ export function createProfileRoutes(deps: ApiDeps) {
     const sessions = all.some((p) => p.kinds.includes("SESSION"))
       ? await sessionIsolationVerdict(deps.backend)
       : null;
+    const batch = batchRefusal(deps.backend);
     return c.json({
-      profiles: all.map((p) => ({ ...profileView(p), placement: placement(p, sessions) })),
+      profiles: all.map((p) => ({ ...profileView(p), placement: placement(p, sessions, batch) })),
     });
   });
 

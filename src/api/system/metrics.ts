@@ -58,6 +58,11 @@ export interface MetricsInput {
   };
   /** From the backend's diagnostics when it sweeps for orphans; undefined when it does not. */
   readonly orphans?: OrphanDiagnostics | null;
+  readonly isolation: {
+    readonly launchesSandboxed: boolean;
+    readonly unsandboxedBatchAllowed: boolean;
+    readonly batchRefusal: string | null;
+  };
 }
 
 export function renderMetrics(input: MetricsInput): string {
@@ -92,6 +97,31 @@ export function renderMetrics(input: MetricsInput): string {
     const at = input.orphans?.lastSweepAt ?? null;
     lines.push(sample("openai4s_orphan_sweep_timestamp_seconds", {}, at === null ? 0 : at / 1000));
   }
+
+  family(
+    "openai4s_launches_sandboxed",
+    "gauge",
+    "1 when new jobs start inside the verified per-allocation sandbox.",
+  );
+  lines.push(sample("openai4s_launches_sandboxed", {}, input.isolation.launchesSandboxed ? 1 : 0));
+  family(
+    "openai4s_unsandboxed_batch_allowed",
+    "gauge",
+    "1 when started with --allow-unsandboxed-batch (BATCH may run as the daemon's uid unsandboxed).",
+  );
+  lines.push(
+    sample(
+      "openai4s_unsandboxed_batch_allowed",
+      {},
+      input.isolation.unsandboxedBatchAllowed ? 1 : 0,
+    ),
+  );
+  family(
+    "openai4s_batch_refused",
+    "gauge",
+    "1 while BATCH submissions are refused with ISOLATION_UNAVAILABLE.",
+  );
+  lines.push(sample("openai4s_batch_refused", {}, input.isolation.batchRefusal === null ? 0 : 1));
 
   const tick = input.lastTick;
   family(

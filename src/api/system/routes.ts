@@ -1,5 +1,10 @@
 import { Hono } from "hono";
-import type { BackendDiagnostics, OrphanDiagnostics } from "../../orchestration/ports.ts";
+import {
+  type BackendDiagnostics,
+  batchRefusal,
+  launchesSandboxed,
+  type OrphanDiagnostics,
+} from "../../orchestration/ports.ts";
 import { countWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { iso } from "../views.ts";
@@ -60,6 +65,19 @@ function orphansView(o: OrphanDiagnostics | null) {
   };
 }
 
+/**
+ * How jobs are isolated right now: an operator must see an opt-out such as
+ * `--allow-unsandboxed-batch` wherever they look, not only in the start-up log.
+ */
+function isolationView(deps: ApiDeps) {
+  return {
+    launchesSandboxed: launchesSandboxed(deps.backend),
+    unsandboxedBatchAllowed: deps.isolation?.unsandboxedBatchAllowed ?? false,
+    batchRefusal: batchRefusal(deps.backend),
+    jobIdentity: deps.isolation?.jobIdentity ?? "unknown",
+  };
+}
+
 export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
@@ -84,6 +102,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         callsPerSecond: deps.reconciler.backendCallRate().perSecond,
         ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
       },
+      isolation: isolationView(deps),
       reconciler: {
         lastTick: tick
           ? {
@@ -112,6 +131,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         commands: backend.calls,
       },
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
+      isolation: isolationView(deps),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

@@ -58,7 +58,7 @@ function admissionProblem(refusal: AdmissionRefusal): ApiError {
       return new ApiError({
         status: 409,
         slug: "isolation-unavailable",
-        title: "Sessions cannot be placed on this backend",
+        title: "This workload cannot be isolated on this backend",
         detail: refusal.message,
         extensions: { reason: "ISOLATION_UNAVAILABLE" },
       });

@@ -39,9 +39,10 @@ import { isAbsolute, normalize, resolve } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { IsolationVerdict } from "../ports.ts";
-import type { JobEnv, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
-import { dropArgv, envArgv, prepareOwnership } from "./launch-argv.ts";
+import type { JobEnv, JobIdentities, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import { claimAndPrepare, dropArgv, envArgv } from "./launch-argv.ts";
 import { runIsolationProbe } from "./probe.ts";
+import { fixedIdentities } from "./uid-leases.ts";
 
 /** Read-only system directories; bound only when they exist where the launch runs. */
 const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32"] as const;
@@ -95,6 +96,8 @@ export interface BubblewrapOptions {
   readonly bwrapPath?: string;
   /** The identity jobs run as (the daemon runs as root); null: the daemon's own uid. */
   readonly runAs: RunAs | null;
+  /** Who each launch runs as; default: `runAs` for every one. */
+  readonly identities?: JobIdentities;
   readonly log: Log;
   /** Where the verification probe creates its two sibling allocations; default os.tmpdir(). */
   readonly tmpRoot?: string;
@@ -285,11 +288,14 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
   let cached: { readonly verdict: IsolationVerdict; readonly at: number } | null = null;
   let inFlight: Promise<IsolationVerdict> | null = null;
 
-  function config(): WrapConfig {
+  const identities = options.identities ?? fixedIdentities(options.runAs);
+  const probeRunAs = options.identities === undefined ? options.runAs : identities.probe;
+
+  function config(runAs: RunAs | null): WrapConfig {
     // Wrapping with a missing bwrap yields a launch that fails with ENOENT: visible, and
     // never an unsandboxed run. Verification is what keeps SESSIONs from getting that far.
     const bwrap = resolveBwrap(options.bwrapPath) ?? options.bwrapPath ?? "bwrap";
-    return { bwrap, maskedRoots, readOnlyExtra, runAs: options.runAs };
+    return { bwrap, maskedRoots, readOnlyExtra, runAs };
   }
 
   async function probeNow(): Promise<IsolationVerdict> {
@@ -302,14 +308,14 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
       return await runIsolationProbe({
         tmpRoot: options.tmpRoot,
         timeoutMs: options.probeTimeoutMs ?? 10_000,
-        runAs: options.runAs,
+        runAs: probeRunAs,
         wrap: (argv, paths, env, probeRoot) =>
           bubblewrapArgv(
             {
               bwrap,
               maskedRoots: [...maskedRoots, probeRoot],
               readOnlyExtra,
-              runAs: options.runAs,
+              runAs: probeRunAs,
             },
             argv,
             paths,
@@ -343,12 +349,12 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
   return {
     mechanism: "bubblewrap",
     sandboxed: true,
-    runAs: options.runAs,
-    wrap(argv, paths, env) {
-      return bubblewrapArgv(config(), argv, paths, env);
+    identities,
+    wrap(argv, paths, env, runAs) {
+      return bubblewrapArgv(config(runAs), argv, paths, env);
     },
     prepare(paths) {
-      prepareOwnership(options.runAs, paths);
+      return claimAndPrepare(identities, paths);
     },
     verify() {
       if (cached && clock.now() - cached.at < ttlMs) return Promise.resolve(cached.verdict);

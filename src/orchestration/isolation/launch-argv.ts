@@ -12,7 +12,7 @@
  */
 import { lchownSync, lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import type { JobEnv, LaunchWrapper, OwnedPaths, RunAs } from "../sandbox.ts";
+import type { JobEnv, JobIdentities, LaunchWrapper, OwnedPaths, RunAs } from "../sandbox.ts";
 
 /** coreutils' env and util-linux's setpriv, at their Debian/RHEL paths (also on nodes). */
 const ENV_PROGRAM = "/usr/bin/env";
@@ -96,17 +96,24 @@ export function prepareOwnership(runAs: RunAs | null, paths: OwnedPaths): void {
   give(paths.credentialDir);
 }
 
+/** The workspace's identity claimed, and given what the job must own (see prepareOwnership). */
+export function claimAndPrepare(identities: JobIdentities, paths: OwnedPaths): RunAs | null {
+  const runAs = identities.claim(paths.workspaceDir);
+  prepareOwnership(runAs, paths);
+  return runAs;
+}
+
 /** No sandbox: the privilege drop (as root) and the job's environment, nothing else. */
-export function plainWrapper(runAs: RunAs | null): LaunchWrapper {
+export function plainWrapper(identities: JobIdentities): LaunchWrapper {
   return {
     sandboxed: false,
-    runAs,
-    wrap(argv, _paths, env) {
+    identities,
+    wrap(argv, _paths, env, runAs) {
       const inner = envArgv(argv, env);
       return runAs === null ? inner : dropArgv(runAs, inner);
     },
     prepare(paths) {
-      prepareOwnership(runAs, paths);
+      return claimAndPrepare(identities, paths);
     },
   };
 }

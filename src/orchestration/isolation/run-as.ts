@@ -7,8 +7,10 @@
  */
 import { readFileSync } from "node:fs";
 import type { RunAs } from "../sandbox.ts";
+import { DEFAULT_UID_RANGE, type UidRange } from "./uid-leases.ts";
 
 export const RUN_AS_ENV = "OPENAI4S_RUN_AS";
+export const UID_RANGE_ENV = "OPENAI4S_UID_RANGE";
 const DEFAULT_RUN_AS = "nobody";
 /** nobody/nogroup on Debian and most Linux distributions. */
 const NOBODY_ID = 65534;
@@ -109,4 +111,71 @@ export function chooseRunAs(
     kind: "Invalid",
     message: `--run-as ${JSON.stringify(spec)}: only a daemon running as root can run jobs as another uid (this one runs as uid ${daemonUid}; its jobs keep that uid, sandboxed in a user namespace)`,
   };
+}
+
+/** Who jobs run as, as the admin chose it at start (built into JobIdentities by the composition). */
+export type IdentityChoice =
+  /** The daemon is not root: jobs keep its uid. */
+  | { readonly kind: "DaemonUid" }
+  /** `--run-as`: one account for every job. */
+  | { readonly kind: "Fixed"; readonly runAs: RunAs }
+  /** A root daemon's default: a uid per workload from `range`. */
+  | { readonly kind: "Leased"; readonly range: UidRange };
+
+export type IdentityChoiceResult =
+  | { readonly kind: "Chosen"; readonly identity: IdentityChoice }
+  | { readonly kind: "Invalid"; readonly message: string };
+
+const RANGE = /^(\d{1,10})-(\d{1,10})$/;
+
+/** `FIRST-LAST`, inclusive; never uid 0, at least 2 uids, within 32 bits. */
+export function parseUidRange(spec: string): UidRange | { readonly error: string } {
+  const m = RANGE.exec(spec);
+  const invalid = (why: string) => ({ error: `--uid-range ${JSON.stringify(spec)}: ${why}` });
+  if (m === null) return invalid("expected FIRST-LAST, e.g. 61184-65519");
+  const first = Number(m[1]);
+  const last = Number(m[2]);
+  if (first === 0) return invalid("must not include uid 0: jobs must never run as root");
+  if (last > 0xfffffffe) return invalid("uids end at 4294967294");
+  if (last <= first) return invalid("LAST must be above FIRST");
+  return { first, last };
+}
+
+/**
+ * Who jobs of a daemon running as `daemonUid` run as. Root: one named account when
+ * `runAsSpec` is given, else a leased uid per workload from `uidRangeSpec` (default
+ * DEFAULT_UID_RANGE); both at once is a contradiction worth stopping for. Not root: its own
+ * uid (chooseRunAs says why another is refused), and a range is refused likewise.
+ */
+export function chooseJobIdentity(
+  runAsSpec: string | undefined,
+  uidRangeSpec: string | undefined,
+  daemonUid: number,
+  db: IdentityDatabase,
+): IdentityChoiceResult {
+  if (runAsSpec !== undefined && uidRangeSpec !== undefined) {
+    return {
+      kind: "Invalid",
+      message:
+        "--run-as and --uid-range both given: choose one account for every job (--run-as) or a uid per workload (--uid-range)",
+    };
+  }
+  if (uidRangeSpec !== undefined) {
+    if (daemonUid !== 0) {
+      return {
+        kind: "Invalid",
+        message: `--uid-range ${JSON.stringify(uidRangeSpec)}: only a daemon running as root can run jobs as other uids (this one runs as uid ${daemonUid})`,
+      };
+    }
+    const range = parseUidRange(uidRangeSpec);
+    if ("error" in range) return { kind: "Invalid", message: range.error };
+    return { kind: "Chosen", identity: { kind: "Leased", range } };
+  }
+  const chosen = chooseRunAs(runAsSpec, daemonUid, db);
+  if (chosen.kind === "Invalid") return chosen;
+  if (chosen.runAs === null) return { kind: "Chosen", identity: { kind: "DaemonUid" } };
+  if (runAsSpec === undefined) {
+    return { kind: "Chosen", identity: { kind: "Leased", range: DEFAULT_UID_RANGE } };
+  }
+  return { kind: "Chosen", identity: { kind: "Fixed", runAs: chosen.runAs } };
 }

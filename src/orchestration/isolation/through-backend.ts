@@ -21,16 +21,18 @@ import { type Clock, pause } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../layout.ts";
-import { isTerminal, mintSubmissionToken } from "../models.ts";
+import { isTerminal, mintSubmissionToken, type SubmissionToken } from "../models.ts";
 import {
   type AllocationBackend,
   type IsolationVerdict,
   isTaskRunner,
   type Launch,
   type SessionIsolationProvider,
+  type SubmitRequest,
+  type SubmitResult,
   type TaskRunner,
 } from "../ports.ts";
-import type { LaunchWrapper, Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
 import type { ProbeOutcome } from "./background-verifier.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
@@ -100,8 +102,9 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
     message: `isolation probe on ${backend.name}: ${message}`,
   });
   try {
-    const layout = createProbeLayout(root, options.sandbox.runAs);
-    const wrapped = options.sandbox.wrap(layout.argv, layout.paths, PROBE_ENV);
+    const probeRunAs = options.sandbox.identities.probe;
+    const layout = createProbeLayout(root, probeRunAs);
+    const wrapped = options.sandbox.wrap(layout.argv, layout.paths, PROBE_ENV, probeRunAs);
     const launch: Launch = {
       kind: "COMMAND",
       command: ["/bin/sh", "-c", NODE_SCRIPT, "o4s-node-probe", layout.decoyName, ...wrapped],
@@ -215,6 +218,7 @@ function wrapLaunch(
   launch: Launch,
   wrapper: LaunchWrapper,
   paths: SandboxPaths,
+  runAs: RunAs | null,
   job: {
     readonly rankEnv: string;
     readonly baseEnv: Readonly<Record<string, string>>;
@@ -231,6 +235,7 @@ function wrapLaunch(
           launch.command,
           paths,
           launchEnv.length === 0 ? { vars } : { vars, inherit: launchEnv },
+          runAs,
         ),
         env: {},
       };
@@ -240,10 +245,12 @@ function wrapLaunch(
       // into the job's environment by name.
       return {
         ...launch,
-        workerCommand: wrapper.wrap(launch.workerCommand, paths, {
-          vars,
-          inherit: [job.rankEnv, ...launchEnv],
-        }),
+        workerCommand: wrapper.wrap(
+          launch.workerCommand,
+          paths,
+          { vars, inherit: [job.rankEnv, ...launchEnv] },
+          runAs,
+        ),
         env: {},
       };
     default: {
@@ -294,19 +301,41 @@ export function wrappedBackend<B extends AllocationBackend>(
   options: WrappedBackendOptions,
 ): AllocationBackend & Partial<TaskRunner> {
   const { wrapper } = options;
-  const submit: AllocationBackend["submit"] = (requests) => {
-    const prepared = requests.map((r) => {
+  const submit: AllocationBackend["submit"] = async (requests) => {
+    const prepared: SubmitRequest[] = [];
+    const refused = new Map<SubmissionToken, SubmitResult>();
+    for (const r of requests) {
       const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
-      // On the daemon's host, before the submission: the job's identity must own its
-      // workspace (and read its credential) wherever it lands.
-      mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
-      wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
-      return {
+      let runAs: RunAs | null;
+      try {
+        // On the daemon's host, before the submission: the job's identity must own its
+        // workspace (and read its credential) wherever it lands.
+        mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
+        runAs = wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
+      } catch (error) {
+        // This request only (no free uid, a directory that cannot be made): the others of
+        // the batch still go, and this one is answered, never submitted.
+        refused.set(r.token, {
+          kind: "Rejected",
+          token: r.token,
+          message: `cannot prepare the job's directories and identity: ${String(error)}`,
+        });
+        continue;
+      }
+      prepared.push({
         ...r,
-        launch: wrapLaunch(r.launch, wrapper, pathsOf(r.workspaceDir, credentialDir), options),
-      };
-    });
-    return backend.submit(prepared);
+        launch: wrapLaunch(
+          r.launch,
+          wrapper,
+          pathsOf(r.workspaceDir, credentialDir),
+          runAs,
+          options,
+        ),
+      });
+    }
+    if (prepared.length === 0) return refused;
+    const answered = await backend.submit(prepared);
+    return refused.size === 0 ? answered : new Map([...answered, ...refused]);
   };
   if (!isTaskRunner(backend)) return decorateBackend(backend, { submit });
   const runTask: TaskRunner["runTask"] = async (target, command, taskOptions) => {
@@ -318,10 +347,15 @@ export function wrappedBackend<B extends AllocationBackend>(
       };
     }
     const credentialDir = join(where.allocationDir, "credentials");
+    // The step runs as its allocation does: the workspace's lease (claimed at its submit).
+    let runAs: RunAs | null;
+    try {
+      runAs = wrapper.identities.claim(where.workspaceDir);
+    } catch (error) {
+      return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
+    }
     const paths = pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null);
-    const argv = wrapper.wrap(command, paths, {
-      vars: { ...options.baseEnv, HOME: homeOf(paths) },
-    });
+    const argv = wrapper.wrap(command, paths, { vars: { ...options.baseEnv, HOME: homeOf(paths) } }, runAs);
     return backend.runTask(target, argv, taskOptions);
   };
   return decorateBackend(backend, { submit, runTask });

@@ -40,6 +40,7 @@ import type { Log } from "../../log.ts";
 import { createProgramRunner } from "../../process/runner.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { plainWrapper } from "../isolation/launch-argv.ts";
+import { fixedIdentities } from "../isolation/uid-leases.ts";
 import {
   externalHandle,
   isTerminal,
@@ -63,7 +64,7 @@ import type {
   TerminalAllocationAcknowledger,
   TerminalFact,
 } from "../ports.ts";
-import type { LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
+import type { JobIdentities, LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
 import { type JobSnapshot, observationOf, readJobSnapshot } from "./job-state.ts";
 import { buildJobRecord, validateLaunch } from "./launch.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
@@ -128,6 +129,8 @@ export interface LocalBackendOptions {
    * its own. Default null: jobs keep the daemon's uid (a daemon that is not root).
    */
   readonly runAs?: RunAs | null;
+  /** Without a sandbox: who each launch runs as; default: `runAs` for every one. */
+  readonly identities?: JobIdentities;
   /** Extra directories a sandboxed launch may read (e.g. the project root when from source). */
   readonly sandboxReadOnly?: readonly string[];
   readonly faults?: FaultPoints;
@@ -178,7 +181,8 @@ type Looked =
 
 function createBackend(options: LocalBackendOptions): LocalBackend {
   const { backendDir, clock, log, sandbox } = options;
-  const wrapper: LaunchWrapper = sandbox ?? plainWrapper(options.runAs ?? null);
+  const wrapper: LaunchWrapper =
+    sandbox ?? plainWrapper(options.identities ?? fixedIdentities(options.runAs ?? null));
   const faults = options.faults ?? noFaultPoints;
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
@@ -352,11 +356,12 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     } catch (error) {
       return { kind: "Unknown", token, message: `cannot read the job record: ${String(error)}` };
     }
+    let runAs: RunAs | null;
     try {
       mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
       mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
       const launch = request.launch;
-      wrapper.prepare({
+      runAs = wrapper.prepare({
         workspaceDir: request.workspaceDir,
         credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
       });
@@ -365,14 +370,18 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     let record: JobRecord;
     try {
-      record = buildJobRecord(request, {
-        wrapper,
-        baseEnv,
-        profiles: profileList,
-        killGraceMs,
-        sandboxReadOnly,
-        now: clock.now(),
-      });
+      record = buildJobRecord(
+        request,
+        {
+          wrapper,
+          baseEnv,
+          profiles: profileList,
+          killGraceMs,
+          sandboxReadOnly,
+          now: clock.now(),
+        },
+        runAs,
+      );
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };
     }

@@ -10,7 +10,7 @@ import { allocationLogPath } from "../layout.ts";
 import type { ResourceProfile } from "../models.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
-import type { LaunchWrapper, SandboxPaths } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs, SandboxPaths } from "../sandbox.ts";
 import type { JobRecord } from "./records.ts";
 
 export const RANK_ENV = "OPENAI4S_RANK";
@@ -70,7 +70,12 @@ export interface RecordContext {
 }
 
 /** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
-export function buildJobRecord(request: SubmitRequest, context: RecordContext): JobRecord {
+export function buildJobRecord(
+  request: SubmitRequest,
+  context: RecordContext,
+  /** Who the job runs as (`wrapper.prepare`'s answer); null: the daemon's uid. */
+  runAs: RunAs | null,
+): JobRecord {
   const { wrapper, baseEnv, killGraceMs } = context;
   const launch = request.launch;
   const own = {
@@ -115,6 +120,7 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
         argv,
         paths,
         timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+        runAs,
       ),
     ],
     env: { ...HELPER_ENV },

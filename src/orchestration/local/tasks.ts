@@ -8,7 +8,7 @@ import type { ProgramRunner } from "../../process/runner.ts";
 import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { HELPER_ENV } from "../isolation/launch-argv.ts";
 import type { TaskResult } from "../ports.ts";
-import type { LaunchWrapper } from "../sandbox.ts";
+import type { LaunchWrapper, RunAs } from "../sandbox.ts";
 import { signalNumber } from "./job-state.ts";
 import { sandboxPaths } from "./launch.ts";
 import type { JobRecord } from "./records.ts";
@@ -37,11 +37,19 @@ export async function runStep(
     options.deadlineMs === null
       ? jobVars
       : { ...jobVars, [DEADLINE_ENV]: deadlineEnvValue(options.deadlineMs) };
+  // The step runs as its allocation does: the workspace's lease, claimed at its submit.
+  let runAs: RunAs | null;
+  try {
+    runAs = options.wrapper.identities.claim(record.cwd);
+  } catch (error) {
+    return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
+  }
   const argv = [
     ...options.wrapper.wrap(
       command,
       sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
       { vars },
+      runAs,
     ),
   ];
   const [program, ...args] = argv;
