@@ -34,7 +34,9 @@ import { installTestCa, type TestCa } from "../support/test-ca.ts";
 const TIMEOUT_MS = 120_000;
 const IS_ROOT = process.getuid?.() === 0;
 const PYTHON = "/usr/bin/python3";
-const NOBODY = 65534;
+/** The default block a root daemon leases job uids from (--uid-range). */
+const LEASED_FIRST = 61184;
+const LEASED_LAST = 65519;
 const DAEMON_UID = 4242;
 /** Deeper than any cwd the daemon runs in: the lexical `..` climb then ends at `/`. */
 const SYMLINK_DEPTH = 14;
@@ -129,7 +131,8 @@ function launchLine(
   where: string,
   start: () => Promise<Daemon>,
   profile: string,
-  jobUid: number,
+  /** The uid the job runs as; "leased": a root daemon's uid for this workload (its workspace's owner). */
+  expectedUid: number | "leased",
   daemonUid: number,
   stopped: () => void = () => {},
 ): void {
@@ -138,6 +141,7 @@ function launchLine(
     let job = "";
     let workspace = "";
     let ca: TestCa | null = null;
+    let jobUid = -1;
 
     beforeAll(async () => {
       ensureBuilt();
@@ -150,6 +154,10 @@ function launchLine(
         timeoutMs: 90_000,
       });
       workspace = join(`${d.stateDir}-spool`, "workloads", job, "workspace");
+      jobUid = expectedUid === "leased" ? statSync(workspace).uid : expectedUid;
+      if (expectedUid === "leased" && (jobUid < LEASED_FIRST || jobUid > LEASED_LAST)) {
+        throw new Error(`the workspace's owner ${jobUid} is not a leased uid`);
+      }
     }, 240_000);
 
     afterAll(async () => {
@@ -274,8 +282,11 @@ function launchLine(
             home_writable: true,
             etc_unreadable: [],
           });
-          const figure = join(`${d.stateDir}-spool`, "workloads", id, "workspace", "figure.png");
-          expect(statSync(figure).uid).toBe(jobUid);
+          const own = join(`${d.stateDir}-spool`, "workloads", id, "workspace");
+          // The figure belongs to this workload's uid: its own lease, or the one fixed uid.
+          const ownUid = expectedUid === "leased" ? statSync(own).uid : jobUid;
+          expect(ownUid).not.toBe(daemonUid === 0 ? 0 : -1);
+          expect(statSync(join(own, "figure.png")).uid).toBe(ownUid);
         } finally {
           server.stop(true);
         }
@@ -290,7 +301,7 @@ if (IS_ROOT) {
     "a root daemon on the local backend",
     () => startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } }),
     "default",
-    NOBODY,
+    "leased",
     0,
   );
   // Jobs keep the daemon's uid, in a user namespace: what they reach is the same fixed set.
@@ -341,7 +352,7 @@ if (IS_ROOT && testCluster !== null) {
       return d;
     },
     "one",
-    NOBODY,
+    "leased",
     0,
     () => removeDir(scratch),
   );

@@ -355,7 +355,12 @@ export function wrappedBackend<B extends AllocationBackend>(
       return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
     }
     const paths = pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null);
-    const argv = wrapper.wrap(command, paths, { vars: { ...options.baseEnv, HOME: homeOf(paths) } }, runAs);
+    const argv = wrapper.wrap(
+      command,
+      paths,
+      { vars: { ...options.baseEnv, HOME: homeOf(paths) } },
+      runAs,
+    );
     return backend.runTask(target, argv, taskOptions);
   };
   return decorateBackend(backend, { submit, runTask });
