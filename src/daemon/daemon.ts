@@ -42,7 +42,7 @@ import {
 } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
-import { checkStateDirOwnership } from "./state-ownership.ts";
+import { checkAncestors, checkStateDirOwnership } from "./state-ownership.ts";
 import { storeBackup } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
@@ -397,6 +397,10 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
   try {
     const problem = prepareSpoolDir(spool, uid);
     if (problem !== null) return { kind: "ConfigError", message: problem };
+    // As strict as the state dir: whoever may replace the spool or a parent of it decides
+    // where a root daemon makes and chowns every workspace (issue 18).
+    const ancestors = checkAncestors(realpathSync(spool), uid, "spool dir");
+    if (ancestors.kind === "Refused") return { kind: "ConfigError", message: ancestors.message };
     const separation = checkLayoutSeparation(realpathSync(stateDir), realpathSync(spool));
     if (separation.kind === "Overlapping") {
       return { kind: "ConfigError", message: separation.message };

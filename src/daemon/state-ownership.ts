@@ -47,14 +47,18 @@ function refused(message: string): OwnershipCheck {
  * their own in its place. A sticky directory (like /tmp) is the exception sshd makes too:
  * there only the owner of an entry may rename it, so it is safe when the entry is ours.
  */
-export function checkAncestors(realPath: string, uid: number): OwnershipCheck {
+export function checkAncestors(
+  realPath: string,
+  uid: number,
+  what: "state dir" | "spool dir" = "state dir",
+): OwnershipCheck {
   let child = realPath;
   let dir = dirname(child);
   while (true) {
     const stat = lstatSync(dir);
     if (stat.uid !== 0 && stat.uid !== uid) {
       return refused(
-        `${dir} (above the state dir ${realPath}) is owned by ${describeOwner(stat.uid)}: that user could replace the state dir; use a directory whose every parent is owned by root or by the daemon's user`,
+        `${dir} (above the ${what} ${realPath}) is owned by ${describeOwner(stat.uid)}: that user could replace the ${what}; use a directory whose every parent is owned by root or by the daemon's user`,
       );
     }
     if ((stat.mode & GROUP_OR_OTHER_WRITABLE) !== 0) {
@@ -62,7 +66,7 @@ export function checkAncestors(realPath: string, uid: number): OwnershipCheck {
       const safeSticky = (stat.mode & STICKY) !== 0 && (childOwner === uid || childOwner === 0);
       if (!safeSticky) {
         return refused(
-          `${dir} (above the state dir ${realPath}) is writable by group or other (mode ${(stat.mode & 0o7777).toString(8)}): another user could replace the state dir`,
+          `${dir} (above the ${what} ${realPath}) is writable by group or other (mode ${(stat.mode & 0o7777).toString(8)}): another user could replace the ${what}`,
         );
       }
     }
