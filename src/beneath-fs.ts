@@ -76,7 +76,9 @@ function openRoot(root: string): number {
   } catch (error) {
     const code = errorCode(error);
     if (code === "ELOOP" || code === "ENOTDIR") {
-      throw new BeneathError(`${root} is not a directory (a symbolic link or a file)`);
+      throw new BeneathError(
+        `${root} is not a directory (a symbolic link or a file): refusing to follow it`,
+      );
     }
     throw error;
   }

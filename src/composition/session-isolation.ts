@@ -181,6 +181,7 @@ export async function withClusterSessionIsolation(
     baseEnv: { PATH: DEFAULT_JOB_PATH },
     launchEnv: [DEADLINE_ENV],
     locate,
+    spoolDir: context.layout.spool,
   };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.

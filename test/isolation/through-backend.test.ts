@@ -37,8 +37,10 @@ function setup(bwrapPath?: string) {
   made.push(root);
   const layout = stateLayout(join(root, "state"));
   mkdirSync(layout.root, { recursive: true });
+  mkdirSync(layout.spool, { mode: 0o711 });
   const backend = createLocalBackend({
     backendDir: layout.backendDir("local"),
+    spoolDir: layout.spool,
     selfCommand: selfCommand(),
     clock: systemClock,
     log: silentLog,
@@ -60,7 +62,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -84,7 +86,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -102,7 +104,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "no-such-profile",
       clock: systemClock,
       log: silentLog,
@@ -129,7 +131,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend: watched,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -152,7 +154,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend: counted,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -171,6 +173,7 @@ describe("sandboxedBackend", () => {
       wrapper: sandbox,
       verify,
       locate: locateInStateDir(layout),
+      spoolDir: layout.spool,
       rankEnv: "OPENAI4S_RANK",
       baseEnv: { PATH: "/usr/bin:/bin" },
     });

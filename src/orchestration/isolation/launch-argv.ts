@@ -10,8 +10,7 @@
  *  - `plainWrapper`: both, for a backend that has no verified sandbox: the job still never
  *    runs as root, and never with the request's variables in a host-side helper.
  */
-import { chownSync, lstatSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { chownDirBeneath } from "../../beneath-fs.ts";
 import type { JobEnv, LaunchWrapper, OwnedPaths, RunAs } from "../sandbox.ts";
 
 /** coreutils' env and util-linux's setpriv, at their Debian/RHEL paths (also on nodes). */
@@ -74,19 +73,15 @@ export function dropArgv(runAs: RunAs, argv: readonly string[]): readonly string
 /**
  * Hands the job's directories to its identity: the workspace directory itself (what an
  * earlier attempt left inside is already the job's), and the credential directory with the
- * files directly in it (the worker must read its credential). lchown, never following a
- * link a job may have planted.
+ * files directly in it (the worker must read its credential). Every one is reached from the
+ * spool and chowned through an fd opened O_NOFOLLOW: a job that swaps a credential file
+ * for a link between a listing and a chown-by-path would have been given the link's target.
  */
 export function prepareOwnership(runAs: RunAs | null, paths: OwnedPaths): void {
   if (runAs === null) return;
-  const give = (path: string) => chownSync(path, runAs.uid, runAs.gid);
-  give(paths.workspaceDir);
+  chownDirBeneath(paths.spoolDir, paths.workspaceDir, runAs);
   if (paths.credentialDir === null) return;
-  for (const name of readdirSync(paths.credentialDir)) {
-    const path = join(paths.credentialDir, name);
-    if (lstatSync(path).isFile()) give(path);
-  }
-  give(paths.credentialDir);
+  chownDirBeneath(paths.spoolDir, paths.credentialDir, runAs, { regularFiles: true });
 }
 
 /** No sandbox: the privilege drop (as root) and the job's environment, nothing else. */

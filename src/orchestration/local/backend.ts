@@ -33,6 +33,7 @@ import {
 } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
+import { makeDirBeneath } from "../../beneath-fs.ts";
 import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
@@ -99,6 +100,8 @@ const STALE_TEMP_MS = 10 * 60 * 1000;
 export interface LocalBackendOptions {
   /** The backend's private area: `StateLayout.backendDir("local")`. */
   readonly backendDir: string;
+  /** The spool every request's directories lie below (reached with no link followed). */
+  readonly spoolDir: string;
   /** How to re-invoke this binary (see src/self-command.ts); `__supervise` is appended. */
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
@@ -343,10 +346,11 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       return { kind: "Unknown", token, message: `cannot read the job record: ${String(error)}` };
     }
     try {
-      mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
-      mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
+      makeDirBeneath(options.spoolDir, request.workspaceDir, { mode: 0o700 });
+      makeDirBeneath(options.spoolDir, request.allocationDir, { mode: 0o700 });
       const launch = request.launch;
       wrapper.prepare({
+        spoolDir: options.spoolDir,
         workspaceDir: request.workspaceDir,
         credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
       });

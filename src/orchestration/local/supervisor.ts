@@ -9,7 +9,7 @@
  * same record (a daemon that restarted while the first was still starting) loses the race
  * and exits without starting anything.
  */
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
@@ -36,6 +36,9 @@ export interface SupervisorDeps {
 type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
 
 const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
+/** Append, create 0600, never through a link (`"a"` would follow one). */
+const LOG_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW;
 
 /** Runs one job to its end. Returns the supervisor's own exit code. */
 export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<number> {
@@ -100,8 +103,9 @@ async function superviseJob(
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
-    const out = openSync(record.stdoutPath, "a", 0o600);
-    const err = openSync(record.stderrPath, "a", 0o600);
+    // O_NOFOLLOW: a log name that is a link is refused rather than appended through.
+    const out = openSync(record.stdoutPath, LOG_FLAGS, 0o600);
+    const err = openSync(record.stderrPath, LOG_FLAGS, 0o600);
     try {
       proc = Bun.spawn([...record.argv], {
         cwd: record.cwd,
