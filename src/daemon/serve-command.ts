@@ -41,11 +41,15 @@ Options:
                           (sticky dirs such as /tmp are fine).
   --spool-dir DIR         Where jobs run: workspaces, job logs, credential files
                           (else $OPENAI4S_SPOOL_DIR, else STATE_DIR-spool beside the
-                          state dir). Must not contain or be inside the state dir.
-                          Required for a cluster backend: a dir the nodes share.
-  --allow-network-db      Open the database even when the state dir is on a network
-                          filesystem (NFS, Lustre, GPFS, CIFS...); refused otherwise,
-                          because SQLite's WAL locking does not work there.
+                          state dir). Must not contain or be inside the state dir;
+                          refused (exit 2) like the state dir when a parent lets
+                          another user replace it. Required for a cluster backend:
+                          a dir the nodes share.
+  --allow-network-db      Open the database even when the state dir is not on a
+                          filesystem known to be local (ext2/3/4, xfs, btrfs, tmpfs,
+                          zfs, f2fs, or an overlay of those); refused otherwise (NFS,
+                          Lustre, CIFS, fuse.*, virtiofs...), because SQLite's WAL
+                          locking does not work across hosts.
   --listen ADDR           unix:PATH or HOST:PORT; repeatable. Default unix:STATE_DIR/api.sock
                           (mode 0600). TCP listeners require Authorization: Bearer TOKEN
                           with the token in STATE_DIR/admin-token.
