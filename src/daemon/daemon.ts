@@ -34,6 +34,7 @@ import {
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
+import { watchSpool } from "./spool-watch.ts";
 import {
   prepareDatabaseFile,
   prepareSpoolDir,
@@ -53,6 +54,8 @@ export interface DaemonConfig {
   readonly spoolDir?: string | null;
   /** `--allow-network-db`: open the database even on NFS, Lustre, GPFS, CIFS... */
   readonly allowNetworkDb?: boolean;
+  /** `--spool-low-water`; null or absent: 5 % of the spool's filesystem, at most 1 GiB. */
+  readonly spoolLowWaterBytes?: number | null;
   /** The uid the state dir must belong to; default the process's effective uid. */
   readonly uid?: number;
   /** Already validated (loopback or --allow-remote) by the caller. */
@@ -272,6 +275,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     logFile: layout.jobLogPath,
     backup: storeBackup(database.sqlite, layout),
     version: config.version,
+    spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });
   const servers: Server<unknown>[] = [];

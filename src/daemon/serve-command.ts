@@ -20,6 +20,7 @@ import { selfCommand } from "../self-command.ts";
 import { VERSION } from "../version.ts";
 import { startDaemon } from "./daemon.ts";
 import { isLoopback, type ListenAddress, parseListenAddress } from "./listen.ts";
+import { parseLowWater } from "./spool-watch.ts";
 import { resolveSpoolDir, resolveStateDir } from "./state-dir.ts";
 
 function help(): string {
@@ -45,6 +46,10 @@ Options:
                           refused (exit 2) like the state dir when a parent lets
                           another user replace it. Required for a cluster backend:
                           a dir the nodes share.
+  --spool-low-water SIZE  Below this much free space in the spool (e.g. 2G, 500M),
+                          new submissions get 503 SPOOL_FULL and diagnostics say the
+                          spool is unhealthy, until space returns. Default: 5% of its
+                          filesystem, at most 1G; 0 turns the check off.
   --allow-network-db      Open the database even when the state dir is not on a
                           filesystem known to be local (ext2/3/4, xfs, btrfs, tmpfs,
                           zfs, f2fs, or an overlay of those); refused otherwise (NFS,
@@ -101,6 +106,8 @@ export interface ServeOptions {
   /** Null: the backend's default spool. */
   readonly spoolDir: string | null;
   readonly allowNetworkDb: boolean;
+  /** `--spool-low-water`; null: the default (5 % of the spool's filesystem, at most 1 GiB). */
+  readonly spoolLowWaterBytes: number | null;
   readonly listen: readonly ListenAddress[];
   readonly backend: string;
   readonly clusterConfigPath: string | null;
@@ -188,6 +195,8 @@ export function parseServeArgs(
     stateDir,
     spoolDir: resolveSpoolDir({ flag: v["spool-dir"], env, cwd }),
     allowNetworkDb: v["allow-network-db"] === true,
+    spoolLowWaterBytes:
+      v["spool-low-water"] === undefined ? null : parseLowWater(v["spool-low-water"]),
     listen,
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
@@ -202,6 +211,7 @@ function parse(args: readonly string[]) {
     "state-dir": { type: "string" },
     "spool-dir": { type: "string" },
     "allow-network-db": { type: "boolean" },
+    "spool-low-water": { type: "string" },
     listen: { type: "string", multiple: true },
     "allow-remote": { type: "boolean" },
     backend: { type: "string" },
@@ -263,6 +273,7 @@ export const serveCommand: Command = {
       stateDir: options.stateDir,
       spoolDir: options.spoolDir,
       allowNetworkDb: options.allowNetworkDb,
+      spoolLowWaterBytes: options.spoolLowWaterBytes,
       listen: options.listen,
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { BackendDiagnostics, OrphanDiagnostics } from "../../orchestration/ports.ts";
 import { countWorkloads } from "../../store/index.ts";
-import type { ApiDeps, ApiEnv } from "../deps.ts";
+import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
@@ -60,6 +60,17 @@ function orphansView(o: OrphanDiagnostics | null) {
   };
 }
 
+function spoolView(r: SpoolSpaceReport) {
+  return {
+    path: r.path,
+    healthy: !r.low,
+    freeBytes: r.freeBytes,
+    totalBytes: r.totalBytes,
+    lowWaterBytes: r.lowWaterBytes,
+    message: r.message,
+  };
+}
+
 export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
@@ -96,6 +107,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
             }
           : null,
       },
+      ...(deps.spool === undefined ? {} : { spool: spoolView(deps.spool.report()) }),
     });
   });
 
@@ -112,6 +124,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         commands: backend.calls,
       },
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
+      ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

@@ -13,6 +13,7 @@ import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
+import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../spool-space.ts";
 import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
@@ -31,6 +32,8 @@ export interface SupervisorDeps {
   readonly now: () => number;
   readonly bootId: string;
   readonly log: Log;
+  /** How the spool's free space is read when a job fails (tests replace it). */
+  readonly statfs?: StatFs;
 }
 
 type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
@@ -126,7 +129,8 @@ async function superviseJob(
   } catch (error) {
     const code = (error as { readonly code?: unknown }).code;
     writeExit(dir, {
-      reason: "LAUNCH_FAILED",
+      // No room for even its log files: the spool's fault, not the command's.
+      reason: code === "ENOSPC" ? "SPOOL_FULL" : "LAUNCH_FAILED",
       // The shell's conventions: 127 "command not found", 126 "cannot execute".
       exitCode: code === "ENOENT" ? 127 : 126,
       signal: null,
@@ -196,11 +200,13 @@ async function superviseJob(
         : finalReason === "TERMINATED"
           ? " after its supervisor was signalled"
           : "";
+  const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
+  const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
   writeExit(dir, {
-    reason: finalReason,
+    reason: full === null ? finalReason : "SPOOL_FULL",
     exitCode: proc.exitCode,
     signal,
-    message: `${how}${why}`,
+    message: full === null ? `${how}${why}` : `${how}; ${full}`,
     startedAt,
     endedAt: deps.now(),
   });
@@ -230,6 +236,21 @@ function warningTimer(
   const wholeMs = deadline - startedAt;
   const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
   return setTimeout(warn, Math.max(0, deadline - leadMs - deps.now()));
+}
+
+/**
+ * Why a failed job failed when the filesystem of its logs is full as it ends: it could not
+ * write (its log is often empty, the write of the error itself failed), and the user must
+ * not be told their code is at fault. Null when there is room, or when nobody can tell.
+ */
+function spoolFullNote(logDir: string, statfs: StatFs | undefined): string | null {
+  try {
+    const space = readSpace(logDir, statfs);
+    if (space.freeBytes >= FULL_BELOW_BYTES) return null;
+    return `the spool's filesystem was full when it ended (${formatBytes(space.freeBytes)} free of ${formatBytes(space.totalBytes)}): it could not write its files or logs`;
+  } catch {
+    return null;
+  }
 }
 
 function writeExit(dir: string, exit: ExitRecord): void {
