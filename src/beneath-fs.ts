@@ -85,6 +85,56 @@ function openRoot(root: string): number {
 }
 
 /**
+ * One walk's open directories, by path below the root: paths that share a prefix (a
+ * workload dir, its workspace, its allocation dir) open each shared component once.
+ */
+interface Walk {
+  /** An fd of the directory at `path` (owned by the walk); made when missing and asked. */
+  dirAt(path: string, createMode: number | null): number;
+  close(): void;
+}
+
+function startWalk(root: string): Walk {
+  const opened = new Map<string, number>([["", openRoot(root)]]);
+  const step = (parentFd: number, name: string, shown: string, createMode: number | null) => {
+    try {
+      return openDirAt(parentFd, name, shown);
+    } catch (error) {
+      if (createMode === null || errorCode(error) !== "ENOENT") throw error;
+    }
+    try {
+      // mkdir never follows a link in its last component: one planted since the open
+      // above is EEXIST here, and the open below refuses it.
+      mkdirSync(atFd(parentFd, name), { mode: createMode });
+    } catch (error) {
+      if (errorCode(error) !== "EEXIST") throw error;
+    }
+    return openDirAt(parentFd, name, shown);
+  };
+  return {
+    dirAt(path, createMode) {
+      const parts = componentsBelow(root, path);
+      let fd = opened.get("") as number;
+      for (let i = 0; i < parts.length; i++) {
+        const key = parts.slice(0, i + 1).join("/");
+        const known = opened.get(key);
+        if (known !== undefined) {
+          fd = known;
+          continue;
+        }
+        fd = step(fd, parts[i] as string, `${root}/${key}`, createMode);
+        opened.set(key, fd);
+      }
+      return fd;
+    },
+    close() {
+      for (const fd of opened.values()) closeSync(fd);
+      opened.clear();
+    },
+  };
+}
+
+/**
  * Walks from `root` to `path` and calls `use` with an fd of the directory at `path`. Missing
  * components are made with `createMode` (null: a missing one is ENOENT, as for any open).
  */
@@ -92,49 +142,48 @@ function withDirBeneath<T>(
   root: string,
   path: string,
   createMode: number | null,
-  use: (fd: number, created: boolean) => T,
+  use: (fd: number) => T,
 ): T {
-  const parts = componentsBelow(root, path);
-  let fd = openRoot(root);
-  let shown = root;
-  let created = false;
+  const walk = startWalk(root);
   try {
-    for (const name of parts) {
-      shown = `${shown}/${name}`;
-      created = false;
-      if (createMode !== null) {
-        try {
-          // mkdir never follows a link in its last component: a planted one is EEXIST, and
-          // the open below refuses it.
-          mkdirSync(atFd(fd, name), { mode: createMode });
-          created = true;
-        } catch (error) {
-          if (errorCode(error) !== "EEXIST") throw error;
-        }
-      }
-      const next = openDirAt(fd, name, shown);
-      closeSync(fd);
-      fd = next;
-    }
-    return use(fd, created);
+    return use(walk.dirAt(path, createMode));
   } finally {
-    closeSync(fd);
+    walk.close();
   }
 }
 
 export interface MakeDirOptions {
   /** Mode of every directory made (minus the umask's bits: never looser than asked). */
   readonly mode: number;
-  /** Also set exactly `mode` on `path` itself when it existed or the umask narrowed it. */
+  /** Also set exactly `mode` on each path asked for when it existed or the umask narrowed it. */
   readonly exactMode?: boolean;
+}
+
+/**
+ * `mkdir -p` of each path below `root` (shared parents opened once), following no link;
+ * refuses one on the way (BeneathError).
+ */
+export function makeDirsBeneath(
+  root: string,
+  paths: readonly string[],
+  options: MakeDirOptions,
+): void {
+  const walk = startWalk(root);
+  try {
+    for (const path of paths) {
+      const fd = walk.dirAt(path, options.mode);
+      if (options.exactMode === true && (fstatSync(fd).mode & 0o7777) !== options.mode) {
+        fchmodSync(fd, options.mode);
+      }
+    }
+  } finally {
+    walk.close();
+  }
 }
 
 /** `mkdir -p path` below `root`, following no link; refuses one on the way (BeneathError). */
 export function makeDirBeneath(root: string, path: string, options: MakeDirOptions): void {
-  withDirBeneath(root, path, options.mode, (fd) => {
-    if (options.exactMode !== true) return;
-    if ((fstatSync(fd).mode & 0o7777) !== options.mode) fchmodSync(fd, options.mode);
-  });
+  makeDirsBeneath(root, [path], options);
 }
 
 /** chmod of the directory at `path` below `root`, no link followed on the way or at it. */

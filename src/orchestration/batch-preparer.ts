@@ -8,7 +8,7 @@
  * between prepare and submit) finds the directories there and returns the same attempt.
  */
 import { dirname } from "node:path";
-import { makeDirBeneath } from "../beneath-fs.ts";
+import { makeDirsBeneath } from "../beneath-fs.ts";
 import type { AttemptPreparer, PrepareResult } from "./attempt-preparer.ts";
 import type { StateLayout } from "./layout.ts";
 import type { Allocation, Workload } from "./models.ts";
@@ -24,11 +24,11 @@ const PRIVATE_DIR_MODE = 0o700;
  * Synchronous on purpose: six promise round trips through the I/O thread pool were about a
  * millisecond of every POST → submitted path, ten times the calls themselves; the backends
  * create files in these same directories synchronously right after. Reached from the spool
- * with no link followed (beneath-fs.ts), and tightened when an earlier attempt, or someone
- * with a looser umask, left it looser.
+ * with no link followed, shared parents opened once (beneath-fs.ts), and each tightened
+ * when an earlier attempt, or someone with a looser umask, left it looser.
  */
-function privateDir(spool: string, path: string): void {
-  makeDirBeneath(spool, path, { mode: PRIVATE_DIR_MODE, exactMode: true });
+function privateDirs(spool: string, paths: readonly string[]): void {
+  makeDirsBeneath(spool, paths, { mode: PRIVATE_DIR_MODE, exactMode: true });
 }
 
 export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
@@ -54,11 +54,12 @@ export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
       // Failures here (permissions, a full disk) throw: broken infrastructure, which the
       // reconciler logs and retries next tick, rather than a refusal that fails the workload.
-      // Parents first, so each is one mkdir.
-      privateDir(layout.spool, layout.workloadDir(workload.id));
-      privateDir(layout.spool, workspaceDir);
-      privateDir(layout.spool, dirname(allocationDir));
-      privateDir(layout.spool, allocationDir);
+      privateDirs(layout.spool, [
+        layout.workloadDir(workload.id),
+        workspaceDir,
+        dirname(allocationDir),
+        allocationDir,
+      ]);
       return {
         kind: "Prepared",
         attempt: {

@@ -33,7 +33,7 @@ import {
 } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
-import { makeDirBeneath } from "../../beneath-fs.ts";
+import { makeDirsBeneath } from "../../beneath-fs.ts";
 import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
@@ -346,8 +346,9 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       return { kind: "Unknown", token, message: `cannot read the job record: ${String(error)}` };
     }
     try {
-      makeDirBeneath(options.spoolDir, request.workspaceDir, { mode: 0o700 });
-      makeDirBeneath(options.spoolDir, request.allocationDir, { mode: 0o700 });
+      makeDirsBeneath(options.spoolDir, [request.workspaceDir, request.allocationDir], {
+        mode: 0o700,
+      });
       const launch = request.launch;
       wrapper.prepare({
         spoolDir: options.spoolDir,

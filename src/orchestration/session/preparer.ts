@@ -12,7 +12,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
-import { makeDirBeneath } from "../../beneath-fs.ts";
+import { makeDirBeneath, makeDirsBeneath } from "../../beneath-fs.ts";
 import { readTextCapped } from "../../bounded-read.ts";
 import type { Clock } from "../../clock.ts";
 import { replaceFileSynced } from "../../durable-fs.ts";
@@ -176,8 +176,7 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       const credentialDir = credentialDirOf(allocationDir);
       const attemptDir = layout.attemptRecordDir(workload.id, allocation.id);
       // Spool paths are reached with no link followed; the attempt dir is in the private dir.
-      makeDirBeneath(layout.spool, workspaceDir, { mode: 0o700 });
-      makeDirBeneath(layout.spool, allocationDir, { mode: 0o700 });
+      makeDirsBeneath(layout.spool, [workspaceDir, allocationDir], { mode: 0o700 });
       mkdirSync(attemptDir, { recursive: true, mode: 0o700 });
       // 0644: the worker runs as the unprivileged RunAs uid and must read it; the workspace
       // itself (0700, the job's) is what keeps other users out.
