@@ -19,6 +19,7 @@ import {
   chmodDirBeneath,
   chownDirBeneath,
   makeDirBeneath,
+  makeDirsBeneath,
   openFileBeneath,
 } from "../../src/beneath-fs.ts";
 import { tempDirs } from "../support/temp-dir.ts";
@@ -115,6 +116,31 @@ describe("makeDirBeneath", () => {
       BeneathError,
     );
     expect(existsSync(join(outside, "a", "b", "c"))).toBe(false);
+  });
+});
+
+describe("makeDirsBeneath", () => {
+  test("makes several paths sharing parents, each tightened with exactMode", () => {
+    const { root } = rootAndOutside();
+    const w = join(root, "workloads", "w1");
+    mkdirSync(w, { recursive: true });
+    chmodSync(w, 0o755);
+    const paths = [w, join(w, "workspace"), join(w, "allocations"), join(w, "allocations", "a1")];
+    makeDirsBeneath(root, paths, { mode: 0o700, exactMode: true });
+    for (const path of paths) expect(mode(path)).toBe(0o700);
+  });
+
+  test("a link under a shared parent is refused; nothing is made where it points", () => {
+    const { root, outside } = rootAndOutside();
+    const w = join(root, "workloads", "w1");
+    mkdirSync(w, { recursive: true });
+    symlinkSync(outside, join(w, "allocations"));
+    expect(() =>
+      makeDirsBeneath(root, [join(w, "workspace"), join(w, "allocations", "a1")], {
+        mode: 0o700,
+      }),
+    ).toThrow(BeneathError);
+    expect(readdirSync(outside)).toEqual([]);
   });
 });
 
