@@ -43,7 +43,7 @@ import {
 } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
-import { checkAncestors, checkStateDirOwnership } from "./state-ownership.ts";
+import { checkAncestors, checkFutureDir, checkStateDirOwnership } from "./state-ownership.ts";
 import { storeBackup } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
@@ -399,6 +399,10 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
   }
   const spool = explicitSpool ?? defaultSpoolDir(stateDir);
   try {
+    if (!existsSync(spool)) {
+      const future = checkFutureDir(spool, uid, "spool dir");
+      if (future.kind === "Refused") return { kind: "ConfigError", message: future.message };
+    }
     const problem = prepareSpoolDir(spool, uid);
     if (problem !== null) return { kind: "ConfigError", message: problem };
     // As strict as the state dir: whoever may replace the spool or a parent of it decides

@@ -64,12 +64,19 @@ describe("startDaemon", () => {
     expect(writable.kind === "ConfigError" && writable.message).toContain(
       `${parent} (above the spool dir`,
     );
+    // Refused before anything is made in a directory another user controls.
+    expect(existsSync(join(parent, "spool"))).toBe(false);
     if (process.geteuid?.() !== 0) return;
     // Root: a parent owned by another user, not writable by others, is refused as well.
     chmodSync(parent, 0o755);
     chownSync(parent, 65534, 65534);
     const theirs = await startDaemon({ ...c, spoolDir: join(parent, "spool"), log: memoryLog() });
     expect(theirs.kind === "ConfigError" && theirs.message).toContain("uid 65534");
+    expect(existsSync(join(parent, "spool"))).toBe(false);
+    // Made earlier (by someone): judged the same way once it exists.
+    mkdirSync(join(parent, "spool"), { mode: 0o711 });
+    const existing = await startDaemon({ ...c, spoolDir: join(parent, "spool"), log: memoryLog() });
+    expect(existing.kind === "ConfigError" && existing.message).toContain("uid 65534");
   });
 
   test("a cluster backend without --spool-dir is a configuration error", async () => {
