@@ -53,6 +53,23 @@ export interface ReconcilerHandle {
   };
 }
 
+/** The spool's free space against its low-water mark (daemon/spool-watch.ts). */
+export interface SpoolSpaceReport {
+  readonly path: string;
+  /** Null when statfs failed (then `low` is true: nothing can be placed on an unread spool). */
+  readonly freeBytes: number | null;
+  readonly totalBytes: number | null;
+  readonly lowWaterBytes: number | null;
+  /** New submissions are refused with 503 SPOOL_FULL while this holds. */
+  readonly low: boolean;
+  /** What an admin reads: free space, the mark, what is refused; null when not low. */
+  readonly message: string | null;
+}
+
+export interface SpoolSpace {
+  report(): SpoolSpaceReport;
+}
+
 /** A consistent copy of the store, taken while the daemon runs (`POST /v1/backup`). */
 export interface StoreBackup {
   /**
@@ -88,6 +105,8 @@ export interface ApiDeps {
   readonly isolation?: IsolationSettings;
   /** How long /v1/diagnostics waits for the backend before reporting it unhealthy. */
   readonly diagnosticsTimeoutMs?: number;
+  /** The spool's room; absent in tests that do not care (nothing is refused for space). */
+  readonly spool?: SpoolSpace;
   readonly version: string;
 }
 

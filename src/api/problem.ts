@@ -49,6 +49,8 @@ export const PROBLEMS = {
   "no-live-allocation": "The workload has no running allocation.",
   "task-refused": "The backend refused to run the step.",
   "backend-unavailable": "The backend did not answer; nothing was changed.",
+  "spool-full":
+    "The filesystem jobs write to is below its low-water mark of free space; nothing was created. Retry once space returns.",
   "backup-failed": "The daemon could not write a copy of its store.",
   "internal-error": "The daemon failed; its log has the details.",
 } as const satisfies Readonly<Record<string, string>>;

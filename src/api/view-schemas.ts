@@ -282,6 +282,24 @@ export const DiagnosticsSchema = v.strictObject({
     }),
     d("The reconciler's figures."),
   ),
+  spool: v.optional(
+    v.pipe(
+      v.strictObject({
+        path: text("The spool: where jobs' workspaces and logs are written."),
+        healthy: v.pipe(
+          v.boolean(),
+          d("False below the low-water mark, or when its free space cannot be read."),
+        ),
+        freeBytes: nullableInteger("Bytes an unprivileged writer may still use; null if unread."),
+        totalBytes: nullableInteger("The filesystem's size in bytes; null if unread."),
+        lowWaterBytes: nullableInteger(
+          "Below this much free space new submissions get 503 SPOOL_FULL; null if unread.",
+        ),
+        message: nullableText("Why it is not healthy; null when it is."),
+      }),
+      d("The spool's free space against its low-water mark."),
+    ),
+  ),
 });
 
 const PROBLEM_REASONS = Object.keys(PROBLEMS).map((slug) => problemReason(slug as ProblemSlug));

@@ -68,6 +68,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       const options = {
         profiles: configured.profiles,
         backendDir: context.layout.backendDir(LOCAL_BACKEND_NAME),
+        spoolDir: context.layout.spool,
         selfCommand: context.selfCommand,
         clock: context.clock,
         log: context.log,

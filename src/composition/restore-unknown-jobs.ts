@@ -101,11 +101,14 @@ export function unknownRunningJobs(
 /** Asks each job's supervisor to stop it, exactly as a cancel through the daemon does. */
 export async function cancelUnknownJobs(
   backendDir: string,
+  /** The spool the backend is built over (a cancel creates nothing there). */
+  spoolDir: string,
   jobs: readonly UnknownJob[],
 ): Promise<readonly string[]> {
   if (jobs.length === 0) return [];
   const backend = createLocalBackend({
     backendDir,
+    spoolDir,
     selfCommand: selfCommand(),
     clock: systemClock,
     log: silentLog,

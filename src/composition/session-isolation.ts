@@ -189,7 +189,7 @@ export async function withClusterSessionIsolation(
   readonly services: readonly BackgroundService[];
 }> {
   const locate = locateInStateDir(context.layout);
-  const job = { ...jobEnv, locate };
+  const job = { ...jobEnv, locate, spoolDir: context.layout.spool };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.
   const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.identities) });

@@ -37,6 +37,7 @@ import {
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
+import { watchSpool } from "./spool-watch.ts";
 import {
   prepareDatabaseFile,
   prepareSpoolDir,
@@ -45,7 +46,7 @@ import {
 } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
-import { checkStateDirOwnership } from "./state-ownership.ts";
+import { checkAncestors, checkFutureDir, checkStateDirOwnership } from "./state-ownership.ts";
 import { storeBackup } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
@@ -56,6 +57,8 @@ export interface DaemonConfig {
   readonly spoolDir?: string | null;
   /** `--allow-network-db`: open the database even on NFS, Lustre, GPFS, CIFS... */
   readonly allowNetworkDb?: boolean;
+  /** `--spool-low-water`; null or absent: 5 % of the spool's filesystem, at most 1 GiB. */
+  readonly spoolLowWaterBytes?: number | null;
   /** The uid the state dir must belong to; default the process's effective uid. */
   readonly uid?: number;
   /** Already validated (loopback or --allow-remote) by the caller. */
@@ -293,6 +296,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
       unsandboxedBatchAllowed: config.allowUnsandboxedBatch === true,
       jobIdentity,
     },
+    spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });
   const servers: Server<unknown>[] = [];
@@ -416,8 +420,16 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
   }
   const spool = explicitSpool ?? defaultSpoolDir(stateDir);
   try {
+    if (!existsSync(spool)) {
+      const future = checkFutureDir(spool, uid, "spool dir");
+      if (future.kind === "Refused") return { kind: "ConfigError", message: future.message };
+    }
     const problem = prepareSpoolDir(spool, uid);
     if (problem !== null) return { kind: "ConfigError", message: problem };
+    // As strict as the state dir: whoever may replace the spool or a parent of it decides
+    // where a root daemon makes and chowns every workspace (issue 18).
+    const ancestors = checkAncestors(realpathSync(spool), uid, "spool dir");
+    if (ancestors.kind === "Refused") return { kind: "ConfigError", message: ancestors.message };
     const separation = checkLayoutSeparation(realpathSync(stateDir), realpathSync(spool));
     if (separation.kind === "Overlapping") {
       return { kind: "ConfigError", message: separation.message };

@@ -235,6 +235,7 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
     const jobs = await unknownJobs(
       layout.backendDir("local"),
+      layout.spool,
       adjusted.tokens,
       cancelUnknown,
       stamp,
@@ -279,12 +280,13 @@ interface UnknownJobs {
 /** The local jobs the copy does not know: listed, stopped when asked, ended ones set aside. */
 async function unknownJobs(
   localDir: string,
+  spoolDir: string,
   tokens: ReadonlySet<string>,
   cancel: boolean,
   stamp: string,
 ): Promise<UnknownJobs> {
   const running = unknownRunningJobs(localDir, tokens);
-  const problems = cancel ? await cancelUnknownJobs(localDir, running) : [];
+  const problems = cancel ? await cancelUnknownJobs(localDir, spoolDir, running) : [];
   // Their supervisors stop them within the kill grace: then their records go aside too.
   if (cancel && problems.length === 0) await waitUntilEnded(localDir, running, STOP_WAIT_MS);
   const moved = setAsideEndedUnknownJobs(localDir, tokens, stamp);

@@ -21,6 +21,7 @@ import { selfCommand } from "../self-command.ts";
 import { VERSION } from "../version.ts";
 import { startDaemon } from "./daemon.ts";
 import { isLoopback, type ListenAddress, parseListenAddress } from "./listen.ts";
+import { parseLowWater } from "./spool-watch.ts";
 import { resolveSpoolDir, resolveStateDir } from "./state-dir.ts";
 
 function help(): string {
@@ -42,11 +43,19 @@ Options:
                           (sticky dirs such as /tmp are fine).
   --spool-dir DIR         Where jobs run: workspaces, job logs, credential files
                           (else $OPENAI4S_SPOOL_DIR, else STATE_DIR-spool beside the
-                          state dir). Must not contain or be inside the state dir.
-                          Required for a cluster backend: a dir the nodes share.
-  --allow-network-db      Open the database even when the state dir is on a network
-                          filesystem (NFS, Lustre, GPFS, CIFS...); refused otherwise,
-                          because SQLite's WAL locking does not work there.
+                          state dir). Must not contain or be inside the state dir;
+                          refused (exit 2) like the state dir when a parent lets
+                          another user replace it. Required for a cluster backend:
+                          a dir the nodes share.
+  --spool-low-water SIZE  Below this much free space in the spool (e.g. 2G, 500M),
+                          new submissions get 503 SPOOL_FULL and diagnostics say the
+                          spool is unhealthy, until space returns. Default: 5% of its
+                          filesystem, at most 1G; 0 turns the check off.
+  --allow-network-db      Open the database even when the state dir is not on a
+                          filesystem known to be local (ext2/3/4, xfs, btrfs, tmpfs,
+                          zfs, f2fs, or an overlay of those); refused otherwise (NFS,
+                          Lustre, CIFS, fuse.*, virtiofs...), because SQLite's WAL
+                          locking does not work across hosts.
   --listen ADDR           unix:PATH or HOST:PORT; repeatable. Default unix:STATE_DIR/api.sock
                           (mode 0600). TCP listeners require Authorization: Bearer TOKEN
                           with the token in STATE_DIR/admin-token.
@@ -113,6 +122,8 @@ export interface ServeOptions {
   /** Null: the backend's default spool. */
   readonly spoolDir: string | null;
   readonly allowNetworkDb: boolean;
+  /** `--spool-low-water`; null: the default (5 % of the spool's filesystem, at most 1 GiB). */
+  readonly spoolLowWaterBytes: number | null;
   readonly listen: readonly ListenAddress[];
   readonly backend: string;
   readonly clusterConfigPath: string | null;
@@ -204,6 +215,8 @@ export function parseServeArgs(
     stateDir,
     spoolDir: resolveSpoolDir({ flag: v["spool-dir"], env, cwd }),
     allowNetworkDb: v["allow-network-db"] === true,
+    spoolLowWaterBytes:
+      v["spool-low-water"] === undefined ? null : parseLowWater(v["spool-low-water"]),
     listen,
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
@@ -220,6 +233,7 @@ function parse(args: readonly string[]) {
     "spool-dir": { type: "string" },
     "allow-network-db": { type: "boolean" },
     "allow-unsandboxed-batch": { type: "boolean" },
+    "spool-low-water": { type: "string" },
     listen: { type: "string", multiple: true },
     "allow-remote": { type: "boolean" },
     backend: { type: "string" },
@@ -282,6 +296,7 @@ export const serveCommand: Command = {
       stateDir: options.stateDir,
       spoolDir: options.spoolDir,
       allowNetworkDb: options.allowNetworkDb,
+      spoolLowWaterBytes: options.spoolLowWaterBytes,
       listen: options.listen,
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,

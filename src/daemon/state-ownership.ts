@@ -6,7 +6,14 @@
  * anything in it, owned by another uid, a state dir others may write, or an ancestor that
  * lets another user replace it, is refused: the admin must look, not the daemon guess.
  */
-import { lstatSync, readdirSync, readFileSync, realpathSync, type Stats } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  type Stats,
+} from "node:fs";
 import { dirname, join } from "node:path";
 
 export type OwnershipCheck =
@@ -47,14 +54,18 @@ function refused(message: string): OwnershipCheck {
  * their own in its place. A sticky directory (like /tmp) is the exception sshd makes too:
  * there only the owner of an entry may rename it, so it is safe when the entry is ours.
  */
-export function checkAncestors(realPath: string, uid: number): OwnershipCheck {
+export function checkAncestors(
+  realPath: string,
+  uid: number,
+  what: "state dir" | "spool dir" = "state dir",
+): OwnershipCheck {
   let child = realPath;
   let dir = dirname(child);
   while (true) {
     const stat = lstatSync(dir);
     if (stat.uid !== 0 && stat.uid !== uid) {
       return refused(
-        `${dir} (above the state dir ${realPath}) is owned by ${describeOwner(stat.uid)}: that user could replace the state dir; use a directory whose every parent is owned by root or by the daemon's user`,
+        `${dir} (above the ${what} ${realPath}) is owned by ${describeOwner(stat.uid)}: that user could replace the ${what}; use a directory whose every parent is owned by root or by the daemon's user`,
       );
     }
     if ((stat.mode & GROUP_OR_OTHER_WRITABLE) !== 0) {
@@ -62,7 +73,7 @@ export function checkAncestors(realPath: string, uid: number): OwnershipCheck {
       const safeSticky = (stat.mode & STICKY) !== 0 && (childOwner === uid || childOwner === 0);
       if (!safeSticky) {
         return refused(
-          `${dir} (above the state dir ${realPath}) is writable by group or other (mode ${(stat.mode & 0o7777).toString(8)}): another user could replace the state dir`,
+          `${dir} (above the ${what} ${realPath}) is writable by group or other (mode ${(stat.mode & 0o7777).toString(8)}): another user could replace the ${what}`,
         );
       }
     }
@@ -72,6 +83,34 @@ export function checkAncestors(realPath: string, uid: number): OwnershipCheck {
     if (dir === child) break;
   }
   return { kind: "Owned" };
+}
+
+/**
+ * For a directory about to be made at `path`: the nearest existing ancestor, which is where
+ * it will be made, must be root's or ours and writable by no one else (sticky is fine: the
+ * new entry will be ours), and so must everything above it. Checked before the mkdir, so
+ * nothing is created inside a directory another user controls.
+ */
+export function checkFutureDir(
+  path: string,
+  uid: number,
+  what: "state dir" | "spool dir",
+): OwnershipCheck {
+  let dir = dirname(path);
+  while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
+  const real = realpathSync(dir);
+  const stat = lstatSync(real);
+  if (stat.uid !== 0 && stat.uid !== uid) {
+    return refused(
+      `${real} (above the ${what} ${path}) is owned by ${describeOwner(stat.uid)}: that user could replace the ${what}; use a directory whose every parent is owned by root or by the daemon's user`,
+    );
+  }
+  if ((stat.mode & GROUP_OR_OTHER_WRITABLE) !== 0 && (stat.mode & STICKY) === 0) {
+    return refused(
+      `${real} (above the ${what} ${path}) is writable by group or other (mode ${(stat.mode & 0o7777).toString(8)}): another user could replace the ${what}`,
+    );
+  }
+  return checkAncestors(real, uid, what);
 }
 
 /** The state dir itself: a directory of ours, not writable by group or other. */

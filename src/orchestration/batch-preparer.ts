@@ -7,8 +7,8 @@
  * Re-executable, as the port demands: preparing the same attempt again (a tick that died
  * between prepare and submit) finds the directories there and returns the same attempt.
  */
-import { chmodSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { makeDirsBeneath } from "../beneath-fs.ts";
 import type { AttemptPreparer, PrepareResult } from "./attempt-preparer.ts";
 import type { StateLayout } from "./layout.ts";
 import type { Allocation, Workload } from "./models.ts";
@@ -23,26 +23,12 @@ const PRIVATE_DIR_MODE = 0o700;
 /**
  * Synchronous on purpose: six promise round trips through the I/O thread pool were about a
  * millisecond of every POST → submitted path, ten times the calls themselves; the backends
- * create files in these same directories synchronously right after. And one system call
- * per new directory: a recursive mkdir plus a chmod each was about 2 ms of that path on a
- * cold machine (every call is a few hundred microseconds there).
+ * create files in these same directories synchronously right after. Reached from the spool
+ * with no link followed, shared parents opened once (beneath-fs.ts), and each tightened
+ * when an earlier attempt, or someone with a looser umask, left it looser.
  */
-function privateDir(path: string): void {
-  try {
-    // A directory made now has 0700 minus the umask's bits: never looser than asked.
-    mkdirSync(path, { mode: PRIVATE_DIR_MODE });
-  } catch (error) {
-    const code = (error as { readonly code?: unknown }).code;
-    if (code === "ENOENT") {
-      // A fresh spool: its parents are made once, then this one.
-      mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
-      mkdirSync(path, { mode: PRIVATE_DIR_MODE });
-      return;
-    }
-    if (code !== "EEXIST") throw error;
-    // Left by an earlier attempt, or by someone with a looser umask: tightened here.
-    chmodSync(path, PRIVATE_DIR_MODE);
-  }
+function privateDirs(spool: string, paths: readonly string[]): void {
+  makeDirsBeneath(spool, paths, { mode: PRIVATE_DIR_MODE, exactMode: true });
 }
 
 export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
@@ -68,11 +54,12 @@ export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
       // Failures here (permissions, a full disk) throw: broken infrastructure, which the
       // reconciler logs and retries next tick, rather than a refusal that fails the workload.
-      // Parents first, so each is one mkdir.
-      privateDir(layout.workloadDir(workload.id));
-      privateDir(workspaceDir);
-      privateDir(dirname(allocationDir));
-      privateDir(allocationDir);
+      privateDirs(layout.spool, [
+        layout.workloadDir(workload.id),
+        workspaceDir,
+        dirname(allocationDir),
+        allocationDir,
+      ]);
       return {
         kind: "Prepared",
         attempt: {

@@ -21,9 +21,10 @@ import {
   randomBytes as cryptoRandomBytes,
   timingSafeEqual,
 } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import * as v from "valibot";
+import { chmodDirBeneath } from "../beneath-fs.ts";
 import type { Clock } from "../clock.ts";
 import {
   checkPrivateFile,
@@ -279,7 +280,8 @@ export function mintCredentials(input: MintCredentialsInput): readonly string[] 
     throw new Error(`ttlMs must be a positive integer, got ${input.ttlMs}`);
   }
   mkdirSync(input.credentialDir, { recursive: true, mode: 0o700 });
-  chmodSync(input.credentialDir, 0o700);
+  // chmod through an fd opened O_NOFOLLOW: a link in its place is refused, not followed.
+  chmodDirBeneath(dirname(input.credentialDir), input.credentialDir, 0o700);
   const expiresAt = input.clock.now() + input.ttlMs;
   const paths: string[] = [];
   for (let rank = 0; rank < input.ranks; rank++) {

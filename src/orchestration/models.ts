@@ -111,6 +111,9 @@ export const REASONS = [
   "ALLOCATION_NOT_RUNNING",
   "READY",
   "INTERNAL_ERROR",
+  // Infrastructure, not the job: the spool's filesystem was full (ENOSPC), so the job could
+  // not write its files or logs, or new work is refused until space returns.
+  "SPOOL_FULL",
   // Why an allocation waits or was ended by someone else, each with its own user action
   // (README lists what each asks the user to do).
   "WAITING_FOR_RESOURCES",

@@ -33,6 +33,8 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
   IDLE_TIMEOUT: "it was idle too long: start a new session",
   MAX_LIFETIME: "it reached its maximum lifetime: start a new session",
   ISOLATION_UNAVAILABLE: "this server cannot isolate sessions: tell an administrator",
+  SPOOL_FULL:
+    "the server's job filesystem was full, not your code's fault: free space in your workspaces, tell an administrator, then resubmit",
 };
 
 /**

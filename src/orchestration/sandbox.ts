@@ -64,6 +64,11 @@ export interface JobEnv {
 
 /** What a job must own to work: its workspace, and (sessions) its credential directory. */
 export interface OwnedPaths {
+  /**
+   * The spool both lie below: they are reached from it with no link followed, so a path a
+   * job or another user swapped for a link cannot aim the chown elsewhere (beneath-fs.ts).
+   */
+  readonly spoolDir: string;
   readonly workspaceDir: string;
   readonly credentialDir: string | null;
 }

@@ -1,79 +1,157 @@
 /**
  * SQLite documents that WAL mode does not work over a network filesystem (the shared-memory
  * index needs one host's locking), and NFS/Lustre/GPFS/CIFS locking is unreliable: a
- * database there corrupts quietly. So the daemon refuses to open one unless the admin says
- * so. Bun has no statfs(2); the type comes from /proc/self/mountinfo, the kernel's own
- * table, rather than from a `stat -f` subprocess whose output format and PATH vary.
+ * database there corrupts quietly. So the daemon opens one only on a filesystem known to be
+ * local, unless the admin says so. Judged by what is known local, not by a list of network
+ * types: a fixed list let `fuse.*`, `virtiofs` and overlay on NFS pass as local (issue 18).
+ * Bun has no statfs(2); the type comes from /proc/self/mountinfo, the kernel's own table,
+ * rather than from a `stat -f` subprocess whose output format and PATH vary.
  */
 import { readFileSync } from "node:fs";
 import { isWithin } from "../orchestration/layout.ts";
 
-/** Filesystem types (mountinfo's field after " - ") where SQLite's WAL locking fails. */
-const NETWORK_FILESYSTEM_TYPES: ReadonlySet<string> = new Set([
-  "nfs",
-  "nfs4",
-  "cifs",
-  "smb3",
-  "smbfs",
-  "lustre",
-  "gpfs",
-  "ceph",
-  "fuse.ceph",
-  "fuse.cephfs",
-  "glusterfs",
-  "fuse.glusterfs",
-  "beegfs",
-  "fuse.beegfs",
-  "panfs",
-  "afs",
-  "openafs",
-  "9p",
-  "ocfs2",
-  "gfs2",
-  "orangefs",
-  "pvfs2",
-  "ncpfs",
-  "coda",
-  "fuse.sshfs",
-  "fuse.s3fs",
-  "fuse.gcsfuse",
-  "davfs",
-  "fuse.davfs2",
-  "wekafs",
-  "quobyte",
-  "fuse.quobyte",
+/** Block and memory filesystems whose locking is one kernel's: SQLite's WAL works there. */
+const LOCAL_FILESYSTEM_TYPES: ReadonlySet<string> = new Set([
+  "ext2",
+  "ext3",
+  "ext4",
+  "xfs",
+  "btrfs",
+  "tmpfs",
+  "zfs",
+  "f2fs",
 ]);
 
-/** mountinfo escapes space, tab, newline and backslash as 3-digit octal. */
-function unescapeMountPath(text: string): string {
+/** An overlay is as local as its layers; its layers may be overlays too, this deep at most. */
+const MAX_OVERLAY_DEPTH = 4;
+
+/** One line of mountinfo: where it is mounted, its type and its superblock options. */
+export interface MountEntry {
+  readonly point: string;
+  readonly type: string;
+  readonly superOptions: readonly string[];
+}
+
+export type ParsedMountinfo =
+  | { readonly kind: "Parsed"; readonly mounts: readonly MountEntry[] }
+  | { readonly kind: "Unparseable"; readonly line: string };
+
+/** mountinfo escapes space, tab, newline and backslash (and commas in options) as 3-digit octal. */
+function unescapeMountField(text: string): string {
   return text.replace(/\\([0-7]{3})/g, (_m, octal: string) =>
     String.fromCharCode(Number.parseInt(octal, 8)),
   );
 }
 
+const DECIMAL = /^[0-9]+$/;
+const DEVICE = /^[0-9]+:[0-9]+$/;
+
 /**
- * The filesystem type of the mount `realPath` is on: the mount with the longest mount
- * point containing it, the last listed winning among equals (a later mount hides an earlier
- * one at the same place). Null when no line parses (not Linux's format).
+ * `ID PARENT MAJOR:MINOR ROOT POINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPEROPTIONS`.
+ * A line that does not have exactly this shape makes the whole table unparseable: skipping
+ * it would let a path on that very mount fall back to a parent's (local) type.
  */
-export function filesystemTypeOf(realPath: string, mountinfo: string): string | null {
-  let best: { readonly point: string; readonly type: string } | null = null;
-  for (const line of mountinfo.split("\n")) {
-    const fields = line.split(" ");
-    const separator = fields.indexOf("-", 6);
-    const pointField = fields[4];
-    const type = separator < 0 ? undefined : fields[separator + 1];
-    if (pointField === undefined || type === undefined) continue;
-    const point = unescapeMountPath(pointField);
-    if (!isWithin(point, realPath)) continue;
-    if (best === null || point.length >= best.point.length) best = { point, type };
+function parseMountLine(line: string): MountEntry | null {
+  const fields = line.split(" ");
+  const separator = fields.indexOf("-", 6);
+  if (separator < 0 || fields.length !== separator + 4) return null;
+  const [id, parent, device, root, point] = fields;
+  const type = fields[separator + 1];
+  const superOptions = fields[separator + 3];
+  if (id === undefined || !DECIMAL.test(id) || parent === undefined || !DECIMAL.test(parent)) {
+    return null;
   }
-  return best?.type ?? null;
+  if (device === undefined || !DEVICE.test(device)) return null;
+  if (root === undefined || point === undefined || !point.startsWith("/")) return null;
+  if (type === undefined || type === "" || superOptions === undefined) return null;
+  return {
+    point: unescapeMountField(point),
+    type,
+    superOptions: superOptions.split(",").map(unescapeMountField),
+  };
+}
+
+export function parseMountinfo(text: string): ParsedMountinfo {
+  const mounts: MountEntry[] = [];
+  for (const line of text.split("\n")) {
+    if (line === "") continue;
+    const entry = parseMountLine(line);
+    if (entry === null) return { kind: "Unparseable", line };
+    mounts.push(entry);
+  }
+  return mounts.length === 0 ? { kind: "Unparseable", line: "" } : { kind: "Parsed", mounts };
+}
+
+/**
+ * The mount `realPath` is on: the one with the longest mount point containing it, the last
+ * listed winning among equals (a later mount hides an earlier one at the same place).
+ */
+export function mountOf(realPath: string, mounts: readonly MountEntry[]): MountEntry | null {
+  let best: MountEntry | null = null;
+  for (const mount of mounts) {
+    if (!isWithin(mount.point, realPath)) continue;
+    if (best === null || mount.point.length >= best.point.length) best = mount;
+  }
+  return best;
+}
+
+/** The filesystem type of the mount `realPath` is on; null when mountinfo does not parse. */
+export function filesystemTypeOf(realPath: string, mountinfo: string): string | null {
+  const parsed = parseMountinfo(mountinfo);
+  if (parsed.kind === "Unparseable") return null;
+  return mountOf(realPath, parsed.mounts)?.type ?? null;
+}
+
+/** An overlay's layer directories: `upperdir` and each of `lowerdir`'s colon-separated ones. */
+function overlayLayers(superOptions: readonly string[]): readonly string[] {
+  const layers: string[] = [];
+  for (const option of superOptions) {
+    const eq = option.indexOf("=");
+    const name = option.slice(0, eq);
+    const value = option.slice(eq + 1);
+    if (name === "upperdir") layers.push(value);
+    // `\:` is a colon inside one layer's path; `::` separates data-only layers.
+    if (name === "lowerdir" || name === "lowerdir+" || name === "datadir+") {
+      for (const layer of value.split(/(?<!\\):/)) {
+        if (layer !== "") layers.push(layer.replace(/\\:/g, ":"));
+      }
+    }
+  }
+  return layers;
+}
+
+type Locality =
+  | { readonly kind: "Local"; readonly type: string }
+  | { readonly kind: "NotLocal"; readonly type: string; readonly why: string };
+
+/** Whether `mount` is known local; an overlay is when every layer it names is. */
+function localityOf(mount: MountEntry, mounts: readonly MountEntry[], depth: number): Locality {
+  if (LOCAL_FILESYSTEM_TYPES.has(mount.type)) return { kind: "Local", type: mount.type };
+  if (mount.type !== "overlay") {
+    return { kind: "NotLocal", type: mount.type, why: `${mount.type} is not known to be local` };
+  }
+  const layers = overlayLayers(mount.superOptions);
+  if (layers.length === 0 || depth >= MAX_OVERLAY_DEPTH) {
+    return { kind: "NotLocal", type: "overlay", why: "cannot tell what its layers are on" };
+  }
+  for (const layer of layers) {
+    const under = mountOf(layer, mounts);
+    // Its layers outside this mount namespace (a container's root) resolve to the overlay
+    // itself or to nothing: unseen is not local.
+    if (under === null || under === mount) {
+      return { kind: "NotLocal", type: "overlay", why: `its layer ${layer} is not visible here` };
+    }
+    const verdict = localityOf(under, mounts, depth + 1);
+    if (verdict.kind === "NotLocal") {
+      return { kind: "NotLocal", type: `overlay on ${verdict.type}`, why: verdict.why };
+    }
+  }
+  return { kind: "Local", type: "overlay" };
 }
 
 export type DatabaseFilesystem =
   | { readonly kind: "Local"; readonly type: string }
-  | { readonly kind: "Network"; readonly type: string; readonly message: string }
+  | { readonly kind: "NotLocal"; readonly type: string; readonly message: string }
   | { readonly kind: "Unknown"; readonly message: string };
 
 export function checkDatabaseFilesystem(
@@ -89,19 +167,21 @@ export function checkDatabaseFilesystem(
       message: `cannot tell which filesystem ${realDir} is on (${String(error)}); pass --allow-network-db if it is local`,
     };
   }
-  const type = filesystemTypeOf(realDir, mountinfo);
-  if (type === null) {
+  const parsed = parseMountinfo(mountinfo);
+  const mount = parsed.kind === "Parsed" ? mountOf(realDir, parsed.mounts) : null;
+  if (parsed.kind === "Unparseable" || mount === null) {
+    const shown =
+      parsed.kind === "Unparseable" ? ` (unreadable line: ${JSON.stringify(parsed.line)})` : "";
     return {
       kind: "Unknown",
-      message: `cannot tell which filesystem ${realDir} is on; pass --allow-network-db if it is local`,
+      message: `cannot tell which filesystem ${realDir} is on from /proc/self/mountinfo${shown}; pass --allow-network-db if it is local`,
     };
   }
-  if (NETWORK_FILESYSTEM_TYPES.has(type) || type.startsWith("nfs")) {
-    return {
-      kind: "Network",
-      type,
-      message: `the state dir ${realDir} is on a network filesystem (${type}): SQLite's WAL locking does not work there and the database would corrupt; put --state-dir on the daemon's local disk (the spool may stay shared), or pass --allow-network-db to accept the risk`,
-    };
-  }
-  return { kind: "Local", type };
+  const locality = localityOf(mount, parsed.mounts, 0);
+  if (locality.kind === "Local") return locality;
+  return {
+    kind: "NotLocal",
+    type: locality.type,
+    message: `the state dir ${realDir} is on ${locality.type}, not a filesystem known to be local (${locality.why}): SQLite's WAL locking needs one host's kernel, and on a network filesystem the database would corrupt; put --state-dir on the daemon's local disk (ext2/3/4, xfs, btrfs, tmpfs, zfs, f2fs, or an overlay of those; the spool may stay shared), or pass --allow-network-db to accept the risk`,
+  };
 }

@@ -9,13 +9,15 @@ import { systemClock } from "../clock.ts";
 import type { Command, CommandIo } from "../command/command.ts";
 import { UsageError } from "../command/command.ts";
 import { jsonLog } from "../log.ts";
+import { makeNonDumpable } from "./non-dumpable.ts";
 import { runWorker, workerExitCode } from "./worker.ts";
 
 const WORKER_HELP = `Usage: openai4s-worker --credential-dir DIR --rank-env NAME [options]
        openai4s worker --credential-dir DIR --rank-env NAME [options]
 
-The worker role, started by a backend on each node of an interactive session. It reads its
-credential from DIR/rank-<RANK>.cred, where RANK is the value of the environment variable NAME,
+The worker role, started by a backend on each node of an interactive session. It first makes
+itself non-dumpable (so the session's code, which runs as the same user, cannot read its
+memory or environment through /proc), then reads its credential from DIR/rank-<RANK>.cred, where RANK is the value of the environment variable NAME,
 dials the daemon's worker gateway named in that file (retrying until the credential expires),
 and then serves heartbeats, workspace probes and a persistent Python 3 kernel.
 
@@ -27,7 +29,8 @@ Options:
   -h, --help             show this help
 
 Exit codes: 0 stopped by the daemon (or by SIGTERM/SIGINT), 1 refused, unreachable or
-connection lost for longer than the grace period, 2 usage or credential-file problem.
+connection lost for longer than the grace period, 2 usage or credential-file problem, or the
+process could not be made non-dumpable (no credential is read then).
 `;
 
 interface WorkerArgs {
@@ -117,6 +120,13 @@ async function runWithSignals(
   args: { credentialDir: string; rank: number; graceMs: number; python: string },
 ): Promise<number> {
   const log = jsonLog((line) => io.stderr(line));
+  // Before the credential is read: the kernel's code runs as our uid and could otherwise
+  // read it from /proc/<worker>/mem (non-dumpable.ts). Without that, no credential is read.
+  const dumpable = makeNonDumpable();
+  if (dumpable.kind === "Failed") {
+    log.error(`worker: cannot protect the credential from the kernel: ${dumpable.message}`);
+    return 2;
+  }
   // SIGTERM is how a backend cancels: end the kernel (and all it started) before exiting,
   // since it runs in its own process group and would not get the signal itself.
   const controller = new AbortController();

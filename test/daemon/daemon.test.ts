@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -52,6 +52,31 @@ describe("startDaemon", () => {
       const refused = await startDaemon({ ...c, spoolDir, log: memoryLog() });
       expect(refused.kind).toBe("ConfigError");
     }
+  });
+
+  test("a spool another user could replace is refused, naming the parent", async () => {
+    const c = config();
+    const parent = join(tempDir(), "shared");
+    mkdirSync(parent, { mode: 0o755 });
+    chmodSync(parent, 0o777);
+    const writable = await startDaemon({ ...c, spoolDir: join(parent, "spool"), log: memoryLog() });
+    expect(writable.kind).toBe("ConfigError");
+    expect(writable.kind === "ConfigError" && writable.message).toContain(
+      `${parent} (above the spool dir`,
+    );
+    // Refused before anything is made in a directory another user controls.
+    expect(existsSync(join(parent, "spool"))).toBe(false);
+    if (process.geteuid?.() !== 0) return;
+    // Root: a parent owned by another user, not writable by others, is refused as well.
+    chmodSync(parent, 0o755);
+    chownSync(parent, 65534, 65534);
+    const theirs = await startDaemon({ ...c, spoolDir: join(parent, "spool"), log: memoryLog() });
+    expect(theirs.kind === "ConfigError" && theirs.message).toContain("uid 65534");
+    expect(existsSync(join(parent, "spool"))).toBe(false);
+    // Made earlier (by someone): judged the same way once it exists.
+    mkdirSync(join(parent, "spool"), { mode: 0o711 });
+    const existing = await startDaemon({ ...c, spoolDir: join(parent, "spool"), log: memoryLog() });
+    expect(existing.kind === "ConfigError" && existing.message).toContain("uid 65534");
   });
 
   test("a cluster backend without --spool-dir is a configuration error", async () => {

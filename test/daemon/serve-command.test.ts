@@ -16,6 +16,7 @@ describe("serve flags", () => {
       stateDir: "/s",
       spoolDir: null,
       allowNetworkDb: false,
+      spoolLowWaterBytes: null,
       listen: [{ kind: "unix", path: "/s/api.sock" }],
       backend: "local",
       clusterConfigPath: null,
@@ -39,6 +40,18 @@ describe("serve flags", () => {
     ).toMatchObject({ spoolDir: "/srv/o4s/sp", allowNetworkDb: true });
     expect(parse([], { OPENAI4S_SPOOL_DIR: "/e" })).toMatchObject({ spoolDir: "/e" });
     expect(() => parse(["--spool-dir", ""])).toThrow(UsageError);
+  });
+
+  test("--spool-low-water: a size in bytes or K/M/G/T, 0 for off; anything else names the flag", () => {
+    expect(parse(["--spool-low-water", "2G"])).toMatchObject({ spoolLowWaterBytes: 2 * 1024 ** 3 });
+    expect(parse(["--spool-low-water", "500MiB"])).toMatchObject({
+      spoolLowWaterBytes: 500 * 1024 ** 2,
+    });
+    expect(parse(["--spool-low-water", "4096"])).toMatchObject({ spoolLowWaterBytes: 4096 });
+    expect(parse(["--spool-low-water", "0"])).toMatchObject({ spoolLowWaterBytes: 0 });
+    for (const bad of ["", "-1", "1.5G", "2X", "lots", "9999999999T"]) {
+      expect(() => parse(["--spool-low-water", bad])).toThrow(/--spool-low-water/);
+    }
   });
 
   test("--run-as: jobs of a root daemon run as the named uid/gid, never uid 0", () => {

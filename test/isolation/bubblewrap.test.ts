@@ -209,7 +209,11 @@ describe("bubblewrap wrap() as a real allocation uses it", () => {
       `test -e ${l.otherWorkspace}/data || echo sibling-absent`,
       `test -e ${l.state}/signing-key || echo key-absent`,
     ].join("; ");
-    const runAs = sandbox.prepare({ workspaceDir: l.workspace, credentialDir: l.credentials });
+    const runAs = sandbox.prepare({
+      spoolDir: l.state,
+      workspaceDir: l.workspace,
+      credentialDir: l.credentials,
+    });
     const argv = sandbox.wrap(
       ["/bin/sh", "-c", script],
       { writable: [l.workspace, l.alloc], readOnly: [l.credentials] },

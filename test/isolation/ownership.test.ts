@@ -31,7 +31,7 @@ describe.if(TEST_RUN_AS !== null)("prepareOwnership as root", () => {
     mkdirSync(workspaceDir);
     mkdirSync(credentialDir);
     writeFileSync(join(credentialDir, "credential"), "c", { mode: 0o600 });
-    prepareOwnership(runAs, { workspaceDir, credentialDir });
+    prepareOwnership(runAs, { spoolDir: root, workspaceDir, credentialDir });
     for (const path of [workspaceDir, credentialDir, join(credentialDir, "credential")]) {
       expect(statSync(path).uid).toBe(runAs.uid);
     }
@@ -39,9 +39,12 @@ describe.if(TEST_RUN_AS !== null)("prepareOwnership as root", () => {
 
   test("a symlinked workspace does not hand over its target", () => {
     const target = hostTarget();
-    const workspaceDir = join(tempDir(), "workspace");
+    const spoolDir = tempDir();
+    const workspaceDir = join(spoolDir, "workspace");
     symlinkSync(target.dir, workspaceDir);
-    prepareOwnership(runAs, { workspaceDir, credentialDir: null });
+    expect(() =>
+      prepareOwnership(runAs, { spoolDir, workspaceDir, credentialDir: null }),
+    ).toThrow();
     expect(statSync(target.dir).uid).toBe(0);
   });
 
@@ -52,9 +55,9 @@ describe.if(TEST_RUN_AS !== null)("prepareOwnership as root", () => {
     const credentialDir = join(root, "credentials");
     mkdirSync(workspaceDir);
     symlinkSync(target.dir, credentialDir);
-    expect(() => prepareOwnership(runAs, { workspaceDir, credentialDir })).toThrow(
-      "is not a directory",
-    );
+    expect(() =>
+      prepareOwnership(runAs, { spoolDir: root, workspaceDir, credentialDir }),
+    ).toThrow();
     expect(statSync(target.dir).uid).toBe(0);
     expect(statSync(target.file).uid).toBe(0);
   });
@@ -67,7 +70,7 @@ describe.if(TEST_RUN_AS !== null)("prepareOwnership as root", () => {
     mkdirSync(workspaceDir);
     mkdirSync(credentialDir);
     symlinkSync(target.file, join(credentialDir, "credential"));
-    prepareOwnership(runAs, { workspaceDir, credentialDir });
+    prepareOwnership(runAs, { spoolDir: root, workspaceDir, credentialDir });
     expect(statSync(target.file).uid).toBe(0);
     expect(lstatSync(join(credentialDir, "credential")).isSymbolicLink()).toBe(true);
   });

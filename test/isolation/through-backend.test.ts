@@ -41,8 +41,10 @@ function setup(bwrapPath?: string) {
   made.push(root);
   const layout = stateLayout(join(root, "state"));
   mkdirSync(layout.root, { recursive: true });
+  mkdirSync(layout.spool, { mode: 0o711 });
   const backend = createLocalBackend({
     backendDir: layout.backendDir("local"),
+    spoolDir: layout.spool,
     selfCommand: selfCommand(),
     clock: systemClock,
     log: silentLog,
@@ -64,7 +66,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -88,7 +90,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -106,7 +108,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "no-such-profile",
       clock: systemClock,
       log: silentLog,
@@ -133,7 +135,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend: watched,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -156,7 +158,7 @@ describe("verifyThroughBackend", () => {
     const verdict = await verifyThroughBackend({
       backend: counted,
       sandbox,
-      probeRoot: join(layout.backendDir("local"), "isolation-probe"),
+      probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
       profile: "default",
       clock: systemClock,
       log: silentLog,
@@ -175,6 +177,7 @@ describe("sandboxedBackend", () => {
       wrapper: sandbox,
       verify,
       locate: locateInStateDir(layout),
+      spoolDir: layout.spool,
       rankEnv: "OPENAI4S_RANK",
       baseEnv: { PATH: "/usr/bin:/bin" },
     });
@@ -272,6 +275,7 @@ describe("wrappedBackend", () => {
       rankEnv: "RANK",
       baseEnv: {},
       locate: () => null,
+      spoolDir: root,
     });
     const request = (id: string) => ({
       allocationId: id,

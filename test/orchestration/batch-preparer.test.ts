@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
 import { batchPreparer } from "../../src/orchestration/batch-preparer.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
+import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
 import {
   type Allocation,
   mintSubmissionToken,
@@ -57,9 +57,16 @@ const allocation: Allocation = {
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 
+/** A layout whose spool exists, as the daemon makes it at start. */
+function spooledLayout(): StateLayout {
+  const layout = stateLayout(join(root(), "state"));
+  mkdirSync(layout.spool, { mode: 0o711 });
+  return layout;
+}
+
 describe("batchPreparer", () => {
   test("derives a COMMAND launch and creates the workspace and allocation dirs 0700", async () => {
-    const layout = stateLayout(join(root(), "state"));
+    const layout = spooledLayout();
     const old = process.umask(0o022);
     try {
       const result = await batchPreparer({ layout }).prepare(
@@ -83,8 +90,21 @@ describe("batchPreparer", () => {
     }
   });
 
+  test("a spool directory swapped for a link is refused: nothing made or chmodded where it points", async () => {
+    const layout = spooledLayout();
+    const outside = join(root(), "outside");
+    mkdirSync(outside, { mode: 0o755 });
+    symlinkSync(outside, join(layout.spool, "workloads"));
+    const w = workload("BATCH", { command: ["true"] });
+    await expect(batchPreparer({ layout }).prepare(w, allocation)).rejects.toThrow(
+      "refusing to follow it",
+    );
+    expect(readdirSync(outside)).toEqual([]);
+    expect(mode(outside)).toBe(0o755);
+  });
+
   test("is re-executable and tightens a directory left too open", async () => {
-    const layout = stateLayout(join(root(), "state"));
+    const layout = spooledLayout();
     const preparer = batchPreparer({ layout });
     const w = workload("BATCH", { command: ["true"] });
     const first = await preparer.prepare(w, allocation);

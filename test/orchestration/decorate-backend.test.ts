@@ -78,6 +78,7 @@ const wrapOptions = {
   rankEnv: "RANK",
   baseEnv: {},
   locate: () => ({ allocationDir: "/nonexistent/a", workspaceDir: "/nonexistent/w" }),
+  spoolDir: "/nonexistent",
   verify: async () => ({ kind: "Verified", mechanism: "test" }) as const,
 };
 

@@ -214,6 +214,24 @@ describe("submission", () => {
     expect(h.sim.calls.submit).toBe(0);
   });
 
+  test("a preparer that runs out of disk (ENOSPC) ends the attempt as SPOOL_FULL, not retried blind", async () => {
+    const h = make({
+      preparer: {
+        prepare: async () => {
+          throw Object.assign(new Error("ENOSPC: no space left on device, mkdir '/spool/w'"), {
+            code: "ENOSPC",
+          });
+        },
+      },
+    });
+    const id = h.addWorkload();
+    await h.tick();
+    expect(h.workload(id)).toMatchObject({ phase: "FAILED", reason: "SPOOL_FULL" });
+    expect(onlyAllocation(h, id)).toMatchObject({ phase: "FAILED", reason: "SPOOL_FULL" });
+    expect(onlyAllocation(h, id).message).toContain("no space left");
+    expect(h.sim.calls.submit).toBe(0);
+  });
+
   test("a preparer that throws leaves the attempt SUBMITTING; the next tick submits it, same token, no lookup", async () => {
     let fail = true;
     const h = make({

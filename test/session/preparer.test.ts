@@ -77,8 +77,11 @@ const PIN = Array.from({ length: 32 }, (_, i) => (i * 7).toString(16).padStart(2
   .toUpperCase();
 
 function preparer(b: AllocationBackend, gatewayFingerprint: string | null = PIN): AttemptPreparer {
+  const layout = stateLayout(join(t.dir, "state"));
+  // The daemon makes the spool at start; the preparer reaches everything below it from there.
+  mkdirSync(layout.spool, { recursive: true, mode: 0o711 });
   return createSessionPreparer({
-    layout: stateLayout(join(t.dir, "state")),
+    layout,
     key,
     clock: t.clock,
     random: (n) => randomBytes(n),

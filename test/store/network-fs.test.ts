@@ -1,7 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { realpathSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { checkDatabaseFilesystem, filesystemTypeOf } from "../../src/store/network-fs.ts";
+import {
+  checkDatabaseFilesystem,
+  filesystemTypeOf,
+  parseMountinfo,
+} from "../../src/store/network-fs.ts";
 
 const MOUNTINFO = [
   "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",
@@ -32,14 +36,115 @@ describe("filesystemTypeOf: the longest mount point containing the path wins", (
   test("text that is not mountinfo gives no answer", () => {
     expect(filesystemTypeOf("/x", "garbage\n")).toBeNull();
   });
+
+  test("a mount point with two escaped characters is read whole", () => {
+    const table = [
+      "22 1 8:1 / / rw - ext4 /dev/sda1 rw",
+      "50 22 0:50 / /mnt/a\\040b\\040c rw - nfs4 srv:/x rw",
+      "51 22 0:51 / /mnt/x\\134y\\011z rw shared:5 - cifs //srv/s rw",
+    ].join("\n");
+    expect(filesystemTypeOf("/mnt/a b c/state", table)).toBe("nfs4");
+    expect(filesystemTypeOf("/mnt/x\\y\tz/state", table)).toBe("cifs");
+    // The escapes are not a prefix of a longer name.
+    expect(filesystemTypeOf("/mnt/a b cd/state", table)).toBe("ext4");
+  });
+});
+
+describe("parseMountinfo: a line of the wrong shape makes the whole table unreadable", () => {
+  test.each([
+    ["no separator", "45 22 0:54 / /home rw nfs srv:/home rw"],
+    ["a field missing after the separator", "45 22 0:54 / /home rw - nfs srv:/home"],
+    ["a field too many after the separator", "45 22 0:54 / /home rw - nfs srv:/home rw x"],
+    ["a mount point that is not a path", "45 22 0:54 / home rw - nfs srv:/home rw"],
+    ["ids that are not numbers", "4x 22 0:54 / /home rw - nfs srv:/home rw"],
+    ["a device that is not major:minor", "45 22 054 / /home rw - nfs srv:/home rw"],
+  ])("%s", (_label, line) => {
+    const table = `${MOUNTINFO}\n${line}\n`;
+    expect(parseMountinfo(table)).toEqual({ kind: "Unparseable", line });
+    // Skipping it would have judged /home by the xfs line above: never Local.
+    expect(checkDatabaseFilesystem("/home/ada/state", () => table).kind).toBe("Unknown");
+  });
+
+  test("an empty table is unreadable too", () => {
+    expect(parseMountinfo("\n").kind).toBe("Unparseable");
+    expect(checkDatabaseFilesystem("/x", () => "").kind).toBe("Unknown");
+  });
+});
+
+describe("checkDatabaseFilesystem: only what is known local passes", () => {
+  const ROOT = "22 1 8:1 / / rw - ext4 /dev/sda1 rw";
+  const table =
+    (...lines: string[]) =>
+    () =>
+      [ROOT, ...lines].join("\n");
+
+  test.each(["ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "zfs", "f2fs"])(
+    "%s is local",
+    (type) => {
+      const check = checkDatabaseFilesystem(
+        "/srv/o4s",
+        table(`60 22 0:60 / /srv rw - ${type} x rw`),
+      );
+      expect(check).toEqual({ kind: "Local", type });
+    },
+  );
+
+  test.each(["fuse.mystery", "fuse.sshfs", "virtiofs", "9p", "nfs4", "vboxsf", "squashfs"])(
+    "%s is refused, naming the flag",
+    (type) => {
+      const check = checkDatabaseFilesystem(
+        "/srv/o4s",
+        table(`60 22 0:60 / /srv rw - ${type} x rw`),
+      );
+      expect(check.kind).toBe("NotLocal");
+      expect(check.kind === "NotLocal" && check.message).toContain(type);
+      expect(check.kind === "NotLocal" && check.message).toContain("--allow-network-db");
+    },
+  );
+
+  test("an overlay is local when its upper and every lower layer are", () => {
+    const overlay =
+      "70 22 0:70 / /srv rw - overlay overlay rw,lowerdir=/var/l1:/var/l2,upperdir=/var/up,workdir=/var/work";
+    expect(checkDatabaseFilesystem("/srv/o4s", table(overlay))).toEqual({
+      kind: "Local",
+      type: "overlay",
+    });
+    // The newer form: one lowerdir+ option per layer.
+    const plus =
+      "70 22 0:70 / /srv rw - overlay overlay rw,lowerdir+=/var/l1,lowerdir+=/var/l2,upperdir=/var/up,workdir=/var/work";
+    expect(checkDatabaseFilesystem("/srv/o4s", table(plus)).kind).toBe("Local");
+  });
+
+  test("an overlay with a layer on NFS is refused, naming what is under it", () => {
+    const nfs = "61 22 0:61 / /shared rw - nfs4 srv:/x rw";
+    for (const options of [
+      "rw,lowerdir=/shared/l1,upperdir=/var/up,workdir=/var/work",
+      "rw,lowerdir=/var/l1:/shared/l2,upperdir=/var/up,workdir=/var/work",
+      "rw,lowerdir=/var/l1,upperdir=/shared/up,workdir=/shared/work",
+    ]) {
+      const overlay = `70 22 0:70 / /srv rw - overlay overlay ${options}`;
+      const check = checkDatabaseFilesystem("/srv/o4s", table(nfs, overlay));
+      expect(check.kind === "NotLocal" && check.type).toBe("overlay on nfs4");
+    }
+  });
+
+  test("an overlay whose layers are not visible here (a container's root) is refused", () => {
+    const containerRoot =
+      "90 80 0:90 / / rw - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/A,upperdir=/var/lib/docker/overlay2/x/diff,workdir=/var/lib/docker/overlay2/x/work";
+    const check = checkDatabaseFilesystem("/var/lib/o4s", () => containerRoot);
+    expect(check.kind).toBe("NotLocal");
+    expect(check.kind === "NotLocal" && check.message).toContain("not visible here");
+    const noLayers = "70 22 0:70 / /srv rw - overlay overlay rw";
+    expect(checkDatabaseFilesystem("/srv/o4s", table(noLayers)).kind).toBe("NotLocal");
+  });
 });
 
 describe("checkDatabaseFilesystem", () => {
   test("network filesystems are refused with the way out", () => {
     for (const path of ["/shared/o4s", "/shared/scratch/o4s", "/gpfs/a", "/mnt/with space/db"]) {
       const check = checkDatabaseFilesystem(path, () => MOUNTINFO);
-      expect(check.kind).toBe("Network");
-      expect(check.kind === "Network" && check.message).toContain("--allow-network-db");
+      expect(check.kind).toBe("NotLocal");
+      expect(check.kind === "NotLocal" && check.message).toContain("--allow-network-db");
     }
     expect(checkDatabaseFilesystem("/var/lib/o4s", () => MOUNTINFO)).toEqual({
       kind: "Local",

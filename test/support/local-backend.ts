@@ -59,6 +59,8 @@ export function makeState(): TestState {
   mkdirSync(scratch, { mode: 0o700 });
   created.push(root);
   const layout = stateLayout(root);
+  // The daemon makes the spool at start; backends reach everything below it from there.
+  mkdirSync(layout.spool, { mode: 0o711 });
   return { root, scratch, layout, backendDir: layout.backendDir("local") };
 }
 
@@ -68,6 +70,7 @@ export function backendOptions(
 ): LocalBackendOptions {
   return {
     backendDir: state.backendDir,
+    spoolDir: state.layout.spool,
     selfCommand: selfCommand(),
     clock: systemClock,
     log: silentLog,

@@ -79,6 +79,7 @@ export const OPERATIONS: readonly Operation[] = [
       "409": "Idempotency-Key reused with another body, or a SESSION cannot be placed.",
       "413": "Body too large.",
       "415": "Body is not JSON.",
+      "503": "The spool is below its low-water mark of free space (reason SPOOL_FULL).",
     },
   },
   {

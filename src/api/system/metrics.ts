@@ -6,7 +6,7 @@
 import { PHASES, WORKLOAD_KINDS } from "../../orchestration/models.ts";
 import type { OrphanDiagnostics } from "../../orchestration/ports.ts";
 import type { WorkloadCount } from "../../store/index.ts";
-import type { TickFigures } from "../deps.ts";
+import type { SpoolSpaceReport, TickFigures } from "../deps.ts";
 
 export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -63,6 +63,8 @@ export interface MetricsInput {
     readonly unsandboxedBatchAllowed: boolean;
     readonly batchRefusal: string | null;
   };
+  /** The spool's room, when the daemon watches it. */
+  readonly spool?: SpoolSpaceReport;
 }
 
 export function renderMetrics(input: MetricsInput): string {
@@ -189,6 +191,21 @@ export function renderMetrics(input: MetricsInput): string {
   family("openai4s_backend_commands_total", "counter", "The backend's own commands, by name.");
   for (const [command, calls] of Object.entries(backend.commands)) {
     lines.push(sample("openai4s_backend_commands_total", { command }, calls));
+  }
+
+  if (input.spool !== undefined) {
+    family(
+      "openai4s_spool_free_bytes",
+      "gauge",
+      "Bytes an unprivileged writer may still use in the spool (-1 when unread).",
+    );
+    lines.push(sample("openai4s_spool_free_bytes", {}, input.spool.freeBytes ?? -1));
+    family(
+      "openai4s_spool_low",
+      "gauge",
+      "1 while the spool is below its low-water mark: new submissions get 503 SPOOL_FULL.",
+    );
+    lines.push(sample("openai4s_spool_low", {}, input.spool.low ? 1 : 0));
   }
 
   family("openai4s_http_requests_total", "counter", "API requests served.");

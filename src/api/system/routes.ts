@@ -6,7 +6,7 @@ import {
   type OrphanDiagnostics,
 } from "../../orchestration/ports.ts";
 import { countWorkloads } from "../../store/index.ts";
-import type { ApiDeps, ApiEnv } from "../deps.ts";
+import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
@@ -78,6 +78,17 @@ function isolationView(deps: ApiDeps) {
   };
 }
 
+function spoolView(r: SpoolSpaceReport) {
+  return {
+    path: r.path,
+    healthy: !r.low,
+    freeBytes: r.freeBytes,
+    totalBytes: r.totalBytes,
+    lowWaterBytes: r.lowWaterBytes,
+    message: r.message,
+  };
+}
+
 export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
@@ -115,6 +126,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
             }
           : null,
       },
+      ...(deps.spool === undefined ? {} : { spool: spoolView(deps.spool.report()) }),
     });
   });
 
@@ -132,6 +144,7 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
       },
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
       isolation: isolationView(deps),
+      ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

@@ -31,6 +31,23 @@ import { ExecBody, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts"
 import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
 import { createWorkloadViewCache } from "./view-cache.ts";
 
+/**
+ * Below the spool's low-water mark nothing new is admitted (issue 18: a full spool made the
+ * next job fail with an empty log as if its code were wrong). After validation, so a bad
+ * body still hears what is wrong with it; before anything is written.
+ */
+function refuseWhenSpoolLow(deps: ApiDeps): void {
+  const space = deps.spool?.report();
+  if (space === undefined || !space.low) return;
+  throw new ApiError({
+    status: 503,
+    slug: "spool-full",
+    title: "Spool full",
+    detail: space.message ?? `the spool ${space.path} is below its low-water mark`,
+    extensions: { freeBytes: space.freeBytes, lowWaterBytes: space.lowWaterBytes },
+  });
+}
+
 export function createWorkloadRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
 
@@ -59,6 +76,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   app.post("/v1/workloads", async function submit(c) {
     const key = parseIdempotencyKey(c.req.header("idempotency-key"));
     const submission = normalize(parseWith(SubmitBody, await readJson(c)));
+    refuseWhenSpoolLow(deps);
     const outcome = await submitWorkload(deps, submission, key);
     switch (outcome.kind) {
       case "Admitted": {

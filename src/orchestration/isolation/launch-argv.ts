@@ -10,8 +10,7 @@
  *  - `plainWrapper`: both, for a backend that has no verified sandbox: the job still never
  *    runs as root, and never with the request's variables in a host-side helper.
  */
-import { lchownSync, lstatSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { chownDirBeneath } from "../../beneath-fs.ts";
 import type { JobEnv, JobIdentities, LaunchWrapper, OwnedPaths, RunAs } from "../sandbox.ts";
 
 /** coreutils' env and util-linux's setpriv, at their Debian/RHEL paths (also on nodes). */
@@ -74,26 +73,15 @@ export function dropArgv(runAs: RunAs, argv: readonly string[]): readonly string
 /**
  * Hands the job's directories to its identity: the workspace directory itself (what an
  * earlier attempt left inside is already the job's), and the credential directory with the
- * files directly in it (the worker must read its credential). lchown, never following a
- * link a job may have planted: as root, `credentials -> /etc` (or a file swapped for a link
- * between the lstat and the chown) would otherwise give host files to the job's uid. A
- * link's own owner changes instead, and the job finds a directory it cannot use: closed.
- * A credential directory that is itself a link is refused before its entries are listed
- * (readdir and lstat would resolve it, and lchown would then change what it points at).
+ * files directly in it (the worker must read its credential). Every one is reached from the
+ * spool and chowned through an fd opened O_NOFOLLOW: a job that swaps a credential file
+ * for a link between a listing and a chown-by-path would have been given the link's target.
  */
 export function prepareOwnership(runAs: RunAs | null, paths: OwnedPaths): void {
   if (runAs === null) return;
-  const give = (path: string) => lchownSync(path, runAs.uid, runAs.gid);
-  give(paths.workspaceDir);
+  chownDirBeneath(paths.spoolDir, paths.workspaceDir, runAs);
   if (paths.credentialDir === null) return;
-  if (!lstatSync(paths.credentialDir).isDirectory()) {
-    throw new Error(`the credential directory ${paths.credentialDir} is not a directory`);
-  }
-  for (const name of readdirSync(paths.credentialDir)) {
-    const path = join(paths.credentialDir, name);
-    if (lstatSync(path).isFile()) give(path);
-  }
-  give(paths.credentialDir);
+  chownDirBeneath(paths.spoolDir, paths.credentialDir, runAs, { regularFiles: true });
 }
 
 /** The workspace's identity claimed, and given what the job must own (see prepareOwnership). */

@@ -17,6 +17,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { makeDirBeneath } from "../../beneath-fs.ts";
 import { type Clock, pause } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
@@ -262,6 +263,8 @@ function wrapLaunch(
 
 export interface WrappedBackendOptions {
   readonly wrapper: LaunchWrapper;
+  /** The spool every allocation's directories lie below (reached with no link followed). */
+  readonly spoolDir: string;
   /** The per-task rank variable of the backend's task launcher (see `wrapLaunch`). */
   readonly rankEnv: string;
   /** What every job and step gets before its own variables (PATH). */
@@ -310,8 +313,12 @@ export function wrappedBackend<B extends AllocationBackend>(
       try {
         // On the daemon's host, before the submission: the job's identity must own its
         // workspace (and read its credential) wherever it lands.
-        mkdirSync(r.workspaceDir, { recursive: true, mode: 0o700 });
-        runAs = wrapper.prepare({ workspaceDir: r.workspaceDir, credentialDir });
+        makeDirBeneath(options.spoolDir, r.workspaceDir, { mode: 0o700 });
+        runAs = wrapper.prepare({
+          spoolDir: options.spoolDir,
+          workspaceDir: r.workspaceDir,
+          credentialDir,
+        });
       } catch (error) {
         // This request only (no free uid, a directory that cannot be made): the others of
         // the batch still go, and this one is answered, never submitted.

@@ -33,6 +33,7 @@ import {
 } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
+import { makeDirsBeneath } from "../../beneath-fs.ts";
 import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
@@ -111,6 +112,8 @@ const STALE_TEMP_MS = 10 * 60 * 1000;
 export interface LocalBackendOptions {
   /** The backend's private area: `StateLayout.backendDir("local")`. */
   readonly backendDir: string;
+  /** The spool every request's directories lie below (reached with no link followed). */
+  readonly spoolDir: string;
   /** How to re-invoke this binary (see src/self-command.ts); `__supervise` is appended. */
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
@@ -358,10 +361,12 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     let runAs: RunAs | null;
     try {
-      mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
-      mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
+      makeDirsBeneath(options.spoolDir, [request.workspaceDir, request.allocationDir], {
+        mode: 0o700,
+      });
       const launch = request.launch;
       runAs = wrapper.prepare({
+        spoolDir: options.spoolDir,
         workspaceDir: request.workspaceDir,
         credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
       });

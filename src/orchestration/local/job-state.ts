@@ -161,6 +161,14 @@ export function exitObservation(exit: ExitRecord): AllocationObservation {
         exitCode: code,
         ...times,
       });
+    case "SPOOL_FULL":
+      return observed({
+        phase: "FAILED",
+        reason: "SPOOL_FULL",
+        message: exit.message,
+        exitCode: code,
+        ...times,
+      });
     default: {
       const unreachable: never = exit.reason;
       throw new Error(`unhandled exit reason ${String(unreachable)}`);

@@ -110,6 +110,8 @@ export const EXIT_REASONS = [
   "TERMINATED",
   /** The job's command could not be started. */
   "LAUNCH_FAILED",
+  /** It failed (or could not start) while the spool's filesystem was full: not the job's fault. */
+  "SPOOL_FULL",
 ] as const;
 export type ExitReason = (typeof EXIT_REASONS)[number];
 

@@ -9,10 +9,11 @@
  * same record (a daemon that restarted while the first was still starting) loses the race
  * and exits without starting anything.
  */
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
+import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../spool-space.ts";
 import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
@@ -31,11 +32,16 @@ export interface SupervisorDeps {
   readonly now: () => number;
   readonly bootId: string;
   readonly log: Log;
+  /** How the spool's free space is read when a job fails (tests replace it). */
+  readonly statfs?: StatFs;
 }
 
 type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
 
 const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
+/** Append, create 0600, never through a link (`"a"` would follow one). */
+const LOG_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW;
 
 /** Runs one job to its end. Returns the supervisor's own exit code. */
 export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<number> {
@@ -100,8 +106,9 @@ async function superviseJob(
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
-    const out = openSync(record.stdoutPath, "a", 0o600);
-    const err = openSync(record.stderrPath, "a", 0o600);
+    // O_NOFOLLOW: a log name that is a link is refused rather than appended through.
+    const out = openSync(record.stdoutPath, LOG_FLAGS, 0o600);
+    const err = openSync(record.stderrPath, LOG_FLAGS, 0o600);
     try {
       proc = Bun.spawn([...record.argv], {
         cwd: record.cwd,
@@ -122,7 +129,8 @@ async function superviseJob(
   } catch (error) {
     const code = (error as { readonly code?: unknown }).code;
     writeExit(dir, {
-      reason: "LAUNCH_FAILED",
+      // No room for even its log files: the spool's fault, not the command's.
+      reason: code === "ENOSPC" ? "SPOOL_FULL" : "LAUNCH_FAILED",
       // The shell's conventions: 127 "command not found", 126 "cannot execute".
       exitCode: code === "ENOENT" ? 127 : 126,
       signal: null,
@@ -192,11 +200,13 @@ async function superviseJob(
         : finalReason === "TERMINATED"
           ? " after its supervisor was signalled"
           : "";
+  const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
+  const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
   writeExit(dir, {
-    reason: finalReason,
+    reason: full === null ? finalReason : "SPOOL_FULL",
     exitCode: proc.exitCode,
     signal,
-    message: `${how}${why}`,
+    message: full === null ? `${how}${why}` : `${how}; ${full}`,
     startedAt,
     endedAt: deps.now(),
   });
@@ -226,6 +236,21 @@ function warningTimer(
   const wholeMs = deadline - startedAt;
   const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
   return setTimeout(warn, Math.max(0, deadline - leadMs - deps.now()));
+}
+
+/**
+ * Why a failed job failed when the filesystem of its logs is full as it ends: it could not
+ * write (its log is often empty, the write of the error itself failed), and the user must
+ * not be told their code is at fault. Null when there is room, or when nobody can tell.
+ */
+function spoolFullNote(logDir: string, statfs: StatFs | undefined): string | null {
+  try {
+    const space = readSpace(logDir, statfs);
+    if (space.freeBytes >= FULL_BELOW_BYTES) return null;
+    return `the spool's filesystem was full when it ended (${formatBytes(space.freeBytes)} free of ${formatBytes(space.totalBytes)}): it could not write its files or logs`;
+  } catch {
+    return null;
+  }
 }
 
 function writeExit(dir: string, exit: ExitRecord): void {

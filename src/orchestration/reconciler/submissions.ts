@@ -121,6 +121,15 @@ async function prepareAndSubmit(env: TickEnv, attempts: readonly Live[]): Promis
       try {
         return await env.preparer.prepare(live.workload, live.allocation);
       } catch (error) {
+        // A full disk will not be fixed by the next tick: the attempt ends, named for the
+        // disk rather than the job (issue 18), and new work is refused until space returns.
+        if ((error as { readonly code?: unknown }).code === "ENOSPC") {
+          return {
+            kind: "Refused",
+            reason: "SPOOL_FULL",
+            message: `no space left to prepare the attempt's files: ${String(error)}`,
+          };
+        }
         // Broken infrastructure (a directory that cannot be created): the attempt stays
         // SUBMITTING with no handle, so a later tick submits it again (by token, or at once
         // while its token is still fresh) and prepares again.

@@ -12,6 +12,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
+import { makeDirBeneath, makeDirsBeneath } from "../../beneath-fs.ts";
 import { readTextCapped } from "../../bounded-read.ts";
 import type { Clock } from "../../clock.ts";
 import { replaceFileSynced } from "../../durable-fs.ts";
@@ -174,8 +175,8 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
       const credentialDir = credentialDirOf(allocationDir);
       const attemptDir = layout.attemptRecordDir(workload.id, allocation.id);
-      mkdirSync(workspaceDir, { recursive: true, mode: 0o700 });
-      mkdirSync(allocationDir, { recursive: true, mode: 0o700 });
+      // Spool paths are reached with no link followed; the attempt dir is in the private dir.
+      makeDirsBeneath(layout.spool, [workspaceDir, allocationDir], { mode: 0o700 });
       mkdirSync(attemptDir, { recursive: true, mode: 0o700 });
       // 0644: the worker runs as the unprivileged RunAs uid and must read it; the workspace
       // itself (0700, the job's) is what keeps other users out.
@@ -187,7 +188,7 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
       const record: SessionAttemptRecord = { ranks };
       // In the private dir: the allocation dir is bound writable into the sandbox.
       replaceFileSynced(join(attemptDir, SESSION_ATTEMPT_FILE), `${JSON.stringify(record)}\n`);
-      mkdirSync(credentialDir, { recursive: true, mode: 0o700 });
+      makeDirBeneath(layout.spool, credentialDir, { mode: 0o700, exactMode: true });
       if (options.gatewayFingerprint !== null) {
         writeGatewayFingerprint(credentialDir, options.gatewayFingerprint);
       } else {
