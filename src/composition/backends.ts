@@ -12,6 +12,7 @@ import {
 } from "../orchestration/isolation/decorators.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/backend.ts";
+import { detectLimitEnforcement } from "../orchestration/local/limit-enforcement.ts";
 import { localProfiles } from "../orchestration/local/profiles.ts";
 import { rewriteRecordPaths } from "../orchestration/local/records.ts";
 import type { AllocationBackend, OrphanPolicy } from "../orchestration/ports.ts";
@@ -48,9 +49,11 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       }
       const configured = localProfiles(context.env);
       if (configured.kind === "ConfigError") return configured;
+      const backendDir = context.layout.backendDir(LOCAL_BACKEND_NAME);
       const options = {
         profiles: configured.profiles,
-        backendDir: context.layout.backendDir(LOCAL_BACKEND_NAME),
+        backendDir,
+        limits: detectLimitEnforcement({ env: context.env, backendDir }),
         selfCommand: context.selfCommand,
         clock: context.clock,
         log: context.log,

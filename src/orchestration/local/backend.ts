@@ -31,7 +31,7 @@ import {
   rmSync,
   statSync,
 } from "node:fs";
-import { availableParallelism } from "node:os";
+import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../durable-fs.ts";
@@ -41,6 +41,7 @@ import { createProgramRunner } from "../../process/runner.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { plainWrapper } from "../isolation/launch-argv.ts";
 import {
+  DEFAULT_PIDS_MAX,
   externalHandle,
   isTerminal,
   type ResourceProfile,
@@ -64,8 +65,10 @@ import type {
   TerminalFact,
 } from "../ports.ts";
 import type { LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
+import { sweepJobCgroups } from "./cgroup-sweep.ts";
 import { type JobSnapshot, observationOf, readJobSnapshot } from "./job-state.ts";
 import { buildJobRecord, validateLaunch } from "./launch.ts";
+import { describeEnforcement, type LimitEnforcement } from "./limit-enforcement.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
   type CancelRequest,
@@ -124,6 +127,11 @@ export interface LocalBackendOptions {
   readonly killGraceMs?: number;
   /** Per stream, for `runTask`. */
   readonly taskOutputCapBytes?: number;
+  /**
+   * How jobs are held to their profile's memory, processes and CPUs (detected by
+   * `detectLimitEnforcement`). Default: none, said in diagnostics.
+   */
+  readonly limits?: LimitEnforcement;
 }
 
 export type LocalBackend = AllocationBackend &
@@ -132,7 +140,11 @@ export type LocalBackend = AllocationBackend &
   LaunchSandboxReporter;
 export type IsolatingLocalBackend = LocalBackend & SessionIsolationProvider;
 
-/** One node, every CPU, no GPU, no time limit. */
+/**
+ * One node, every CPU, no GPU, no time limit, three quarters of the memory: the rest is the
+ * daemon's, the page cache's and whoever else uses this machine (a job past it ends
+ * OUT_OF_MEMORY where cgroups are in force, instead of the host's OOM killer picking).
+ */
 export function defaultLocalProfiles(): readonly ResourceProfile[] {
   return [
     {
@@ -143,9 +155,11 @@ export function defaultLocalProfiles(): readonly ResourceProfile[] {
         nodes: 1,
         cpus: availableParallelism(),
         gpus: 0,
-        memoryMb: null,
+        memoryMb: Math.floor((totalmem() * 3) / 4 / 1024 ** 2),
         timeLimitSeconds: null,
       },
+      pidsMax: DEFAULT_PIDS_MAX,
+      network: "host",
     },
   ];
 }
@@ -173,6 +187,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
   const programs = createProgramRunner();
   const profileList = options.profiles ?? defaultLocalProfiles();
+  const limits: LimitEnforcement = options.limits ?? { kind: "None", why: "none configured" };
   const selfCommand = [...options.selfCommand];
   if (selfCommand.length === 0) throw new Error("selfCommand must not be empty");
   const jobs = jobsRoot(backendDir);
@@ -197,6 +212,16 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
    * (the claim is exclusive) and is exactly how a record orphaned by a crash gets run.
    */
   const launching = new Map<string, Bun.Subprocess>();
+  const cgroups = limits.kind === "Cgroup" ? limits.driver : null;
+  /** Stale cgroups of this daemon go at start, and again whenever a job is forgotten. */
+  const sweepCgroups = () => {
+    if (cgroups === null) return;
+    sweepJobCgroups(cgroups, backendDir, bootId, log).catch((error) =>
+      log.warn("cannot sweep job cgroups", { error: String(error) }),
+    );
+  };
+  log.info("local job limits", { enforcement: describeEnforcement(limits) });
+  sweepCgroups();
 
   // ---------------------------------------------------------------------------------------
   // Records
@@ -362,6 +387,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         killGraceMs,
         sandboxReadOnly,
         now: clock.now(),
+        limits,
       });
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };
@@ -591,7 +617,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         healthy: problems.length === 0,
         message:
           problems.length === 0
-            ? `${recorded} job records, ${launching.size} supervisors starting${sandbox === undefined ? "" : `, sandbox ${sandbox.mechanism}`}`
+            ? `${recorded} job records, ${launching.size} supervisors starting${sandbox === undefined ? "" : `, sandbox ${sandbox.mechanism}`}; limits: ${describeEnforcement(limits)}`
             : problems.join("; "),
         calls: { ...calls },
       };
@@ -634,6 +660,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       renameSync(jobDir(backendDir, token), trash);
       fsyncDir(jobs);
       rmSync(trash, { recursive: true, force: true });
+      sweepCgroups();
     },
   };
 }

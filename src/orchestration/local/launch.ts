@@ -11,6 +11,8 @@ import type { ResourceProfile } from "../models.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
 import type { LaunchWrapper, SandboxPaths } from "../sandbox.ts";
+import { jobLimitsFor, limitArgv } from "./job-limits.ts";
+import type { LimitEnforcement } from "./limit-enforcement.ts";
 import type { JobRecord } from "./records.ts";
 
 export const RANK_ENV = "OPENAI4S_RANK";
@@ -67,6 +69,8 @@ export interface RecordContext {
   /** Bound back read-only inside the sandbox (the program's own directories). */
   readonly sandboxReadOnly: readonly string[];
   readonly now: number;
+  /** How this machine holds jobs to their profile's memory, processes and CPUs. */
+  readonly limits: LimitEnforcement;
 }
 
 /** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
@@ -101,6 +105,10 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
   const paths = sandboxPaths(request.workspaceDir, credentialDir, context.sandboxReadOnly);
   const profile = context.profiles.find((p) => p.name === request.profile);
   const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
+  const limits =
+    profile === undefined
+      ? undefined
+      : jobLimitsFor(request.token, profile, context.profiles, context.limits);
   return {
     version: 1,
     token: request.token,
@@ -109,10 +117,13 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
     epoch: request.epoch,
     // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
     argv: [
-      ...wrapper.wrap(
-        argv,
-        paths,
-        timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+      ...limitArgv(
+        limits,
+        wrapper.wrap(
+          argv,
+          paths,
+          timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+        ),
       ),
     ],
     env: { ...HELPER_ENV },
@@ -127,6 +138,7 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
     warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
     killGraceMs,
     createdAt: context.now,
+    ...(limits === undefined ? {} : { limits }),
   };
 }
 

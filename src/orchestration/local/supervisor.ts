@@ -14,6 +14,7 @@ import { dirname, join } from "node:path";
 import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
 import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
+import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
@@ -26,6 +27,7 @@ import {
   jobRecordSchema,
   readJobFile,
 } from "./records.ts";
+import { jobCgroupGuard } from "./supervisor-limits.ts";
 
 export interface SupervisorDeps {
   readonly now: () => number;
@@ -97,6 +99,21 @@ async function superviseJob(
   let proc: Bun.Subprocess<"ignore", number, number>;
   const startedAt = deps.now();
   const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
+  const limits = jobCgroupGuard(record.limits, deps.log);
+  try {
+    limits?.start();
+  } catch (error) {
+    // Fail closed: a job whose cgroup cannot be made does not run unlimited.
+    writeExit(dir, {
+      reason: "LAUNCH_FAILED",
+      exitCode: 126,
+      signal: null,
+      message: `could not create the job's cgroup: ${String(error)}`,
+      startedAt: null,
+      endedAt: deps.now(),
+    });
+    return 0;
+  }
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
@@ -149,6 +166,7 @@ async function superviseJob(
     stopReason: StopReason | null;
     killTimer: ReturnType<typeof setTimeout> | null;
   } = { exited: false, stopReason: null, killTimer: null };
+  limits?.watch(() => deps.log.warn("the job hit its memory limit; ending it", { group }));
   const beginStop = (reason: StopReason) => {
     if (state.exited || state.stopReason !== null) return;
     state.stopReason = reason;
@@ -180,8 +198,11 @@ async function superviseJob(
   // The allocation ends with its leader: background processes it left in the group would
   // otherwise keep holding the machine with nobody accounting for them.
   signalGroup(group, "SIGKILL");
+  // The cgroup holds what left the group too (bwrap's --new-session): killed, counted, removed.
+  const usage = limits === null ? null : await limits.finish();
+  const outOfMemory = state.stopReason === null && usage !== null && usage.oomKills > 0;
 
-  const finalReason: ExitReason = state.stopReason ?? "EXITED";
+  const finalReason: ExitReason = state.stopReason ?? (outOfMemory ? "OUT_OF_MEMORY" : "EXITED");
   const signal = signalName(proc.signalCode);
   const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
   const why =
@@ -192,11 +213,15 @@ async function superviseJob(
         : finalReason === "TERMINATED"
           ? " after its supervisor was signalled"
           : "";
+  const note = usage === null || record.limits === undefined ? "" : pidsNote(record.limits, usage);
   writeExit(dir, {
     reason: finalReason,
     exitCode: proc.exitCode,
     signal,
-    message: `${how}${why}`,
+    message:
+      outOfMemory && record.limits !== undefined && usage !== null
+        ? outOfMemoryMessage(record.limits, usage)
+        : `${how}${why}${note}`,
     startedAt,
     endedAt: deps.now(),
   });

@@ -9,6 +9,7 @@ import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { HELPER_ENV } from "../isolation/launch-argv.ts";
 import type { TaskResult } from "../ports.ts";
 import type { LaunchWrapper } from "../sandbox.ts";
+import { limitArgv } from "./job-limits.ts";
 import { signalNumber } from "./job-state.ts";
 import { sandboxPaths } from "./launch.ts";
 import type { JobRecord } from "./records.ts";
@@ -37,11 +38,15 @@ export async function runStep(
     options.deadlineMs === null
       ? jobVars
       : { ...jobVars, [DEADLINE_ENV]: deadlineEnvValue(options.deadlineMs) };
+  // In the allocation's own cgroup: a step counts against the job's memory and processes.
   const argv = [
-    ...options.wrapper.wrap(
-      command,
-      sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
-      { vars },
+    ...limitArgv(
+      record.limits,
+      options.wrapper.wrap(
+        command,
+        sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
+        { vars },
+      ),
     ),
   ];
   const [program, ...args] = argv;
