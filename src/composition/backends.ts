@@ -12,7 +12,10 @@ import {
 } from "../orchestration/isolation/decorators.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/backend.ts";
-import { detectLimitEnforcement } from "../orchestration/local/limit-enforcement.ts";
+import {
+  detectLimitEnforcement,
+  type LimitEnforcement,
+} from "../orchestration/local/limit-enforcement.ts";
 import { localProfiles } from "../orchestration/local/profiles.ts";
 import { rewriteRecordPaths } from "../orchestration/local/records.ts";
 import type { AllocationBackend, OrphanPolicy } from "../orchestration/ports.ts";
@@ -36,6 +39,25 @@ import {
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
 
+/**
+ * This daemon's cgroup root goes with the daemon when no job is left in it: an empty
+ * directory per past daemon would pile up in the hierarchy, and one left inside a service's
+ * own cgroup keeps that cgroup from being removed. Running jobs keep it (rmdir fails: busy).
+ */
+function cgroupRootService(limits: LimitEnforcement): BackgroundService {
+  return {
+    start() {},
+    async stop() {
+      if (limits.kind !== "Cgroup") return;
+      try {
+        limits.driver.removeRoot();
+      } catch {
+        // Left for the next daemon's sweep.
+      }
+    },
+  };
+}
+
 export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   [LOCAL_BACKEND_NAME]: {
     describe:
@@ -50,10 +72,11 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       const configured = localProfiles(context.env);
       if (configured.kind === "ConfigError") return configured;
       const backendDir = context.layout.backendDir(LOCAL_BACKEND_NAME);
+      const limits = detectLimitEnforcement({ env: context.env, backendDir });
       const options = {
         profiles: configured.profiles,
         backendDir,
-        limits: detectLimitEnforcement({ env: context.env, backendDir }),
+        limits,
         selfCommand: context.selfCommand,
         clock: context.clock,
         log: context.log,
@@ -63,7 +86,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       };
       const isolation = await localSessionIsolation(context);
       let backend: AllocationBackend;
-      const services: BackgroundService[] = [];
+      const services: BackgroundService[] = [cgroupRootService(limits)];
       switch (isolation.kind) {
         case "Sessions": {
           const verified = verifiedInBackground({

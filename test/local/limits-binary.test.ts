@@ -8,6 +8,7 @@
  * Seen failing before limits existed: 2,500 processes started, 3.5 GB allocated, COMPLETED.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { cgroupDriver } from "../../src/orchestration/local/limit-enforcement.ts";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
@@ -62,11 +63,9 @@ describe.skipIf(!IS_ROOT)("per-job limits through the binary, root daemon, cgrou
     await ensureBuilt();
     d = await startDaemon({ gateway: false, env: LIMITS });
   }, TIMEOUT_MS);
+  let stopped = false;
   afterAll(async () => {
-    await d?.stop();
-    // This daemon's own root, empty once its jobs ended; removed so nothing outlives the test.
-    const found = cgroupDriver({ env: {}, backendDir: join(d.stateDir, "backends", "local") });
-    if (found.kind === "Driver") found.driver.removeRoot();
+    if (!stopped) await d?.stop();
   });
 
   test(
@@ -121,6 +120,20 @@ describe.skipIf(!IS_ROOT)("per-job limits through the binary, root daemon, cgrou
       const found = cgroupDriver({ env: {}, backendDir: join(d.stateDir, "backends", "local") });
       if (found.kind !== "Driver") throw new Error("no cgroup driver");
       expect(found.driver.jobNames()).toEqual([]);
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "a stopped daemon leaves no cgroup directory of its own behind",
+    async () => {
+      const found = cgroupDriver({ env: {}, backendDir: join(d.stateDir, "backends", "local") });
+      if (found.kind !== "Driver") throw new Error("no cgroup driver");
+      const roots = found.driver.where.split(", ");
+      expect(roots.every((root) => existsSync(root))).toBe(true);
+      stopped = true;
+      await d.stop();
+      expect(roots.filter((root) => existsSync(root))).toEqual([]);
     },
     TIMEOUT_MS,
   );
