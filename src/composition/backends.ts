@@ -23,6 +23,7 @@ import { createSlurmBackend, type PlacementCatalog } from "../orchestration/slur
 import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
 import { createOrphanSweeper, loadOwnerId } from "../orchestration/slurm/orphan-sweeper.ts";
 import { hiddenNamesOf, withPublicMessages } from "../orchestration/slurm/public-messages.ts";
+import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway-contract.ts";
 import { loadClusterPlacements } from "./cluster-config.ts";
 import {
   type BackendContext,
@@ -36,6 +37,7 @@ import {
   localSessionIsolation,
   withClusterSessionIsolation,
 } from "./session-isolation.ts";
+import { workerSocketPath } from "./worker-socket.ts";
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
 
@@ -77,6 +79,10 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         profiles: configured.profiles,
         backendDir,
         limits,
+        // Only with the gateway on: a profile without network then refuses sessions, named.
+        ...(workerGatewayListenFromEnv(context.env).kind === "Enabled"
+          ? { workerSocket: workerSocketPath(context.layout) }
+          : {}),
         selfCommand: context.selfCommand,
         clock: context.clock,
         log: context.log,

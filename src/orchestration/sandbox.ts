@@ -47,13 +47,27 @@ export interface OwnedPaths {
   readonly credentialDir: string | null;
 }
 
+/**
+ * What the launch may reach beyond its paths. `network: "none"`: its own network namespace
+ * with only loopback (no host service, no gateway port, no other machine). Only a Sandbox
+ * can give that; a plain wrapper's backend refuses such a launch instead of ignoring it.
+ */
+export interface LaunchReach {
+  readonly network?: "host" | "none";
+}
+
 export interface LaunchWrapper {
   /** True when launches run inside a per-allocation sandbox (see Sandbox). */
   readonly sandboxed: boolean;
   /** The identity jobs run as; null when the daemon is not root (jobs keep its uid). */
   readonly runAs: RunAs | null;
   /** The argv that runs `argv` with `env`, exposing only `paths` when sandboxed. */
-  wrap(argv: readonly string[], paths: SandboxPaths, env: JobEnv): readonly string[];
+  wrap(
+    argv: readonly string[],
+    paths: SandboxPaths,
+    env: JobEnv,
+    reach?: LaunchReach,
+  ): readonly string[];
   /**
    * Gives the job's identity what it must own (no-op without RunAs). Called on the daemon's
    * host before submitting; throws on a filesystem error (broken infrastructure).

@@ -22,9 +22,10 @@
  *  - masked roots (the daemon's state directory): mounted as an empty tmpfs after the
  *    executable's directory is bound, so a binary installed ABOVE the state directory
  *    cannot re-expose every other allocation read-only through its own bind.
- *  - no `--unshare-net`: workers dial the gateway over TCP, so the network namespace stays
- *    shared. What it exposes (loopback services, abstract unix sockets) is exposed to any
- *    process of the host anyway; it is not where workspaces and credentials live.
+ *  - the network namespace is the profile's choice (`network`): "host" shares the host's
+ *    (loopback services, the gateway's and the admin API's TCP ports are reachable), "none"
+ *    adds `--unshare-net` (loopback only; a session's worker then dials the gateway through
+ *    its unix socket, bound in read-only by the local backend).
  *
  * `verify()` proves all of that before anyone relies on it (see `probe`), and fails closed:
  * a missing bwrap, an error, a timeout or any unexpected answer is Unverified.
@@ -34,7 +35,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { IsolationVerdict } from "../ports.ts";
-import type { JobEnv, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import type { JobEnv, LaunchReach, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
 import { dropArgv, envArgv, prepareOwnership } from "./launch-argv.ts";
 import { runIsolationProbe } from "./probe.ts";
 
@@ -179,6 +180,7 @@ export function bubblewrapArgv(
   argv: readonly string[],
   paths: SandboxPaths,
   env: JobEnv,
+  reach: LaunchReach = {},
 ): readonly string[] {
   const [executable] = argv;
   if (executable === undefined) throw new Error("cannot sandbox an empty command");
@@ -205,6 +207,7 @@ export function bubblewrapArgv(
   // traverse, and setpriv inside drops to RunAs. Not root: a user namespace, no capability.
   if (config.runAs === null) out.push("--unshare-user");
   out.push("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session");
+  out.push(...networkArgs(reach));
   if (config.runAs === null) out.push("--cap-drop", "ALL");
   // Names to inherit come from the launching process (a task launcher's rank): keep its
   // (fixed, daemon-chosen) environment then; env -i inside sets the job's either way.
@@ -212,6 +215,11 @@ export function bubblewrapArgv(
   const inner = envArgv(argv, env);
   out.push("--", ...(config.runAs === null ? inner : dropArgv(config.runAs, inner)));
   return out;
+}
+
+/** A profile without network gets its own namespace: loopback only, nothing of the host's. */
+function networkArgs(reach: LaunchReach): readonly string[] {
+  return reach.network === "none" ? ["--unshare-net"] : [];
 }
 
 /**
@@ -303,8 +311,8 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
     mechanism: "bubblewrap",
     sandboxed: true,
     runAs: options.runAs,
-    wrap(argv, paths, env) {
-      return bubblewrapArgv(config(), argv, paths, env);
+    wrap(argv, paths, env, reach) {
+      return bubblewrapArgv(config(), argv, paths, env, reach);
     },
     prepare(paths) {
       prepareOwnership(options.runAs, paths);

@@ -127,6 +127,8 @@ export interface LocalBackendOptions {
   readonly killGraceMs?: number;
   /** Per stream, for `runTask`. */
   readonly taskOutputCapBytes?: number;
+  /** The worker gateway's unix socket: how workers of a profile without network dial it. */
+  readonly workerSocket?: string;
   /**
    * How jobs are held to their profile's memory, processes and CPUs (detected by
    * `detectLimitEnforcement`). Default: none, said in diagnostics.
@@ -357,7 +359,12 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
 
   function submitOne(request: SubmitRequest): SubmitResult {
     const token = request.token;
-    const problem = validateLaunch(request, profileList, sandbox !== undefined);
+    const problem = validateLaunch(
+      request,
+      profileList,
+      sandbox !== undefined,
+      options.workerSocket ?? null,
+    );
     if (problem !== null) return { kind: "Rejected", token, message: problem };
     const handle = externalHandle(token);
     const dir = jobDir(backendDir, token);
@@ -388,6 +395,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         sandboxReadOnly,
         now: clock.now(),
         limits,
+        workerSocket: options.workerSocket ?? null,
       });
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };

@@ -23,11 +23,19 @@ export function validateLaunch(
   request: SubmitRequest,
   profiles: readonly ResourceProfile[],
   sandboxed: boolean,
+  workerSocket: string | null = null,
 ): string | null {
   const profile = profiles.find((p) => p.name === request.profile);
   if (profile === undefined) return `unknown profile ${JSON.stringify(request.profile)}`;
   if (!profile.kinds.includes(request.workloadKind)) {
     return `profile ${profile.name} does not offer ${request.workloadKind}`;
+  }
+  // Fail closed: a job promised no network never runs with the host's.
+  if (profile.network === "none" && !sandboxed) {
+    return `profile ${profile.name} has network "none", and this machine's backend has no sandbox to give a job its own network`;
+  }
+  if (profile.network === "none" && request.launch.kind === "WORKER" && workerSocket === null) {
+    return `profile ${profile.name} has network "none", and the worker gateway has no unix socket for its workers`;
   }
   const launch = request.launch;
   switch (launch.kind) {
@@ -71,6 +79,8 @@ export interface RecordContext {
   readonly now: number;
   /** How this machine holds jobs to their profile's memory, processes and CPUs. */
   readonly limits: LimitEnforcement;
+  /** The worker gateway's unix socket, for workers of profiles without network. */
+  readonly workerSocket?: string | null;
 }
 
 /** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
@@ -85,6 +95,10 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
   let argv: readonly string[];
   let env: Record<string, string>;
   let credentialDir: string | null = null;
+  const profile = context.profiles.find((p) => p.name === request.profile);
+  const network = profile?.network ?? "host";
+  // Without network the worker cannot dial TCP: it gets the gateway's unix socket, bound in.
+  const socket = network === "none" ? (context.workerSocket ?? null) : null;
   // An unprivileged job cannot use root's HOME; its workspace is the one place it owns.
   const base = wrapper.runAs === null ? baseEnv : { ...baseEnv, HOME: request.workspaceDir };
   switch (launch.kind) {
@@ -93,7 +107,12 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
       env = { ...base, ...launch.env, ...own };
       break;
     case "WORKER":
-      argv = [...launch.workerCommand, "--rank-env", RANK_ENV];
+      argv = [
+        ...launch.workerCommand,
+        "--rank-env",
+        RANK_ENV,
+        ...(socket === null ? [] : ["--gateway-socket", socket]),
+      ];
       env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
       credentialDir = launch.credentialDir;
       break;
@@ -102,8 +121,10 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
       throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
     }
   }
-  const paths = sandboxPaths(request.workspaceDir, credentialDir, context.sandboxReadOnly);
-  const profile = context.profiles.find((p) => p.name === request.profile);
+  const paths = sandboxPaths(request.workspaceDir, credentialDir, [
+    ...context.sandboxReadOnly,
+    ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
+  ]);
   const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
   const limits =
     profile === undefined
@@ -123,6 +144,7 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
           argv,
           paths,
           timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+          { network },
         ),
       ),
     ],
@@ -139,6 +161,7 @@ export function buildJobRecord(request: SubmitRequest, context: RecordContext): 
     killGraceMs,
     createdAt: context.now,
     ...(limits === undefined ? {} : { limits }),
+    network,
   };
 }
 

@@ -100,6 +100,8 @@ export const jobRecordSchema = v.strictObject({
   killGraceMs: v.pipe(v.number(), v.integer(), v.minValue(0)),
   createdAt: v.number(),
   limits: v.optional(jobLimitsSchema),
+  /** The profile's network; steps beside the job get the same. Absent in older records: host. */
+  network: v.optional(v.picklist(["host", "none"])),
 });
 export type JobRecord = v.InferOutput<typeof jobRecordSchema>;
 

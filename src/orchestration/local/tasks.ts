@@ -46,6 +46,7 @@ export async function runStep(
         command,
         sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
         { vars },
+        { network: record.network ?? "host" },
       ),
     ),
   ];
