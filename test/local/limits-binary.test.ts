@@ -166,3 +166,44 @@ describe.skipIf(!IS_ROOT)("per-job limits through the binary, no cgroups: rlimit
     TIMEOUT_MS,
   );
 });
+
+describe.skipIf(!IS_ROOT)("per-job limits through the binary, a daemon that is not root", () => {
+  // Not the containment suite's uid: RLIMIT_NPROC counts every process of the uid.
+  const UID = 4247;
+  let d: Daemon;
+  beforeAll(async () => {
+    await ensureBuilt();
+    d = await startDaemon({
+      gateway: false,
+      daemonUid: UID,
+      env: {
+        PATH: "/usr/local/bin:/usr/bin:/bin",
+        HOME: "/nonexistent",
+        OPENAI4S_LOCAL_MEMORY_MB: "200",
+        OPENAI4S_LOCAL_PIDS_MAX: "200",
+      },
+    });
+  }, TIMEOUT_MS);
+  afterAll(async () => {
+    await d?.stop();
+  });
+
+  test(
+    "no cgroups to create: rlimits hold the reproduction, and diagnostics say why",
+    async () => {
+      const bomb = await run(d, FORK_BOMB);
+      const started = Number(/started (\d+)/.exec(bomb.out)?.[1]);
+      // The daemon's own threads count against the same uid's RLIMIT_NPROC.
+      expect(started).toBeGreaterThan(0);
+      expect(started).toBeLessThan(200);
+      const hog = await run(d, MEMORY_HOG);
+      expect(hog.out).not.toContain("allocated");
+      expect(hog.phase).toBe("FAILED");
+      const said = await diagnostics(d).catch((error) => String(error));
+      expect(said).toContain(
+        "limits: rlimits only (RLIMIT_NPROC per uid, RLIMIT_AS) via prlimit: cannot create cgroups under",
+      );
+    },
+    TIMEOUT_MS,
+  );
+});

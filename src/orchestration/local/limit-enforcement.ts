@@ -129,6 +129,8 @@ function probe(driver: CgroupDriver): void {
   const job = driver.jobCgroup(`.probe-${process.pid}`);
   driver.create(job, { memoryBytes: 64 * 1024 * 1024, pidsMax: 16, cpus: 1 });
   if (!driver.remove(job)) throw new Error("the probe cgroup could not be removed");
+  // Made again by the first job: a daemon that never runs one (or is killed) leaves nothing.
+  driver.removeRoot();
 }
 
 /** The adapter for a job cgroup recorded earlier (the supervisor's side). */
