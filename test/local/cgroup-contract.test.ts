@@ -5,9 +5,11 @@
  * with a line saying so. Every case runs a real process in a real cgroup.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { silentLog } from "../../src/log.ts";
 import type { CgroupDriver, JobCgroup } from "../../src/orchestration/local/cgroup-port.ts";
+import { sweepJobCgroups } from "../../src/orchestration/local/cgroup-sweep.ts";
 import { limitArgv } from "../../src/orchestration/local/job-limits.ts";
 import {
   cgroupDriver,
@@ -145,6 +147,28 @@ for (const version of ["v1", "v2"] as const) {
       } finally {
         driver.kill(job);
         await eventually(() => driver.remove(job));
+      }
+    }, 20_000);
+
+    test("the start sweep removes this daemon's cgroups no job needs, and keeps the rest", async () => {
+      const backendDir = backendDirs();
+      const orphan = driver.jobCgroup("o4s-orphan");
+      const unsure = driver.jobCgroup("o4s-unsure");
+      driver.create(orphan, limitsFor(orphan, 64 * 1024 ** 2, 16));
+      driver.create(unsure, limitsFor(unsure, 64 * 1024 ** 2, 16));
+      // A job record that cannot be read is no proof its job is gone: its limits stay.
+      mkdirSync(join(backendDir, "jobs", "o4s-unsure"), { recursive: true });
+      writeFileSync(join(backendDir, "jobs", "o4s-unsure", "record.json"), "{not json");
+      const left = runIn(limitsFor(orphan, 64 * 1024 ** 2, 16), "exec sleep 30");
+      await eventually(() => driver.processes(orphan).length === 1);
+      try {
+        expect(await sweepJobCgroups(driver, backendDir, "boot", silentLog)).toBe(1);
+        expect(driver.jobNames()).toEqual(["o4s-unsure"]);
+        await left.exited;
+      } finally {
+        driver.kill(orphan);
+        await eventually(() => driver.remove(orphan));
+        expect(driver.remove(unsure)).toBe(true);
       }
     }, 20_000);
 
