@@ -12,10 +12,7 @@ import {
 } from "../orchestration/isolation/decorators.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/backend.ts";
-import {
-  detectLimitEnforcement,
-  type LimitEnforcement,
-} from "../orchestration/local/limit-enforcement.ts";
+import { detectLimitEnforcement } from "../orchestration/local/limit-enforcement.ts";
 import { localProfiles } from "../orchestration/local/profiles.ts";
 import { rewriteRecordPaths } from "../orchestration/local/records.ts";
 import type { AllocationBackend, OrphanPolicy } from "../orchestration/ports.ts";
@@ -40,25 +37,6 @@ import {
 import { workerSocketPath } from "./worker-socket.ts";
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
-
-/**
- * This daemon's cgroup root goes with the daemon when no job is left in it: an empty
- * directory per past daemon would pile up in the hierarchy, and one left inside a service's
- * own cgroup keeps that cgroup from being removed. Running jobs keep it (rmdir fails: busy).
- */
-function cgroupRootService(limits: LimitEnforcement): BackgroundService {
-  return {
-    start() {},
-    async stop() {
-      if (limits.kind !== "Cgroup") return;
-      try {
-        limits.driver.removeRoot();
-      } catch {
-        // Left for the next daemon's sweep.
-      }
-    },
-  };
-}
 
 export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   [LOCAL_BACKEND_NAME]: {
@@ -92,7 +70,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       };
       const isolation = await localSessionIsolation(context);
       let backend: AllocationBackend;
-      const services: BackgroundService[] = [cgroupRootService(limits)];
+      const services: BackgroundService[] = [];
       switch (isolation.kind) {
         case "Sessions": {
           const verified = verifiedInBackground({

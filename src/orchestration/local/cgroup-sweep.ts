@@ -2,7 +2,8 @@
  * Removes job cgroups of this daemon that no running job needs: a supervisor killed before
  * it removed its own, a job whose record was acknowledged and forgotten, a probe left by a
  * crash. A cgroup is kept only while its record is waiting for a supervisor or its
- * supervisor is alive with no exit recorded. Runs at start and when a job is forgotten.
+ * supervisor is alive with no exit recorded. Runs at start and when a job is forgotten; the
+ * daemon's root goes with its last job cgroup.
  */
 import type { Log } from "../../log.ts";
 import type { CgroupDriver } from "./cgroup-port.ts";
@@ -23,6 +24,12 @@ export async function sweepJobCgroups(
     removed += 1;
   }
   if (removed > 0) log.info("removed stale job cgroups", { removed, where: driver.where });
+  try {
+    // No job left: the daemon's root goes too (made again by the next job).
+    driver.removeRoot();
+  } catch (error) {
+    log.warn("cannot remove this daemon's cgroup root", { error: String(error) });
+  }
   return removed;
 }
 

@@ -16,6 +16,7 @@ const WATCH_INTERVAL_MS = 500;
 /** How long the killed job's processes get to leave the cgroup before it is removed. */
 const DRAIN_WAIT_MS = 3_000;
 const DRAIN_POLL_MS = 20;
+const CREATE_ATTEMPTS = 3;
 
 export interface JobCgroupGuard {
   /** Creates the cgroup with its limits. Throws when it cannot: the job must not start. */
@@ -33,7 +34,16 @@ export function jobCgroupGuard(limits: JobLimits | undefined, log: Log): JobCgro
   let timer: ReturnType<typeof setInterval> | null = null;
   return {
     start() {
-      driver.create(job, limits);
+      // Retried: the last job of another supervisor may remove the daemon's root between
+      // this one's mkdir of it and of the job's own directory.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          driver.create(job, limits);
+          return;
+        } catch (error) {
+          if (attempt >= CREATE_ATTEMPTS) throw error;
+        }
+      }
     },
     watch(onOutOfMemory) {
       timer = setInterval(() => {
@@ -52,7 +62,15 @@ export function jobCgroupGuard(limits: JobLimits | undefined, log: Log): JobCgro
     async finish() {
       if (timer !== null) clearInterval(timer);
       timer = null;
-      return drainAndRemove(driver, job, log);
+      const usage = await drainAndRemove(driver, job, log);
+      // The last job out removes the daemon's root, whether or not the daemon is still there
+      // to do it (a daemon killed by SIGKILL never runs its own cleanup). Busy: not the last.
+      try {
+        driver.removeRoot();
+      } catch {
+        // Left for the next start's sweep.
+      }
+      return usage;
     },
   };
 }
