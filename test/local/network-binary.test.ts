@@ -4,6 +4,7 @@
  * of this test, the daemon's own worker gateway port), while a session's worker still
  * reaches the gateway through its unix socket and the session gets READY and executes.
  * The same job on a `host` daemon reaches the listener: the control that the probe works.
+ * The same for a daemon that is not root (bwrap in a user namespace).
  * Seen failing without `--unshare-net` (the job connected) and without the socket bind
  * (the session never got READY).
  */
@@ -96,3 +97,44 @@ describe.skipIf(!HAS_BWRAP)("network per profile, local backend", () => {
     TIMEOUT_MS,
   );
 });
+
+describe.skipIf(!HAS_BWRAP || process.getuid?.() !== 0)(
+  "network none, a daemon that is not root",
+  () => {
+    const UID = 4248;
+    let d: Daemon;
+    const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    beforeAll(async () => {
+      await ensureBuilt();
+      d = await startDaemon({
+        daemonUid: UID,
+        env: {
+          PATH: "/usr/local/bin:/usr/bin:/bin",
+          HOME: "/nonexistent",
+          OPENAI4S_LOCAL_NETWORK: "none",
+        },
+      });
+    }, TIMEOUT_MS);
+    afterAll(async () => {
+      await d?.stop();
+      listener.stop(true);
+    });
+
+    test(
+      "its own network namespace inside the user namespace; the session still gets READY",
+      async () => {
+        const ran = await runBatch(d, dialer([listener.port]));
+        expect(ran.out).toContain(`${listener.port} ConnectionRefusedError`);
+        const started = await d.cli("session", "start", "--profile", "default");
+        const id = started.stdout.trim().split(/\s+/).at(-1) ?? "";
+        const ready = await d.cli("wait", id, "--until", "READY", "--timeout", "45s");
+        if (ready.code !== 0)
+          throw new Error(`not READY: ${ready.stdout}${ready.stderr}\n${d.log()}`);
+        const out = await d.cli("exec", id, "print(6 * 7)", "--json");
+        expect((JSON.parse(out.stdout) as { output: string }).output).toContain("42");
+        await d.cli("cancel", id);
+      },
+      TIMEOUT_MS,
+    );
+  },
+);
