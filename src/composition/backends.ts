@@ -13,6 +13,7 @@ import {
 } from "../orchestration/isolation/decorators.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import { createLocalBackend, LOCAL_BACKEND_NAME } from "../orchestration/local/backend.ts";
+import { detectLimitEnforcement } from "../orchestration/local/limit-enforcement.ts";
 import { localProfiles } from "../orchestration/local/profiles.ts";
 import { rewriteRecordPaths } from "../orchestration/local/records.ts";
 import type { AllocationBackend, OrphanPolicy } from "../orchestration/ports.ts";
@@ -27,6 +28,7 @@ import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
 import { loadClusterPlacements } from "../orchestration/slurm/cluster-config.ts";
 import { createOrphanSweeper, loadOwnerId } from "../orchestration/slurm/orphan-sweeper.ts";
 import { hiddenNamesOf, withPublicMessages } from "../orchestration/slurm/public-messages.ts";
+import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway-contract.ts";
 import {
   type BackendContext,
   type BackendCreation,
@@ -42,6 +44,7 @@ import {
   PROBE_PROFILE,
   withClusterSessionIsolation,
 } from "./session-isolation.ts";
+import { workerSocketPath } from "./worker-socket.ts";
 
 export {
   type CheckedProfile,
@@ -65,10 +68,17 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       }
       const configured = localProfiles(context.env);
       if (configured.kind === "ConfigError") return configured;
+      const backendDir = context.layout.backendDir(LOCAL_BACKEND_NAME);
+      const limits = detectLimitEnforcement({ env: context.env, backendDir });
       const options = {
         profiles: configured.profiles,
-        backendDir: context.layout.backendDir(LOCAL_BACKEND_NAME),
+        backendDir,
         spoolDir: context.layout.spool,
+        limits,
+        // Only with the gateway on: a profile without network then refuses sessions, named.
+        ...(workerGatewayListenFromEnv(context.env).kind === "Enabled"
+          ? { workerSocket: workerSocketPath(context.layout) }
+          : {}),
         selfCommand: context.selfCommand,
         clock: context.clock,
         log: context.log,

@@ -47,6 +47,7 @@ import {
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import { createWorkerGateway } from "../orchestration/worker-gateway.ts";
 import type { WorkerGateway } from "../orchestration/worker-gateway-contract.ts";
+import { openWorkerSocketToJobs, removeStaleWorkerSocket } from "./worker-socket.ts";
 
 /** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
 export const DEFAULT_LEASE: ReclaimerDefaults = {
@@ -79,6 +80,8 @@ export interface SessionEngineOptions {
   readonly listen: string;
   /** The host written into credentials, when the listen host is not what workers dial. */
   readonly advertiseHost?: string;
+  /** Also listen here (workers of jobs without network); see worker-socket.ts. */
+  readonly unixSocket?: string;
   /** How a backend starts a worker; `--credential-dir DIR` and `--rank-env NAME` are appended. */
   readonly workerCommand: readonly string[];
   readonly lease?: ReclaimerDefaults;
@@ -155,8 +158,10 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   let readiness: SessionReadiness | null = null;
   let reconciler: { wake(): void } | null = null;
 
+  if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
   const gateway = createWorkerGateway({
     listen: options.listen,
+    ...(options.unixSocket !== undefined ? { unixSocket: options.unixSocket } : {}),
     tls,
     ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
     store: stores.nonces,
@@ -177,6 +182,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       if (event.kind === "WorkerConnected") reconciler?.wake();
     },
   });
+  if (options.unixSocket !== undefined) openWorkerSocketToJobs(options.unixSocket);
   readiness = createSessionReadiness({
     store: stores.sessions,
     gateway,
@@ -241,6 +247,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
         loops.abort();
         await running;
         await gateway.close();
+        if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
       })();
       return stopping;
     },

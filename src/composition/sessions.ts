@@ -20,6 +20,7 @@ import type { SessionService } from "../orchestration/session/session-service.ts
 import { workerGatewayListenFromEnv } from "../orchestration/worker-gateway-contract.ts";
 import { sessionSettingsFromEnv, startSessionEngine } from "./session-engine.ts";
 import type { BoundStores } from "./stores.ts";
+import { workerSocketPath } from "./worker-socket.ts";
 
 export interface SessionsContext {
   readonly layout: StateLayout;
@@ -66,6 +67,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
         clock: context.clock,
         log: context.log,
         listen: setting.listen,
+        unixSocket: workerSocketPath(context.layout),
         workerCommand: read.settings.workerCommand,
         lease: read.settings.lease,
         disconnectGraceMs: read.settings.disconnectGraceMs,

@@ -105,6 +105,15 @@ Environment:
                                      Local backend: a job's TIME_LIMIT_NEAR event and its
                                      SIGURG come N minutes before its time limit (5; 0: none;
                                      a cluster profile sets warn_minutes_before_limit instead).
+  OPENAI4S_LOCAL_MEMORY_MB=N         Local backend: memory per job (default: 3/4 of this
+                                     machine's); past it a job ends FAILED/OUT_OF_MEMORY.
+  OPENAI4S_LOCAL_PIDS_MAX=N          Local backend: processes per job at once (4096).
+  OPENAI4S_LOCAL_NETWORK=host|none   Local backend: none gives each job its own network
+                                     namespace, loopback only (needs the sandbox).
+  OPENAI4S_CGROUP_ROOT=PATH|off      Local backend: where job cgroups go, as a path inside
+                                     the cgroup hierarchy (a subtree delegated to a daemon
+                                     that is not root); off: rlimits only. Default: below
+                                     the daemon's own cgroup (v1), /openai4s (v2).
 
 A state dir of the old single-directory layout (workloads/ inside it) is migrated at
 start: workspaces and logs move to the spool by rename, running jobs keep running.

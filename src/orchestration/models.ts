@@ -204,7 +204,19 @@ export interface ResourceProfile {
    * (reconciler/runway.ts). Never shown by the API.
    */
   readonly warnBeforeLimitSeconds?: number;
+  /**
+   * The most processes an allocation may hold at once (local backend: cgroup pids.max, or
+   * RLIMIT_NPROC without cgroups). Absent: DEFAULT_PIDS_MAX.
+   */
+  readonly pidsMax?: number;
+  /** "none": each allocation gets its own network namespace with only loopback. Absent: "host". */
+  readonly network?: ProfileNetwork;
 }
+
+export type ProfileNetwork = "host" | "none";
+
+/** Processes per allocation when its profile names none: far above science code, far below pid_max. */
+export const DEFAULT_PIDS_MAX = 4096;
 
 /**
  * The durable spec: what operators read back. The submitted spec is derived from it per

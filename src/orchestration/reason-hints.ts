@@ -79,6 +79,12 @@ export interface RanOutOfTime {
   readonly limitSeconds: number;
 }
 
+/** "310 MiB", "1.9 GiB": memory as a limit is read. */
+export function formatBytes(bytes: number): string {
+  const mib = bytes / 1024 ** 2;
+  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${Math.round(mib)} MiB`;
+}
+
 /** "1:00:04": hours, minutes, seconds, as a time limit is read. */
 export function formatHms(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));

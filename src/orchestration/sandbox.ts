@@ -73,6 +73,15 @@ export interface OwnedPaths {
   readonly credentialDir: string | null;
 }
 
+/**
+ * What the launch may reach beyond its paths. `network: "none"`: its own network namespace
+ * with only loopback (no host service, no gateway port, no other machine). Only a Sandbox
+ * can give that; a plain wrapper's backend refuses such a launch instead of ignoring it.
+ */
+export interface LaunchReach {
+  readonly network?: "host" | "none";
+}
+
 export interface LaunchWrapper {
   /** True when launches run inside a per-allocation sandbox (see Sandbox). */
   readonly sandboxed: boolean;
@@ -80,13 +89,14 @@ export interface LaunchWrapper {
   readonly identities: JobIdentities;
   /**
    * The argv that runs `argv` with `env` as `runAs` (null: the daemon's uid), exposing only
-   * `paths` when sandboxed.
+   * `paths` when sandboxed; `reach` is what the profile lets it reach (its network).
    */
   wrap(
     argv: readonly string[],
     paths: SandboxPaths,
     env: JobEnv,
     runAs: RunAs | null,
+    reach?: LaunchReach,
   ): readonly string[];
   /**
    * Claims the job's identity for its workspace and gives it what it must own; returns that

@@ -33,7 +33,7 @@
  * thing, exactly as over plain TCP (the admin's explicit opt-out, for a network they trust).
  */
 import { hostname as osHostname } from "node:os";
-import type { Socket, SocketHandler, TCPSocketListener } from "bun";
+import type { Socket, SocketHandler, TCPSocketListener, UnixSocketListener } from "bun";
 import { type Clock, systemTimers, type Timers } from "../clock.ts";
 import type { Log } from "../log.ts";
 import {
@@ -93,6 +93,12 @@ export interface WorkerGatewayOptions {
    * when listening on a wildcard address (0.0.0.0, ::).
    */
   readonly advertiseHost?: string;
+  /**
+   * Also listen on this unix socket (same TLS, same protocol): how workers of a job without
+   * network (its own network namespace) reach the gateway, the socket bound into their
+   * sandbox. The caller owns the file (stale removal, mode).
+   */
+  readonly unixSocket?: string;
   readonly store: NonceBurner;
   readonly key: SigningKey;
   /** For credential expiry and last-seen times. */
@@ -230,7 +236,8 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     socket.setNoDelay(true);
     const conn: Conn = {
       socket,
-      remoteAddress: socket.remoteAddress,
+      // A unix socket peer has no address; said, rather than an empty string in every event.
+      remoteAddress: socket.remoteAddress || "unix socket",
       writer: createSocketWriter(socket, { maxPendingBytes: MAX_PENDING_WRITE_BYTES }),
       timer: null,
       state: {
@@ -575,11 +582,20 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
     }
   }
 
-  const listener = listenFor(
-    listen,
-    options.tls,
-    socketHandlers({ open: onOpen, onHandshakeData, onLiveData, judge, retire, guarded, log }),
-  );
+  const handlers = socketHandlers({
+    open: onOpen,
+    onHandshakeData,
+    onLiveData,
+    judge,
+    retire,
+    guarded,
+    log,
+  });
+  const listener = listenFor(listen, options.tls, handlers);
+  const unixListener =
+    options.unixSocket === undefined
+      ? null
+      : listenOnUnix(options.unixSocket, options.tls, handlers);
 
   let cancelSweep = timers.after(heartbeatIntervalMs, function sweepAndAgain() {
     sweep();
@@ -665,6 +681,7 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
       for (const conn of [...conns]) retire(conn, "gateway closed", true);
       rendezvous.close();
       listener.stop(true);
+      unixListener?.stop(true);
     },
   };
 }
@@ -778,6 +795,19 @@ function sendRequest<R extends WorkerRequest>(
       resolve: resolve as (outcome: RequestOutcome<WorkerResponse>) => void,
     });
     if (!conn.writer.write(frame)) options.onStalled();
+  });
+}
+
+function listenOnUnix(
+  path: string,
+  tls: WorkerGatewayOptions["tls"],
+  socket: SocketHandler<Conn>,
+): UnixSocketListener<Conn> {
+  return Bun.listen<Conn>({
+    unix: path,
+    ...(tls && { tls: { key: tls.keyPem, cert: tls.certPem } }),
+    allowHalfOpen: true,
+    socket,
   });
 }
 

@@ -4,7 +4,7 @@
  * `welcome` frame (see worker-protocol.ts). Welcomed, the socket becomes a Link that carries
  * frames both ways until it closes.
  */
-import type { Socket } from "bun";
+import type { Socket, SocketHandler } from "bun";
 import type { Credential } from "../orchestration/bootstrap.ts";
 import {
   createFrameDecoder,
@@ -21,6 +21,12 @@ import {
 } from "../orchestration/worker-protocol.ts";
 
 export type Welcome = Extract<GatewayMessage, { kind: "welcome" }>;
+
+/**
+ * Where the gateway is: its TCP address from the credential, or (a job without network, on
+ * the daemon's own machine) its unix socket bound into the sandbox. Same protocol, same pin.
+ */
+export type GatewayTarget = HostPort | { readonly unix: string };
 
 export interface LinkHandlers {
   /** Every frame after `welcome`, parsed JSON but not validated (that is the reader's job). */
@@ -72,7 +78,7 @@ type LinkState =
   | { readonly phase: "closed" };
 
 export function dialGateway(
-  address: HostPort,
+  address: GatewayTarget,
   credential: Credential,
   options: DialOptions,
 ): Promise<DialOutcome> {
@@ -179,74 +185,80 @@ export function dialGateway(
       writer?.write(frame);
     }
 
-    Bun.connect<undefined>({
-      hostname: address.hostname,
-      port: address.port,
-      ...(options.pin !== undefined && { tls: { rejectUnauthorized: false } }),
-      socket: {
-        binaryType: "uint8array",
-        open(s) {
-          socket = s;
-          if (settled) {
-            // Connected after we gave up on this attempt: presenting the credential now would
-            // only burn it behind our back.
-            s.terminate();
-            return;
-          }
-          s.setNoDelay(true);
-          writer = createSocketWriter(s, { maxPendingBytes: MAX_PENDING_WRITE_BYTES });
-          // With TLS the credential waits for the pinned certificate (see `handshake`).
-          if (options.pin === undefined) sendCredential();
-        },
-        handshake(s, _chainTrusted, _chainError) {
-          // The chain is not what we trust (the certificate is self-signed); the pin is.
-          const presented = (
-            s as unknown as { getPeerCertificate(): { fingerprint256?: string } | undefined }
-          ).getPeerCertificate()?.fingerprint256;
-          if (presented !== options.pin) {
-            state = { phase: "closed" };
-            settle({
-              kind: "WrongCertificate",
-              message: `the gateway presented certificate ${presented ?? "(none)"}, not the pinned ${options.pin}`,
-            });
-            s.terminate();
-            return;
-          }
-          sendCredential();
-        },
-        data(_s, chunk) {
-          const current = state;
-          switch (current.phase) {
-            case "verdict":
-              return onVerdictBytes(current, chunk);
-            case "live": {
-              const result = decoder.push(chunk);
-              if (result.kind === "Frames") return deliver(result.frames);
-              link.terminate();
-              return closed(`protocol violation from the gateway (${result.kind})`);
-            }
-            case "closed":
-              return;
-            default: {
-              const never: never = current;
-              throw new Error(`unhandled link state ${JSON.stringify(never)}`);
-            }
-          }
-        },
-        drain() {
-          writer?.flush();
-        },
-        close() {
-          closed("closed by the gateway");
-        },
-        error(_s, error) {
-          closed(`failed: ${error.message}`);
-        },
-        connectError(_s, error) {
-          settle({ kind: "Failed", message: `cannot connect: ${error.message}` });
-        },
+    const socketHandler: SocketHandler<undefined> = {
+      binaryType: "uint8array",
+      open(s) {
+        socket = s;
+        if (settled) {
+          // Connected after we gave up on this attempt: presenting the credential now would
+          // only burn it behind our back.
+          s.terminate();
+          return;
+        }
+        s.setNoDelay(true);
+        writer = createSocketWriter(s, { maxPendingBytes: MAX_PENDING_WRITE_BYTES });
+        // With TLS the credential waits for the pinned certificate (see `handshake`).
+        if (options.pin === undefined) sendCredential();
       },
-    }).catch((error: unknown) => {
+      handshake(s, _chainTrusted, _chainError) {
+        // The chain is not what we trust (the certificate is self-signed); the pin is.
+        const presented = (
+          s as unknown as { getPeerCertificate(): { fingerprint256?: string } | undefined }
+        ).getPeerCertificate()?.fingerprint256;
+        if (presented !== options.pin) {
+          state = { phase: "closed" };
+          settle({
+            kind: "WrongCertificate",
+            message: `the gateway presented certificate ${presented ?? "(none)"}, not the pinned ${options.pin}`,
+          });
+          s.terminate();
+          return;
+        }
+        sendCredential();
+      },
+      data(_s, chunk) {
+        const current = state;
+        switch (current.phase) {
+          case "verdict":
+            return onVerdictBytes(current, chunk);
+          case "live": {
+            const result = decoder.push(chunk);
+            if (result.kind === "Frames") return deliver(result.frames);
+            link.terminate();
+            return closed(`protocol violation from the gateway (${result.kind})`);
+          }
+          case "closed":
+            return;
+          default: {
+            const never: never = current;
+            throw new Error(`unhandled link state ${JSON.stringify(never)}`);
+          }
+        }
+      },
+      drain() {
+        writer?.flush();
+      },
+      close() {
+        closed("closed by the gateway");
+      },
+      error(_s, error) {
+        closed(`failed: ${error.message}`);
+      },
+      connectError(_s, error) {
+        settle({ kind: "Failed", message: `cannot connect: ${error.message}` });
+      },
+    };
+    const tls = options.pin !== undefined && { tls: { rejectUnauthorized: false } };
+    const connecting =
+      "unix" in address
+        ? Bun.connect<undefined>({ unix: address.unix, ...tls, socket: socketHandler })
+        : Bun.connect<undefined>({
+            hostname: address.hostname,
+            port: address.port,
+            ...tls,
+            socket: socketHandler,
+          });
+    connecting.catch((error: unknown) => {
       settle({ kind: "Failed", message: `cannot connect: ${String(error)}` });
     });
   });

@@ -26,6 +26,8 @@ Options:
   --rank-env NAME        environment variable that holds this worker's rank (required)
   --grace-seconds N      how long a lost connection may stay lost before exiting (default 60)
   --python PATH          Python 3 interpreter for the kernel (default: python3 on PATH)
+  --gateway-socket PATH  dial the gateway at this unix socket instead of the credential's
+                         TCP address (set by the local backend for a job without network)
   -h, --help             show this help
 
 Exit codes: 0 stopped by the daemon (or by SIGTERM/SIGINT), 1 refused, unreachable or
@@ -38,6 +40,7 @@ interface WorkerArgs {
   readonly rankEnv: string;
   readonly graceSeconds: number;
   readonly python: string;
+  readonly gatewaySocket: string | null;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -48,6 +51,7 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let rankEnv: string | undefined;
   let graceSeconds = 60;
   let python = "python3";
+  let gatewaySocket: string | null = null;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "-h" || arg === "--help") return "help";
@@ -78,13 +82,19 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
       case "--python":
         python = value();
         break;
+      case "--gateway-socket":
+        gatewaySocket = value();
+        if (!gatewaySocket.startsWith("/")) {
+          throw new UsageError("--gateway-socket must be an absolute path");
+        }
+        break;
       default:
         throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
     }
   }
   if (credentialDir === undefined) throw new UsageError("--credential-dir is required");
   if (rankEnv === undefined) throw new UsageError("--rank-env is required");
-  return { credentialDir, rankEnv, graceSeconds, python };
+  return { credentialDir, rankEnv, graceSeconds, python, gatewaySocket };
 }
 
 export const workerCommand: Command = {
@@ -111,13 +121,20 @@ export const workerCommand: Command = {
       rank: Number(rankText),
       graceMs: parsed.graceSeconds * 1000,
       python: parsed.python,
+      ...(parsed.gatewaySocket === null ? {} : { gatewaySocket: parsed.gatewaySocket }),
     });
   },
 };
 
 async function runWithSignals(
   io: CommandIo,
-  args: { credentialDir: string; rank: number; graceMs: number; python: string },
+  args: {
+    credentialDir: string;
+    rank: number;
+    graceMs: number;
+    python: string;
+    gatewaySocket?: string;
+  },
 ): Promise<number> {
   const log = jsonLog((line) => io.stderr(line));
   // Before the credential is read: the kernel's code runs as our uid and could otherwise

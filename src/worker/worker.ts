@@ -20,7 +20,6 @@ import {
   type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
   encodeFrame,
-  type HostPort,
   type KernelStatus,
   LIVENESS_INTERVALS,
   type MimeBundle,
@@ -30,7 +29,7 @@ import {
   type WorkerRequest,
   type WorkerResponse,
 } from "../orchestration/worker-protocol.ts";
-import { dialGateway, type Link, type Welcome } from "./gateway-link.ts";
+import { dialGateway, type GatewayTarget, type Link, type Welcome } from "./gateway-link.ts";
 import { createKernel, type Kernel } from "./kernel.ts";
 
 export interface WorkerOptions {
@@ -40,6 +39,8 @@ export interface WorkerOptions {
   readonly graceMs: number;
   /** The Python 3 executable for the kernel. */
   readonly python: string;
+  /** Dial the gateway at this unix socket instead of the credential's TCP address. */
+  readonly gatewaySocket?: string;
   readonly log: Log;
   readonly clock: Clock;
   /** Dial retries start 100 ms apart and double up to this (default 3000). */
@@ -98,15 +99,17 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
   const pinned = readGatewayFingerprint(options.credentialDir);
   if (pinned.kind === "Invalid") return { kind: "BadCredential", message: pinned.message };
   const pin = pinned.kind === "Pinned" ? pinned.fingerprint : undefined;
-  const address = parseHostPort(gateway);
-  if (!address || address.port === 0) {
+  const tcp = parseHostPort(gateway);
+  const address: GatewayTarget | null =
+    options.gatewaySocket !== undefined ? { unix: options.gatewaySocket } : tcp;
+  if (!address || ("port" in address && address.port === 0)) {
     return { kind: "BadCredential", message: `the credential names no usable gateway address` };
   }
   log.info("worker: starting", {
     allocationId: initial.allocationId,
     epoch: initial.epoch,
     rank,
-    gateway,
+    gateway: options.gatewaySocket ?? gateway,
     tls: pin !== undefined,
   });
 
@@ -178,7 +181,7 @@ type DialUntilResult =
 /** Dials until a verdict, the deadline, or the signal; backoff doubles, with jitter. */
 async function dialUntil(
   options: WorkerOptions,
-  address: HostPort,
+  address: GatewayTarget,
   credential: Credential,
   deadline: number,
   signal: AbortSignal,

@@ -93,6 +93,9 @@ async function startDaemon(state: TestState, faultPoint?: string): Promise<Daemo
       // Unsandboxed, so the jobs can write their markers outside their workspace: crash
       // recovery is what this file tests, the sandbox has tests of its own.
       OPENAI4S_BWRAP: join(state.scratch, "no-bwrap"),
+      // These daemons die by SIGKILL, so nothing would remove their cgroups; limits have
+      // tests of their own (limits-binary.test.ts).
+      OPENAI4S_CGROUP_ROOT: "off",
       ...(faultPoint === undefined ? {} : { [FAULT_POINT_ENV]: faultPoint }),
     },
     stdio: ["ignore", logFd, logFd],

@@ -17,6 +17,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join, relative } from "node:path";
+import { cgroupDriver } from "../../src/orchestration/local/limit-enforcement.ts";
 import { BINARY, ensureBuilt, ROOT } from "./binary.ts";
 import { eventually } from "./eventually.ts";
 import { makeTempDir, removeDir } from "./temp-dir.ts";
@@ -154,6 +155,7 @@ export async function startDaemon(options: {
       await proc.exited;
       clearTimeout(timer);
       killProcessesMentioning(dir);
+      removeJobCgroups(join(stateDir, "backends", "local"));
       removeDir(dir);
     },
     log: () => (existsSync(logPath) ? readFileSync(logPath, "utf8") : ""),
@@ -170,6 +172,27 @@ export async function startDaemon(options: {
   if (outcome === "up") return daemon;
   if (outcome === "exited") throw new Error(`daemon exited ${proc.exitCode}:\n${daemon.log()}`);
   throw new Error(`daemon did not come up:\n${daemon.log()}`);
+}
+
+/**
+ * The cgroups a local daemon made for its jobs: a job still running when the test stopped
+ * the daemon keeps its cgroup (as it should), and killing its supervisor leaves it behind.
+ * Removed here, or every such test would leave directories in the host's hierarchy.
+ */
+export function removeJobCgroups(backendDir: string): void {
+  const found = cgroupDriver({ env: {}, backendDir });
+  if (found.kind !== "Driver") return;
+  const driver = found.driver;
+  try {
+    for (const name of driver.jobNames()) {
+      const job = driver.jobCgroup(name);
+      driver.kill(job);
+      for (let i = 0; i < 200 && !driver.remove(job); i++) Bun.sleepSync(10);
+    }
+    driver.removeRoot();
+  } catch {
+    // A hierarchy this test may not touch (an unprivileged run): nothing of ours is there.
+  }
 }
 
 /** Pids of processes whose command line mentions `needle` (e.g. a test's temp dir). */

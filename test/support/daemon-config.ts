@@ -22,7 +22,9 @@ export function localDaemonConfig(
     backend: "local",
     clusterConfigPath: null,
     version: "0.0.0-test",
-    env: { PATH: process.env["PATH"] },
+    // No cgroups: jobs an in-process test leaves running would leave theirs in the host's
+    // hierarchy. Per-job cgroups are tested through the binary (test/local/limits-*.ts).
+    env: { PATH: process.env["PATH"], OPENAI4S_CGROUP_ROOT: "off" },
     selfCommand: selfCommand(),
     clock: systemClock,
     log: memoryLog(),

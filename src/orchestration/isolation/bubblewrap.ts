@@ -27,9 +27,10 @@
  *  - masked roots (the daemon's state directory): mounted as an empty tmpfs after the
  *    binary's directory is bound, so a binary installed ABOVE the state directory
  *    cannot re-expose every other allocation read-only through its own bind.
- *  - no `--unshare-net`: workers dial the gateway over TCP, so the network namespace stays
- *    shared. What it exposes (loopback services, abstract unix sockets) is exposed to any
- *    process of the host anyway; it is not where workspaces and credentials live.
+ *  - the network namespace is the profile's choice (`network`): "host" shares the host's
+ *    (loopback services, the gateway's and the admin API's TCP ports are reachable), "none"
+ *    adds `--unshare-net` (loopback only; a session's worker then dials the gateway through
+ *    its unix socket, bound in read-only by the local backend).
  *
  * `verify()` proves all of that before anyone relies on it (see `probe`), and fails closed:
  * a missing bwrap, an error, a timeout or any unexpected answer is Unverified.
@@ -39,7 +40,14 @@ import { isAbsolute, normalize, resolve } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import type { IsolationVerdict } from "../ports.ts";
-import type { JobEnv, JobIdentities, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import type {
+  JobEnv,
+  JobIdentities,
+  LaunchReach,
+  RunAs,
+  Sandbox,
+  SandboxPaths,
+} from "../sandbox.ts";
 import { claimAndPrepare, dropArgv, envArgv } from "./launch-argv.ts";
 import { runIsolationProbe } from "./probe.ts";
 import { fixedIdentities } from "./uid-leases.ts";
@@ -199,6 +207,7 @@ export function bubblewrapArgv(
   argv: readonly string[],
   paths: SandboxPaths,
   env: JobEnv,
+  reach: LaunchReach = {},
 ): readonly string[] {
   if (argv[0] === undefined) throw new Error("cannot sandbox an empty command");
   const out: string[] = [config.bwrap];
@@ -228,6 +237,7 @@ export function bubblewrapArgv(
   // traverse, and setpriv inside drops to RunAs. Not root: a user namespace, no capability.
   if (config.runAs === null) out.push("--unshare-user");
   out.push("--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session");
+  out.push(...networkArgs(reach));
   if (config.runAs === null) out.push("--cap-drop", "ALL");
   // Names to inherit come from the launching process (a task launcher's rank): keep its
   // (fixed, daemon-chosen) environment then; env -i inside sets the job's either way.
@@ -235,6 +245,11 @@ export function bubblewrapArgv(
   const inner = envArgv(argv, env);
   out.push("--", ...(config.runAs === null ? inner : dropArgv(config.runAs, inner)));
   return out;
+}
+
+/** A profile without network gets its own namespace: loopback only, nothing of the host's. */
+function networkArgs(reach: LaunchReach): readonly string[] {
+  return reach.network === "none" ? ["--unshare-net"] : [];
 }
 
 /**
@@ -350,8 +365,8 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
     mechanism: "bubblewrap",
     sandboxed: true,
     identities,
-    wrap(argv, paths, env, runAs) {
-      return bubblewrapArgv(config(runAs), argv, paths, env);
+    wrap(argv, paths, env, runAs, reach) {
+      return bubblewrapArgv(config(runAs), argv, paths, env, reach);
     },
     prepare(paths) {
       return claimAndPrepare(identities, paths);

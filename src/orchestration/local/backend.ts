@@ -31,7 +31,7 @@ import {
   rmSync,
   statSync,
 } from "node:fs";
-import { availableParallelism } from "node:os";
+import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute, join } from "node:path";
 import { makeDirsBeneath } from "../../beneath-fs.ts";
 import type { Clock } from "../../clock.ts";
@@ -43,6 +43,7 @@ import { decorateBackend } from "../decorate-backend.ts";
 import { plainWrapper } from "../isolation/launch-argv.ts";
 import { fixedIdentities } from "../isolation/uid-leases.ts";
 import {
+  DEFAULT_PIDS_MAX,
   externalHandle,
   isTerminal,
   type ResourceProfile,
@@ -66,8 +67,10 @@ import type {
   TerminalFact,
 } from "../ports.ts";
 import type { JobIdentities, LaunchWrapper, RunAs, Sandbox } from "../sandbox.ts";
+import { sweepJobCgroups } from "./cgroup-sweep.ts";
 import { type JobSnapshot, observationOf, readJobSnapshot } from "./job-state.ts";
 import { buildJobRecord, validateLaunch } from "./launch.ts";
+import { describeEnforcement, type LimitEnforcement } from "./limit-enforcement.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
   type CancelRequest,
@@ -141,6 +144,13 @@ export interface LocalBackendOptions {
   readonly killGraceMs?: number;
   /** Per stream, for `runTask`. */
   readonly taskOutputCapBytes?: number;
+  /** The worker gateway's unix socket: how workers of a profile without network dial it. */
+  readonly workerSocket?: string;
+  /**
+   * How jobs are held to their profile's memory, processes and CPUs (detected by
+   * `detectLimitEnforcement`). Default: none, said in diagnostics.
+   */
+  readonly limits?: LimitEnforcement;
 }
 
 export type LocalBackend = AllocationBackend &
@@ -149,7 +159,11 @@ export type LocalBackend = AllocationBackend &
   LaunchSandboxReporter;
 export type IsolatingLocalBackend = LocalBackend & SessionIsolationProvider;
 
-/** One node, every CPU, no GPU, no time limit. */
+/**
+ * One node, every CPU, no GPU, no time limit, three quarters of the memory: the rest is the
+ * daemon's, the page cache's and whoever else uses this machine (a job past it ends
+ * OUT_OF_MEMORY where cgroups are in force, instead of the host's OOM killer picking).
+ */
 export function defaultLocalProfiles(): readonly ResourceProfile[] {
   return [
     {
@@ -160,9 +174,11 @@ export function defaultLocalProfiles(): readonly ResourceProfile[] {
         nodes: 1,
         cpus: availableParallelism(),
         gpus: 0,
-        memoryMb: null,
+        memoryMb: Math.floor((totalmem() * 3) / 4 / 1024 ** 2),
         timeLimitSeconds: null,
       },
+      pidsMax: DEFAULT_PIDS_MAX,
+      network: "host",
     },
   ];
 }
@@ -191,6 +207,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
   const programs = createProgramRunner();
   const profileList = options.profiles ?? defaultLocalProfiles();
+  const limits: LimitEnforcement = options.limits ?? { kind: "None", why: "none configured" };
   const selfCommand = [...options.selfCommand];
   if (selfCommand.length === 0) throw new Error("selfCommand must not be empty");
   const jobs = jobsRoot(backendDir);
@@ -214,6 +231,16 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
    * (the claim is exclusive) and is exactly how a record orphaned by a crash gets run.
    */
   const launching = new Map<string, Bun.Subprocess>();
+  const cgroups = limits.kind === "Cgroup" ? limits.driver : null;
+  /** Stale cgroups of this daemon go at start, and again whenever a job is forgotten. */
+  const sweepCgroups = () => {
+    if (cgroups === null) return;
+    sweepJobCgroups(cgroups, backendDir, bootId, log).catch((error) =>
+      log.warn("cannot sweep job cgroups", { error: String(error) }),
+    );
+  };
+  log.info("local job limits", { enforcement: describeEnforcement(limits) });
+  sweepCgroups();
 
   // ---------------------------------------------------------------------------------------
   // Records
@@ -349,7 +376,12 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
 
   function submitOne(request: SubmitRequest): SubmitResult {
     const token = request.token;
-    const problem = validateLaunch(request, profileList, sandbox !== undefined);
+    const problem = validateLaunch(
+      request,
+      profileList,
+      sandbox !== undefined,
+      options.workerSocket ?? null,
+    );
     if (problem !== null) return { kind: "Rejected", token, message: problem };
     const handle = externalHandle(token);
     const dir = jobDir(backendDir, token);
@@ -384,6 +416,8 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
           killGraceMs,
           sandboxReadOnly,
           now: clock.now(),
+          limits,
+          workerSocket: options.workerSocket ?? null,
         },
         runAs,
       );
@@ -615,7 +649,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         healthy: problems.length === 0,
         message:
           problems.length === 0
-            ? `${recorded} job records, ${launching.size} supervisors starting${sandbox === undefined ? "" : `, sandbox ${sandbox.mechanism}`}`
+            ? `${recorded} job records, ${launching.size} supervisors starting${sandbox === undefined ? "" : `, sandbox ${sandbox.mechanism}`}; limits: ${describeEnforcement(limits)}`
             : problems.join("; "),
         calls: { ...calls },
       };
@@ -658,6 +692,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       renameSync(jobDir(backendDir, token), trash);
       fsyncDir(jobs);
       rmSync(trash, { recursive: true, force: true });
+      sweepCgroups();
     },
   };
 }

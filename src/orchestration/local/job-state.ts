@@ -153,6 +153,14 @@ export function exitObservation(exit: ExitRecord): AllocationObservation {
         exitCode: code,
         ...times,
       });
+    case "OUT_OF_MEMORY":
+      return observed({
+        phase: "FAILED",
+        reason: "OUT_OF_MEMORY",
+        message: exit.message,
+        exitCode: code,
+        ...times,
+      });
     case "LAUNCH_FAILED":
       return observed({
         phase: "FAILED",

@@ -11,6 +11,8 @@ import type { ResourceProfile } from "../models.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../reconciler/runway.ts";
 import type { LaunchWrapper, RunAs, SandboxPaths } from "../sandbox.ts";
+import { jobLimitsFor, limitArgv } from "./job-limits.ts";
+import type { LimitEnforcement } from "./limit-enforcement.ts";
 import type { JobRecord } from "./records.ts";
 
 export const RANK_ENV = "OPENAI4S_RANK";
@@ -21,11 +23,19 @@ export function validateLaunch(
   request: SubmitRequest,
   profiles: readonly ResourceProfile[],
   sandboxed: boolean,
+  workerSocket: string | null = null,
 ): string | null {
   const profile = profiles.find((p) => p.name === request.profile);
   if (profile === undefined) return `unknown profile ${JSON.stringify(request.profile)}`;
   if (!profile.kinds.includes(request.workloadKind)) {
     return `profile ${profile.name} does not offer ${request.workloadKind}`;
+  }
+  // Fail closed: a job promised no network never runs with the host's.
+  if (profile.network === "none" && !sandboxed) {
+    return `profile ${profile.name} has network "none", and this machine's backend has no sandbox to give a job its own network`;
+  }
+  if (profile.network === "none" && request.launch.kind === "WORKER" && workerSocket === null) {
+    return `profile ${profile.name} has network "none", and the worker gateway has no unix socket for its workers`;
   }
   const launch = request.launch;
   switch (launch.kind) {
@@ -67,6 +77,10 @@ export interface RecordContext {
   /** Bound back read-only inside the sandbox (the program's own directories). */
   readonly sandboxReadOnly: readonly string[];
   readonly now: number;
+  /** How this machine holds jobs to their profile's memory, processes and CPUs. */
+  readonly limits: LimitEnforcement;
+  /** The worker gateway's unix socket, for workers of profiles without network. */
+  readonly workerSocket?: string | null;
 }
 
 /** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
@@ -86,6 +100,10 @@ export function buildJobRecord(
   let argv: readonly string[];
   let env: Record<string, string>;
   let credentialDir: string | null = null;
+  const profile = context.profiles.find((p) => p.name === request.profile);
+  const network = profile?.network ?? "host";
+  // Without network the worker cannot dial TCP: it gets the gateway's unix socket, bound in.
+  const socket = network === "none" ? (context.workerSocket ?? null) : null;
   // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
   // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
   // and as root it would be root's.
@@ -96,7 +114,12 @@ export function buildJobRecord(
       env = { ...base, ...launch.env, ...own };
       break;
     case "WORKER":
-      argv = [...launch.workerCommand, "--rank-env", RANK_ENV];
+      argv = [
+        ...launch.workerCommand,
+        "--rank-env",
+        RANK_ENV,
+        ...(socket === null ? [] : ["--gateway-socket", socket]),
+      ];
       env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
       credentialDir = launch.credentialDir;
       break;
@@ -105,9 +128,15 @@ export function buildJobRecord(
       throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
     }
   }
-  const paths = sandboxPaths(request.workspaceDir, credentialDir, context.sandboxReadOnly);
-  const profile = context.profiles.find((p) => p.name === request.profile);
+  const paths = sandboxPaths(request.workspaceDir, credentialDir, [
+    ...context.sandboxReadOnly,
+    ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
+  ]);
   const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
+  const limits =
+    profile === undefined
+      ? undefined
+      : jobLimitsFor(request.token, profile, context.profiles, context.limits);
   return {
     version: 1,
     token: request.token,
@@ -116,11 +145,15 @@ export function buildJobRecord(
     epoch: request.epoch,
     // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
     argv: [
-      ...wrapper.wrap(
-        argv,
-        paths,
-        timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
-        runAs,
+      ...limitArgv(
+        limits,
+        wrapper.wrap(
+          argv,
+          paths,
+          timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+          runAs,
+          { network },
+        ),
       ),
     ],
     env: { ...HELPER_ENV },
@@ -135,6 +168,8 @@ export function buildJobRecord(
     warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
     killGraceMs,
     createdAt: context.now,
+    ...(limits === undefined ? {} : { limits }),
+    network,
   };
 }
 

@@ -43,6 +43,29 @@ const identitySchema = {
   bootId: v.string(),
 };
 
+/**
+ * What the job is held to and how (see limit-enforcement.ts): the figures from its profile,
+ * the cgroup the supervisor creates for it (null without cgroups), and whether its argv is
+ * wrapped in prlimit instead. Absent in records written before limits existed.
+ */
+export const jobLimitsSchema = v.strictObject({
+  profile: v.string(),
+  memoryBytes: v.nullable(v.pipe(v.number(), v.integer(), v.minValue(1))),
+  pidsMax: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  cpus: v.nullable(v.pipe(v.number(), v.minValue(0))),
+  cgroup: v.nullable(
+    v.strictObject({
+      version: v.picklist(["v1", "v2"]),
+      mount: v.string(),
+      dirs: v.pipe(v.array(v.string()), v.minLength(1)),
+    }),
+  ),
+  rlimit: v.boolean(),
+  /** The smallest profile with more memory than this one, for an out-of-memory hint. */
+  moreMemoryProfile: v.nullable(v.string()),
+});
+export type JobLimits = v.InferOutput<typeof jobLimitsSchema>;
+
 export const jobRecordSchema = v.strictObject({
   version: v.literal(1),
   token: v.string(),
@@ -76,6 +99,9 @@ export const jobRecordSchema = v.strictObject({
   /** Between SIGTERM and SIGKILL of the job's group on a time limit or cancel. */
   killGraceMs: v.pipe(v.number(), v.integer(), v.minValue(0)),
   createdAt: v.number(),
+  limits: v.optional(jobLimitsSchema),
+  /** The profile's network; steps beside the job get the same. Absent in older records: host. */
+  network: v.optional(v.picklist(["host", "none"])),
 });
 export type JobRecord = v.InferOutput<typeof jobRecordSchema>;
 
@@ -112,6 +138,8 @@ export const EXIT_REASONS = [
   "LAUNCH_FAILED",
   /** It failed (or could not start) while the spool's filesystem was full: not the job's fault. */
   "SPOOL_FULL",
+  /** The kernel killed it (or part of it) at its cgroup's memory limit. */
+  "OUT_OF_MEMORY",
 ] as const;
 export type ExitReason = (typeof EXIT_REASONS)[number];
 

@@ -15,6 +15,7 @@ import { publishExclusive, writeFileDurable } from "../../durable-fs.ts";
 import type { Log } from "../../log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../spool-space.ts";
 import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
+import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
@@ -27,6 +28,7 @@ import {
   jobRecordSchema,
   readJobFile,
 } from "./records.ts";
+import { jobCgroupGuard } from "./supervisor-limits.ts";
 
 export interface SupervisorDeps {
   readonly now: () => number;
@@ -103,6 +105,21 @@ async function superviseJob(
   let proc: Bun.Subprocess<"ignore", number, number>;
   const startedAt = deps.now();
   const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
+  const limits = jobCgroupGuard(record.limits, deps.log);
+  try {
+    limits?.start();
+  } catch (error) {
+    // Fail closed: a job whose cgroup cannot be made does not run unlimited.
+    writeExit(dir, {
+      reason: "LAUNCH_FAILED",
+      exitCode: 126,
+      signal: null,
+      message: `could not create the job's cgroup: ${String(error)}`,
+      startedAt: null,
+      endedAt: deps.now(),
+    });
+    return 0;
+  }
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
@@ -157,6 +174,7 @@ async function superviseJob(
     stopReason: StopReason | null;
     killTimer: ReturnType<typeof setTimeout> | null;
   } = { exited: false, stopReason: null, killTimer: null };
+  limits?.watch(() => deps.log.warn("the job hit its memory limit; ending it", { group }));
   const beginStop = (reason: StopReason) => {
     if (state.exited || state.stopReason !== null) return;
     state.stopReason = reason;
@@ -188,8 +206,11 @@ async function superviseJob(
   // The allocation ends with its leader: background processes it left in the group would
   // otherwise keep holding the machine with nobody accounting for them.
   signalGroup(group, "SIGKILL");
+  // The cgroup holds what left the group too (bwrap's --new-session): killed, counted, removed.
+  const usage = limits === null ? null : await limits.finish();
+  const outOfMemory = state.stopReason === null && usage !== null && usage.oomKills > 0;
 
-  const finalReason: ExitReason = state.stopReason ?? "EXITED";
+  const finalReason: ExitReason = state.stopReason ?? (outOfMemory ? "OUT_OF_MEMORY" : "EXITED");
   const signal = signalName(proc.signalCode);
   const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
   const why =
@@ -202,11 +223,17 @@ async function superviseJob(
           : "";
   const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
   const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
+  const note = usage === null || record.limits === undefined ? "" : pidsNote(record.limits, usage);
   writeExit(dir, {
     reason: full === null ? finalReason : "SPOOL_FULL",
     exitCode: proc.exitCode,
     signal,
-    message: full === null ? `${how}${why}` : `${how}; ${full}`,
+    message:
+      full !== null
+        ? `${how}; ${full}`
+        : outOfMemory && record.limits !== undefined && usage !== null
+          ? outOfMemoryMessage(record.limits, usage)
+          : `${how}${why}${note}`,
     startedAt,
     endedAt: deps.now(),
   });

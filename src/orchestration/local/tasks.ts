@@ -9,6 +9,7 @@ import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { HELPER_ENV } from "../isolation/launch-argv.ts";
 import type { TaskResult } from "../ports.ts";
 import type { LaunchWrapper, RunAs } from "../sandbox.ts";
+import { limitArgv } from "./job-limits.ts";
 import { signalNumber } from "./job-state.ts";
 import { sandboxPaths } from "./launch.ts";
 import type { JobRecord } from "./records.ts";
@@ -44,12 +45,17 @@ export async function runStep(
   } catch (error) {
     return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
   }
+  // In the allocation's own cgroup: a step counts against the job's memory and processes.
   const argv = [
-    ...options.wrapper.wrap(
-      command,
-      sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
-      { vars },
-      runAs,
+    ...limitArgv(
+      record.limits,
+      options.wrapper.wrap(
+        command,
+        sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
+        { vars },
+        runAs,
+        { network: record.network ?? "host" },
+      ),
     ),
   ];
   const [program, ...args] = argv;

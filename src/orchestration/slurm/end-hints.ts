@@ -10,7 +10,7 @@
  */
 import type { ResourceProfile } from "../models.ts";
 import type { AllocationObservation } from "../ports.ts";
-import { formatHms } from "../reason-hints.ts";
+import { formatBytes, formatHms } from "../reason-hints.ts";
 import type { JobUsage } from "./parse.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
@@ -28,11 +28,6 @@ export function needsUsage(o: AllocationObservation): o is Observed {
     o.reason === "TIME_LIMIT_EXCEEDED" ||
     (o.reason === "NONZERO_EXIT" && o.exitCode === KILLED_EXIT_CODE)
   );
-}
-
-function formatBytes(bytes: number): string {
-  const mib = bytes / 1024 ** 2;
-  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${Math.round(mib)} MiB`;
 }
 
 /** "1:00:04": the same reading the API's hints use. */
