@@ -98,6 +98,8 @@ export type Access =
 
 export interface ApiBindings {
   readonly access: Access;
+  /** How long this listener waits for a request body (default DEFAULT_BODY_TIMEOUT_MS). */
+  readonly bodyTimeoutMs?: number;
 }
 
 export interface ApiEnv {

@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import * as v from "valibot";
+import type { ApiBindings } from "./deps.ts";
 import { ApiError, type FieldError, validationFailed } from "./problem.ts";
 
 /** No request body this API accepts is legitimately larger; bigger is a mistake or abuse. */
@@ -47,25 +48,89 @@ export function parseWith<const S extends v.GenericSchema>(
 }
 
 /**
- * Whether a declared Content-Type may carry this API's JSON. Besides JSON itself, the two
- * types common clients send by default for a string body (`fetch`: text/plain, `curl -d`:
- * form-urlencoded) and no type at all: refusing those would break the usual first try for
- * no safety, since the body must parse as a JSON object anyway. A type that names another
- * format (XML, multipart) says the client sends something else: refused, not guessed at.
+ * Whether a declared Content-Type may carry this API's JSON: JSON itself (`+json` types
+ * included) or no type at all. `text/plain` and form-urlencoded are refused although
+ * `fetch` and `curl -d` send them by default: a body declared as text or a form is a client
+ * that believes it sends something else, and guessing that it meant JSON is how a form post
+ * from a browser page becomes a command (the API names Content-Type so the fix is one flag).
  */
 function acceptsAsJson(contentType: string | undefined): boolean {
   if (contentType === undefined) return true;
   const media = (contentType.split(";")[0] ?? "").trim().toLowerCase();
-  return (
-    media === "" ||
-    media === "application/json" ||
-    media.endsWith("+json") ||
-    media === "text/plain" ||
-    media === "application/x-www-form-urlencoded"
-  );
+  return media === "" || media === "application/json" || media.endsWith("+json");
 }
 
-/** The raw JSON value of the body, bounded in size. */
+/** How long a listener waits for a request body when it did not say (bindings). */
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
+
+/**
+ * The body's bytes, at most `MAX_BODY_BYTES` and within `timeoutMs` from the first read. A
+ * client whose body stops arriving would otherwise hold the handler and its connection for
+ * as long as it likes (on the unix socket, which has no idle timeout, forever).
+ */
+async function readBodyBytes(request: Request, timeoutMs: number): Promise<Uint8Array> {
+  const reader = request.body?.getReader();
+  if (reader === undefined) return new Uint8Array();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<"expired">((resolve) => {
+    timer = setTimeout(() => resolve("expired"), timeoutMs);
+  });
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const reading = reader.read();
+      const outcome = await Promise.race([reading, expired]);
+      if (outcome === "expired") {
+        // The read still pending rejects once the connection closes; nobody awaits it.
+        reading.catch(() => {});
+        reader.cancel().catch(() => {});
+        throw requestTimeout(timeoutMs);
+      }
+      if (outcome.done) break;
+      total += outcome.value.byteLength;
+      if (total > MAX_BODY_BYTES) {
+        reader.cancel().catch(() => {});
+        throw bodyTooLarge();
+      }
+      chunks.push(outcome.value);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** The body as text; bytes that are not UTF-8 are refused, never replaced by U+FFFD. */
+function decodeUtf8(bytes: Uint8Array): { readonly text: string; readonly valid: boolean } {
+  try {
+    return { text: new TextDecoder("utf-8", { fatal: true }).decode(bytes), valid: true };
+  } catch {
+    return { text: new TextDecoder("utf-8").decode(bytes), valid: false };
+  }
+}
+
+/**
+ * Every string (key or value) of a parsed body that is not well-formed UTF-16, i.e. holds a
+ * lone surrogate (`"\ud800"` is valid JSON). Such a string cannot be encoded as UTF-8 into
+ * argv, the store or a log without being silently altered. With `replaced`, strings holding
+ * U+FFFD are named too: they are where the invalid bytes of the raw body were.
+ */
+function malformedStrings(value: unknown, replaced: boolean, path = ""): FieldError[] {
+  const bad = (s: string) => !s.isWellFormed() || (replaced && s.includes("\uFFFD"));
+  const message = replaced ? "must be valid UTF-8" : "must be valid Unicode (a lone surrogate)";
+  if (typeof value === "string") return bad(value) ? [{ path, message }] : [];
+  if (value === null || typeof value !== "object") return [];
+  const out: FieldError[] = [];
+  for (const [key, item] of Object.entries(value)) {
+    const at = Array.isArray(value) ? `${path}[${key}]` : path === "" ? key : `${path}.${key}`;
+    if (!Array.isArray(value) && bad(key)) out.push({ path: at, message: `name ${message}` });
+    out.push(...malformedStrings(item, replaced, at));
+  }
+  return out;
+}
+
+/** The raw JSON value of the body, bounded in size and time, as well-formed UTF-8. */
 export async function readJson(c: Context): Promise<unknown> {
   const contentType = c.req.header("content-type");
   if (!acceptsAsJson(contentType)) {
@@ -79,8 +144,9 @@ export async function readJson(c: Context): Promise<unknown> {
   }
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw bodyTooLarge();
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw bodyTooLarge();
+  const bindings = c.env as ApiBindings | undefined;
+  const bytes = await readBodyBytes(c.req.raw, bindings?.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+  const { text, valid } = decodeUtf8(bytes);
   if (text.trim() === "") {
     throw validationFailed([{ path: "", message: "a JSON object body is required" }]);
   }
@@ -88,13 +154,19 @@ export async function readJson(c: Context): Promise<unknown> {
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw validationFailed([{ path: "", message: `body is not valid JSON: ${String(error)}` }]);
+    const why = valid ? `body is not valid JSON: ${String(error)}` : "body is not valid UTF-8";
+    throw validationFailed([{ path: "", message: why }]);
   }
   // Every body of this API is an object; valibot's object schemas would accept an array
   // (typeof "object") and report its indices as unknown keys, which names nothing useful.
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw validationFailed([{ path: "", message: "the body must be a JSON object" }]);
   }
+  const malformed = malformedStrings(value, !valid);
+  if (malformed.length > 0) throw validationFailed(malformed);
+  // Invalid bytes outside any string (between tokens) break JSON.parse above; inside one
+  // they are named there. Nothing invalid may pass unnamed.
+  if (!valid) throw validationFailed([{ path: "", message: "body is not valid UTF-8" }]);
   return value;
 }
 
@@ -103,6 +175,15 @@ export async function readBody<const S extends v.GenericSchema>(
   schema: S,
 ): Promise<v.InferOutput<S>> {
   return parseWith(schema, await readJson(c));
+}
+
+function requestTimeout(timeoutMs: number): ApiError {
+  return new ApiError({
+    status: 408,
+    slug: "request-timeout",
+    title: "Request timeout",
+    detail: `the request body did not arrive within ${timeoutMs} ms`,
+  });
 }
 
 function bodyTooLarge(): ApiError {

@@ -80,6 +80,8 @@ export interface DaemonConfig {
   };
   /** How long shutdown waits for in-flight requests before closing their connections. */
   readonly drainTimeoutMs?: number;
+  /** How long every listener waits for a request body (`serve --body-timeout-ms`). */
+  readonly bodyTimeoutMs?: number;
 }
 
 export interface RunningDaemon {
@@ -284,9 +286,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   for (const address of config.listen) {
     const bindings: ApiBindings = {
       access: accessFor(address, adminToken),
+      ...(config.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: config.bodyTimeoutMs } : {}),
     };
     const fetch = async (request: Request, server: Server<undefined>) => {
-      const response = await app.fetch(request, bindings);
+      const response = closeIfBodyUnread(request, await app.fetch(request, bindings));
       // A streamed answer (a followed log, a streaming exec) can stay quiet for minutes while
       // the job or the cell works; Bun's 10 s idle timeout cut such streams (ECONNRESET in
       // `logs --follow`). The routes mark them the way proxies know: X-Accel-Buffering: no.
@@ -409,6 +412,28 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
 
 function accessFor(address: ListenAddress, adminToken: string): Access {
   return address.kind === "unix" ? { kind: "LocalSocket" } : { kind: "Bearer", token: adminToken };
+}
+
+/**
+ * A request that declared a body its route never read (a GET with Content-Length, a refusal
+ * before the read): the runtime would keep the connection to drain that body, and on the
+ * unix socket, which has no idle timeout, a client that never sends it holds the connection
+ * forever. `Connection: close` ends it once the answer is sent.
+ */
+function closeIfBodyUnread(request: Request, response: Response): Response {
+  const declared =
+    request.headers.has("transfer-encoding") ||
+    Number(request.headers.get("content-length") ?? "0") > 0;
+  if (!declared || request.bodyUsed) return response;
+  try {
+    response.headers.set("Connection", "close");
+    return response;
+  } catch {
+    // Immutable headers (a Response built elsewhere): copy it.
+    const copy = new Response(response.body, response);
+    copy.headers.set("Connection", "close");
+    return copy;
+  }
 }
 
 /** Graceful first; connections still open after the grace period are closed. */
