@@ -16,6 +16,7 @@ import {
   PROBLEM_CONTENT_TYPE,
 } from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
+import { checkRequestShape } from "./request-shape.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
@@ -76,6 +77,11 @@ export function createApp(deps: ApiDeps) {
     // `c.env` is undefined when a caller passed no bindings at all.
     const bindings = c.env as ApiEnv["Bindings"] | undefined;
     authorize(bindings?.access, c.req.header("authorization"));
+    await next();
+  });
+
+  app.use("*", async function refuseUnknownInput(c, next) {
+    await checkRequestShape(c);
     await next();
   });
 

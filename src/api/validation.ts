@@ -130,8 +130,26 @@ function malformedStrings(value: unknown, replaced: boolean, path = ""): FieldEr
   return out;
 }
 
-/** The raw JSON value of the body, bounded in size and time, as well-formed UTF-8. */
-export async function readJson(c: Context): Promise<unknown> {
+/**
+ * Did the client announce a body (a length, or chunked)? The runtime gives a request
+ * without one a null body; headers are checked too, for a body still on its way.
+ */
+export function declaresBody(request: Request): boolean {
+  return (
+    request.body !== null ||
+    request.headers.has("transfer-encoding") ||
+    Number(request.headers.get("content-length") ?? "0") > 0
+  );
+}
+
+/**
+ * The raw JSON value of the body, bounded in size and time, as well-formed UTF-8. With
+ * `emptyIsNone`, an empty body reads as `{}` (routes that take none).
+ */
+export async function readJson(
+  c: Context,
+  options: { readonly emptyIsNone?: boolean } = {},
+): Promise<unknown> {
   const contentType = c.req.header("content-type");
   if (!acceptsAsJson(contentType)) {
     throw new ApiError({
@@ -148,6 +166,7 @@ export async function readJson(c: Context): Promise<unknown> {
   const bytes = await readBodyBytes(c.req.raw, bindings?.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
   const { text, valid } = decodeUtf8(bytes);
   if (text.trim() === "") {
+    if (options.emptyIsNone === true) return {};
     throw validationFailed([{ path: "", message: "a JSON object body is required" }]);
   }
   let value: unknown;

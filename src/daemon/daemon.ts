@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, realpathSync } from "node:fs";
 import type { Server } from "bun";
 import { createApp } from "../api/app.ts";
 import type { Access, ApiBindings } from "../api/deps.ts";
+import { declaresBody } from "../api/validation.ts";
 import type { Clock } from "../clock.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
@@ -421,10 +422,7 @@ function accessFor(address: ListenAddress, adminToken: string): Access {
  * forever. `Connection: close` ends it once the answer is sent.
  */
 function closeIfBodyUnread(request: Request, response: Response): Response {
-  const declared =
-    request.headers.has("transfer-encoding") ||
-    Number(request.headers.get("content-length") ?? "0") > 0;
-  if (!declared || request.bodyUsed) return response;
+  if (!declaresBody(request) || request.bodyUsed) return response;
   try {
     response.headers.set("Connection", "close");
     return response;

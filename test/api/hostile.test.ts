@@ -180,3 +180,56 @@ describe("commands must be valid UTF-8", () => {
     expect(res.status).toBe(201);
   });
 });
+
+describe("unknown and repeated query parameters, and bodies a route does not take", () => {
+  test.each([
+    ["GET", "/healthz?verbose=1"],
+    ["GET", "/v1/profiles?all=1"],
+    ["GET", "/v1/workloads/w-abc?fields=id"],
+    ["GET", "/v1/workloads/w-abc/events?since=0"],
+    ["GET", "/v1/diagnostics?deep=true"],
+    ["GET", "/metrics?format=json"],
+    ["GET", "/openapi.json?v=2"],
+    ["GET", "/v1/workloads?junk="],
+    ["POST", "/v1/workloads/w-abc/cancel?force=1"],
+    ["POST", "/v1/backup?destination=/etc/x"],
+  ])("%s %s is refused with 400 naming the parameter", async (method, path) => {
+    h = harness();
+    const name = [...new URL(path, "http://x").searchParams.keys()][0] ?? "";
+    const problem = await refusedWithoutWrites(h.request(path, { method }), 400);
+    expect(problem.errors.map((e) => e.path)).toEqual([name]);
+  });
+
+  test.each(["/v1/workloads?limit=1&limit=500", "/v1/workloads/w-abc/logs?attempt=1&attempt=2"])(
+    "a parameter given twice is refused, not resolved by a guess: %s",
+    async (path) => {
+      h = harness();
+      const problem = await refusedWithoutWrites(h.request(path), 400);
+      expect(problem.errors[0]?.message).toContain("more than once");
+    },
+  );
+
+  test("POST /v1/backup with a destination in the body is refused, not answered with a copy", async () => {
+    h = harness();
+    const problem = await refusedWithoutWrites(
+      h.post("/v1/backup", { destination: "/etc/x" }),
+      400,
+    );
+    expect(problem.errors).toEqual([
+      { path: "destination", message: 'unknown field "destination"' },
+    ]);
+  });
+
+  test("POST cancel with a body field is refused; with {} or no body it is not", async () => {
+    h = harness();
+    const created = await h.post("/v1/workloads", BATCH);
+    const id = ((await created.json()) as { id: string }).id;
+    const problem = await refusedWithoutWrites(
+      h.post(`/v1/workloads/${id}/cancel`, { reason: "x" }),
+      400,
+    );
+    expect(problem.errors.map((e) => e.path)).toEqual(["reason"]);
+    expect((await h.post(`/v1/workloads/${id}/cancel`, {})).status).toBe(202);
+    expect((await h.request(`/v1/workloads/${id}/cancel`, { method: "POST" })).status).toBe(202);
+  });
+});

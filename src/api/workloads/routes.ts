@@ -92,7 +92,10 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   app.get("/v1/workloads", function list(c) {
     // `?kind=&phase=` (INTERFACE.md's own template, and what forms send) means "not given":
     // an empty parameter is dropped before validation rather than refused as a bad value.
-    const given = Object.fromEntries(Object.entries(c.req.query()).filter(([, v]) => v !== ""));
+    // `?kind=` is "no filter"; an unknown key stays, to be refused even when empty.
+    const given = Object.fromEntries(
+      Object.entries(c.req.query()).filter(([k, v]) => v !== "" || !(k in ListQuery.entries)),
+    );
     const query = parseWith(ListQuery, given);
     let cursor: { readonly createdAt: number; readonly id: string } | undefined;
     if (query.cursor !== undefined) {

@@ -230,3 +230,12 @@ export const LogsQuery = v.strictObject({
     ),
   ),
 });
+
+export const ExecQuery = v.strictObject({
+  stream: v.optional(
+    v.pipe(
+      v.picklist(["1", "true", "0", "false"]),
+      v.description("1 or true: server-sent events, as Accept: text/event-stream."),
+    ),
+  ),
+});
