@@ -126,7 +126,7 @@ describe("bearer token syntax", () => {
     h = harness();
     const access = { kind: "Bearer", token: "s3cret" } as const;
     const get = (authorization: string) =>
-      h.request("/healthz", { headers: { Authorization: authorization } }, access);
+      h.request("/v1/profiles", { headers: { Authorization: authorization } }, access);
     expect((await get("Bearer s3cret")).status).toBe(200);
     expect((await get("Bearer   s3cret  ")).status).toBe(200);
     expect((await get("bearer s3cret")).status).toBe(200);

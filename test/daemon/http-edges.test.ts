@@ -254,3 +254,22 @@ test(
   },
   TEST_TIMEOUT_MS,
 );
+
+test(
+  "over TCP /healthz answers liveness without the token and without data; nothing else does",
+  async () => {
+    const base = `http://127.0.0.1:${port}`;
+    const health = await fetch(`${base}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: "ok" });
+    expect((await fetch(`${base}/healthz`, { method: "HEAD" })).status).toBe(200);
+    for (const path of ["/metrics", "/v1/diagnostics", "/v1/profiles", "/openapi.json"]) {
+      expect({ path, status: (await fetch(`${base}${path}`)).status }).toEqual({
+        path,
+        status: 401,
+      });
+    }
+    expect((await fetch(`${base}/healthz`, { method: "POST" })).status).toBe(401);
+  },
+  TEST_TIMEOUT_MS,
+);
