@@ -7,7 +7,7 @@
  */
 import { basename } from "node:path";
 import { COMMANDS } from "./cli/registry.ts";
-import { type CommandIo, processIo, UsageError } from "./command/command.ts";
+import { type CommandIo, ConnectionLost, processIo, UsageError } from "./command/command.ts";
 import { VERSION } from "./version.ts";
 
 export function usage(): string {
@@ -74,6 +74,10 @@ async function run(
       const text = error.message.startsWith(own) ? error.message.slice(own.length) : error.message;
       io.stderr(`openai4s ${name}: ${text}\nTry \`openai4s ${name} --help\`.\n`);
       return 2;
+    }
+    if (error instanceof ConnectionLost) {
+      io.stderr(`openai4s ${name}: ${error.message}\n`);
+      return 1;
     }
     throw error;
   }
