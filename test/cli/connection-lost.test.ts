@@ -56,9 +56,9 @@ async function run(...args: string[]) {
   return { stdout, stderr, code };
 }
 
-test.each([["list"], ["show", "w-abc"], ["profiles"], ["logs", "w-abc"]])(
-  "%s: a dropped connection is one line on stderr, exit 1",
-  async (...args) => {
+test.each<readonly string[]>([["list"], ["show", "w-abc"], ["profiles"], ["logs", "w-abc"]])(
+  "%p: a dropped connection is one line on stderr, exit 1",
+  async (...args: string[]) => {
     const r = await run(...args);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(
