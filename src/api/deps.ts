@@ -60,8 +60,8 @@ export interface StoreBackup {
    * path; the caller reads and deletes it.
    */
   snapshot(): string;
-  /** Files an operator must keep beside a copy for a restored daemon to work. */
-  readonly keepBeside: readonly { readonly name: string; readonly path: string }[];
+  /** Files (that exist now) an operator must keep beside a copy for a restored daemon. */
+  keepBeside(): readonly { readonly name: string; readonly path: string }[];
 }
 
 export interface ApiDeps {

@@ -44,7 +44,7 @@ import {
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
 import { checkStateDirOwnership } from "./state-ownership.ts";
-import { storeBackup } from "./store-backup.ts";
+import { storeBackup, sweepBackupLeftovers } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
 export interface DaemonConfig {
@@ -156,6 +156,15 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     }
   } catch (error) {
     return fail({ kind: "Failed", message: `migrating ${layout.root}: ${String(error)}` });
+  }
+
+  // 1d. Copies a daemon killed mid-backup left behind (whole copies of the store).
+  try {
+    const swept = sweepBackupLeftovers(layout.root);
+    if (swept.length > 0)
+      log.info("removed backup copies left by an interrupted backup", { files: swept });
+  } catch (error) {
+    return fail({ kind: "Failed", message: `sweeping ${layout.root}: ${String(error)}` });
   }
 
   // 2. The admin token exists from the first start on, so a client can be pointed at a TCP
