@@ -273,3 +273,21 @@ test(
   },
   TEST_TIMEOUT_MS,
 );
+
+test.each([
+  ["GET / HTTP/9.9\r\n\r\n", "505"],
+  ["GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", "505"],
+  ["GARBAGE\r\n\r\n", "400"],
+  ["GET /healthz HTTP/1.1\r\nBad Header: x\r\n\r\n", "400"],
+  ["GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", "400"],
+])(
+  "the runtime answers %p itself with a bare %s and closes, as docs/api.md says",
+  async (raw, status) => {
+    const res = await exchange("unix", raw);
+    expect(res.closed).toBe(true);
+    expect(res.received).toBe(
+      `HTTP/1.1 ${status} ${status === "505" ? "HTTP Version Not Supported" : "Bad Request"}\r\nConnection: close\r\n\r\n`,
+    );
+  },
+  TEST_TIMEOUT_MS,
+);
