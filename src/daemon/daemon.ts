@@ -311,7 +311,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
         // Measured (Bun 1.4.5): the idle timeout does not cut a request still being
         // handled, but it does cut a quiet streamed answer, and `server.timeout(request, 0)`
         // has no effect on a unix socket. No idle timeout here, then: the socket is 0600,
-        // only the daemon's own user can hold a connection open.
+        // only the daemon's own user can hold a connection open. A body that stops arriving
+        // is still cut (the API's body deadline, then Connection: close), as on TCP.
         const server = withPrivateSocket(address.path, () =>
           // Bun's types leave idleTimeout off the unix options; the runtime honours it
           // (the logs-live test fails without it).
