@@ -43,8 +43,8 @@ interface Exchange {
 }
 
 /**
- * Sends `head` (and `auth` for TCP) then either hangs up (`hangUp`) or waits up to
- * `waitMs` for the daemon to answer and close.
+ * Sends the raw request (with the admin token added after the request line on TCP), then
+ * either hangs up (`hangUp`) or waits up to `waitMs` for the daemon to answer and close.
  */
 function exchange(
   target: Target,
