@@ -116,18 +116,30 @@ function decodeUtf8(bytes: Uint8Array): { readonly text: string; readonly valid:
  * argv, the store or a log without being silently altered. With `replaced`, strings holding
  * U+FFFD are named too: they are where the invalid bytes of the raw body were.
  */
-function malformedStrings(value: unknown, replaced: boolean, path = ""): FieldError[] {
+function malformedStrings(root: unknown, replaced: boolean): FieldError[] {
   const bad = (s: string) => !s.isWellFormed() || (replaced && s.includes("\uFFFD"));
-  const message = replaced ? "must be valid UTF-8" : "must be valid Unicode (a lone surrogate)";
-  if (typeof value === "string") return bad(value) ? [{ path, message }] : [];
-  if (value === null || typeof value !== "object") return [];
+  const message = replaced
+    ? "must be valid UTF-8"
+    : "must be valid UTF-8 (it holds a lone surrogate)";
   const out: FieldError[] = [];
-  for (const [key, item] of Object.entries(value)) {
-    const at = Array.isArray(value) ? `${path}[${key}]` : path === "" ? key : `${path}.${key}`;
-    if (!Array.isArray(value) && bad(key)) out.push({ path: at, message: `name ${message}` });
-    out.push(...malformedStrings(item, replaced, at));
+  // A loop, not recursion: a 1 MiB body can nest arrays 500,000 deep, past the call stack.
+  const pending: { readonly value: unknown; readonly path: string }[] = [{ value: root, path: "" }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const { value, path } = next;
+    if (typeof value === "string") {
+      if (bad(value)) out.push({ path, message });
+      continue;
+    }
+    if (value === null || typeof value !== "object") continue;
+    const isArray = Array.isArray(value);
+    for (const [key, item] of Object.entries(value)) {
+      const at = isArray ? `${path}[${key}]` : path === "" ? key : `${path}.${key}`;
+      if (!isArray && bad(key)) out.push({ path: at, message: `name ${message}` });
+      pending.push({ value: item, path: at });
+    }
   }
-  return out;
+  // Sorted by path: the same request names its fields in the same order every time.
+  return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
 }
 
 /**

@@ -174,6 +174,14 @@ describe("commands must be valid UTF-8", () => {
     expect(problem.errors.map((e) => e.path)).toEqual(["command[1]", "env.A"]);
   });
 
+  test("a body nested 200,000 deep is a 400, not a stack overflow's 500", async () => {
+    h = harness();
+    const depth = 200_000;
+    const body = `{"kind":"BATCH","profile":"default","command":["x"],"env":${"[".repeat(depth)}${"]".repeat(depth)}}`;
+    const problem = await refusedWithoutWrites(h.post("/v1/workloads", body), 400);
+    expect(problem.errors.map((e) => e.path)).toEqual(["env"]);
+  });
+
   test("a well-formed U+FFFD and astral characters are accepted", async () => {
     h = harness();
     const res = await h.post("/v1/workloads", { ...BATCH, command: ["echo", "\uFFFD 🧪"] });
