@@ -6,7 +6,13 @@
  * Bun binary (argv[0] is always "bun").
  */
 import { COMMANDS } from "./cli/registry.ts";
-import { type Command, type CommandIo, processIo, UsageError } from "./command/command.ts";
+import {
+  type Command,
+  type CommandIo,
+  ConnectionLost,
+  processIo,
+  UsageError,
+} from "./command/command.ts";
 import { VERSION } from "./version.ts";
 
 export function usage(): string {
@@ -70,6 +76,10 @@ async function run(command: Command, args: readonly string[], io: CommandIo): Pr
       const text = error.message.startsWith(own) ? error.message.slice(own.length) : error.message;
       io.stderr(`openai4s ${name}: ${text}\nTry \`openai4s ${name} --help\`.\n`);
       return 2;
+    }
+    if (error instanceof ConnectionLost) {
+      io.stderr(`openai4s ${name}: ${error.message}\n`);
+      return 1;
     }
     throw error;
   }

@@ -7,8 +7,16 @@ import { Hono } from "hono";
 import { routePath } from "hono/route";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
-import { ApiError, internalError, notFound, PROBLEM_CONTENT_TYPE } from "./problem.ts";
+import {
+  ApiError,
+  clientClosedRequest,
+  internalError,
+  isClientAbort,
+  notFound,
+  PROBLEM_CONTENT_TYPE,
+} from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
+import { checkRequestShape } from "./request-shape.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
@@ -21,6 +29,9 @@ function problemResponse(error: ApiError): Response {
     headers: {
       "Content-Type": PROBLEM_CONTENT_TYPE,
       ...(error.status === 401 ? { "WWW-Authenticate": 'Bearer realm="openai4s"' } : {}),
+      // The body was not read to its end (too slow, too large): the connection cannot carry
+      // another request, and keeping it would let a stalled client hold it open.
+      ...(error.status === 408 || error.status === 413 ? { Connection: "close" } : {}),
     },
   });
 }
@@ -65,7 +76,19 @@ export function createApp(deps: ApiDeps) {
   app.use("*", async function authenticate(c, next) {
     // `c.env` is undefined when a caller passed no bindings at all.
     const bindings = c.env as ApiEnv["Bindings"] | undefined;
-    authorize(bindings?.access, c.req.header("authorization"));
+    // Liveness for a load balancer's probe, which has no token: `{"status":"ok"}` and
+    // nothing else (no version, no counts). Every other route, and every other method on
+    // this one, still needs the token.
+    const liveness =
+      c.req.path === "/healthz" && (c.req.method === "GET" || c.req.method === "HEAD");
+    if (!liveness || bindings === undefined) {
+      authorize(bindings?.access, c.req.header("authorization"));
+    }
+    await next();
+  });
+
+  app.use("*", async function refuseUnknownInput(c, next) {
+    await checkRequestShape(c);
     await next();
   });
 
@@ -97,6 +120,13 @@ export function createApp(deps: ApiDeps) {
 
   app.onError(function toProblem(error, c) {
     if (error instanceof ApiError) return problemResponse(error);
+    // A client that left mid-body (or whose chunked framing the runtime refused) makes the
+    // body read throw an AbortError with an empty message: not the daemon's failure, so no
+    // 5xx in the metrics an admin alerts on and no "request failed" line.
+    if (isClientAbort(error, c.req.raw)) {
+      deps.log.debug("client closed the request", { method: c.req.method, path: c.req.path });
+      return problemResponse(clientClosedRequest());
+    }
     deps.log.error("request failed", {
       method: c.req.method,
       path: c.req.path,

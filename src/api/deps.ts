@@ -77,8 +77,8 @@ export interface StoreBackup {
    * path; the caller reads and deletes it.
    */
   snapshot(): string;
-  /** Files an operator must keep beside a copy for a restored daemon to work. */
-  readonly keepBeside: readonly { readonly name: string; readonly path: string }[];
+  /** Files (that exist now) an operator must keep beside a copy for a restored daemon. */
+  keepBeside(): readonly { readonly name: string; readonly path: string }[];
 }
 
 export interface ApiDeps {
@@ -130,6 +130,8 @@ export type Access =
 
 export interface ApiBindings {
   readonly access: Access;
+  /** How long this listener waits for a request body (default DEFAULT_BODY_TIMEOUT_MS). */
+  readonly bodyTimeoutMs?: number;
 }
 
 export interface ApiEnv {

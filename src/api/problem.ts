@@ -52,6 +52,8 @@ export const PROBLEMS = {
   "spool-full":
     "The filesystem jobs write to is below its low-water mark of free space; nothing was created. Retry once space returns.",
   "backup-failed": "The daemon could not write a copy of its store.",
+  "request-timeout": "The request body did not arrive in time; the connection is closed.",
+  "client-closed-request": "The client went away before the answer (never sent; counted as 499).",
   "internal-error": "The daemon failed; its log has the details.",
 } as const satisfies Readonly<Record<string, string>>;
 
@@ -127,6 +129,26 @@ export function notFound(detail: string): ApiError {
 
 export function conflict(slug: ProblemSlug, title: string, detail: string): ApiError {
   return new ApiError({ status: 409, slug, title, detail });
+}
+
+/**
+ * The client closed the connection (mid-body, a bad chunk size that the runtime rejected):
+ * nothing is sent back, and it is not the daemon's failure. 499, nginx's "client closed
+ * request", keeps it out of the 5xx an admin alerts on while still counting it.
+ */
+export function clientClosedRequest(): ApiError {
+  return new ApiError({
+    status: 499 as ContentfulStatusCode,
+    slug: "client-closed-request",
+    title: "Client closed request",
+    detail: "the client closed the connection before the request was handled",
+  });
+}
+
+/** Did this error come from the request's own connection going away? */
+export function isClientAbort(error: unknown, request: Request): boolean {
+  if (request.signal.aborted) return true;
+  return error instanceof DOMException && error.name === "AbortError";
 }
 
 export function internalError(): ApiError {

@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import * as v from "valibot";
+import type { ApiBindings } from "./deps.ts";
 import { ApiError, type FieldError, validationFailed } from "./problem.ts";
 
 /** No request body this API accepts is legitimately larger; bigger is a mistake or abuse. */
@@ -47,26 +48,120 @@ export function parseWith<const S extends v.GenericSchema>(
 }
 
 /**
- * Whether a declared Content-Type may carry this API's JSON. Besides JSON itself, the two
- * types common clients send by default for a string body (`fetch`: text/plain, `curl -d`:
- * form-urlencoded) and no type at all: refusing those would break the usual first try for
- * no safety, since the body must parse as a JSON object anyway. A type that names another
- * format (XML, multipart) says the client sends something else: refused, not guessed at.
+ * Whether a declared Content-Type may carry this API's JSON: JSON itself (`+json` types
+ * included) or no type at all. `text/plain` and form-urlencoded are refused although
+ * `fetch` and `curl -d` send them by default: a body declared as text or a form is a client
+ * that believes it sends something else, and guessing that it meant JSON is how a form post
+ * from a browser page becomes a command (the API names Content-Type so the fix is one flag).
  */
 function acceptsAsJson(contentType: string | undefined): boolean {
   if (contentType === undefined) return true;
   const media = (contentType.split(";")[0] ?? "").trim().toLowerCase();
+  return media === "" || media === "application/json" || media.endsWith("+json");
+}
+
+/** How long a listener waits for a request body when it did not say (bindings). */
+export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
+
+/**
+ * The body's bytes, at most `MAX_BODY_BYTES` and within `timeoutMs` from the first read. A
+ * client whose body stops arriving would otherwise hold the handler and its connection for
+ * as long as it likes (on the unix socket, which has no idle timeout, forever).
+ */
+async function readBodyBytes(request: Request, timeoutMs: number): Promise<Uint8Array> {
+  const reader = request.body?.getReader();
+  if (reader === undefined) return new Uint8Array();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<"expired">((resolve) => {
+    timer = setTimeout(() => resolve("expired"), timeoutMs);
+  });
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const reading = reader.read();
+      const outcome = await Promise.race([reading, expired]);
+      if (outcome === "expired") {
+        // The read still pending rejects once the connection closes; nobody awaits it.
+        reading.catch(() => {});
+        reader.cancel().catch(() => {});
+        throw requestTimeout(timeoutMs);
+      }
+      if (outcome.done) break;
+      total += outcome.value.byteLength;
+      if (total > MAX_BODY_BYTES) {
+        reader.cancel().catch(() => {});
+        throw bodyTooLarge();
+      }
+      chunks.push(outcome.value);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** The body as text; bytes that are not UTF-8 are refused, never replaced by U+FFFD. */
+function decodeUtf8(bytes: Uint8Array): { readonly text: string; readonly valid: boolean } {
+  try {
+    return { text: new TextDecoder("utf-8", { fatal: true }).decode(bytes), valid: true };
+  } catch {
+    return { text: new TextDecoder("utf-8").decode(bytes), valid: false };
+  }
+}
+
+/**
+ * Every string (key or value) of a parsed body that is not well-formed UTF-16, i.e. holds a
+ * lone surrogate (`"\ud800"` is valid JSON). Such a string cannot be encoded as UTF-8 into
+ * argv, the store or a log without being silently altered. With `replaced`, strings holding
+ * U+FFFD are named too: they are where the invalid bytes of the raw body were.
+ */
+function malformedStrings(root: unknown, replaced: boolean): FieldError[] {
+  const bad = (s: string) => !s.isWellFormed() || (replaced && s.includes("\uFFFD"));
+  const message = replaced
+    ? "must be valid UTF-8"
+    : "must be valid UTF-8 (it holds a lone surrogate)";
+  const out: FieldError[] = [];
+  // A loop, not recursion: a 1 MiB body can nest arrays 500,000 deep, past the call stack.
+  const pending: { readonly value: unknown; readonly path: string }[] = [{ value: root, path: "" }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const { value, path } = next;
+    if (typeof value === "string") {
+      if (bad(value)) out.push({ path, message });
+      continue;
+    }
+    if (value === null || typeof value !== "object") continue;
+    const isArray = Array.isArray(value);
+    for (const [key, item] of Object.entries(value)) {
+      const at = isArray ? `${path}[${key}]` : path === "" ? key : `${path}.${key}`;
+      if (!isArray && bad(key)) out.push({ path: at, message: `name ${message}` });
+      pending.push({ value: item, path: at });
+    }
+  }
+  // Sorted by path: the same request names its fields in the same order every time.
+  return out.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
+ * Did the client announce a body (a length, or chunked)? The runtime gives a request
+ * without one a null body; headers are checked too, for a body still on its way.
+ */
+export function declaresBody(request: Request): boolean {
   return (
-    media === "" ||
-    media === "application/json" ||
-    media.endsWith("+json") ||
-    media === "text/plain" ||
-    media === "application/x-www-form-urlencoded"
+    request.body !== null ||
+    request.headers.has("transfer-encoding") ||
+    Number(request.headers.get("content-length") ?? "0") > 0
   );
 }
 
-/** The raw JSON value of the body, bounded in size. */
-export async function readJson(c: Context): Promise<unknown> {
+/**
+ * The raw JSON value of the body, bounded in size and time, as well-formed UTF-8. With
+ * `emptyIsNone`, an empty body reads as `{}` (routes that take none).
+ */
+export async function readJson(
+  c: Context,
+  options: { readonly emptyIsNone?: boolean } = {},
+): Promise<unknown> {
   const contentType = c.req.header("content-type");
   if (!acceptsAsJson(contentType)) {
     throw new ApiError({
@@ -79,22 +174,30 @@ export async function readJson(c: Context): Promise<unknown> {
   }
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw bodyTooLarge();
-  const text = await c.req.text();
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES) throw bodyTooLarge();
+  const bindings = c.env as ApiBindings | undefined;
+  const bytes = await readBodyBytes(c.req.raw, bindings?.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+  const { text, valid } = decodeUtf8(bytes);
   if (text.trim() === "") {
+    if (options.emptyIsNone === true) return {};
     throw validationFailed([{ path: "", message: "a JSON object body is required" }]);
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw validationFailed([{ path: "", message: `body is not valid JSON: ${String(error)}` }]);
+    const why = valid ? `body is not valid JSON: ${String(error)}` : "body is not valid UTF-8";
+    throw validationFailed([{ path: "", message: why }]);
   }
   // Every body of this API is an object; valibot's object schemas would accept an array
   // (typeof "object") and report its indices as unknown keys, which names nothing useful.
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw validationFailed([{ path: "", message: "the body must be a JSON object" }]);
   }
+  const malformed = malformedStrings(value, !valid);
+  if (malformed.length > 0) throw validationFailed(malformed);
+  // Invalid bytes outside any string (between tokens) break JSON.parse above; inside one
+  // they are named there. Nothing invalid may pass unnamed.
+  if (!valid) throw validationFailed([{ path: "", message: "body is not valid UTF-8" }]);
   return value;
 }
 
@@ -103,6 +206,15 @@ export async function readBody<const S extends v.GenericSchema>(
   schema: S,
 ): Promise<v.InferOutput<S>> {
   return parseWith(schema, await readJson(c));
+}
+
+function requestTimeout(timeoutMs: number): ApiError {
+  return new ApiError({
+    status: 408,
+    slug: "request-timeout",
+    title: "Request timeout",
+    detail: `the request body did not arrive within ${timeoutMs} ms`,
+  });
 }
 
 function bodyTooLarge(): ApiError {

@@ -17,8 +17,9 @@ Take a consistent copy of the daemon's store (SQLite) while it runs, and write i
 DEST must not exist: a backup never overwrites anything. The copy is checked with
 PRAGMA integrity_check before the command reports success.
 
-The copy alone does not make a working daemon: keep the files it names (the signing key
-of worker credentials, the admin token) beside it, as privately as the copy itself.
+The copy alone does not make a working daemon: keep the files it names beside it, as
+privately as the copy itself (the admin token; the signing key of worker credentials,
+which exists once the worker gateway was on).
 Restoring is described in docs/operations.md.
 
 ${CLIENT_OPTIONS_HELP}`;

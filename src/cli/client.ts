@@ -7,7 +7,7 @@
 import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
 import type { EventView, ListedProfileView, WorkloadView } from "../api/views.ts";
-import { type Command, type CommandIo, UsageError } from "../command/command.ts";
+import { type Command, type CommandIo, ConnectionLost, UsageError } from "../command/command.ts";
 import { parseStrict } from "../command/parse-args.ts";
 import { resolveStateDir } from "../daemon/state-dir-path.ts";
 
@@ -270,7 +270,8 @@ export function createClient(
     ): Promise<ApiResult<T>> {
       const response = await send(method, path, options);
       if (!(response instanceof Response)) return response;
-      const text = await response.text();
+      const text = await readText(response, server);
+      if (typeof text !== "string") return text;
       let body: unknown;
       try {
         body = text === "" ? null : JSON.parse(text);
@@ -283,8 +284,11 @@ export function createClient(
     async open(method: "GET" | "POST", path: string, options: RequestOptions = {}) {
       const response = await send(method, path, options);
       if (!(response instanceof Response)) return response;
-      if (response.ok) return { kind: "Ok", status: response.status, body: response };
-      return readProblem(response);
+      if (response.ok) {
+        const body = response.body === null ? null : guarded(response.body, server);
+        return { kind: "Ok", status: response.status, body: new Response(body, response) };
+      }
+      return readProblem(response, server);
     },
     async stream(path: string, method: "GET" | "POST" = "GET") {
       const response = await send(method, path, {});
@@ -293,11 +297,11 @@ export function createClient(
         return {
           kind: "Ok",
           status: response.status,
-          body: response.body,
+          body: guarded(response.body, server),
           headers: response.headers,
         };
       }
-      return readProblem(response);
+      return readProblem(response, server);
     },
   };
 }
@@ -307,9 +311,55 @@ type RequestOptions = {
   readonly headers?: Readonly<Record<string, string>>;
 };
 
+/** The message for an answer cut off mid-way. */
+function lostMessage(server: ServerAddress, error: unknown): string {
+  const code = (error as { readonly code?: unknown } | null)?.code;
+  return `the connection to the daemon at ${describeServer(server)} was lost before its answer was complete${typeof code === "string" ? ` (${code})` : ""}; it may have stopped or restarted`;
+}
+
+/** A whole answer as text, or Unreachable when the connection dropped mid-body. */
+async function readText(
+  response: Response,
+  server: ServerAddress,
+): Promise<string | { readonly kind: "Unreachable"; readonly message: string }> {
+  try {
+    return await response.text();
+  } catch (error) {
+    return { kind: "Unreachable", message: lostMessage(server, error) };
+  }
+}
+
+/**
+ * A streamed answer whose read error, when the connection drops, is a ConnectionLost (one
+ * line, exit 1) instead of the runtime's TypeError, which crashed the command with a
+ * source listing.
+ */
+function guarded(
+  body: ReadableStream<Uint8Array>,
+  server: ServerAddress,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let next: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        throw new ConnectionLost(lostMessage(server, error));
+      }
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
 /** A failed answer's body as a problem (JSON when it is JSON, else its text). */
-async function readProblem(response: Response) {
-  const text = await response.text();
+async function readProblem(response: Response, server: ServerAddress) {
+  const text = await readText(response, server);
+  if (typeof text !== "string") return text;
   let body: unknown = null;
   try {
     body = JSON.parse(text);

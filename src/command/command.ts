@@ -27,3 +27,12 @@ export const processIo: CommandIo = {
 export class UsageError extends Error {
   override readonly name = "UsageError";
 }
+
+/**
+ * The daemon's answer stopped mid-way (it was killed, restarted, or a proxy dropped the
+ * connection): printed as one line, exit code 1, never as a runtime crash with a source
+ * listing that reads like a bug in the client.
+ */
+export class ConnectionLost extends Error {
+  override readonly name = "ConnectionLost";
+}

@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, realpathSync } from "node:fs";
 import type { Server } from "bun";
 import { createApp } from "../api/app.ts";
 import type { Access, ApiBindings } from "../api/deps.ts";
+import { declaresBody } from "../api/validation.ts";
 import type { Clock } from "../clock.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
@@ -47,7 +48,7 @@ import {
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
 import { checkAncestors, checkFutureDir, checkStateDirOwnership } from "./state-ownership.ts";
-import { storeBackup } from "./store-backup.ts";
+import { storeBackup, sweepBackupLeftovers } from "./store-backup.ts";
 import { clearStaleSocket, removeSocket, withPrivateSocket } from "./unix-socket.ts";
 
 export interface DaemonConfig {
@@ -88,6 +89,8 @@ export interface DaemonConfig {
   };
   /** How long shutdown waits for in-flight requests before closing their connections. */
   readonly drainTimeoutMs?: number;
+  /** How long every listener waits for a request body (`serve --body-timeout-ms`). */
+  readonly bodyTimeoutMs?: number;
 }
 
 export interface RunningDaemon {
@@ -161,6 +164,15 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     }
   } catch (error) {
     return fail({ kind: "Failed", message: `migrating ${layout.root}: ${String(error)}` });
+  }
+
+  // 1d. Copies a daemon killed mid-backup left behind (whole copies of the store).
+  try {
+    const swept = sweepBackupLeftovers(layout.root);
+    if (swept.length > 0)
+      log.info("removed backup copies left by an interrupted backup", { files: swept });
+  } catch (error) {
+    return fail({ kind: "Failed", message: `sweeping ${layout.root}: ${String(error)}` });
   }
 
   // 2. The admin token exists from the first start on, so a client can be pointed at a TCP
@@ -309,9 +321,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   for (const address of config.listen) {
     const bindings: ApiBindings = {
       access: accessFor(address, adminToken),
+      ...(config.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: config.bodyTimeoutMs } : {}),
     };
     const fetch = async (request: Request, server: Server<undefined>) => {
-      const response = await app.fetch(request, bindings);
+      const response = closeIfBodyUnread(request, await app.fetch(request, bindings));
       // A streamed answer (a followed log, a streaming exec) can stay quiet for minutes while
       // the job or the cell works; Bun's 10 s idle timeout cut such streams (ECONNRESET in
       // `logs --follow`). The routes mark them the way proxies know: X-Accel-Buffering: no.
@@ -323,7 +336,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
         // Measured (Bun 1.4.5): the idle timeout does not cut a request still being
         // handled, but it does cut a quiet streamed answer, and `server.timeout(request, 0)`
         // has no effect on a unix socket. No idle timeout here, then: the socket is 0600,
-        // only the daemon's own user can hold a connection open.
+        // only the daemon's own user can hold a connection open. A body that stops arriving
+        // is still cut (the API's body deadline, then Connection: close), as on TCP.
         const server = withPrivateSocket(address.path, () =>
           // Bun's types leave idleTimeout off the unix options; the runtime honours it
           // (the logs-live test fails without it).
@@ -442,6 +456,25 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
 
 function accessFor(address: ListenAddress, adminToken: string): Access {
   return address.kind === "unix" ? { kind: "LocalSocket" } : { kind: "Bearer", token: adminToken };
+}
+
+/**
+ * A request that declared a body its route never read (a GET with Content-Length, a refusal
+ * before the read): the runtime would keep the connection to drain that body, and on the
+ * unix socket, which has no idle timeout, a client that never sends it holds the connection
+ * forever. `Connection: close` ends it once the answer is sent.
+ */
+function closeIfBodyUnread(request: Request, response: Response): Response {
+  if (!declaresBody(request) || request.bodyUsed) return response;
+  try {
+    response.headers.set("Connection", "close");
+    return response;
+  } catch {
+    // Immutable headers (a Response built elsewhere): copy it.
+    const copy = new Response(response.body, response);
+    copy.headers.set("Connection", "close");
+    return copy;
+  }
 }
 
 /** Graceful first; connections still open after the grace period are closed. */

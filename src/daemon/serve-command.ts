@@ -56,9 +56,13 @@ Options:
                           zfs, f2fs, or an overlay of those); refused otherwise (NFS,
                           Lustre, CIFS, fuse.*, virtiofs...), because SQLite's WAL
                           locking does not work across hosts.
-  --listen ADDR           unix:PATH or HOST:PORT; repeatable. Default unix:STATE_DIR/api.sock
-                          (mode 0600). TCP listeners require Authorization: Bearer TOKEN
-                          with the token in STATE_DIR/admin-token.
+  --listen ADDR           unix:PATH or HOST:PORT; repeatable. Adds a listener beside the
+                          API socket STATE_DIR/api.sock (mode 0600), which is always
+                          served: the CLI and backup keep working on it. TCP listeners
+                          require Authorization: Bearer TOKEN with the token in
+                          STATE_DIR/admin-token (GET /healthz excepted: liveness only).
+  --body-timeout-ms MS    How long any listener waits for a request's body before it
+                          answers 408 and closes the connection (default 30000).
   --allow-remote          Allow a --listen address that is not loopback.
   --backend NAME          Where work runs (default ${DEFAULT_BACKEND}):
 ${backends}
@@ -142,6 +146,8 @@ export interface ServeOptions {
   /** `--allow-unsandboxed-batch`. */
   readonly allowUnsandboxedBatch: boolean;
   readonly pacing: ReconcilerPacing;
+  /** `--body-timeout-ms`; absent: the API's default. */
+  readonly bodyTimeoutMs?: number;
 }
 
 /** The reconciler's polling ceiling, back-off and command bound; unset fields: defaults. */
@@ -212,7 +218,12 @@ export function parseServeArgs(
     }
     listen.push(address);
   }
-  if (listen.length === 0) listen.push({ kind: "unix", path: resolve(stateDir, "api.sock") });
+  // The state dir's socket is where the CLI and `backup` find the daemon: --listen adds to
+  // it, never replaces it (a TCP listener must not make the local tools say "no daemon").
+  const defaultSocket = resolve(stateDir, "api.sock");
+  if (!listen.some((a) => a.kind === "unix" && a.path === defaultSocket)) {
+    listen.unshift({ kind: "unix", path: defaultSocket });
+  }
   const clusterConfig = v["cluster-config"];
   const runAsEnv = env[RUN_AS_ENV];
   const runAsSpec = v["run-as"] ?? (runAsEnv === "" ? undefined : runAsEnv);
@@ -233,7 +244,13 @@ export function parseServeArgs(
     identity: identity.identity,
     allowUnsandboxedBatch: v["allow-unsandboxed-batch"] === true,
     pacing: parsePacing(v),
+    ...bodyTimeout(v),
   };
+}
+
+function bodyTimeout(v: ReturnType<typeof parse>["values"]): { bodyTimeoutMs?: number } {
+  const bodyTimeoutMs = positiveInt("body-timeout-ms", v["body-timeout-ms"], 1);
+  return bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs };
 }
 
 function parse(args: readonly string[]) {
@@ -253,6 +270,7 @@ function parse(args: readonly string[]) {
     "poll-min-ms": { type: "string" },
     "poll-max-ms": { type: "string" },
     "max-commands": { type: "string" },
+    "body-timeout-ms": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
 }
@@ -310,6 +328,7 @@ export const serveCommand: Command = {
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,
       pacing: options.pacing,
+      ...(options.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: options.bodyTimeoutMs } : {}),
       version: VERSION,
       env: io.env,
       selfCommand: selfCommand(),

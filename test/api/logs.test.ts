@@ -281,4 +281,21 @@ describe("logStream", () => {
     });
     expect(await new Response(stream).text()).toBe("before\nat the end\n");
   });
+
+  test("a stream cancelled before its first read closes the file opened for it", async () => {
+    const h = make();
+    const path = `${h.dir}/early.log`;
+    writeFileSync(path, "never read\n");
+    const first = await openLog(path);
+    if (first.kind !== "Opened") throw new Error("expected the file to open");
+    const stream = logStream({ path: () => path, ended: () => true }, first, {
+      follow: false,
+      pollMs: 1,
+      sleep: async () => {},
+      startOffset: async () => 0,
+    });
+    await stream.cancel();
+    // A closed FileHandle reports fd -1; an open one would live until garbage collection.
+    expect(first.handle.fd).toBe(-1);
+  });
 });

@@ -119,7 +119,7 @@ describe("serve flags", () => {
     );
   });
 
-  test("repeatable --listen, relative paths resolved, cluster config absolute", () => {
+  test("repeatable --listen adds to the state dir's socket; paths resolved; cluster config absolute", () => {
     const options = parse([
       "--state-dir",
       "st",
@@ -135,6 +135,7 @@ describe("serve flags", () => {
     expect(options).toMatchObject({
       stateDir: "/srv/o4s/st",
       listen: [
+        { kind: "unix", path: "/srv/o4s/st/api.sock" },
         { kind: "unix", path: "/srv/o4s/a.sock" },
         { kind: "tcp", host: "127.0.0.1", port: 8080 },
         { kind: "tcp", host: "::1", port: 8081 },
@@ -145,9 +146,26 @@ describe("serve flags", () => {
 
   test("a non-loopback address needs --allow-remote", () => {
     expect(() => parse(["--listen", "0.0.0.0:8080"])).toThrow(/--allow-remote/);
-    expect(parse(["--listen", "0.0.0.0:8080", "--allow-remote"])).toMatchObject({
-      listen: [{ kind: "tcp", host: "0.0.0.0", port: 8080 }],
+    expect(
+      parse(["--state-dir", "/s", "--listen", "0.0.0.0:8080", "--allow-remote"]),
+    ).toMatchObject({
+      listen: [
+        { kind: "unix", path: "/s/api.sock" },
+        { kind: "tcp", host: "0.0.0.0", port: 8080 },
+      ],
     });
+  });
+
+  test("the state dir's socket named with --listen is served once", () => {
+    expect(parse(["--state-dir", "/s", "--listen", "unix:/s/api.sock"])).toMatchObject({
+      listen: [{ kind: "unix", path: "/s/api.sock" }],
+    });
+  });
+
+  test("--body-timeout-ms is a whole number of milliseconds", () => {
+    expect(parse(["--body-timeout-ms", "2500"])).toMatchObject({ bodyTimeoutMs: 2500 });
+    expect(() => parse(["--body-timeout-ms", "0"])).toThrow(/--body-timeout-ms/);
+    expect(() => parse(["--body-timeout-ms", "5s"])).toThrow(/--body-timeout-ms/);
   });
 
   test.each([

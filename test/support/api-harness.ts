@@ -75,7 +75,8 @@ export function harness(
       return h.request(path, {
         method: "POST",
         headers: { "Content-Type": "application/json", ...headers },
-        body: typeof body === "string" ? body : JSON.stringify(body),
+        // Strings and bytes as they are: hostile bodies are not JSON values.
+        body: typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body),
       });
     },
     rows() {

@@ -9,6 +9,7 @@
  * to the state dir. A client opening the database read-only would need the daemon's uid
  * and filesystem, and a plain file copy of a WAL database under load is not consistent.
  */
+import { rm } from "node:fs/promises";
 import { Hono } from "hono";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
@@ -39,15 +40,19 @@ export function createBackupRoutes(deps: ApiDeps) {
       "Content-Type": BACKUP_CONTENT_TYPE,
       "Cache-Control": "no-store",
     });
-    for (const keep of deps.backup.keepBeside) {
+    for (const keep of deps.backup.keepBeside()) {
       headers.append(KEEP_BESIDE_HEADER, `${keep.name} ${keep.path}`);
     }
     // The copy is deleted as soon as it is open: nothing is left behind in the state dir,
-    // whether the client reads it all or goes away.
-    return new Response(await fileStream(path, { unlinkAfterOpen: true }), {
-      status: 200,
-      headers,
-    });
+    // whether the client reads it all or goes away (or the open itself fails).
+    let body: ReadableStream<Uint8Array>;
+    try {
+      body = await fileStream(path, { unlinkAfterOpen: true });
+    } catch (error) {
+      await rm(path, { force: true });
+      throw error;
+    }
+    return new Response(body, { status: 200, headers });
   });
 
   return app;

@@ -16,7 +16,14 @@ import {
   WorkloadListSchema,
   WorkloadSchema,
 } from "../view-schemas.ts";
-import { ExecBody, ListQuery, LogsQuery, SubmitBody, TaskBody } from "../workloads/schemas.ts";
+import {
+  ExecBody,
+  ExecQuery,
+  ListQuery,
+  LogsQuery,
+  SubmitBody,
+  TaskBody,
+} from "../workloads/schemas.ts";
 
 export type Body =
   | { readonly kind: "json"; readonly schema: v.GenericSchema; readonly name: string }
@@ -137,6 +144,7 @@ export const OPERATIONS: readonly Operation[] = [
     path: "/v1/workloads/{id}/exec",
     operationId: "execInSession",
     summary: "Run code in a READY session's kernel",
+    query: { schema: ExecQuery, name: "ExecQuery" },
     body: { schema: ExecBody, name: "ExecRequest" },
     headers: [
       {

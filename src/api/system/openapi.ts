@@ -82,6 +82,14 @@ function operation(op: Operation): Json {
   for (const [status, description] of Object.entries(op.problems)) {
     responses[status] = problem(description);
   }
+  // Every route refuses a query parameter it does not define or one given twice, and
+  // every POST a body that stops arriving (request-shape.ts, validation.ts).
+  responses["400"] ??= problem(
+    "An unknown or repeated query parameter, or a body the route does not take.",
+  );
+  if (op.method === "POST") {
+    responses["408"] = problem("The body did not arrive in time; the connection is closed.");
+  }
   responses["401"] = problem("TCP listener: missing or wrong bearer token.");
   responses["500"] = problem("The daemon failed; its log has the details.");
   return {

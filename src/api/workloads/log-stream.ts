@@ -154,6 +154,9 @@ export function logStream(
     },
     async cancel() {
       cancelled = true;
+      // Cancelled before the first read (the client left as the answer started): the file
+      // opened for it was never attached, and would stay open until garbage collection.
+      if (!started && first.kind === "Opened") await first.handle.close();
       await close();
     },
   });

@@ -60,6 +60,21 @@ export function createLogRoutes(deps: ApiDeps) {
         `workload ${id} attempt ${attempt?.epoch ?? "?"} has no ${stream} log (yet): it is written once the job starts`,
       );
     }
+    const headers = {
+      // Job output is arbitrary bytes; the client decides how to show them.
+      "Content-Type": "text/plain; charset=utf-8",
+      "X-Content-Type-Options": "nosniff",
+      "Cache-Control": "no-store",
+      // A followed log is a long, often quiet stream: proxies must not buffer it, and the
+      // daemon lifts its idle timeout for such answers (see daemon.ts).
+      ...(follow ? { "X-Accel-Buffering": "no" } : {}),
+    };
+    if (c.req.method === "HEAD") {
+      // Hono answers HEAD with the GET route and drops the body without cancelling it: a
+      // stream over the open file would keep its handle until garbage collection.
+      if (first.kind === "Opened") await first.handle.close();
+      return new Response(null, { status: 200, headers });
+    }
     const tail = query.tail;
     const body = logStream(target, first, {
       follow,
@@ -68,18 +83,7 @@ export function createLogRoutes(deps: ApiDeps) {
       startOffset: (handle, size) =>
         tail === undefined ? Promise.resolve(0) : tailOffset(handle, size, tail),
     });
-    return new Response(body, {
-      status: 200,
-      headers: {
-        // Job output is arbitrary bytes; the client decides how to show them.
-        "Content-Type": "text/plain; charset=utf-8",
-        "X-Content-Type-Options": "nosniff",
-        "Cache-Control": "no-store",
-        // A followed log is a long, often quiet stream: proxies must not buffer it, and the
-        // daemon lifts its idle timeout for such answers (see daemon.ts).
-        ...(follow ? { "X-Accel-Buffering": "no" } : {}),
-      },
-    });
+    return new Response(body, { status: 200, headers });
   });
 
   return app;

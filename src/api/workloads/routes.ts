@@ -27,7 +27,7 @@ import { eventView, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { createEventStream } from "./event-stream.ts";
 import type { ExecResponseBody, InterruptResponseSchema } from "./exec-schemas.ts";
-import { ExecBody, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
+import { ExecBody, ExecQuery, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
 import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
 import { createWorkloadViewCache } from "./view-cache.ts";
 
@@ -110,7 +110,10 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   app.get("/v1/workloads", function list(c) {
     // `?kind=&phase=` (INTERFACE.md's own template, and what forms send) means "not given":
     // an empty parameter is dropped before validation rather than refused as a bad value.
-    const given = Object.fromEntries(Object.entries(c.req.query()).filter(([, v]) => v !== ""));
+    // `?kind=` is "no filter"; an unknown key stays, to be refused even when empty.
+    const given = Object.fromEntries(
+      Object.entries(c.req.query()).filter(([k, v]) => v !== "" || !(k in ListQuery.entries)),
+    );
     const query = parseWith(ListQuery, given);
     let cursor: { readonly createdAt: number; readonly id: string } | undefined;
     if (query.cursor !== undefined) {
@@ -213,6 +216,8 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   }
 
   app.post("/v1/workloads/:id/exec", async function exec(c) {
+    // The query first, as on every route: `?stream=yes` is refused, not read as "no".
+    const query = parseWith(ExecQuery, c.req.query());
     const { workload, sessions } = mustBeLiveSession(c);
     const body = await readBody(c, ExecBody);
     // An attempt to run code is a present user, whether or not the kernel is ready yet.
@@ -220,7 +225,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     // The request's signal aborts when the client disconnects: the service interrupts the
     // cell after its grace period instead of running it for nobody.
     const signal = c.req.raw.signal;
-    if (wantsStream(c)) return streamExec(workload, sessions, body.code, signal);
+    if (wantsStream(c, query.stream)) return streamExec(workload, sessions, body.code, signal);
     const outcome = await sessions.exec(workload.id, body.code, { signal });
     if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
     // Again after the run: a long computation must not leave the lease looking idle.
@@ -395,8 +400,7 @@ function stepProblem(
 const EXEC_STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /** `Accept: text/event-stream` or `?stream=1` asks for server-sent events. */
-function wantsStream(c: Context<ApiEnv>): boolean {
-  const query = c.req.query("stream");
-  if (query === "1" || query === "true") return true;
+function wantsStream(c: Context<ApiEnv>, stream: string | undefined): boolean {
+  if (stream === "1" || stream === "true") return true;
   return (c.req.header("Accept") ?? "").toLowerCase().includes("text/event-stream");
 }

@@ -174,12 +174,21 @@ export const TaskBody = v.strictObject({
   ),
 });
 
-const decimal = (max: number) =>
+/**
+ * A whole number in a query string, `min` to `max`. The number schema after the transform is
+ * what the OpenAPI document shows (output type: `integer`, `minimum`, `maximum`), and its
+ * actions are what the server enforces: one source, so the published bounds cannot drift
+ * from the enforced ones (test/api/openapi-contract.test.ts probes both edges). The length
+ * cap only keeps a megabyte of digits from reaching Number().
+ */
+const queryInteger = (min: number, max: number) =>
   v.pipe(
     v.string(),
-    v.regex(/^[0-9]{1,6}$/, "must be a decimal integer"),
+    v.regex(/^[0-9]{1,16}$/, "must be a decimal integer"),
     v.transform(Number),
-    v.minValue(1),
+    v.number(),
+    v.integer(),
+    v.minValue(min),
     v.maxValue(max),
   );
 
@@ -188,21 +197,12 @@ export const ListQuery = v.strictObject({
   phase: v.optional(v.pipe(v.picklist(PHASES), v.description("Only this phase."))),
   limit: v.optional(
     v.pipe(
-      decimal(LIMITS.listLimitMax),
+      queryInteger(1, LIMITS.listLimitMax),
       v.description(`Page size (default ${LIMITS.listLimitDefault}).`),
     ),
   ),
   cursor: v.optional(v.pipe(v.string(), v.description("nextCursor of the previous page."))),
 });
-
-const decimalFrom = (min: number, max: number) =>
-  v.pipe(
-    v.string(),
-    v.regex(/^[0-9]{1,7}$/, "must be a decimal integer"),
-    v.transform(Number),
-    v.minValue(min),
-    v.maxValue(max),
-  );
 
 const LOG_STREAMS = ["stdout", "stderr"] as const;
 
@@ -212,7 +212,7 @@ export const LogsQuery = v.strictObject({
   ),
   tail: v.optional(
     v.pipe(
-      decimalFrom(0, LIMITS.logTailMaxLines),
+      queryInteger(0, LIMITS.logTailMaxLines),
       v.description("Only the last N lines; 0 with follow: only what is written from now on."),
     ),
   ),
@@ -225,8 +225,17 @@ export const LogsQuery = v.strictObject({
   ),
   attempt: v.optional(
     v.pipe(
-      decimalFrom(1, LIMITS.logAttemptMax),
+      queryInteger(1, LIMITS.logAttemptMax),
       v.description("The attempt's number (1 is the first); default the latest."),
+    ),
+  ),
+});
+
+export const ExecQuery = v.strictObject({
+  stream: v.optional(
+    v.pipe(
+      v.picklist(["1", "true", "0", "false"]),
+      v.description("1 or true: server-sent events, as Accept: text/event-stream."),
     ),
   ),
 });
