@@ -120,6 +120,10 @@ function overlayLayers(superOptions: readonly string[]): readonly string[] {
   return layers;
 }
 
+function hasUpper(superOptions: readonly string[]): boolean {
+  return superOptions.some((o) => o.startsWith("upperdir="));
+}
+
 type Locality =
   | { readonly kind: "Local"; readonly type: string }
   | { readonly kind: "NotLocal"; readonly type: string; readonly why: string };
@@ -134,10 +138,22 @@ function localityOf(mount: MountEntry, mounts: readonly MountEntry[], depth: num
   if (layers.length === 0 || depth >= MAX_OVERLAY_DEPTH) {
     return { kind: "NotLocal", type: "overlay", why: "cannot tell what its layers are on" };
   }
-  for (const layer of layers) {
-    const under = mountOf(layer, mounts);
-    // Its layers outside this mount namespace (a container's root) resolve to the overlay
-    // itself or to nothing: unseen is not local.
+  const seen = layers.map((layer) => ({ layer, under: mountOf(layer, mounts) }));
+  // Layers outside this mount namespace (a container's root) resolve to the overlay itself or
+  // to nothing. Such an overlay still has an upper layer, and the database lives there (every
+  // write is copied up): the kernel refuses NFS and other filesystems without trusted xattrs
+  // or d_type as an upper layer, so an unseen one is local. Refusing it stopped every daemon,
+  // and so `npm test`, inside an ordinary container. Named layers that ARE visible are judged.
+  if (seen.every((s) => s.under === null || s.under === mount)) {
+    return hasUpper(mount.superOptions)
+      ? { kind: "Local", type: "overlay" }
+      : {
+          kind: "NotLocal",
+          type: "overlay",
+          why: "it has no upper layer and its layers are not visible here",
+        };
+  }
+  for (const { layer, under } of seen) {
     if (under === null || under === mount) {
       return { kind: "NotLocal", type: "overlay", why: `its layer ${layer} is not visible here` };
     }
