@@ -7,10 +7,12 @@
  */
 import {
   type AllocationBackend,
+  isJobEnvironmentPolicy,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
   isTerminalAllocationAcknowledger,
+  type JobEnvironmentPolicy,
   type LaunchSandboxReporter,
   type SessionIsolationProvider,
   type TaskRunner,
@@ -23,7 +25,8 @@ export type BackendOverrides = Partial<
     TaskRunner &
     TerminalAllocationAcknowledger &
     SessionIsolationProvider &
-    LaunchSandboxReporter
+    LaunchSandboxReporter &
+    JobEnvironmentPolicy
 >;
 
 /**
@@ -65,6 +68,10 @@ export function decorateBackend<B extends AllocationBackend, O extends BackendOv
   if (isLaunchSandboxReporter(base)) {
     const reporter: LaunchSandboxReporter = { launchesSandboxed: () => base.launchesSandboxed() };
     Object.assign(carried, reporter);
+  }
+  if (isJobEnvironmentPolicy(base)) {
+    const policy: JobEnvironmentPolicy = { jobEnvRefusals: (env) => base.jobEnvRefusals(env) };
+    Object.assign(carried, policy);
   }
   // The one cast: the guards above found each capability of B, and B is the port plus
   // capabilities (a backend's type never adds other members), so this object is a B.

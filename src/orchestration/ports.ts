@@ -336,6 +336,30 @@ export function launchesSandboxed(backend: object): boolean {
   return typeof reporter.launchesSandboxed === "function" && reporter.launchesSandboxed();
 }
 
+/** One variable a backend will not give a job, and why (the message names it). */
+export interface JobEnvRefusal {
+  readonly name: string;
+  readonly message: string;
+}
+
+/**
+ * Optional: the backend's own rules for a job's environment, beyond the project-wide ones
+ * (env-policy.ts). A batch system reads variables of its own inside the job (its option and
+ * task-layout variables), and a value may be re-read as a list by a site wrapper. Asked at
+ * admission, so a refusal is a 400 naming the variable, and again by the launch wrapper
+ * before the environment moves onto the launch line, where the backend no longer sees it.
+ */
+export interface JobEnvironmentPolicy {
+  /** Every variable of `env` this backend refuses; empty when it accepts them all. */
+  jobEnvRefusals(env: Readonly<Record<string, string>>): readonly JobEnvRefusal[];
+}
+
+export function isJobEnvironmentPolicy(
+  backend: AllocationBackend,
+): backend is AllocationBackend & JobEnvironmentPolicy {
+  return typeof (backend as Partial<JobEnvironmentPolicy>).jobEnvRefusals === "function";
+}
+
 export function isSessionIsolationProvider(
   backend: AllocationBackend,
 ): backend is AllocationBackend & SessionIsolationProvider {

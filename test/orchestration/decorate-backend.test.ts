@@ -14,10 +14,12 @@ import {
 import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
+  isJobEnvironmentPolicy,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
   isTerminalAllocationAcknowledger,
+  type JobEnvironmentPolicy,
   type LaunchSandboxReporter,
   type SessionIsolationProvider,
   type TaskRunner,
@@ -30,7 +32,8 @@ type FullBackend = AllocationBackend &
   TaskRunner &
   TerminalAllocationAcknowledger &
   SessionIsolationProvider &
-  LaunchSandboxReporter;
+  LaunchSandboxReporter &
+  JobEnvironmentPolicy;
 
 /** A backend with every optional capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
@@ -55,6 +58,10 @@ function fullBackend(calls: string[]): FullBackend {
     },
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
     launchesSandboxed: () => true,
+    jobEnvRefusals: (env) => {
+      calls.push("jobEnvRefusals");
+      return Object.keys(env).map((name) => ({ name, message: `${name} is refused` }));
+    },
   };
 }
 
@@ -117,6 +124,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isTerminalAllocationAcknowledger(decorated)).toBe(true);
     expect(isSessionIsolationProvider(decorated)).toBe(true);
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
+    expect(isJobEnvironmentPolicy(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);

@@ -21,13 +21,15 @@ import { type Clock, pause } from "../../clock.ts";
 import type { Log } from "../../log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../layout.ts";
-import { isTerminal, mintSubmissionToken } from "../models.ts";
+import { isTerminal, mintSubmissionToken, type SubmissionToken } from "../models.ts";
 import {
   type AllocationBackend,
   type IsolationVerdict,
+  isJobEnvironmentPolicy,
   isTaskRunner,
   type Launch,
   type SessionIsolationProvider,
+  type SubmitResult,
   type TaskRunner,
 } from "../ports.ts";
 import type { LaunchWrapper, Sandbox, SandboxPaths } from "../sandbox.ts";
@@ -284,8 +286,20 @@ export function wrappedBackend<B extends AllocationBackend>(
   options: WrappedBackendOptions,
 ): AllocationBackend & Partial<TaskRunner> {
   const { wrapper } = options;
-  const submit: AllocationBackend["submit"] = (requests) => {
-    const prepared = requests.map((r) => {
+  const submit: AllocationBackend["submit"] = async (requests) => {
+    // The backend's environment rules, applied to what the job is given while it is still an
+    // environment: once wrapped it is argv text the backend can no longer check. Admission
+    // refused these already; a workload stored before a rule existed is refused here.
+    const refused = new Map<SubmissionToken, SubmitResult>();
+    const allowed = requests.filter((r) => {
+      if (!isJobEnvironmentPolicy(backend)) return true;
+      const refusals = backend.jobEnvRefusals(r.launch.env);
+      if (refusals.length === 0) return true;
+      const message = refusals.map((x) => x.message).join("; ");
+      refused.set(r.token, { kind: "Rejected", token: r.token, message });
+      return false;
+    });
+    const prepared = allowed.map((r) => {
       const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
       // On the daemon's host, before the submission: the job's identity must own its
       // workspace (and read its credential) wherever it lands.
@@ -296,7 +310,9 @@ export function wrappedBackend<B extends AllocationBackend>(
         launch: wrapLaunch(r.launch, wrapper, pathsOf(r.workspaceDir, credentialDir), options),
       };
     });
-    return backend.submit(prepared);
+    if (prepared.length === 0) return refused;
+    const submitted = await backend.submit(prepared);
+    return refused.size === 0 ? submitted : new Map([...submitted, ...refused]);
   };
   if (!isTaskRunner(backend)) return decorateBackend(backend, { submit });
   const runTask: TaskRunner["runTask"] = async (target, command, taskOptions) => {

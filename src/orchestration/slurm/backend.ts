@@ -48,6 +48,7 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  JobEnvironmentPolicy,
   ObservationTarget,
   ObserveResult,
   SubmitRequest,
@@ -58,6 +59,7 @@ import type {
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { SlurmBroker, SlurmCommandError } from "./broker.ts";
 import type { BatchSpec } from "./broker-argv.ts";
+import { jobEnvRefusals } from "./broker-validation.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";
@@ -146,7 +148,7 @@ const SCRIPT_NAME = "job.sh";
 /** sacct's placeholder name for a job whose record has not received its real name yet. */
 const ACCOUNTING_PLACEHOLDER_NAME = "allocation";
 
-export type SlurmBackend = AllocationBackend & TaskRunner;
+export type SlurmBackend = AllocationBackend & TaskRunner & JobEnvironmentPolicy;
 
 type Lookup =
   | { readonly kind: "Found"; readonly jobId: string; readonly observation: AllocationObservation }
@@ -773,6 +775,8 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         }
       }
     },
+
+    jobEnvRefusals,
 
     async diagnostics(): Promise<BackendDiagnostics> {
       return {
