@@ -42,6 +42,11 @@ export interface ReconcilerHandle {
   admitted(workload: Workload, attempt: Allocation | null): void;
   /** Null until the first tick completed. */
   lastTick(): TickFigures | null;
+  /**
+   * When the backend last confirmed an allocation's phase (epoch ms), null when not since
+   * this process started. Absent: never (a handle that plays the reconciler in tests).
+   */
+  readonly phaseConfirmedAt?: (allocationId: string) => number | null;
   /** Health seen from the calls themselves: degraded the moment one is slow or failed. */
   backendHealth():
     | { readonly kind: "Healthy" }

@@ -57,6 +57,9 @@ const AllocationSchema = v.strictObject({
   deadline: nullableTime(
     "When the backend ends the attempt for its time limit, as the backend itself computed it once the attempt started; null when not known or without a limit.",
   ),
+  backendJobId: nullableText(
+    "The backend's own id for this attempt (a scheduler's job id), to match it in the backend's tools; `GET /v1/workloads?backendJobId=` finds the workload from it. Null before the attempt was handed to the backend.",
+  ),
 });
 
 export const WorkloadSchema = v.strictObject({
@@ -83,6 +86,9 @@ export const WorkloadSchema = v.strictObject({
   allocations: v.pipe(v.array(AllocationSchema), d("One per attempt, oldest first.")),
   deadline: nullableTime(
     "TIME_REMAINING: when the current attempt is ended for its time limit, while it runs; null when it does not run, or has no limit, or the backend has not said yet.",
+  ),
+  phaseConfirmedAt: nullableTime(
+    "When `phase` was last confirmed. For a phase the backend holds (SUBMITTING, QUEUED, RUNNING, STOPPING): the last time the backend answered for the current attempt, null when it has not since the daemon started (a phase read from before a restart, not seen since). For PENDING and ended phases, which the daemon decides: when the phase was written.",
   ),
   timeRemainingSeconds: nullableInteger(
     "TIME_REMAINING: whole seconds left before `deadline` when this answer was made, never negative; null when `deadline` is null. A session's kernel has the same deadline as OPENAI4S_DEADLINE and `time_remaining()`.",

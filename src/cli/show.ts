@@ -15,9 +15,12 @@ import {
 
 const HELP = `Usage: openai4s show ID
 
-Show workload ID: its phase and reason, its deadline and the time left before it while
-it runs with a time limit, its conditions (sessions), its allocations (one per attempt)
-and its transitions (a TIME_LIMIT_NEAR event warns before the limit). --json prints the workload exactly as the API does.
+Show workload ID: its phase and reason, when the backend last confirmed that phase ("not
+by the backend since the daemon started" until it answers again after a restart), its
+deadline and the time left before it while it runs with a time limit, its conditions
+(sessions), its allocations (one per attempt, each with the backend's own job id: "list
+--backend-job-id" goes the other way) and its transitions (a TIME_LIMIT_NEAR event warns
+before the limit). --json prints the workload exactly as the API does.
 
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -40,6 +43,10 @@ function renderWorkload(w: WorkloadBody): string {
     `Kind:        ${w.kind}`,
     `Profile:     ${w.profile}`,
     `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,
+    // An older daemon sends no such field (undefined): nothing to say either way.
+    ...(w.phaseConfirmedAt === undefined
+      ? []
+      : [`Confirmed:   ${w.phaseConfirmedAt ?? "not by the backend since the daemon started"}`]),
     ...(w.message ? [`Message:     ${w.message}`] : []),
     ...(w.exitCode !== null ? [`Exit code:   ${w.exitCode}`] : []),
     `Epoch:       ${w.executionEpoch}`,
@@ -60,10 +67,11 @@ function renderWorkload(w: WorkloadBody): string {
   }
   if (w.allocations.length > 0) {
     out += `\nAllocations:\n${table(
-      ["EPOCH", "ID", "PHASE", "REASON", "SUBMITTED", "STARTED", "ENDED"],
+      ["EPOCH", "ID", "BACKEND JOB", "PHASE", "REASON", "SUBMITTED", "STARTED", "ENDED"],
       w.allocations.map((a) => [
         String(a.epoch),
         a.id,
+        a.backendJobId ?? "-",
         a.phase,
         a.reason ?? "",
         a.submittedAt ?? "-",

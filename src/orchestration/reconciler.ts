@@ -56,6 +56,7 @@ import type { Allocation, SubmissionToken, Workload } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
+import { createPhaseConfirmations } from "./reconciler/confirmations.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
@@ -133,6 +134,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   );
 
   const runway = createRunwaySchedule();
+  const confirmations = createPhaseConfirmations();
 
   let last: TickReport | null = null;
   let sweptAtStart = false;
@@ -155,7 +157,10 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     let leads: ((profile: string) => number) | null = null;
     return {
       store: options.store,
-      backend: tickBackend(options.backend, log, watch),
+      backend: tickBackend(options.backend, log, watch, {
+        confirmations,
+        nowMs: () => clock.now(),
+      }),
       preparer: options.preparer,
       hooks,
       clock,
@@ -399,6 +404,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     lastTick: () => last,
     backendHealth: () => watch.health(),
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
+    phaseConfirmedAt: (allocationId) => confirmations.confirmedAt(allocationId),
     commandsInFlight: () => lanes.inFlight,
     idle: () => lanes.idle(),
   };

@@ -43,6 +43,7 @@ describe("POST /v1/workloads", () => {
         "conditions",
         "allocations",
         "deadline",
+        "phaseConfirmedAt",
         "timeRemainingSeconds",
       ].sort(),
     );

@@ -113,7 +113,22 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
       command: ["/bin/sleep", "300"],
     });
     const id = String(created.body["id"]);
-    await waitFor(id, ["RUNNING"], 30_000);
+    const seen = await waitFor(id, ["RUNNING"], 30_000);
+    // The scheduler's job id is in the view, and finds the workload again (issue 21).
+    const attempts = seen["allocations"] as { backendJobId: string | null }[];
+    const jobId = attempts[0]?.backendJobId ?? "";
+    expect(jobId).toMatch(/^[0-9]+$/);
+    const found = await api("GET", `/v1/workloads?backendJobId=${jobId}`);
+    expect((found.body["items"] as { id: string }[]).map((w) => w.id)).toEqual([id]);
+    // RUNNING was seen by this daemon's reconciler: confirmed, not read back from the store.
+    await eventually(
+      async () => {
+        const { body } = await api("GET", `/v1/workloads/${id}`);
+        if (typeof body["phaseConfirmedAt"] !== "string") throw new Error("not confirmed yet");
+        return true;
+      },
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
     const task = await api("POST", `/v1/workloads/${id}/tasks`, {
       command: ["/bin/sh", "-c", "echo hi"],
     });

@@ -30,6 +30,8 @@ export interface Harness {
   readonly admitted: readonly { readonly workloadId: string; readonly attemptId: string | null }[];
   readonly log: ReturnType<typeof memoryLog>;
   tick: TickFigures | null;
+  /** The reconciler's phase confirmations (epoch ms by allocation id); tests set them. */
+  readonly confirmed: Map<string, number>;
   /** What the reconciler's call watch says; tests flip it to Degraded. */
   backendHealth: { kind: "Healthy" } | { kind: "Degraded"; message: string };
   request(path: string, init?: RequestInit, access?: Access): Promise<Response>;
@@ -64,6 +66,7 @@ export function harness(
     admitted,
     log,
     tick: null,
+    confirmed: new Map(),
     backendHealth: { kind: "Healthy" },
     app: undefined as unknown as ReturnType<typeof createApp>,
     async request(path, init, access = { kind: "LocalSocket" }) {
@@ -116,6 +119,7 @@ export function harness(
         admitted.push({ workloadId: workload.id, attemptId: attempt?.id ?? null });
       },
       lastTick: () => h.tick,
+      phaseConfirmedAt: (allocationId) => h.confirmed.get(allocationId) ?? null,
       backendHealth: () => h.backendHealth,
       backendCallRate: () => ({ perSecond: 0.5, totals: { observe: 3 } }),
     },

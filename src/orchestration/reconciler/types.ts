@@ -166,6 +166,11 @@ export interface Reconciler {
   backendHealth(): BackendHealth;
   /** Backend calls started, per second over the last minute, and in total by operation. */
   backendCallRate(): BackendCallRate;
+  /**
+   * When the backend last confirmed this allocation's phase (epoch ms), or null: not since
+   * this process started (reconciler/confirmations.ts).
+   */
+  phaseConfirmedAt(allocationId: string): number | null;
   /** Submit/cancel commands in flight now. */
   commandsInFlight(): number;
   /** Resolves once no command is in flight. */
