@@ -4,6 +4,7 @@
  * reconciler. The daemon starts and stops what this returns; it binds no adapter and builds
  * no part itself.
  */
+
 import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
@@ -18,6 +19,7 @@ import type { RunAs } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import { createBackend } from "./backends.ts";
+import { binaryIdentity } from "./binary-identity.ts";
 import type { BackgroundService } from "./context.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { bindStores } from "./stores.ts";
@@ -70,6 +72,8 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     env: config.env,
     runAs: config.runAs,
     knownTokens: stores.knownTokens,
+    isolationVerdicts: stores.isolationVerdicts,
+    binary: binaryIdentity(config.selfCommand),
   });
   if (created.kind === "ConfigError") {
     return { kind: "ConfigError", message: created.message };

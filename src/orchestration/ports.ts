@@ -303,7 +303,12 @@ export function isTerminalAllocationAcknowledger(
 }
 
 export type IsolationVerdict =
-  | { readonly kind: "Verified"; readonly mechanism: string }
+  | {
+      readonly kind: "Verified";
+      readonly mechanism: string;
+      /** The nodes a probe that ran elsewhere ran on (kept with a remembered verdict). */
+      readonly nodes?: readonly string[];
+    }
   | { readonly kind: "Unverified"; readonly message: string };
 
 /**

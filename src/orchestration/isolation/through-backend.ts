@@ -54,8 +54,15 @@ rc=$?
 if [ "$(cat /proc/$decoy/comm 2>/dev/null)" = "$name" ]; then echo decoy-alive=yes; else echo decoy-alive=no; fi
 kill $decoy 2>/dev/null
 rm -rf "$d"
+echo "node=$(hostname 2>/dev/null || uname -n)"
 exit $rc
 `;
+
+/** The node name the probe printed, when it is one (it is kept with a remembered verdict). */
+function probeNode(stdout: string): readonly string[] {
+  const name = /^node=([A-Za-z0-9][A-Za-z0-9._-]{0,63})$/m.exec(stdout)?.[1];
+  return name === undefined ? [] : [name];
+}
 
 export interface BackendProbeOptions {
   /** The backend as it submits (NOT the sandboxed wrapper: the probe wraps itself). */
@@ -187,7 +194,9 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
       },
       `bubblewrap on the ${backend.name} nodes (private mount, PID and IPC namespaces, unprivileged uid, no capabilities)`,
     );
-    return verdict.kind === "Verified" ? verdict : unverified(verdict.message);
+    return verdict.kind === "Verified"
+      ? { ...verdict, nodes: probeNode(stdout) }
+      : unverified(verdict.message);
   } catch (error) {
     return unverified(String(error));
   } finally {
