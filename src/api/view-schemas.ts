@@ -115,6 +115,13 @@ const PlacementSchema = v.strictObject({
   message: nullableText("Why not, for people; null when placeable."),
 });
 
+const DegradedSchema = v.strictObject({
+  message: text("The backend's own words for its last refusal."),
+  consecutiveRejections: integer("Submissions it refused in a row."),
+  since: time("When the profile became degraded."),
+  retryAt: nullableTime("When one submission is tried again; null while that trial is out."),
+});
+
 const ProfileSchema = v.strictObject({
   name: text("What scientists call it; `profile` in a submission."),
   description: text("What it is for."),
@@ -135,6 +142,12 @@ const ProfileSchema = v.strictObject({
       BATCH: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts BATCH."))),
     }),
     d("Per accepted kind: whether it can be placed now, and if not why."),
+  ),
+  degraded: v.pipe(
+    v.nullable(DegradedSchema),
+    d(
+      "Set while the backend keeps refusing this profile: its workloads wait PENDING (PROFILE_DEGRADED) and one submission is tried again after a back-off; null when it is not degraded.",
+    ),
   ),
 });
 
@@ -248,6 +261,16 @@ export const DiagnosticsSchema = v.strictObject({
       ),
     }),
     d("The backend's own report, bounded in time."),
+  ),
+  profiles: v.pipe(
+    v.array(
+      v.strictObject({
+        name: text("The profile."),
+        consecutiveRejections: integer("Submissions the backend refused in a row."),
+        degraded: v.pipe(v.nullable(DegradedSchema), d("Set while its breaker is open.")),
+      }),
+    ),
+    d("Profiles the backend refused since their last accepted submission."),
   ),
   reconciler: v.pipe(
     v.strictObject({

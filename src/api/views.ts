@@ -329,4 +329,37 @@ export function profileView(p: ResourceProfile): ProfileView {
 /** A profile as `GET /v1/profiles` lists it: with whether each kind can be placed now. */
 export interface ListedProfileView extends ProfileView {
   readonly placement: Readonly<Partial<Record<WorkloadKind, PlacementView>>>;
+  /** Set while the backend keeps refusing the profile (its breaker is open); else null. */
+  readonly degraded: DegradedProfileView | null;
+}
+
+/** A profile whose breaker is open: the backend refused its last submissions. */
+export interface DegradedProfileView {
+  /** The backend's own words for the last refusal. */
+  readonly message: string;
+  readonly consecutiveRejections: number;
+  readonly since: string;
+  /** When one submission is tried again; null while that trial is out. */
+  readonly retryAt: string | null;
+}
+
+/** The breaker of one profile as the reconciler keeps it (profile-breaker.ts). */
+export type BreakerState =
+  | { readonly kind: "Closed"; readonly consecutiveRejections: number }
+  | {
+      readonly kind: "Open";
+      readonly consecutiveRejections: number;
+      readonly message: string;
+      readonly openedAtMs: number;
+      readonly retryAtMs: number | null;
+    };
+
+export function degradedView(state: BreakerState | undefined): DegradedProfileView | null {
+  if (state === undefined || state.kind !== "Open") return null;
+  return {
+    message: state.message,
+    consecutiveRejections: state.consecutiveRejections,
+    since: iso(state.openedAtMs),
+    retryAt: isoOrNull(state.retryAtMs),
+  };
 }

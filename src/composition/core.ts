@@ -21,6 +21,7 @@ import type { StoreDeps } from "../store/deps.ts";
 import { createBackend } from "./backends.ts";
 import { binaryIdentity } from "./binary-identity.ts";
 import type { BackgroundService } from "./context.ts";
+import { profileBreakerFromEnv } from "./profile-breaker-config.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { bindStores } from "./stores.ts";
 
@@ -61,6 +62,8 @@ export type CoreResult =
 
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
+  const breaker = profileBreakerFromEnv(config.env);
+  if (breaker.kind === "ConfigError") return breaker;
   const stores = bindStores(config.store);
   const created = await createBackend(config.backendName, {
     faults,
@@ -110,6 +113,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const reconciler = createReconciler({
     store: stores.reconciler,
     backend,
+    profileBreaker: breaker.options,
     preparer,
     clock,
     log,

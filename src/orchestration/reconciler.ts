@@ -60,6 +60,7 @@ import { createPhaseConfirmations } from "./reconciler/confirmations.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
+import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./reconciler/profile-breaker.ts";
 import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
 import { startSubmissions } from "./reconciler/submissions.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
@@ -135,6 +136,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   const runway = createRunwaySchedule();
   const confirmations = createPhaseConfirmations();
+  const breakers = createProfileBreakers(options.profileBreaker ?? DEFAULT_PROFILE_BREAKER);
 
   let last: TickReport | null = null;
   let sweptAtStart = false;
@@ -180,6 +182,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         return leads(profile);
       },
       runway,
+      breakers,
     };
   }
 
@@ -274,6 +277,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       return;
     }
     fresh.add(attempt.id);
+    // A degraded profile's attempt waits for the tick, which holds it until the back-off.
+    if (breakers.state(workload.profile).kind === "Open") {
+      wake();
+      return;
+    }
     // The same gates as a pass: a free lane (a cancel always keeps one), and a backend that
     // answered its last calls. Otherwise the loop's next pass takes it (still lookup-free).
     const answering = watch.health().kind === "Healthy" && last?.backendUnavailable !== true;
@@ -405,6 +413,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     backendHealth: () => watch.health(),
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
     phaseConfirmedAt: (allocationId) => confirmations.confirmedAt(allocationId),
+    profileBreakers: () => breakers.views(),
     commandsInFlight: () => lanes.inFlight,
     idle: () => lanes.idle(),
   };

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { ResourceProfile, WorkloadKind } from "../../orchestration/models.ts";
 import { type IsolationVerdict, sessionIsolationVerdict } from "../../orchestration/ports.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { type PlacementView, profileView } from "../views.ts";
+import { degradedView, type PlacementView, profileView } from "../views.ts";
 
 /**
  * Whether each kind a profile accepts can be placed now, and if not why: the same verdict
@@ -32,8 +32,15 @@ export function createProfileRoutes(deps: ApiDeps) {
     const sessions = all.some((p) => p.kinds.includes("SESSION"))
       ? await sessionIsolationVerdict(deps.backend)
       : null;
+    const breakers = new Map(
+      (deps.reconciler.profileBreakers?.() ?? []).map((b) => [b.profile, b.state] as const),
+    );
     return c.json({
-      profiles: all.map((p) => ({ ...profileView(p), placement: placement(p, sessions) })),
+      profiles: all.map((p) => ({
+        ...profileView(p),
+        placement: placement(p, sessions),
+        degraded: degradedView(breakers.get(p.name)),
+      })),
     });
   });
 

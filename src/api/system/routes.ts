@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { BackendDiagnostics, OrphanDiagnostics } from "../../orchestration/ports.ts";
 import { countWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { iso } from "../views.ts";
+import { degradedView, iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
 
@@ -84,6 +84,11 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         callsPerSecond: deps.reconciler.backendCallRate().perSecond,
         ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
       },
+      profiles: (deps.reconciler.profileBreakers?.() ?? []).map((b) => ({
+        name: b.profile,
+        consecutiveRejections: b.state.consecutiveRejections,
+        degraded: degradedView(b.state),
+      })),
       reconciler: {
         lastTick: tick
           ? {
@@ -112,6 +117,14 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         commands: backend.calls,
       },
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
+      profiles: deps.backend.profiles().map((p) => {
+        const state = deps.reconciler.profileBreakers?.().find((b) => b.profile === p.name)?.state;
+        return {
+          name: p.name,
+          degraded: state?.kind === "Open",
+          consecutiveRejections: state?.consecutiveRejections ?? 0,
+        };
+      }),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });
