@@ -119,7 +119,7 @@ const DegradedSchema = v.strictObject({
   message: text("The backend's own words for its last refusal."),
   consecutiveRejections: integer("Submissions it refused in a row."),
   since: time("When the profile became degraded."),
-  retryAt: nullableTime("When one submission is tried again; null while that trial is out."),
+  retryAt: time("When one submission is tried again (a back-off that doubles with each refusal)."),
 });
 
 const ProfileSchema = v.strictObject({

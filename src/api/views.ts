@@ -339,8 +339,8 @@ export interface DegradedProfileView {
   readonly message: string;
   readonly consecutiveRejections: number;
   readonly since: string;
-  /** When one submission is tried again; null while that trial is out. */
-  readonly retryAt: string | null;
+  /** When one submission is tried again. */
+  readonly retryAt: string;
 }
 
 /** The breaker of one profile as the reconciler keeps it (profile-breaker.ts). */
@@ -351,7 +351,7 @@ export type BreakerState =
       readonly consecutiveRejections: number;
       readonly message: string;
       readonly openedAtMs: number;
-      readonly retryAtMs: number | null;
+      readonly retryAtMs: number;
     };
 
 export function degradedView(state: BreakerState | undefined): DegradedProfileView | null {
@@ -360,6 +360,6 @@ export function degradedView(state: BreakerState | undefined): DegradedProfileVi
     message: state.message,
     consecutiveRejections: state.consecutiveRejections,
     since: iso(state.openedAtMs),
-    retryAt: isoOrNull(state.retryAtMs),
+    retryAt: iso(state.retryAtMs),
   };
 }

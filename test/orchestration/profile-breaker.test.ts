@@ -36,6 +36,15 @@ describe("createProfileBreakers", () => {
     expect(b.state("fine")).toEqual({ kind: "Closed", consecutiveRejections: 0 });
   });
 
+  test("a trial whose answer never comes does not hold the profile for ever", () => {
+    const b = createProfileBreakers(options);
+    for (let i = 0; i < 3; i++) b.rejected("p", "no", 0);
+    expect(b.allow("p", 1_000)).toBe(true);
+    // No answer (the workload moved on, the call hung): one more back-off, then another try.
+    expect(b.allow("p", 1_999)).toBe(false);
+    expect(b.allow("p", 2_000)).toBe(true);
+  });
+
   test("one trial per back-off, doubled up to the ceiling; a success closes it", () => {
     const b = createProfileBreakers(options);
     for (let i = 0; i < 3; i++) b.rejected("p", "no", 0);

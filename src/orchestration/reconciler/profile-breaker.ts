@@ -33,8 +33,12 @@ export type ProfileBreakerState =
       /** The backend's own words for the last rejection. */
       readonly message: string;
       readonly openedAtMs: number;
-      /** When the next trial submission may go out; null while one is out. */
-      readonly retryAtMs: number | null;
+      /**
+       * When the next trial submission may go out. Moved on by one back-off when a trial goes
+       * out, so a trial whose answer never comes (a hung call, a workload that moved on
+       * before it was submitted) cannot leave the profile waiting for ever.
+       */
+      readonly retryAtMs: number;
     };
 
 export interface ProfileBreakerView {
@@ -45,7 +49,8 @@ export interface ProfileBreakerView {
 export interface ProfileBreakers {
   /**
    * Whether a submission for this profile may go out now: always while closed; while open,
-   * once when the back-off has passed (the trial; later calls say no until it is answered).
+   * once when the back-off has passed (the trial; later calls say no until it is answered,
+   * or until one more back-off has passed without an answer).
    */
   allow(profile: string, nowMs: number): boolean;
   rejected(profile: string, message: string, nowMs: number): void;
@@ -57,7 +62,7 @@ export interface ProfileBreakers {
 
 interface Entry {
   rejections: number;
-  open: { message: string; openedAtMs: number; backoffMs: number; retryAtMs: number | null } | null;
+  open: { message: string; openedAtMs: number; backoffMs: number; retryAtMs: number } | null;
 }
 
 export function createProfileBreakers(
@@ -80,8 +85,8 @@ export function createProfileBreakers(
     allow(profile, nowMs) {
       const open = entries.get(profile)?.open ?? null;
       if (open === null) return true;
-      if (open.retryAtMs === null || nowMs < open.retryAtMs) return false;
-      open.retryAtMs = null;
+      if (nowMs < open.retryAtMs) return false;
+      open.retryAtMs = nowMs + open.backoffMs;
       return true;
     },
     rejected(profile, message, nowMs) {

@@ -52,17 +52,20 @@ export function submitAttempts(
   // A degraded profile's workloads wait (PENDING, or SUBMITTING with a fresh token) until its
   // back-off has passed; then one of them goes out as the trial (profile-breaker.ts).
   const allowed = (w: Workload) => env.breakers.allow(w.profile, now);
+  if (held) {
+    const attempts = resubmit.filter((l) => allowed(l.workload));
+    if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
+    return;
+  }
   const mintNow: Workload[] = [];
   const waitingForProfile: Workload[] = [];
   for (const w of mint) (allowed(w) ? mintNow : waitingForProfile).push(w);
   holdDegraded(env, waitingForProfile);
-  const attempts = held
-    ? resubmit.filter((l) => allowed(l.workload))
-    : [
-        ...mintAll(env, mintNow),
-        ...fresh.filter((l) => allowed(l.workload)),
-        ...resubmit.filter((l) => allowed(l.workload)),
-      ];
+  const attempts = [
+    ...mintAll(env, mintNow),
+    ...fresh.filter((l) => allowed(l.workload)),
+    ...resubmit.filter((l) => allowed(l.workload)),
+  ];
   if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
 }
 
