@@ -76,6 +76,12 @@ export interface Rejected {
   readonly kind: "Rejected";
   readonly token: SubmissionToken;
   readonly message: string;
+  /**
+   * Refused for this request alone, by the backend's own checks before its scheduler was
+   * asked (an argument its launch cannot carry): says nothing about the profile, so it does
+   * not count towards the profile's breaker, or one client could degrade a profile for all.
+   */
+  readonly byRequest?: true;
 }
 /**
  * Not "retry me": the caller must first reconcile by token, because a blind retry is how one

@@ -121,6 +121,31 @@ describe("the reconciler with a profile the backend keeps refusing", () => {
   });
 });
 
+describe("a refusal of one request's own arguments", () => {
+  test("does not count towards its profile's breaker (one client cannot degrade a profile)", async () => {
+    const h = harness();
+    open.push(h);
+    const base = h.sim.backend.submit.bind(h.sim.backend);
+    h.sim.backend.submit = async (requests) => {
+      const answers = await base(requests);
+      return new Map(
+        [...answers].map(([token, a]) => [
+          token,
+          a.kind === "Rejected" ? { ...a, byRequest: true as const } : a,
+        ]),
+      );
+    };
+    h.sim.failNextSubmits("REJECT", "REJECT", "REJECT", "REJECT", "REJECT");
+    const ids = [1, 2, 3, 4, 5].map(() => h.addWorkload());
+    await h.tick();
+    expect(ids.map((id) => h.workload(id).reason)).toEqual(Array(5).fill("SUBMIT_REJECTED"));
+    expect(h.reconciler.profileBreakers()).toEqual([]);
+    const next = h.addWorkload();
+    await h.tick();
+    expect(h.workload(next).phase).toBe("QUEUED");
+  });
+});
+
 describe("profileBreakerFromEnv", () => {
   test("defaults, settings, and a clear error naming the variable", () => {
     expect(profileBreakerFromEnv({})).toEqual({

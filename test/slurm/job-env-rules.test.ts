@@ -45,7 +45,7 @@ function wrappedSlurm() {
     baseEnv: { PATH: "/usr/bin:/bin" },
     locate: () => null,
   });
-  return { cluster, backend };
+  return { cluster, backend, slurm };
 }
 
 describe("the wrapped launch path keeps the scheduler's environment rules", () => {
@@ -55,7 +55,7 @@ describe("the wrapped launch path keeps the scheduler's environment rules", () =
     const good = request(dir, command(["/bin/true"], { MODE: "plain" }));
     const results = await backend.submit([bad, good]);
     const refused = results.get(bad.token);
-    expect(refused?.kind).toBe("Rejected");
+    expect(refused).toMatchObject({ kind: "Rejected", byRequest: true });
     expect(refused?.kind === "Rejected" ? refused.message : "").toMatch(why);
     expect(refused?.kind === "Rejected" ? refused.message : "").toContain(
       Object.keys(env)[0] ?? "?",
@@ -95,5 +95,30 @@ describe("admission on the Slurm backend refuses them with a field naming the va
     const name = Object.keys(env)[0] as string;
     expect(outcome.fields.map((f) => f.path)).toEqual([`env.${name}`]);
     expect(outcome.fields[0]?.message).toMatch(why);
+  });
+});
+
+describe("which refusals say something about the profile", () => {
+  test("the request's own arguments: byRequest; the scheduler's refusal: not", async () => {
+    const { cluster, backend, slurm } = wrappedSlurm();
+    // Refused by the backend's own checks before sbatch runs: a program name that reads as
+    // an option, a value the broker will not put on sbatch's environment.
+    for (const launch of [command(["-x"]), command(["/bin/true"], { X: "1,ALL" })]) {
+      const r = request(dir, launch);
+      expect((await slurm.submit([r])).get(r.token)).toMatchObject({
+        kind: "Rejected",
+        byRequest: true,
+      });
+    }
+    expect(cluster.count("sbatch")).toBe(0);
+    cluster.inject("sbatch", {
+      kind: "refuse",
+      stderr:
+        "sbatch: error: Batch job submission failed: Required partition not available (inactive or drain)\n",
+    });
+    const fine = request(dir, command(["/bin/true"]));
+    const refused = (await backend.submit([fine])).get(fine.token);
+    expect(refused?.kind).toBe("Rejected");
+    expect(refused).not.toHaveProperty("byRequest");
   });
 });

@@ -305,7 +305,7 @@ export function wrappedBackend<B extends AllocationBackend>(
       const refusals = backend.jobEnvRefusals(r.launch.env);
       if (refusals.length === 0) return true;
       const message = refusals.map((x) => x.message).join("; ");
-      refused.set(r.token, { kind: "Rejected", token: r.token, message });
+      refused.set(r.token, { kind: "Rejected", token: r.token, message, byRequest: true });
       return false;
     });
     const prepared = allowed.map((r) => {

@@ -266,7 +266,8 @@ async function submitAndRecord(
       env.counters.submitted += 1;
       env.breakers.accepted(request.profile);
     }
-    if (answer.kind === "Rejected") {
+    // A refusal of this request alone (its own arguments) says nothing about the profile.
+    if (answer.kind === "Rejected" && answer.byRequest !== true) {
       env.breakers.rejected(request.profile, answer.message, env.clock.now());
       const state = env.breakers.state(request.profile);
       if (state.kind === "Open") {

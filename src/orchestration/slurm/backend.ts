@@ -333,7 +333,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
 
   type Prepared =
     | { readonly kind: "Ready"; readonly spec: BatchSpec }
-    | { readonly kind: "Rejected"; readonly message: string }
+    | { readonly kind: "Rejected"; readonly message: string; readonly byRequest?: true }
     | { readonly kind: "Unknown"; readonly message: string };
 
   function prepare(request: SubmitRequest): Prepared {
@@ -365,7 +365,9 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       }
     }
     const rendered = renderBatchScript(body);
-    if (rendered.kind === "Invalid") return { kind: "Rejected", message: rendered.message };
+    if (rendered.kind === "Invalid") {
+      return { kind: "Rejected", message: rendered.message, byRequest: true };
+    }
     // The profile's limit is a ceiling ("a workload may ask for less"), never raised here.
     const timeLimitSeconds =
       request.timeLimitSeconds === null
@@ -431,7 +433,12 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     const prepared = prepare(request);
     switch (prepared.kind) {
       case "Rejected":
-        return { kind: "Rejected", token, message: prepared.message };
+        return {
+          kind: "Rejected",
+          token,
+          message: prepared.message,
+          ...(prepared.byRequest ? { byRequest: true as const } : {}),
+        };
       case "Unknown":
         return { kind: "Unknown", token, message: prepared.message };
       case "Ready":
@@ -451,7 +458,14 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     noteFailure(error);
     switch (error.kind) {
       case "refused":
-        return { kind: "Rejected", token, message: error.message };
+        // No exit code: refused by the broker's validation before sbatch ran (this request's
+        // arguments), not by the scheduler.
+        return {
+          kind: "Rejected",
+          token,
+          message: error.message,
+          ...(error.exitCode === null ? { byRequest: true as const } : {}),
+        };
       case "timed_out":
       case "unreachable":
       case "malformed":
