@@ -3,6 +3,7 @@
  * picks a backend or reads the wall clock on its own, so tests build an app over a
  * temporary store and a fake backend and call `app.request()`.
  */
+
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
@@ -11,6 +12,7 @@ import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admissio
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
+import type { BreakerState } from "./views.ts";
 
 /**
  * What the API reads from the reconciler's last finished tick: a structural subset of the
@@ -42,6 +44,16 @@ export interface ReconcilerHandle {
   admitted(workload: Workload, attempt: Allocation | null): void;
   /** Null until the first tick completed. */
   lastTick(): TickFigures | null;
+  /**
+   * When the backend last confirmed an allocation's phase (epoch ms), null when not since
+   * this process started. Absent: never (a handle that plays the reconciler in tests).
+   */
+  readonly phaseConfirmedAt?: (allocationId: string) => number | null;
+  /** Profiles the backend refused since they last succeeded (open: degraded). Absent: none. */
+  readonly profileBreakers?: () => readonly {
+    readonly profile: string;
+    readonly state: BreakerState;
+  }[];
   /** Health seen from the calls themselves: degraded the moment one is slow or failed. */
   backendHealth():
     | { readonly kind: "Healthy" }

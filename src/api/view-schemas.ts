@@ -57,6 +57,9 @@ const AllocationSchema = v.strictObject({
   deadline: nullableTime(
     "When the backend ends the attempt for its time limit, as the backend itself computed it once the attempt started; null when not known or without a limit.",
   ),
+  backendJobId: nullableText(
+    "The backend's own id for this attempt (a scheduler's job id), to match it in the backend's tools; `GET /v1/workloads?backendJobId=` finds the workload from it. Null before the attempt was handed to the backend.",
+  ),
 });
 
 export const WorkloadSchema = v.strictObject({
@@ -84,6 +87,9 @@ export const WorkloadSchema = v.strictObject({
   deadline: nullableTime(
     "TIME_REMAINING: when the current attempt is ended for its time limit, while it runs; null when it does not run, or has no limit, or the backend has not said yet.",
   ),
+  phaseConfirmedAt: nullableTime(
+    "When `phase` was last confirmed. For a phase the backend holds (SUBMITTING, QUEUED, RUNNING, STOPPING): the last time the backend answered for the current attempt, null when it has not since the daemon started (a phase read from before a restart, not seen since). For PENDING and ended phases, which the daemon decides: when the phase was written.",
+  ),
   timeRemainingSeconds: nullableInteger(
     "TIME_REMAINING: whole seconds left before `deadline` when this answer was made, never negative; null when `deadline` is null. A session's kernel has the same deadline as OPENAI4S_DEADLINE and `time_remaining()`.",
   ),
@@ -109,6 +115,13 @@ const PlacementSchema = v.strictObject({
   message: nullableText("Why not, for people; null when placeable."),
 });
 
+const DegradedSchema = v.strictObject({
+  message: text("The backend's own words for its last refusal."),
+  consecutiveRejections: integer("Submissions it refused in a row."),
+  since: time("When the profile became degraded."),
+  retryAt: time("When one submission is tried again (a back-off that doubles with each refusal)."),
+});
+
 const ProfileSchema = v.strictObject({
   name: text("What scientists call it; `profile` in a submission."),
   description: text("What it is for."),
@@ -129,6 +142,12 @@ const ProfileSchema = v.strictObject({
       BATCH: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts BATCH."))),
     }),
     d("Per accepted kind: whether it can be placed now, and if not why."),
+  ),
+  degraded: v.pipe(
+    v.nullable(DegradedSchema),
+    d(
+      "Set while the backend keeps refusing this profile: its workloads wait PENDING (PROFILE_DEGRADED) and one submission is tried again after a back-off; null when it is not degraded.",
+    ),
   ),
 });
 
@@ -263,6 +282,16 @@ export const DiagnosticsSchema = v.strictObject({
       ),
     }),
     d("How jobs are isolated right now."),
+  ),
+  profiles: v.pipe(
+    v.array(
+      v.strictObject({
+        name: text("The profile."),
+        consecutiveRejections: integer("Submissions the backend refused in a row."),
+        degraded: v.pipe(v.nullable(DegradedSchema), d("Set while its breaker is open.")),
+      }),
+    ),
+    d("Profiles the backend refused since their last accepted submission."),
   ),
   reconciler: v.pipe(
     v.strictObject({

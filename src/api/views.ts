@@ -45,6 +45,11 @@ export interface AllocationView {
   readonly endedAt: string | null;
   /** When the backend ends this attempt for its time limit; null: not known or none. */
   readonly deadline: string | null;
+  /**
+   * The backend's own id for this attempt (a scheduler's job id), to match it in the
+   * backend's tools and in `GET /v1/workloads?backendJobId=`; null before it was handed over.
+   */
+  readonly backendJobId: string | null;
 }
 
 export interface WorkloadView {
@@ -68,14 +73,60 @@ export interface WorkloadView {
   /** The current attempt's deadline while it runs (TIME_REMAINING); null otherwise. */
   readonly deadline: string | null;
   /**
+   * When `phase` was last confirmed: for a phase the backend holds (SUBMITTING, QUEUED,
+   * RUNNING, STOPPING), the last time the backend answered for the current attempt, null
+   * when it has not since the daemon started; for PENDING and ended phases, which the
+   * daemon itself decides, when the phase was written. Not cached (view-cache.ts adds it).
+   */
+  readonly phaseConfirmedAt: string | null;
+  /**
    * Seconds left before that deadline at the time of the answer, never negative. Last, and
    * the only field that depends on the clock: the view cache holds the rest and adds it.
    */
   readonly timeRemainingSeconds: number | null;
 }
 
-/** Everything of a workload's view but the clock-dependent `timeRemainingSeconds`. */
-export type StableWorkloadView = Omit<WorkloadView, "timeRemainingSeconds">;
+/** Everything of a workload's view but the fields that change without a store write. */
+export type StableWorkloadView = Omit<WorkloadView, "timeRemainingSeconds" | "phaseConfirmedAt">;
+
+/** When the backend last confirmed an allocation's phase (epoch ms), or null. */
+export type PhaseConfirmedAt = (allocationId: string) => number | null;
+
+export const NEVER_CONFIRMED: PhaseConfirmedAt = () => null;
+
+/** Phases whose truth is the backend's: only its answer confirms them. */
+const BACKEND_HELD_PHASES: ReadonlySet<Phase> = new Set<Phase>([
+  "SUBMITTING",
+  "QUEUED",
+  "RUNNING",
+  "STOPPING",
+]);
+
+/**
+ * What `phaseConfirmedAt` is read from: the current attempt whose confirmation counts, or
+ * the time the daemon wrote a phase it decides itself.
+ */
+export type ConfirmationSource =
+  | { readonly kind: "Backend"; readonly allocationId: string | null }
+  | { readonly kind: "Written"; readonly atMs: number };
+
+export function confirmationSource(
+  workload: Workload,
+  allocations: readonly Allocation[],
+): ConfirmationSource {
+  if (!BACKEND_HELD_PHASES.has(workload.phase))
+    return { kind: "Written", atMs: workload.updatedAt };
+  const current = allocations.find((a) => a.epoch === workload.executionEpoch);
+  return { kind: "Backend", allocationId: current?.id ?? null };
+}
+
+export function phaseConfirmedAtMs(
+  source: ConfirmationSource,
+  confirmed: PhaseConfirmedAt,
+): number | null {
+  if (source.kind === "Written") return source.atMs;
+  return source.allocationId === null ? null : confirmed(source.allocationId);
+}
 
 /**
  * A SESSION always shows all five conditions, in the documented order: one the sessions
@@ -149,6 +200,7 @@ function allocationView(a: Allocation): AllocationView {
     startedAt: isoOrNull(a.startedAt),
     endedAt: isoOrNull(a.endedAt),
     deadline: isoOrNull(a.deadlineAt),
+    backendJobId: a.handle,
   };
 }
 
@@ -189,10 +241,16 @@ export function workloadView(
   conditions: readonly Condition[],
   allocations: readonly Allocation[],
   nowMs: number,
+  confirmed: PhaseConfirmedAt = NEVER_CONFIRMED,
 ): WorkloadView {
   const stable = stableWorkloadView(workload, conditions, allocations);
   const deadlineMs = workloadDeadlineMs(workload, allocations);
-  return { ...stable, timeRemainingSeconds: timeRemainingSeconds(deadlineMs, nowMs) };
+  const confirmedMs = phaseConfirmedAtMs(confirmationSource(workload, allocations), confirmed);
+  return {
+    ...stable,
+    phaseConfirmedAt: isoOrNull(confirmedMs),
+    timeRemainingSeconds: timeRemainingSeconds(deadlineMs, nowMs),
+  };
 }
 
 export function stableWorkloadView(
@@ -271,4 +329,37 @@ export function profileView(p: ResourceProfile): ProfileView {
 /** A profile as `GET /v1/profiles` lists it: with whether each kind can be placed now. */
 export interface ListedProfileView extends ProfileView {
   readonly placement: Readonly<Partial<Record<WorkloadKind, PlacementView>>>;
+  /** Set while the backend keeps refusing the profile (its breaker is open); else null. */
+  readonly degraded: DegradedProfileView | null;
+}
+
+/** A profile whose breaker is open: the backend refused its last submissions. */
+export interface DegradedProfileView {
+  /** The backend's own words for the last refusal. */
+  readonly message: string;
+  readonly consecutiveRejections: number;
+  readonly since: string;
+  /** When one submission is tried again. */
+  readonly retryAt: string;
+}
+
+/** The breaker of one profile as the reconciler keeps it (profile-breaker.ts). */
+export type BreakerState =
+  | { readonly kind: "Closed"; readonly consecutiveRejections: number }
+  | {
+      readonly kind: "Open";
+      readonly consecutiveRejections: number;
+      readonly message: string;
+      readonly openedAtMs: number;
+      readonly retryAtMs: number;
+    };
+
+export function degradedView(state: BreakerState | undefined): DegradedProfileView | null {
+  if (state === undefined || state.kind !== "Open") return null;
+  return {
+    message: state.message,
+    consecutiveRejections: state.consecutiveRejections,
+    since: iso(state.openedAtMs),
+    retryAt: iso(state.retryAtMs),
+  };
 }

@@ -18,6 +18,9 @@ Options:
   --kind KIND      BATCH or SESSION.
   --phase PHASE    PENDING, SUBMITTING, QUEUED, RUNNING, STOPPING, COMPLETED, FAILED,
                    CANCELLED or LOST.
+  --backend-job-id ID
+                   Only the workload one of whose attempts is (or was) this job of the
+                   backend (the job id its own tools show).
   --limit N        Page size, 1-500 (default 50).
   --all            Follow pages to the end.
 ${CLIENT_OPTIONS_HELP}`;
@@ -35,6 +38,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
     options: {
       kind: { type: "string" },
       phase: { type: "string" },
+      "backend-job-id": { type: "string" },
       limit: { type: "string" },
       all: { type: "boolean" },
     },
@@ -53,6 +57,8 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
         const query = new URLSearchParams();
         if (values.kind !== undefined) query.set("kind", values.kind);
         if (values.phase !== undefined) query.set("phase", values.phase);
+        const jobId = values["backend-job-id"];
+        if (jobId !== undefined) query.set("backendJobId", jobId);
         if (values.limit !== undefined) query.set("limit", values.limit);
         if (cursor !== null) query.set("cursor", cursor);
         const qs = query.toString();

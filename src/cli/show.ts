@@ -16,9 +16,12 @@ import { messageBesideReason } from "./reason-message.ts";
 
 const HELP = `Usage: openai4s show ID
 
-Show workload ID: its phase and reason, its deadline and the time left before it while
-it runs with a time limit, its conditions (sessions), its allocations (one per attempt)
-and its transitions (a TIME_LIMIT_NEAR event warns before the limit). --json prints the workload exactly as the API does.
+Show workload ID: its phase and reason, when the backend last confirmed that phase ("not
+by the backend since the daemon started" until it answers again after a restart), its
+deadline and the time left before it while it runs with a time limit, its conditions
+(sessions), its allocations (one per attempt, each with the backend's own job id: "list
+--backend-job-id" goes the other way) and its transitions (a TIME_LIMIT_NEAR event warns
+before the limit). --json prints the workload exactly as the API does.
 
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -41,6 +44,10 @@ function renderWorkload(w: WorkloadBody): string {
     `Kind:        ${w.kind}`,
     `Profile:     ${w.profile}`,
     `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,
+    // An older daemon sends no such field (undefined): nothing to say either way.
+    ...(w.phaseConfirmedAt === undefined
+      ? []
+      : [`Confirmed:   ${w.phaseConfirmedAt ?? "not by the backend since the daemon started"}`]),
     ...(w.message ? [`Message:     ${messageBesideReason(w.reason, w.message)}`] : []),
     ...(w.exitCode !== null ? [`Exit code:   ${w.exitCode}`] : []),
     `Epoch:       ${w.executionEpoch}`,
@@ -67,10 +74,11 @@ function renderWorkload(w: WorkloadBody): string {
   }
   if (w.allocations.length > 0) {
     out += `\nAllocations:\n${table(
-      ["EPOCH", "ID", "PHASE", "REASON", "SUBMITTED", "STARTED", "ENDED"],
+      ["EPOCH", "ID", "BACKEND JOB", "PHASE", "REASON", "SUBMITTED", "STARTED", "ENDED"],
       w.allocations.map((a) => [
         String(a.epoch),
         a.id,
+        a.backendJobId ?? "-",
         a.phase,
         a.reason ?? "",
         a.submittedAt ?? "-",

@@ -12,6 +12,7 @@ import type {
 } from "../orchestration/isolation/background-verifier.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { SubmissionToken } from "../orchestration/models.ts";
+import type { IsolationVerdictStore } from "../orchestration/ports/isolation-verdict-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { JobIdentities } from "../orchestration/sandbox.ts";
 
@@ -37,6 +38,10 @@ export interface BackendContext {
   readonly isolationSchedule?: VerifierSchedule;
   /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
   readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
+  /** Where a cluster's Verified isolation verdict is kept across restarts; absent: nowhere. */
+  readonly isolationVerdicts?: IsolationVerdictStore;
+  /** This daemon binary (version and executable identity), stored with such a verdict. */
+  readonly binary?: string;
 }
 
 /** Something a backend runs beside the reconciler (the orphan sweep), started and stopped with the daemon. */

@@ -33,7 +33,9 @@ import type { JobIdentities } from "../orchestration/sandbox.ts";
 import { sessionsDisabledPreparer } from "../orchestration/session/preparer.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import { createBackend } from "./backends.ts";
+import { binaryIdentity } from "./binary-identity.ts";
 import type { BackgroundService } from "./context.ts";
+import { profileBreakerFromEnv } from "./profile-breaker-config.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { bindStores } from "./stores.ts";
 
@@ -79,6 +81,8 @@ export type CoreResult =
 
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
+  const breaker = profileBreakerFromEnv(config.env);
+  if (breaker.kind === "ConfigError") return breaker;
   const stores = bindStores(config.store);
   const identities = jobIdentities(config.identity, layout);
   const created = await createBackend(config.backendName, {
@@ -91,6 +95,8 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     env: config.env,
     identities,
     knownTokens: stores.knownTokens,
+    isolationVerdicts: stores.isolationVerdicts,
+    binary: binaryIdentity(config.selfCommand),
   });
   if (created.kind === "ConfigError") {
     return { kind: "ConfigError", message: created.message };
@@ -134,6 +140,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const reconciler = createReconciler({
     store: stores.reconciler,
     backend,
+    profileBreaker: breaker.options,
     preparer,
     clock,
     log,

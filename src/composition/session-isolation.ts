@@ -21,6 +21,10 @@ import {
 } from "../orchestration/isolation/decorators.ts";
 import { plainWrapper } from "../orchestration/isolation/launch-argv.ts";
 import {
+  judgeRememberedVerdict,
+  REMEMBERED_VERDICT_TTL_MS,
+} from "../orchestration/isolation/remembered-verdict.ts";
+import {
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
@@ -165,6 +169,56 @@ export interface ClusterJobEnv {
 }
 
 /**
+ * The Verified verdict an earlier run of this binary stored, when it still counts
+ * (remembered-verdict.ts), else null: the first probe decides, as without a store.
+ */
+function rememberedVerdict(context: BackendContext, backendName: string): IsolationVerdict | null {
+  const store = context.isolationVerdicts;
+  if (store === undefined || context.binary === undefined) return null;
+  const judged = judgeRememberedVerdict(store.load(backendName), {
+    nowMs: context.clock.now(),
+    binary: context.binary,
+    ttlMs: REMEMBERED_VERDICT_TTL_MS,
+  });
+  if (judged.kind === "Unusable") {
+    context.log.info("no remembered isolation verdict to start from; probing", {
+      detail: judged.message,
+    });
+    return null;
+  }
+  context.log.info("session isolation remembered from an earlier run; probing again", {
+    mechanism: judged.verdict.mechanism,
+  });
+  return judged.verdict;
+}
+
+/** Keeps a probe's Verified verdict for the next start; an Unverified one forgets it. */
+function rememberVerdict(
+  context: BackendContext,
+  backendName: string,
+  verdict: IsolationVerdict,
+): void {
+  const store = context.isolationVerdicts;
+  if (store === undefined || context.binary === undefined) return;
+  try {
+    if (verdict.kind === "Unverified") {
+      store.forget(backendName);
+      return;
+    }
+    store.save({
+      backend: backendName,
+      mechanism: verdict.mechanism,
+      verifiedAt: context.clock.now(),
+      binary: context.binary,
+      nodes: verdict.nodes ?? [],
+    });
+  } catch (error) {
+    // Only a restart's head start is lost: the running daemon keeps the verdict it has.
+    context.log.warn("could not store the isolation verdict", { error: String(error) });
+  }
+}
+
+/**
  * A cluster backend with sessions: the same policy as the local one, except that the sandbox
  * is verified ON THE NODES, by a probe allocation submitted through the backend itself (a
  * check on the daemon's host says nothing about a node without bwrap), and it is put on the
@@ -173,7 +227,9 @@ export interface ClusterJobEnv {
  *
  * Verification runs in the background (background-verifier.ts): at start, without holding
  * the start up, then every 10 minutes (every minute while unverified). Admission and attempt
- * preparation read the last verdict and never wait for a probe.
+ * preparation read the last verdict and never wait for a probe. A Verified verdict is kept
+ * in the store; a restart of the same binary within its time to live starts from it (and
+ * probes at once), so sessions are accepted while the new probe still waits in the queue.
  */
 export async function withClusterSessionIsolation(
   context: BackendContext,
@@ -219,16 +275,20 @@ export async function withClusterSessionIsolation(
       clock: context.clock,
       log: context.log,
     });
-  // Launch lines are wrapped in the sandbox only once it has been seen working on the nodes:
-  // wrapping BATCH jobs in a bwrap the nodes may not have would fail every one of them.
-  let sandboxing = false;
+  const remembered = rememberedVerdict(context, backend.name);
+  // Launch lines are wrapped in the sandbox only once it has been seen working on the nodes
+  // (by this run's probe, or by an earlier run of this binary, recently): wrapping BATCH jobs
+  // in a bwrap the nodes may not have would fail every one of them.
+  let sandboxing = remembered !== null;
   const verifier = createBackgroundVerifier({
     probe,
     log: context.log,
     ...(context.isolationSchedule ? { schedule: context.isolationSchedule } : {}),
+    ...(remembered === null ? {} : { remembered }),
     verifiedIntervalMs: CLUSTER_ISOLATION_TTL_MS,
     retryIntervalMs: CLUSTER_ISOLATION_RETRY_MS,
     onVerdict(verdict) {
+      rememberVerdict(context, backend.name, verdict);
       if (verdict.kind === "Verified" && !sandboxing) {
         context.log.info("session isolation verified on the nodes", {
           mechanism: verdict.mechanism,

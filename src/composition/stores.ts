@@ -5,12 +5,14 @@
 import type { SubmissionToken } from "../orchestration/models.ts";
 import type { ActivityRecorder } from "../orchestration/ports/activity-recorder.ts";
 import type { AdmissionStore } from "../orchestration/ports/admission-store.ts";
+import type { IsolationVerdictStore } from "../orchestration/ports/isolation-verdict-store.ts";
 import type { NonceBurner } from "../orchestration/ports/nonce-burner.ts";
 import type { ReclaimerStore } from "../orchestration/ports/reclaimer-store.ts";
 import type { ReconcilerStore } from "../orchestration/ports/reconciler-store.ts";
 import type { SessionStore } from "../orchestration/ports/session-store.ts";
 import { bindActivityRecorder } from "../store/adapters/activity-recorder.ts";
 import { bindAdmissionStore } from "../store/adapters/admission-store.ts";
+import { bindIsolationVerdictStore } from "../store/adapters/isolation-verdict-store.ts";
 import { bindNonceBurner } from "../store/adapters/nonce-burner.ts";
 import { bindReclaimerStore } from "../store/adapters/reclaimer-store.ts";
 import { bindReconcilerStore } from "../store/adapters/reconciler-store.ts";
@@ -29,6 +31,7 @@ export interface BoundStores {
   knownTokens(tokens: readonly SubmissionToken[]): ReadonlySet<string>;
   /** Live allocations started outside the verified sandbox (the SESSION guard). */
   unsandboxedLive(limit: number): readonly string[];
+  readonly isolationVerdicts: IsolationVerdictStore;
 }
 
 /** One adapter per port over the same store; binding is cheap (no query runs here). */
@@ -43,5 +46,6 @@ export function bindStores(store: StoreDeps): BoundStores {
     knownTokens: (tokens) =>
       new Set(findAllocationsByTokens(store, tokens).map((r) => r.allocation.token)),
     unsandboxedLive: (limit) => listUnsandboxedLiveAllocations(store, limit),
+    isolationVerdicts: bindIsolationVerdictStore(store),
   };
 }

@@ -19,7 +19,12 @@ import {
   type WorkloadSpec,
 } from "./models.ts";
 import type { AdmissionStore, AttemptIds, IdempotentMatch } from "./ports/admission-store.ts";
-import { type AllocationBackend, batchRefusal, sessionIsolationVerdict } from "./ports.ts";
+import {
+  type AllocationBackend,
+  batchRefusal,
+  isJobEnvironmentPolicy,
+  sessionIsolationVerdict,
+} from "./ports.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -200,6 +205,23 @@ function checkAgainstProfile(
   return fields;
 }
 
+/**
+ * The backend's own rules for a job's environment (a scheduler's reserved names, values its
+ * tools would re-read as lists), one refused field per variable. At admission, so a bad
+ * variable is a 400 naming it rather than a workload that fails at its first submission.
+ */
+function checkAgainstBackendEnvRules(
+  submission: Submission,
+  backend: AllocationBackend,
+): readonly RefusedField[] {
+  const env = submission.spec.env;
+  if (env === undefined || !isJobEnvironmentPolicy(backend)) return [];
+  return backend.jobEnvRefusals(env).map((r) => ({
+    path: `env.${r.name}`,
+    message: `on the ${backend.name} backend: ${r.message}`,
+  }));
+}
+
 /** The earlier request's workload when it was this request, else the refusal. */
 function replayOrRefuse(key: string, match: IdempotentMatch, hash: string): AdmissionOutcome {
   if (match.requestHash !== hash) return { kind: "Refused", reason: "IDEMPOTENCY_KEY_REUSED", key };
@@ -216,7 +238,10 @@ export async function admitWorkload(
     const earlier = deps.store.findByIdempotencyKey(idempotencyKey);
     if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash);
   }
-  const fields = checkAgainstProfile(submission, deps.backend.profiles());
+  const fields = [
+    ...checkAgainstProfile(submission, deps.backend.profiles()),
+    ...checkAgainstBackendEnvRules(submission, deps.backend),
+  ];
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
   if (submission.kind === "SESSION") {
     // Before any write: a missing, Unverified or throwing check all refuse the same way.

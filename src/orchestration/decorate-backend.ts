@@ -9,10 +9,12 @@ import {
   type AllocationBackend,
   type BatchPlacementGate,
   canRefuseBatch,
+  isJobEnvironmentPolicy,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
   isTerminalAllocationAcknowledger,
+  type JobEnvironmentPolicy,
   type LaunchSandboxReporter,
   type SessionIsolationProvider,
   type TaskRunner,
@@ -26,7 +28,8 @@ export type BackendOverrides = Partial<
     TerminalAllocationAcknowledger &
     SessionIsolationProvider &
     LaunchSandboxReporter &
-    BatchPlacementGate
+    BatchPlacementGate &
+    JobEnvironmentPolicy
 >;
 
 /**
@@ -72,6 +75,10 @@ export function decorateBackend<B extends AllocationBackend, O extends BackendOv
   if (canRefuseBatch(base)) {
     const gate: BatchPlacementGate = { batchRefusal: () => base.batchRefusal() };
     Object.assign(carried, gate);
+  }
+  if (isJobEnvironmentPolicy(base)) {
+    const policy: JobEnvironmentPolicy = { jobEnvRefusals: (env) => base.jobEnvRefusals(env) };
+    Object.assign(carried, policy);
   }
   // The one cast: the guards above found each capability of B, and B is the port plus
   // capabilities (a backend's type never adds other members), so this object is a B.

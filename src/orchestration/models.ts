@@ -90,6 +90,8 @@ export const REASONS = [
   "REQUEUED",
   "SUBMIT_REJECTED",
   "SUBMIT_UNKNOWN",
+  // The backend refused the profile's last submissions: its workloads wait, retried later.
+  "PROFILE_DEGRADED",
   "USER_CANCELLED",
   "CANCELLED_BY_BACKEND",
   "IDLE_TIMEOUT",

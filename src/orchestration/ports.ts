@@ -76,6 +76,12 @@ export interface Rejected {
   readonly kind: "Rejected";
   readonly token: SubmissionToken;
   readonly message: string;
+  /**
+   * Refused for this request alone, by the backend's own checks before its scheduler was
+   * asked (an argument its launch cannot carry): says nothing about the profile, so it does
+   * not count towards the profile's breaker, or one client could degrade a profile for all.
+   */
+  readonly byRequest?: true;
 }
 /**
  * Not "retry me": the caller must first reconcile by token, because a blind retry is how one
@@ -303,7 +309,12 @@ export function isTerminalAllocationAcknowledger(
 }
 
 export type IsolationVerdict =
-  | { readonly kind: "Verified"; readonly mechanism: string }
+  | {
+      readonly kind: "Verified";
+      readonly mechanism: string;
+      /** The nodes a probe that ran elsewhere ran on (kept with a remembered verdict). */
+      readonly nodes?: readonly string[];
+    }
   | { readonly kind: "Unverified"; readonly message: string };
 
 /**
@@ -355,6 +366,30 @@ export function canRefuseBatch(
 /** The backend's refusal of BATCH, or null when it places BATCH (or does not say). */
 export function batchRefusal(backend: AllocationBackend): string | null {
   return canRefuseBatch(backend) ? backend.batchRefusal() : null;
+}
+
+/** One variable a backend will not give a job, and why (the message names it). */
+export interface JobEnvRefusal {
+  readonly name: string;
+  readonly message: string;
+}
+
+/**
+ * Optional: the backend's own rules for a job's environment, beyond the project-wide ones
+ * (env-policy.ts). A batch system reads variables of its own inside the job (its option and
+ * task-layout variables), and a value may be re-read as a list by a site wrapper. Asked at
+ * admission, so a refusal is a 400 naming the variable, and again by the launch wrapper
+ * before the environment moves onto the launch line, where the backend no longer sees it.
+ */
+export interface JobEnvironmentPolicy {
+  /** Every variable of `env` this backend refuses; empty when it accepts them all. */
+  jobEnvRefusals(env: Readonly<Record<string, string>>): readonly JobEnvRefusal[];
+}
+
+export function isJobEnvironmentPolicy(
+  backend: AllocationBackend,
+): backend is AllocationBackend & JobEnvironmentPolicy {
+  return typeof (backend as Partial<JobEnvironmentPolicy>).jobEnvRefusals === "function";
 }
 
 export function isSessionIsolationProvider(

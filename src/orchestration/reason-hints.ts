@@ -18,6 +18,8 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
     "it nears its time limit: save your work now (timeRemainingSeconds, or the kernel's time_remaining(), says how long)",
   ADMIN_CANCELLED: "an administrator stopped it: ask them why before resubmitting",
   SUBMIT_REJECTED: "the cluster refused the request: check the profile and the message",
+  PROFILE_DEGRADED:
+    "the cluster refuses every submission to this profile: an administrator must fix the profile or the cluster; the workload waits and is retried",
   NOT_FOUND_BY_BACKEND: "the cluster lost track of it: resubmit",
   ATTEMPTS_EXHAUSTED: "every attempt ended on an infrastructure failure: tell an administrator",
   WAITING_FOR_RESOURCES: "it waits its turn for free resources: nothing to do but wait",

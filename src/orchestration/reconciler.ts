@@ -56,9 +56,11 @@ import type { Allocation, SubmissionToken, Workload } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
+import { createPhaseConfirmations } from "./reconciler/confirmations.ts";
 import type { TickEnv } from "./reconciler/env.ts";
 import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
+import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./reconciler/profile-breaker.ts";
 import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
 import { startSubmissions } from "./reconciler/submissions.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
@@ -133,6 +135,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   );
 
   const runway = createRunwaySchedule();
+  const confirmations = createPhaseConfirmations();
+  const breakers = createProfileBreakers(options.profileBreaker ?? DEFAULT_PROFILE_BREAKER);
 
   let last: TickReport | null = null;
   let sweptAtStart = false;
@@ -155,7 +159,10 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     let leads: ((profile: string) => number) | null = null;
     return {
       store: options.store,
-      backend: tickBackend(options.backend, log, watch),
+      backend: tickBackend(options.backend, log, watch, {
+        confirmations,
+        nowMs: () => clock.now(),
+      }),
       preparer: options.preparer,
       hooks,
       clock,
@@ -175,6 +182,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         return leads(profile);
       },
       runway,
+      breakers,
     };
   }
 
@@ -269,6 +277,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       return;
     }
     fresh.add(attempt.id);
+    // A degraded profile's attempt waits for the tick, which holds it until the back-off.
+    if (breakers.state(workload.profile).kind === "Open") {
+      wake();
+      return;
+    }
     // The same gates as a pass: a free lane (a cancel always keeps one), and a backend that
     // answered its last calls. Otherwise the loop's next pass takes it (still lookup-free).
     const answering = watch.health().kind === "Healthy" && last?.backendUnavailable !== true;
@@ -399,6 +412,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     lastTick: () => last,
     backendHealth: () => watch.health(),
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
+    phaseConfirmedAt: (allocationId) => confirmations.confirmedAt(allocationId),
+    profileBreakers: () => breakers.views(),
     commandsInFlight: () => lanes.inFlight,
     idle: () => lanes.idle(),
   };

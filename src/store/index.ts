@@ -12,6 +12,7 @@ export * from "./ops/find-allocations-by-tokens.ts";
 export * from "./ops/find-workload-by-idempotency-key.ts";
 export * from "./ops/get-allocation.ts";
 export * from "./ops/get-workload.ts";
+export * from "./ops/isolation-verdict.ts";
 export * from "./ops/list-allocations.ts";
 export * from "./ops/list-ended-sessions-with-open-conditions.ts";
 export * from "./ops/list-events.ts";

@@ -113,6 +113,9 @@ export const allocations = sqliteTable(
         sql`${t.phase} = 'SUBMITTING' OR ${t.phase} = 'QUEUED' OR ${t.phase} = 'RUNNING' OR ${t.phase} = 'STOPPING'`,
       ),
     index("allocations_phase").on(t.phase),
+    // `GET /v1/workloads?backendJobId=`: an admin's lookup from a scheduler's job id
+    // (migration 0007), one index probe instead of a scan of every attempt ever made.
+    index("allocations_handle").on(t.handle),
   ],
 );
 
@@ -170,6 +173,22 @@ export const workloadChanges = sqliteTable("workload_changes", {
   workloadId: text("workload_id").notNull(),
 });
 
+/**
+ * The last Verified isolation verdict per backend (migration 0007): what lets a restarted
+ * daemon accept sessions at once instead of after a probe job that may wait in a busy queue
+ * for as long as the queue is long. Used only by the same binary and within its time to
+ * live (orchestration/isolation/remembered-verdict.ts); an Unverified verdict deletes it.
+ */
+export const isolationVerdicts = sqliteTable("isolation_verdicts", {
+  backend: text("backend").primaryKey(),
+  mechanism: text("mechanism").notNull(),
+  verifiedAt: integer("verified_at").notNull(),
+  /** The daemon binary that saw it (version and executable identity). */
+  binary: text("binary").notNull(),
+  /** JSON array of the node names the probe ran on. */
+  nodesJson: text("nodes_json").notNull(),
+});
+
 export const schema = {
   workloads,
   allocations,
@@ -177,4 +196,5 @@ export const schema = {
   conditions,
   burnedNonces,
   workloadChanges,
+  isolationVerdicts,
 } as const;

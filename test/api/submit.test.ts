@@ -43,6 +43,7 @@ describe("POST /v1/workloads", () => {
         "conditions",
         "allocations",
         "deadline",
+        "phaseConfirmedAt",
         "timeRemainingSeconds",
       ].sort(),
     );
@@ -78,6 +79,20 @@ describe("POST /v1/workloads", () => {
       command: ["echo", "hi"],
       env: { A: "1", B: "2" },
     });
+  });
+
+  test("on a degraded profile the workload is admitted PENDING, with no attempt to hand over", async () => {
+    const h = make({ mintsAtAdmission: true });
+    h.breakers.push({
+      profile: "default",
+      state: { kind: "Open", consecutiveRejections: 3, message: "no", openedAtMs: 0, retryAtMs: 1 },
+    });
+    const res = await h.post("/v1/workloads", batch);
+    expect(res.status).toBe(201);
+    const body = (await res.json()) as { id: string; phase: string; allocations: unknown[] };
+    expect(body.phase).toBe("PENDING");
+    expect(body.allocations).toEqual([]);
+    expect(h.admitted).toEqual([{ workloadId: body.id, attemptId: null }]);
   });
 
   test("as the daemon admits: the first attempt is minted with the workload and handed to the reconciler", async () => {

@@ -33,6 +33,7 @@ describe("health and profiles", () => {
     const body = JSON.parse(text) as { profiles: Record<string, unknown>[] };
     expect(body.profiles.map((p) => p["name"])).toEqual(["default", "interactive"]);
     expect(Object.keys(body.profiles[0] ?? {}).sort()).toEqual([
+      "degraded",
       "description",
       "kinds",
       "name",
@@ -71,6 +72,44 @@ describe("health and profiles", () => {
   });
 });
 
+describe("a degraded profile (its breaker open)", () => {
+  test("GET /v1/profiles, diagnostics and /metrics all say so, with the backend's message", async () => {
+    const h = make();
+    const openedAtMs = Date.UTC(2026, 0, 2, 3, 4, 5);
+    h.breakers.push({
+      profile: "default",
+      state: {
+        kind: "Open",
+        consecutiveRejections: 3,
+        message: "Batch job submission failed: Requested partition configuration not available now",
+        openedAtMs,
+        retryAtMs: openedAtMs + 30_000,
+      },
+    });
+    const degraded = {
+      message: "Batch job submission failed: Requested partition configuration not available now",
+      consecutiveRejections: 3,
+      since: new Date(openedAtMs).toISOString(),
+      retryAt: new Date(openedAtMs + 30_000).toISOString(),
+    };
+    const profiles = (await (await h.request("/v1/profiles")).json()) as {
+      profiles: { name: string; degraded: unknown }[];
+    };
+    expect(profiles.profiles.map((p) => [p.name, p.degraded])).toEqual([
+      ["default", degraded],
+      ["interactive", null],
+    ]);
+    const diagnostics = (await (await h.request("/v1/diagnostics")).json()) as {
+      profiles: unknown;
+    };
+    expect(diagnostics.profiles).toEqual([{ name: "default", consecutiveRejections: 3, degraded }]);
+    const metrics = await (await h.request("/metrics")).text();
+    expect(metrics).toContain('openai4s_profile_degraded{profile="default"} 1');
+    expect(metrics).toContain('openai4s_profile_degraded{profile="interactive"} 0');
+    expect(metrics).toContain('openai4s_profile_consecutive_rejections{profile="default"} 3');
+  });
+});
+
 describe("GET /v1/diagnostics", () => {
   test("backend report and the reconciler's last tick", async () => {
     const h = make();
@@ -101,6 +140,7 @@ describe("GET /v1/diagnostics", () => {
         batchRefusal: null,
         jobIdentity: "unknown",
       },
+      profiles: [],
       reconciler: {
         lastTick: {
           startedAt: "2026-01-02T03:04:05.000Z",

@@ -99,14 +99,17 @@ describe("GET /v1/workloads/{id} and events", () => {
         startedAt: new Date(h.clock.now()).toISOString(),
         endedAt: null,
         deadline: null,
+        // What an admin matches against the backend's own tools (issue 21).
+        backendJobId: "4242",
       },
     ]);
     // No time limit reported by the backend: no TIME_REMAINING.
     expect(body["deadline"]).toBeNull();
     expect(body["timeRemainingSeconds"]).toBeNull();
-    // Neither the backend's handle nor the submission token leaves the daemon.
+    // No reconciler here heard the backend: a RUNNING phase nobody confirmed says so.
+    expect(body["phaseConfirmedAt"]).toBeNull();
+    // The submission token stays inside the daemon.
     const text = JSON.stringify(body);
-    expect(text).not.toContain("4242");
     expect(text).not.toContain("o4s-");
 
     const missing = await h.request("/v1/workloads/w-nope");
@@ -188,6 +191,49 @@ describe("GET /v1/workloads", () => {
     expect(runningOnes.nextCursor).toBeNull();
   });
 
+  test("?backendJobId= finds the workload whose attempt holds that backend job", async () => {
+    const h = make();
+    const ids = [await submit(h), await submit(h)];
+    running(h, ids[1] as string);
+    const page = async (q: string) =>
+      ((await (await h.request(`/v1/workloads?${q}`)).json()) as { items: { id: string }[] }).items;
+    expect((await page("backendJobId=4242")).map((i) => i.id)).toEqual([ids[1] as string]);
+    expect(await page("backendJobId=4243")).toEqual([]);
+    // Combined with the other filters, as an admin narrows a search.
+    expect((await page("backendJobId=4242&phase=RUNNING")).map((i) => i.id)).toEqual([
+      ids[1] as string,
+    ]);
+    expect(await page("backendJobId=4242&phase=QUEUED")).toEqual([]);
+  });
+
+  test("phaseConfirmedAt: a backend-held phase shows the reconciler's last confirmation, fresh on every read", async () => {
+    const h = make();
+    const pending = await submit(h);
+    const id = await submit(h);
+    const { allocationId } = running(h, id);
+    const confirmedOf = async (workloadId: string) => {
+      const shown = (await (await h.request(`/v1/workloads/${workloadId}`)).json()) as {
+        phaseConfirmedAt: string | null;
+      };
+      const listed = (await (await h.request("/v1/workloads")).json()) as {
+        items: { id: string; phaseConfirmedAt: string | null }[];
+      };
+      const item = listed.items.find((i) => i.id === workloadId);
+      expect(item?.phaseConfirmedAt).toBe(shown.phaseConfirmedAt);
+      return shown.phaseConfirmedAt;
+    };
+    // RUNNING, and no reconciler of this process heard the backend say so: null.
+    expect(await confirmedOf(id)).toBeNull();
+    // Heard, with no store write in between: the cached view still answers it.
+    h.confirmed.set(allocationId, h.clock.now() + 5_000);
+    expect(await confirmedOf(id)).toBe(new Date(h.clock.now() + 5_000).toISOString());
+    h.confirmed.set(allocationId, h.clock.now() + 9_000);
+    expect(await confirmedOf(id)).toBe(new Date(h.clock.now() + 9_000).toISOString());
+    // PENDING is the daemon's own phase: confirmed when it was written.
+    const row = getWorkload(h.store, pending);
+    expect(await confirmedOf(pending)).toBe(new Date(row?.updatedAt ?? 0).toISOString());
+  });
+
   test("empty parameters (?kind=&phase=&limit=&cursor=) mean not given", async () => {
     const h = make();
     await submit(h);
@@ -204,6 +250,8 @@ describe("GET /v1/workloads", () => {
     ["limit=ten", "limit"],
     ["kind=CRON", "kind"],
     ["phase=DONE", "phase"],
+    ["backendJobId=a%20b", "backendJobId"],
+    ["backendJobId=1%2C2", "backendJobId"],
     ["cursor=not-a-cursor", "cursor"],
     [`cursor=${Buffer.from("123.w-x").toString("base64url")}x`, "cursor"],
     ["sort=asc", "sort"],

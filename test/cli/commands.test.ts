@@ -367,7 +367,21 @@ describe("list, show, cancel, profiles", () => {
       `Deadline:    ${new Date(h.clock.now() + 3_723_000).toISOString()} (1h02m03s left)`,
     );
     expect(io.out()).toContain("Allocations:");
+    // The backend's own job id, to find the attempt in the backend's tools.
+    expect(io.out()).toMatch(/EPOCH\s+ID\s+BACKEND JOB\s+PHASE/);
+    expect(io.out()).toMatch(/\n1\s+\S+\s+1\s+RUNNING/);
+    // No reconciler here has heard the backend: the view says so rather than look fresh.
+    expect(io.out()).toContain("Confirmed:   not by the backend since the daemon started");
     expect(io.out()).toContain("Events:");
+    // And back: the backend's job id finds the workload.
+    const found = captureIo();
+    await createListCommand(runtimeFor(h)).run(["--backend-job-id", "1", "--json"], found);
+    expect((JSON.parse(found.out()) as { items: { id: string }[] }).items.map((i) => i.id)).toEqual(
+      [id],
+    );
+    const none = captureIo();
+    await createListCommand(runtimeFor(h)).run(["--backend-job-id", "2", "--json"], none);
+    expect((JSON.parse(none.out()) as { items: unknown[] }).items).toEqual([]);
     const missing = captureIo();
     expect(await createShowCommand(runtimeFor(h)).run(["w-none"], missing)).toBe(1);
     expect(missing.err()).toContain("w-none");

@@ -55,7 +55,7 @@ const VERIFIED = { kind: "Verified", mechanism: "bwrap" } as const;
 const UNVERIFIED = { kind: "Unverified", message: "no bwrap on node n1" } as const;
 const QUEUED = { kind: "Inconclusive", message: "still queued" } as const;
 
-function setup() {
+function setup(remembered?: { readonly kind: "Verified"; readonly mechanism: string }) {
   const clock = manualSchedule();
   const probe = scriptedProbe();
   const verifier = createBackgroundVerifier({
@@ -64,9 +64,33 @@ function setup() {
     schedule: clock.schedule,
     verifiedIntervalMs: 600_000,
     retryIntervalMs: 60_000,
+    ...(remembered === undefined ? {} : { remembered }),
   });
   return { clock, probe, verifier };
 }
+
+describe("a verdict remembered from an earlier run", () => {
+  const REMEMBERED = { kind: "Verified", mechanism: "bwrap (remembered)" } as const;
+
+  test("answers at once while the probe it starts at once is still queued", async () => {
+    const { probe, verifier } = setup(REMEMBERED);
+    verifier.start();
+    expect(probe.calls()).toBe(1);
+    expect(verifier.current()).toEqual(REMEMBERED);
+    // Every node held by other jobs: the probe cannot run, and the remembered verdict stands.
+    probe.answer(QUEUED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual(REMEMBERED);
+  });
+
+  test("is replaced by what the probe finds", async () => {
+    const { probe, verifier } = setup(REMEMBERED);
+    verifier.start();
+    probe.answer(UNVERIFIED);
+    await verifier.settled();
+    expect(verifier.current()).toEqual(UNVERIFIED);
+  });
+});
 
 describe("background isolation verification", () => {
   test("admission reads the last verdict and never waits for a probe", async () => {

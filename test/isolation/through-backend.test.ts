@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
@@ -75,6 +76,8 @@ describe("verifyThroughBackend", () => {
     expect(verdict).toEqual({
       kind: "Verified",
       mechanism: expect.stringContaining("local nodes"),
+      // The node it ran on, kept with a remembered verdict (here: this machine).
+      nodes: [hostname()],
     });
   }, 30_000);
 

@@ -18,10 +18,12 @@ import {
   type AllocationBackend,
   type BatchPlacementGate,
   canRefuseBatch,
+  isJobEnvironmentPolicy,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
   isTerminalAllocationAcknowledger,
+  type JobEnvironmentPolicy,
   type LaunchSandboxReporter,
   type SessionIsolationProvider,
   type TaskRunner,
@@ -35,7 +37,8 @@ type FullBackend = AllocationBackend &
   TerminalAllocationAcknowledger &
   SessionIsolationProvider &
   LaunchSandboxReporter &
-  BatchPlacementGate;
+  BatchPlacementGate &
+  JobEnvironmentPolicy;
 
 /** A backend with every optional capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
@@ -61,6 +64,10 @@ function fullBackend(calls: string[]): FullBackend {
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
     launchesSandboxed: () => true,
     batchRefusal: () => null,
+    jobEnvRefusals: (env) => {
+      calls.push("jobEnvRefusals");
+      return Object.keys(env).map((name) => ({ name, message: `${name} is refused` }));
+    },
   };
 }
 
@@ -129,6 +136,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isSessionIsolationProvider(decorated)).toBe(true);
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
     expect(canRefuseBatch(decorated)).toBe(true);
+    expect(isJobEnvironmentPolicy(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);

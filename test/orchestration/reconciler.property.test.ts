@@ -162,6 +162,9 @@ function setup(reportsChanges: boolean): Real {
     return real;
   };
   const h = harness({
+    // Random rejections in a row would degrade the profile: its own tests cover that
+    // (profile-breaker.test.ts); here a rejection is a workload's answer, as it always was.
+    profileBreaker: { threshold: 1_000_000, initialBackoffMs: 1, maxBackoffMs: 1 },
     sim: {
       lookupBeforeSubmit: false,
       acknowledger: true,

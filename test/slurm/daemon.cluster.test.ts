@@ -63,6 +63,34 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
     expect(JSON.stringify(diagnostics.body)).toContain("slurm");
   });
 
+  test("through the wrapped launch path, the scheduler's env rules refuse at the API (400 naming the variable)", async () => {
+    // Refused before anything is written: no workload, so nothing for the reconciler to submit
+    // (sbatch calls are not counted here: the isolation probe may submit one at any time).
+    const workloads = async () => {
+      const { body } = await api("GET", "/v1/workloads?limit=500");
+      return (body["items"] as unknown[]).length;
+    };
+    const before = await workloads();
+    for (const env of [
+      { X: "1,ALL" },
+      { X: "line\nnext" },
+      { SLURM_NTASKS: "5" },
+      { SBATCH_PARTITION: "other" },
+    ]) {
+      const refused = await api("POST", "/v1/workloads", {
+        kind: "BATCH",
+        profile: "small",
+        command: ["/bin/true"],
+        env,
+      });
+      expect(refused.status).toBe(400);
+      const name = Object.keys(env)[0];
+      const errors = refused.body["errors"] as { path: string; message: string }[];
+      expect(errors.map((e) => e.path)).toEqual([`env.${name}`]);
+    }
+    expect(await workloads()).toBe(before);
+  });
+
   test("a BATCH workload's nonzero exit reaches the API as FAILED/NONZERO_EXIT", async () => {
     const created = await api("POST", "/v1/workloads", {
       kind: "BATCH",
@@ -85,7 +113,22 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
       command: ["/bin/sleep", "300"],
     });
     const id = String(created.body["id"]);
-    await waitFor(id, ["RUNNING"], 30_000);
+    const seen = await waitFor(id, ["RUNNING"], 30_000);
+    // The scheduler's job id is in the view, and finds the workload again (issue 21).
+    const attempts = seen["allocations"] as { backendJobId: string | null }[];
+    const jobId = attempts[0]?.backendJobId ?? "";
+    expect(jobId).toMatch(/^[0-9]+$/);
+    const found = await api("GET", `/v1/workloads?backendJobId=${jobId}`);
+    expect((found.body["items"] as { id: string }[]).map((w) => w.id)).toEqual([id]);
+    // RUNNING was seen by this daemon's reconciler: confirmed, not read back from the store.
+    await eventually(
+      async () => {
+        const { body } = await api("GET", `/v1/workloads/${id}`);
+        if (typeof body["phaseConfirmedAt"] !== "string") throw new Error("not confirmed yet");
+        return true;
+      },
+      { timeoutMs: 10_000, intervalMs: 100 },
+    );
     const task = await api("POST", `/v1/workloads/${id}/tasks`, {
       command: ["/bin/sh", "-c", "echo hi"],
     });

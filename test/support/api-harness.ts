@@ -2,11 +2,13 @@
  * An API over a temporary store and a scripted backend, called in process with
  * `app.request()`. Counters let tests assert "nothing written" and "reconciler woken".
  */
+
 import { expect } from "bun:test";
 import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
 import type { Access, ApiDeps, SpoolSpace, TickFigures } from "../../src/api/deps.ts";
+import type { BreakerState } from "../../src/api/views.ts";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { storeBackup } from "../../src/daemon/store-backup.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -30,6 +32,10 @@ export interface Harness {
   readonly admitted: readonly { readonly workloadId: string; readonly attemptId: string | null }[];
   readonly log: ReturnType<typeof memoryLog>;
   tick: TickFigures | null;
+  /** The reconciler's phase confirmations (epoch ms by allocation id); tests set them. */
+  readonly confirmed: Map<string, number>;
+  /** The reconciler's profile breakers; tests push open ones. */
+  readonly breakers: { profile: string; state: BreakerState }[];
   /** What the reconciler's call watch says; tests flip it to Degraded. */
   backendHealth: { kind: "Healthy" } | { kind: "Degraded"; message: string };
   request(path: string, init?: RequestInit, access?: Access): Promise<Response>;
@@ -66,6 +72,8 @@ export function harness(
     admitted,
     log,
     tick: null,
+    confirmed: new Map(),
+    breakers: [],
     backendHealth: { kind: "Healthy" },
     app: undefined as unknown as ReturnType<typeof createApp>,
     async request(path, init, access = { kind: "LocalSocket" }) {
@@ -119,6 +127,8 @@ export function harness(
         admitted.push({ workloadId: workload.id, attemptId: attempt?.id ?? null });
       },
       lastTick: () => h.tick,
+      phaseConfirmedAt: (allocationId) => h.confirmed.get(allocationId) ?? null,
+      profileBreakers: () => h.breakers,
       backendHealth: () => h.backendHealth,
       backendCallRate: () => ({ perSecond: 0.5, totals: { observe: 3 } }),
     },

@@ -2,6 +2,7 @@
  * A reconciler on an in-memory store and a simulated backend, with helpers to create
  * workloads and read them back. Shared by the reconciler's scenario and property tests.
  */
+
 import { afterEach } from "bun:test";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -14,6 +15,7 @@ import {
   type WorkloadKind,
 } from "../../src/orchestration/models.ts";
 import type { SubmitRequest } from "../../src/orchestration/ports.ts";
+import type { ProfileBreakerOptions } from "../../src/orchestration/reconciler/profile-breaker.ts";
 import {
   type BarrierHooks,
   createReconciler,
@@ -86,6 +88,8 @@ export interface HarnessOptions {
   /** Wrap the store (e.g. to inject crashes). */
   readonly wrapStore?: (store: ReconcilerStore) => ReconcilerStore;
   readonly maxCommandsInFlight?: number;
+  /** The profile breaker's settings (default: the reconciler's). */
+  readonly profileBreaker?: ProfileBreakerOptions;
 }
 
 export interface Harness {
@@ -144,6 +148,7 @@ export function harness(options: HarnessOptions = {}): Harness {
       ...(options.maxCommandsInFlight !== undefined
         ? { maxCommandsInFlight: options.maxCommandsInFlight }
         : {}),
+      ...(options.profileBreaker ? { profileBreaker: options.profileBreaker } : {}),
     });
   const h: Harness = {
     clock,

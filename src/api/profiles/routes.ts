@@ -6,7 +6,7 @@ import {
   sessionIsolationVerdict,
 } from "../../orchestration/ports.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { type PlacementView, profileView } from "../views.ts";
+import { degradedView, type PlacementView, profileView } from "../views.ts";
 
 /**
  * Whether each kind a profile accepts can be placed now, and if not why: the same verdict
@@ -40,8 +40,15 @@ export function createProfileRoutes(deps: ApiDeps) {
       ? await sessionIsolationVerdict(deps.backend)
       : null;
     const batch = batchRefusal(deps.backend);
+    const breakers = new Map(
+      (deps.reconciler.profileBreakers?.() ?? []).map((b) => [b.profile, b.state] as const),
+    );
     return c.json({
-      profiles: all.map((p) => ({ ...profileView(p), placement: placement(p, sessions, batch) })),
+      profiles: all.map((p) => ({
+        ...profileView(p),
+        placement: placement(p, sessions, batch),
+        degraded: degradedView(breakers.get(p.name)),
+      })),
     });
   });
 

@@ -65,6 +65,12 @@ export interface MetricsInput {
   };
   /** The spool's room, when the daemon watches it. */
   readonly spool?: SpoolSpaceReport;
+  /** Every profile, with its breaker (degraded: the backend keeps refusing it). */
+  readonly profiles?: readonly {
+    readonly name: string;
+    readonly degraded: boolean;
+    readonly consecutiveRejections: number;
+  }[];
 }
 
 export function renderMetrics(input: MetricsInput): string {
@@ -81,6 +87,31 @@ export function renderMetrics(input: MetricsInput): string {
     for (const phase of PHASES) {
       const found = input.workloads.find((w) => w.kind === kind && w.phase === phase);
       lines.push(sample("openai4s_workloads", { kind, phase }, found?.count ?? 0));
+    }
+  }
+
+  if (input.profiles !== undefined) {
+    family(
+      "openai4s_profile_degraded",
+      "gauge",
+      "1 while the backend keeps refusing this profile's submissions (its breaker is open).",
+    );
+    for (const p of input.profiles) {
+      lines.push(sample("openai4s_profile_degraded", { profile: p.name }, p.degraded ? 1 : 0));
+    }
+    family(
+      "openai4s_profile_consecutive_rejections",
+      "gauge",
+      "Submissions of this profile the backend refused in a row (0 after one succeeds).",
+    );
+    for (const p of input.profiles) {
+      lines.push(
+        sample(
+          "openai4s_profile_consecutive_rejections",
+          { profile: p.name },
+          p.consecutiveRejections,
+        ),
+      );
     }
   }
 

@@ -7,7 +7,7 @@ import {
 } from "../../orchestration/ports.ts";
 import { countWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
-import { iso } from "../views.ts";
+import { degradedView, iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
 
@@ -114,6 +114,11 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
         ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
       },
       isolation: isolationView(deps),
+      profiles: (deps.reconciler.profileBreakers?.() ?? []).map((b) => ({
+        name: b.profile,
+        consecutiveRejections: b.state.consecutiveRejections,
+        degraded: degradedView(b.state),
+      })),
       reconciler: {
         lastTick: tick
           ? {
@@ -145,6 +150,14 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
       isolation: isolationView(deps),
       ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
+      profiles: deps.backend.profiles().map((p) => {
+        const state = deps.reconciler.profileBreakers?.().find((b) => b.profile === p.name)?.state;
+        return {
+          name: p.name,
+          degraded: state?.kind === "Open",
+          consecutiveRejections: state?.consecutiveRejections ?? 0,
+        };
+      }),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

@@ -23,7 +23,7 @@ import {
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
 import { parseWith, readBody, readJson } from "../validation.ts";
-import { eventView, type WorkloadView, workloadView } from "../views.ts";
+import { eventView, type PhaseConfirmedAt, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { createEventStream } from "./event-stream.ts";
 import type { ExecResponseBody, InterruptResponseSchema } from "./exec-schemas.ts";
@@ -51,17 +51,21 @@ function refuseWhenSpoolLow(deps: ApiDeps): void {
 export function createWorkloadRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
 
+  const confirmed: PhaseConfirmedAt = (allocationId) =>
+    deps.reconciler.phaseConfirmedAt?.(allocationId) ?? null;
+
   function view(workload: Workload): WorkloadView {
     return workloadView(
       workload,
       listConditions(deps.store, workload.id),
       listAllocations(deps.store, workload.id),
       deps.clock.now(),
+      confirmed,
     );
   }
 
   // Per app, not per module: each daemon (and each test's app) has its own store.
-  const views = createWorkloadViewCache(deps.store);
+  const views = createWorkloadViewCache(deps.store, { confirmed });
   /** Already-serialized JSON, sent as `c.json` would send it. */
   const jsonText = (c: Context<ApiEnv>, text: string) =>
     c.body(text, 200, { "Content-Type": "application/json" });
@@ -88,6 +92,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
           [],
           outcome.attempt === null ? [] : [outcome.attempt],
           deps.clock.now(),
+          confirmed,
         );
         deps.reconciler.admitted(outcome.workload, outcome.attempt);
         deps.log.info("workload accepted", {
@@ -128,6 +133,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       limit: query.limit ?? LIMITS.listLimitDefault,
       ...(query.kind !== undefined ? { kind: query.kind } : {}),
       ...(query.phase !== undefined ? { phase: query.phase } : {}),
+      ...(query.backendJobId !== undefined ? { backendJobId: query.backendJobId } : {}),
       ...(cursor !== undefined ? { cursor } : {}),
     });
     // The text JSON.stringify({ items, nextCursor }) gives, without re-serializing items.

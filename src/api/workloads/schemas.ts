@@ -40,6 +40,8 @@ const NAME_PATTERN = WORKLOAD_NAME_PATTERN;
 const ENV_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The daemon's own launch variables use this prefix; a user value must not shadow them. */
 export const RESERVED_ENV_PREFIX = "OPENAI4S_";
+/** A backend's job id as the views show it: a short token, never free text. */
+export const BACKEND_JOB_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 /** Printable ASCII without spaces: a key is an opaque token a client chose. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,200}$/;
 
@@ -195,6 +197,15 @@ const queryInteger = (min: number, max: number) =>
 export const ListQuery = v.strictObject({
   kind: v.optional(v.pipe(v.picklist(WORKLOAD_KINDS), v.description("Only this kind."))),
   phase: v.optional(v.pipe(v.picklist(PHASES), v.description("Only this phase."))),
+  backendJobId: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(BACKEND_JOB_ID_PATTERN, "must be a backend job id (letters, digits, . _ -)"),
+      v.description(
+        "Only workloads one of whose attempts held this backend job id (allocations[].backendJobId).",
+      ),
+    ),
+  ),
   limit: v.optional(
     v.pipe(
       queryInteger(1, LIMITS.listLimitMax),

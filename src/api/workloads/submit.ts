@@ -69,6 +69,11 @@ function admissionProblem(refusal: AdmissionRefusal): ApiError {
   }
 }
 
+function degraded(deps: ApiDeps, profile: string): boolean {
+  const breakers = deps.reconciler.profileBreakers?.() ?? [];
+  return breakers.some((b) => b.profile === profile && b.state.kind === "Open");
+}
+
 /** Admission (orchestration/admission.ts) for a request; a refusal is thrown as its problem. */
 export async function submitWorkload(
   deps: ApiDeps,
@@ -80,7 +85,9 @@ export async function submitWorkload(
       store: deps.admission,
       backend: deps.backend,
       newWorkloadId: deps.newWorkloadId ?? mintWorkloadId,
-      ...(deps.reconciler.newAttemptIds === undefined
+      // A degraded profile's workload starts PENDING: no attempt to hand over (the tick
+      // holds its profile's submissions until the breaker's back-off has passed).
+      ...(deps.reconciler.newAttemptIds === undefined || degraded(deps, submission.profile)
         ? {}
         : { newAttempt: deps.reconciler.newAttemptIds }),
     },

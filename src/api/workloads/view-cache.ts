@@ -24,6 +24,12 @@ import {
   type WorkloadDetails,
 } from "../../store/index.ts";
 import {
+  type ConfirmationSource,
+  confirmationSource,
+  iso,
+  NEVER_CONFIRMED,
+  type PhaseConfirmedAt,
+  phaseConfirmedAtMs,
   stableWorkloadView,
   timeRemainingSeconds,
   workloadDeadlineMs,
@@ -47,34 +53,44 @@ export interface WorkloadViewCache {
 export interface WorkloadViewCacheOptions {
   /** Oldest entries are dropped beyond this many (about a kilobyte each). */
   readonly maxEntries?: number;
+  /** The reconciler's confirmations (`phaseConfirmedAt`); default: none heard. */
+  readonly confirmed?: PhaseConfirmedAt;
 }
 
-export function serializeWorkload(d: WorkloadDetails, nowMs: number): string {
-  return JSON.stringify(workloadView(d.workload, d.conditions, d.allocations, nowMs));
+export function serializeWorkload(
+  d: WorkloadDetails,
+  nowMs: number,
+  confirmed: PhaseConfirmedAt = NEVER_CONFIRMED,
+): string {
+  return JSON.stringify(workloadView(d.workload, d.conditions, d.allocations, nowMs, confirmed));
 }
 
 /**
- * What an entry holds: the view's JSON without `timeRemainingSeconds` (the one field that
- * changes with the clock, not with the store), and the deadline it is computed from. A
- * cached text that held the number would answer a stale TIME_REMAINING until the workload
- * next changed.
+ * What an entry holds: the view's JSON without the two fields that change with no store
+ * write (`phaseConfirmedAt`, with each observation; `timeRemainingSeconds`, with the clock),
+ * and what they are computed from. A cached text that held them would answer a stale
+ * TIME_REMAINING, or a stale confirmation, until the workload next changed.
  */
 interface Held {
   readonly stableJson: string;
   readonly deadlineMs: number | null;
+  readonly confirmation: ConfirmationSource;
 }
 
 function hold(d: WorkloadDetails): Held {
   return {
     stableJson: JSON.stringify(stableWorkloadView(d.workload, d.conditions, d.allocations)),
     deadlineMs: workloadDeadlineMs(d.workload, d.allocations),
+    confirmation: confirmationSource(d.workload, d.allocations),
   };
 }
 
-/** The text `serializeWorkload` gives: the field is the view's last, so it closes the object. */
-function render(held: Held, nowMs: number): string {
+/** The text `serializeWorkload` gives: the two fields are the view's last, so they close it. */
+function render(held: Held, nowMs: number, confirmed: PhaseConfirmedAt): string {
   const remaining = timeRemainingSeconds(held.deadlineMs, nowMs);
-  return `${held.stableJson.slice(0, -1)},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
+  const confirmedMs = phaseConfirmedAtMs(held.confirmation, confirmed);
+  const at = confirmedMs === null ? "null" : `"${iso(confirmedMs)}"`;
+  return `${held.stableJson.slice(0, -1)},"phaseConfirmedAt":${at},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
 }
 
 export function createWorkloadViewCache(
@@ -82,6 +98,7 @@ export function createWorkloadViewCache(
   options: WorkloadViewCacheOptions = {},
 ): WorkloadViewCache {
   const maxEntries = Math.max(1, options.maxEntries ?? 20_000);
+  const confirmed = options.confirmed ?? NEVER_CONFIRMED;
   const entries = new Map<string, Held>();
   let seenSeq = 0;
 
@@ -130,7 +147,7 @@ export function createWorkloadViewCache(
           const held = fresh.get(id) ?? entries.get(id);
           // Same snapshot as the page: a listed id always has its row.
           if (held === undefined) throw new Error(`listed workload ${id} has no row`);
-          return render(held, nowMs);
+          return render(held, nowMs, confirmed);
         });
         return { items, next: page.next };
       });
@@ -140,16 +157,16 @@ export function createWorkloadViewCache(
       // proves the entry current, without opening a transaction.
       const held = entries.get(id);
       if (held !== undefined && latestWorkloadChangeEver(store) === seenSeq) {
-        return render(held, store.clock.now());
+        return render(held, store.clock.now(), confirmed);
       }
       return inSnapshot(() => {
         const cached = entries.get(id);
-        if (cached !== undefined) return render(cached, store.clock.now());
+        if (cached !== undefined) return render(cached, store.clock.now(), confirmed);
         const d = getWorkloadDetails(store, id);
         if (d === null) return null;
         const fresh = hold(d);
         put(id, fresh);
-        return render(fresh, store.clock.now());
+        return render(fresh, store.clock.now(), confirmed);
       });
     },
     size: () => entries.size,

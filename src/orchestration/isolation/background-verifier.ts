@@ -46,6 +46,11 @@ export interface BackgroundVerifierOptions {
   readonly onVerdict?: (verdict: IsolationVerdict) => void;
   /** A verdict already obtained (e.g. at start): `start()` then waits its interval first. */
   readonly seed?: IsolationVerdict;
+  /**
+   * A verdict an earlier run of the daemon saw and that still counts (remembered-verdict.ts):
+   * answered from the start, while `start()` probes again at once.
+   */
+  readonly remembered?: IsolationVerdict;
 }
 
 export interface BackgroundVerifier {
@@ -61,10 +66,11 @@ export interface BackgroundVerifier {
 
 export function createBackgroundVerifier(options: BackgroundVerifierOptions): BackgroundVerifier {
   const schedule = options.schedule ?? timerSchedule;
-  let verdict: IsolationVerdict = options.seed ?? {
-    kind: "Unverified",
-    message: "not verified yet: the first isolation probe is still running",
-  };
+  let verdict: IsolationVerdict = options.seed ??
+    options.remembered ?? {
+      kind: "Unverified",
+      message: "not verified yet: the first isolation probe is still running",
+    };
   let inFlight: Promise<void> | null = null;
   let cancelNext: (() => void) | null = null;
   let stopped = false;

@@ -26,6 +26,7 @@ import { isTerminal, mintSubmissionToken, type SubmissionToken } from "../models
 import {
   type AllocationBackend,
   type IsolationVerdict,
+  isJobEnvironmentPolicy,
   isTaskRunner,
   type Launch,
   type SessionIsolationProvider,
@@ -55,8 +56,15 @@ rc=$?
 if [ "$(cat /proc/$decoy/comm 2>/dev/null)" = "$name" ]; then echo decoy-alive=yes; else echo decoy-alive=no; fi
 kill $decoy 2>/dev/null
 rm -rf "$d"
+echo "node=$(hostname 2>/dev/null || uname -n)"
 exit $rc
 `;
+
+/** The node name the probe printed, when it is one (it is kept with a remembered verdict). */
+function probeNode(stdout: string): readonly string[] {
+  const name = /^node=([A-Za-z0-9][A-Za-z0-9._-]{0,63})$/m.exec(stdout)?.[1];
+  return name === undefined ? [] : [name];
+}
 
 export interface BackendProbeOptions {
   /** The backend as it submits (NOT the sandboxed wrapper: the probe wraps itself). */
@@ -189,7 +197,9 @@ export async function verifyThroughBackend(options: BackendProbeOptions): Promis
       },
       `bubblewrap on the ${backend.name} nodes (private mount, PID and IPC namespaces, unprivileged uid, no capabilities)`,
     );
-    return verdict.kind === "Verified" ? verdict : unverified(verdict.message);
+    return verdict.kind === "Verified"
+      ? { ...verdict, nodes: probeNode(stdout) }
+      : unverified(verdict.message);
   } catch (error) {
     return unverified(String(error));
   } finally {
@@ -305,9 +315,20 @@ export function wrappedBackend<B extends AllocationBackend>(
 ): AllocationBackend & Partial<TaskRunner> {
   const { wrapper } = options;
   const submit: AllocationBackend["submit"] = async (requests) => {
+    // The backend's environment rules, applied to what the job is given while it is still an
+    // environment: once wrapped it is argv text the backend can no longer check. Admission
+    // refused these already; a workload stored before a rule existed is refused here.
     const prepared: SubmitRequest[] = [];
     const refused = new Map<SubmissionToken, SubmitResult>();
     for (const r of requests) {
+      if (isJobEnvironmentPolicy(backend)) {
+        const refusals = backend.jobEnvRefusals(r.launch.env);
+        if (refusals.length > 0) {
+          const message = refusals.map((x) => x.message).join("; ");
+          refused.set(r.token, { kind: "Rejected", token: r.token, message, byRequest: true });
+          continue;
+        }
+      }
       const credentialDir = r.launch.kind === "WORKER" ? r.launch.credentialDir : null;
       let runAs: RunAs | null;
       try {

@@ -22,6 +22,7 @@ import {
   type SubmitResult,
   type TerminalFact,
 } from "../ports.ts";
+import type { PhaseConfirmations } from "./confirmations.ts";
 import type { BackendOperation } from "./types.ts";
 import type { BackendWatch } from "./watch.ts";
 
@@ -54,6 +55,7 @@ export function tickBackend(
   backend: AllocationBackend,
   log: Log,
   watch: BackendWatch,
+  confirm?: { readonly confirmations: PhaseConfirmations; readonly nowMs: () => number },
 ): TickBackend {
   const calls: Record<BackendOperation, number> = {
     observe: 0,
@@ -100,12 +102,23 @@ export function tickBackend(
     launchesSandboxed: () => launchesSandboxed(backend),
     async observe(targets) {
       if (targets.length === 0) return { kind: "Observed", observations: new Map() };
-      return observing(() => backend.observe(targets));
+      const result = await observing(() => backend.observe(targets));
+      if (result.kind === "Observed")
+        confirm?.confirmations.observed(result.observations, confirm.nowMs());
+      return result;
     },
     reportsChanges: reportsChanges(backend),
     async observeChanges(cursor, targets) {
       if (!reportsChanges(backend)) throw new Error("observeChanges on a backend without it");
-      return observing(() => backend.observeChanges(cursor, targets));
+      const result = await observing(() => backend.observeChanges(cursor, targets));
+      if (result.kind === "Observed" && confirm !== undefined) {
+        const atMs = confirm.nowMs();
+        confirm.confirmations.feedAnswered(cursor !== null, targets, atMs);
+        confirm.confirmations.observed(result.observations, atMs);
+        const changed = new Map(result.changes.map((c) => [c.target.allocationId, c.observation]));
+        confirm.confirmations.observed(changed, atMs);
+      }
+      return result;
     },
     async findByToken(tokens) {
       if (tokens.length === 0) return new Map();

@@ -250,6 +250,9 @@ export function recordFound(
  * its workload), but a level-triggered loop settles it instead of wedging on it.
  */
 export function settleEnded(w: Workload, a: Allocation & { readonly phase: TerminalPhase }) {
+  // Refused while its profile was degraded (submissions.ts): not this workload's ending. It
+  // waits PENDING for the profile, and its next attempt is minted when the breaker allows.
+  if (w.phase === "PENDING" && w.reason === "PROFILE_DEGRADED") return null;
   const outcome = outcomeOfAttempt(w, endingOfAllocation(a));
   if (outcome.kind === "Retry") {
     if (w.phase === "PENDING") return null;

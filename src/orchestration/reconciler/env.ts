@@ -6,6 +6,7 @@ import type { ReconcilerStore, Transition } from "../ports/reconciler-store.ts";
 import type { TickBackend } from "./backend-calls.ts";
 import type { TickFocus } from "./focus.ts";
 import type { LaneOutcome, Lanes } from "./lanes.ts";
+import type { ProfileBreakers } from "./profile-breaker.ts";
 import type { RunwaySchedule } from "./runway.ts";
 import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
 
@@ -39,6 +40,8 @@ export interface TickEnv {
   readonly warningLeadMs: (profile: string) => number;
   /** When each live workload's warning falls due, across ticks (runway.ts); `run` wakes for it. */
   readonly runway: RunwaySchedule;
+  /** Per profile: whether the backend keeps refusing it (profile-breaker.ts). */
+  readonly breakers: ProfileBreakers;
 }
 
 /**

@@ -10,7 +10,7 @@
  */
 import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, attemptMessage, type Workload } from "../models.ts";
-import type { Transition } from "../ports/reconciler-store.ts";
+import type { Transition, WorkloadChange } from "../ports/reconciler-store.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { recordSubmitResult, refuseAttempt } from "./decisions.ts";
 import { type TickEnv, write } from "./env.ts";
@@ -48,8 +48,68 @@ export function submitAttempts(
       waiting: mint.length + fresh.length,
     });
   }
-  const attempts = held ? resubmit : [...mintAll(env, mint), ...fresh, ...resubmit];
+  const now = env.clock.now();
+  // A degraded profile's workloads wait (PENDING, or SUBMITTING with a fresh token) until its
+  // back-off has passed; then one of them goes out as the trial (profile-breaker.ts).
+  const allowed = (w: Workload) => env.breakers.allow(w.profile, now);
+  if (held) {
+    const attempts = resubmit.filter((l) => allowed(l.workload));
+    if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
+    return;
+  }
+  const mintNow: Workload[] = [];
+  const waitingForProfile: Workload[] = [];
+  for (const w of mint) (allowed(w) ? mintNow : waitingForProfile).push(w);
+  holdDegraded(env, waitingForProfile);
+  const attempts = [
+    ...mintAll(env, mintNow),
+    ...fresh.filter((l) => allowed(l.workload)),
+    ...resubmit.filter((l) => allowed(l.workload)),
+  ];
   if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
+}
+
+/** A rejected attempt of a degraded profile: the attempt FAILED, the workload back to wait. */
+function refusedWhileDegraded(live: Live, message: string, now: number): Transition {
+  const { workload: w, allocation: a } = live;
+  const wait = degradedWait(w, message);
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: "FAILED",
+      reason: "SUBMIT_REJECTED",
+      message,
+      endedAt: now,
+    },
+    workload: wait.workload,
+  };
+}
+
+/** Why they wait, on the workloads a degraded profile holds: written once, not every tick. */
+function holdDegraded(env: TickEnv, waiting: readonly Workload[]): void {
+  const transitions: Transition[] = [];
+  for (const w of waiting) {
+    if (w.phase !== "PENDING" || w.reason === "PROFILE_DEGRADED") continue;
+    const state = env.breakers.state(w.profile);
+    if (state.kind !== "Open") continue;
+    transitions.push(degradedWait(w, state.message));
+  }
+  write(env, transitions);
+}
+
+/** The workload waits PENDING with PROFILE_DEGRADED and the backend's own message. */
+function degradedWait(w: Workload, message: string): { readonly workload: WorkloadChange } {
+  return {
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: "PENDING",
+      reason: "PROFILE_DEGRADED",
+      message: `profile ${w.profile} is degraded, the backend refuses its submissions: ${message}; it is retried with back-off`,
+    },
+  };
 }
 
 /** Persists one attempt per workload (one transaction); the ones minted, ready to submit. */
@@ -211,7 +271,26 @@ async function submitAndRecord(
       token: request.token,
       message: "no answer for token",
     };
-    if (answer.kind === "Created" || answer.kind === "Existing") env.counters.submitted += 1;
+    if (answer.kind === "Created" || answer.kind === "Existing") {
+      env.counters.submitted += 1;
+      env.breakers.accepted(request.profile);
+    }
+    // A refusal of this request alone (its own arguments) says nothing about the profile.
+    if (answer.kind === "Rejected" && answer.byRequest !== true) {
+      env.breakers.rejected(request.profile, answer.message, env.clock.now());
+      const state = env.breakers.state(request.profile);
+      if (state.kind === "Open") {
+        // Refused with the profile degraded: not this workload's failure. The attempt ends
+        // refused, and the workload waits for the profile like the others.
+        env.log.warn("profile degraded: the backend refuses its submissions", {
+          profile: request.profile,
+          consecutiveRejections: state.consecutiveRejections,
+          message: answer.message,
+        });
+        recorded.push(refusedWhileDegraded(live, answer.message, env.clock.now()));
+        continue;
+      }
+    }
     if (answer.kind === "Unknown") {
       env.log.warn("submission outcome unknown; resolved by token next tick", {
         allocationId: live.allocation.id,

@@ -5,6 +5,7 @@ import type { Allocation, Workload } from "../models.ts";
 import type { AttemptIds } from "../ports/admission-store.ts";
 import type { ReconcilerStore } from "../ports/reconciler-store.ts";
 import type { AllocationBackend } from "../ports.ts";
+import type { ProfileBreakerOptions, ProfileBreakerView } from "./profile-breaker.ts";
 import type { BackendHealth } from "./watch.ts";
 
 /**
@@ -33,6 +34,8 @@ export interface Timers {
 export interface ReconcilerOptions {
   /** `bindReconcilerStore({ db, clock })`, or a wrapper of it (tests inject crashes). */
   readonly store: ReconcilerStore;
+  /** When a profile the backend keeps refusing stops being submitted to (profile-breaker.ts). */
+  readonly profileBreaker?: ProfileBreakerOptions;
   readonly backend: AllocationBackend;
   /** Derives the submitted spec per attempt, e.g. `preparerByKind({ BATCH: batchPreparer(...) })`. */
   readonly preparer: AttemptPreparer;
@@ -166,6 +169,13 @@ export interface Reconciler {
   backendHealth(): BackendHealth;
   /** Backend calls started, per second over the last minute, and in total by operation. */
   backendCallRate(): BackendCallRate;
+  /**
+   * When the backend last confirmed this allocation's phase (epoch ms), or null: not since
+   * this process started (reconciler/confirmations.ts).
+   */
+  phaseConfirmedAt(allocationId: string): number | null;
+  /** Profiles the backend refused since they last succeeded; Open ones are degraded. */
+  profileBreakers(): readonly ProfileBreakerView[];
   /** Submit/cancel commands in flight now. */
   commandsInFlight(): number;
   /** Resolves once no command is in flight. */

@@ -48,6 +48,7 @@ import type {
   BackendDiagnostics,
   CancelResult,
   FindResult,
+  JobEnvironmentPolicy,
   ObservationTarget,
   ObserveResult,
   SubmitRequest,
@@ -58,6 +59,7 @@ import type {
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { SlurmBroker, SlurmCommandError } from "./broker.ts";
 import type { BatchSpec } from "./broker-argv.ts";
+import { jobEnvRefusals } from "./broker-validation.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
 import type { AccountingRow, QueueRow } from "./parse.ts";
@@ -146,7 +148,7 @@ const SCRIPT_NAME = "job.sh";
 /** sacct's placeholder name for a job whose record has not received its real name yet. */
 const ACCOUNTING_PLACEHOLDER_NAME = "allocation";
 
-export type SlurmBackend = AllocationBackend & TaskRunner;
+export type SlurmBackend = AllocationBackend & TaskRunner & JobEnvironmentPolicy;
 
 type Lookup =
   | { readonly kind: "Found"; readonly jobId: string; readonly observation: AllocationObservation }
@@ -331,7 +333,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
 
   type Prepared =
     | { readonly kind: "Ready"; readonly spec: BatchSpec }
-    | { readonly kind: "Rejected"; readonly message: string }
+    | { readonly kind: "Rejected"; readonly message: string; readonly byRequest?: true }
     | { readonly kind: "Unknown"; readonly message: string };
 
   function prepare(request: SubmitRequest): Prepared {
@@ -363,7 +365,9 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       }
     }
     const rendered = renderBatchScript(body);
-    if (rendered.kind === "Invalid") return { kind: "Rejected", message: rendered.message };
+    if (rendered.kind === "Invalid") {
+      return { kind: "Rejected", message: rendered.message, byRequest: true };
+    }
     // The profile's limit is a ceiling ("a workload may ask for less"), never raised here.
     const timeLimitSeconds =
       request.timeLimitSeconds === null
@@ -429,7 +433,12 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     const prepared = prepare(request);
     switch (prepared.kind) {
       case "Rejected":
-        return { kind: "Rejected", token, message: prepared.message };
+        return {
+          kind: "Rejected",
+          token,
+          message: prepared.message,
+          ...(prepared.byRequest ? { byRequest: true as const } : {}),
+        };
       case "Unknown":
         return { kind: "Unknown", token, message: prepared.message };
       case "Ready":
@@ -449,7 +458,14 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     noteFailure(error);
     switch (error.kind) {
       case "refused":
-        return { kind: "Rejected", token, message: error.message };
+        // No exit code: refused by the broker's validation before sbatch ran (this request's
+        // arguments), not by the scheduler.
+        return {
+          kind: "Rejected",
+          token,
+          message: error.message,
+          ...(error.exitCode === null ? { byRequest: true as const } : {}),
+        };
       case "timed_out":
       case "unreachable":
       case "malformed":
@@ -773,6 +789,8 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         }
       }
     },
+
+    jobEnvRefusals,
 
     async diagnostics(): Promise<BackendDiagnostics> {
       return {

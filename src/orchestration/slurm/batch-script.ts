@@ -85,6 +85,13 @@ export { DEADLINE_ENV };
  * will enforce it), read once when the job starts: the job and its kernel can then tell how
  * long they have left. Fixed text, nothing from a user; absent when the scheduler's query is
  * not on the job's PATH or has no end time (no limit).
+ *
+ * INV-9 (every scheduler call through the broker) is kept in spirit, not in letter: this
+ * squeue is not the daemon's call. It runs inside the job, on the node, as the job's uid,
+ * once, about its own job id only, where no broker exists; nothing the daemon decides hangs
+ * on its answer, and it has no input from a user. The broker's discipline that matters is
+ * still there: fixed argv text, a fixed time format, failure read as "no deadline" rather
+ * than a wrong one. test/leak-guard/scheduler-calls.test.ts exempts this file for it alone.
  */
 const DEADLINE_LINES = [
   `${DEADLINE_ENV}=$(SLURM_TIME_FORMAT=%s squeue -h -j "\${SLURM_JOB_ID:-0}" -o %e 2>/dev/null) || ${DEADLINE_ENV}=`,

@@ -109,6 +109,25 @@ export function validateEnv(env: Readonly<Record<string, string>>): Validation {
 }
 
 /**
+ * Every variable of a job's environment the scheduler rules refuse, each with why: the name
+ * and value rules of validateEnv, applied one by one so admission can name every bad key.
+ * Since launches are wrapped (the job's variables become an `env -i NAME=VALUE` argv inside
+ * the batch script) sbatch no longer sees them as its environment, so these rules are applied
+ * to what the job is given, before the wrapping: a user's SLURM_NTASKS would otherwise meet
+ * the in-job launcher, and a `1,ALL` value a site wrapper that rebuilds an --export list.
+ */
+export function jobEnvRefusals(
+  env: Readonly<Record<string, string>>,
+): readonly { readonly name: string; readonly message: string }[] {
+  const refusals: { readonly name: string; readonly message: string }[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    const checked = firstInvalid([validateEnvName(name), validateEnvValue(name, value)]);
+    if (checked.kind === "Invalid") refusals.push({ name, message: checked.message });
+  }
+  return refusals;
+}
+
+/**
  * Paths we hand to the scheduler (working directory, log files, the script). Absolute, no
  * control characters, no `%` (sbatch expands %j, %u, ... in --output/--error) and no `\`
  * (which switches that expansion off), no `|` (a field separator in the listings we parse).

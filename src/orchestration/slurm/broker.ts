@@ -1,6 +1,10 @@
 /**
- * The subprocess boundary: every sbatch, squeue, sacct, scancel and srun call goes through
- * here, with all the parsing (parse.ts), so INV-9 is checkable in one place.
+ * The subprocess boundary: every sbatch, squeue, sacct, scancel and srun call the daemon or
+ * its CLI makes goes through here (check-config's `sbatch --test-only` included), with all
+ * the parsing (parse.ts), so INV-9 is checkable in one place; test/leak-guard/
+ * scheduler-calls.test.ts fails on a scheduler command spawned anywhere else in src/. The one
+ * call that cannot come here runs inside the job itself: the batch script's own squeue for
+ * its deadline (batch-script.ts says why).
  *
  * - argv arrays only, never a shell: a partition named `gpu; rm -rf /` is an argument. Values
  *   are attached to their option (`--partition=VALUE`), so no value can be read as an option.
@@ -236,6 +240,13 @@ export interface SlurmBroker {
   /** One scancel for all these ids. */
   cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
   runStep(spec: StepSpec): Promise<BrokerResult<StepOutcome>>;
+  /**
+   * One `sbatch --test-only` (check-config --preflight): whatever sbatch said, exit code and
+   * all, for the caller to judge; Failed only when it said nothing (not found, timed out,
+   * killed, too much output). Refused before any call unless the argv asks for --test-only,
+   * so this path can never queue a job.
+   */
+  testSubmission(argv: readonly string[]): Promise<BrokerResult<Completed>>;
   /** Calls made so far, by command (attempts that reached a process, whatever their end). */
   callCounts(): Readonly<Record<SlurmCommand, number>>;
 }
@@ -383,6 +394,15 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         kind: "Answered",
         value: { exitCode: exitCode ?? 1, stdout, stderr, truncated: truncated.length > 0 },
       };
+    },
+
+    testSubmission(argv) {
+      if (!argv.includes("--test-only")) {
+        return Promise.resolve(
+          failed("sbatch", "refused", "refused before calling the scheduler: not a --test-only"),
+        );
+      }
+      return run("sbatch", { kind: "Valid", argv });
     },
 
     callCounts() {

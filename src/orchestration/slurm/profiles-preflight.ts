@@ -6,10 +6,11 @@
  *
  * The argv is the broker's own (probeArgv), with `--parsable` turned into `--test-only` and
  * the script replaced by `--wrap=true`: the request tested is the request that will be made.
+ * The call itself goes through the broker too (`testSubmission`), like every scheduler call.
  */
 
-import { createProgramRunner, type ProgramRunner } from "../../process/runner.ts";
-import { isUnreachableMessage } from "./broker.ts";
+import type { ProgramRunner } from "../../process/runner.ts";
+import { createSlurmBroker, isUnreachableMessage } from "./broker.ts";
 import { type ArgvBuild, type ClusterProfile, probeArgv } from "./profiles.ts";
 
 export type SbatchTestAnswer =
@@ -103,50 +104,23 @@ export interface SbatchTestRunOptions {
   readonly timeoutMs?: number;
 }
 
-/** The real sbatch, under the same discipline as the broker's calls (argv, minimal env). */
+/**
+ * The real sbatch, through the broker like every other scheduler call (INV-9): its argv
+ * discipline, its minimal environment, its timeout and output cap, its call count.
+ */
 export function createSbatchTestRun(options: SbatchTestRunOptions): SbatchTestRun {
-  const runner = options.runner ?? createProgramRunner();
-  const env: Record<string, string> = {
-    PATH: options.path,
-    LC_ALL: "C",
-    LANG: "C",
-    ...(options.slurmConf === undefined ? {} : { SLURM_CONF: options.slurmConf }),
-  };
-  const timeoutMs = options.timeoutMs ?? 30_000;
+  const broker = createSlurmBroker({
+    path: options.path,
+    ...(options.slurmConf === undefined ? {} : { slurmConf: options.slurmConf }),
+    ...(options.runner === undefined ? {} : { runner: options.runner }),
+    ...(options.timeoutMs === undefined ? {} : { commandTimeoutMs: options.timeoutMs }),
+    maxOutputBytes: 64 * 1024,
+  });
   return async (args) => {
-    const outcome = await runner.run({
-      program: "sbatch",
-      args,
-      env,
-      timeoutMs,
-      maxOutputBytes: 64 * 1024,
-      overflow: "fail",
-      killGraceMs: 0,
-    });
-    switch (outcome.kind) {
-      case "NotFound":
-        return { kind: "NoAnswer", message: outcome.message };
-      case "TimedOut":
-        return { kind: "NoAnswer", message: `sbatch gave no answer within ${timeoutMs} ms` };
-      case "Overflowed":
-        return { kind: "NoAnswer", message: "sbatch said more than 64 KiB" };
-      case "Exited":
-        if (outcome.exitCode === null) {
-          return {
-            kind: "NoAnswer",
-            message: `sbatch was ended by ${outcome.signal ?? "a signal"}`,
-          };
-        }
-        return {
-          kind: "Exited",
-          exitCode: outcome.exitCode,
-          stdout: outcome.stdout,
-          stderr: outcome.stderr,
-        };
-      default: {
-        const never: never = outcome;
-        throw new Error(`unhandled process outcome ${JSON.stringify(never)}`);
-      }
-    }
+    const answer = await broker.testSubmission(args);
+    if (answer.kind === "Failed") return { kind: "NoAnswer", message: answer.error.message };
+    const { exitCode, stdout, stderr } = answer.value;
+    // classifyOutcome already turned an exit by signal (no code) into Failed.
+    return { kind: "Exited", exitCode: exitCode ?? 1, stdout, stderr };
   };
 }

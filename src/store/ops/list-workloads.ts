@@ -1,12 +1,14 @@
-import { and, desc, eq, lt, or, type SQL } from "drizzle-orm";
+import { and, desc, eq, inArray, lt, or, type SQL } from "drizzle-orm";
 import type { Phase, Workload, WorkloadKind } from "../../orchestration/models.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toWorkload } from "../rows.ts";
-import { workloads } from "../schema.ts";
+import { allocations, workloads } from "../schema.ts";
 
 export interface ListWorkloadsQuery {
   readonly kind?: WorkloadKind;
   readonly phase?: Phase;
+  /** Only workloads one of whose attempts held this backend job id (its handle). */
+  readonly backendJobId?: string;
   readonly limit: number;
   /** Opaque to callers: `${createdAt}.${id}` of the last item of the previous page. */
   readonly cursor?: { readonly createdAt: number; readonly id: string };
@@ -22,6 +24,13 @@ export function listWorkloads(deps: StoreDeps, query: ListWorkloadsQuery): Workl
   const filters: SQL[] = [];
   if (query.kind) filters.push(eq(workloads.kind, query.kind));
   if (query.phase) filters.push(eq(workloads.phase, query.phase));
+  if (query.backendJobId !== undefined) {
+    const held = deps.db
+      .select({ id: allocations.workloadId })
+      .from(allocations)
+      .where(eq(allocations.handle, query.backendJobId));
+    filters.push(inArray(workloads.id, held));
+  }
   if (query.cursor) {
     const c = query.cursor;
     const before = or(

@@ -5,7 +5,7 @@
  * allocations. The failure this replaces: two more ORM queries per listed workload, so a
  * page of 100 cost 201 queries and the route served 47 requests/s at 32 connections.
  *
- * Every statement's text is fixed (the list's optional filters pick one of eight texts), so
+ * Every statement's text is fixed (the list's optional filters pick one of a few texts), so
  * `query()` compiles each once per connection and reuses it. Ids are passed as one JSON
  * array (`json_each`), which keeps the statement text independent of the page size; the
  * lookups still walk the (workload_id, ...) indexes. Rows come back with the ORM's column
@@ -57,11 +57,15 @@ const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
 const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
 WHERE id IN (SELECT value FROM json_each(?1))`;
 
-function listSql(kind: boolean, phase: boolean, cursor: boolean, columns: string): string {
+function listSql(query: ListWorkloadsQuery, columns: string): string {
   const where: string[] = [];
-  if (kind) where.push("kind = $kind");
-  if (phase) where.push("phase = $phase");
-  if (cursor) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
+  if (query.kind !== undefined) where.push("kind = $kind");
+  if (query.phase !== undefined) where.push("phase = $phase");
+  // An admin matching a scheduler's job to its workload: any attempt that held that id.
+  if (query.backendJobId !== undefined) {
+    where.push("id IN (SELECT workload_id FROM allocations WHERE handle = $handle)");
+  }
+  if (query.cursor) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
   return `SELECT ${columns} FROM workloads
 ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
 ORDER BY created_at DESC, id DESC LIMIT $limit`;
@@ -72,6 +76,7 @@ function listParams(query: ListWorkloadsQuery): Record<string, string | number> 
   const params: Record<string, string | number> = { limit: query.limit + 1 };
   if (query.kind !== undefined) params["kind"] = query.kind;
   if (query.phase !== undefined) params["phase"] = query.phase;
+  if (query.backendJobId !== undefined) params["handle"] = query.backendJobId;
   if (query.cursor) {
     params["at"] = query.cursor.createdAt;
     params["id"] = query.cursor.id;
@@ -103,12 +108,7 @@ export function listWorkloadDetails(
   deps: StoreDeps,
   query: ListWorkloadsQuery,
 ): WorkloadDetailsPage {
-  const sql = listSql(
-    query.kind !== undefined,
-    query.phase !== undefined,
-    !!query.cursor,
-    WORKLOAD_COLUMNS,
-  );
+  const sql = listSql(query, WORKLOAD_COLUMNS);
   const rows = deps.db.$client.query(sql).all(listParams(query)) as WorkloadRow[];
   const items = rows.slice(0, query.limit).map(toWorkload);
   const last = items.at(-1);
@@ -137,12 +137,7 @@ export interface WorkloadIdPage {
  * serialized views) and fetches details only for the workloads it does not hold.
  */
 export function listWorkloadIds(deps: StoreDeps, query: ListWorkloadsQuery): WorkloadIdPage {
-  const sql = listSql(
-    query.kind !== undefined,
-    query.phase !== undefined,
-    !!query.cursor,
-    "id, created_at",
-  );
+  const sql = listSql(query, "id, created_at");
   const rows = deps.db.$client.query(sql).values(listParams(query)) as [string, number][];
   const ids = rows.slice(0, query.limit).map(([id]) => id);
   const last = rows[query.limit - 1];

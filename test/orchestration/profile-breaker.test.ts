@@ -1,0 +1,175 @@
+/**
+ * A breaker per profile (issue 21): after K consecutive rejections the profile is degraded,
+ * its workloads wait PENDING with PROFILE_DEGRADED and the backend's message, no submission
+ * goes out until the back-off has passed, then one trial; a success closes it.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { profileBreakerFromEnv } from "../../src/composition/profile-breaker-config.ts";
+import { createProfileBreakers } from "../../src/orchestration/reconciler/profile-breaker.ts";
+import { type Harness, harness } from "../support/reconciler-harness.ts";
+
+let open: Harness[] = [];
+afterEach(() => {
+  for (const h of open) h.close();
+  open = [];
+});
+
+describe("createProfileBreakers", () => {
+  const options = { threshold: 3, initialBackoffMs: 1_000, maxBackoffMs: 4_000 };
+
+  test("opens after K consecutive rejections of one profile, not of another", () => {
+    const b = createProfileBreakers(options);
+    b.rejected("broken", "no", 0);
+    b.rejected("broken", "no", 0);
+    b.rejected("fine", "once", 0);
+    b.accepted("fine");
+    expect(b.state("broken").kind).toBe("Closed");
+    b.rejected("broken", "partition not available", 10);
+    expect(b.state("broken")).toMatchObject({
+      kind: "Open",
+      consecutiveRejections: 3,
+      message: "partition not available",
+      retryAtMs: 1_010,
+    });
+    expect(b.allow("broken", 500)).toBe(false);
+    expect(b.allow("fine", 500)).toBe(true);
+    expect(b.state("fine")).toEqual({ kind: "Closed", consecutiveRejections: 0 });
+  });
+
+  test("a trial whose answer never comes does not hold the profile for ever", () => {
+    const b = createProfileBreakers(options);
+    for (let i = 0; i < 3; i++) b.rejected("p", "no", 0);
+    expect(b.allow("p", 1_000)).toBe(true);
+    // No answer (the workload moved on, the call hung): one more back-off, then another try.
+    expect(b.allow("p", 1_999)).toBe(false);
+    expect(b.allow("p", 2_000)).toBe(true);
+  });
+
+  test("one trial per back-off, doubled up to the ceiling; a success closes it", () => {
+    const b = createProfileBreakers(options);
+    for (let i = 0; i < 3; i++) b.rejected("p", "no", 0);
+    expect(b.allow("p", 1_000)).toBe(true);
+    // The trial is out: nothing else goes until it is answered.
+    expect(b.allow("p", 1_000)).toBe(false);
+    b.rejected("p", "still no", 1_000);
+    expect(b.state("p")).toMatchObject({ kind: "Open", retryAtMs: 3_000 });
+    expect(b.allow("p", 2_999)).toBe(false);
+    expect(b.allow("p", 3_000)).toBe(true);
+    b.rejected("p", "still no", 3_000);
+    expect(b.state("p")).toMatchObject({ retryAtMs: 7_000 });
+    expect(b.allow("p", 7_000)).toBe(true);
+    b.rejected("p", "still no", 7_000);
+    // Capped at 4 s.
+    expect(b.state("p")).toMatchObject({ retryAtMs: 11_000 });
+    expect(b.allow("p", 11_000)).toBe(true);
+    b.accepted("p");
+    expect(b.state("p").kind).toBe("Closed");
+    expect(b.views()).toEqual([]);
+  });
+});
+
+describe("the reconciler with a profile the backend keeps refusing", () => {
+  test("K submissions, then the workloads wait PENDING; after the back-off one trial; a success lets them all go", async () => {
+    const h = harness();
+    open.push(h);
+    let submits = 0;
+    const base = h.sim.backend.submit.bind(h.sim.backend);
+    h.sim.backend.submit = (requests) => {
+      submits += requests.length;
+      return base(requests);
+    };
+    h.sim.failNextSubmits("REJECT", "REJECT", "REJECT", "REJECT");
+    const first = [h.addWorkload(), h.addWorkload(), h.addWorkload()];
+    for (const id of first) {
+      void id;
+      await h.tick();
+    }
+    expect(submits).toBe(3);
+    // The first two failed as before; the third opened the breaker and waits instead.
+    expect(first.map((id) => h.workload(id).phase)).toEqual(["FAILED", "FAILED", "PENDING"]);
+    expect(h.workload(first[2] as string)).toMatchObject({
+      reason: "PROFILE_DEGRADED",
+      message: expect.stringContaining("simulated rejection"),
+    });
+    const waiting = [h.addWorkload(), h.addWorkload()];
+    for (let i = 0; i < 5; i++) await h.tick();
+    // No submission while the breaker is open: they wait, saying why.
+    expect(submits).toBe(3);
+    for (const id of waiting) {
+      expect(h.workload(id)).toMatchObject({ phase: "PENDING", reason: "PROFILE_DEGRADED" });
+    }
+    expect(h.reconciler.profileBreakers()).toEqual([
+      {
+        profile: "default",
+        state: expect.objectContaining({ kind: "Open", consecutiveRejections: 3 }),
+      },
+    ]);
+    // After the back-off: exactly one trial, refused (the fourth fault): back to waiting.
+    h.clock.advance(30_000);
+    await h.tick();
+    expect(submits).toBe(4);
+    for (let i = 0; i < 3; i++) await h.tick();
+    expect(submits).toBe(4);
+    // The profile is fixed: the next trial succeeds, the breaker closes, everyone goes.
+    h.clock.advance(60_000);
+    await h.tick();
+    await h.tick();
+    expect(h.reconciler.profileBreakers()).toEqual([]);
+    for (const id of [first[2] as string, ...waiting]) {
+      expect(h.workload(id).phase).toBe("QUEUED");
+    }
+  });
+});
+
+describe("a refusal of one request's own arguments", () => {
+  test("does not count towards its profile's breaker (one client cannot degrade a profile)", async () => {
+    const h = harness();
+    open.push(h);
+    const base = h.sim.backend.submit.bind(h.sim.backend);
+    h.sim.backend.submit = async (requests) => {
+      const answers = await base(requests);
+      return new Map(
+        [...answers].map(([token, a]) => [
+          token,
+          a.kind === "Rejected" ? { ...a, byRequest: true as const } : a,
+        ]),
+      );
+    };
+    h.sim.failNextSubmits("REJECT", "REJECT", "REJECT", "REJECT", "REJECT");
+    const ids = [1, 2, 3, 4, 5].map(() => h.addWorkload());
+    await h.tick();
+    expect(ids.map((id) => h.workload(id).reason)).toEqual(Array(5).fill("SUBMIT_REJECTED"));
+    expect(h.reconciler.profileBreakers()).toEqual([]);
+    const next = h.addWorkload();
+    await h.tick();
+    expect(h.workload(next).phase).toBe("QUEUED");
+  });
+});
+
+describe("profileBreakerFromEnv", () => {
+  test("defaults, settings, and a clear error naming the variable", () => {
+    expect(profileBreakerFromEnv({})).toEqual({
+      kind: "Breaker",
+      options: { threshold: 3, initialBackoffMs: 30_000, maxBackoffMs: 1_800_000 },
+    });
+    expect(
+      profileBreakerFromEnv({
+        OPENAI4S_PROFILE_BREAKER_THRESHOLD: "5",
+        OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS: "2",
+      }),
+    ).toEqual({
+      kind: "Breaker",
+      options: { threshold: 5, initialBackoffMs: 2_000, maxBackoffMs: 1_800_000 },
+    });
+    for (const [name, value] of [
+      ["OPENAI4S_PROFILE_BREAKER_THRESHOLD", "0"],
+      ["OPENAI4S_PROFILE_BREAKER_THRESHOLD", "three"],
+      ["OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS", "-1"],
+      ["OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS", "1.5"],
+    ] as const) {
+      const parsed = profileBreakerFromEnv({ [name]: value });
+      expect(parsed.kind).toBe("ConfigError");
+      expect(parsed.kind === "ConfigError" ? parsed.message : "").toContain(name);
+    }
+  });
+});

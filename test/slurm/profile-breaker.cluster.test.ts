@@ -1,0 +1,203 @@
+/**
+ * A breaker per profile, staged on the REAL cluster (issue 21): a partition this test creates
+ * INACTIVE (sbatch then says "Required partition not available"), a profile on it and one
+ * on the usual partition. The broken profile stops after K sbatch calls and is degraded in
+ * every view; the other keeps running jobs; once the partition is back, a trial succeeds and
+ * the waiting workloads run. The partition is deleted afterwards.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
+
+const THRESHOLD = 3;
+
+describe.skipIf(testCluster === null)(
+  "slurm-cluster: a profile the scheduler keeps refusing",
+  () => {
+    const cluster = testCluster as TestCluster;
+    const env = { ...process.env, SLURM_CONF: cluster.slurmConf };
+    const partition = `o4s-broken-${randomBytes(4).toString("hex")}`;
+    let dir: string | null = null;
+    let daemon: RunningDaemon | null = null;
+    let created = false;
+
+    const scontrol = (...args: string[]) => {
+      const ran = Bun.spawnSync(["scontrol", ...args], { env, stderr: "pipe" });
+      return { ok: ran.exitCode === 0, stderr: ran.stderr.toString() };
+    };
+
+    afterAll(async () => {
+      await daemon?.stop();
+      if (created) {
+        // Its jobs first: a partition with a job (even one completing) cannot be deleted.
+        Bun.spawnSync(["scancel", `--partition=${partition}`], { env });
+        const gone = () => {
+          const deleted = scontrol("delete", `PartitionName=${partition}`);
+          return deleted.ok || /not found|invalid partition/i.test(deleted.stderr);
+        };
+        await eventually(gone, {
+          what: `partition ${partition} deleted`,
+          timeoutMs: 30_000,
+        }).catch(() => {});
+      }
+      if (dir !== null) removeDir(dir);
+    }, 60_000);
+
+    test("K sbatch calls, then PENDING with the scheduler's message; the other profile runs; fixed, they run", async () => {
+      const made = scontrol("create", `PartitionName=${partition}`, "Nodes=ALL", "State=INACTIVE");
+      expect(made).toEqual({ ok: true, stderr: "" });
+      created = true;
+      const root = makeTempDir("o4s-breaker-");
+      dir = root;
+      const socket = join(root, "api.sock");
+      const clusterConfigPath = join(root, "cluster.toml");
+      const profile = (name: string, part: string) =>
+        [
+          `[profiles.${name}]`,
+          `description = "one CPU on ${name}"`,
+          `partition = "${part}"`,
+          "cpus = 1",
+          "memory_mb = 50",
+          "time_limit_minutes = 5",
+          "allow_batch = true",
+          "",
+        ].join("\n");
+      writeFileSync(clusterConfigPath, profile("small", "debug") + profile("broken", partition));
+      daemon = await startedDaemon(
+        clusterDaemonConfig(
+          cluster,
+          { dir: root, socket, clusterConfigPath },
+          {
+            env: {
+              PATH: cluster.path,
+              SLURM_CONF: cluster.slurmConf,
+              OPENAI4S_PROFILE_BREAKER_THRESHOLD: String(THRESHOLD),
+              OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS: "2",
+            },
+          },
+        ),
+      );
+      const api = async (method: string, path: string, body?: unknown) => {
+        const response = await fetch(`http://localhost${path}`, {
+          unix: socket,
+          method,
+          ...(body === undefined
+            ? {}
+            : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
+        });
+        const text = await response.text();
+        const json = response.headers.get("content-type")?.includes("json") === true;
+        return {
+          status: response.status,
+          text,
+          body: (json ? JSON.parse(text) : {}) as Record<string, unknown>,
+        };
+      };
+      const submit = async (name: string) => {
+        const res = await api("POST", "/v1/workloads", {
+          kind: "BATCH",
+          profile: name,
+          command: ["/bin/true"],
+        });
+        expect(res.status).toBe(201);
+        return String(res.body["id"]);
+      };
+      const view = async (id: string) => (await api("GET", `/v1/workloads/${id}`)).body;
+      const settled = (id: string, phases: readonly string[], reason?: string) =>
+        eventually(
+          async () => {
+            const w = await view(id);
+            const ok =
+              phases.includes(String(w["phase"])) &&
+              (reason === undefined || w["reason"] === reason);
+            return ok ? w : null;
+          },
+          // Generous: on the shared cluster other suites may hold the nodes for a while.
+          { what: `${id} in ${phases.join("/")}`, timeoutMs: 120_000, intervalMs: 100 },
+        );
+      const sbatchCalls = async () => {
+        const { body } = await api("GET", "/v1/diagnostics");
+        return (body["backend"] as { calls: Record<string, number> }).calls["sbatch"] ?? 0;
+      };
+
+      // The other profile works (and the start-up isolation probe's sbatch is behind us).
+      await settled(await submit("small"), ["COMPLETED"]);
+      const before = await sbatchCalls();
+
+      // K refusals, one at a time: two fail as refused, the K-th degrades the profile.
+      const first: string[] = [];
+      for (let i = 0; i < THRESHOLD; i++) {
+        const id = await submit("broken");
+        first.push(id);
+        await settled(id, i < THRESHOLD - 1 ? ["FAILED"] : ["PENDING"]);
+      }
+      expect(await sbatchCalls()).toBe(before + THRESHOLD);
+      const degradedAt = Date.now();
+      const waiting = await view(first[THRESHOLD - 1] as string);
+      expect(waiting["reason"]).toBe("PROFILE_DEGRADED");
+      // The scheduler's own words ("Required partition not available (inactive or drain)", its
+      // partition named placement), or "invalid partition" when a controller restart by another
+      // suite on the shared cluster dropped the partition this test made (not persistent).
+      expect(String(waiting["message"])).toContain("Batch job submission failed");
+      // INV-2: the scheduler's words, without its partition's name.
+      expect(String(waiting["message"])).not.toContain(partition);
+
+      // Every view says so.
+      const profiles = (await api("GET", "/v1/profiles")).body["profiles"] as {
+        name: string;
+        degraded: { consecutiveRejections: number; message: string } | null;
+      }[];
+      expect(profiles.find((p) => p.name === "small")?.degraded).toBeNull();
+      expect(profiles.find((p) => p.name === "broken")?.degraded).toMatchObject({
+        consecutiveRejections: THRESHOLD,
+        message: expect.stringContaining("Batch job submission failed"),
+      });
+      const metrics = (await api("GET", "/metrics")).text;
+      expect(metrics).toContain('openai4s_profile_degraded{profile="broken"} 1');
+      expect(metrics).toContain('openai4s_profile_degraded{profile="small"} 0');
+      const diagnostics = (await api("GET", "/v1/diagnostics")).body["profiles"];
+      expect(JSON.stringify(diagnostics)).toContain('"name":"broken"');
+
+      // New workloads of the broken profile wait, and the other profile keeps running jobs.
+      const more = [await submit("broken"), await submit("broken"), await submit("broken")];
+      for (const id of more) await settled(id, ["PENDING"], "PROFILE_DEGRADED");
+      await settled(await submit("small"), ["COMPLETED"]);
+      // Only trials go out meanwhile: one per back-off (2 s, then 4 s, 8 s, ...). Two of
+      // them, refused, leave every waiting workload PENDING.
+      const trialsSoFar = async () => (await sbatchCalls()) - before - THRESHOLD - 1;
+      await eventually(async () => (await trialsSoFar()) >= 2, {
+        what: "two trials",
+        timeoutMs: 30_000,
+        intervalMs: 200,
+      });
+      for (const id of [first[THRESHOLD - 1] as string, ...more]) {
+        await settled(id, ["PENDING"], "PROFILE_DEGRADED");
+      }
+      const elapsedS = (Date.now() - degradedAt) / 1000;
+      const trials = await trialsSoFar();
+      console.log(
+        `sbatch calls for the broken profile: ${THRESHOLD} to degrade it, then ${trials} trial(s) in ${elapsedS.toFixed(1)} s for ${more.length + 1} waiting workloads`,
+      );
+      expect(trials).toBeLessThanOrEqual(Math.ceil(Math.log2(elapsedS / 2 + 1)) + 1);
+
+      // The administrator fixes the partition: the next trial succeeds, the breaker closes and
+      // every waiting workload runs.
+      const up =
+        scontrol("update", `PartitionName=${partition}`, "State=UP").ok ||
+        scontrol("create", `PartitionName=${partition}`, "Nodes=ALL", "State=UP").ok;
+      expect(up).toBe(true);
+      for (const id of [first[THRESHOLD - 1] as string, ...more]) await settled(id, ["COMPLETED"]);
+      const healed = (await api("GET", "/v1/profiles")).body["profiles"] as {
+        name: string;
+        degraded: unknown;
+      }[];
+      expect(healed.find((p) => p.name === "broken")?.degraded).toBeNull();
+    }, 400_000);
+  },
+);
