@@ -9,7 +9,7 @@ import { type PlacementView, profileView } from "../views.ts";
  * admission applies, so a client can tell "this profile takes sessions" from "a session
  * submitted now would be refused" before it submits.
  */
-function placement(
+export function placement(
   profile: ResourceProfile,
   sessions: IsolationVerdict | null,
 ): Readonly<Partial<Record<WorkloadKind, PlacementView>>> {
