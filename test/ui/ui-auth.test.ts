@@ -109,6 +109,8 @@ describe("/ui over TCP", () => {
     expect((await cancel({})).status).toBe(403);
     expect((await cancel({ csrf: `${csrf}x` })).status).toBe(403);
     expect((await cancel({ csrf }, { origin: "https://evil.example" })).status).toBe(403);
+    // An opaque origin (a sandboxed frame, a data: page) is not ours either.
+    expect((await cancel({ csrf }, { origin: "null" })).status).toBe(403);
     expect(getWorkload(h.store, id)?.desired.kind).toBe("RUN");
     const wakes = h.wakes.count;
     const done = await cancel({ csrf });

@@ -29,7 +29,9 @@ export function Layout(props: LayoutProps) {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <meta name="referrer" content="no-referrer" />
+        <meta name="referrer" content="same-origin" />
+        {/* Without an icon the browser asks for /favicon.ico, which the API answers 401. */}
+        <link rel="icon" href="/ui/favicon.svg" type="image/svg+xml" />
         <title>{`${props.title} · openai4s`}</title>
         <style nonce={props.nonce} dangerouslySetInnerHTML={{ __html: STYLES }} />
       </head>

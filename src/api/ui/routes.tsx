@@ -49,16 +49,21 @@ import { WorkloadsPage } from "./workloads-page.tsx";
 
 type Ctx = Context<ApiEnv>;
 
+const FAVICON_SVG =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#1d2733"/><circle cx="8" cy="8" r="4" fill="#5fb0ff"/></svg>';
+
 /** Rows per list page: a screenful an admin scans without scrolling far. */
 const PAGE_ROWS = 50;
 
-/** Every /ui answer: no caching, no framing, no sniffing, no referrer, this nonce only. */
+/** Every /ui answer: no caching, no framing, no sniffing, no referrer leaving the origin, this nonce only. */
 function secure(response: Response, nonce: string): Response {
   const h = response.headers;
   h.set("Content-Security-Policy", contentSecurityPolicy(nonce));
   h.set("X-Content-Type-Options", "nosniff");
   h.set("X-Frame-Options", "DENY");
-  h.set("Referrer-Policy", "no-referrer");
+  // same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with a
+  // form POST, and the origin check below could not tell our own form from a sandboxed one.
+  h.set("Referrer-Policy", "same-origin");
   h.set("Cache-Control", "no-store");
   return response;
 }
@@ -86,9 +91,11 @@ function overTls(c: Ctx): boolean {
 function sameOrigin(c: Ctx): boolean {
   const origin = c.req.header("origin");
   if (origin === undefined || origin === "null") return origin === undefined;
-  const host = c.req.header("host");
+  // The request URL's host is the Host header the browser sent (Bun may not repeat it
+  // among the headers).
+  const host = new URL(c.req.url).host;
   try {
-    return host !== undefined && new URL(origin).host === host;
+    return new URL(origin).host === host;
   } catch {
     return false;
   }
@@ -145,6 +152,11 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   }
 
   app.get("/ui", (c) => redirect(c, "/ui/workloads"));
+
+  // Public like the login form: a constant picture, nothing about this daemon.
+  app.get("/ui/favicon.svg", function uiIcon(c) {
+    return secure(c.body(FAVICON_SVG, 200, { "Content-Type": "image/svg+xml" }), newNonce());
+  });
 
   app.get("/ui/login", function uiLoginForm(c) {
     return page(c, (nonce) => <LoginPage nonce={nonce} />);
