@@ -7,6 +7,7 @@ import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
 import type { Access, ApiDeps, TickFigures } from "../../src/api/deps.ts";
+import type { CallRateHistory } from "../../src/api/ui/call-rate-history.ts";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { storeBackup } from "../../src/daemon/store-backup.ts";
 import { memoryLog } from "../../src/log.ts";
@@ -46,6 +47,7 @@ export function harness(
     readonly newWorkloadId?: () => string;
     /** Workloads are admitted with their first attempt minted, as the daemon does. */
     readonly mintsAtAdmission?: boolean;
+    readonly schedulerCallHistory?: CallRateHistory;
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -130,6 +132,7 @@ export function harness(
       ? { diagnosticsTimeoutMs: options.diagnosticsTimeoutMs }
       : {}),
     ...(options.newWorkloadId ? { newWorkloadId: options.newWorkloadId } : {}),
+    ...(options.schedulerCallHistory ? { schedulerCallHistory: options.schedulerCallHistory } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

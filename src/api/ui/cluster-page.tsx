@@ -9,6 +9,8 @@ import type { BackendDiagnostics, IsolationVerdict } from "../../orchestration/p
 import type { LiveProfileCount } from "../../store/index.ts";
 import type { TickFigures } from "../deps.ts";
 import type { PlacementView } from "../views.ts";
+import { CallRateChart } from "./call-rate-chart.tsx";
+import type { CallRatePoint } from "./call-rate-history.ts";
 import { ago, duration, utc } from "./format.ts";
 import { Layout } from "./layout.tsx";
 
@@ -25,7 +27,13 @@ export interface ClusterPageProps {
   readonly callTotals: Readonly<Record<string, number>>;
   readonly lastTick: TickFigures | null;
   readonly isolation: IsolationVerdict | null;
-  readonly isolationCheckedAtMs: number;
+  /** When these pages first saw the verdict they show (the verifier keeps no time). */
+  readonly isolationSinceMs: number;
+  /** Null: this daemon records no history (the chart says so). */
+  readonly callHistory: {
+    readonly points: readonly CallRatePoint[];
+    readonly sinceMs: number | null;
+  } | null;
   readonly profiles: readonly {
     readonly profile: ResourceProfile;
     readonly placement: Readonly<Partial<Record<string, PlacementView>>>;
@@ -75,7 +83,7 @@ export function ClusterPage(props: ClusterPageProps) {
         <Card
           label="Orphan jobs"
           value={orphans === null ? "not swept" : String(orphans.jobs.length)}
-          tone={orphans !== null && orphans.jobs.length > 0 ? "bad" : "ok"}
+          tone={orphans === null ? "muted" : orphans.jobs.length > 0 ? "bad" : "ok"}
         />
         <Card
           label="Session isolation"
@@ -98,10 +106,20 @@ export function ClusterPage(props: ClusterPageProps) {
       <div class="row">
         <section>
           <h2>Scheduler load</h2>
-          <p class="muted">
-            Calls per second over the last hour are not recorded by this daemon yet; the figure
-            above covers the last minute. Totals by operation since start:
-          </p>
+          {props.callHistory === null ? (
+            <p class="muted">
+              This daemon records no call history; the figure above covers the last minute.
+            </p>
+          ) : props.callHistory.points.length < 2 ? (
+            <p class="muted">
+              Calls per second over the last hour: collecting since{" "}
+              {props.callHistory.sinceMs === null ? "now" : utc(props.callHistory.sinceMs)} (one
+              sample each 30 s; the chart appears with the second).
+            </p>
+          ) : (
+            <CallRateChart points={props.callHistory.points} nowMs={nowMs} />
+          )}
+          <p class="muted">Calls by operation since the daemon started:</p>
           <table>
             <thead>
               <tr>
@@ -132,7 +150,10 @@ export function ClusterPage(props: ClusterPageProps) {
               : isolation.kind === "Verified"
                 ? `Verified: ${isolation.mechanism}.`
                 : `Unverified: ${isolation.message}. Sessions are refused until it is verified.`}{" "}
-            <span class="muted">Checked {ago(props.isolationCheckedAtMs, nowMs)}.</span>
+            <span class="muted">
+              This verdict since {utc(props.isolationSinceMs)} ({ago(props.isolationSinceMs, nowMs)}
+              , as first seen by these pages).
+            </span>
           </p>
           <h2>Orphans</h2>
           {orphans === null ? (

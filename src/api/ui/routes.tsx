@@ -117,7 +117,10 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     deps.log.error("ui log stream failed", { error: String(error) });
     return new Response("log unavailable", { status: 500 });
   });
+  // Neither the health watch nor the isolation verifier keeps a time: "since" is when these
+  // pages first saw the state they show.
   let health: { readonly healthy: boolean; readonly sinceMs: number } | null = null;
+  let verdict: { readonly text: string; readonly sinceMs: number } | null = null;
 
   /** The caller's CSRF token, or the answer that turns them away. */
   function admit(c: Ctx): { csrf: string; logoutCsrf: string | undefined } | Response {
@@ -224,6 +227,10 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
       before,
     });
     const profiles = deps.backend.profiles().map((p) => p.name);
+    const live: Record<string, number> = {};
+    for (const l of countLiveWorkloadsByProfile(deps.store)) {
+      live[l.phase] = (live[l.phase] ?? 0) + l.count;
+    }
     return page(c, (nonce) => (
       <WorkloadsPage
         nonce={nonce}
@@ -231,6 +238,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         filters={{ phase, kind, profile }}
         profiles={profiles}
         page={result}
+        live={live}
         nowMs={deps.clock.now()}
       />
     ));
@@ -306,8 +314,14 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     const isolation = all.some((p) => p.kinds.includes("SESSION"))
       ? await sessionIsolationVerdict(deps.backend)
       : null;
+    const verdictText = JSON.stringify(isolation);
+    if (verdict === null || verdict.text !== verdictText) {
+      verdict = { text: verdictText, sinceMs: nowMs };
+    }
     const rate = deps.reconciler.backendCallRate();
     const sinceMs = health.sinceMs;
+    const isolationSinceMs = verdict.sinceMs;
+    const history = deps.schedulerCallHistory;
     return page(c, (nonce) => (
       <ClusterPage
         nonce={nonce}
@@ -321,7 +335,10 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         callTotals={rate.totals}
         lastTick={deps.reconciler.lastTick()}
         isolation={isolation}
-        isolationCheckedAtMs={deps.clock.now()}
+        isolationSinceMs={isolationSinceMs}
+        callHistory={
+          history === undefined ? null : { points: history.points(nowMs), sinceMs: history.since() }
+        }
         profiles={all.map((p) => ({ profile: p, placement: placement(p, isolation) }))}
         live={countLiveWorkloadsByProfile(deps.store)}
       />

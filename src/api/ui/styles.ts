@@ -29,6 +29,7 @@ td.mono,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;f
 .ok{color:#14532d;font-weight:600}.bad{color:#8a1c17;font-weight:600}.warn{color:#6b4a00;font-weight:600}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(220px,1fr));gap:12px;margin-bottom:8px}
 .card{background:#fff;border:1px solid #d8dee4;border-radius:6px;padding:10px 14px}
+a.card{text-decoration:none;color:inherit}a.card:hover{border-color:#0b5cad}
 .card .label{font-size:12px;color:#57606a;text-transform:uppercase;letter-spacing:.04em}
 .card .value{font-size:18px;font-weight:600;margin-top:2px}
 .hint{background:#fff8e1;border-left:4px solid #d4a017;padding:8px 12px;margin:8px 0}

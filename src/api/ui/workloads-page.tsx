@@ -16,8 +16,12 @@ export interface WorkloadsPageProps {
   readonly filters: ListFilters;
   readonly profiles: readonly string[];
   readonly page: TwoWayWorkloadPage;
+  /** Live workloads by phase, whatever the filters: what an admin looks at first. */
+  readonly live: Readonly<Record<string, number>>;
   readonly nowMs: number;
 }
+
+const LIVE_PHASES = ["PENDING", "SUBMITTING", "QUEUED", "RUNNING", "STOPPING"] as const;
 
 /** `createdAt.id`, the same shape as the API's cursor text but readable in a URL. */
 export function keyText(w: WorkloadKey): string {
@@ -84,6 +88,14 @@ export function WorkloadsPage(props: WorkloadsPageProps) {
   return (
     <Layout title="Workloads" section="workloads" nonce={props.nonce} logoutCsrf={props.logoutCsrf}>
       <h1>Workloads</h1>
+      <div class="cards">
+        {LIVE_PHASES.map((phase) => (
+          <a class="card" href={`/ui/workloads?phase=${phase}`}>
+            <div class="label">{phase}</div>
+            <div class="value">{String(props.live[phase] ?? 0)}</div>
+          </a>
+        ))}
+      </div>
       <form class="filters" method="get" action="/ui/workloads">
         <Select name="phase" label="Phase" options={PHASES} value={filters.phase} />
         <Select name="kind" label="Kind" options={WORKLOAD_KINDS} value={filters.kind} />
