@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /**
  * The scheduler's call rate over the last hour as an inline SVG: no script, no library, and
  * presentation attributes only (the CSP allows no inline style). Labelled for screen

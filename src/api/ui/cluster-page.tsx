@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /**
  * The cluster as the daemon sees it: is the backend answering (and since when), how hard
  * the reconciler is driving the scheduler, jobs nobody owns, whether sessions may be placed,

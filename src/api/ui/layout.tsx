@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /** The frame every /ui page shares: navigation, the stylesheet, and the page's content. */
 import type { Child } from "hono/jsx";
 import { STYLES } from "./styles.ts";

@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /** The TCP listener's login: the admin token, typed once, traded for a cookie. */
 import { Layout } from "./layout.tsx";
 

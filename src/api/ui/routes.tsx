@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /**
  * The /ui pages, server-rendered from the same deps as the JSON API and served on the same
  * listeners. Read-only but for cancel (a POST carrying a CSRF token). The app-wide bearer

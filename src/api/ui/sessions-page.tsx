@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /** Sessions and their clocks: how long idle, how long held, against which limits. */
 import { isTerminal, type Workload } from "../../orchestration/models.ts";
 import type { WorkloadDetails } from "../../store/index.ts";

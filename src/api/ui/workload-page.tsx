@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /** One workload: where it is, why, what to do, how it got there, and its output live. */
 import { isTerminal, type TransitionEvent } from "../../orchestration/models.ts";
 import type { WorkloadDetails } from "../../store/index.ts";

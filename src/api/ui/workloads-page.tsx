@@ -1,3 +1,4 @@
+/** @jsxImportSource hono/jsx */
 /** The workload list: newest first, filtered by phase, kind and profile, keyset-paged. */
 import { PHASES, WORKLOAD_KINDS, type Workload } from "../../orchestration/models.ts";
 import type { TwoWayWorkloadPage, WorkloadKey } from "../../store/index.ts";
