@@ -142,7 +142,7 @@ describe.skipIf(CHROMIUM === null)("/ui in headless chromium", () => {
     runner = await submit("ticker", [
       "sh",
       "-c",
-      'i=0; while [ $i -lt 1200 ]; do echo "tick $(date +%s%3N)"; i=$((i+1)); sleep 0.5; done',
+      'echo to-stderr >&2; i=0; while [ $i -lt 1200 ]; do echo "tick $(date +%s%3N)"; i=$((i+1)); sleep 0.5; done',
     ]);
     await submit("quick", ["sh", "-c", "echo done"]);
   }, 60_000);
@@ -194,6 +194,11 @@ describe.skipIf(CHROMIUM === null)("/ui in headless chromium", () => {
     );
     expect(lag).toBeLessThanOrEqual(2000);
     await check(page, "workload-running");
+    await page.goto(`${base}/ui/workloads/${runner}?log=stderr`);
+    await eventually(async () => ((await page.textContent("#log")) ?? "").includes("to-stderr"), {
+      what: "stderr in the page's log tail",
+    });
+    expect((await page.textContent("#log")) ?? "").not.toContain("tick ");
     await Promise.all([page.waitForLoadState("load"), page.click("button.danger")]);
     await eventually(async () => (await phaseOf(runner)) === "CANCELLED", {
       what: "ticker cancelled",

@@ -258,6 +258,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         logoutCsrf={admitted.logoutCsrf}
         details={details}
         events={events}
+        stream={c.req.query("log") === "stderr" ? "stderr" : "stdout"}
         nowMs={deps.clock.now()}
       />
     ));

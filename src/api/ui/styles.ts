@@ -17,6 +17,7 @@ a{color:#0b5cad}
 table{border-collapse:collapse;width:100%;background:#fff;border:1px solid #d8dee4}
 th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e6eaee;vertical-align:top}
 th{background:#eef1f4;font-weight:600;font-size:12px;color:#3b4652}
+td.mono{white-space:nowrap}
 td.mono,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 .muted{color:#57606a}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;border:1px solid transparent}
@@ -40,6 +41,7 @@ button{font:inherit;padding:5px 14px;border-radius:4px;border:1px solid #0b5cad;
 button.danger{background:#b42318;border-color:#b42318}
 button.plain{background:transparent;border-color:#8c959f;color:#fff}
 .pager{display:flex;gap:16px;margin:10px 0}
+.pager a[aria-current=page]{font-weight:700;color:#1b1f24;text-decoration:none}
 pre.log{background:#111820;color:#e6edf3;padding:10px;border-radius:6px;max-height:420px;overflow:auto;white-space:pre-wrap;word-break:break-all;margin:0}
 .login{max-width:380px;margin:60px auto;background:#fff;border:1px solid #d8dee4;border-radius:6px;padding:20px}
 .login input{width:100%;margin:6px 0 12px}

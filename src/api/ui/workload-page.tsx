@@ -13,6 +13,8 @@ export interface WorkloadPageProps {
   readonly logoutCsrf: string | undefined;
   readonly details: WorkloadDetails;
   readonly events: readonly TransitionEvent[];
+  /** Which of the latest attempt's outputs the tail follows. */
+  readonly stream: "stdout" | "stderr";
   readonly nowMs: number;
 }
 
@@ -143,7 +145,17 @@ export function WorkloadPage(props: WorkloadPageProps) {
           </table>
         </section>
       </div>
-      <h2>Output (stdout, live)</h2>
+      <h2>Output · {props.stream}</h2>
+      <nav class="pager" aria-label="Output stream">
+        {(["stdout", "stderr"] as const).map((s) => (
+          <a
+            href={`/ui/workloads/${id}${s === "stdout" ? "" : "?log=stderr"}`}
+            aria-current={s === props.stream ? "page" : undefined}
+          >
+            {s}
+          </a>
+        ))}
+      </nav>
       <p id="log-status" class="muted" aria-live="polite">
         Loading…
       </p>
@@ -152,8 +164,8 @@ export function WorkloadPage(props: WorkloadPageProps) {
         id="log"
         class="log"
         tabindex={0}
-        aria-label="Standard output of the latest attempt"
-        data-src={`/ui/workloads/${id}/log?follow=1&tail=500`}
+        aria-label={`The ${props.stream} of the latest attempt`}
+        data-src={`/ui/workloads/${id}/log?stream=${props.stream}&follow=1&tail=500`}
       />
       <script nonce={props.nonce} dangerouslySetInnerHTML={{ __html: LOG_TAIL_SCRIPT }} />
       <h2>Events</h2>
@@ -179,7 +191,7 @@ export function WorkloadPage(props: WorkloadPageProps) {
           ))}
         </tbody>
       </table>
-      <p class="muted">Times: {maybeTime(w.updatedAt, nowMs)} last change.</p>
+      <p class="muted">Last change: {maybeTime(w.updatedAt, nowMs)}.</p>
     </Layout>
   );
 }
