@@ -90,6 +90,13 @@ describe("/ui over TCP", () => {
     expect(api.status).toBe(401);
   });
 
+  test("a form body far larger than a login is refused before it is read as a form", async () => {
+    const h = make();
+    const res = await h.request("/ui/login", form({ token: TOKEN, pad: "x".repeat(20_000) }), TCP);
+    expect(res.status).toBe(413);
+    expect(res.headers.get("set-cookie")).toBeNull();
+  });
+
   test("under TLS the cookie is Secure", async () => {
     const h = make();
     const res = await h.app.request("https://o4s.example/ui/login", form({ token: TOKEN }), {

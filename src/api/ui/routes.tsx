@@ -102,6 +102,21 @@ function sameOrigin(c: Ctx): boolean {
   }
 }
 
+/** A login or cancel form is a few hundred bytes: anything far larger is not ours. */
+const MAX_FORM_BYTES = 16 * 1024;
+
+/** The form's fields, or null when the body is too large to be one of these pages' forms. */
+async function readForm(c: Ctx): Promise<URLSearchParams | null> {
+  if (Number(c.req.header("content-length") ?? "0") > MAX_FORM_BYTES) return null;
+  const text = await c.req.text();
+  if (Buffer.byteLength(text) > MAX_FORM_BYTES) return null;
+  return new URLSearchParams(text);
+}
+
+function tooLarge(c: Ctx): Response {
+  return secure(c.text(`refused: a form body is at most ${MAX_FORM_BYTES} bytes`, 413), newNonce());
+}
+
 function parseKey(text: string | undefined): WorkloadKey | undefined | null {
   if (text === undefined || text === "") return undefined;
   const match = /^(\d{1,15})\.([A-Za-z0-9_.:-]{1,200})$/.exec(text);
@@ -148,8 +163,9 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   async function admitPost(c: Ctx): Promise<Response | null> {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
-    const form = await c.req.parseBody();
-    if (!sameOrigin(c) || !csrfValid(admitted.csrf, form["csrf"])) {
+    const form = await readForm(c);
+    if (form === null) return tooLarge(c);
+    if (!sameOrigin(c) || !csrfValid(admitted.csrf, form.get("csrf") ?? undefined)) {
       return plain(c, "refused: the form's CSRF token is missing or stale; reload the page", 403);
     }
     return null;
@@ -170,8 +186,9 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     const access = (c.env as ApiEnv["Bindings"] | undefined)?.access;
     if (access?.kind !== "Bearer") return redirect(c, "/ui/workloads");
     if (!sameOrigin(c)) return plain(c, "refused: login from another origin", 403);
-    const form = await c.req.parseBody();
-    const token = typeof form["token"] === "string" ? form["token"].trim() : "";
+    const form = await readForm(c);
+    if (form === null) return tooLarge(c);
+    const token = (form.get("token") ?? "").trim();
     if (!tokensMatch(token, access.token)) {
       return page(
         c,
