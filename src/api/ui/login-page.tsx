@@ -8,8 +8,9 @@ export function LoginPage(props: { readonly nonce: string; readonly error?: stri
       <form class="login" method="post" action="/ui/login">
         <h1>Log in</h1>
         <p class="muted">
-          Paste the daemon's admin token (the file the daemon printed at start). It is checked once
-          and never shown again; the browser keeps only a cookie that expires in 12 hours.
+          Paste the daemon's admin token: the contents of <span class="mono">admin-token</span>
+          in its state dir. It is checked once and never shown again; the browser keeps only a
+          cookie that expires in 12 hours.
         </p>
         {props.error ? (
           <p class="error" role="alert">
