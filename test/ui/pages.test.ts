@@ -103,4 +103,27 @@ describe("/ui pages", () => {
     expect(idsOf(top)).toEqual(newestFirst.slice(0, 50));
     expect(linkOf(top, "prev")).toBeUndefined();
   });
+
+  test("filters by profile, phase and kind together; live counts by phase lead the list", async () => {
+    const h = make();
+    const a = newWorkload(h.store, "BATCH", { command: ["true"] });
+    const b = newWorkload(h.store, "BATCH", { command: ["true"] });
+    const c = newWorkload(h.store, "SESSION");
+    h.sqlite.run("UPDATE workloads SET profile = 'interactive' WHERE id IN (?, ?)", [b, c]);
+    h.sqlite.run("UPDATE workloads SET phase = 'COMPLETED' WHERE id = ?", [a]);
+    const idsOf = (page: string) =>
+      [...page.matchAll(/<a href="\/ui\/workloads\/([^"?]+)">/g)].map((m) => m[1]).sort();
+    expect(idsOf(await html(h, "/ui/workloads?profile=interactive"))).toEqual([b, c].sort());
+    expect(idsOf(await html(h, "/ui/workloads?profile=interactive&kind=SESSION"))).toEqual([c]);
+    expect(idsOf(await html(h, "/ui/workloads?phase=COMPLETED"))).toEqual([a]);
+    expect(idsOf(await html(h, "/ui/workloads?profile=nope"))).toEqual([]);
+    const all = await html(h, "/ui/workloads");
+    // Two live (PENDING), one ended: the card counts the live ones only.
+    expect(all).toMatch(/<div class="label">PENDING<\/div><div class="value">2<\/div>/);
+    expect(all).toMatch(/<div class="label">RUNNING<\/div><div class="value">0<\/div>/);
+    // The cluster page's live use per profile: the ended workload is history, not use.
+    const cluster = await html(h, "/ui/cluster");
+    expect(cluster).toContain('<a href="/ui/workloads?profile=default">idle</a>');
+    expect(cluster).toContain('<a href="/ui/workloads?profile=interactive">2 PENDING</a>');
+  });
 });
