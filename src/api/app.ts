@@ -20,6 +20,7 @@ import { checkRequestShape } from "./request-shape.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
+import { createUiRoutes } from "./ui/routes.tsx";
 import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
 
@@ -76,6 +77,9 @@ export function createApp(deps: ApiDeps) {
   app.use("*", async function authenticate(c, next) {
     // `c.env` is undefined when a caller passed no bindings at all.
     const bindings = c.env as ApiEnv["Bindings"] | undefined;
+    // The pages answer for themselves (ui/routes.tsx): a browser cannot send the bearer
+    // header, so they take a login cookie instead, honoured only under /ui.
+    if (c.req.path === "/ui" || c.req.path.startsWith("/ui/")) return next();
     // Liveness for a load balancer's probe, which has no token: `{"status":"ok"}` and
     // nothing else (no version, no counts). Every other route, and every other method on
     // this one, still needs the token.
@@ -97,6 +101,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
   app.route("/", createBackupRoutes(deps));
+  app.route("/", createUiRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

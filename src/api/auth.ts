@@ -7,7 +7,7 @@ import { ApiError } from "./problem.ts";
  * first so the comparison always runs over 32 bytes: timingSafeEqual throws on unequal
  * lengths, and branching on the length would itself leak the token's length.
  */
-function tokensMatch(presented: string, expected: string): boolean {
+export function tokensMatch(presented: string, expected: string): boolean {
   const a = createHash("sha256").update(presented, "utf8").digest();
   const b = createHash("sha256").update(expected, "utf8").digest();
   return timingSafeEqual(a, b) && expected.length > 0;

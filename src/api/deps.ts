@@ -12,6 +12,7 @@ import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admissio
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
+import type { CallRateHistory } from "./ui/call-rate-history.ts";
 import type { BreakerState } from "./views.ts";
 
 /**
@@ -108,6 +109,8 @@ export interface ApiDeps {
   readonly backup: StoreBackup;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
+  /** Scheduler calls sampled by the daemon for the cluster page; absent: not recorded. */
+  readonly schedulerCallHistory?: CallRateHistory;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */
   readonly newWorkloadId?: () => string;
   /**

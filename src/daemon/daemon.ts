@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, realpathSync } from "node:fs";
 import type { Server } from "bun";
 import { createApp } from "../api/app.ts";
 import type { Access, ApiBindings } from "../api/deps.ts";
+import { createCallRateHistory } from "../api/ui/call-rate-history.ts";
 import { declaresBody } from "../api/validation.ts";
 import type { Clock } from "../clock.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
@@ -293,8 +294,22 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     cleanups.push(() => service.stop());
   }
 
+  // The cluster page's hour of scheduler load: the reconciler's running call count, sampled.
+  const schedulerCallHistory = createCallRateHistory();
+  const sampleCalls = () => {
+    const totals = Object.values(reconciler.backendCallRate().totals);
+    schedulerCallHistory.record(
+      clock.now(),
+      totals.reduce((sum, n) => sum + n, 0),
+    );
+  };
+  sampleCalls();
+  const sampler = setInterval(sampleCalls, CALL_SAMPLE_INTERVAL_MS);
+  cleanups.push(() => clearInterval(sampler));
+
   // 7. The API, once per listener; each listener says how it authenticates.
   const app = createApp({
+    schedulerCallHistory,
     store,
     admission,
     backend,
@@ -453,6 +468,9 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
   }
   return { kind: "Prepared", layout: stateLayout(stateDir, spool) };
 }
+
+/** 120 points over the cluster page's hour: a minute's burst shows, memory stays small. */
+const CALL_SAMPLE_INTERVAL_MS = 30_000;
 
 function accessFor(address: ListenAddress, adminToken: string): Access {
   return address.kind === "unix" ? { kind: "LocalSocket" } : { kind: "Bearer", token: adminToken };

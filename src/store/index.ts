@@ -17,6 +17,7 @@ export * from "./ops/list-allocations.ts";
 export * from "./ops/list-ended-sessions-with-open-conditions.ts";
 export * from "./ops/list-events.ts";
 export * from "./ops/list-unsandboxed-live-allocations.ts";
+export * from "./ops/list-workload-page.ts";
 export * from "./ops/list-workloads.ts";
 export * from "./ops/load-reconcile-snapshot.ts";
 export * from "./ops/load-reconcile-view.ts";

@@ -8,6 +8,7 @@ import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
 import type { Access, ApiDeps, SpoolSpace, TickFigures } from "../../src/api/deps.ts";
+import type { CallRateHistory } from "../../src/api/ui/call-rate-history.ts";
 import type { BreakerState } from "../../src/api/views.ts";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { storeBackup } from "../../src/daemon/store-backup.ts";
@@ -54,6 +55,7 @@ export function harness(
     readonly mintsAtAdmission?: boolean;
     /** The spool's room (absent: not watched, nothing refused for space). */
     readonly spool?: SpoolSpace;
+    readonly schedulerCallHistory?: CallRateHistory;
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -144,6 +146,7 @@ export function harness(
       : {}),
     ...(options.newWorkloadId ? { newWorkloadId: options.newWorkloadId } : {}),
     ...(options.spool ? { spool: options.spool } : {}),
+    ...(options.schedulerCallHistory ? { schedulerCallHistory: options.schedulerCallHistory } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

@@ -121,6 +121,8 @@ export function findSchedulerWords(srcRoot: string): Violation[] {
 }
 
 const transpiler = new Bun.Transpiler({ loader: "ts" });
+// The /ui pages are .tsx: JSX is not TypeScript to the "ts" loader, which refuses them.
+const tsxTranspiler = new Bun.Transpiler({ loader: "tsx" });
 
 function lineOf(source: string, needle: string): number {
   const index = source.indexOf(needle);
@@ -134,7 +136,7 @@ export function importsOf(
 ): { readonly specifier: string; readonly target: string }[] {
   // A shebang line is not TypeScript; the transpiler refuses it.
   const source = readFileSync(file, "utf8").replace(/^#!.*/, "");
-  const scanned = transpiler.scanImports(source);
+  const scanned = (file.endsWith(".tsx") ? tsxTranspiler : transpiler).scanImports(source);
   return scanned.map((imp) => {
     if (!imp.path.startsWith(".")) return { specifier: imp.path, target: imp.path };
     return { specifier: imp.path, target: rel(srcRoot, resolve(dirname(file), imp.path)) };

@@ -13,7 +13,7 @@ import { degradedView, type PlacementView, profileView } from "../views.ts";
  * admission applies, so a client can tell "this profile takes sessions" from "a session
  * submitted now would be refused" before it submits.
  */
-function placement(
+export function placement(
   profile: ResourceProfile,
   sessions: IsolationVerdict | null,
   batch: string | null,

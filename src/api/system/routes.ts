@@ -17,7 +17,7 @@ const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
  * The backend's own report, bounded in time: a hung scheduler must not hang the endpoint an
  * operator opens to find out that the scheduler hangs.
  */
-async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
+export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
   const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<BackendDiagnostics>((resolve) => {
