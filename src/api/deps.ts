@@ -5,6 +5,8 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import type { DaemonMetrics } from "../metrics/daemon-metrics.ts";
+import type { ProcessFigures } from "../metrics/process-figures.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { Allocation, Workload } from "../orchestration/models.ts";
 import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admission-store.ts";
@@ -84,6 +86,10 @@ export interface ApiDeps {
   /** How long /v1/diagnostics waits for the backend before reporting it unhealthy. */
   readonly diagnosticsTimeoutMs?: number;
   readonly version: string;
+  /** The daemon's instruments (the composition shares them); absent: the app keeps its own. */
+  readonly metrics?: DaemonMetrics;
+  /** CPU, memory and descriptors of this process for /metrics; absent: not rendered. */
+  readonly processFigures?: () => ProcessFigures;
 }
 
 /**

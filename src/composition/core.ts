@@ -7,6 +7,8 @@
 import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
+import type { DaemonMetrics } from "../metrics/daemon-metrics.ts";
+import { observeTransitions } from "../metrics/transition-observer.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
 import { guardedByLiveAllocations } from "../orchestration/isolation/live-guard.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
@@ -33,6 +35,8 @@ export interface CoreConfig {
   readonly runAs: RunAs | null;
   readonly clock: Clock;
   readonly log: Log;
+  /** Where the reconciler, the store observer and the sessions engine record figures. */
+  readonly metrics: DaemonMetrics;
   readonly tickIntervalMs?: number;
   readonly pacing?: {
     readonly minIntervalMs?: number;
@@ -90,6 +94,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       log,
       env: config.env,
       selfCommand: config.selfCommand,
+      metrics: config.metrics,
     });
   } catch (error) {
     // The backend's verifiers started when it was made; they must not outlive the refusal.
@@ -103,8 +108,10 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       sessions?.preparer ??
       sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
   });
+  const { metrics } = config;
   const reconciler = createReconciler({
-    store: stores.reconciler,
+    store: observeTransitions(stores.reconciler, metrics),
+    onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
     backend,
     preparer,
     clock,

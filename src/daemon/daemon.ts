@@ -15,6 +15,8 @@ import type { Clock } from "../clock.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
+import { createDaemonMetrics } from "../metrics/daemon-metrics.ts";
+import { createProcessFigures } from "../metrics/process-figures.ts";
 import { chooseRunAs, systemIdentityDatabase } from "../orchestration/isolation/run-as.ts";
 import {
   checkLayoutSeparation,
@@ -217,6 +219,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // name), sessions (opt-in), the preparers and the reconciler. The daemon starts and stops them.
   // Crash tests name the points to die at; read once, injected everywhere.
   const faults = faultPointsFromEnv(config.env);
+  const metrics = createDaemonMetrics();
   const composed = await composeCore({
     backendName: config.backend,
     layout,
@@ -227,6 +230,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     env: config.env,
     runAs: config.runAs === undefined ? defaultRunAs() : config.runAs,
     clock,
+    metrics,
     log,
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
@@ -272,6 +276,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     logFile: layout.jobLogPath,
     backup: storeBackup(database.sqlite, layout),
     version: config.version,
+    metrics,
+    processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });
   const servers: Server<unknown>[] = [];

@@ -179,11 +179,14 @@ describe("GET /metrics", () => {
     const text = await res.text();
     const lines = text.split("\n");
     expect(lines).toContain('openai4s_build_info{version="9.9.9-test"} 1');
-    expect(lines).toContain('openai4s_workloads{kind="BATCH",phase="PENDING"} 2');
-    expect(lines).toContain('openai4s_workloads{kind="SESSION",phase="RUNNING"} 0');
+    expect(lines).toContain('openai4s_live_workloads{kind="BATCH",phase="PENDING"} 2');
+    expect(lines).toContain('openai4s_live_workloads{kind="SESSION",phase="RUNNING"} 0');
+    // Ended workloads are counted as they end, not as a gauge of every row ever stored.
+    expect(text).not.toContain('phase="COMPLETED"} 0');
     expect(lines).toContain("openai4s_reconciler_last_tick_duration_seconds 0.25");
     expect(lines).toContain('openai4s_reconciler_last_tick_backend_calls{operation="observe"} 2');
-    expect(lines).toContain("openai4s_reconciler_last_tick_backend_calls_total 3");
+    // A gauge must not end in _total (promtool); sum() over the operations gives it.
+    expect(text).not.toContain("openai4s_reconciler_last_tick_backend_calls_total");
     expect(lines).toContain("openai4s_reconciler_last_tick_backend_unavailable 1");
     expect(lines).toContain("openai4s_reconciler_last_tick_timestamp_seconds 1700000000");
     expect(lines).toContain(
@@ -200,12 +203,19 @@ describe("GET /metrics", () => {
     expect(lines).toContain(
       'openai4s_http_requests_total{method="GET",route="unmatched",status="404"} 1',
     );
-    // Every sample line belongs to a declared family.
+    // Request durations by route pattern and method, as a histogram.
+    expect(lines).toContain(
+      'openai4s_http_request_duration_seconds_count{method="POST",route="/v1/workloads"} 2',
+    );
+    // Every sample line belongs to a declared family (a histogram's by its suffixes).
     const families = new Set(
       lines.filter((l) => l.startsWith("# TYPE ")).map((l) => l.split(" ")[2]),
     );
     for (const line of lines.filter((l) => l !== "" && !l.startsWith("#"))) {
-      expect(families.has(line.split(/[{ ]/)[0])).toBe(true);
+      const name = line.split(/[{ ]/)[0] ?? "";
+      expect(families.has(name) || families.has(name.replace(/_(bucket|sum|count)$/, ""))).toBe(
+        true,
+      );
       expect(line).toMatch(/^[a-z0-9_]+(\{[^}]*\})? -?[0-9.e+-]+$/);
     }
   });

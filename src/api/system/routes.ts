@@ -1,6 +1,7 @@
 import { Hono } from "hono";
+import type { DaemonMetrics } from "../../metrics/daemon-metrics.ts";
 import type { BackendDiagnostics, OrphanDiagnostics } from "../../orchestration/ports.ts";
-import { countWorkloads } from "../../store/index.ts";
+import { countLiveWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
@@ -60,7 +61,11 @@ function orphansView(o: OrphanDiagnostics | null) {
   };
 }
 
-export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
+export function createSystemRoutes(
+  deps: ApiDeps,
+  requests: RequestCounter,
+  metrics: DaemonMetrics,
+) {
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
 
@@ -99,13 +104,16 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
     });
   });
 
-  app.get("/metrics", async function metrics(c) {
+  app.get("/metrics", async function prometheusText(c) {
     const backend = await backendDiagnostics(deps);
     const text = renderMetrics({
       version: deps.version,
-      workloads: countWorkloads(deps.store),
+      now: deps.clock.now(),
+      workloads: countLiveWorkloads(deps.store),
       lastTick: deps.reconciler.lastTick(),
       requests,
+      metrics,
+      ...(deps.processFigures === undefined ? {} : { process: deps.processFigures() }),
       backend: {
         degraded: !backend.healthy || deps.reconciler.backendHealth().kind === "Degraded",
         calls: deps.reconciler.backendCallRate(),
