@@ -2,6 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { openApiDocument } from "../../src/api/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
+import { checkMetrics, PROMTOOL, skipLine } from "../support/promtool.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {
@@ -218,6 +219,26 @@ describe("GET /metrics", () => {
       );
       expect(line).toMatch(/^[a-z0-9_]+(\{[^}]*\})? -?[0-9.e+-]+$/);
     }
+  });
+});
+
+describe("GET /metrics passes promtool check metrics", () => {
+  test("every family, histograms and the gauge once named _total included", async () => {
+    if (PROMTOOL === null) return skipLine("promtool check metrics (in-process app)");
+    const h = make();
+    await h.post("/v1/workloads", { kind: "BATCH", profile: "default", command: ["true"] });
+    h.tick = {
+      startedAt: 1_700_000_000_000,
+      durationMs: 250,
+      backendCalls: { observe: 2, submit: 1 },
+      backendCallsTotal: 3,
+      backendUnavailable: false,
+      error: null,
+    };
+    const text = await (await h.request("/metrics")).text();
+    const checked = await checkMetrics(text);
+    expect(checked.output).toBe("");
+    expect(checked.code).toBe(0);
   });
 });
 
