@@ -60,6 +60,8 @@ export interface MetricsInput {
   readonly lastTick: TickFigures | null;
   readonly requests: RequestCounter;
   readonly metrics: DaemonMetrics;
+  /** The SESSION isolation verdict (ports.ts sessionIsolationVerdict) is Verified now. */
+  readonly isolationVerified: boolean;
   /** Absent: the process section is left out (tests that build an app in-process). */
   readonly process?: ProcessFigures;
   readonly backend: {
@@ -318,6 +320,12 @@ export function renderMetrics(input: MetricsInput): string {
   if (input.orphans !== undefined) orphanSection(out, input.orphans);
   tickSection(out, input);
   backendSection(out, input.backend);
+  out.family(
+    "openai4s_session_isolation_verified",
+    "gauge",
+    "1 while the per-allocation sandbox sessions need is verified (0: SESSIONs are refused).",
+  );
+  out.sample("openai4s_session_isolation_verified", {}, input.isolationVerified ? 1 : 0);
   httpSection(out, input);
   gatewaySection(out, input);
   backupSection(out, input);

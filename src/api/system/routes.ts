@@ -1,6 +1,11 @@
 import { Hono } from "hono";
 import type { DaemonMetrics } from "../../metrics/daemon-metrics.ts";
-import type { BackendDiagnostics, OrphanDiagnostics } from "../../orchestration/ports.ts";
+import {
+  type BackendDiagnostics,
+  type IsolationVerdict,
+  type OrphanDiagnostics,
+  sessionIsolationVerdict,
+} from "../../orchestration/ports.ts";
 import { countLiveWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { iso } from "../views.ts";
@@ -40,6 +45,26 @@ async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
       ),
       timedOut,
     ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The SESSION isolation verdict for /metrics, bounded like the diagnostics: a verifier that
+ * probes on demand and hangs must not hang the scrape (it counts as unverified).
+ */
+async function isolationVerdict(deps: ApiDeps): Promise<IsolationVerdict> {
+  const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<IsolationVerdict>((resolve) => {
+    timer = setTimeout(
+      () => resolve({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([sessionIsolationVerdict(deps.backend), timedOut]);
   } finally {
     clearTimeout(timer);
   }
@@ -105,8 +130,12 @@ export function createSystemRoutes(
   });
 
   app.get("/metrics", async function prometheusText(c) {
-    const backend = await backendDiagnostics(deps);
+    const [backend, isolation] = await Promise.all([
+      backendDiagnostics(deps),
+      isolationVerdict(deps),
+    ]);
     const text = renderMetrics({
+      isolationVerified: isolation.kind === "Verified",
       version: deps.version,
       now: deps.clock.now(),
       workloads: countLiveWorkloads(deps.store),
