@@ -109,8 +109,9 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
   });
   const { metrics } = config;
-  const reconciler = createReconciler({
-    store: observeTransitions(stores.reconciler, metrics),
+  const observer = observeTransitions(stores.reconciler, metrics);
+  const running = createReconciler({
+    store: observer.store,
     onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
     backend,
     preparer,
@@ -121,6 +122,15 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...config.pacing,
   });
+  // Admission hands a POST's first attempt to a lane before any view load has the workload;
+  // the observer learns it here to measure that submit.
+  const reconciler: Reconciler = {
+    ...running,
+    admitted(workload, attempt) {
+      observer.admitted(workload);
+      running.admitted(workload, attempt);
+    },
+  };
   sessions?.attachReconciler?.(reconciler);
   return {
     kind: "Composed",

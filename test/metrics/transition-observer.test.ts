@@ -15,7 +15,7 @@ afterEach(() => {
 
 function make(): { h: Harness; metrics: DaemonMetrics } {
   const metrics = createDaemonMetrics();
-  const h = harness({ wrapStore: (store) => observeTransitions(store, metrics) });
+  const h = harness({ wrapStore: (store) => observeTransitions(store, metrics).store });
   open = h;
   return { h, metrics };
 }
