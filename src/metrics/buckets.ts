@@ -9,7 +9,7 @@ export const TICK_DURATION_BUCKETS_SECONDS = [
   0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 ] as const;
 
-/** Accepted by the API until the backend answered the submit (sbatch's own latency in it). */
+/** Accepted by the API until the backend answered the submit (the scheduler's own latency in it). */
 export const SUBMIT_LATENCY_BUCKETS_SECONDS = [
   0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 ] as const;

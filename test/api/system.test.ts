@@ -242,6 +242,18 @@ describe("GET /metrics passes promtool check metrics", () => {
   });
 });
 
+describe("metric labels stay bounded", () => {
+  test("a method outside the usual seven is counted as other (Bun passes WebDAV's on)", async () => {
+    const h = make();
+    for (const method of ["PROPFIND", "MKCOL"]) await h.request("/healthz", { method });
+    const lines = (await (await h.request("/metrics")).text()).split("\n");
+    expect(lines.filter((l) => /PROPFIND|MKCOL/.test(l))).toEqual([]);
+    expect(lines).toContain(
+      'openai4s_http_requests_total{method="other",route="unmatched",status="405"} 2',
+    );
+  });
+});
+
 describe("GET /openapi.json", () => {
   test("OpenAPI 3.1 documenting exactly the registered routes", async () => {
     const h = make();
