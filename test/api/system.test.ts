@@ -242,6 +242,22 @@ describe("GET /metrics passes promtool check metrics", () => {
   });
 });
 
+describe("backup age", () => {
+  test("absent until a backup was read to its end, then counted from that moment", async () => {
+    const h = make();
+    const before = await (await h.request("/metrics")).text();
+    // Absent, not 0: 0 would read as "just backed up" to an alert on the age.
+    expect(before).not.toContain("openai4s_backup_age_seconds");
+    const res = await h.request("/v1/backup", { method: "POST" });
+    expect(res.status).toBe(200);
+    expect((await (await h.request("/metrics")).text()).includes("backup_age")).toBe(false);
+    await res.arrayBuffer();
+    h.clock.advance(90_000);
+    const after = (await (await h.request("/metrics")).text()).split("\n");
+    expect(after).toContain("openai4s_backup_age_seconds 90");
+  });
+});
+
 describe("metric labels stay bounded", () => {
   test("a method outside the usual seven is counted as other (Bun passes WebDAV's on)", async () => {
     const h = make();
