@@ -40,6 +40,39 @@ async function waitEnded(d: Daemon, id: string): Promise<void> {
   );
 }
 
+/** The gateway's address, from the daemon's own log line. */
+function gatewayAddress(d: Daemon): { hostname: string; port: number } {
+  for (const line of d.log().split("\n")) {
+    if (!line.includes("worker gateway: listening")) continue;
+    const address = String((JSON.parse(line) as { address: string }).address);
+    const cut = address.lastIndexOf(":");
+    return { hostname: address.slice(0, cut), port: Number(address.slice(cut + 1)) };
+  }
+  throw new Error(`no gateway address in the log:\n${d.log()}`);
+}
+
+/** A stranger at the gateway: TLS, then a frame that is no credential; waits for the close. */
+async function strangerAtGateway(d: Daemon): Promise<void> {
+  // A whole frame (4-byte big-endian length, then the payload) that is not JSON: malformed.
+  // Written once the TLS session is open: a write before that is lost.
+  const frame = new Uint8Array([0, 0, 0, 4, ...new TextEncoder().encode("nope")]);
+  const ended = await new Promise<string>((resolve) => {
+    Bun.connect({
+      ...gatewayAddress(d),
+      tls: { rejectUnauthorized: false },
+      socket: {
+        open: (socket) => void socket.write(frame),
+        data() {},
+        close: () => resolve("closed"),
+        end: () => resolve("ended"),
+        error: (_socket, error) => resolve(`error: ${String(error)}`),
+        connectError: (_socket, error) => resolve(`connect error: ${String(error)}`),
+      },
+    });
+  });
+  expect(ended).toMatch(/^(closed|ended)$/);
+}
+
 describe("/metrics of a real daemon with jobs", () => {
   let d: Daemon;
 
@@ -71,6 +104,7 @@ describe("/metrics of a real daemon with jobs", () => {
       expect((await d.cli("cancel", slow)).code).toBe(0);
       await waitEnded(d, slow);
       expect((await d.cli("backup", join(d.dir, "copy.db"))).code).toBe(0);
+      await strangerAtGateway(d);
 
       const text = await scrape(d);
       if (PROMTOOL === null) skipLine("promtool check metrics (real daemon)");
@@ -93,7 +127,7 @@ describe("/metrics of a real daemon with jobs", () => {
       );
       expect(value(text, "openai4s_session_exec_duration_seconds_count")).toBe(1);
       expect(value(text, "openai4s_gateway_connections_total")).toBeGreaterThanOrEqual(1);
-      expect(value(text, "openai4s_gateway_refusals_total")).toBe(0);
+      expect(value(text, "openai4s_gateway_refusals_total")).toBe(1);
       expect(value(text, "openai4s_session_isolation_verified")).toBe(1);
       expect(value(text, "openai4s_reconciler_tick_duration_seconds_count")).toBeGreaterThan(0);
       expect(value(text, "openai4s_backup_age_seconds")).toBeGreaterThanOrEqual(0);
