@@ -30,6 +30,16 @@ describe("deploy/prometheus/openai4s-rules.yml", () => {
     }
   });
 
+  test("promtool test rules: degraded fires after 5 minutes, not before; orphans; queue wait p95", async () => {
+    if (PROMTOOL === null) return skipLine("promtool test rules");
+    const checked = await checkRules(
+      join(ROOT, "deploy", "prometheus", "openai4s-rules.test.yml"),
+      "test",
+    );
+    expect(checked.output).toContain("SUCCESS");
+    expect(checked.code).toBe(0);
+  });
+
   test("every openai4s metric a rule names is one the daemon renders", () => {
     const rules = readFileSync(RULES, "utf8");
     const renderer = readFileSync(RENDERER, "utf8");

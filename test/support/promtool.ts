@@ -31,10 +31,13 @@ export async function checkMetrics(text: string): Promise<PromtoolResult> {
   return { code, output: `${out}${err}` };
 }
 
-/** `promtool check rules FILE`. */
-export async function checkRules(path: string): Promise<PromtoolResult> {
+/** `promtool check rules FILE` or `promtool test rules FILE` (the rules' unit tests). */
+export async function checkRules(
+  path: string,
+  mode: "check" | "test" = "check",
+): Promise<PromtoolResult> {
   if (PROMTOOL === null) throw new Error("promtool is not installed");
-  const p = Bun.spawn([PROMTOOL, "check", "rules", path], { stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([PROMTOOL, mode, "rules", path], { stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([
     new Response(p.stdout).text(),
     new Response(p.stderr).text(),
