@@ -18,6 +18,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
 import { silentLog } from "../src/log.ts";
+import { createDaemonMetrics } from "../src/metrics/daemon-metrics.ts";
+import { observeTransitions } from "../src/metrics/transition-observer.ts";
 import type { AllocationBackend, ChangeReportingBackend } from "../src/orchestration/ports.ts";
 import {
   createReconciler,
@@ -92,13 +94,23 @@ function world(): World {
   };
 }
 
+/**
+ * The store as the daemon wires it (composition/core.ts): every applied step feeds the
+ * metrics, so the tick figures below include what observing them costs.
+ */
+function daemonStore(deps: StoreDeps): ReconcilerStore {
+  return observeTransitions(bindReconcilerStore(deps), createDaemonMetrics()).store;
+}
+
 function reconcilerOn(
   w: World,
   extra: Partial<ReconcilerOptions> = {},
   backend?: AllocationBackend,
 ) {
+  const tickDuration = createDaemonMetrics().tickDuration;
   return createReconciler({
-    store: bindReconcilerStore(w.deps),
+    store: daemonStore(w.deps),
+    onTickEnded: (report) => tickDuration.observe(report.durationMs / 1000),
     backend: backend ?? w.sim.backend,
     preparer: inertPreparer,
     clock: systemClock,
@@ -309,7 +321,7 @@ async function churnTicks(
     timedBackend.observeChanges = (cursor, targets) => timed(() => observeChanges(cursor, targets));
   }
   let writeMs = 0;
-  const store = bindReconcilerStore(w.deps);
+  const store = daemonStore(w.deps);
   const timedStore: ReconcilerStore = {
     ...store,
     applyTransitions(transitions) {

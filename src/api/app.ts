@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { routePath } from "hono/route";
+import { createDaemonMetrics, httpKey } from "../metrics/daemon-metrics.ts";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import {
@@ -23,6 +24,24 @@ import { createSystemRoutes } from "./system/routes.ts";
 import { createUiRoutes } from "./ui/routes.tsx";
 import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
+
+const KNOWN_METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+]);
+
+/**
+ * The method as a label value: any client, before authentication, may send any token as a
+ * method, and each distinct one would be a series kept for the process's life.
+ */
+function methodLabel(method: string): string {
+  return KNOWN_METHODS.has(method) ? method : "other";
+}
 
 function problemResponse(error: ApiError): Response {
   return new Response(JSON.stringify(error.body()), {
@@ -63,15 +82,19 @@ function allowedMethods(
 export function createApp(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
   const requests = createRequestCounter();
+  const metrics = deps.metrics ?? createDaemonMetrics();
 
   app.use("*", async function countRequests(c, next) {
+    const t0 = performance.now();
     await next();
     // The route pattern, not the URL: ids must not become label values (unbounded series).
     // Index -1 is the route that would handle the request, even when an earlier
     // middleware (authentication) answered instead; a wildcard means no route matched.
     const matched = routePath(c, -1);
     const route = matched === "*" || matched === "/*" ? "unmatched" : matched;
-    requests.count(c.req.method, route, c.res.status);
+    const method = methodLabel(c.req.method);
+    requests.count(method, route, c.res.status);
+    metrics.httpDuration.get(httpKey(method, route)).observe((performance.now() - t0) / 1000);
   });
 
   app.use("*", async function authenticate(c, next) {
@@ -96,11 +119,11 @@ export function createApp(deps: ApiDeps) {
     await next();
   });
 
-  app.route("/", createSystemRoutes(deps, requests));
+  app.route("/", createSystemRoutes(deps, requests, metrics));
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
-  app.route("/", createBackupRoutes(deps));
+  app.route("/", createBackupRoutes(deps, metrics));
   app.route("/", createUiRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.

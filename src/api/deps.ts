@@ -6,6 +6,8 @@
 
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import type { DaemonMetrics } from "../metrics/daemon-metrics.ts";
+import type { ProcessFigures } from "../metrics/process-figures.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { Allocation, Workload } from "../orchestration/models.ts";
 import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admission-store.ts";
@@ -123,6 +125,10 @@ export interface ApiDeps {
   /** The spool's room; absent in tests that do not care (nothing is refused for space). */
   readonly spool?: SpoolSpace;
   readonly version: string;
+  /** The daemon's instruments (the composition shares them); absent: the app keeps its own. */
+  readonly metrics?: DaemonMetrics;
+  /** CPU, memory and descriptors of this process for /metrics; absent: not rendered. */
+  readonly processFigures?: () => ProcessFigures;
 }
 
 /** What the admin chose about isolation at start, shown to operators. */

@@ -8,6 +8,8 @@ import { join } from "node:path";
 import type { Clock } from "../clock.ts";
 import type { FaultPoints } from "../fault-point.ts";
 import type { Log } from "../log.ts";
+import type { DaemonMetrics } from "../metrics/daemon-metrics.ts";
+import { observeTransitions } from "../metrics/transition-observer.ts";
 import { batchPreparer } from "../orchestration/batch-preparer.ts";
 import {
   gatedBatchPreparer,
@@ -53,6 +55,8 @@ export interface CoreConfig {
   readonly allowUnsandboxedBatch?: boolean;
   readonly clock: Clock;
   readonly log: Log;
+  /** Where the reconciler, the store observer and the sessions engine record figures. */
+  readonly metrics: DaemonMetrics;
   readonly tickIntervalMs?: number;
   readonly pacing?: {
     readonly minIntervalMs?: number;
@@ -124,6 +128,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       log,
       env: config.env,
       selfCommand: config.selfCommand,
+      metrics: config.metrics,
     });
   } catch (error) {
     // The backend's verifiers started when it was made; they must not outlive the refusal.
@@ -137,8 +142,11 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       sessions?.preparer ??
       sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
   });
-  const reconciler = createReconciler({
-    store: stores.reconciler,
+  const { metrics } = config;
+  const observer = observeTransitions(stores.reconciler, metrics);
+  const running = createReconciler({
+    store: observer.store,
+    onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
     backend,
     profileBreaker: breaker.options,
     preparer,
@@ -149,6 +157,15 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...config.pacing,
   });
+  // Admission hands a POST's first attempt to a lane before any view load has the workload;
+  // the observer learns it here to measure that submit.
+  const reconciler: Reconciler = {
+    ...running,
+    admitted(workload, attempt) {
+      observer.admitted(workload);
+      running.admitted(workload, attempt);
+    },
+  };
   sessions?.attachReconciler?.(reconciler);
   return {
     kind: "Composed",

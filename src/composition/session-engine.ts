@@ -15,6 +15,7 @@
 import { randomBytes } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import type { DaemonMetrics } from "../metrics/daemon-metrics.ts";
 import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";
 import { loadOrCreateSigningKey } from "../orchestration/bootstrap.ts";
 import {
@@ -46,7 +47,7 @@ import {
 } from "../orchestration/session/service.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import { createWorkerGateway } from "../orchestration/worker-gateway.ts";
-import type { WorkerGateway } from "../orchestration/worker-gateway-contract.ts";
+import type { GatewayEvent, WorkerGateway } from "../orchestration/worker-gateway-contract.ts";
 import { openWorkerSocketToJobs, removeStaleWorkerSocket } from "./worker-socket.ts";
 
 /** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
@@ -94,6 +95,8 @@ export interface SessionEngineOptions {
   readonly disconnectGraceMs?: number;
   /** TLS on the worker gateway (default: a certificate generated into the state dir). */
   readonly tls?: GatewayTlsSetting;
+  /** Gateway connections and refusals, time to READY. */
+  readonly metrics?: DaemonMetrics;
 }
 
 export type GatewayTlsSetting =
@@ -103,6 +106,14 @@ export type GatewayTlsSetting =
   | { readonly kind: "Given"; readonly key: string; readonly cert: string }
   /** Plain TCP: only by the admin's explicit choice (OPENAI4S_WORKER_TLS=off). */
   | { readonly kind: "Off" };
+
+/** The gateway's figures for /metrics: connections, disconnections, refusals. */
+function countGatewayEvent(metrics: DaemonMetrics | undefined, event: GatewayEvent): void {
+  if (metrics === undefined) return;
+  if (event.kind === "WorkerConnected") metrics.gateway.connections += 1;
+  else if (event.kind === "WorkerDisconnected") metrics.gateway.disconnections += 1;
+  else if (event.kind === "CredentialRefused") metrics.gateway.refusals += 1;
+}
 
 function gatewayTls(setting: GatewayTlsSetting, layout: StateLayout, log: Log): GatewayTls | null {
   let result: GatewayTlsResult;
@@ -170,6 +181,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     log,
     expectations: createGatewayExpectations({ store: stores.sessions, layout, maxRanksOf }),
     onEvent(event) {
+      countGatewayEvent(options.metrics, event);
       if (
         event.kind === "WorkerConnected" ||
         event.kind === "WorkerDisconnected" ||
@@ -191,6 +203,10 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     key,
     clock,
     log,
+    onReady: (workload, readyAt) =>
+      options.metrics?.timeToReady
+        .get(workload.profile)
+        .observe((readyAt - workload.createdAt) / 1000),
     ...(options.readinessIntervalMs !== undefined
       ? { intervalMs: options.readinessIntervalMs }
       : {}),

@@ -11,6 +11,8 @@
  */
 import type { Clock } from "../clock.ts";
 import type { Log } from "../log.ts";
+import type { DaemonMetrics } from "../metrics/daemon-metrics.ts";
+import { timedSessionService } from "../metrics/timed-session-service.ts";
 import type { AttemptPreparer } from "../orchestration/attempt-preparer.ts";
 import type { StateLayout } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
@@ -31,6 +33,7 @@ export interface SessionsContext {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** How this binary re-invokes itself; the worker command is derived from it. */
   readonly selfCommand: readonly string[];
+  readonly metrics: DaemonMetrics;
 }
 
 export interface SessionsComponent {
@@ -72,9 +75,10 @@ export async function composeSessions(context: SessionsContext): Promise<Session
         lease: read.settings.lease,
         disconnectGraceMs: read.settings.disconnectGraceMs,
         tls: read.settings.tls,
+        metrics: context.metrics,
       });
       return {
-        service: engine.service,
+        service: timedSessionService(engine.service, context.metrics),
         preparer: engine.preparer,
         barrierHooks: engine.barrierHooks,
         attachReconciler: (reconciler) => engine.attachReconciler(reconciler),

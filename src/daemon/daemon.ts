@@ -17,6 +17,8 @@ import type { Clock } from "../clock.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "../composition/index.ts";
 import { faultPointsFromEnv } from "../fault-point.ts";
 import type { Log } from "../log.ts";
+import { createDaemonMetrics } from "../metrics/daemon-metrics.ts";
+import { createProcessFigures } from "../metrics/process-figures.ts";
 import {
   chooseJobIdentity,
   type IdentityChoice,
@@ -248,6 +250,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
           : "no effect while the daemon runs as root: jobs run as other uids",
     });
   }
+  const metrics = createDaemonMetrics();
   const composed = await composeCore({
     backendName: config.backend,
     layout,
@@ -259,6 +262,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     identity,
     allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
     clock,
+    metrics,
     log,
     ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
@@ -324,6 +328,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
       jobIdentity,
     },
     spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
+    metrics,
+    processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
   });
   const servers: Server<unknown>[] = [];

@@ -240,6 +240,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
         commandsInFlight: lanes.inFlight,
         nextIntervalMs: intervalMs,
       };
+      options.onTickEnded?.(last);
     }
     return last;
   }

@@ -6,7 +6,7 @@ export * from "./ops/apply-transition.ts";
 export * from "./ops/apply-transitions.ts";
 export * from "./ops/burn-nonce.ts";
 export * from "./ops/conditions.ts";
-export * from "./ops/count-workloads.ts";
+export * from "./ops/count-live-workloads.ts";
 export * from "./ops/create-workload.ts";
 export * from "./ops/find-allocations-by-tokens.ts";
 export * from "./ops/find-workload-by-idempotency-key.ts";

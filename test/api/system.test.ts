@@ -2,6 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { openApiDocument } from "../../src/api/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
+import { checkMetrics, PROMTOOL, skipLine } from "../support/promtool.ts";
 
 const open: Harness[] = [];
 function make(options: Parameters<typeof harness>[0] = {}): Harness {
@@ -225,11 +226,14 @@ describe("GET /metrics", () => {
     const text = await res.text();
     const lines = text.split("\n");
     expect(lines).toContain('openai4s_build_info{version="9.9.9-test"} 1');
-    expect(lines).toContain('openai4s_workloads{kind="BATCH",phase="PENDING"} 2');
-    expect(lines).toContain('openai4s_workloads{kind="SESSION",phase="RUNNING"} 0');
+    expect(lines).toContain('openai4s_live_workloads{kind="BATCH",phase="PENDING"} 2');
+    expect(lines).toContain('openai4s_live_workloads{kind="SESSION",phase="RUNNING"} 0');
+    // Ended workloads are counted as they end, not as a gauge of every row ever stored.
+    expect(text).not.toContain('phase="COMPLETED"} 0');
     expect(lines).toContain("openai4s_reconciler_last_tick_duration_seconds 0.25");
     expect(lines).toContain('openai4s_reconciler_last_tick_backend_calls{operation="observe"} 2');
-    expect(lines).toContain("openai4s_reconciler_last_tick_backend_calls_total 3");
+    // A gauge must not end in _total (promtool); sum() over the operations gives it.
+    expect(text).not.toContain("openai4s_reconciler_last_tick_backend_calls_total");
     expect(lines).toContain("openai4s_reconciler_last_tick_backend_unavailable 1");
     expect(lines).toContain("openai4s_reconciler_last_tick_timestamp_seconds 1700000000");
     expect(lines).toContain(
@@ -246,14 +250,69 @@ describe("GET /metrics", () => {
     expect(lines).toContain(
       'openai4s_http_requests_total{method="GET",route="unmatched",status="404"} 1',
     );
-    // Every sample line belongs to a declared family.
+    // Request durations by route pattern and method, as a histogram.
+    expect(lines).toContain(
+      'openai4s_http_request_duration_seconds_count{method="POST",route="/v1/workloads"} 2',
+    );
+    // Every sample line belongs to a declared family (a histogram's by its suffixes).
     const families = new Set(
       lines.filter((l) => l.startsWith("# TYPE ")).map((l) => l.split(" ")[2]),
     );
     for (const line of lines.filter((l) => l !== "" && !l.startsWith("#"))) {
-      expect(families.has(line.split(/[{ ]/)[0])).toBe(true);
+      const name = line.split(/[{ ]/)[0] ?? "";
+      expect(families.has(name) || families.has(name.replace(/_(bucket|sum|count)$/, ""))).toBe(
+        true,
+      );
       expect(line).toMatch(/^[a-z0-9_]+(\{[^}]*\})? -?[0-9.e+-]+$/);
     }
+  });
+});
+
+describe("GET /metrics passes promtool check metrics", () => {
+  test("every family, histograms and the gauge once named _total included", async () => {
+    if (PROMTOOL === null) return skipLine("promtool check metrics (in-process app)");
+    const h = make();
+    await h.post("/v1/workloads", { kind: "BATCH", profile: "default", command: ["true"] });
+    h.tick = {
+      startedAt: 1_700_000_000_000,
+      durationMs: 250,
+      backendCalls: { observe: 2, submit: 1 },
+      backendCallsTotal: 3,
+      backendUnavailable: false,
+      error: null,
+    };
+    const text = await (await h.request("/metrics")).text();
+    const checked = await checkMetrics(text);
+    expect(checked.output).toBe("");
+    expect(checked.code).toBe(0);
+  });
+});
+
+describe("backup age", () => {
+  test("absent until a backup was read to its end, then counted from that moment", async () => {
+    const h = make();
+    const before = await (await h.request("/metrics")).text();
+    // Absent, not 0: 0 would read as "just backed up" to an alert on the age.
+    expect(before).not.toContain("openai4s_backup_age_seconds");
+    const res = await h.request("/v1/backup", { method: "POST" });
+    expect(res.status).toBe(200);
+    expect((await (await h.request("/metrics")).text()).includes("backup_age")).toBe(false);
+    await res.arrayBuffer();
+    h.clock.advance(90_000);
+    const after = (await (await h.request("/metrics")).text()).split("\n");
+    expect(after).toContain("openai4s_backup_age_seconds 90");
+  });
+});
+
+describe("metric labels stay bounded", () => {
+  test("a method outside the usual seven is counted as other (Bun passes WebDAV's on)", async () => {
+    const h = make();
+    for (const method of ["PROPFIND", "MKCOL"]) await h.request("/healthz", { method });
+    const lines = (await (await h.request("/metrics")).text()).split("\n");
+    expect(lines.filter((l) => /PROPFIND|MKCOL/.test(l))).toEqual([]);
+    expect(lines).toContain(
+      'openai4s_http_requests_total{method="other",route="unmatched",status="405"} 2',
+    );
   });
 });
 

@@ -11,6 +11,7 @@
  */
 import { rm } from "node:fs/promises";
 import { Hono } from "hono";
+import type { DaemonMetrics } from "../../metrics/daemon-metrics.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
 import { fileStream } from "./file-stream.ts";
@@ -19,7 +20,7 @@ const BACKUP_CONTENT_TYPE = "application/vnd.sqlite3";
 /** One header per file to keep beside the copy: `NAME PATH`. */
 export const KEEP_BESIDE_HEADER = "Openai4s-Keep-Beside";
 
-export function createBackupRoutes(deps: ApiDeps) {
+export function createBackupRoutes(deps: ApiDeps, metrics: DaemonMetrics) {
   const app = new Hono<ApiEnv>();
 
   app.post("/v1/backup", async function backup() {
@@ -45,9 +46,16 @@ export function createBackupRoutes(deps: ApiDeps) {
     }
     // The copy is deleted as soon as it is open: nothing is left behind in the state dir,
     // whether the client reads it all or goes away (or the open itself fails).
+    // The backup-age figure counts a copy only once its last byte left (a client that went
+    // away half way has no backup).
     let body: ReadableStream<Uint8Array>;
     try {
-      body = await fileStream(path, { unlinkAfterOpen: true });
+      body = await fileStream(path, {
+        unlinkAfterOpen: true,
+        onEnd: () => {
+          metrics.lastBackupAt = deps.clock.now();
+        },
+      });
     } catch (error) {
       await rm(path, { force: true });
       throw error;

@@ -5,7 +5,11 @@ const CHUNK_BYTES = 256 * 1024;
 /** A file as a byte stream in bounded chunks; optionally unlinked once open. */
 export async function fileStream(
   path: string,
-  options: { readonly unlinkAfterOpen: boolean },
+  options: {
+    readonly unlinkAfterOpen: boolean;
+    /** Called once the last byte was handed on (not when the reader went away first). */
+    readonly onEnd?: () => void;
+  },
 ): Promise<ReadableStream<Uint8Array>> {
   const handle = await open(path, "r");
   if (options.unlinkAfterOpen) await unlink(path);
@@ -17,6 +21,7 @@ export async function fileStream(
       if (bytesRead === 0) {
         await handle.close();
         controller.close();
+        options.onEnd?.();
         return;
       }
       offset += bytesRead;

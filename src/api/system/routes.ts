@@ -1,11 +1,14 @@
 import { Hono } from "hono";
+import type { DaemonMetrics } from "../../metrics/daemon-metrics.ts";
 import {
   type BackendDiagnostics,
   batchRefusal,
+  type IsolationVerdict,
   launchesSandboxed,
   type OrphanDiagnostics,
+  sessionIsolationVerdict,
 } from "../../orchestration/ports.ts";
-import { countWorkloads } from "../../store/index.ts";
+import { countLiveWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { degradedView, iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
@@ -44,6 +47,26 @@ export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnost
       ),
       timedOut,
     ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The SESSION isolation verdict for /metrics, bounded like the diagnostics: a verifier that
+ * probes on demand and hangs must not hang the scrape (it counts as unverified).
+ */
+async function isolationVerdict(deps: ApiDeps): Promise<IsolationVerdict> {
+  const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<IsolationVerdict>((resolve) => {
+    timer = setTimeout(
+      () => resolve({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([sessionIsolationVerdict(deps.backend), timedOut]);
   } finally {
     clearTimeout(timer);
   }
@@ -89,7 +112,11 @@ function spoolView(r: SpoolSpaceReport) {
   };
 }
 
-export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
+export function createSystemRoutes(
+  deps: ApiDeps,
+  requests: RequestCounter,
+  metrics: DaemonMetrics,
+) {
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
 
@@ -135,13 +162,20 @@ export function createSystemRoutes(deps: ApiDeps, requests: RequestCounter) {
     });
   });
 
-  app.get("/metrics", async function metrics(c) {
-    const backend = await backendDiagnostics(deps);
+  app.get("/metrics", async function prometheusText(c) {
+    const [backend, isolation] = await Promise.all([
+      backendDiagnostics(deps),
+      isolationVerdict(deps),
+    ]);
     const text = renderMetrics({
+      isolationVerified: isolation.kind === "Verified",
       version: deps.version,
-      workloads: countWorkloads(deps.store),
+      now: deps.clock.now(),
+      workloads: countLiveWorkloads(deps.store),
       lastTick: deps.reconciler.lastTick(),
       requests,
+      metrics,
+      ...(deps.processFigures === undefined ? {} : { process: deps.processFigures() }),
       backend: {
         degraded: !backend.healthy || deps.reconciler.backendHealth().kind === "Degraded",
         calls: deps.reconciler.backendCallRate(),

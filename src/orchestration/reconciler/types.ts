@@ -84,6 +84,8 @@ export interface ReconcilerOptions {
    * kill the process exactly there (e.g. `(p) => faultPoints.hit(p)`). Default: nothing.
    */
   readonly faultPoint?: (name: ReconcilerFaultPoint) => void;
+  /** Each full tick's report as it ends, failed ones included (the tick histogram). */
+  readonly onTickEnded?: (report: TickReport) => void;
 }
 
 /** Where a crash test may kill a tick. Each sits right after a durable or external effect. */

@@ -55,6 +55,11 @@ export interface SessionReadinessOptions {
   readonly kernelTimeoutMs?: number;
   /** The most ranks an attempt of this workload can have (its profile's nodes). */
   readonly maxRanksOf?: (workload: Workload) => number;
+  /**
+   * A session became READY for the first time this process saw (it saw it not READY
+   * before): the time-to-READY histogram. Not after a restart for a session already READY.
+   */
+  readonly onReady?: (workload: Workload, readyAt: number) => void;
 }
 
 export interface SessionReadiness {
@@ -137,6 +142,8 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
   const ranksByAllocation = new Map<string, number>();
   /** The last conditions written per workload, so an unchanged pass writes nothing. */
   const written = new Map<string, Map<ConditionType, string>>();
+  /** Sessions whose first READY was reported to `onReady` (forgotten when they end). */
+  const reportedReady = new Set<string>();
   let sweptEnded = false;
   let wake: (() => void) | null = null;
   const probesInFlight = new Set<Promise<void>>();
@@ -328,6 +335,14 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     return deaths.length > 0 ? deaths.join("; ") : null;
   }
 
+  function noteReady(workload: Workload, before: string | undefined): void {
+    const after = written.get(workload.id)?.get("READY");
+    if (before === undefined || before === after || !after?.startsWith("TRUE\u0000")) return;
+    if (reportedReady.has(workload.id)) return;
+    reportedReady.add(workload.id);
+    options.onReady?.(workload, clock.now());
+  }
+
   function pass(): void {
     if (!sweptEnded) {
       // Sessions that ended while no readiness loop was watching (a daemon restart).
@@ -343,12 +358,15 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       if (live.has(id)) continue;
       write(id, endedConditions(store.getWorkload(id)));
       written.delete(id);
+      reportedReady.delete(id);
     }
     const liveAttempts = new Set<string>();
     for (const { workload, current } of view) {
       if (current) liveAttempts.add(attemptKey(current));
       try {
+        const before = written.get(workload.id)?.get("READY");
         write(workload.id, evaluate(workload, current));
+        noteReady(workload, before);
       } catch (error) {
         // One session's broken state must not hold the others' readiness back.
         log.error("session readiness evaluation failed", {
