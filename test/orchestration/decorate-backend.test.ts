@@ -17,12 +17,15 @@ import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
   type BatchPlacementGate,
+  type ChangeReportingBackend,
   canRefuseBatch,
   isLaunchSandboxReporter,
   isSessionIsolationProvider,
   isTaskRunner,
   isTerminalAllocationAcknowledger,
   type LaunchSandboxReporter,
+  type ObservationCursor,
+  reportsChanges,
   type SessionIsolationProvider,
   type TaskRunner,
   type TerminalAllocationAcknowledger,
@@ -35,7 +38,8 @@ type FullBackend = AllocationBackend &
   TerminalAllocationAcknowledger &
   SessionIsolationProvider &
   LaunchSandboxReporter &
-  BatchPlacementGate;
+  BatchPlacementGate &
+  ChangeReportingBackend;
 
 /** A backend with every optional capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
@@ -61,6 +65,15 @@ function fullBackend(calls: string[]): FullBackend {
     verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
     launchesSandboxed: () => true,
     batchRefusal: () => null,
+    observeChanges: async () => {
+      calls.push("observeChanges");
+      return {
+        kind: "Observed",
+        observations: new Map(),
+        changes: [],
+        cursor: "c" as ObservationCursor,
+      };
+    },
   };
 }
 
@@ -128,6 +141,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isSessionIsolationProvider(decorated)).toBe(true);
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
     expect(canRefuseBatch(decorated)).toBe(true);
+    expect(reportsChanges(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
@@ -146,6 +160,21 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isTaskRunner(decorated)).toBe(false);
     expect(isTerminalAllocationAcknowledger(decorated)).toBe(false);
     expect(isSessionIsolationProvider(decorated)).toBe(true);
+  });
+
+  test("a feed that would bypass an overridden observe is not carried", async () => {
+    const calls: string[] = [];
+    const rewritten = decorateBackend(fullBackend(calls), {
+      observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const,
+    });
+    expect(reportsChanges(rewritten)).toBe(false);
+    const both = decorateBackend(fullBackend(calls), {
+      observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const,
+      observeChanges: async () => ({ kind: "CursorExpired" }) as const,
+    });
+    expect(reportsChanges(both)).toBe(true);
+    expect(await both.observeChanges(null, [])).toEqual({ kind: "CursorExpired" });
+    expect(calls).toEqual([]);
   });
 
   test("an override replaces the base's method", async () => {

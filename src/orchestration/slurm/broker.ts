@@ -58,6 +58,7 @@ import {
   parseSqueue,
   parseUsage,
   type QueueRow,
+  type SqueueMemo,
 } from "./parse.ts";
 
 const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
@@ -225,8 +226,14 @@ export interface StepOutcome {
 
 export interface SlurmBroker {
   submitBatch(spec: BatchSpec): Promise<BrokerResult<string>>;
-  /** One squeue for all these job names, in every state the controller still remembers. */
-  listQueue(names: readonly string[]): Promise<BrokerResult<readonly QueueRow[]>>;
+  /**
+   * One squeue for all these job names, in every state the controller still remembers. With
+   * a memo, a line printed as last time is not parsed again and yields the same row object.
+   */
+  listQueue(
+    names: readonly string[],
+    memo?: SqueueMemo,
+  ): Promise<BrokerResult<readonly QueueRow[]>>;
   /** One sacct call. */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
   /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
@@ -335,7 +342,8 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         parseSbatchParsable,
         jobEnvironment(spec.env, options.slurmConf),
       ),
-    listQueue: (names) => query("squeue", squeueArgv(names), parseSqueue),
+    listQueue: (names, memo) =>
+      query("squeue", squeueArgv(names), (stdout) => parseSqueue(stdout, memo)),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
     listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
     listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
