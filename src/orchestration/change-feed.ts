@@ -37,6 +37,11 @@ export type FeedOpening =
       readonly cursor: ObservationCursor | null;
       /** Everything watched, targets included. */
       readonly watched: ReadonlyMap<string, WatchedAllocation>;
+      /**
+       * Changes whenever an allocation joins or leaves the watch set (or a target's handle
+       * or token changes): what a backend may key a cache of the watched names on.
+       */
+      readonly membership: number;
     };
 
 export interface ChangeFeed {
@@ -83,8 +88,16 @@ export function createChangeFeed(instance: string): ChangeFeed {
   let sequence = 0;
   let current: ObservationCursor | null = null;
 
+  let membership = 0;
   const watch = (target: ObservationTarget) => {
     const previous = watched.get(target.allocationId);
+    if (
+      previous === undefined ||
+      previous.target.handle !== target.handle ||
+      previous.target.token !== target.token
+    ) {
+      membership += 1;
+    }
     // A new handle for the allocation is a different job: its last answer says nothing.
     const last = previous?.target.handle === target.handle ? previous.last : undefined;
     watched.set(target.allocationId, { target, last });
@@ -94,6 +107,7 @@ export function createChangeFeed(instance: string): ChangeFeed {
     const entry = watched.get(allocationId);
     if (entry === undefined) return;
     watched.delete(allocationId);
+    membership += 1;
     if (handles.get(entry.target.handle) === allocationId) handles.delete(entry.target.handle);
   };
 
@@ -103,9 +117,10 @@ export function createChangeFeed(instance: string): ChangeFeed {
       if (cursor === null) {
         watched.clear();
         handles.clear();
+        membership += 1;
       }
       for (const target of targets) watch(target);
-      return { kind: "Open", cursor, watched };
+      return { kind: "Open", cursor, watched, membership };
     },
 
     answer(opening, targets, observations) {

@@ -641,18 +641,46 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   /** The last listing the feed read, by job id. */
   const listed = new Map<string, QueueRow>();
 
+  let names: { readonly membership: number; readonly list: readonly string[] } | null = null;
+  /**
+   * The job names to list, rebuilt only when the watch set's membership changed: the same
+   * array (so the broker validates it once) for as long as the same jobs are watched.
+   */
+  function namesOf(
+    membership: number,
+    watched: ReadonlyMap<string, { readonly target: ObservationTarget }>,
+  ): readonly string[] {
+    if (names?.membership === membership) return names.list;
+    const tokens = new Set<string>();
+    for (const { target } of watched.values()) tokens.add(target.token);
+    names = { membership, list: Object.freeze([...tokens]) };
+    return names.list;
+  }
+
+  /** The rows `listed` was last made from, in the listing's order. */
+  let listedRows: readonly QueueRow[] = [];
+
   /**
    * Takes a new listing in: `listed` becomes it, and the job ids whose row is new, changed
    * or gone are returned. A row printed as last time is the memo's same object, so the
-   * steady case costs one lookup per row and no parse.
+   * steady case costs one comparison per row (the same place as last time) and no parse.
    */
   function relist(rows: readonly QueueRow[]): string[] {
+    const previous = listedRows;
+    listedRows = rows;
+    if (rows === previous) return [];
     const moved: string[] = [];
     let present = 0;
-    for (const row of rows) {
+    const changed: QueueRow[] = [];
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i] as QueueRow;
+      if (previous[i] === row) {
+        present += 1;
+        continue;
+      }
       const old = listed.get(row.jobId);
       if (old !== undefined) present += 1;
-      if (old !== row) moved.push(row.jobId);
+      if (old !== row) changed.push(row);
     }
     if (present < listed.size) {
       const now = new Set(rows.map((r) => r.jobId));
@@ -662,7 +690,10 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         moved.push(jobId);
       }
     }
-    for (const row of rows) listed.set(row.jobId, row);
+    for (const row of changed) {
+      listed.set(row.jobId, row);
+      moved.push(row.jobId);
+    }
     return moved;
   }
 
@@ -675,9 +706,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     const { watched } = opening;
     for (const id of absences.keys()) if (!watched.has(id)) absences.delete(id);
     if (watched.size === 0) return feed.answer(opening, targets, new Map());
-    const tokens = new Set<string>();
-    for (const { target } of watched.values()) tokens.add(target.token);
-    const queue = await broker.listQueue([...tokens], memo);
+    const queue = await broker.listQueue(namesOf(opening.membership, watched), memo);
     if (queue.kind === "Failed") {
       noteFailure(queue.error);
       return { kind: "Unavailable", message: queue.error.message };

@@ -321,6 +321,18 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     return classifyOutcome(command, await runner.run(request), request);
   }
 
+  /**
+   * A frozen list of names asked again (the change feed lists the same 10,000 names each
+   * tick) is validated and joined once: it cannot have changed since.
+   */
+  let lastQueue: { readonly names: readonly string[]; readonly argv: ArgvResult } | null = null;
+  function queueArgv(names: readonly string[]): ArgvResult {
+    if (lastQueue?.names === names) return lastQueue.argv;
+    const argv = squeueArgv(names);
+    lastQueue = Object.isFrozen(names) ? { names, argv } : null;
+    return argv;
+  }
+
   async function query<T>(
     command: SlurmCommand,
     argv: ArgvResult,
@@ -343,7 +355,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         jobEnvironment(spec.env, options.slurmConf),
       ),
     listQueue: (names, memo) =>
-      query("squeue", squeueArgv(names), (stdout) => parseSqueue(stdout, memo)),
+      query("squeue", queueArgv(names), (stdout) => parseSqueue(stdout, memo)),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
     listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
     listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
