@@ -128,11 +128,10 @@ export function createChangeFeed(instance: string): ChangeFeed {
       for (const [allocationId, observation] of observations) {
         const entry = watched.get(allocationId);
         if (entry === undefined) continue;
-        // A first answer is for a target (only targets join): the caller has it already.
-        if (opening.cursor !== null && entry.last !== undefined) {
-          if (!sameObservation(entry.last, observation)) {
-            changes.push({ target: entry.target, observation });
-          }
+        // A first answer counts as a change too: one that joined in a call that then had no
+        // answer (an outage) was never answered, and the caller may not target it again.
+        if (opening.cursor !== null && !sameObservation(entry.last, observation)) {
+          changes.push({ target: entry.target, observation });
         }
         if (observation.kind === "Observed" && isTerminal(observation.phase)) {
           unwatch(allocationId);
