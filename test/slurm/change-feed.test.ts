@@ -10,14 +10,16 @@ import fc from "fast-check";
 import { type ManualClock, manualClock } from "../../src/clock.ts";
 import { silentLog } from "../../src/log.ts";
 import { isTerminal } from "../../src/orchestration/models.ts";
-import type {
-  AllocationObservation,
-  ObservationCursor,
-  ObservationTarget,
-  ObserveChangesResult,
+import {
+  type AllocationObservation,
+  type ObservationCursor,
+  type ObservationTarget,
+  type ObserveChangesResult,
+  reportsChanges,
 } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { withPublicMessages } from "../../src/orchestration/slurm/public-messages.ts";
 import {
   createSqueueMemo,
   parseSqueue,
@@ -160,6 +162,24 @@ describe("observeChanges", () => {
     expect((await backend.observeChanges(first.cursor, [])).kind).toBe("Unavailable");
     const next = observed(await backend.observeChanges(first.cursor, []));
     expect(next.changes.map((c) => phaseOf(c.observation))).toEqual(["COMPLETED"]);
+  });
+
+  test("behind the public-message rewrite, answers and changes lose the scheduler's names", async () => {
+    const [a, b] = jobs as [ObservationTarget, ObservationTarget];
+    const shown = withPublicMessages(backend, { values: ["debug"] });
+    expect(reportsChanges(shown)).toBe(true);
+    const first = observed(await shown.observeChanges(null, jobs));
+    const refusal = "error: Invalid partition name specified (debug)\n";
+    cluster.inject("squeue", { kind: "refuse", stderr: refusal });
+    const down = await shown.observeChanges(first.cursor, [a]);
+    expect(down.kind).toBe("Unavailable");
+    expect(JSON.stringify(down)).not.toMatch(/partition|debug/i);
+    cluster.purge(b.handle);
+    cluster.inject("sacct", { kind: "refuse", stderr: refusal });
+    const next = observed(await shown.observeChanges(first.cursor, [a]));
+    expect(next.changes.map((c) => c.target.allocationId)).toEqual([b.allocationId]);
+    expect(JSON.stringify(next.changes)).toContain("[hidden]");
+    expect(JSON.stringify(next.changes)).not.toMatch(/partition|debug/i);
   });
 
   test("a cursor it did not give last, or from before a restart, is expired", async () => {
