@@ -3,8 +3,8 @@
  * has no "since"): the backend lists what it watches, and the feed diffs the observations it
  * built against the last ones it returned, so the caller hears only what changed. The
  * failure it replaces: the reconciler's focused tick was only for the simulated backend,
- * while Slurm and local answered with every observation every tick (8.7 ms median at 10,000
- * live workloads, 11-16 ms under load, against 2.8 ms with changes only).
+ * while the cluster and local backends answered with every observation every tick (8.7 ms
+ * median at 10,000 live workloads, 11-16 ms under load, against 2.8 ms with changes only).
  *
  * What is watched: every target of the call that started the feed (a full look, cursor null)
  * and every target since. An entry leaves when it was seen terminal (that answer was given)
