@@ -17,8 +17,8 @@ import { join } from "node:path";
 import { systemClock } from "../src/clock.ts";
 import { silentLog } from "../src/log.ts";
 import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
-import type { ExternalHandle } from "../src/orchestration/models.ts";
 import { decorateBackend } from "../src/orchestration/decorate-backend.ts";
+import type { ExternalHandle } from "../src/orchestration/models.ts";
 import {
   type AllocationBackend,
   type ObservationCursor,

@@ -19,12 +19,12 @@ import {
 } from "../../src/orchestration/ports.ts";
 import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
 import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import { withPublicMessages } from "../../src/orchestration/slurm/public-messages.ts";
 import {
   createSqueueMemo,
   parseSqueue,
   type QueueRow,
 } from "../../src/orchestration/slurm/parse.ts";
+import { withPublicMessages } from "../../src/orchestration/slurm/public-messages.ts";
 import { type FakeCluster, fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
