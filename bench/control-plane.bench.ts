@@ -7,7 +7,8 @@
  *  - observe calls per hour with 20 RUNNING workloads and nothing changing (simulated hour);
  *  - first hung call → backend reported degraded;
  *  - steady tick at 10,000 live workloads with 1 % changing per tick, with a backend that
- *    reports its changes and with one that can only list everything, and the process RSS.
+ *    reports its changes and with one that can only list everything, and the process RSS
+ *    (the same tick through the real Slurm backend's diff of one squeue: slurm-feed.bench.ts).
  * The figures that need a real scheduler (the same cancel against a lost sbatch answer, POST
  * → visible in the queue) are printed by `slurm.bench.ts`, which skips without a cluster.
  *
@@ -388,8 +389,8 @@ if (import.meta.main) {
   const idle = await observesPerIdleHour();
   const degradedMs = await outageToDegraded();
   // The target figure: a backend that reports what changed (the reconciler looks at that
-  // only). Then the same churn with a backend that can only list everything (a scheduler's
-  // queue listing): every tick observes and compares all 10,000.
+  // only). Then the same churn with a backend that can only list everything (one without a
+  // change feed): every tick observes and compares all 10,000.
   const churn = await churnTicks(10_000, quick ? 20 : 60, true);
   const churnFull = await churnTicks(10_000, quick ? 10 : 30, false);
   const f = (x: number) => x.toFixed(1);

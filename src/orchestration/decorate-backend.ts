@@ -8,6 +8,7 @@
 import {
   type AllocationBackend,
   type BatchPlacementGate,
+  type ChangeReportingBackend,
   canRefuseBatch,
   isJobEnvironmentPolicy,
   isLaunchSandboxReporter,
@@ -16,6 +17,7 @@ import {
   isTerminalAllocationAcknowledger,
   type JobEnvironmentPolicy,
   type LaunchSandboxReporter,
+  reportsChanges,
   type SessionIsolationProvider,
   type TaskRunner,
   type TerminalAllocationAcknowledger,
@@ -29,7 +31,8 @@ export type BackendOverrides = Partial<
     SessionIsolationProvider &
     LaunchSandboxReporter &
     BatchPlacementGate &
-    JobEnvironmentPolicy
+    JobEnvironmentPolicy &
+    ChangeReportingBackend
 >;
 
 /**
@@ -71,6 +74,16 @@ export function decorateBackend<B extends AllocationBackend, O extends BackendOv
   if (isLaunchSandboxReporter(base)) {
     const reporter: LaunchSandboxReporter = { launchesSandboxed: () => base.launchesSandboxed() };
     Object.assign(carried, reporter);
+  }
+  // A decorator that rewrites `observe` (public messages) and not `observeChanges` would be
+  // bypassed by the carried feed: the reconciler asks the feed, and the rewrite would never
+  // run. Such a decorator loses the capability (the caller then observes everything, the
+  // slow path but the rewritten one) until it rewrites the feed too.
+  if (reportsChanges(base) && (overrides.observe === undefined || "observeChanges" in overrides)) {
+    const feed: ChangeReportingBackend = {
+      observeChanges: (cursor, targets) => base.observeChanges(cursor, targets),
+    };
+    Object.assign(carried, feed);
   }
   if (canRefuseBatch(base)) {
     const gate: BatchPlacementGate = { batchRefusal: () => base.batchRefusal() };

@@ -17,6 +17,7 @@ import type { SubmissionToken } from "../../src/orchestration/models.ts";
 import {
   type AllocationBackend,
   type BatchPlacementGate,
+  type ChangeReportingBackend,
   canRefuseBatch,
   isJobEnvironmentPolicy,
   isLaunchSandboxReporter,
@@ -25,6 +26,8 @@ import {
   isTerminalAllocationAcknowledger,
   type JobEnvironmentPolicy,
   type LaunchSandboxReporter,
+  type ObservationCursor,
+  reportsChanges,
   type SessionIsolationProvider,
   type TaskRunner,
   type TerminalAllocationAcknowledger,
@@ -38,7 +41,8 @@ type FullBackend = AllocationBackend &
   SessionIsolationProvider &
   LaunchSandboxReporter &
   BatchPlacementGate &
-  JobEnvironmentPolicy;
+  JobEnvironmentPolicy &
+  ChangeReportingBackend;
 
 /** A backend with every optional capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
@@ -67,6 +71,15 @@ function fullBackend(calls: string[]): FullBackend {
     jobEnvRefusals: (env) => {
       calls.push("jobEnvRefusals");
       return Object.keys(env).map((name) => ({ name, message: `${name} is refused` }));
+    },
+    observeChanges: async () => {
+      calls.push("observeChanges");
+      return {
+        kind: "Observed",
+        observations: new Map(),
+        changes: [],
+        cursor: "c" as ObservationCursor,
+      };
     },
   };
 }
@@ -137,6 +150,7 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isLaunchSandboxReporter(decorated)).toBe(true);
     expect(canRefuseBatch(decorated)).toBe(true);
     expect(isJobEnvironmentPolicy(decorated)).toBe(true);
+    expect(reportsChanges(decorated)).toBe(true);
     // Carried, not just present: the acknowledger's calls reach the base.
     if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
     expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
@@ -155,6 +169,21 @@ describe("every backend decorator keeps every capability of its base", () => {
     expect(isTaskRunner(decorated)).toBe(false);
     expect(isTerminalAllocationAcknowledger(decorated)).toBe(false);
     expect(isSessionIsolationProvider(decorated)).toBe(true);
+  });
+
+  test("a feed that would bypass an overridden observe is not carried", async () => {
+    const calls: string[] = [];
+    const rewritten = decorateBackend(fullBackend(calls), {
+      observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const,
+    });
+    expect(reportsChanges(rewritten)).toBe(false);
+    const both = decorateBackend(fullBackend(calls), {
+      observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const,
+      observeChanges: async () => ({ kind: "CursorExpired" }) as const,
+    });
+    expect(reportsChanges(both)).toBe(true);
+    expect(await both.observeChanges(null, [])).toEqual({ kind: "CursorExpired" });
+    expect(calls).toEqual([]);
   });
 
   test("an override replaces the base's method", async () => {

@@ -39,6 +39,7 @@ import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../d
 import { type FaultPoints, noFaultPoints } from "../../fault-point.ts";
 import type { Log } from "../../log.ts";
 import { createProgramRunner } from "../../process/runner.ts";
+import { createChangeFeed } from "../change-feed.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import { plainWrapper } from "../isolation/launch-argv.ts";
 import { fixedIdentities } from "../isolation/uid-leases.ts";
@@ -54,6 +55,7 @@ import type {
   AllocationObservation,
   BackendDiagnostics,
   CancelResult,
+  ChangeReportingBackend,
   FindResult,
   LaunchSandboxReporter,
   ObservationTarget,
@@ -155,6 +157,7 @@ export interface LocalBackendOptions {
 
 export type LocalBackend = AllocationBackend &
   TaskRunner &
+  ChangeReportingBackend &
   TerminalAllocationAcknowledger &
   LaunchSandboxReporter;
 export type IsolatingLocalBackend = LocalBackend & SessionIsolationProvider;
@@ -558,6 +561,9 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
   }
 
+  // Random per process: a cursor from before a restart is expired, never trusted.
+  const feed = createChangeFeed(randomBytes(8).toString("hex"));
+
   return {
     name: LOCAL_BACKEND_NAME,
 
@@ -580,6 +586,25 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       const observations = new Map<string, AllocationObservation>();
       for (const target of targets) observations.set(target.allocationId, observeOne(target));
       return { kind: "Observed", observations };
+    },
+
+    /**
+     * The reconciler's focused tick for local jobs: every watched record is read, as a full
+     * observe would read every target (the same reads, so the same decisions: a record gone
+     * is LOST, an unreadable one Indeterminate), and only what differs from the last answer
+     * goes back, so the tick looks at those workloads alone.
+     */
+    async observeChanges(cursor, targets) {
+      count("observe");
+      const opening = feed.open(cursor, targets);
+      if (opening.kind === "CursorExpired") return opening;
+      const problem = jobsDirProblem();
+      if (problem !== null) return { kind: "Unavailable", message: problem };
+      const observations = new Map<string, AllocationObservation>();
+      for (const { target } of opening.watched.values()) {
+        observations.set(target.allocationId, observeOne(target));
+      }
+      return feed.answer(opening, targets, observations);
     },
 
     async cancel(targets) {

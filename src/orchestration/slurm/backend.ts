@@ -34,6 +34,7 @@ import { userInfo } from "node:os";
 import { join } from "node:path";
 import type { Clock } from "../../clock.ts";
 import type { Log } from "../../log.ts";
+import { createChangeFeed } from "../change-feed.ts";
 import { DEADLINE_ENV, deadlineEnvValue } from "../deadline-env.ts";
 import { allocationLogPath } from "../layout.ts";
 import {
@@ -47,9 +48,12 @@ import type {
   AllocationObservation,
   BackendDiagnostics,
   CancelResult,
+  ChangeReportingBackend,
   FindResult,
   JobEnvironmentPolicy,
+  ObservationCursor,
   ObservationTarget,
+  ObserveChangesResult,
   ObserveResult,
   SubmitRequest,
   SubmitResult,
@@ -62,7 +66,7 @@ import type { BatchSpec } from "./broker-argv.ts";
 import { jobEnvRefusals } from "./broker-validation.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
-import type { AccountingRow, QueueRow } from "./parse.ts";
+import { type AccountingRow, createSqueueMemo, type QueueRow } from "./parse.ts";
 import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
 /**
@@ -125,6 +129,8 @@ export interface SlurmBackendOptions {
   readonly ownerId?: string;
   /** What the orphan sweep last found, shown in diagnostics. */
   readonly orphanReport?: () => OrphanReport | null;
+  /** Names this process's change feed (tests); by default random, so a restart expires cursors. */
+  readonly feedInstance?: string;
 }
 
 export const DEFAULT_JOB_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -148,7 +154,10 @@ const SCRIPT_NAME = "job.sh";
 /** sacct's placeholder name for a job whose record has not received its real name yet. */
 const ACCOUNTING_PLACEHOLDER_NAME = "allocation";
 
-export type SlurmBackend = AllocationBackend & TaskRunner & JobEnvironmentPolicy;
+export type SlurmBackend = AllocationBackend &
+  TaskRunner &
+  JobEnvironmentPolicy &
+  ChangeReportingBackend;
 
 type Lookup =
   | { readonly kind: "Found"; readonly jobId: string; readonly observation: AllocationObservation }
@@ -597,6 +606,151 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     return { kind: "Observed", observations };
   }
 
+  /**
+   * The targets' observations from one listing of the controller (`queueRows`, by job id),
+   * with one sacct for those that left it: what `observe` and `observeChanges` share, so
+   * the full and the incremental path decide alike (INV-5: LOST only on evidence).
+   */
+  async function observeListed(
+    targets: readonly ObservationTarget[],
+    queueRows: ReadonlyMap<string, QueueRow>,
+  ): Promise<ObserveResult> {
+    const observations = new Map<string, AllocationObservation>();
+    const gone: ObservationTarget[] = [];
+    for (const target of targets) {
+      const row = queueRows.get(target.handle);
+      if (row !== undefined && carries(row, target.token)) {
+        absences.delete(target.allocationId);
+        observations.set(target.allocationId, fromQueue(row));
+      } else {
+        gone.push(target);
+      }
+    }
+    if (gone.length === 0) return explainEndings(observations, targets);
+
+    const accounting = await broker.listAccounting({
+      kind: "ByJobIds",
+      jobIds: [...new Set(gone.map((t) => t.handle))],
+    });
+    if (accounting.kind === "Failed") {
+      noteFailure(accounting.error);
+      // The controller answered, accounting did not: no evidence either way for these.
+      for (const target of gone) {
+        observations.set(target.allocationId, {
+          kind: "Indeterminate",
+          message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
+        });
+      }
+      return explainEndings(observations, targets);
+    }
+    noteSuccess("sacct");
+    for (const target of gone) {
+      observations.set(target.allocationId, accountingObservation(target, accounting.value));
+    }
+    return explainEndings(observations, targets);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Changes since a cursor: the same one squeue per tick, diffed against the last parse
+  // -------------------------------------------------------------------------------------
+
+  const feed = createChangeFeed(options.feedInstance ?? crypto.randomUUID());
+  /** Lines of the last listing the feed read, so an unchanged line is not parsed again. */
+  const memo = createSqueueMemo();
+  /** The last listing the feed read, by job id. */
+  const listed = new Map<string, QueueRow>();
+
+  let names: { readonly membership: number; readonly list: readonly string[] } | null = null;
+  /**
+   * The job names to list, rebuilt only when the watch set's membership changed: the same
+   * array (so the broker validates it once) for as long as the same jobs are watched.
+   */
+  function namesOf(
+    membership: number,
+    watched: ReadonlyMap<string, { readonly target: ObservationTarget }>,
+  ): readonly string[] {
+    if (names?.membership === membership) return names.list;
+    const tokens = new Set<string>();
+    for (const { target } of watched.values()) tokens.add(target.token);
+    names = { membership, list: Object.freeze([...tokens]) };
+    return names.list;
+  }
+
+  /** The rows `listed` was last made from, in the listing's order. */
+  let listedRows: readonly QueueRow[] = [];
+
+  /**
+   * Takes a new listing in: `listed` becomes it, and the job ids whose row is new, changed
+   * or gone are returned. A row printed as last time is the memo's same object, so the
+   * steady case costs one comparison per row (the same place as last time) and no parse.
+   */
+  function relist(rows: readonly QueueRow[]): string[] {
+    const previous = listedRows;
+    listedRows = rows;
+    if (rows === previous) return [];
+    const moved: string[] = [];
+    let present = 0;
+    const changed: QueueRow[] = [];
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i] as QueueRow;
+      if (previous[i] === row) {
+        present += 1;
+        continue;
+      }
+      const old = listed.get(row.jobId);
+      if (old !== undefined) present += 1;
+      if (old !== row) changed.push(row);
+    }
+    if (present < listed.size) {
+      const now = new Set(rows.map((r) => r.jobId));
+      for (const jobId of listed.keys()) {
+        if (now.has(jobId)) continue;
+        listed.delete(jobId);
+        moved.push(jobId);
+      }
+    }
+    for (const row of changed) {
+      listed.set(row.jobId, row);
+      moved.push(row.jobId);
+    }
+    return moved;
+  }
+
+  async function observeChanges(
+    cursor: ObservationCursor | null,
+    targets: readonly ObservationTarget[],
+  ): Promise<ObserveChangesResult> {
+    const opening = feed.open(cursor, targets);
+    if (opening.kind === "CursorExpired") return opening;
+    const { watched } = opening;
+    for (const id of absences.keys()) if (!watched.has(id)) absences.delete(id);
+    if (watched.size === 0) return feed.answer(opening, targets, new Map());
+    const queue = await broker.listQueue(namesOf(opening.membership, watched), memo);
+    if (queue.kind === "Failed") {
+      noteFailure(queue.error);
+      return { kind: "Unavailable", message: queue.error.message };
+    }
+    noteSuccess("squeue");
+    // Read again: the targets, every watched job whose row moved, and every watched job
+    // without a steady answer yet (one waiting on accounting counts its absences each time,
+    // as a full observe would).
+    const reread = new Map<string, ObservationTarget>();
+    for (const t of targets) reread.set(t.allocationId, t);
+    for (const jobId of relist(queue.value)) {
+      const id = feed.byHandle(jobId);
+      const entry = id === undefined ? undefined : watched.get(id);
+      if (entry !== undefined) reread.set(entry.target.allocationId, entry.target);
+    }
+    for (const [id, entry] of watched) {
+      if (entry.last === undefined || entry.last.kind === "Indeterminate") {
+        reread.set(id, entry.target);
+      }
+    }
+    const result = await observeListed([...reread.values()], listed);
+    if (result.kind === "Unavailable") return result;
+    return feed.answer(opening, targets, result.observations);
+  }
+
   // -------------------------------------------------------------------------------------
   // The port
   // -------------------------------------------------------------------------------------
@@ -645,10 +799,9 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     },
 
     async observe(targets): Promise<ObserveResult> {
-      const observations = new Map<string, AllocationObservation>();
       const wanted = new Set(targets.map((t) => t.allocationId));
       for (const id of absences.keys()) if (!wanted.has(id)) absences.delete(id);
-      if (targets.length === 0) return { kind: "Observed", observations };
+      if (targets.length === 0) return { kind: "Observed", observations: new Map() };
 
       const queue = await broker.listQueue([...new Set(targets.map((t) => t.token))]);
       if (queue.kind === "Failed") {
@@ -657,39 +810,10 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       }
       noteSuccess("squeue");
       const byId = new Map(queue.value.map((r) => [r.jobId, r]));
-      const gone: ObservationTarget[] = [];
-      for (const target of targets) {
-        const row = byId.get(target.handle);
-        if (row !== undefined && carries(row, target.token)) {
-          absences.delete(target.allocationId);
-          observations.set(target.allocationId, fromQueue(row));
-        } else {
-          gone.push(target);
-        }
-      }
-      if (gone.length === 0) return explainEndings(observations, targets);
-
-      const accounting = await broker.listAccounting({
-        kind: "ByJobIds",
-        jobIds: [...new Set(gone.map((t) => t.handle))],
-      });
-      if (accounting.kind === "Failed") {
-        noteFailure(accounting.error);
-        // The controller answered, accounting did not: no evidence either way for these.
-        for (const target of gone) {
-          observations.set(target.allocationId, {
-            kind: "Indeterminate",
-            message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
-          });
-        }
-        return explainEndings(observations, targets);
-      }
-      noteSuccess("sacct");
-      for (const target of gone) {
-        observations.set(target.allocationId, accountingObservation(target, accounting.value));
-      }
-      return explainEndings(observations, targets);
+      return observeListed(targets, byId);
     },
+
+    observeChanges,
 
     async cancel(targets) {
       const out = new Map<string, CancelResult>();

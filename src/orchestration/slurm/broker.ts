@@ -62,6 +62,7 @@ import {
   parseSqueue,
   parseUsage,
   type QueueRow,
+  type SqueueMemo,
 } from "./parse.ts";
 
 const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
@@ -229,8 +230,14 @@ export interface StepOutcome {
 
 export interface SlurmBroker {
   submitBatch(spec: BatchSpec): Promise<BrokerResult<string>>;
-  /** One squeue for all these job names, in every state the controller still remembers. */
-  listQueue(names: readonly string[]): Promise<BrokerResult<readonly QueueRow[]>>;
+  /**
+   * One squeue for all these job names, in every state the controller still remembers. With
+   * a memo, a line printed as last time is not parsed again and yields the same row object.
+   */
+  listQueue(
+    names: readonly string[],
+    memo?: SqueueMemo,
+  ): Promise<BrokerResult<readonly QueueRow[]>>;
   /** One sacct call. */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
   /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
@@ -325,6 +332,18 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     return classifyOutcome(command, await runner.run(request), request);
   }
 
+  /**
+   * A frozen list of names asked again (the change feed lists the same 10,000 names each
+   * tick) is validated and joined once: it cannot have changed since.
+   */
+  let lastQueue: { readonly names: readonly string[]; readonly argv: ArgvResult } | null = null;
+  function queueArgv(names: readonly string[]): ArgvResult {
+    if (lastQueue?.names === names) return lastQueue.argv;
+    const argv = squeueArgv(names);
+    lastQueue = Object.isFrozen(names) ? { names, argv } : null;
+    return argv;
+  }
+
   async function query<T>(
     command: SlurmCommand,
     argv: ArgvResult,
@@ -346,7 +365,8 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         parseSbatchParsable,
         jobEnvironment(spec.env, options.slurmConf),
       ),
-    listQueue: (names) => query("squeue", squeueArgv(names), parseSqueue),
+    listQueue: (names, memo) =>
+      query("squeue", queueArgv(names), (stdout) => parseSqueue(stdout, memo)),
     listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
     listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
     listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),

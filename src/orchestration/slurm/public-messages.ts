@@ -144,6 +144,28 @@ export function withPublicMessages(backend: SlurmBackend, hidden: HiddenNames): 
         observations: mapValues(result.observations, (o) => observation(o, rewrite)),
       };
     },
+    async observeChanges(cursor, targets) {
+      const result = await backend.observeChanges(cursor, targets);
+      switch (result.kind) {
+        case "Unavailable":
+          return { ...result, message: rewrite(result.message) };
+        case "CursorExpired":
+          return result;
+        case "Observed":
+          return {
+            ...result,
+            observations: mapValues(result.observations, (o) => observation(o, rewrite)),
+            changes: result.changes.map((c) => ({
+              target: c.target,
+              observation: observation(c.observation, rewrite),
+            })),
+          };
+        default: {
+          const never: never = result;
+          throw new Error(`unhandled observe result ${JSON.stringify(never)}`);
+        }
+      }
+    },
     async cancel(targets) {
       return mapValues(await backend.cancel(targets), (r) => cancelResult(r, rewrite));
     },
