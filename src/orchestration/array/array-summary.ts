@@ -108,7 +108,9 @@ export function summarizeArray(
   for (let index = 0; index < size; index += 1) {
     const state = elements.get(index);
     if (state === undefined || state.phase === "COMPLETED") continue;
-    if (notable.length < limit) notable.push({ index, ...state });
+    // Only the view's fields: a backend's own extras (times) would bloat a 1,000-row view.
+    const view = { index, phase: state.phase, reason: state.reason, exitCode: state.exitCode };
+    if (notable.length < limit) notable.push(view);
     else omitted += 1;
   }
   const failed = failedIndices(byPhase);

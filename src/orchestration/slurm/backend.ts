@@ -55,6 +55,7 @@ import type {
   TaskResult,
   TaskRunner,
 } from "../ports.ts";
+import { type ArrayElementState, arrayObservation, collectElements } from "./array-observation.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { SlurmBroker, SlurmCommandError } from "./broker.ts";
 import type { BatchSpec } from "./broker-argv.ts";
@@ -250,6 +251,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const fromQueue = (row: QueueRow) => observationOf("queue", row.jobId, row, row.reason);
   const fromAccounting = (row: AccountingRow) => observationOf("accounting", row.jobId, row, "");
 
+  // One element's row says nothing of the array's phase (element 0 COMPLETED while 999
+  // wait): a token found on an array gives its handle only; the next observe reads it all.
+  const arrayFound = (jobId: string): AllocationObservation => ({
+    kind: "Indeterminate",
+    message: `job array ${jobId} found; its elements are read on the next observation`,
+  });
+  const foundObservation = (row: QueueRow) =>
+    row.arrayTask === undefined ? fromQueue(row) : arrayFound(row.jobId);
+
   const carries = (row: { readonly name: string; readonly comment: string }, token: string) =>
     row.name === token || row.comment === token || row.comment.startsWith(`${token}.`);
 
@@ -294,7 +304,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         queue.value.filter((r) => carries(r, token)),
       );
       if (row === null) remaining.push(token);
-      else out.set(token, { kind: "Found", jobId: row.jobId, observation: fromQueue(row) });
+      else out.set(token, { kind: "Found", jobId: row.jobId, observation: foundObservation(row) });
     }
     if (remaining.length === 0) return out;
     const accounting = await broker.listAccounting({
@@ -319,7 +329,12 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         token,
         row === null
           ? { kind: "Absent" }
-          : { kind: "Found", jobId: row.jobId, observation: fromAccounting(row) },
+          : {
+              kind: "Found",
+              jobId: row.jobId,
+              observation:
+                row.arrayTask === undefined ? fromAccounting(row) : arrayFound(row.jobId),
+            },
       );
     }
     return out;
@@ -362,7 +377,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         throw new Error(`unhandled launch ${JSON.stringify(never)}`);
       }
     }
-    const rendered = renderBatchScript(body);
+    const rendered = renderBatchScript(body, { array: request.array !== undefined });
     if (rendered.kind === "Invalid") return { kind: "Rejected", message: rendered.message };
     // The profile's limit is a ceiling ("a workload may ask for less"), never raised here.
     const timeLimitSeconds =
@@ -403,6 +418,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         // The job's whole environment. The launch env may override PATH; the broker refuses
         // credential-shaped names and values that would change the meaning of --export.
         env: { ...baseJobEnv, ...launch.env },
+        array: request.array ?? null,
       },
     };
   }
@@ -582,6 +598,62 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   }
 
   // -------------------------------------------------------------------------------------
+  // Job arrays: the same one squeue per tick, and one sacct shared with single jobs for the
+  // elements the controller has already forgotten (MinJobAge after each element ended).
+  // -------------------------------------------------------------------------------------
+
+  interface ArrayReads {
+    readonly elements: ReadonlyMap<ObservationTarget, Map<number, ArrayElementState>>;
+    /** Arrays with elements the queue did not show: accounting is asked about them. */
+    readonly incomplete: readonly ObservationTarget[];
+  }
+
+  function readArrays(targets: readonly ObservationTarget[], rows: readonly QueueRow[]) {
+    const elements = new Map<ObservationTarget, Map<number, ArrayElementState>>();
+    const incomplete: ObservationTarget[] = [];
+    for (const target of targets) {
+      const size = target.arraySize;
+      if (size === undefined) continue;
+      const found = new Map<number, ArrayElementState>();
+      const ours = rows.filter((r) => r.jobId === target.handle && carries(r, target.token));
+      collectElements(ours, size, fromQueue, found);
+      elements.set(target, found);
+      if (found.size < size) incomplete.push(target);
+    }
+    return { elements, incomplete } satisfies ArrayReads;
+  }
+
+  function finishArrays(
+    reads: ArrayReads,
+    accounting: { readonly rows: readonly AccountingRow[] } | { readonly failed: string } | null,
+    observations: Map<string, AllocationObservation>,
+  ): void {
+    for (const [target, found] of reads.elements) {
+      const size = target.arraySize ?? 0;
+      if (accounting !== null && "rows" in accounting) {
+        const ours = accounting.rows.filter(
+          (r) => r.jobId === target.handle && carries(r, target.token),
+        );
+        collectElements(ours, size, fromAccounting, found);
+      }
+      if (found.size > 0) {
+        absences.delete(target.allocationId);
+        observations.set(target.allocationId, arrayObservation(size, found));
+      } else if (accounting !== null && "failed" in accounting) {
+        observations.set(target.allocationId, {
+          kind: "Indeterminate",
+          message: `array not in the queue, and accounting did not answer: ${accounting.failed}`,
+        });
+      } else {
+        observations.set(
+          target.allocationId,
+          absent(target, "is in neither the queue nor accounting"),
+        );
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------
   // The port
   // -------------------------------------------------------------------------------------
 
@@ -640,9 +712,13 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         return { kind: "Unavailable", message: queue.error.message };
       }
       noteSuccess("squeue");
-      const byId = new Map(queue.value.map((r) => [r.jobId, r]));
+      // A job array's rows are read by readArrays only: a single job's target never meets one.
+      const singles = targets.filter((t) => t.arraySize === undefined);
+      const byId = new Map(
+        queue.value.filter((r) => r.arrayTask === undefined).map((r) => [r.jobId, r]),
+      );
       const gone: ObservationTarget[] = [];
-      for (const target of targets) {
+      for (const target of singles) {
         const row = byId.get(target.handle);
         if (row !== undefined && carries(row, target.token)) {
           absences.delete(target.allocationId);
@@ -651,11 +727,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           gone.push(target);
         }
       }
-      if (gone.length === 0) return explainEndings(observations, targets);
+      const arrays = readArrays(targets, queue.value);
+      if (gone.length === 0 && arrays.incomplete.length === 0) {
+        finishArrays(arrays, null, observations);
+        return explainEndings(observations, singles);
+      }
 
       const accounting = await broker.listAccounting({
         kind: "ByJobIds",
-        jobIds: [...new Set(gone.map((t) => t.handle))],
+        jobIds: [...new Set([...gone, ...arrays.incomplete].map((t) => t.handle))],
       });
       if (accounting.kind === "Failed") {
         noteFailure(accounting.error);
@@ -666,13 +746,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
             message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
           });
         }
-        return explainEndings(observations, targets);
+        finishArrays(arrays, { failed: accounting.error.message }, observations);
+        return explainEndings(observations, singles);
       }
       noteSuccess("sacct");
       for (const target of gone) {
         observations.set(target.allocationId, accountingObservation(target, accounting.value));
       }
-      return explainEndings(observations, targets);
+      finishArrays(arrays, { rows: accounting.value }, observations);
+      return explainEndings(observations, singles);
     },
 
     async cancel(targets) {
