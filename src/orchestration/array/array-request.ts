@@ -1,7 +1,7 @@
 /**
  * What a BATCH workload's `array` asks for: N elements run from one submission, at most
  * `maxConcurrent` at a time. Validated here, once, for every backend, with errors that name
- * the field (a sweep of 1,000,000 on a site whose MaxArraySize is 1,001 is refused at
+ * the field (a sweep of 1,000,000 on a site whose limit is 1,001 elements is refused at
  * admission, not after a scheduler round trip).
  */
 
@@ -16,7 +16,7 @@ export type ArrayRequestCheck =
   | { readonly kind: "Valid"; readonly request: ArrayRequest }
   | { readonly kind: "Invalid"; readonly field: string; readonly message: string };
 
-/** `maxSize` is the backend's limit (Slurm: MaxArraySize, whose indices run to MaxArraySize-1). */
+/** `maxSize`: the most elements the backend places in one array (a site-wide limit). */
 export function checkArrayRequest(
   size: unknown,
   maxConcurrent: unknown,
