@@ -18,6 +18,7 @@ import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/s
 import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
 import {
   answerLosingRunner,
+  forgetfulController,
   inPhase,
   realBroker,
   type TestCluster,
@@ -150,6 +151,14 @@ describe.skipIf(testCluster === null)("slurm-cluster job arrays", () => {
       { index: 3, phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 },
     ]);
     expect(existsSync(`${allocationLogPath(req.allocationDir, "stdout")}.5`)).toBe(true);
+
+    // Once the controller has forgotten the elements (MinJobAge), accounting alone says the
+    // same: every element read from sacct, the failure still named by its index.
+    const viaAccounting = backendOn(forgetfulController(realBroker(cluster)));
+    const again = await waitForObservation(viaAccounting, t, inPhase("FAILED"), 60_000);
+    if (again.kind !== "Observed") return;
+    expect(again.message).toContain("1 of 6 elements failed (index 3)");
+    expect(again.array?.counts).toEqual({ COMPLETED: 5, FAILED: 1 });
   }, 330_000);
 
   test("a lost sbatch answer still leaves exactly one array, found by its token (INV-8)", async () => {
