@@ -43,6 +43,9 @@ export const RESERVED_ENV_PREFIX = "OPENAI4S_";
 /** Printable ASCII without spaces: a key is an opaque token a client chose. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,200}$/;
 
+/** Above any scheduler's array limit; the profile's own limit is checked at admission. */
+const ARRAY_MAX_ELEMENTS = 4_000_001;
+
 const positiveInteger = (max: number) =>
   v.pipe(v.number(), v.integer("must be an integer"), v.minValue(1), v.maxValue(max));
 
@@ -146,6 +149,20 @@ export const SubmitBody = v.strictObject({
     v.pipe(
       positiveInteger(LIMITS.maxAttemptsMax),
       v.description("Attempts after node failures or preemption (default 1)."),
+    ),
+  ),
+  array: v.optional(
+    v.pipe(
+      positiveInteger(ARRAY_MAX_ELEMENTS),
+      v.description(
+        "BATCH only: run the command as a job array of this many elements (0..array-1, each told OPENAI4S_ARRAY_INDEX), at most the profile's limit.",
+      ),
+    ),
+  ),
+  maxConcurrent: v.optional(
+    v.pipe(
+      positiveInteger(ARRAY_MAX_ELEMENTS),
+      v.description("With array: at most this many elements run at once."),
     ),
   ),
 });
