@@ -246,6 +246,14 @@ export const LogsQuery = v.strictObject({
       v.description("The attempt's number (1 is the first); default the latest."),
     ),
   ),
+  index: v.optional(
+    v.pipe(
+      queryInteger(0, ARRAY_MAX_ELEMENTS - 1),
+      v.description(
+        "A job array's element (0..array-1): required for an array, refused otherwise.",
+      ),
+    ),
+  ),
 });
 
 export const ExecQuery = v.strictObject({
