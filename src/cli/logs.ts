@@ -10,7 +10,7 @@ import {
 } from "./client.ts";
 import { parseIntegerFlag } from "./numbers.ts";
 
-const HELP = `Usage: openai4s logs ID [--stderr] [--tail N] [--follow] [--attempt N]
+const HELP = `Usage: openai4s logs ID [--stderr] [--tail N] [--follow] [--attempt N] [--index K]
 
 Print a workload's output: what its job wrote to stdout (or stderr), for its latest attempt
 unless --attempt says which.
@@ -21,6 +21,8 @@ Options:
   -f, --follow   Keep printing as the job writes, until its attempt ends; waits for the
                  attempt to start when it has not yet.
   --attempt N    Attempt N (1 is the first; see the EPOCH column of \`openai4s show\`).
+  --index K      Element K of a job array (0 is the first); required for an array, each
+                 element having its own log.
 ${CLIENT_OPTIONS_HELP}
 A missing log (the job has not started, or the ID is wrong) is exit 1 with the reason.
 `;
@@ -35,6 +37,7 @@ export function createLogsCommand(runtime: ClientRuntime = systemRuntime): Comma
       tail: { type: "string" },
       follow: { type: "boolean", short: "f" },
       attempt: { type: "string" },
+      index: { type: "string" },
     },
     async run({ values, positionals, io, json, connect }) {
       const id = oneId("logs", positionals);
@@ -48,6 +51,8 @@ export function createLogsCommand(runtime: ClientRuntime = systemRuntime): Comma
         max: 1_000_000,
       });
       if (attempt !== undefined) query.set("attempt", String(attempt));
+      const index = parseIntegerFlag("logs", "--index", values.index, { min: 0, max: 4_000_000 });
+      if (index !== undefined) query.set("index", String(index));
       const suffix = query.size > 0 ? `?${query}` : "";
       const result = await connect().stream(`/v1/workloads/${encodeId(id)}/logs${suffix}`);
       if (result.kind !== "Ok") return reportFailure("logs", result, io, json);

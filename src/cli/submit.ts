@@ -7,6 +7,7 @@ import {
   systemRuntime,
 } from "./client.ts";
 import { parseDurationFlag } from "./duration.ts";
+import { parseIntegerFlag } from "./numbers.ts";
 
 const HELP = `Usage: openai4s submit [options] -- CMD [ARG ...]
 
@@ -20,6 +21,9 @@ Options:
   --time-limit DURATION  e.g. 90, 90s, 15m, 2h, 1h30m or HH:MM:SS.
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).
+  --array N              Run CMD as a job array of N elements (0..N-1), each told its
+                         index in OPENAI4S_ARRAY_INDEX, at most the profile's limit.
+  --max-concurrent M     With --array: at most M elements at once.
   --idempotency-key KEY  Retrying with the same key returns the same workload.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -34,6 +38,8 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       "time-limit": { type: "string" },
       env: { type: "string", multiple: true },
       "max-attempts": { type: "string" },
+      array: { type: "string" },
+      "max-concurrent": { type: "string" },
       "idempotency-key": { type: "string" },
     },
     async run({ values, positionals, io, json, connect }) {
@@ -60,6 +66,14 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
         }
         fields["maxAttempts"] = Number(n);
       }
+      // Bounds are the server's (the profile's array limit): only the form is checked here.
+      const array = parseIntegerFlag("submit", "--array", values.array, { min: 1, max: 4_000_001 });
+      if (array !== undefined) fields["array"] = array;
+      const cap = parseIntegerFlag("submit", "--max-concurrent", values["max-concurrent"], {
+        min: 1,
+        max: 4_000_001,
+      });
+      if (cap !== undefined) fields["maxConcurrent"] = cap;
       return createWorkload(
         connect(),
         {

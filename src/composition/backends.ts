@@ -23,7 +23,7 @@ import {
   type PlacementCatalog,
   RANK_ENV as SLURM_RANK_ENV,
 } from "../orchestration/slurm/backend.ts";
-import { DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
+import { ARRAY_INDEX_ENV, DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
 import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
 import { loadClusterPlacements } from "../orchestration/slurm/cluster-config.ts";
 import { createOrphanSweeper, loadOwnerId } from "../orchestration/slurm/orphan-sweeper.ts";
@@ -197,7 +197,9 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           // UTF-8 whatever the node's default: Python's preferred encoding follows LANG.
           baseEnv: { PATH: DEFAULT_JOB_PATH, LANG: "C.UTF-8" },
           // The batch script exports the job's deadline (runway) before the launch line.
-          launchEnv: [DEADLINE_ENV],
+          // An array element's index, set by the batch script and the scheduler: inherited
+          // by name, so a single job (where neither is set) is given nothing new.
+          launchEnv: [DEADLINE_ENV, ARRAY_INDEX_ENV, "SLURM_ARRAY_TASK_ID"],
         },
         extra.dirs,
       );

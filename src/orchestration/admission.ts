@@ -10,6 +10,7 @@
  * problem+json), so the CLI path and tests use it without a web server.
  */
 import { createHash } from "node:crypto";
+import { checkArrayRequest } from "./array/array-request.ts";
 import {
   type Allocation,
   attemptMessage,
@@ -48,6 +49,8 @@ export interface SubmissionRequest {
   readonly timeLimitSeconds?: number | undefined;
   readonly idleTimeoutSeconds?: number | undefined;
   readonly maxAttempts?: number | undefined;
+  readonly array?: number | undefined;
+  readonly maxConcurrent?: number | undefined;
 }
 
 /** One refused field: `path` names it as the request spelled it. */
@@ -117,6 +120,15 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
   } else if (request.command !== undefined) {
     fields.push({ path: "command", message: "a SESSION runs a kernel, not a command" });
   }
+  if (request.kind !== "BATCH" && request.array !== undefined) {
+    fields.push({ path: "array", message: "only a BATCH workload runs as a job array" });
+  }
+  if (request.maxConcurrent !== undefined && request.array === undefined) {
+    fields.push({
+      path: "maxConcurrent",
+      message: "maxConcurrent caps a job array: give array too",
+    });
+  }
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
   const spec: WorkloadSpec = {
     ...(request.command !== undefined ? { command: [...request.command] } : {}),
@@ -127,6 +139,8 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
     ...(request.idleTimeoutSeconds !== undefined
       ? { idleTimeoutSeconds: request.idleTimeoutSeconds }
       : {}),
+    ...(request.array !== undefined ? { array: request.array } : {}),
+    ...(request.maxConcurrent !== undefined ? { maxConcurrent: request.maxConcurrent } : {}),
   };
   return {
     kind: "Normalized",
@@ -202,7 +216,17 @@ function checkAgainstProfile(
       message: `profile "${profile.name}" allows at most ${limit} seconds`,
     });
   }
-  return fields;
+  return [...fields, ...checkArray(submission.spec, profile)];
+}
+
+/** An array fits the profile's limit, its cap fits the array; nothing to say without one. */
+function checkArray(spec: WorkloadSpec, profile: ResourceProfile): readonly RefusedField[] {
+  if (spec.array === undefined) return [];
+  if (profile.maxArraySize === undefined) {
+    return [{ path: "array", message: `profile "${profile.name}" does not run job arrays` }];
+  }
+  const check = checkArrayRequest(spec.array, spec.maxConcurrent, profile.maxArraySize);
+  return check.kind === "Invalid" ? [{ path: check.field, message: check.message }] : [];
 }
 
 /**

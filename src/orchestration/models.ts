@@ -213,6 +213,11 @@ export interface ResourceProfile {
   readonly pidsMax?: number;
   /** "none": each allocation gets its own network namespace with only loopback. Absent: "host". */
   readonly network?: ProfileNetwork;
+  /**
+   * The most elements one job array may have on this profile (a site-wide scheduler limit).
+   * Absent: the profile runs no arrays, and a BATCH asking for one is refused naming `array`.
+   */
+  readonly maxArraySize?: number;
 }
 
 export type ProfileNetwork = "host" | "none";
@@ -230,6 +235,10 @@ export interface WorkloadSpec {
   readonly timeLimitSeconds?: number;
   readonly idleTimeoutSeconds?: number;
   readonly maxLifetimeSeconds?: number;
+  /** BATCH only: run `array` elements of the command (0..array-1) from one submission. */
+  readonly array?: number;
+  /** With `array`: at most this many elements at once. */
+  readonly maxConcurrent?: number;
 }
 
 /** What the reconciler wants for a workload. STOP carries why it was asked to stop. */
@@ -281,6 +290,11 @@ export interface Allocation {
   readonly deadlineAt: number | null;
   /** When the near-the-limit warning event was written; null until then. */
   readonly deadlineWarnedAt: number | null;
+  /**
+   * A job array's size, fixed when the attempt is minted from its workload's spec; absent
+   * or null: one job. What tells the backend to read the allocation as an array.
+   */
+  readonly arraySize?: number | null;
 }
 
 export const CONDITION_TYPES = [

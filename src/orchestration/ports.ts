@@ -7,6 +7,8 @@
  * between them), and cancels in one call. A backend that talks to a scheduler can therefore
  * keep its scheduler calls per tick constant as the number of workloads grows.
  */
+import type { ArrayRequest } from "./array/array-request.ts";
+import type { ArraySummary } from "./array/array-summary.ts";
 import type {
   ExternalHandle,
   Phase,
@@ -58,6 +60,11 @@ export interface SubmitRequest {
    * an Unknown: then the backend looks the token up first, as always (INV-8).
    */
   readonly freshToken?: true;
+  /**
+   * A job array: `array.size` elements of the same launch from this one submission and this
+   * one token, each told its index. Absent: one job, as always.
+   */
+  readonly array?: ArrayRequest;
 }
 
 export interface Created {
@@ -113,6 +120,8 @@ export type AllocationObservation =
        * near-the-limit warning rest on.
        */
       readonly deadlineAt?: number | null;
+      /** A job array's elements, compactly; the phase above is theirs by array-summary.ts. */
+      readonly array?: ArraySummary;
     }
   /**
    * The backend could not say this time (a lagging accounting record, a partial outage). The
@@ -124,6 +133,8 @@ export interface ObservationTarget {
   readonly allocationId: string;
   readonly token: SubmissionToken;
   readonly handle: ExternalHandle;
+  /** A job array's size: its elements are observed and summarised. Absent: one job. */
+  readonly arraySize?: number;
 }
 
 export type ObserveResult =

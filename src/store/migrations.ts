@@ -14,6 +14,7 @@ import m0004 from "./migrations/0004_perf_view_cache_change_log.sql" with { type
 import m0005 from "./migrations/0005_runway.sql" with { type: "text" };
 import m0006 from "./migrations/0006_perf2_index_predicates_without_in.sql" with { type: "text" };
 import m0007 from "./migrations/0007_isolation_verdict.sql" with { type: "text" };
+import m0008 from "./migrations/0008_job_arrays.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -30,6 +31,7 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   { tag: "0005_runway", sql: m0005 },
   { tag: "0006_perf2_index_predicates_without_in", sql: m0006 },
   { tag: "0007_isolation_verdict", sql: m0007 },
+  { tag: "0008_job_arrays", sql: m0008 },
 ];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

@@ -97,6 +97,7 @@ export function toAllocation(row: AllocationRow): Allocation {
     acknowledgedAt: row.acknowledgedAt,
     deadlineAt: row.deadlineAt,
     deadlineWarnedAt: row.deadlineWarnedAt,
+    ...(row.arraySize === null ? {} : { arraySize: row.arraySize }),
   };
 }
 

@@ -99,6 +99,12 @@ export const allocations = sqliteTable(
     deadlineAt: integer("deadline_at"),
     /** When the near-the-limit warning event was written: set once, so it is written once. */
     deadlineWarnedAt: integer("deadline_warned_at"),
+    /**
+     * A job array's size, copied from the workload's spec when the attempt is minted, so the
+     * reconciler can tell the backend to read the allocation as an array without decoding
+     * every spec each tick. NULL: one job.
+     */
+    arraySize: integer("array_size"),
   },
   (t) => [
     uniqueIndex("allocations_token").on(t.token),

@@ -299,3 +299,42 @@ describe("logStream", () => {
     expect(first.handle.fd).toBe(-1);
   });
 });
+
+describe("a job array's logs, one per element", () => {
+  /** An array workload of `size` elements with its first attempt RUNNING. */
+  async function arrayWorkload(h: Harness, size: number) {
+    const id = await submit(h);
+    // What admission stores for `array: size` (the harness's profiles run no arrays).
+    h.store.db.$client.run("UPDATE workloads SET spec_json = json_set(spec_json, '$.array', ?)", [
+      size,
+    ]);
+    return { id, ...attempt(h, id, 1) };
+  }
+
+  test("?index=K reads element K's log; the index is required and must be an element", async () => {
+    const h = make();
+    const a = await arrayWorkload(h, 3);
+    writeFileSync(`${a.stdout}.1`, "one\n");
+    writeFileSync(`${a.stdout}.2`, "two\n");
+    const one = await h.request(`/v1/workloads/${a.id}/logs?index=1`);
+    expect([one.status, await one.text()]).toEqual([200, "one\n"]);
+    for (const query of ["", "?index=3"]) {
+      const refused = await h.request(`/v1/workloads/${a.id}/logs${query}`);
+      expect(refused.status).toBe(400);
+      expect(JSON.stringify(await refused.json())).toContain("job array of 3 elements");
+    }
+    const command = createLogsCommand(runtimeFor(h));
+    const io = captureIo();
+    expect(await command.run([a.id, "--index", "2"], io)).toBe(0);
+    expect(io.out()).toBe("two\n");
+  });
+
+  test("a workload that is no array refuses an index", async () => {
+    const h = make();
+    const id = await submit(h);
+    attempt(h, id, 1);
+    const refused = await h.request(`/v1/workloads/${id}/logs?index=0`);
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(await refused.json())).toContain("is not a job array");
+  });
+});

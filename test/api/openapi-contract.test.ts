@@ -190,6 +190,7 @@ describe("published query bounds are the enforced ones", () => {
     const integers = cases.filter(([, , p]) => p.schema["type"] === "integer");
     expect(integers.map(([, path, p]) => `${path}?${p.name}`).sort()).toEqual([
       "/v1/workloads/{id}/logs?attempt",
+      "/v1/workloads/{id}/logs?index",
       "/v1/workloads/{id}/logs?tail",
       "/v1/workloads?limit",
     ]);

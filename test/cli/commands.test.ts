@@ -162,6 +162,23 @@ describe("submit", () => {
     expect(again.out().trim()).toBe(id);
   });
 
+  test("--array and --max-concurrent reach the request; the server's refusal is shown", async () => {
+    const h = make();
+    const io = captureIo();
+    // The harness's profiles run no arrays: what comes back names the field and the profile.
+    const code = await createSubmitCommand(runtimeFor(h)).run(
+      ["--array", "3", "--max-concurrent", "2", "--", "true"],
+      io,
+    );
+    // 2: the request was refused (as for any invalid field), with the server's reason.
+    expect(code).toBe(2);
+    expect(io.err()).toContain('profile "default" does not run job arrays');
+    const bad = captureIo();
+    await expect(
+      createSubmitCommand(runtimeFor(h)).run(["--array", "x", "--", "true"], bad),
+    ).rejects.toThrow("--array");
+  });
+
   test("--json prints the API body", async () => {
     const h = make();
     const io = captureIo();

@@ -57,6 +57,7 @@ describe("cluster.toml.example", () => {
       description: "One GPU for interactive work (sessions and short jobs)",
       kinds: ["SESSION", "BATCH"],
       resources: { nodes: 1, cpus: 4, gpus: 1, memoryMb: 1000, timeLimitSeconds: 14400 },
+      maxArraySize: 1001,
       // Not a scheduler name: the reconciler's TIME_LIMIT_NEAR lead, never shown by the API.
       warnBeforeLimitSeconds: 600,
     });
@@ -330,7 +331,14 @@ describe("public() never carries the mapping", () => {
           ...JSON.parse(JSON.stringify(config.profiles)),
         ];
         for (const view of views) {
-          expect(Object.keys(view).sort()).toEqual(["description", "kinds", "name", "resources"]);
+          // maxArraySize is the scheduler's limit on array elements, not a scheduler name.
+          expect(Object.keys(view).sort()).toEqual([
+            "description",
+            "kinds",
+            "maxArraySize",
+            "name",
+            "resources",
+          ]);
           expect(Object.keys(view.resources).sort()).toEqual([
             "cpus",
             "gpus",

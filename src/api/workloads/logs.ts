@@ -7,7 +7,7 @@ import { Hono } from "hono";
 import { type Allocation, isTerminal, type Workload } from "../../orchestration/models.ts";
 import { getWorkload, listAllocations } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { ApiError, notFound } from "../problem.ts";
+import { ApiError, notFound, validationFailed } from "../problem.ts";
 import { parseWith } from "../validation.ts";
 import { type FollowTarget, logStream, openLog, tailOffset } from "./log-stream.ts";
 import { LogsQuery } from "./schemas.ts";
@@ -29,6 +29,30 @@ function chooseAttempt(
   return latest;
 }
 
+function badIndex(message: string): ApiError {
+  return validationFailed([{ path: "index", message }]);
+}
+
+/**
+ * Which element's log: a job array's logs are one per element, so the index is required
+ * and must be one of its elements; any other workload has one log and refuses an index.
+ */
+function elementIndex(
+  id: string,
+  attempt: Allocation | null,
+  index: number | undefined,
+): number | null {
+  const size = attempt?.arraySize ?? null;
+  if (size === null) {
+    if (index !== undefined) throw badIndex(`workload ${id} is not a job array`);
+    return null;
+  }
+  if (index === undefined || index >= size) {
+    throw badIndex(`workload ${id} is a job array of ${size} elements: give index 0..${size - 1}`);
+  }
+  return index;
+}
+
 export function createLogRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
   const pollMs = deps.logPollMs ?? DEFAULT_POLL_MS;
@@ -48,7 +72,8 @@ export function createLogRoutes(deps: ApiDeps) {
           : `workload ${id} has no attempt yet (it is ${workload.phase}); --follow waits for one`,
       );
     }
-    const target = followTarget(deps, workload, attempt, stream);
+    const index = elementIndex(id, attempt, query.index);
+    const target = followTarget(deps, workload, attempt, stream, index);
     const path = target.path();
     const first = path === null ? ({ kind: "Missing" } as const) : await openLog(path);
     if (first.kind === "NotAFile") {
@@ -98,7 +123,11 @@ function followTarget(
   workload: Workload,
   chosen: Allocation | null,
   stream: "stdout" | "stderr",
+  index: number | null,
 ): FollowTarget {
+  // An element's log sits beside the attempt's, suffixed with its index (a number we
+  // checked, never a name a job chose).
+  const suffix = index === null ? "" : `.${index}`;
   let attempt = chosen;
   const refresh = (): void => {
     const all = listAllocations(deps.store, workload.id);
@@ -110,7 +139,7 @@ function followTarget(
   return {
     path() {
       if (attempt === null) refresh();
-      return attempt === null ? null : deps.logFile(workload.id, attempt.id, stream);
+      return attempt === null ? null : `${deps.logFile(workload.id, attempt.id, stream)}${suffix}`;
     },
     ended() {
       refresh();

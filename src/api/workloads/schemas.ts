@@ -45,6 +45,9 @@ export const BACKEND_JOB_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;
 /** Printable ASCII without spaces: a key is an opaque token a client chose. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,200}$/;
 
+/** Above any scheduler's array limit; the profile's own limit is checked at admission. */
+const ARRAY_MAX_ELEMENTS = 4_000_001;
+
 const positiveInteger = (max: number) =>
   v.pipe(v.number(), v.integer("must be an integer"), v.minValue(1), v.maxValue(max));
 
@@ -150,6 +153,20 @@ export const SubmitBody = v.strictObject({
       v.description("Attempts after node failures or preemption (default 1)."),
     ),
   ),
+  array: v.optional(
+    v.pipe(
+      positiveInteger(ARRAY_MAX_ELEMENTS),
+      v.description(
+        "BATCH only: run the command as a job array of this many elements (0..array-1, each told OPENAI4S_ARRAY_INDEX), at most the profile's limit.",
+      ),
+    ),
+  ),
+  maxConcurrent: v.optional(
+    v.pipe(
+      positiveInteger(ARRAY_MAX_ELEMENTS),
+      v.description("With array: at most this many elements run at once."),
+    ),
+  ),
 });
 export type SubmitBody = v.InferOutput<typeof SubmitBody>;
 
@@ -238,6 +255,14 @@ export const LogsQuery = v.strictObject({
     v.pipe(
       queryInteger(1, LIMITS.logAttemptMax),
       v.description("The attempt's number (1 is the first); default the latest."),
+    ),
+  ),
+  index: v.optional(
+    v.pipe(
+      queryInteger(0, ARRAY_MAX_ELEMENTS - 1),
+      v.description(
+        "A job array's element (0..array-1): required for an array, refused otherwise.",
+      ),
     ),
   ),
 });

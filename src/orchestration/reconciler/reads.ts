@@ -1,4 +1,4 @@
-import type { Allocation, SubmissionToken } from "../models.ts";
+import type { Allocation, ExternalHandle, SubmissionToken } from "../models.ts";
 import type {
   AllocationObservation,
   FindResult,
@@ -7,6 +7,14 @@ import type {
   ObservedChange,
 } from "../ports.ts";
 import type { TickEnv } from "./env.ts";
+
+/** An allocation as the backend observes it: with its array size when it is an array. */
+export function observationTarget(a: Allocation, handle: ExternalHandle): ObservationTarget {
+  const size = a.arraySize;
+  return size === undefined || size === null
+    ? { allocationId: a.id, token: a.token, handle }
+    : { allocationId: a.id, token: a.token, handle, arraySize: size };
+}
 
 /** What the backend said this tick: at most one observe and one findByToken, for everyone. */
 export interface BackendReads {
@@ -27,7 +35,7 @@ export async function readBackend(
 ): Promise<BackendReads> {
   const targets: ObservationTarget[] = [];
   for (const a of observed) {
-    if (a.handle !== null) targets.push({ allocationId: a.id, token: a.token, handle: a.handle });
+    if (a.handle !== null) targets.push(observationTarget(a, a.handle));
   }
   const [observation, found] = await Promise.all([
     env.backend.observe(targets),
@@ -59,7 +67,7 @@ export async function readBackendChanges(
 ): Promise<ChangeReads> {
   const targets: ObservationTarget[] = [];
   for (const a of observed) {
-    if (a.handle !== null) targets.push({ allocationId: a.id, token: a.token, handle: a.handle });
+    if (a.handle !== null) targets.push(observationTarget(a, a.handle));
   }
   const [result, found] = await Promise.all([
     env.backend.observeChanges(cursor, targets),

@@ -244,7 +244,15 @@ function submitRequest(
     allocationDir: p.attempt.allocationDir,
     workspaceDir: p.attempt.workspaceDir,
     ...(env.fresh.has(live.allocation.id) ? { freshToken: true as const } : {}),
+    ...arrayOf(live),
   };
+}
+
+/** The attempt's array: its size as minted (what observation reads too), its cap as asked. */
+function arrayOf(live: Live): Pick<SubmitRequest, "array"> {
+  const size = live.allocation.arraySize;
+  if (size === undefined || size === null) return {};
+  return { array: { size, maxConcurrent: live.workload.spec.maxConcurrent ?? null } };
 }
 
 /**

@@ -60,6 +60,7 @@ import type {
   TaskResult,
   TaskRunner,
 } from "../ports.ts";
+import { type ArrayElementState, arrayObservation, collectElements } from "./array-observation.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { SlurmBroker, SlurmCommandError } from "./broker.ts";
 import type { BatchSpec } from "./broker-argv.ts";
@@ -158,6 +159,19 @@ export type SlurmBackend = AllocationBackend &
   TaskRunner &
   JobEnvironmentPolicy &
   ChangeReportingBackend;
+
+/**
+ * A listing row's key: a single job's id, or its array's id and the element (or, for a row of
+ * pending elements, the first of its range: ranges never overlap). Elements of one array share
+ * the job id, and keyed by it alone they overwrote one another in the change feed.
+ */
+function listingKey(row: QueueRow): string {
+  const task = row.arrayTask;
+  if (task === undefined) return row.jobId;
+  return task.kind === "Element"
+    ? `${row.jobId}_${task.index}`
+    : `${row.jobId}_p${task.indices[0] ?? ""}`;
+}
 
 type Lookup =
   | { readonly kind: "Found"; readonly jobId: string; readonly observation: AllocationObservation }
@@ -261,6 +275,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const fromQueue = (row: QueueRow) => observationOf("queue", row.jobId, row, row.reason);
   const fromAccounting = (row: AccountingRow) => observationOf("accounting", row.jobId, row, "");
 
+  // One element's row says nothing of the array's phase (element 0 COMPLETED while 999
+  // wait): a token found on an array gives its handle only; the next observe reads it all.
+  const arrayFound = (jobId: string): AllocationObservation => ({
+    kind: "Indeterminate",
+    message: `job array ${jobId} found; its elements are read on the next observation`,
+  });
+  const foundObservation = (row: QueueRow) =>
+    row.arrayTask === undefined ? fromQueue(row) : arrayFound(row.jobId);
+
   const carries = (row: { readonly name: string; readonly comment: string }, token: string) =>
     row.name === token || row.comment === token || row.comment.startsWith(`${token}.`);
 
@@ -305,7 +328,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         queue.value.filter((r) => carries(r, token)),
       );
       if (row === null) remaining.push(token);
-      else out.set(token, { kind: "Found", jobId: row.jobId, observation: fromQueue(row) });
+      else out.set(token, { kind: "Found", jobId: row.jobId, observation: foundObservation(row) });
     }
     if (remaining.length === 0) return out;
     const accounting = await broker.listAccounting({
@@ -330,7 +353,12 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         token,
         row === null
           ? { kind: "Absent" }
-          : { kind: "Found", jobId: row.jobId, observation: fromAccounting(row) },
+          : {
+              kind: "Found",
+              jobId: row.jobId,
+              observation:
+                row.arrayTask === undefined ? fromAccounting(row) : arrayFound(row.jobId),
+            },
       );
     }
     return out;
@@ -373,7 +401,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         throw new Error(`unhandled launch ${JSON.stringify(never)}`);
       }
     }
-    const rendered = renderBatchScript(body);
+    const rendered = renderBatchScript(body, { array: request.array !== undefined });
     if (rendered.kind === "Invalid") {
       return { kind: "Rejected", message: rendered.message, byRequest: true };
     }
@@ -416,6 +444,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         // The job's whole environment. The launch env may override PATH; the broker refuses
         // credential-shaped names and values that would change the meaning of --export.
         env: { ...baseJobEnv, ...launch.env },
+        array: request.array ?? null,
       },
     };
   }
@@ -614,10 +643,13 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   async function observeListed(
     targets: readonly ObservationTarget[],
     queueRows: ReadonlyMap<string, QueueRow>,
+    /** An array's element rows in the same listing, by the array's job id. */
+    elementRowsOf: (handle: string) => readonly QueueRow[],
   ): Promise<ObserveResult> {
     const observations = new Map<string, AllocationObservation>();
+    const singles = targets.filter((t) => t.arraySize === undefined);
     const gone: ObservationTarget[] = [];
-    for (const target of targets) {
+    for (const target of singles) {
       const row = queueRows.get(target.handle);
       if (row !== undefined && carries(row, target.token)) {
         absences.delete(target.allocationId);
@@ -626,11 +658,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         gone.push(target);
       }
     }
-    if (gone.length === 0) return explainEndings(observations, targets);
+    const arrays = readArrays(targets, elementRowsOf);
+    if (gone.length === 0 && arrays.incomplete.length === 0) {
+      finishArrays(arrays, null, observations);
+      return explainEndings(observations, singles);
+    }
 
     const accounting = await broker.listAccounting({
       kind: "ByJobIds",
-      jobIds: [...new Set(gone.map((t) => t.handle))],
+      jobIds: [...new Set([...gone, ...arrays.incomplete].map((t) => t.handle))],
     });
     if (accounting.kind === "Failed") {
       noteFailure(accounting.error);
@@ -641,13 +677,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
           message: `not in the queue, and accounting did not answer: ${accounting.error.message}`,
         });
       }
-      return explainEndings(observations, targets);
+      finishArrays(arrays, { failed: accounting.error.message }, observations);
+      return explainEndings(observations, singles);
     }
     noteSuccess("sacct");
     for (const target of gone) {
       observations.set(target.allocationId, accountingObservation(target, accounting.value));
     }
-    return explainEndings(observations, targets);
+    finishArrays(arrays, { rows: accounting.value }, observations);
+    return explainEndings(observations, singles);
   }
 
   // -------------------------------------------------------------------------------------
@@ -678,11 +716,30 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
 
   /** The rows `listed` was last made from, in the listing's order. */
   let listedRows: readonly QueueRow[] = [];
+  /** The element rows of each job array in `listed`, by the array's job id. */
+  const listedElements = new Map<string, Map<string, QueueRow>>();
+
+  function keep(key: string, row: QueueRow): void {
+    listed.set(key, row);
+    if (row.arrayTask === undefined) return;
+    const rows = listedElements.get(row.jobId) ?? new Map<string, QueueRow>();
+    listedElements.set(row.jobId, rows);
+    rows.set(key, row);
+  }
+
+  function forget(key: string, row: QueueRow): void {
+    listed.delete(key);
+    const rows = listedElements.get(row.jobId);
+    if (rows === undefined) return;
+    rows.delete(key);
+    if (rows.size === 0) listedElements.delete(row.jobId);
+  }
 
   /**
    * Takes a new listing in: `listed` becomes it, and the job ids whose row is new, changed
-   * or gone are returned. A row printed as last time is the memo's same object, so the
-   * steady case costs one comparison per row (the same place as last time) and no parse.
+   * or gone are returned (an array's id when one of its element rows moved). A row printed as
+   * last time is the memo's same object, so the steady case costs one comparison per row (the
+   * same place as last time) and no parse.
    */
   function relist(rows: readonly QueueRow[]): string[] {
     const previous = listedRows;
@@ -697,20 +754,20 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         present += 1;
         continue;
       }
-      const old = listed.get(row.jobId);
+      const old = listed.get(listingKey(row));
       if (old !== undefined) present += 1;
       if (old !== row) changed.push(row);
     }
     if (present < listed.size) {
-      const now = new Set(rows.map((r) => r.jobId));
-      for (const jobId of listed.keys()) {
-        if (now.has(jobId)) continue;
-        listed.delete(jobId);
-        moved.push(jobId);
+      const now = new Set(rows.map(listingKey));
+      for (const [key, row] of listed) {
+        if (now.has(key)) continue;
+        forget(key, row);
+        moved.push(row.jobId);
       }
     }
     for (const row of changed) {
-      listed.set(row.jobId, row);
+      keep(listingKey(row), row);
       moved.push(row.jobId);
     }
     return moved;
@@ -746,9 +803,70 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         reread.set(id, entry.target);
       }
     }
-    const result = await observeListed([...reread.values()], listed);
+    const result = await observeListed([...reread.values()], listed, (handle) => [
+      ...(listedElements.get(handle)?.values() ?? []),
+    ]);
     if (result.kind === "Unavailable") return result;
     return feed.answer(opening, targets, result.observations);
+  }
+
+  // -------------------------------------------------------------------------------------
+  // Job arrays: the same one squeue per tick, and one sacct shared with single jobs for the
+  // elements the controller has already forgotten (MinJobAge after each element ended).
+  // -------------------------------------------------------------------------------------
+
+  interface ArrayReads {
+    readonly elements: ReadonlyMap<ObservationTarget, Map<number, ArrayElementState>>;
+    /** Arrays with elements the queue did not show: accounting is asked about them. */
+    readonly incomplete: readonly ObservationTarget[];
+  }
+
+  function readArrays(
+    targets: readonly ObservationTarget[],
+    elementRowsOf: (handle: string) => readonly QueueRow[],
+  ) {
+    const elements = new Map<ObservationTarget, Map<number, ArrayElementState>>();
+    const incomplete: ObservationTarget[] = [];
+    for (const target of targets) {
+      const size = target.arraySize;
+      if (size === undefined) continue;
+      const found = new Map<number, ArrayElementState>();
+      const ours = elementRowsOf(target.handle).filter((r) => carries(r, target.token));
+      collectElements(ours, size, fromQueue, found);
+      elements.set(target, found);
+      if (found.size < size) incomplete.push(target);
+    }
+    return { elements, incomplete } satisfies ArrayReads;
+  }
+
+  function finishArrays(
+    reads: ArrayReads,
+    accounting: { readonly rows: readonly AccountingRow[] } | { readonly failed: string } | null,
+    observations: Map<string, AllocationObservation>,
+  ): void {
+    for (const [target, found] of reads.elements) {
+      const size = target.arraySize ?? 0;
+      if (accounting !== null && "rows" in accounting) {
+        const ours = accounting.rows.filter(
+          (r) => r.jobId === target.handle && carries(r, target.token),
+        );
+        collectElements(ours, size, fromAccounting, found);
+      }
+      if (found.size > 0) {
+        absences.delete(target.allocationId);
+        observations.set(target.allocationId, arrayObservation(size, found));
+      } else if (accounting !== null && "failed" in accounting) {
+        observations.set(target.allocationId, {
+          kind: "Indeterminate",
+          message: `array not in the queue, and accounting did not answer: ${accounting.failed}`,
+        });
+      } else {
+        observations.set(
+          target.allocationId,
+          absent(target, "is in neither the queue nor accounting"),
+        );
+      }
+    }
   }
 
   // -------------------------------------------------------------------------------------
@@ -809,8 +927,19 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         return { kind: "Unavailable", message: queue.error.message };
       }
       noteSuccess("squeue");
-      const byId = new Map(queue.value.map((r) => [r.jobId, r]));
-      return observeListed(targets, byId);
+      // A job array's rows are read by readArrays only: a single job's target never meets one.
+      const byId = new Map<string, QueueRow>();
+      const elementRows = new Map<string, QueueRow[]>();
+      for (const row of queue.value) {
+        if (row.arrayTask === undefined) {
+          byId.set(row.jobId, row);
+          continue;
+        }
+        const rows = elementRows.get(row.jobId);
+        if (rows === undefined) elementRows.set(row.jobId, [row]);
+        else rows.push(row);
+      }
+      return observeListed(targets, byId, (handle) => elementRows.get(handle) ?? []);
     },
 
     observeChanges,

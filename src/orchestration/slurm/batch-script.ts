@@ -98,7 +98,22 @@ const DEADLINE_LINES = [
   `case "$${DEADLINE_ENV}" in ''|*[!0-9]*) unset ${DEADLINE_ENV} ;; *) export ${DEADLINE_ENV} ;; esac`,
 ] as const;
 
-export function renderBatchScript(body: BatchBody): RenderResult {
+/** The variable an element of a job array reads its index from, on every backend. */
+export const ARRAY_INDEX_ENV = "OPENAI4S_ARRAY_INDEX";
+
+/**
+ * An array element's index under the name every backend gives it, from the scheduler's own
+ * SLURM_ARRAY_TASK_ID (digits only, or the job is told nothing). Fixed text; only in the
+ * script of an array, so a single job's script is what it always was.
+ */
+const ARRAY_INDEX_LINES = [
+  `case "\${SLURM_ARRAY_TASK_ID:-}" in ''|*[!0-9]*) ;; *) export ${ARRAY_INDEX_ENV}="$SLURM_ARRAY_TASK_ID" ;; esac`,
+] as const;
+
+export function renderBatchScript(
+  body: BatchBody,
+  options: { readonly array?: boolean } = {},
+): RenderResult {
   let argv: readonly string[];
   switch (body.kind) {
     case "COMMAND":
@@ -138,6 +153,7 @@ export function renderBatchScript(body: BatchBody): RenderResult {
       // at the first line that is not a comment, so no argument can smuggle one in.
       "set -u",
       ...DEADLINE_LINES,
+      ...(options.array === true ? ARRAY_INDEX_LINES : []),
       `exec ${quoted.text}`,
       "",
     ].join("\n"),

@@ -12,6 +12,7 @@
  * (queries filter by our names or ids) and are restricted by the broker to a character class
  * without `|`.
  */
+import { type ArrayTask, parseArrayJobId } from "./array-job-id.ts";
 import type { ExitStatus } from "./state-table.ts";
 
 export type Parsed<T> =
@@ -123,6 +124,8 @@ interface RowHead {
   readonly jobId: string;
   readonly state: string;
   readonly exit: ExitStatus | null;
+  /** Only on a job array's rows: which element(s) the row is; jobId is then the array's. */
+  readonly arrayTask?: ArrayTask;
 }
 
 /** The fields every listing row starts with and every decision rests on, read strictly. */
@@ -136,13 +139,21 @@ function parseRowHead(
   },
   exitForm: "code:signal" | "wait-status",
 ): Parsed<RowHead> {
-  const id = fields.id;
-  if (id === undefined || !isJobId(id)) return malformed(`${tool} job id in ${excerpt(line)}`);
+  const id = parseArrayJobId(fields.id ?? "");
+  if (id.kind === "Malformed") return malformed(`${tool} job id in ${excerpt(line)}`);
   const parsedState = parseState(fields.state ?? "");
   if (parsedState.kind === "Malformed") return parsedState;
   const parsedExit = parseExitStatus(fields.exit ?? "", exitForm);
   if (parsedExit.kind === "Malformed") return parsedExit;
-  return { kind: "Parsed", value: { jobId: id, state: parsedState.value, exit: parsedExit.value } };
+  return {
+    kind: "Parsed",
+    value: {
+      jobId: id.jobId,
+      state: parsedState.value,
+      exit: parsedExit.value,
+      ...(id.kind === "Array" ? { arrayTask: id.task } : {}),
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -150,7 +161,10 @@ function parseRowHead(
 // ---------------------------------------------------------------------------------------
 
 export interface QueueRow {
+  /** The job's id; for an element of a job array, the array's id (what sbatch answered). */
   readonly jobId: string;
+  /** Only on a job array's rows: the element, or the elements still pending as one row. */
+  readonly arrayTask?: ArrayTask;
   readonly name: string;
   /** The state word as printed (see state-table.ts). */
   readonly state: string;
@@ -170,7 +184,9 @@ export interface QueueRow {
  * explicitly: without one squeue pads (and cuts) every field to 20 characters.
  */
 export const SQUEUE_FIELDS = [
-  "JobID",
+  // JobArrayID, not JobID: the same id for a job that is no array (measured on 22.05), and
+  // for an array's element "517_3" rather than an unrelated raw id, so rows find their array.
+  "JobArrayID",
   "Name",
   "State",
   "exit_code",
@@ -193,6 +209,7 @@ function parseSqueueLine(line: string): Parsed<QueueRow> {
     kind: "Parsed",
     value: {
       jobId: head.value.jobId,
+      ...(head.value.arrayTask === undefined ? {} : { arrayTask: head.value.arrayTask }),
       name: name ?? "",
       state: head.value.state,
       exit: head.value.exit,
@@ -297,7 +314,9 @@ export function parseSqueue(stdout: string, memo?: SqueueMemo): Parsed<readonly 
 // ---------------------------------------------------------------------------------------
 
 export interface AccountingRow {
+  /** As QueueRow.jobId: an array element's row carries the array's id and its arrayTask. */
   readonly jobId: string;
+  readonly arrayTask?: ArrayTask;
   readonly name: string;
   readonly state: string;
   readonly exit: ExitStatus | null;
@@ -332,6 +351,7 @@ export function parseSacct(stdout: string): Parsed<readonly AccountingRow[]> {
     if (head.kind === "Malformed") return head;
     out.push({
       jobId: head.value.jobId,
+      ...(head.value.arrayTask === undefined ? {} : { arrayTask: head.value.arrayTask }),
       name: name ?? "",
       state: head.value.state,
       exit: head.value.exit,

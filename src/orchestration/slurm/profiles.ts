@@ -297,6 +297,13 @@ export function resourceOptions(placement: SlurmPlacement): ArgvBuild {
   return { kind: "Valid", argv: built.argv.filter((arg) => !bookkeeping(arg)) };
 }
 
+/**
+ * The most elements one array may have: Slurm's default MaxArraySize (1001, indices 0..1000),
+ * which a site may raise but rarely lowers. A larger array is refused at admission, naming
+ * `array`, rather than by sbatch after a round trip.
+ */
+export const DEFAULT_MAX_ARRAY_SIZE = 1001;
+
 function createClusterProfile(
   name: string,
   line: number,
@@ -306,6 +313,7 @@ function createClusterProfile(
 ): ClusterProfile {
   const frozenPublic: ResourceProfile = Object.freeze({
     ...publicView,
+    ...(publicView.kinds.includes("BATCH") ? { maxArraySize: DEFAULT_MAX_ARRAY_SIZE } : {}),
     kinds: Object.freeze([...publicView.kinds]),
     resources: Object.freeze({ ...publicView.resources }),
   });

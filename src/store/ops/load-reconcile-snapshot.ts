@@ -40,7 +40,7 @@ SELECT
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
   a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at, a.deadline_at,
-  a.deadline_warned_at
+  a.deadline_warned_at, a.array_size
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE ${LIVE_PREDICATE_SQL}
@@ -80,6 +80,7 @@ type SnapshotRow = [
   aAcknowledgedAt: number | null,
   aDeadlineAt: number | null,
   aDeadlineWarnedAt: number | null,
+  aArraySize: number | null,
 ];
 
 /**
@@ -198,5 +199,6 @@ function decodeAllocation(r: SnapshotRow): Allocation | null {
     acknowledgedAt: r[30],
     deadlineAt: r[31],
     deadlineWarnedAt: r[32],
+    ...(r[33] === null ? {} : { arraySize: r[33] }),
   };
 }

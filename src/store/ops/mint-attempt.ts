@@ -65,11 +65,24 @@ export function insertAttempt(
     readonly now: number;
   },
 ): Allocation {
-  sqlite
-    .query<never, [string, string, number, string, number]>(
-      "INSERT INTO allocations (id, workload_id, epoch, token, phase, created_at) VALUES (?, ?, ?, ?, 'SUBMITTING', ?)",
+  // The array size from the workload's own spec, in the same statement: every attempt of an
+  // array workload is an array, whichever path minted it.
+  const inserted = sqlite
+    .query<
+      { readonly array_size: number | null },
+      [string, string, number, string, number, string]
+    >(
+      "INSERT INTO allocations (id, workload_id, epoch, token, phase, created_at, array_size) VALUES (?, ?, ?, ?, 'SUBMITTING', ?, (SELECT json_extract(spec_json, '$.array') FROM workloads WHERE id = ?)) RETURNING array_size",
     )
-    .run(input.allocationId, input.workloadId, input.epoch, input.token, input.now);
+    .get(
+      input.allocationId,
+      input.workloadId,
+      input.epoch,
+      input.token,
+      input.now,
+      input.workloadId,
+    );
+  const arraySize = inserted?.array_size ?? null;
   sqlite
     .query<never, [string, string, number, string]>(
       "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message) VALUES (?, ?, ?, 'SUBMITTING', NULL, ?)",
@@ -92,6 +105,7 @@ export function insertAttempt(
     acknowledgedAt: null,
     deadlineAt: null,
     deadlineWarnedAt: null,
+    ...(arraySize === null ? {} : { arraySize }),
   };
 }
 
