@@ -20,6 +20,7 @@ import { checkRequestShape } from "./request-shape.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
+import { createFileRoutes } from "./workloads/files.ts";
 import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
 
@@ -50,7 +51,12 @@ function allowedMethods(
       const source = r.path
         .split("/")
         .map((part) =>
-          part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+          // `:path{.+}` spans components (a workspace file's path).
+          part.startsWith(":")
+            ? part.endsWith("{.+}")
+              ? ".+"
+              : "[^/]+"
+            : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
         )
         .join("/");
       return { method: r.method, pattern: new RegExp(`^${source}$`) };
@@ -96,6 +102,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
+  app.route("/", createFileRoutes(deps));
   app.route("/", createBackupRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.

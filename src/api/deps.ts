@@ -11,6 +11,7 @@ import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admissio
 import type { AllocationBackend } from "../orchestration/ports.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
+import type { WorkspaceFilesDeps } from "./workloads/workspace-files.ts";
 
 /**
  * What the API reads from the reconciler's last finished tick: a structural subset of the
@@ -94,6 +95,8 @@ export interface ApiDeps {
   /** How often a followed log is checked for growth (default 250 ms). */
   readonly logPollMs?: number;
   readonly backup: StoreBackup;
+  /** Where workspaces are and who owns them (`/v1/workloads/{id}/files`). */
+  readonly files: WorkspaceFilesDeps;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */
