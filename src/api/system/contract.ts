@@ -153,7 +153,8 @@ export const OPERATIONS: readonly Operation[] = [
       "404": "No such workload.",
       "408": "The upload stalled; nothing was written.",
       "409": "The path names a directory or something else that is not a file.",
-      "413": "Larger than the daemon accepts (serve --max-upload-bytes); nothing was written.",
+      "413": "Larger than the daemon accepts (serve --max-upload-size); nothing was written.",
+      "503": "The spool ran out of space during the upload; nothing was written.",
     },
   },
   {

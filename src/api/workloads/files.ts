@@ -30,7 +30,19 @@ function tooLarge(maxBytes: number): ApiError {
     status: 413,
     slug: "payload-too-large",
     title: "Upload too large",
-    detail: `the upload is larger than this daemon accepts (${maxBytes} bytes; serve --max-upload-bytes)`,
+    detail: `the upload is larger than this daemon accepts (${maxBytes} bytes; serve --max-upload-size)`,
+  });
+}
+
+/** A full spool or quota is the admin's to fix, not a daemon failure (no 500, no stack). */
+function outOfSpace(error: unknown): ApiError | null {
+  const code = (error as { readonly code?: unknown }).code;
+  if (code !== "ENOSPC" && code !== "EDQUOT") return null;
+  return new ApiError({
+    status: 503,
+    slug: "spool-full",
+    title: "No room for the upload",
+    detail: `the spool (or the job's quota) ran out of space during the upload (${String(code)}); nothing was written`,
   });
 }
 
@@ -145,10 +157,11 @@ export function createFileRoutes(deps: ApiDeps) {
       await pumpBody(c.req.raw, files.maxUploadBytes, idleMs, (chunk) => target.write(chunk));
     } catch (error) {
       target.abandon();
-      throw error;
+      throw outOfSpace(error) ?? error;
     }
     const { sizeBytes } = target.commit();
-    return c.json({ path: parts.join("/"), sizeBytes, mode: `0${mode.toString(8)}` }, 201);
+    const shownMode = `0${mode.toString(8).padStart(3, "0")}`;
+    return c.json({ path: parts.join("/"), sizeBytes, mode: shownMode }, 201);
   });
 
   app.get("/v1/workloads/:id/files", function list(c) {

@@ -41,7 +41,7 @@ export interface WorkspaceFilesDeps {
    * workspace and gives it the directory); null: the daemon's own uid.
    */
   readonly claimIdentity: (workspaceDir: string) => Owner | null;
-  /** The largest upload accepted (`serve --max-upload-bytes`). */
+  /** The largest upload accepted (`serve --max-upload-size`). */
   readonly maxUploadBytes: number;
 }
 
