@@ -5,7 +5,9 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import {
+  chownSync,
   existsSync,
+  linkSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -223,5 +225,42 @@ describe("path tricks", () => {
     const h = make();
     expect((await put(h, "/v1/workloads/w-none/files/x", "x")).status).toBe(404);
     expect((await h.request("/v1/workloads/w-none/files")).status).toBe(404);
+  });
+});
+
+describe("uploads that must leave nothing", () => {
+  test("a body that stalls is cut (408) and its temporary file removed", async () => {
+    const h = make();
+    const id = await submitted(h);
+    let sent = false;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        // One chunk, then silence: the client never finishes.
+        if (!sent) controller.enqueue(new Uint8Array(10));
+        sent = true;
+        return new Promise<void>(() => {});
+      },
+    });
+    const res = await h.app.request(
+      `/v1/workloads/${id}/files/slow.bin`,
+      { method: "PUT", body },
+      { access: { kind: "LocalSocket" }, bodyTimeoutMs: 100 },
+    );
+    expect(res.status).toBe(408);
+    expect(readdirSync(workspace(h, id))).toEqual([]);
+  });
+
+  test("a hard link to a file that is not the workspace owner's is not served", async () => {
+    const h = make();
+    const id = await submitted(h);
+    const out = outside();
+    writeFileSync(join(out, "shadow"), "root only");
+    expect((await put(h, `/v1/workloads/${id}/files/mine`, "ok")).status).toBe(201);
+    // The workspace belongs to the job's uid; a second name for a file owned by someone else.
+    chownSync(workspace(h, id), 54321, 54321);
+    linkSync(join(out, "shadow"), join(workspace(h, id), "linked"));
+    const res = await h.request(`/v1/workloads/${id}/files/linked`);
+    expect(res.status).toBe(409);
+    expect(await res.text()).not.toContain("root only");
   });
 });
