@@ -90,6 +90,13 @@ async function measure(count: number, targetMs: number) {
       log: silentLog,
       logFile: () => join(dir, "none"),
       backup: { snapshot: () => "", keepBeside: () => [] },
+      // The list page reads no workspace; these routes are mounted but never called here.
+      files: {
+        spool: dir,
+        workspaceDir: (id) => join(dir, id),
+        claimIdentity: () => null,
+        maxUploadBytes: 0,
+      },
       version: "bench",
     });
     const deepAt = Date.now() - count * 1000 + 200 * 1000;

@@ -31,6 +31,11 @@ const DIR_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOL
 /** O_NONBLOCK: opening a FIFO a job planted must not hang the daemon. */
 const FILE_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | O_CLOEXEC;
 
+export interface Owner {
+  readonly uid: number;
+  readonly gid: number;
+}
+
 /** A path below the root that is, or passes through, something other than a real directory. */
 export class BeneathError extends Error {
   readonly code = "EBENEATH";
@@ -94,7 +99,7 @@ interface Walk {
   close(): void;
 }
 
-function startWalk(root: string): Walk {
+function startWalk(root: string, createOwner: Owner | null = null): Walk {
   const opened = new Map<string, number>([["", openRoot(root)]]);
   const step = (parentFd: number, name: string, shown: string, createMode: number | null) => {
     try {
@@ -109,7 +114,11 @@ function startWalk(root: string): Walk {
     } catch (error) {
       if (errorCode(error) !== "EEXIST") throw error;
     }
-    return openDirAt(parentFd, name, shown);
+    const fd = openDirAt(parentFd, name, shown);
+    // Given through the fd just opened O_NOFOLLOW: a directory an upload made for a job's
+    // files must be the job's, or the job cannot write beside them.
+    if (createOwner !== null) fchownSync(fd, createOwner.uid, createOwner.gid);
+    return fd;
   };
   return {
     dirAt(path, createMode) {
@@ -191,11 +200,6 @@ export function chmodDirBeneath(root: string, path: string, mode: number): void 
   withDirBeneath(root, path, null, (fd) => fchmodSync(fd, mode));
 }
 
-export interface Owner {
-  readonly uid: number;
-  readonly gid: number;
-}
-
 /**
  * chown of the directory at `path` below `root`, and with `regularFiles` of each regular
  * file directly in it. Each file is opened O_NOFOLLOW and judged by fstat on that fd, so a
@@ -251,4 +255,23 @@ export function openFileBeneath(root: string, path: string, flags: number, mode:
       throw error;
     }
   });
+}
+
+/**
+ * An fd (the caller closes it) of the directory at `path` below `root`, no link followed on
+ * the way or at it. With `create`, missing directories are made with its mode and given to
+ * its owner. The fd names the directory itself: a later swap of any path component for a
+ * link changes nothing for what is done through `atFd(fd, name)`.
+ */
+export function openDirBeneath(
+  root: string,
+  path: string,
+  create: { readonly mode: number; readonly owner: Owner | null } | null = null,
+): number {
+  const walk = startWalk(root, create?.owner ?? null);
+  try {
+    return openSync(atFd(walk.dirAt(path, create?.mode ?? null), "."), DIR_FLAGS);
+  } finally {
+    walk.close();
+  }
 }

@@ -22,6 +22,7 @@ import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
 import { createUiRoutes } from "./ui/routes.tsx";
+import { createFileRoutes } from "./workloads/files.ts";
 import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
 
@@ -70,7 +71,12 @@ function allowedMethods(
       const source = r.path
         .split("/")
         .map((part) =>
-          part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+          // `:path{.+}` spans components (a workspace file's path).
+          part.startsWith(":")
+            ? part.endsWith("{.+}")
+              ? ".+"
+              : "[^/]+"
+            : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
         )
         .join("/");
       return { method: r.method, pattern: new RegExp(`^${source}$`) };
@@ -123,6 +129,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createProfileRoutes(deps));
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
+  app.route("/", createFileRoutes(deps));
   app.route("/", createBackupRoutes(deps, metrics));
   app.route("/", createUiRoutes(deps));
 

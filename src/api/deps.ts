@@ -16,6 +16,7 @@ import type { SessionService } from "../orchestration/session/session-service.ts
 import type { StoreDeps } from "../store/deps.ts";
 import type { CallRateHistory } from "./ui/call-rate-history.ts";
 import type { BreakerState } from "./views.ts";
+import type { WorkspaceFilesDeps } from "./workloads/workspace-files.ts";
 
 /**
  * What the API reads from the reconciler's last finished tick: a structural subset of the
@@ -109,6 +110,8 @@ export interface ApiDeps {
   /** How often a followed log is checked for growth (default 250 ms). */
   readonly logPollMs?: number;
   readonly backup: StoreBackup;
+  /** Where workspaces are and who owns them (`/v1/workloads/{id}/files`). */
+  readonly files: WorkspaceFilesDeps;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
   /** Scheduler calls sampled by the daemon for the cluster page; absent: not recorded. */

@@ -38,6 +38,12 @@ export const PROBLEMS = {
   unauthorized: "A TCP listener needs `Authorization: Bearer` with the admin token.",
   "unsupported-media-type": "The body is not JSON.",
   "payload-too-large": "The body is larger than the API accepts.",
+  "path-refused":
+    "A workspace path was refused: absolute, `..`, NUL, too long, or through a symbolic link or a file.",
+  "file-not-found": "No such file or directory in the workload's workspace.",
+  "file-conflict":
+    "The workspace entry is of the wrong kind for the request (a directory where a file was named, or a directory that is not empty).",
+  "range-not-satisfiable": "The Range asked for lies outside the file.",
   "idempotency-key-reused": "The Idempotency-Key was first used with a different request.",
   "isolation-unavailable":
     "The workload cannot be isolated: no worker gateway or no verified isolation (sessions), or jobs would run unsandboxed as the daemon's own uid (BATCH).",

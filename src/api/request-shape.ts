@@ -50,7 +50,9 @@ const NO_BODY = v.strictObject({});
 export async function checkRequestShape(c: Context<ApiEnv>): Promise<void> {
   // HEAD is answered by the GET route.
   const method = c.req.method === "HEAD" ? "GET" : c.req.method;
-  const shape = SHAPES.get(`${method} ${routePath(c, -1)}`);
+  // `:path{.+}` is the contract's `{path}`: the pattern is Hono's, not part of the name.
+  const route = routePath(c, -1).replace(/(:[A-Za-z]+)\{[^}]*\}/g, "$1");
+  const shape = SHAPES.get(`${method} ${route}`);
   // No route: the 404/405 handlers answer, with nothing to check here.
   if (shape === undefined) return;
   const errors: { path: string; message: string }[] = [];

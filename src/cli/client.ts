@@ -227,6 +227,8 @@ export interface ApiClient {
   ): Promise<ApiResult<Response>>;
   /** A request whose successful body is streamed (job output, a backup), not parsed. */
   stream(path: string, method?: "GET" | "POST"): Promise<StreamResult>;
+  /** A raw body (a file, streamed by the runtime) sent with `method`; the answer parsed. */
+  send<T>(method: "PUT" | "DELETE", path: string, body: Blob | null): Promise<ApiResult<T>>;
 }
 
 function describeServer(server: ServerAddress): string {
@@ -239,17 +241,19 @@ export function createClient(
   runtime: Pick<ClientRuntime, "fetch">,
 ): ApiClient {
   async function send(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "PUT" | "DELETE",
     path: string,
     options: RequestOptions,
   ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
     const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
     if (token !== null) headers["Authorization"] = `Bearer ${token}`;
     if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    if (options.raw !== undefined) headers["Content-Type"] = "application/octet-stream";
     const init: RequestInit & { unix?: string } = {
       method,
       headers,
       ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      ...(options.raw !== undefined ? { body: options.raw } : {}),
       ...(server.kind === "unix" ? { unix: server.path } : {}),
     };
     // Over a unix socket the host part is a formality; the path is what routes.
@@ -261,25 +265,36 @@ export function createClient(
     }
   }
 
+  async function parsed<T>(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    options: RequestOptions,
+  ): Promise<ApiResult<T>> {
+    const response = await send(method, path, options);
+    if (!(response instanceof Response)) return response;
+    const text = await readText(response, server);
+    if (typeof text !== "string") return text;
+    let body: unknown;
+    try {
+      body = text === "" ? null : JSON.parse(text);
+    } catch {
+      body = null;
+    }
+    if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
+    return toProblem(response, text, body);
+  }
+
   return {
     server,
+    send<T>(method: "PUT" | "DELETE", path: string, body: Blob | null) {
+      return parsed<T>(method, path, body === null ? {} : { raw: body });
+    },
     async request<T>(
       method: "GET" | "POST",
       path: string,
       options: RequestOptions = {},
     ): Promise<ApiResult<T>> {
-      const response = await send(method, path, options);
-      if (!(response instanceof Response)) return response;
-      const text = await readText(response, server);
-      if (typeof text !== "string") return text;
-      let body: unknown;
-      try {
-        body = text === "" ? null : JSON.parse(text);
-      } catch {
-        body = null;
-      }
-      if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
-      return toProblem(response, text, body);
+      return parsed<T>(method, path, options);
     },
     async open(method: "GET" | "POST", path: string, options: RequestOptions = {}) {
       const response = await send(method, path, options);
@@ -308,6 +323,8 @@ export function createClient(
 
 type RequestOptions = {
   readonly body?: unknown;
+  /** A raw body (an upload): Bun streams a file-backed Blob from disk. */
+  readonly raw?: Blob;
   readonly headers?: Readonly<Record<string, string>>;
 };
 

@@ -62,6 +62,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./logs.ts")).logsCommand,
   },
   {
+    name: "cp",
+    summary: "Copy a file into or out of a workload's workspace (ID:path)",
+    load: async () => (await import("./cp.ts")).cpCommand,
+  },
+  {
     name: "cancel",
     summary: "Cancel a workload (idempotent)",
     load: async () => (await import("./cancel.ts")).cancelCommand,

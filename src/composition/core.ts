@@ -76,6 +76,8 @@ export interface Core {
   readonly admission: AdmissionStore;
   /** Who jobs run as, in words (diagnostics). */
   readonly jobIdentity: string;
+  /** Who jobs run as: uploads into a workspace are given to the same identity. */
+  readonly identities: JobIdentities;
 }
 
 export type CoreResult =
@@ -176,6 +178,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       services: created.services ?? [],
       admission: stores.admission,
       jobIdentity: identities.description,
+      identities,
     },
   };
 }

@@ -94,7 +94,11 @@ export interface DaemonConfig {
   readonly drainTimeoutMs?: number;
   /** How long every listener waits for a request body (`serve --body-timeout-ms`). */
   readonly bodyTimeoutMs?: number;
+  /** The largest file upload accepted (`serve --max-upload-size`); default 16 GiB. */
+  readonly maxUploadBytes?: number;
 }
+
+const DEFAULT_MAX_UPLOAD_BYTES = 16 * 1024 ** 3;
 
 export interface RunningDaemon {
   readonly layout: StateLayout;
@@ -268,7 +272,9 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
   });
   if (composed.kind === "ConfigError") return fail(composed);
-  const { backend, reconciler, sessions, services, admission, jobIdentity } = composed.core;
+  const { backend, reconciler, sessions, services, admission, jobIdentity, identities } =
+    composed.core;
+  const maxUploadBytes = config.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
   log.info("jobs run as", { identity: jobIdentity });
   if (sessions) {
     const component = sessions;
@@ -322,6 +328,12 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     log,
     logFile: layout.jobLogPath,
     backup: storeBackup(database.sqlite, layout),
+    files: {
+      spool: layout.spool,
+      workspaceDir: layout.workspaceDir,
+      claimIdentity: (workspace) => identities.claim(workspace),
+      maxUploadBytes,
+    },
     version: config.version,
     isolation: {
       unsandboxedBatchAllowed: config.allowUnsandboxedBatch === true,
@@ -339,6 +351,9 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     // Stop accepting everywhere at once; in-flight requests get a grace period.
     await Promise.all(servers.map((server) => stopServer(server, drainTimeoutMs)));
   });
+  // Bun refuses bodies past 128 MiB by default; uploads are capped by the files route
+  // (streamed), JSON bodies by the API's own bound (validation.ts).
+  const maxRequestBodySize = maxUploadBytes + 1024 * 1024;
   for (const address of config.listen) {
     const bindings: ApiBindings = {
       access: accessFor(address, adminToken),
@@ -362,7 +377,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
         const server = withPrivateSocket(address.path, () =>
           // Bun's types leave idleTimeout off the unix options; the runtime honours it
           // (the logs-live test fails without it).
-          Bun.serve({ unix: address.path, fetch, idleTimeout: 0 } as Parameters<
+          Bun.serve({ unix: address.path, fetch, idleTimeout: 0, maxRequestBodySize } as Parameters<
             typeof Bun.serve
           >[0]),
         );
@@ -374,6 +389,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
           hostname: address.host,
           port: address.port,
           fetch,
+          maxRequestBodySize,
         });
         servers.push(server);
         listening.push(

@@ -62,7 +62,10 @@ Options:
                           require Authorization: Bearer TOKEN with the token in
                           STATE_DIR/admin-token (GET /healthz excepted: liveness only).
   --body-timeout-ms MS    How long any listener waits for a request's body before it
-                          answers 408 and closes the connection (default 30000).
+                          answers 408 and closes the connection (default 30000); for a
+                          file upload, the longest pause between its chunks.
+  --max-upload-size SIZE  The largest file \`PUT /v1/workloads/ID/files/PATH\` (and
+                          \`openai4s cp\`) accepts, e.g. 500M or 64G (default 16G).
   --allow-remote          Allow a --listen address that is not loopback.
   --backend NAME          Where work runs (default ${DEFAULT_BACKEND}):
 ${backends}
@@ -148,6 +151,8 @@ export interface ServeOptions {
   readonly pacing: ReconcilerPacing;
   /** `--body-timeout-ms`; absent: the API's default. */
   readonly bodyTimeoutMs?: number;
+  /** `--max-upload-size`; absent: the daemon's default. */
+  readonly maxUploadBytes?: number;
 }
 
 /** The reconciler's polling ceiling, back-off and command bound; unset fields: defaults. */
@@ -245,12 +250,30 @@ export function parseServeArgs(
     allowUnsandboxedBatch: v["allow-unsandboxed-batch"] === true,
     pacing: parsePacing(v),
     ...bodyTimeout(v),
+    ...maxUpload(v),
   };
 }
 
 function bodyTimeout(v: ReturnType<typeof parse>["values"]): { bodyTimeoutMs?: number } {
   const bodyTimeoutMs = positiveInt("body-timeout-ms", v["body-timeout-ms"], 1);
   return bodyTimeoutMs === undefined ? {} : { bodyTimeoutMs };
+}
+
+function maxUpload(v: ReturnType<typeof parse>["values"]): { maxUploadBytes?: number } {
+  const raw = v["max-upload-size"];
+  if (raw === undefined) return {};
+  let bytes: number;
+  try {
+    bytes = parseLowWater(raw);
+  } catch {
+    bytes = 0;
+  }
+  if (bytes < 1) {
+    throw new UsageError(
+      `serve: --max-upload-size must be a size such as 500M or 64G, got ${JSON.stringify(raw)}`,
+    );
+  }
+  return { maxUploadBytes: bytes };
 }
 
 function parse(args: readonly string[]) {
@@ -271,6 +294,7 @@ function parse(args: readonly string[]) {
     "poll-max-ms": { type: "string" },
     "max-commands": { type: "string" },
     "body-timeout-ms": { type: "string" },
+    "max-upload-size": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
 }
@@ -329,6 +353,7 @@ export const serveCommand: Command = {
       clusterConfigPath: options.clusterConfigPath,
       pacing: options.pacing,
       ...(options.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: options.bodyTimeoutMs } : {}),
+      ...(options.maxUploadBytes !== undefined ? { maxUploadBytes: options.maxUploadBytes } : {}),
       version: VERSION,
       env: io.env,
       selfCommand: selfCommand(),

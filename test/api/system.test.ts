@@ -336,7 +336,7 @@ describe("GET /openapi.json", () => {
         h.app.routes
           // The /ui pages are HTML for browsers, not part of the API contract.
           .filter((r) => r.method !== "ALL" && r.path !== "/ui" && !r.path.startsWith("/ui/"))
-          .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)/g, "{$1}")}`),
+          .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)(\{[^}]*\})?/g, "{$1}")}`),
       ),
     ].sort();
     expect(documented).toEqual(registered);

@@ -162,6 +162,14 @@ describe("serve flags", () => {
     });
   });
 
+  test("--max-upload-size is a size; nonsense and zero are refused naming the flag", () => {
+    expect(parse(["--max-upload-size", "64G"])).toMatchObject({ maxUploadBytes: 64 * 1024 ** 3 });
+    expect(parse(["--max-upload-size", "500M"])).toMatchObject({ maxUploadBytes: 500 * 1024 ** 2 });
+    expect(parse([])).not.toHaveProperty("maxUploadBytes");
+    expect(() => parse(["--max-upload-size", "0"])).toThrow(/--max-upload-size/);
+    expect(() => parse(["--max-upload-size", "lots"])).toThrow(/--max-upload-size/);
+  });
+
   test("--body-timeout-ms is a whole number of milliseconds", () => {
     expect(parse(["--body-timeout-ms", "2500"])).toMatchObject({ bodyTimeoutMs: 2500 });
     expect(() => parse(["--body-timeout-ms", "0"])).toThrow(/--body-timeout-ms/);

@@ -56,6 +56,8 @@ export function harness(
     /** The spool's room (absent: not watched, nothing refused for space). */
     readonly spool?: SpoolSpace;
     readonly schedulerCallHistory?: CallRateHistory;
+    /** The files routes' upload cap (default 1 MiB). */
+    readonly maxUploadBytes?: number;
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -138,6 +140,12 @@ export function harness(
     log,
     logFile: stateLayout(dir).jobLogPath,
     backup: storeBackup(opened.sqlite, stateLayout(dir)),
+    files: {
+      spool: stateLayout(dir).spool,
+      workspaceDir: stateLayout(dir).workspaceDir,
+      claimIdentity: () => null,
+      maxUploadBytes: options.maxUploadBytes ?? 1024 * 1024,
+    },
     logPollMs: 20,
     version: "9.9.9-test",
     ...(options.sessions ? { sessions: options.sessions } : {}),

@@ -9,20 +9,24 @@ import {
   DiagnosticsSchema,
   EventListSchema,
   ExecResultSchema,
+  FileListSchema,
   HealthSchema,
   InterruptResultSchema,
   ProfileListSchema,
   TaskResultSchema,
+  UploadedFileSchema,
   WorkloadListSchema,
   WorkloadSchema,
 } from "../view-schemas.ts";
 import {
   ExecBody,
   ExecQuery,
+  FilesListQuery,
   ListQuery,
   LogsQuery,
   SubmitBody,
   TaskBody,
+  UploadQuery,
 } from "../workloads/schemas.ts";
 
 export type Body =
@@ -30,13 +34,15 @@ export type Body =
   | { readonly kind: "raw"; readonly contentType: string; readonly description: string };
 
 export interface Operation {
-  readonly method: "GET" | "POST";
+  readonly method: "GET" | "POST" | "PUT" | "DELETE";
   /** OpenAPI form: `/v1/workloads/{id}`. */
   readonly path: string;
   readonly operationId: string;
   readonly summary: string;
   readonly query?: { readonly schema: v.GenericSchema; readonly name: string };
   readonly body?: { readonly schema: v.GenericSchema; readonly name: string };
+  /** A body of raw bytes (an upload), streamed, never parsed. */
+  readonly rawBody?: { readonly contentType: string; readonly description: string };
   readonly headers?: readonly { readonly name: string; readonly description: string }[];
   /** Success responses by status. */
   readonly ok: Readonly<Record<string, { readonly description: string; readonly body: Body }>>;
@@ -129,6 +135,80 @@ export const OPERATIONS: readonly Operation[] = [
     problems: {
       "400": "Invalid query.",
       "404": "No such workload, attempt or log (yet), or the log is not a regular file.",
+    },
+  },
+  {
+    method: "PUT",
+    path: "/v1/workloads/{id}/files/{path}",
+    operationId: "uploadFile",
+    summary:
+      "Write a file into the workspace (streamed; parents made; replaced atomically), owned by the job's identity",
+    query: { schema: UploadQuery, name: "UploadQuery" },
+    rawBody: { contentType: "application/octet-stream", description: "The file's bytes." },
+    ok: {
+      "201": { description: "Written.", body: json(UploadedFileSchema, "UploadedFile") },
+    },
+    problems: {
+      "400": "Invalid path (absolute, `..`, NUL, too long, through a link) or mode.",
+      "404": "No such workload.",
+      "408": "The upload stalled; nothing was written.",
+      "409": "The path names a directory or something else that is not a file.",
+      "413": "Larger than the daemon accepts (serve --max-upload-size); nothing was written.",
+      "503": "The spool ran out of space during the upload; nothing was written.",
+    },
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads/{id}/files/{path}",
+    operationId: "downloadFile",
+    summary: "Read a file of the workspace (streamed; one byte range with Range)",
+    headers: [
+      { name: "Range", description: "One range, `bytes=START-END`, `START-` or `-SUFFIX`." },
+    ],
+    ok: {
+      "200": {
+        description: "The whole file.",
+        body: { kind: "raw", contentType: "application/octet-stream", description: "The bytes." },
+      },
+      "206": {
+        description: "The range asked for (Content-Range says which).",
+        body: { kind: "raw", contentType: "application/octet-stream", description: "The bytes." },
+      },
+    },
+    problems: {
+      "400": "Invalid path, or one through a link.",
+      "404": "No such workload or file.",
+      "409": "Not a regular file of the workspace.",
+      "416": "The range lies outside the file.",
+    },
+  },
+  {
+    method: "DELETE",
+    path: "/v1/workloads/{id}/files/{path}",
+    operationId: "deleteFile",
+    summary: "Remove a file, a link (never what it points at) or an empty directory",
+    ok: {
+      "204": {
+        description: "Removed.",
+        body: { kind: "raw", contentType: "text/plain", description: "Nothing." },
+      },
+    },
+    problems: {
+      "400": "Invalid path, or one through a link.",
+      "404": "No such workload or file.",
+      "409": "A directory that is not empty.",
+    },
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads/{id}/files",
+    operationId: "listFiles",
+    summary: "The workspace's entries, depth first, a page at a time",
+    query: { schema: FilesListQuery, name: "FilesListQuery" },
+    ok: { "200": { description: "Entries.", body: json(FileListSchema, "FileList") } },
+    problems: {
+      "400": "Invalid prefix, cursor or limit.",
+      "404": "No such workload.",
     },
   },
   {

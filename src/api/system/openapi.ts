@@ -104,6 +104,18 @@ function operation(op: Operation): Json {
           },
         }
       : {}),
+    ...(op.rawBody
+      ? {
+          requestBody: {
+            required: true,
+            content: {
+              [op.rawBody.contentType]: {
+                schema: { type: "string", format: "binary", description: op.rawBody.description },
+              },
+            },
+          },
+        }
+      : {}),
     responses,
   };
 }

@@ -275,3 +275,39 @@ export const ExecQuery = v.strictObject({
     ),
   ),
 });
+
+/** Largest page of a workspace listing (each entry is one lstat). */
+export const FILES_LIST_MAX = 1000;
+
+export const FilesListQuery = v.strictObject({
+  prefix: v.optional(
+    v.pipe(
+      v.string(),
+      v.maxLength(4095),
+      v.description(
+        "Only entries whose workspace path starts with this (`data/` lists that directory's tree).",
+      ),
+    ),
+  ),
+  cursor: v.optional(
+    v.pipe(v.string(), v.maxLength(4095), v.description("The nextCursor of the previous page.")),
+  ),
+  limit: v.optional(
+    v.pipe(
+      queryInteger(1, FILES_LIST_MAX),
+      v.description(`Entries per page (default and most ${FILES_LIST_MAX}).`),
+    ),
+  ),
+});
+
+export const UploadQuery = v.strictObject({
+  mode: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^0?[0-7]{3}$/, "must be octal permission bits such as 0600 or 644"),
+      v.description(
+        "The file's permission bits in octal (default 0644); 0600 for a secret only the job may read.",
+      ),
+    ),
+  ),
+});
