@@ -20,6 +20,10 @@ Options:
   --time-limit DURATION  e.g. 90, 90s, 15m, 2h, 1h30m or HH:MM:SS.
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).
+  --tasks N              Run CMD as N tasks (MPI ranks) across the profile's nodes, each
+                         with its rank in SLURM_PROCID (at most the profile's maxTasks;
+                         default 1: CMD runs once, on the first node).
+  --tasks-per-node M     With --tasks: at most M tasks on one node.
   --idempotency-key KEY  Retrying with the same key returns the same workload.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -34,6 +38,8 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       "time-limit": { type: "string" },
       env: { type: "string", multiple: true },
       "max-attempts": { type: "string" },
+      tasks: { type: "string" },
+      "tasks-per-node": { type: "string" },
       "idempotency-key": { type: "string" },
     },
     async run({ values, positionals, io, json, connect }) {
@@ -59,6 +65,17 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
           throw new UsageError(`submit: --max-attempts "${n}" is not a number from 1 to 10`);
         }
         fields["maxAttempts"] = Number(n);
+      }
+      for (const [flag, field] of [
+        ["tasks", "tasks"],
+        ["tasks-per-node", "tasksPerNode"],
+      ] as const) {
+        const n = values[flag];
+        if (n === undefined) continue;
+        if (!/^[1-9][0-9]{0,6}$/.test(n)) {
+          throw new UsageError(`submit: --${flag} "${n}" is not a whole number of tasks ≥ 1`);
+        }
+        fields[field] = Number(n);
       }
       return createWorkload(
         connect(),

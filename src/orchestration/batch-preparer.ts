@@ -12,6 +12,7 @@ import { dirname } from "node:path";
 import type { AttemptPreparer, PrepareResult } from "./attempt-preparer.ts";
 import type { StateLayout } from "./layout.ts";
 import type { Allocation, Workload } from "./models.ts";
+import type { LaunchTasks } from "./ports.ts";
 
 export interface BatchPreparerOptions {
   readonly layout: StateLayout;
@@ -45,6 +46,13 @@ function privateDir(path: string): void {
   }
 }
 
+/** Several tasks only when asked for (admission stores `tasks` only when above one). */
+function tasksOf(workload: Workload): { readonly tasks?: LaunchTasks } {
+  const count = workload.spec.tasks;
+  if (count === undefined || count <= 1) return {};
+  return { tasks: { count, perNode: workload.spec.tasksPerNode ?? null } };
+}
+
 export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
   const { layout } = options;
   return {
@@ -76,7 +84,12 @@ export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
       return {
         kind: "Prepared",
         attempt: {
-          launch: { kind: "COMMAND", command: [...command], env: { ...(workload.spec.env ?? {}) } },
+          launch: {
+            kind: "COMMAND",
+            command: [...command],
+            env: { ...(workload.spec.env ?? {}) },
+            ...tasksOf(workload),
+          },
           allocationDir,
           workspaceDir,
           timeLimitSeconds: workload.spec.timeLimitSeconds ?? null,

@@ -201,6 +201,11 @@ export interface ResourceProfile {
    * (reconciler/runway.ts). Never shown by the API.
    */
   readonly warnBeforeLimitSeconds?: number;
+  /**
+   * The most tasks one BATCH workload of this profile may ask for (`tasks`); absent: 1, a
+   * single command on the first node (the only form the local backend runs).
+   */
+  readonly maxTasks?: number;
 }
 
 /**
@@ -213,6 +218,14 @@ export interface WorkloadSpec {
   readonly timeLimitSeconds?: number;
   readonly idleTimeoutSeconds?: number;
   readonly maxLifetimeSeconds?: number;
+  /**
+   * BATCH: how many copies of the command the in-allocation launcher starts (MPI ranks),
+   * each in its own sandbox with the scheduler's per-task variables. Absent: one, run as
+   * the batch step itself.
+   */
+  readonly tasks?: number;
+  /** BATCH with `tasks`: at most this many on one node (the scheduler spreads the rest). */
+  readonly tasksPerNode?: number;
 }
 
 /** What the reconciler wants for a workload. STOP carries why it was asked to stop. */

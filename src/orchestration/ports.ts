@@ -16,12 +16,25 @@ import type {
   WorkloadKind,
 } from "./models.ts";
 
+/**
+ * A COMMAND run as several tasks by the backend's in-allocation launcher, each in its own
+ * sandbox seeing its rank; tasks of one allocation on one node share a private /tmp and
+ * /dev/shm (MPI's shared-memory transport). Only a backend whose profiles allow it gets it.
+ */
+export interface LaunchTasks {
+  readonly count: number;
+  /** At most this many on one node; null: as the scheduler places them. */
+  readonly perNode: number | null;
+}
+
 /** How the allocation's processes are started. Derived per attempt by the AttemptPreparer. */
 export type Launch =
   | {
       readonly kind: "COMMAND";
       readonly command: readonly string[];
       readonly env: Readonly<Record<string, string>>;
+      /** Absent: the command runs once, as the allocation's main process. */
+      readonly tasks?: LaunchTasks;
     }
   | {
       /**

@@ -80,6 +80,10 @@ export interface SlurmPlacement {
   readonly timeLimitSeconds: number | null;
   /** Seconds before the limit the job is warned (SIGURG); 0 turns it off; default 300. */
   readonly warnBeforeLimitSeconds?: number | null;
+  /** The most tasks one BATCH may ask for (admission checks); absent: 1. */
+  readonly maxTasks?: number;
+  /** srun's `--mpi` for a multi-task BATCH; null or absent: the cluster's MpiDefault. */
+  readonly mpi?: string | null;
 }
 
 export interface PlacementCatalog {

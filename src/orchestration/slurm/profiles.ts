@@ -95,6 +95,12 @@ function description(value: TomlScalar): string | null {
   return null;
 }
 
+function mpiPlugin(value: TomlScalar): string | null {
+  return /^[a-z][a-z0-9_]{0,31}$/.test(String(value))
+    ? null
+    : "must name an MPI plugin as `srun --mpi=list` prints it (e.g. pmi2, pmix)";
+}
+
 /** Defaults for every profile. */
 const CLUSTER_KEYS: Readonly<Record<string, KeySpec>> = {
   partition: { type: "string", check: schedulerName },
@@ -117,6 +123,10 @@ const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   warn_minutes_before_limit: { type: "integer", check: range(0, 1_092) },
   allow_batch: { type: "boolean" },
   allow_sessions: { type: "boolean" },
+  // The most tasks (MPI ranks) one BATCH workload may ask for; absent: 1 (one command).
+  max_tasks: { type: "integer", check: range(1, 1_000_000) },
+  // srun's --mpi for those tasks (pmi2, pmix, ...); absent: the cluster's MpiDefault.
+  mpi: { type: "string", check: mpiPlugin },
 };
 
 const REQUIRED_PROFILE_KEYS = ["description"] as const;
@@ -405,6 +415,8 @@ function readProfile(
     memoryMb: int(values, "memory_mb"),
     timeLimitSeconds: minutes === null ? null : minutes * 60,
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    maxTasks: int(values, "max_tasks") ?? 1,
+    mpi: str(values, "mpi"),
   };
   // The broker is the last word on what can be submitted: ask it now, not at queue time.
   const options = resourceOptions(placement);
@@ -429,6 +441,7 @@ function readProfile(
     },
     // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
   };
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
