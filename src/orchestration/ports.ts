@@ -25,6 +25,11 @@ export interface LaunchTasks {
   readonly count: number;
   /** At most this many on one node; null: as the scheduler places them. */
   readonly perNode: number | null;
+  /**
+   * Set by the launch wrapper: who must own the node's shared /tmp and /dev/shm (the job's
+   * identity; null: the launcher's own uid, a daemon that is not root).
+   */
+  readonly owner?: { readonly uid: number; readonly gid: number } | null;
 }
 
 /** How the allocation's processes are started. Derived per attempt by the AttemptPreparer. */

@@ -32,7 +32,13 @@ import {
   type SubmitResult,
   type TaskRunner,
 } from "../ports.ts";
-import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import {
+  type LaunchWrapper,
+  NODE_TMP_PLACEHOLDER,
+  type RunAs,
+  type Sandbox,
+  type SandboxPaths,
+} from "../sandbox.ts";
 import type { ProbeOutcome } from "./background-verifier.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
@@ -221,6 +227,7 @@ function wrapLaunch(
   runAs: RunAs | null,
   job: {
     readonly rankEnv: string;
+    readonly taskEnv?: readonly string[];
     readonly baseEnv: Readonly<Record<string, string>>;
     readonly launchEnv?: readonly string[];
   },
@@ -229,6 +236,23 @@ function wrapLaunch(
   const vars = { ...job.baseEnv, HOME: homeOf(paths), ...launch.env };
   switch (launch.kind) {
     case "COMMAND":
+      if (launch.tasks !== undefined) {
+        // Each task inherits the launcher's per-task variables (its rank, the node list, PMI's
+        // descriptors) by name from the allowlist, and shares the node's /tmp and /dev/shm
+        // with the allocation's other tasks there.
+        const owner = runAs === null ? null : { uid: runAs.uid, gid: runAs.gid };
+        return {
+          ...launch,
+          command: wrapper.wrap(
+            launch.command,
+            { ...paths, nodeTmp: NODE_TMP_PLACEHOLDER },
+            { vars, inherit: [...(job.taskEnv ?? []), ...launchEnv] },
+            runAs,
+          ),
+          tasks: { ...launch.tasks, owner },
+          env: {},
+        };
+      }
       return {
         ...launch,
         command: wrapper.wrap(
@@ -264,6 +288,12 @@ export interface WrappedBackendOptions {
   readonly wrapper: LaunchWrapper;
   /** The per-task rank variable of the backend's task launcher (see `wrapLaunch`). */
   readonly rankEnv: string;
+  /**
+   * What each task of a multi-task launch inherits from the launcher by name (its rank, the
+   * node list, PMI's variables): the backend's documented allowlist, never the launcher's
+   * whole environment. Absent: none.
+   */
+  readonly taskEnv?: readonly string[];
   /** What every job and step gets before its own variables (PATH). */
   readonly baseEnv: Readonly<Record<string, string>>;
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */

@@ -11,6 +11,7 @@
  * are the options on sbatch's own argv.
  */
 import { DEADLINE_ENV } from "../deadline-env.ts";
+import { NODE_TMP_PLACEHOLDER } from "../sandbox.ts";
 
 export type QuoteResult =
   | { readonly kind: "Quoted"; readonly text: string }
@@ -50,6 +51,21 @@ export type BatchBody =
       readonly ranks: number;
       readonly workerCommand: readonly string[];
       readonly rankEnv: string;
+    }
+  /**
+   * `count` copies of `command` (already wrapped in its sandbox), started by the launcher
+   * from the batch script, each through TASK_SCRIPT on its node (see there).
+   */
+  | {
+      readonly kind: "TASKS";
+      readonly launcher: string;
+      readonly count: number;
+      readonly perNode: number | null;
+      /** srun's --mpi (pmi2, pmix); null: the cluster's MpiDefault. */
+      readonly mpi: string | null;
+      /** Who owns the node's shared /tmp and /dev/shm (the job's uid); null: the launcher's. */
+      readonly owner: { readonly uid: number; readonly gid: number } | null;
+      readonly command: readonly string[];
     };
 
 export type RenderResult =
@@ -77,6 +93,129 @@ function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): readonl
   ];
 }
 
+/**
+ * Where a node's per-allocation directory lives (the tasks' shared /tmp and /dev/shm): node
+ * local, and a directory only the launching account can create entries in, so no other
+ * local user can plant a link where a root-run task script then chowns. /run is memory, as
+ * the private tmpfs of a single-task launch is. A non-root service account has no /run of
+ * its own: its base is a 0700 directory it owns under the node's /tmp, refused when someone
+ * else made it first.
+ */
+const NODE_BASE_LINES = [
+  `if [ "$(id -u)" = 0 ]; then base=/run/openai4s-tasks; else base=/tmp/openai4s-tasks-$(id -u); fi`,
+  `case "\${SLURM_JOB_ID:-}.\${SLURM_NODEID:-}" in *[!0-9.]*|.*|*.) echo "openai4s: no job id or node id from the launcher" >&2; exit 125 ;; esac`,
+  `d="$base/$SLURM_JOB_ID.$SLURM_NODEID"`,
+] as const;
+
+/**
+ * The node's network interfaces, read-only, for a sandboxed task: MPI's transports (UCX,
+ * libfabric) list them under /sys/class/net, and the sandbox has no /sys at all (measured:
+ * MPICH over UCX failed "Destination is unreachable" between two nodes, and ran with these
+ * binds). Each interface's link is resolved HERE, on the node, outside the sandbox: sysfs is
+ * the kernel's, nothing a job wrote. Parents are made 0755 first (bwrap would make them 0700,
+ * and the job's uid could not reach them). Printed one per line (sysfs names have no
+ * blanks), appended as bwrap options before its "--".
+ */
+const NETWORK_SYSFS_LINES = [
+  "netbinds() {",
+  "  made=",
+  '  for s in /sys/class/net $(for l in /sys/class/net/*; do [ -L "$l" ] && readlink -f "$l"; done); do',
+  '    case "$s" in /sys/class/net|/sys/devices/*) ;; *) continue ;; esac',
+  "    q= rest=${s#/}",
+  '    while case "$rest" in */*) true ;; *) false ;; esac; do',
+  "      q=$q/${rest%%/*} rest=${rest#*/}",
+  '      case " $made " in *" $q "*) ;; *) made="$made $q"; echo --perms; echo 0755; echo --dir; echo "$q" ;; esac',
+  "    done",
+  '    echo --ro-bind-try; echo "$s"; echo "$s"',
+  "  done",
+  "}",
+] as const;
+
+/**
+ * Runs once per task on its node, OUTSIDE the sandbox, before it: makes the allocation's
+ * node directory once (built aside and renamed into place, so a second task of the node
+ * either finds it complete or makes its own and loses the rename), gives its tmp/ and shm/
+ * to the job's uid, then replaces the placeholder path in the sandbox's own options (never
+ * past the first "--", where the job's argv begins) and execs the sandbox.
+ * Arguments: UID GID (or "- -") and the wrapped argv.
+ */
+const TASK_SCRIPT = [
+  "set -u",
+  "uid=$1 gid=$2; shift 2",
+  ...NODE_BASE_LINES,
+  `(umask 077 && mkdir -p "$base") && [ -d "$base" ] && [ ! -L "$base" ] && [ -O "$base" ] || { echo "openai4s: $base is not this account's own directory" >&2; exit 125; }`,
+  `if [ ! -d "$d" ]; then`,
+  `  t=$(mktemp -d "$base/.new.XXXXXX") || exit 125`,
+  `  mkdir -m 0700 "$t/tmp" "$t/shm" || exit 125`,
+  `  if [ "$uid" != - ]; then chown "$uid:$gid" "$t/tmp" "$t/shm" || exit 125; fi`,
+  `  mv -T "$t" "$d" 2>/dev/null || rm -rf "$t"`,
+  "fi",
+  `[ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ] || { echo "openai4s: $d is not this job's directory" >&2; exit 125; }`,
+  `p=${NODE_TMP_PLACEHOLDER}`,
+  ...NETWORK_SYSFS_LINES,
+  "opts=1 sandboxed=",
+  "for a do",
+  "  shift",
+  `  if [ -n "$opts" ]; then`,
+  `    case "$a" in`,
+  `      --) opts=; if [ -n "$sandboxed" ]; then for b in $(netbinds); do set -- "$@" "$b"; done; fi ;;`,
+  `      "$p"/*) a="$d\${a#"$p"}"; sandboxed=1 ;;`,
+  "    esac",
+  "  fi",
+  `  set -- "$@" "$a"`,
+  "done",
+  `exec "$@"`,
+].join("\n");
+
+/** Runs once per node after the tasks: the allocation's node directory goes with them. */
+const CLEANUP_SCRIPT = [...NODE_BASE_LINES, `rm -rf "$d"`].join("\n");
+
+/**
+ * The launcher lines of a TASKS script. `--export=ALL` as for WORKER (the batch script's
+ * environment is the validated --export list plus the scheduler's variables, and the task
+ * script inherits only the allowlisted ones into the sandbox); `--kill-on-bad-exit=1`: one
+ * dead rank ends the step, as MPI programs expect. The cleanup step runs whatever the tasks
+ * did (`--overlap`: it must not wait for resources the ending step still holds); the job's
+ * exit status is the tasks'.
+ */
+function tasksLines(body: Extract<BatchBody, { kind: "TASKS" }>): RenderResult {
+  const launch = shellQuoteAll([
+    body.launcher,
+    "--export=ALL",
+    `--ntasks=${body.count}`,
+    ...(body.perNode === null ? [] : [`--ntasks-per-node=${body.perNode}`]),
+    ...(body.mpi === null ? [] : [`--mpi=${body.mpi}`]),
+    "--kill-on-bad-exit=1",
+    "/bin/sh",
+    "-c",
+    TASK_SCRIPT,
+    "openai4s-task",
+    body.owner === null ? "-" : String(body.owner.uid),
+    body.owner === null ? "-" : String(body.owner.gid),
+    ...body.command,
+  ]);
+  if (launch.kind === "Invalid") return launch;
+  const cleanupLauncher = shellQuoteAll([
+    body.launcher,
+    "--export=ALL",
+    "--overlap",
+    // Memory too is shared with a step still ending (a killed rank's): without this, the
+    // cleanup was refused "Memory required by task is not available" and the node's
+    // directory stayed behind.
+    "--mem=0",
+    "--ntasks-per-node=1",
+  ]);
+  const cleanupCommand = shellQuoteAll(["/bin/sh", "-c", CLEANUP_SCRIPT, "openai4s-cleanup"]);
+  if (cleanupLauncher.kind === "Invalid") return cleanupLauncher;
+  if (cleanupCommand.kind === "Invalid") return cleanupCommand;
+  // One cleanup task on every node of the allocation (the scheduler's count, read here).
+  const cleanup = `${cleanupLauncher.text} --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" ${cleanupCommand.text}`;
+  return {
+    kind: "Rendered",
+    script: ["rc=0", `${launch.text} || rc=$?`, cleanup, 'exit "$rc"'].join("\n"),
+  };
+}
+
 /** The variable a job (and a session's kernel) reads its deadline from, in epoch seconds. */
 export { DEADLINE_ENV };
 
@@ -90,6 +229,39 @@ const DEADLINE_LINES = [
   `${DEADLINE_ENV}=$(SLURM_TIME_FORMAT=%s squeue -h -j "\${SLURM_JOB_ID:-0}" -o %e 2>/dev/null) || ${DEADLINE_ENV}=`,
   `case "$${DEADLINE_ENV}" in ''|*[!0-9]*) unset ${DEADLINE_ENV} ;; *) export ${DEADLINE_ENV} ;; esac`,
 ] as const;
+
+/** The script's fixed head: no argument precedes the first command line (see the top). */
+function scriptOf(lines: string): string {
+  return [
+    "#!/bin/sh",
+    "# Written by openai4s. Every argument below is single-quoted; nothing is expanded.",
+    // A command line before any quoted argument: sbatch stops reading #SBATCH directives
+    // at the first line that is not a comment, so no argument can smuggle one in.
+    "set -u",
+    ...DEADLINE_LINES,
+    lines,
+    "",
+  ].join("\n");
+}
+
+function renderTasksScript(body: Extract<BatchBody, { kind: "TASKS" }>): RenderResult {
+  for (const [what, n] of [
+    ["tasks", body.count],
+    ["tasks per node", body.perNode ?? 1],
+  ] as const) {
+    if (!Number.isInteger(n) || n < 1) {
+      return { kind: "Invalid", message: `${what} must be a positive integer, got ${n}` };
+    }
+  }
+  if (body.mpi !== null && !/^[a-z][a-z0-9_]{0,31}$/.test(body.mpi)) {
+    return { kind: "Invalid", message: "the MPI plugin name is not a plugin name" };
+  }
+  if (body.command.length === 0 || body.command[0] === "") {
+    return { kind: "Invalid", message: "the command is empty" };
+  }
+  const lines = tasksLines(body);
+  return lines.kind === "Invalid" ? lines : { kind: "Rendered", script: scriptOf(lines.script) };
+}
 
 export function renderBatchScript(body: BatchBody): RenderResult {
   let argv: readonly string[];
@@ -106,6 +278,8 @@ export function renderBatchScript(body: BatchBody): RenderResult {
       }
       argv = workerLaunchArgv(body);
       break;
+    case "TASKS":
+      return renderTasksScript(body);
     default: {
       const never: never = body;
       throw new Error(`unhandled batch body ${JSON.stringify(never)}`);
@@ -122,17 +296,5 @@ export function renderBatchScript(body: BatchBody): RenderResult {
   }
   const quoted = shellQuoteAll(argv);
   if (quoted.kind === "Invalid") return quoted;
-  return {
-    kind: "Rendered",
-    script: [
-      "#!/bin/sh",
-      "# Written by openai4s. Every argument below is single-quoted; nothing is expanded.",
-      // A command line before any quoted argument: sbatch stops reading #SBATCH directives
-      // at the first line that is not a comment, so no argument can smuggle one in.
-      "set -u",
-      ...DEADLINE_LINES,
-      `exec ${quoted.text}`,
-      "",
-    ].join("\n"),
-  };
+  return { kind: "Rendered", script: scriptOf(`exec ${quoted.text}`) };
 }
