@@ -259,7 +259,7 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster multi-node BATC
   test(
     "a single-task BATCH on the same profile runs once, as before",
     async () => {
-      const { phase, out, err } = await run("--", "/bin/sh", "-c", 'echo "${SLURM_PROCID-unset}"');
+      const { phase, out, err } = await run("--", "/bin/sh", "-c", `echo "\${SLURM_PROCID-unset}"`);
       // The job's stderr in the diff when it did not complete: what the launcher said.
       expect({ phase, err: phase === "COMPLETED" ? "" : err }).toEqual({
         phase: "COMPLETED",
