@@ -196,7 +196,7 @@ describe("a TASKS script (multi-task BATCH)", () => {
   test.skipIf(process.getuid?.() !== 0)(
     "the node dir is made for the job's uid, replaces the placeholder before '--' only, and goes after",
     async () => {
-      const inspect = 'stat -c "%u:%g %a" "$1" "\${1%/tmp}/shm"; for a do echo "$a"; done';
+      const inspect = `stat -c "%u:%g %a" "$1" "\${1%/tmp}/shm"; for a do echo "$a"; done`;
       const placeholder = "/openai4s-node-tmp-placeholder";
       const r = await runTasks([
         "/bin/sh",
