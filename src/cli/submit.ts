@@ -21,8 +21,9 @@ Options:
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).
   --tasks N              Run CMD as N tasks (MPI ranks) across the profile's nodes, each
-                         with its rank in SLURM_PROCID (at most the profile's maxTasks;
-                         default 1: CMD runs once, on the first node).
+                         in its own sandbox with the cluster's per-task variables (its
+                         rank, the node list; see docs/operations.md), at most the
+                         profile's maxTasks (default 1: CMD runs once, on the first node).
   --tasks-per-node M     With --tasks: at most M tasks on one node.
   --idempotency-key KEY  Retrying with the same key returns the same workload.
 ${CLIENT_OPTIONS_HELP}`;
