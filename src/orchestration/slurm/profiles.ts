@@ -405,6 +405,8 @@ function readProfile(
   };
   const minutes = int(values, "time_limit_minutes");
   const warnMinutes = int(values, "warn_minutes_before_limit");
+  const maxTasks = int(values, "max_tasks");
+  const mpi = str(values, "mpi");
   const placement: SlurmPlacement = {
     partition: mapped("partition"),
     qos: mapped("qos"),
@@ -415,8 +417,9 @@ function readProfile(
     memoryMb: int(values, "memory_mb"),
     timeLimitSeconds: minutes === null ? null : minutes * 60,
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
-    maxTasks: int(values, "max_tasks") ?? 1,
-    mpi: str(values, "mpi"),
+    // Only when set: a profile without them is the one-task placement it always was.
+    ...(maxTasks === null ? {} : { maxTasks }),
+    ...(mpi === null ? {} : { mpi }),
   };
   // The broker is the last word on what can be submitted: ask it now, not at queue time.
   const options = resourceOptions(placement);
