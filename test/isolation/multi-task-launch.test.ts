@@ -101,11 +101,13 @@ describe("a multi-task launch through the wrapped backend", () => {
     const { request, env } = await submitted({
       kind: "COMMAND",
       command: ["/bin/hello"],
-      env: { X: "1" },
+      env: { X: "1", SLURM_PROCID: "5" },
       tasks: { count: 2, perNode: null },
     });
     expect(env[0]?.inherit).toEqual(["SLURM_PROCID", "PMI_FD", "OPENAI4S_DEADLINE"]);
     expect(env[0]?.vars["X"]).toBe("1");
+    // The launcher's rank, not the request's: a fixed value would win over an inherited one.
+    expect(env[0]?.vars["SLURM_PROCID"]).toBeUndefined();
     const launch = request.launch;
     expect(launch.kind === "COMMAND" && launch.command[0]).toBe(`nodeTmp=${NODE_TMP_PLACEHOLDER}`);
     expect(launch.kind === "COMMAND" && launch.tasks).toEqual({

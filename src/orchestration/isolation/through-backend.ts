@@ -241,12 +241,19 @@ function wrapLaunch(
         // descriptors) by name from the allowlist, and shares the node's /tmp and /dev/shm
         // with the allocation's other tasks there.
         const owner = runAs === null ? null : { uid: runAs.uid, gid: runAs.gid };
+        const taskEnv = job.taskEnv ?? [];
+        // The launcher's value of an allowlisted name wins over a job's own (a fixed value
+        // would: env applies it last): a stray SLURM_PROCID or PMI_FD in a request must not
+        // give every task the same rank or another task's PMI descriptor.
+        const own = Object.fromEntries(
+          Object.entries(vars).filter(([name]) => !taskEnv.includes(name)),
+        );
         return {
           ...launch,
           command: wrapper.wrap(
             launch.command,
             { ...paths, nodeTmp: NODE_TMP_PLACEHOLDER },
-            { vars, inherit: [...(job.taskEnv ?? []), ...launchEnv] },
+            { vars: own, inherit: [...taskEnv, ...launchEnv] },
             runAs,
           ),
           tasks: { ...launch.tasks, owner },
