@@ -275,5 +275,9 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster multi-node BATC
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain("tasks");
     expect(r.stderr).toContain("at most 4");
+    // The bound is shown where scientists choose a profile.
+    const profiles = await d.cli("profiles");
+    expect(profiles.stdout).toMatch(/^pair\s+BATCH\s+2\s+4\s/m);
+    expect(profiles.stdout).toMatch(/^one\s+SESSION,BATCH\s+1\s+1\s/m);
   });
 });
