@@ -243,7 +243,7 @@ function wrapLaunch(
         const owner = runAs === null ? null : { uid: runAs.uid, gid: runAs.gid };
         const taskEnv = job.taskEnv ?? [];
         // The launcher's value of an allowlisted name wins over a job's own (a fixed value
-        // would: env applies it last): a stray SLURM_PROCID or PMI_FD in a request must not
+        // would: env applies it last): a stray rank or PMI variable in a request must not
         // give every task the same rank or another task's PMI descriptor.
         const own = Object.fromEntries(
           Object.entries(vars).filter(([name]) => !taskEnv.includes(name)),
