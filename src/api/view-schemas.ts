@@ -133,6 +133,9 @@ const ProfileSchema = v.strictObject({
       gpus: integer("GPUs per node."),
       memoryMb: nullableInteger("Memory per node in MB; null when not limited."),
       timeLimitSeconds: nullableInteger("Longest time limit it allows; null when none."),
+      maxTasks: integer(
+        "Most tasks (MPI ranks) one BATCH workload may ask for; 1: a single command.",
+      ),
     }),
     d("What an attempt on this profile is granted."),
   ),

@@ -307,6 +307,7 @@ export interface ProfileView {
     readonly gpus: number;
     readonly memoryMb: number | null;
     readonly timeLimitSeconds: number | null;
+    readonly maxTasks: number;
   };
 }
 
@@ -322,6 +323,7 @@ export function profileView(p: ResourceProfile): ProfileView {
       gpus: p.resources.gpus,
       memoryMb: p.resources.memoryMb,
       timeLimitSeconds: p.resources.timeLimitSeconds,
+      maxTasks: p.maxTasks ?? 1,
     },
   };
 }

@@ -40,11 +40,23 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
       const profiles = result.body.profiles;
       io.stdout(
         table(
-          ["NAME", "KINDS", "NODES", "CPUS", "GPUS", "MEMORY", "TIME LIMIT", "DESCRIPTION"],
+          [
+            "NAME",
+            "KINDS",
+            "NODES",
+            "TASKS",
+            "CPUS",
+            "GPUS",
+            "MEMORY",
+            "TIME LIMIT",
+            "DESCRIPTION",
+          ],
           profiles.map((p) => [
             p.name,
             p.kinds.map((k) => (p.placement[k]?.placeable === false ? `${k}*` : k)).join(","),
             String(p.resources.nodes),
+            // The most tasks (`submit --tasks`) a BATCH may ask for; an older daemon: one.
+            String(p.resources.maxTasks ?? 1),
             String(p.resources.cpus),
             String(p.resources.gpus),
             p.resources.memoryMb === null ? "-" : `${p.resources.memoryMb} MB`,

@@ -24,6 +24,11 @@ Options:
   --array N              Run CMD as a job array of N elements (0..N-1), each told its
                          index in OPENAI4S_ARRAY_INDEX, at most the profile's limit.
   --max-concurrent M     With --array: at most M elements at once.
+  --tasks N              Run CMD as N tasks (MPI ranks) across the profile's nodes, each
+                         in its own sandbox with the cluster's per-task variables (its
+                         rank, the node list; see docs/operations.md), at most the
+                         profile's maxTasks (default 1: CMD runs once, on the first node).
+  --tasks-per-node M     With --tasks: at most M tasks on one node.
   --idempotency-key KEY  Retrying with the same key returns the same workload.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -40,6 +45,8 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       "max-attempts": { type: "string" },
       array: { type: "string" },
       "max-concurrent": { type: "string" },
+      tasks: { type: "string" },
+      "tasks-per-node": { type: "string" },
       "idempotency-key": { type: "string" },
     },
     async run({ values, positionals, io, json, connect }) {
@@ -74,6 +81,17 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
         max: 4_000_001,
       });
       if (cap !== undefined) fields["maxConcurrent"] = cap;
+      for (const [flag, field] of [
+        ["tasks", "tasks"],
+        ["tasks-per-node", "tasksPerNode"],
+      ] as const) {
+        const n = values[flag];
+        if (n === undefined) continue;
+        if (!/^[1-9][0-9]{0,6}$/.test(n)) {
+          throw new UsageError(`submit: --${flag} "${n}" is not a whole number of tasks ≥ 1`);
+        }
+        fields[field] = Number(n);
+      }
       return createWorkload(
         connect(),
         {

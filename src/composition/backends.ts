@@ -22,6 +22,7 @@ import {
   DEFAULT_JOB_PATH,
   type PlacementCatalog,
   RANK_ENV as SLURM_RANK_ENV,
+  TASK_ENV as SLURM_TASK_ENV,
 } from "../orchestration/slurm/backend.ts";
 import { ARRAY_INDEX_ENV, DEADLINE_ENV } from "../orchestration/slurm/batch-script.ts";
 import { createSlurmBroker } from "../orchestration/slurm/broker.ts";
@@ -194,6 +195,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         probeBackend,
         {
           rankEnv: SLURM_RANK_ENV,
+          taskEnv: SLURM_TASK_ENV,
           // UTF-8 whatever the node's default: Python's preferred encoding follows LANG.
           baseEnv: { PATH: DEFAULT_JOB_PATH, LANG: "C.UTF-8" },
           // The batch script exports the job's deadline (runway) before the launch line.

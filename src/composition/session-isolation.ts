@@ -166,6 +166,8 @@ export interface ClusterJobEnv {
   readonly baseEnv: Readonly<Record<string, string>>;
   /** Names the batch script exports before the launch line, copied into the sandbox. */
   readonly launchEnv: readonly string[];
+  /** What each task of a multi-task BATCH inherits from the launcher (its allowlist). */
+  readonly taskEnv?: readonly string[];
 }
 
 /**

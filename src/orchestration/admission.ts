@@ -51,6 +51,8 @@ export interface SubmissionRequest {
   readonly maxAttempts?: number | undefined;
   readonly array?: number | undefined;
   readonly maxConcurrent?: number | undefined;
+  readonly tasks?: number | undefined;
+  readonly tasksPerNode?: number | undefined;
 }
 
 /** One refused field: `path` names it as the request spelled it. */
@@ -117,8 +119,17 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
     if (request.idleTimeoutSeconds !== undefined) {
       fields.push({ path: "idleTimeoutSeconds", message: "only a SESSION has an idle timeout" });
     }
-  } else if (request.command !== undefined) {
-    fields.push({ path: "command", message: "a SESSION runs a kernel, not a command" });
+    fields.push(...taskFields(request));
+  } else {
+    if (request.command !== undefined) {
+      fields.push({ path: "command", message: "a SESSION runs a kernel, not a command" });
+    }
+    // A session's ranks are its profile's nodes (one worker each), never the request's.
+    for (const path of ["tasks", "tasksPerNode"] as const) {
+      if (request[path] !== undefined) {
+        fields.push({ path, message: "only a BATCH workload runs as several tasks" });
+      }
+    }
   }
   if (request.kind !== "BATCH" && request.array !== undefined) {
     fields.push({ path: "array", message: "only a BATCH workload runs as a job array" });
@@ -141,6 +152,12 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       : {}),
     ...(request.array !== undefined ? { array: request.array } : {}),
     ...(request.maxConcurrent !== undefined ? { maxConcurrent: request.maxConcurrent } : {}),
+    // `tasks: 1` is the single-task form spelled out: stored as absent, so both are one
+    // request (the same idempotency hash) and run exactly as a BATCH always has.
+    ...(request.tasks !== undefined && request.tasks > 1 ? { tasks: request.tasks } : {}),
+    ...(request.tasks !== undefined && request.tasks > 1 && request.tasksPerNode !== undefined
+      ? { tasksPerNode: request.tasksPerNode }
+      : {}),
   };
   return {
     kind: "Normalized",
@@ -152,6 +169,19 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       maxAttempts: request.maxAttempts ?? 1,
     },
   };
+}
+
+/** `tasksPerNode` spreads `tasks`: meaningless without them, and never more than them. */
+function taskFields(request: SubmissionRequest): readonly RefusedField[] {
+  const { tasks, tasksPerNode } = request;
+  if (tasksPerNode === undefined) return [];
+  if (tasks === undefined) {
+    return [{ path: "tasksPerNode", message: "needs tasks (how many in all)" }];
+  }
+  if (tasksPerNode > tasks) {
+    return [{ path: "tasksPerNode", message: `must be at most tasks (${tasks})` }];
+  }
+  return [];
 }
 
 function sortedRecord(record: Readonly<Record<string, string>>): Record<string, string> {
@@ -214,6 +244,17 @@ function checkAgainstProfile(
     fields.push({
       path: "timeLimitSeconds",
       message: `profile "${profile.name}" allows at most ${limit} seconds`,
+    });
+  }
+  const tasks = submission.spec.tasks ?? 1;
+  const maxTasks = profile.maxTasks ?? 1;
+  if (tasks > maxTasks) {
+    fields.push({
+      path: "tasks",
+      message:
+        maxTasks === 1
+          ? `profile "${profile.name}" runs a single task (it sets no max_tasks)`
+          : `profile "${profile.name}" allows at most ${maxTasks} tasks`,
     });
   }
   return [...fields, ...checkArray(submission.spec, profile)];

@@ -12,6 +12,7 @@ import { makeDirsBeneath } from "../beneath-fs.ts";
 import type { AttemptPreparer, PrepareResult } from "./attempt-preparer.ts";
 import type { StateLayout } from "./layout.ts";
 import type { Allocation, Workload } from "./models.ts";
+import type { LaunchTasks } from "./ports.ts";
 
 export interface BatchPreparerOptions {
   readonly layout: StateLayout;
@@ -29,6 +30,13 @@ const PRIVATE_DIR_MODE = 0o700;
  */
 function privateDirs(spool: string, paths: readonly string[]): void {
   makeDirsBeneath(spool, paths, { mode: PRIVATE_DIR_MODE, exactMode: true });
+}
+
+/** Several tasks only when asked for (admission stores `tasks` only when above one). */
+function tasksOf(workload: Workload): { readonly tasks?: LaunchTasks } {
+  const count = workload.spec.tasks;
+  if (count === undefined || count <= 1) return {};
+  return { tasks: { count, perNode: workload.spec.tasksPerNode ?? null } };
 }
 
 export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
@@ -63,7 +71,12 @@ export function batchPreparer(options: BatchPreparerOptions): AttemptPreparer {
       return {
         kind: "Prepared",
         attempt: {
-          launch: { kind: "COMMAND", command: [...command], env: { ...(workload.spec.env ?? {}) } },
+          launch: {
+            kind: "COMMAND",
+            command: [...command],
+            env: { ...(workload.spec.env ?? {}) },
+            ...tasksOf(workload),
+          },
           allocationDir,
           workspaceDir,
           timeLimitSeconds: workload.spec.timeLimitSeconds ?? null,

@@ -218,6 +218,11 @@ export interface ResourceProfile {
    * Absent: the profile runs no arrays, and a BATCH asking for one is refused naming `array`.
    */
   readonly maxArraySize?: number;
+  /**
+   * The most tasks one BATCH workload of this profile may ask for (`tasks`); absent: 1, a
+   * single command on the first node (the only form the local backend runs).
+   */
+  readonly maxTasks?: number;
 }
 
 export type ProfileNetwork = "host" | "none";
@@ -239,6 +244,14 @@ export interface WorkloadSpec {
   readonly array?: number;
   /** With `array`: at most this many elements at once. */
   readonly maxConcurrent?: number;
+  /**
+   * BATCH: how many copies of the command the in-allocation launcher starts (MPI ranks),
+   * each in its own sandbox with the scheduler's per-task variables. Absent: one, run as
+   * the batch step itself.
+   */
+  readonly tasks?: number;
+  /** BATCH with `tasks`: at most this many on one node (the scheduler spreads the rest). */
+  readonly tasksPerNode?: number;
 }
 
 /** What the reconciler wants for a workload. STOP carries why it was asked to stop. */

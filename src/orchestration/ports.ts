@@ -18,12 +18,30 @@ import type {
   WorkloadKind,
 } from "./models.ts";
 
+/**
+ * A COMMAND run as several tasks by the backend's in-allocation launcher, each in its own
+ * sandbox seeing its rank; tasks of one allocation on one node share a private /tmp and
+ * /dev/shm (MPI's shared-memory transport). Only a backend whose profiles allow it gets it.
+ */
+export interface LaunchTasks {
+  readonly count: number;
+  /** At most this many on one node; null: as the scheduler places them. */
+  readonly perNode: number | null;
+  /**
+   * Set by the launch wrapper: who must own the node's shared /tmp and /dev/shm (the job's
+   * identity; null: the launcher's own uid, a daemon that is not root).
+   */
+  readonly owner?: { readonly uid: number; readonly gid: number } | null;
+}
+
 /** How the allocation's processes are started. Derived per attempt by the AttemptPreparer. */
 export type Launch =
   | {
       readonly kind: "COMMAND";
       readonly command: readonly string[];
       readonly env: Readonly<Record<string, string>>;
+      /** Absent: the command runs once, as the allocation's main process. */
+      readonly tasks?: LaunchTasks;
     }
   | {
       /**

@@ -50,7 +50,21 @@ export interface SandboxPaths {
   readonly writable: readonly string[];
   /** Directories it may read only (e.g. the credential directory, the binary's directory). */
   readonly readOnly: readonly string[];
+  /**
+   * A host directory whose `tmp/` and `shm/` become the sandbox's /tmp and /dev/shm, shared
+   * by the tasks of one allocation on one node; absent: a private tmpfs for each (the usual
+   * case). Only ever NODE_TMP_PLACEHOLDER, which the backend's task launcher replaces with
+   * the node's directory before the sandbox starts.
+   */
+  readonly nodeTmp?: string;
 }
+
+/**
+ * Stands for the allocation's per-node directory in a wrapped argv: the daemon builds the
+ * argv, but only the node knows which directory (the job id and node index are the
+ * launcher's). An absolute path no system has, so an unreplaced one fails the launch.
+ */
+export const NODE_TMP_PLACEHOLDER = "/openai4s-node-tmp-placeholder";
 
 /** The job's environment: fixed values, plus names whose value the launcher sets per task. */
 export interface JobEnv {

@@ -18,7 +18,7 @@ import type { AdmissionStore } from "../../src/orchestration/ports/admission-sto
 import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
 import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
 import { openDatabase } from "../../src/store/index.ts";
-import { fakeBackend } from "../support/fake-backend.ts";
+import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
 
 /** Only profiles and the isolation question: admission must not move a job. */
 function backend(isolation?: () => Promise<IsolationVerdict>): AllocationBackend {
@@ -298,5 +298,66 @@ describe("the kind rules between fields", () => {
     expect(Object.keys(r.submission.spec.env ?? {})).toEqual(["A", "B"]);
     const session = normalizeSubmission({ kind: "SESSION", profile: "interactive" });
     expect(session.kind === "Normalized" && session.submission.name).toBe("session");
+  });
+});
+
+describe("admission of tasks (multi-node BATCH)", () => {
+  const mpi = {
+    name: "mpi",
+    description: "Two nodes",
+    kinds: ["BATCH", "SESSION"],
+    resources: { nodes: 2, cpus: 1, gpus: 0, memoryMb: null, timeLimitSeconds: null },
+    maxTasks: 4,
+  } as const;
+  const withMpi = () => fakeBackend({ profiles: () => [...PROFILES, mpi] });
+  const asked = (profile: string, tasks: number): Submission => ({
+    ...batch,
+    profile,
+    spec: { ...batch.spec, tasks },
+  });
+
+  test("up to the profile's maxTasks is admitted; over it, or on a one-task profile, refused on tasks", async () => {
+    const w = world({ backend: withMpi() });
+    expect((await admitWorkload(w.deps(), asked("mpi", 4), null)).kind).toBe("Admitted");
+    const over = refusal(await admitWorkload(w.deps(), asked("mpi", 5), null));
+    expect(over.reason === "INVALID" && over.fields).toEqual([
+      { path: "tasks", message: 'profile "mpi" allows at most 4 tasks' },
+    ]);
+    // The local backend's profiles set no maxTasks: a multi-task BATCH there is refused.
+    const local = refusal(await admitWorkload(w.deps(), asked("default", 2), null));
+    expect(local.reason === "INVALID" && local.fields.map((f) => f.path)).toEqual(["tasks"]);
+    expect(w.rows()).toBe(1);
+  });
+
+  test("tasksPerNode needs tasks and fits in them; a SESSION takes neither; tasks: 1 is the plain form", () => {
+    const paths = (request: Parameters<typeof normalizeSubmission>[0]) => {
+      const n = normalizeSubmission(request);
+      return n.kind === "Refused" ? n.fields.map((f) => f.path) : [];
+    };
+    const command = ["/bin/true"];
+    expect(paths({ kind: "BATCH", profile: "mpi", command, tasksPerNode: 2 })).toEqual([
+      "tasksPerNode",
+    ]);
+    expect(paths({ kind: "BATCH", profile: "mpi", command, tasks: 2, tasksPerNode: 3 })).toEqual([
+      "tasksPerNode",
+    ]);
+    expect(paths({ kind: "SESSION", profile: "mpi", tasks: 2 })).toEqual(["tasks"]);
+    const one = normalizeSubmission({ kind: "BATCH", profile: "mpi", command, tasks: 1 });
+    const plain = normalizeSubmission({ kind: "BATCH", profile: "mpi", command });
+    expect(one.kind === "Normalized" && one.submission.spec).toEqual(
+      plain.kind === "Normalized" ? plain.submission.spec : {},
+    );
+    const two = normalizeSubmission({
+      kind: "BATCH",
+      profile: "mpi",
+      command,
+      tasks: 2,
+      tasksPerNode: 1,
+    });
+    expect(two.kind === "Normalized" && two.submission.spec).toEqual({
+      command,
+      tasks: 2,
+      tasksPerNode: 1,
+    });
   });
 });

@@ -3,7 +3,7 @@
  * running the generated script under the real /bin/sh and reading back the argv it executes.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
 import { renderBatchScript, shellQuote } from "../../src/orchestration/slurm/batch-script.ts";
@@ -138,5 +138,115 @@ describe("batch script", () => {
         rankEnv: "R;x",
       }).kind,
     ).toBe("Invalid");
+  });
+});
+
+describe("a TASKS script (multi-task BATCH)", () => {
+  /**
+   * A stand-in for srun: drops its own options, then runs the task command once with the
+   * launcher's variables (one task, node 0), as srun does on each node.
+   */
+  const fakeLauncher = join(dir, "fake-srun");
+  writeFileSync(
+    fakeLauncher,
+    [
+      "#!/bin/sh",
+      'echo "launcher: $*" | head -c 120 >> "$LAUNCHES"; echo >> "$LAUNCHES"',
+      'while [ "$1" != /bin/sh ]; do shift; done',
+      'SLURM_JOB_ID=987654321 SLURM_NODEID=0 exec "$@"',
+      "",
+    ].join("\n"),
+    { mode: 0o755 },
+  );
+  const nodeDir =
+    process.getuid?.() === 0
+      ? "/run/openai4s-tasks/987654321.0"
+      : `/tmp/openai4s-tasks-${process.getuid?.()}/987654321.0`;
+
+  /** The task's command prints its argv (one per line) and how its node dir's tmp/ is owned. */
+  async function runTasks(command: readonly string[]) {
+    const rendered = renderBatchScript({
+      kind: "TASKS",
+      launcher: fakeLauncher,
+      count: 2,
+      perNode: 2,
+      mpi: "pmi2",
+      owner: { uid: 4321, gid: 4322 },
+      command,
+    });
+    if (rendered.kind !== "Rendered") throw new Error(rendered.message);
+    const path = join(dir, "tasks.sh");
+    writeFileSync(path, rendered.script, { mode: 0o700 });
+    const launches = join(dir, "launches.txt");
+    writeFileSync(launches, "");
+    const child = Bun.spawn({
+      cmd: ["/bin/sh", path],
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { PATH: "/usr/bin:/bin", SLURM_JOB_NUM_NODES: "1", LAUNCHES: launches },
+    });
+    const [out, err, code] = await Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+      child.exited,
+    ]);
+    return { out, err, code, launches: await Bun.file(launches).text() };
+  }
+
+  test.skipIf(process.getuid?.() !== 0)(
+    "the node dir is made for the job's uid, replaces the placeholder before '--' only, and goes after",
+    async () => {
+      const inspect = `stat -c "%u:%g %a" "$1" "\${1%/tmp}/shm"; for a do echo "$a"; done`;
+      const placeholder = "/openai4s-node-tmp-placeholder";
+      const r = await runTasks([
+        "/bin/sh",
+        "-c",
+        inspect,
+        "inspect",
+        `${placeholder}/tmp`,
+        "--",
+        `${placeholder}/tmp`,
+      ]);
+      expect(r.err).toBe("");
+      const lines = r.out.trim().split("\n");
+      // $1 was replaced (it precedes "--"): the owner line is about the real node dir.
+      expect(lines.slice(0, 2)).toEqual(["4321:4322 700", "4321:4322 700"]);
+      const argv = lines.slice(2);
+      expect(argv[0]).toBe(`${nodeDir}/tmp`);
+      // Before the sandbox's "--": the node's network interfaces, read-only.
+      const dash = argv.indexOf("--");
+      expect(argv.slice(1, dash)).toContain("/sys/class/net");
+      expect(argv.slice(1, dash)).toContain("--ro-bind-try");
+      // After it (the job's own argv), nothing is rewritten.
+      expect(argv.slice(dash + 1)).toEqual([`${placeholder}/tmp`]);
+      expect(r.code).toBe(0);
+      // The main step asked for the tasks and the plugin; the cleanup step removed the dir.
+      expect(r.launches).toContain("--ntasks=2 --ntasks-per-node=2 --mpi=pmi2");
+      expect(existsSync(nodeDir)).toBe(false);
+    },
+  );
+
+  test("the job's exit status is the tasks', after the cleanup step", async () => {
+    const r = await runTasks(["/bin/sh", "-c", "exit 7"]);
+    expect(r.code).toBe(7);
+    expect(r.launches.split("\n").filter((l) => l.startsWith("launcher:"))).toHaveLength(2);
+    expect(existsSync(nodeDir)).toBe(false);
+  });
+
+  test("bad counts, a bad plugin name and an empty command are refused", () => {
+    const base = {
+      kind: "TASKS",
+      launcher: "srun",
+      count: 2,
+      perNode: null,
+      mpi: null,
+      owner: null,
+      command: ["/bin/true"],
+    } as const;
+    expect(renderBatchScript(base).kind).toBe("Rendered");
+    expect(renderBatchScript({ ...base, count: 0 }).kind).toBe("Invalid");
+    expect(renderBatchScript({ ...base, perNode: 0 }).kind).toBe("Invalid");
+    expect(renderBatchScript({ ...base, mpi: "pmi2 --x" }).kind).toBe("Invalid");
+    expect(renderBatchScript({ ...base, command: [] }).kind).toBe("Invalid");
   });
 });

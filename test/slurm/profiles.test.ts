@@ -65,6 +65,11 @@ describe("cluster.toml.example", () => {
       "partition gpu, QoS interactive, account physics (from [cluster])",
     );
     expect(config.catalog.placement("cpu-batch")?.nodes).toBe(2);
+    // Multi-node BATCH: the bound admission checks (public) and srun's plugin (never shown).
+    expect(config.catalog.placement("cpu-batch")).toMatchObject({ maxTasks: 16, mpi: "pmi2" });
+    const cpuBatch = config.profiles[1]?.public();
+    expect(cpuBatch?.maxTasks).toBe(16);
+    expect(JSON.stringify(cpuBatch)).not.toContain("pmi2");
     expect(config.catalog.placement("nope")).toBeNull();
   });
 
@@ -79,6 +84,8 @@ describe("cluster.toml.example", () => {
       "cpus",
       "gpus",
       "memory_mb",
+      "max_tasks",
+      "mpi",
       "time_limit_minutes",
       "allow_batch",
       "allow_sessions",
@@ -107,6 +114,18 @@ describe("refusals name the key and its line", () => {
     ["an integer for a boolean", `${MINIMAL}allow_sessions = 1\n`, 4, /must be a boolean/],
     ["zero nodes", `${MINIMAL}nodes = 0\n`, 4, /profiles\.p\.nodes must be an integer in 1\.\./],
     ["negative GPUs", `${MINIMAL}gpus = -1\n`, 4, /gpus must be an integer in 0\.\./],
+    [
+      "zero tasks",
+      `${MINIMAL}max_tasks = 0\n`,
+      4,
+      /profiles\.p\.max_tasks must be an integer in 1\.\./,
+    ],
+    [
+      "an option in the MPI plugin",
+      `${MINIMAL}mpi = "pmi2 --x"\n`,
+      4,
+      /profiles\.p\.mpi must name/,
+    ],
     [
       "a comma in a partition",
       `${MINIMAL}partition = "gpu,debug"\n`,

@@ -21,6 +21,8 @@ export const LIMITS = {
   idleTimeoutMinSeconds: 60,
   idleTimeoutMaxSeconds: 30 * 24 * 3600,
   maxAttemptsMax: 10,
+  /** The scheduler's own ceiling on a job's task count is far above any profile's. */
+  tasksMax: 1_000_000,
   codeMaxLength: 512 * 1024,
   taskTimeoutMaxSeconds: 24 * 3600,
   taskTimeoutDefaultSeconds: 600,
@@ -165,6 +167,20 @@ export const SubmitBody = v.strictObject({
     v.pipe(
       positiveInteger(ARRAY_MAX_ELEMENTS),
       v.description("With array: at most this many elements run at once."),
+    ),
+  ),
+  tasks: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.tasksMax),
+      v.description(
+        "BATCH only: run the command as this many tasks (MPI ranks), at most the profile's maxTasks (default 1).",
+      ),
+    ),
+  ),
+  tasksPerNode: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.tasksMax),
+      v.description("BATCH with tasks: at most this many tasks on one node."),
     ),
   ),
 });

@@ -216,8 +216,15 @@ export function bubblewrapArgv(
   out.push("--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev");
   // Its own writable /dev/shm and /tmp: POSIX semaphores and shared memory live in /dev/shm,
   // and bwrap's /dev has it root-owned 0755, where multiprocessing.Pool died with EACCES.
-  out.push("--perms", "1777", "--tmpfs", "/dev/shm");
-  out.push("--perms", "1777", "--tmpfs", "/tmp");
+  if (paths.nodeTmp === undefined) {
+    out.push("--perms", "1777", "--tmpfs", "/dev/shm");
+    out.push("--perms", "1777", "--tmpfs", "/tmp");
+  } else {
+    // The tasks of one allocation on one node share these (MPI's shared-memory transport
+    // finds its peers' segments there); the task launcher made them, owned by the job.
+    const shared = checkedBind(paths.nodeTmp);
+    out.push("--bind", `${shared}/shm`, "/dev/shm", "--bind", `${shared}/tmp`, "/tmp");
+  }
   // After the private /tmp, or a binary installed under /tmp would be hidden by it.
   const parents = new Set<string>();
   for (const dir of new Set(config.readOnlyExtra)) {

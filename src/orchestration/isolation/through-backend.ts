@@ -34,7 +34,13 @@ import {
   type SubmitResult,
   type TaskRunner,
 } from "../ports.ts";
-import type { LaunchWrapper, RunAs, Sandbox, SandboxPaths } from "../sandbox.ts";
+import {
+  type LaunchWrapper,
+  NODE_TMP_PLACEHOLDER,
+  type RunAs,
+  type Sandbox,
+  type SandboxPaths,
+} from "../sandbox.ts";
 import type { ProbeOutcome } from "./background-verifier.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
@@ -232,6 +238,7 @@ function wrapLaunch(
   runAs: RunAs | null,
   job: {
     readonly rankEnv: string;
+    readonly taskEnv?: readonly string[];
     readonly baseEnv: Readonly<Record<string, string>>;
     readonly launchEnv?: readonly string[];
   },
@@ -240,6 +247,30 @@ function wrapLaunch(
   const vars = { ...job.baseEnv, HOME: homeOf(paths), ...launch.env };
   switch (launch.kind) {
     case "COMMAND":
+      if (launch.tasks !== undefined) {
+        // Each task inherits the launcher's per-task variables (its rank, the node list, PMI's
+        // descriptors) by name from the allowlist, and shares the node's /tmp and /dev/shm
+        // with the allocation's other tasks there.
+        const owner = runAs === null ? null : { uid: runAs.uid, gid: runAs.gid };
+        const taskEnv = job.taskEnv ?? [];
+        // The launcher's value of an allowlisted name wins over a job's own (a fixed value
+        // would: env applies it last): a stray rank or PMI variable in a request must not
+        // give every task the same rank or another task's PMI descriptor.
+        const own = Object.fromEntries(
+          Object.entries(vars).filter(([name]) => !taskEnv.includes(name)),
+        );
+        return {
+          ...launch,
+          command: wrapper.wrap(
+            launch.command,
+            { ...paths, nodeTmp: NODE_TMP_PLACEHOLDER },
+            { vars: own, inherit: [...taskEnv, ...launchEnv] },
+            runAs,
+          ),
+          tasks: { ...launch.tasks, owner },
+          env: {},
+        };
+      }
       return {
         ...launch,
         command: wrapper.wrap(
@@ -277,6 +308,12 @@ export interface WrappedBackendOptions {
   readonly spoolDir: string;
   /** The per-task rank variable of the backend's task launcher (see `wrapLaunch`). */
   readonly rankEnv: string;
+  /**
+   * What each task of a multi-task launch inherits from the launcher by name (its rank, the
+   * node list, PMI's variables): the backend's documented allowlist, never the launcher's
+   * whole environment. Absent: none.
+   */
+  readonly taskEnv?: readonly string[];
   /** What every job and step gets before its own variables (PATH). */
   readonly baseEnv: Readonly<Record<string, string>>;
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */

@@ -41,6 +41,11 @@ export function validateLaunch(
   switch (launch.kind) {
     case "COMMAND":
       if (launch.command.length === 0 || launch.command[0] === "") return "empty command";
+      // Admission refuses this first (local profiles allow one task); a launch that got
+      // here anyway would otherwise run once where the user asked for several ranks.
+      if (launch.tasks !== undefined && launch.tasks.count > 1) {
+        return `the local backend runs one task per workload; ${launch.tasks.count} requested`;
+      }
       break;
     case "WORKER":
       if (!sandboxed) {

@@ -87,6 +87,10 @@ export interface SlurmPlacement {
   readonly timeLimitSeconds: number | null;
   /** Seconds before the limit the job is warned (SIGURG); 0 turns it off; default 300. */
   readonly warnBeforeLimitSeconds?: number | null;
+  /** The most tasks one BATCH may ask for (admission checks); absent: 1. */
+  readonly maxTasks?: number;
+  /** srun's `--mpi` for a multi-task BATCH; null or absent: the cluster's MpiDefault. */
+  readonly mpi?: string | null;
 }
 
 export interface PlacementCatalog {
@@ -151,6 +155,61 @@ function warningSeconds(timeLimitSeconds: number, placement: SlurmPlacement): nu
 }
 /** The variable the launcher sets to each task's rank. */
 export const RANK_ENV = "SLURM_PROCID";
+
+/**
+ * What each task of a multi-task BATCH sees of the launcher's environment, by name (the
+ * sandbox's `env -i` drops everything else, the login environment included): the rank and
+ * layout variables MPI launchers and scripts read, and PMI's wire-up (PMI-1/2: the
+ * descriptor srun passes and its rank/size; PMIx: the server's address and namespace).
+ * SLURM_CONF and the scheduler's own sockets are not here: a task talks to its PMI
+ * server, never to the controller. docs/operations.md lists these for admins.
+ */
+export const TASK_ENV: readonly string[] = [
+  "SLURM_JOB_ID",
+  "SLURM_JOBID",
+  "SLURM_STEP_ID",
+  "SLURM_PROCID",
+  "SLURM_LOCALID",
+  "SLURM_NODEID",
+  "SLURM_NTASKS",
+  "SLURM_NPROCS",
+  "SLURM_NNODES",
+  "SLURM_JOB_NUM_NODES",
+  "SLURM_JOB_NODELIST",
+  "SLURM_NODELIST",
+  "SLURM_STEP_NODELIST",
+  "SLURM_STEP_NUM_NODES",
+  "SLURM_STEP_NUM_TASKS",
+  "SLURM_STEP_TASKS_PER_NODE",
+  "SLURM_TASKS_PER_NODE",
+  "SLURM_CPUS_PER_TASK",
+  "SLURM_CPUS_ON_NODE",
+  "SLURM_JOB_CPUS_PER_NODE",
+  "SLURM_TOPOLOGY_ADDR",
+  "SLURMD_NODENAME",
+  "SLURM_MPI_TYPE",
+  "PMI_FD",
+  "PMI_RANK",
+  "PMI_SIZE",
+  "PMI_JOBID",
+  "PMI_SPAWNED",
+  "PMI_TIME",
+  "PMIX_RANK",
+  "PMIX_NAMESPACE",
+  "PMIX_SERVER_URI2",
+  "PMIX_SERVER_URI21",
+  "PMIX_SERVER_URI3",
+  "PMIX_SERVER_URI4",
+  "PMIX_SERVER_URI41",
+  "PMIX_SERVER_TMPDIR",
+  "PMIX_SYSTEM_TMPDIR",
+  "PMIX_SECURITY_MODE",
+  "PMIX_GDS_MODULE",
+  "PMIX_PTL_MODULE",
+  "PMIX_BFROP_BUFFER_TYPE",
+  "PMIX_HOSTNAME",
+  "PMIX_VERSION",
+];
 const SCRIPT_NAME = "job.sh";
 /** sacct's placeholder name for a job whose record has not received its real name yet. */
 const ACCOUNTING_PLACEHOLDER_NAME = "allocation";
@@ -383,7 +442,18 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     let nodes: number;
     switch (launch.kind) {
       case "COMMAND":
-        body = { kind: "COMMAND", command: launch.command };
+        body =
+          launch.tasks === undefined
+            ? { kind: "COMMAND", command: launch.command }
+            : {
+                kind: "TASKS",
+                launcher,
+                count: launch.tasks.count,
+                perNode: launch.tasks.perNode,
+                mpi: placement.mpi ?? null,
+                owner: launch.tasks.owner ?? null,
+                command: launch.command,
+              };
         nodes = placement.nodes;
         break;
       case "WORKER":
@@ -433,6 +503,9 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         qos: placement.qos,
         account: placement.account,
         nodes,
+        ...(launch.kind === "COMMAND" && launch.tasks !== undefined
+          ? { tasks: { count: launch.tasks.count, perNode: launch.tasks.perNode } }
+          : {}),
         cpusPerTask: placement.cpus,
         gpusPerNode: placement.gpus,
         memoryMb: placement.memoryMb,

@@ -11,6 +11,7 @@
  * are the options on sbatch's own argv.
  */
 import { DEADLINE_ENV } from "../deadline-env.ts";
+import { CLEANUP_SCRIPT, TASK_SCRIPT } from "./task-script.ts";
 
 export type QuoteResult =
   | { readonly kind: "Quoted"; readonly text: string }
@@ -50,6 +51,21 @@ export type BatchBody =
       readonly ranks: number;
       readonly workerCommand: readonly string[];
       readonly rankEnv: string;
+    }
+  /**
+   * `count` copies of `command` (already wrapped in its sandbox), started by the launcher
+   * from the batch script, each through TASK_SCRIPT on its node (see there).
+   */
+  | {
+      readonly kind: "TASKS";
+      readonly launcher: string;
+      readonly count: number;
+      readonly perNode: number | null;
+      /** srun's --mpi (pmi2, pmix); null: the cluster's MpiDefault. */
+      readonly mpi: string | null;
+      /** Who owns the node's shared /tmp and /dev/shm (the job's uid); null: the launcher's. */
+      readonly owner: { readonly uid: number; readonly gid: number } | null;
+      readonly command: readonly string[];
     };
 
 export type RenderResult =
@@ -75,6 +91,52 @@ function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): readonl
     "--rank-env",
     body.rankEnv,
   ];
+}
+
+/**
+ * The launcher lines of a TASKS script. `--export=ALL` as for WORKER (the batch script's
+ * environment is the validated --export list plus the scheduler's variables, and the task
+ * script inherits only the allowlisted ones into the sandbox); `--kill-on-bad-exit=1`: one
+ * dead rank ends the step, as MPI programs expect. The cleanup step runs whatever the tasks
+ * did (`--overlap`: it must not wait for resources the ending step still holds); the job's
+ * exit status is the tasks'.
+ */
+function tasksLines(body: Extract<BatchBody, { kind: "TASKS" }>): RenderResult {
+  const launch = shellQuoteAll([
+    body.launcher,
+    "--export=ALL",
+    `--ntasks=${body.count}`,
+    ...(body.perNode === null ? [] : [`--ntasks-per-node=${body.perNode}`]),
+    ...(body.mpi === null ? [] : [`--mpi=${body.mpi}`]),
+    "--kill-on-bad-exit=1",
+    "/bin/sh",
+    "-c",
+    TASK_SCRIPT,
+    "openai4s-task",
+    body.owner === null ? "-" : String(body.owner.uid),
+    body.owner === null ? "-" : String(body.owner.gid),
+    ...body.command,
+  ]);
+  if (launch.kind === "Invalid") return launch;
+  const cleanupLauncher = shellQuoteAll([
+    body.launcher,
+    "--export=ALL",
+    "--overlap",
+    // Memory too is shared with a step still ending (a killed rank's): without this, the
+    // cleanup was refused "Memory required by task is not available" and the node's
+    // directory stayed behind.
+    "--mem=0",
+    "--ntasks-per-node=1",
+  ]);
+  const cleanupCommand = shellQuoteAll(["/bin/sh", "-c", CLEANUP_SCRIPT, "openai4s-cleanup"]);
+  if (cleanupLauncher.kind === "Invalid") return cleanupLauncher;
+  if (cleanupCommand.kind === "Invalid") return cleanupCommand;
+  // One cleanup task on every node of the allocation (the scheduler's count, read here).
+  const cleanup = `${cleanupLauncher.text} --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" ${cleanupCommand.text}`;
+  return {
+    kind: "Rendered",
+    script: ["rc=0", `${launch.text} || rc=$?`, cleanup, 'exit "$rc"'].join("\n"),
+  };
 }
 
 /** The variable a job (and a session's kernel) reads its deadline from, in epoch seconds. */
@@ -110,10 +172,51 @@ const ARRAY_INDEX_LINES = [
   `case "\${SLURM_ARRAY_TASK_ID:-}" in ''|*[!0-9]*) ;; *) export ${ARRAY_INDEX_ENV}="$SLURM_ARRAY_TASK_ID" ;; esac`,
 ] as const;
 
+/** The script's fixed head: no argument precedes the first command line (see the top). */
+function scriptOf(lines: string, head: readonly string[] = []): string {
+  return [
+    "#!/bin/sh",
+    "# Written by openai4s. Every argument below is single-quoted; nothing is expanded.",
+    // A command line before any quoted argument: sbatch stops reading #SBATCH directives
+    // at the first line that is not a comment, so no argument can smuggle one in.
+    "set -u",
+    ...DEADLINE_LINES,
+    ...head,
+    lines,
+    "",
+  ].join("\n");
+}
+
+function renderTasksScript(
+  body: Extract<BatchBody, { kind: "TASKS" }>,
+  head: readonly string[],
+): RenderResult {
+  for (const [what, n] of [
+    ["tasks", body.count],
+    ["tasks per node", body.perNode ?? 1],
+  ] as const) {
+    if (!Number.isInteger(n) || n < 1) {
+      return { kind: "Invalid", message: `${what} must be a positive integer, got ${n}` };
+    }
+  }
+  if (body.mpi !== null && !/^[a-z][a-z0-9_]{0,31}$/.test(body.mpi)) {
+    return { kind: "Invalid", message: "the MPI plugin name is not a plugin name" };
+  }
+  if (body.command.length === 0 || body.command[0] === "") {
+    return { kind: "Invalid", message: "the command is empty" };
+  }
+  const lines = tasksLines(body);
+  return lines.kind === "Invalid"
+    ? lines
+    : { kind: "Rendered", script: scriptOf(lines.script, head) };
+}
+
 export function renderBatchScript(
   body: BatchBody,
   options: { readonly array?: boolean } = {},
 ): RenderResult {
+  // Only in the script of an array, so a single job's script is what it always was.
+  const head = options.array === true ? ARRAY_INDEX_LINES : [];
   let argv: readonly string[];
   switch (body.kind) {
     case "COMMAND":
@@ -128,6 +231,8 @@ export function renderBatchScript(
       }
       argv = workerLaunchArgv(body);
       break;
+    case "TASKS":
+      return renderTasksScript(body, head);
     default: {
       const never: never = body;
       throw new Error(`unhandled batch body ${JSON.stringify(never)}`);
@@ -144,18 +249,5 @@ export function renderBatchScript(
   }
   const quoted = shellQuoteAll(argv);
   if (quoted.kind === "Invalid") return quoted;
-  return {
-    kind: "Rendered",
-    script: [
-      "#!/bin/sh",
-      "# Written by openai4s. Every argument below is single-quoted; nothing is expanded.",
-      // A command line before any quoted argument: sbatch stops reading #SBATCH directives
-      // at the first line that is not a comment, so no argument can smuggle one in.
-      "set -u",
-      ...DEADLINE_LINES,
-      ...(options.array === true ? ARRAY_INDEX_LINES : []),
-      `exec ${quoted.text}`,
-      "",
-    ].join("\n"),
-  };
+  return { kind: "Rendered", script: scriptOf(`exec ${quoted.text}`, head) };
 }

@@ -27,6 +27,11 @@ export interface BatchSpec {
   readonly qos: string | null;
   readonly account: string | null;
   readonly nodes: number;
+  /**
+   * Tasks the allocation holds (a multi-task BATCH, launched by srun from the script);
+   * absent: one per node, as sessions and single-task BATCH always had.
+   */
+  readonly tasks?: { readonly count: number; readonly perNode: number | null };
   readonly cpusPerTask: number;
   readonly gpusPerNode: number;
   readonly memoryMb: number | null;
@@ -75,6 +80,14 @@ export type ArgvResult =
   | { readonly kind: "Valid"; readonly argv: readonly string[] }
   | { readonly kind: "Invalid"; readonly message: string };
 
+function taskOptions(tasks: BatchSpec["tasks"]): readonly string[] {
+  if (tasks === undefined) return ["--ntasks-per-node=1"];
+  return [
+    `--ntasks=${tasks.count}`,
+    ...(tasks.perNode === null ? [] : [`--ntasks-per-node=${tasks.perNode}`]),
+  ];
+}
+
 export function sbatchArgv(spec: BatchSpec): ArgvResult {
   const check = firstInvalid([
     validateJobLabel("job name", spec.jobName),
@@ -87,6 +100,10 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
     spec.qos === null ? VALID : validateSchedulerName("qos", spec.qos),
     spec.account === null ? VALID : validateSchedulerName("account", spec.account),
     validateCount("nodes", spec.nodes, 1, 100_000),
+    spec.tasks === undefined ? VALID : validateCount("tasks", spec.tasks.count, 1, 1_000_000),
+    spec.tasks === undefined || spec.tasks.perNode === null
+      ? VALID
+      : validateCount("tasks per node", spec.tasks.perNode, 1, 1_000_000),
     validateCount("cpus", spec.cpusPerTask, 1, 1_000_000),
     validateCount("gpus", spec.gpusPerNode, 0, 1_000),
     spec.memoryMb === null ? VALID : validateCount("memory (MB)", spec.memoryMb, 1, 1 << 30),
@@ -121,7 +138,7 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ...(spec.qos === null ? [] : [`--qos=${spec.qos}`]),
       ...(spec.account === null ? [] : [`--account=${spec.account}`]),
       `--nodes=${spec.nodes}`,
-      "--ntasks-per-node=1",
+      ...taskOptions(spec.tasks),
       `--cpus-per-task=${spec.cpusPerTask}`,
       ...(spec.gpusPerNode > 0 ? [`--gres=gpu:${spec.gpusPerNode}`] : []),
       ...(spec.memoryMb === null ? [] : [`--mem=${spec.memoryMb}M`]),

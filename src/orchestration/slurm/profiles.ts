@@ -95,6 +95,12 @@ function description(value: TomlScalar): string | null {
   return null;
 }
 
+function mpiPlugin(value: TomlScalar): string | null {
+  return /^[a-z][a-z0-9_]{0,31}$/.test(String(value))
+    ? null
+    : "must name an MPI plugin as `srun --mpi=list` prints it (e.g. pmi2, pmix)";
+}
+
 /** Defaults for every profile. */
 const CLUSTER_KEYS: Readonly<Record<string, KeySpec>> = {
   partition: { type: "string", check: schedulerName },
@@ -117,6 +123,10 @@ const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   warn_minutes_before_limit: { type: "integer", check: range(0, 1_092) },
   allow_batch: { type: "boolean" },
   allow_sessions: { type: "boolean" },
+  // The most tasks (MPI ranks) one BATCH workload may ask for; absent: 1 (one command).
+  max_tasks: { type: "integer", check: range(1, 1_000_000) },
+  // srun's --mpi for those tasks (pmi2, pmix, ...); absent: the cluster's MpiDefault.
+  mpi: { type: "string", check: mpiPlugin },
 };
 
 const REQUIRED_PROFILE_KEYS = ["description"] as const;
@@ -403,6 +413,8 @@ function readProfile(
   };
   const minutes = int(values, "time_limit_minutes");
   const warnMinutes = int(values, "warn_minutes_before_limit");
+  const maxTasks = int(values, "max_tasks");
+  const mpi = str(values, "mpi");
   const placement: SlurmPlacement = {
     partition: mapped("partition"),
     qos: mapped("qos"),
@@ -413,6 +425,9 @@ function readProfile(
     memoryMb: int(values, "memory_mb"),
     timeLimitSeconds: minutes === null ? null : minutes * 60,
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    // Only when set: a profile without them is the one-task placement it always was.
+    ...(maxTasks === null ? {} : { maxTasks }),
+    ...(mpi === null ? {} : { mpi }),
   };
   // The broker is the last word on what can be submitted: ask it now, not at queue time.
   const options = resourceOptions(placement);
@@ -437,6 +452,7 @@ function readProfile(
     },
     // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
   };
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
