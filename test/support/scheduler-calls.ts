@@ -32,7 +32,8 @@ export const BROKER_FILE = "orchestration/slurm/broker.ts";
 export const SHELL_TEXT_EXEMPT: Readonly<Record<string, string>> = {
   "orchestration/slurm/batch-script.ts":
     "the batch script's deadline squeue runs inside the job, on the node, as the job's uid, " +
-    "once at its start and only about its own job id: no daemon process, and no broker there",
+    "once at its start and only about its own job id: no daemon process, and no broker there; " +
+    "likewise the srun that starts a multi-task job's tasks inside its own allocation",
 };
 
 export interface SpawnViolation {

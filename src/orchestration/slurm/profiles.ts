@@ -98,7 +98,7 @@ function description(value: TomlScalar): string | null {
 function mpiPlugin(value: TomlScalar): string | null {
   return /^[a-z][a-z0-9_]{0,31}$/.test(String(value))
     ? null
-    : "must name an MPI plugin as `srun --mpi=list` prints it (e.g. pmi2, pmix)";
+    : "must name an MPI plugin as the cluster lists it with --mpi=list (e.g. pmi2, pmix)";
 }
 
 /** Defaults for every profile. */
