@@ -5,8 +5,10 @@
  */
 import { Hono } from "hono";
 import { routePath } from "hono/route";
+import { findToken, workloadOwner } from "../store/index.ts";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
+import { createPrincipalRoutes } from "./principals/routes.ts";
 import {
   ApiError,
   clientClosedRequest,
@@ -22,6 +24,37 @@ import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
 import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
+
+/** Routes only the admin may call: they show or change more than one principal's work. */
+const ADMIN_ONLY = /^\/(v1\/(principals|tokens|backup|diagnostics)|metrics)(\/|$)/;
+
+/** `/v1/workloads/{id}` and everything beneath it: the workload's id, decoded. */
+const WORKLOAD_PATH = /^\/v1\/workloads\/([^/]+)/;
+
+/**
+ * Before any route runs, for a principal: an admin-only route answers 403, and another's
+ * workload (under every route beneath /v1/workloads/{id}, present and future) answers the
+ * same 404 as a workload that does not exist, so existence is not leaked.
+ */
+function refuseForeign(deps: ApiDeps, method: string, path: string, name: string): void {
+  if (ADMIN_ONLY.test(path)) {
+    throw new ApiError({
+      status: 403,
+      slug: "forbidden",
+      title: "Forbidden",
+      detail: `${method} ${path} is for the admin only`,
+    });
+  }
+  const match = WORKLOAD_PATH.exec(path);
+  if (!match?.[1]) return;
+  let id: string;
+  try {
+    id = decodeURIComponent(match[1]);
+  } catch {
+    id = match[1];
+  }
+  if (workloadOwner(deps.store, id) !== name) throw notFound(`no workload ${JSON.stringify(id)}`);
+}
 
 function problemResponse(error: ApiError): Response {
   return new Response(JSON.stringify(error.body()), {
@@ -82,7 +115,14 @@ export function createApp(deps: ApiDeps) {
     const liveness =
       c.req.path === "/healthz" && (c.req.method === "GET" || c.req.method === "HEAD");
     if (!liveness || bindings === undefined) {
-      authorize(bindings?.access, c.req.header("authorization"));
+      const caller = authorize(
+        bindings?.access,
+        c.req.header("authorization"),
+        (id) => findToken(deps.store, id),
+        deps.clock.now(),
+      );
+      c.set("caller", caller);
+      if (caller.kind === "Principal") refuseForeign(deps, c.req.method, c.req.path, caller.name);
     }
     await next();
   });
@@ -97,6 +137,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
   app.route("/", createBackupRoutes(deps));
+  app.route("/", createPrincipalRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

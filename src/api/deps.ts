@@ -9,6 +9,7 @@ import type { StateLayout } from "../orchestration/layout.ts";
 import type { Allocation, Workload } from "../orchestration/models.ts";
 import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { Caller, PrincipalLimits } from "../orchestration/principals.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
 
@@ -108,6 +109,8 @@ export interface ApiDeps {
   /** The spool's room; absent in tests that do not care (nothing is refused for space). */
   readonly spool?: SpoolSpace;
   readonly version: string;
+  /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
+  readonly principalDefaults?: PrincipalLimits;
 }
 
 /** What the admin chose about isolation at start, shown to operators. */
@@ -134,7 +137,13 @@ export interface ApiBindings {
   readonly bodyTimeoutMs?: number;
 }
 
+export interface ApiVariables {
+  /** Who is calling, set by authentication before any route runs. */
+  caller: Caller;
+}
+
 export interface ApiEnv {
   // Hono's Env wants a mutable index-free record; the bindings are read-only in practice.
   Bindings: ApiBindings;
+  Variables: ApiVariables;
 }

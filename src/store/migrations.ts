@@ -13,6 +13,7 @@ import m0003 from "./migrations/0003_never_stalls_change_log.sql" with { type: "
 import m0004 from "./migrations/0004_perf_view_cache_change_log.sql" with { type: "text" };
 import m0005 from "./migrations/0005_runway.sql" with { type: "text" };
 import m0006 from "./migrations/0006_perf2_index_predicates_without_in.sql" with { type: "text" };
+import m0010 from "./migrations/0010_principals.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -28,6 +29,7 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   { tag: "0004_perf_view_cache_change_log", sql: m0004 },
   { tag: "0005_runway", sql: m0005 },
   { tag: "0006_perf2_index_predicates_without_in", sql: m0006 },
+  { tag: "0010_principals", sql: m0010 },
 ];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

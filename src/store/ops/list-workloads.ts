@@ -7,6 +7,8 @@ import { workloads } from "../schema.ts";
 export interface ListWorkloadsQuery {
   readonly kind?: WorkloadKind;
   readonly phase?: Phase;
+  /** Only this principal's workloads. */
+  readonly owner?: string;
   readonly limit: number;
   /** Opaque to callers: `${createdAt}.${id}` of the last item of the previous page. */
   readonly cursor?: { readonly createdAt: number; readonly id: string };
@@ -22,6 +24,7 @@ export function listWorkloads(deps: StoreDeps, query: ListWorkloadsQuery): Workl
   const filters: SQL[] = [];
   if (query.kind) filters.push(eq(workloads.kind, query.kind));
   if (query.phase) filters.push(eq(workloads.phase, query.phase));
+  if (query.owner !== undefined) filters.push(eq(workloads.owner, query.owner));
   if (query.cursor) {
     const c = query.cursor;
     const before = or(

@@ -38,7 +38,7 @@ const WORKLOAD_COLUMNS = `id, kind, name, profile, spec_json AS specJson,
   spec_revision AS specRevision, phase, reason, message, desired, stop_reason AS stopReason,
   stop_message AS stopMessage, execution_epoch AS executionEpoch, max_attempts AS maxAttempts,
   exit_code AS exitCode, idempotency_key AS idempotencyKey, request_hash AS requestHash,
-  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt`;
+  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt, owner`;
 
 const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, handle, phase,
   reason, message, exit_code AS exitCode, submitted_at AS submittedAt,
@@ -57,11 +57,12 @@ const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
 const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
 WHERE id IN (SELECT value FROM json_each(?1))`;
 
-function listSql(kind: boolean, phase: boolean, cursor: boolean, columns: string): string {
+function listSql(query: ListWorkloadsQuery, columns: string): string {
   const where: string[] = [];
-  if (kind) where.push("kind = $kind");
-  if (phase) where.push("phase = $phase");
-  if (cursor) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
+  if (query.owner !== undefined) where.push("owner = $owner");
+  if (query.kind !== undefined) where.push("kind = $kind");
+  if (query.phase !== undefined) where.push("phase = $phase");
+  if (query.cursor) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
   return `SELECT ${columns} FROM workloads
 ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
 ORDER BY created_at DESC, id DESC LIMIT $limit`;
@@ -70,6 +71,7 @@ ORDER BY created_at DESC, id DESC LIMIT $limit`;
 function listParams(query: ListWorkloadsQuery): Record<string, string | number> {
   // The connection is opened `strict`: named parameters are bound without their `$`.
   const params: Record<string, string | number> = { limit: query.limit + 1 };
+  if (query.owner !== undefined) params["owner"] = query.owner;
   if (query.kind !== undefined) params["kind"] = query.kind;
   if (query.phase !== undefined) params["phase"] = query.phase;
   if (query.cursor) {
@@ -103,12 +105,7 @@ export function listWorkloadDetails(
   deps: StoreDeps,
   query: ListWorkloadsQuery,
 ): WorkloadDetailsPage {
-  const sql = listSql(
-    query.kind !== undefined,
-    query.phase !== undefined,
-    !!query.cursor,
-    WORKLOAD_COLUMNS,
-  );
+  const sql = listSql(query, WORKLOAD_COLUMNS);
   const rows = deps.db.$client.query(sql).all(listParams(query)) as WorkloadRow[];
   const items = rows.slice(0, query.limit).map(toWorkload);
   const last = items.at(-1);
@@ -137,12 +134,7 @@ export interface WorkloadIdPage {
  * serialized views) and fetches details only for the workloads it does not hold.
  */
 export function listWorkloadIds(deps: StoreDeps, query: ListWorkloadsQuery): WorkloadIdPage {
-  const sql = listSql(
-    query.kind !== undefined,
-    query.phase !== undefined,
-    !!query.cursor,
-    "id, created_at",
-  );
+  const sql = listSql(query, "id, created_at");
   const rows = deps.db.$client.query(sql).values(listParams(query)) as [string, number][];
   const ids = rows.slice(0, query.limit).map(([id]) => id);
   const last = rows[query.limit - 1];
