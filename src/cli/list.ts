@@ -18,6 +18,8 @@ Options:
   --kind KIND      BATCH or SESSION.
   --phase PHASE    PENDING, SUBMITTING, QUEUED, RUNNING, STOPPING, COMPLETED, FAILED,
                    CANCELLED or LOST.
+  --owner NAME     Only this principal's workloads (the admin's filter; a principal's
+                   token lists only its own).
   --limit N        Page size, 1-500 (default 50).
   --all            Follow pages to the end.
 ${CLIENT_OPTIONS_HELP}`;
@@ -35,6 +37,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
     options: {
       kind: { type: "string" },
       phase: { type: "string" },
+      owner: { type: "string" },
       limit: { type: "string" },
       all: { type: "boolean" },
     },
@@ -53,6 +56,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
         const query = new URLSearchParams();
         if (values.kind !== undefined) query.set("kind", values.kind);
         if (values.phase !== undefined) query.set("phase", values.phase);
+        if (values.owner !== undefined) query.set("owner", values.owner);
         if (values.limit !== undefined) query.set("limit", values.limit);
         if (cursor !== null) query.set("cursor", cursor);
         const qs = query.toString();
@@ -68,13 +72,14 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
       }
       io.stdout(
         table(
-          ["ID", "KIND", "PHASE", "REASON", "PROFILE", "CREATED", "NAME"],
+          ["ID", "KIND", "PHASE", "REASON", "PROFILE", "OWNER", "CREATED", "NAME"],
           items.map((w) => [
             w.id,
             w.kind,
             w.phase,
             w.reason ?? "",
             w.profile,
+            w.owner ?? "-",
             w.createdAt.replace(/\.\d{3}Z$/, "Z"),
             w.name,
           ]),

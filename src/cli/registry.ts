@@ -72,6 +72,16 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./wait.ts")).waitCommand,
   },
   {
+    name: "principal",
+    summary: "Add, list or remove principals (admin only)",
+    load: async () => (await import("./principal.ts")).principalCommand,
+  },
+  {
+    name: "token",
+    summary: "Issue or revoke a principal's token (admin only)",
+    load: async () => (await import("./token.ts")).tokenCommand,
+  },
+  {
     name: "profiles",
     summary: "List the profiles the daemon's backend offers",
     load: async () => (await import("./profiles.ts")).profilesCommand,

@@ -29,6 +29,7 @@ import {
   WORKLOADS_DIR,
 } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { PrincipalLimits } from "../orchestration/principals.ts";
 import {
   type OpenedDatabase,
   openDatabase,
@@ -79,6 +80,8 @@ export interface DaemonConfig {
   readonly identity?: IdentityChoice;
   /** `serve --allow-unsandboxed-batch`: BATCH may run as the daemon's uid, unsandboxed. */
   readonly allowUnsandboxedBatch?: boolean;
+  /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
+  readonly principalDefaults?: PrincipalLimits;
   /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
   readonly tickIntervalMs?: number;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
@@ -310,6 +313,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     },
     spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
+    ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
   });
   const servers: Server<unknown>[] = [];
   const listening: string[] = [];

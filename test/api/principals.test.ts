@@ -22,8 +22,8 @@ function call(h: Harness, path: string, init: RequestInit, who: Who): Promise<Re
 }
 
 const open: Harness[] = [];
-function make(): Harness {
-  const h = harness();
+function make(options: Parameters<typeof harness>[0] = {}): Harness {
+  const h = harness(options);
   open.push(h);
   return h;
 }
@@ -190,6 +190,21 @@ describe("limits", () => {
     // Another principal's usage is its own.
     const bob = await principal(h, "bob", { maxCpus: 2 });
     expect((await submitAs(h, bob.access)).status).toBe(201);
+  });
+
+  test("a principal added without limits gets the daemon's defaults; null is unlimited", async () => {
+    const h = make({
+      principalDefaults: { maxSessions: 1, maxBatch: 2, maxCpus: null, maxGpus: 0 },
+    });
+    await h.request("/v1/principals", json("POST", { name: "dflt" }));
+    await h.request("/v1/principals", json("POST", { name: "free", maxBatch: null }));
+    const list = (await (await call(h, "/v1/principals", {}, ADMIN)).json()) as {
+      items: { name: string; maxBatch: number | null; maxSessions: number | null }[];
+    };
+    expect(list.items.map((p) => [p.name, p.maxSessions, p.maxBatch])).toEqual([
+      ["dflt", 1, 2],
+      ["free", 1, null],
+    ]);
   });
 
   test("a workload that ended frees its place", async () => {

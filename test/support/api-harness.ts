@@ -48,6 +48,8 @@ export function harness(
     readonly mintsAtAdmission?: boolean;
     /** The spool's room (absent: not watched, nothing refused for space). */
     readonly spool?: SpoolSpace;
+    /** Limits of principals added without their own (`serve --principal-max-*`). */
+    readonly principalDefaults?: ApiDeps["principalDefaults"];
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -134,6 +136,7 @@ export function harness(
       : {}),
     ...(options.newWorkloadId ? { newWorkloadId: options.newWorkloadId } : {}),
     ...(options.spool ? { spool: options.spool } : {}),
+    ...(options.principalDefaults ? { principalDefaults: options.principalDefaults } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;
