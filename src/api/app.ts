@@ -5,7 +5,7 @@
  */
 import { Hono } from "hono";
 import { routePath } from "hono/route";
-import { findToken, workloadOwner } from "../store/index.ts";
+import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import { createPrincipalRoutes } from "./principals/routes.ts";
@@ -36,7 +36,7 @@ const WORKLOAD_PATH = /^\/v1\/workloads\/([^/]+)/;
  * workload (under every route beneath /v1/workloads/{id}, present and future) answers the
  * same 404 as a workload that does not exist, so existence is not leaked.
  */
-function refuseForeign(deps: ApiDeps, method: string, path: string, name: string): void {
+function refuseForeign(access: AccessCache, method: string, path: string, name: string): void {
   if (ADMIN_ONLY.test(path)) {
     throw new ApiError({
       status: 403,
@@ -47,13 +47,15 @@ function refuseForeign(deps: ApiDeps, method: string, path: string, name: string
   }
   const match = WORKLOAD_PATH.exec(path);
   if (!match?.[1]) return;
-  let id: string;
-  try {
-    id = decodeURIComponent(match[1]);
-  } catch {
-    id = match[1];
+  let id = match[1];
+  if (id.includes("%")) {
+    try {
+      id = decodeURIComponent(id);
+    } catch {
+      // Not valid percent-encoding: looked up as written, which finds nothing.
+    }
   }
-  if (workloadOwner(deps.store, id) !== name) throw notFound(`no workload ${JSON.stringify(id)}`);
+  if (access.owner(id) !== name) throw notFound(`no workload ${JSON.stringify(id)}`);
 }
 
 function problemResponse(error: ApiError): Response {
@@ -95,6 +97,7 @@ function allowedMethods(
 export function createApp(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
   const requests = createRequestCounter();
+  const access = createAccessCache(deps.store);
 
   app.use("*", async function countRequests(c, next) {
     await next();
@@ -118,11 +121,11 @@ export function createApp(deps: ApiDeps) {
       const caller = authorize(
         bindings?.access,
         c.req.header("authorization"),
-        (id) => findToken(deps.store, id),
+        (id) => access.token(id),
         deps.clock.now(),
       );
       c.set("caller", caller);
-      if (caller.kind === "Principal") refuseForeign(deps, c.req.method, c.req.path, caller.name);
+      if (caller.kind === "Principal") refuseForeign(access, c.req.method, c.req.path, caller.name);
     }
     await next();
   });
@@ -137,7 +140,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createWorkloadRoutes(deps));
   app.route("/", createLogRoutes(deps));
   app.route("/", createBackupRoutes(deps));
-  app.route("/", createPrincipalRoutes(deps));
+  app.route("/", createPrincipalRoutes(deps, access));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

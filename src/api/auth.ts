@@ -13,8 +13,19 @@ function sha256(text: string): Buffer {
  * first so the comparison always runs over 32 bytes: timingSafeEqual throws on unequal
  * lengths, and branching on the length would itself leak the token's length.
  */
-function tokensMatch(presented: string, expected: string): boolean {
-  return timingSafeEqual(sha256(presented), sha256(expected)) && expected.length > 0;
+function tokensMatch(presented: string, access: { readonly token: string }): boolean {
+  return timingSafeEqual(sha256(presented), expectedHash(access)) && access.token.length > 0;
+}
+
+/** The admin token's hash, computed once per listener rather than on every request. */
+const expectedHashes = new WeakMap<object, Buffer>();
+function expectedHash(access: { readonly token: string }): Buffer {
+  let hash = expectedHashes.get(access);
+  if (hash === undefined) {
+    hash = sha256(access.token);
+    expectedHashes.set(access, hash);
+  }
+  return hash;
 }
 
 function unauthorized(detail: string): ApiError {
@@ -43,13 +54,25 @@ export function mintPrincipalToken(): IssuedToken {
 /** What authentication reads from the store: a token's row by its id. */
 export type TokenLookup = (id: string) => StoredToken | null;
 
-function principalFor(presented: string, lookup: TokenLookup, nowMs: number): Caller | null {
-  const match = PRINCIPAL_TOKEN.exec(presented);
-  if (!match?.[1] || !match[2]) return null;
+const NO_HASH = Buffer.alloc(32);
+const decodedHashes = new Map<string, Buffer>();
+/** The stored hex hash as bytes, decoded once (bounded like the token cache). */
+function secretHash(hex: string): Buffer {
+  let bytes = decodedHashes.get(hex);
+  if (bytes === undefined) {
+    if (decodedHashes.size >= 10_000) decodedHashes.clear();
+    bytes = Buffer.from(hex, "hex");
+    decodedHashes.set(hex, bytes);
+  }
+  return bytes;
+}
+
+function principalFor(match: RegExpExecArray, lookup: TokenLookup, nowMs: number): Caller | null {
+  if (!match[1] || !match[2]) return null;
   const stored = lookup(match[1]);
   // Compared even when no row was found (against a hash of nothing), so a wrong id and a
   // wrong secret take the same time.
-  const expected = Buffer.from(stored?.secretSha256 ?? "0".repeat(64), "hex");
+  const expected = stored === null ? NO_HASH : secretHash(stored.secretSha256);
   const same = timingSafeEqual(sha256(match[2]), expected);
   if (!stored || !same) return null;
   if (stored.revokedAt !== null) return null;
@@ -81,9 +104,14 @@ export function authorize(
       const match = /^\s*Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
       const presented = match?.[1];
       if (presented) {
-        if (tokensMatch(presented, access.token)) return ADMIN;
-        const principal = principalFor(presented, lookup, nowMs);
-        if (principal) return principal;
+        // A principal-shaped token is looked up first: the admin's (43 characters) never has
+        // that shape, so each request pays for one hash, as before principals.
+        const shaped = PRINCIPAL_TOKEN.exec(presented);
+        if (shaped !== null) {
+          const principal = principalFor(shaped, lookup, nowMs);
+          if (principal) return principal;
+        }
+        if (tokensMatch(presented, access)) return ADMIN;
       }
       throw unauthorized(
         "a valid token is required: Authorization: Bearer TOKEN (the admin token or a principal's unexpired, unrevoked token)",

@@ -12,6 +12,7 @@ import {
   removePrincipal,
   revokeToken,
 } from "../../store/index.ts";
+import type { AccessCache } from "../access-cache.ts";
 import { mintPrincipalToken } from "../auth.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound } from "../problem.ts";
@@ -36,7 +37,7 @@ function principalView(p: Principal): v.InferOutput<typeof PrincipalSchema> {
   };
 }
 
-export function createPrincipalRoutes(deps: ApiDeps) {
+export function createPrincipalRoutes(deps: ApiDeps, access: AccessCache) {
   const app = new Hono<ApiEnv>();
   const defaults = deps.principalDefaults;
 
@@ -74,7 +75,10 @@ export function createPrincipalRoutes(deps: ApiDeps) {
 
   app.delete("/v1/principals/:name", function remove(c) {
     const name = c.req.param("name");
-    if (removePrincipal(deps.store, name) === "NotFound") {
+    const removed = removePrincipal(deps.store, name);
+    // Its tokens went with it (cascade): none may still be held as valid.
+    access.forgetTokens();
+    if (removed === "NotFound") {
       throw notFound(`no principal ${JSON.stringify(name)}`);
     }
     deps.log.info("principal removed", { principal: name });
@@ -106,8 +110,10 @@ export function createPrincipalRoutes(deps: ApiDeps) {
 
   app.post("/v1/tokens/:id/revoke", function revoke(c) {
     const id = c.req.param("id");
-    if (revokeToken(deps.store, id) === "NotFound")
-      throw notFound(`no token ${JSON.stringify(id)}`);
+    const revoked = revokeToken(deps.store, id);
+    // Held in memory by authentication: it must stop working now, not when evicted.
+    access.forgetTokens();
+    if (revoked === "NotFound") throw notFound(`no token ${JSON.stringify(id)}`);
     deps.log.info("token revoked", { tokenId: id });
     return c.json({ id, revoked: true });
   });
