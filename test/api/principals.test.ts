@@ -217,6 +217,27 @@ describe("limits", () => {
   });
 });
 
+describe("backup", () => {
+  test("the store's copy carries principals, limits and token hashes, never a token", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", { maxBatch: 4 });
+    const res = await h.request("/v1/backup", { method: "POST" });
+    expect(res.status).toBe(200);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const { Database } = await import("bun:sqlite");
+    const copy = Database.deserialize(bytes);
+    try {
+      expect(copy.query("SELECT name, max_batch AS maxBatch FROM principals").all()).toEqual([
+        { name: "alice", maxBatch: 4 },
+      ]);
+      expect(copy.query("SELECT id FROM principal_tokens").all()).toEqual([{ id: alice.tokenId }]);
+      expect(new TextDecoder().decode(bytes)).not.toContain(alice.token.slice(21));
+    } finally {
+      copy.close();
+    }
+  });
+});
+
 describe("tokens", () => {
   test("stored only as a hash; wrong secret, expired, revoked and removed tokens answer 401", async () => {
     const h = make();
