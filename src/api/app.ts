@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { routePath } from "hono/route";
+import type { Caller } from "../orchestration/principals.ts";
 import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
@@ -19,6 +20,7 @@ import {
 } from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
 import { checkRequestShape } from "./request-shape.ts";
+import { createAuditRoutes } from "./system/audit.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
@@ -26,7 +28,7 @@ import { createLogRoutes } from "./workloads/logs.ts";
 import { createWorkloadRoutes } from "./workloads/routes.ts";
 
 /** Routes only the admin may call: they show or change more than one principal's work. */
-const ADMIN_ONLY = /^\/(v1\/(principals|tokens|backup|diagnostics)|metrics)(\/|$)/;
+const ADMIN_ONLY = /^\/(v1\/(principals|tokens|backup|diagnostics|audit)|metrics)(\/|$)/;
 
 /** `/v1/workloads/{id}` and everything beneath it: the workload's id, decoded. */
 const WORKLOAD_PATH = /^\/v1\/workloads\/([^/]+)/;
@@ -109,6 +111,33 @@ export function createApp(deps: ApiDeps) {
     requests.count(c.req.method, route, c.res.status);
   });
 
+  app.use("*", async function recordAudit(c, next) {
+    await next();
+    const audit = deps.audit;
+    const method = c.req.method;
+    if (audit === undefined || method === "GET" || method === "HEAD" || method === "OPTIONS") {
+      return;
+    }
+    const caller = c.get("caller") as Caller | undefined;
+    const matched = routePath(c, -1);
+    const workload = WORKLOAD_PATH.exec(c.req.path)?.[1] ?? null;
+    const bindings = c.env as ApiEnv["Bindings"] | undefined;
+    try {
+      audit.append({
+        at: new Date(deps.clock.now()).toISOString(),
+        principal: caller === undefined ? null : caller.kind === "Admin" ? "admin" : caller.name,
+        tokenId: caller?.kind === "Principal" ? caller.tokenId : null,
+        action: `${method} ${matched === "*" || matched === "/*" ? c.req.path.slice(0, 200) : matched}`,
+        workload: workload === null ? null : workload.slice(0, 200),
+        status: c.res.status,
+        peer: bindings?.peerOf?.(c.req.raw) ?? "unix",
+      });
+    } catch (error) {
+      // The request was already done; a full disk must not turn its answer into a 500.
+      deps.log.error("audit log write failed", { error: String(error) });
+    }
+  });
+
   app.use("*", async function authenticate(c, next) {
     // `c.env` is undefined when a caller passed no bindings at all.
     const bindings = c.env as ApiEnv["Bindings"] | undefined;
@@ -141,6 +170,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createLogRoutes(deps));
   app.route("/", createBackupRoutes(deps));
   app.route("/", createPrincipalRoutes(deps, access));
+  app.route("/", createAuditRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

@@ -111,6 +111,38 @@ export interface ApiDeps {
   readonly version: string;
   /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
   readonly principalDefaults?: PrincipalLimits;
+  /** Where state-changing requests are recorded; absent: not recorded (tests). */
+  readonly audit?: AuditLog;
+}
+
+/** One state-changing request, as the audit log keeps it. */
+export interface AuditEntry {
+  /** ISO 8601. */
+  readonly at: string;
+  /** `admin`, a principal's name, or null when the request was not authenticated. */
+  readonly principal: string | null;
+  /** A principal's token id (never the token); null for the admin and the socket. */
+  readonly tokenId: string | null;
+  /** Method and route pattern: `POST /v1/workloads/:id/cancel`. */
+  readonly action: string;
+  readonly workload: string | null;
+  /** The HTTP status answered. */
+  readonly status: number;
+  /** `unix` or the TCP client's address. */
+  readonly peer: string;
+}
+
+export interface AuditQuery {
+  readonly sinceMs?: number;
+  readonly principal?: string;
+  /** The newest this many. */
+  readonly limit: number;
+}
+
+export interface AuditLog {
+  append(entry: AuditEntry): void;
+  /** Matching entries, oldest first. */
+  read(query: AuditQuery): readonly AuditEntry[];
 }
 
 /** What the admin chose about isolation at start, shown to operators. */
@@ -135,6 +167,8 @@ export interface ApiBindings {
   readonly access: Access;
   /** How long this listener waits for a request body (default DEFAULT_BODY_TIMEOUT_MS). */
   readonly bodyTimeoutMs?: number;
+  /** The client's address, for the audit log; absent: a unix socket. */
+  readonly peerOf?: (request: Request) => string | null;
 }
 
 export interface ApiVariables {

@@ -40,6 +40,7 @@ export const PROBLEMS = {
   forbidden: "Only the admin may do this (principals and their tokens).",
   "limit-exceeded":
     "The principal already holds what one of its limits allows; `limit`, `current` and `max` say which. Nothing was created.",
+  "audit-disabled": "This daemon keeps no audit log.",
   "already-exists": "A principal with this name or unix user already exists.",
   "unsupported-media-type": "The body is not JSON.",
   "payload-too-large": "The body is larger than the API accepts.",

@@ -38,6 +38,7 @@ import {
 } from "../store/index.ts";
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
+import { fileAuditLog } from "./audit-log.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { watchSpool } from "./spool-watch.ts";
 import {
@@ -314,6 +315,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
+    audit: fileAuditLog({ path: layout.auditLog }),
   });
   const servers: Server<unknown>[] = [];
   const listening: string[] = [];
@@ -323,9 +325,14 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     await Promise.all(servers.map((server) => stopServer(server, drainTimeoutMs)));
   });
   for (const address of config.listen) {
+    // Set once the TCP listener exists: the audit log names a request's client address.
+    let tcpServer: Server<undefined> | null = null;
     const bindings: ApiBindings = {
       access: accessFor(address, adminToken),
       ...(config.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: config.bodyTimeoutMs } : {}),
+      ...(address.kind === "tcp"
+        ? { peerOf: (request: Request) => tcpServer?.requestIP(request)?.address ?? null }
+        : {}),
     };
     const fetch = async (request: Request, server: Server<undefined>) => {
       const response = closeIfBodyUnread(request, await app.fetch(request, bindings));
@@ -358,6 +365,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
           port: address.port,
           fetch,
         });
+        tcpServer = server;
         servers.push(server);
         listening.push(
           formatListenAddress({

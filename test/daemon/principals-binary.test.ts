@@ -77,6 +77,16 @@ test(
     expect(revoked.code).not.toBe(0);
     expect(revoked.stderr.toLowerCase()).toContain("token");
     expect((await daemon.cli("cancel", id)).code).toBe(0);
+
+    // The audit log names alice's submission over TCP with her token's id, and the refusal.
+    const audit = await daemon.cli("audit", "--principal", "alice", "--json");
+    expect(audit.code).toBe(0);
+    const items = (JSON.parse(audit.stdout) as { items: Record<string, unknown>[] }).items;
+    expect(items.map((e) => [e["action"], e["status"], e["tokenId"], e["peer"]])).toEqual([
+      ["POST /v1/workloads", 201, alice.id, "127.0.0.1"],
+      ["POST /v1/workloads", 429, alice.id, "127.0.0.1"],
+    ]);
+    expect((await as(bob.file, "audit")).code).toBe(1);
   },
   TEST_TIMEOUT_MS,
 );

@@ -50,6 +50,7 @@ export function harness(
     readonly spool?: SpoolSpace;
     /** Limits of principals added without their own (`serve --principal-max-*`). */
     readonly principalDefaults?: ApiDeps["principalDefaults"];
+    readonly audit?: ApiDeps["audit"];
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -137,6 +138,7 @@ export function harness(
     ...(options.newWorkloadId ? { newWorkloadId: options.newWorkloadId } : {}),
     ...(options.spool ? { spool: options.spool } : {}),
     ...(options.principalDefaults ? { principalDefaults: options.principalDefaults } : {}),
+    ...(options.audit ? { audit: options.audit } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

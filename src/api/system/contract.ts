@@ -32,6 +32,7 @@ import {
   SubmitBody,
   TaskBody,
 } from "../workloads/schemas.ts";
+import { AuditListSchema, AuditQuerySchema } from "./audit.ts";
 
 export type Body =
   | { readonly kind: "json"; readonly schema: v.GenericSchema; readonly name: string }
@@ -268,6 +269,15 @@ export const OPERATIONS: readonly Operation[] = [
     summary: "Revoke a token; idempotent (admin only)",
     ok: { "200": { description: "Revoked.", body: json(RevokedTokenSchema, "RevokedToken") } },
     problems: { "403": "Not the admin.", "404": "No such token." },
+  },
+  {
+    method: "GET",
+    path: "/v1/audit",
+    operationId: "audit",
+    summary: "The audit log: every state-changing request (admin only)",
+    query: { schema: AuditQuerySchema, name: "AuditQuery" },
+    ok: { "200": { description: "Entries.", body: json(AuditListSchema, "AuditList") } },
+    problems: { "400": "Invalid query.", "403": "Not the admin.", "409": "No audit log kept." },
   },
   {
     method: "GET",
