@@ -40,6 +40,8 @@ function renderWorkload(w: WorkloadBody): string {
     `Name:        ${w.name}`,
     `Kind:        ${w.kind}`,
     `Profile:     ${w.profile}`,
+    // Only for a principal's workload: the admin's own have none, and older daemons send none.
+    ...(w.owner ? [`Owner:       ${w.owner}`] : []),
     `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,
     ...(w.message ? [`Message:     ${messageBesideReason(w.reason, w.message)}`] : []),
     ...(w.exitCode !== null ? [`Exit code:   ${w.exitCode}`] : []),

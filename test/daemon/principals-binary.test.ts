@@ -71,6 +71,7 @@ test(
     expect(byOwner.stdout).toContain(id);
     expect(byOwner.stdout).toContain("alice");
     expect((await daemon.cli("list", "--owner", "bob")).stdout).not.toContain(id);
+    expect((await daemon.cli("show", id)).stdout).toMatch(/^Owner:\s+alice$/m);
 
     expect((await daemon.cli("token", "revoke", alice.id)).code).toBe(0);
     const revoked = await as(alice.file, "list");
