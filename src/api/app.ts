@@ -6,8 +6,11 @@
 import { Hono } from "hono";
 import { routePath } from "hono/route";
 import { createDaemonMetrics, httpKey } from "../metrics/daemon-metrics.ts";
+import type { Caller } from "../orchestration/principals.ts";
+import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
+import { createPrincipalRoutes } from "./principals/routes.ts";
 import {
   ApiError,
   clientClosedRequest,
@@ -18,6 +21,7 @@ import {
 } from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
 import { checkRequestShape } from "./request-shape.ts";
+import { createAuditRoutes } from "./system/audit.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/metrics.ts";
 import { createSystemRoutes } from "./system/routes.ts";
@@ -42,6 +46,39 @@ const KNOWN_METHODS: ReadonlySet<string> = new Set([
  */
 function methodLabel(method: string): string {
   return KNOWN_METHODS.has(method) ? method : "other";
+}
+
+/** Routes only the admin may call: they show or change more than one principal's work. */
+const ADMIN_ONLY = /^\/(v1\/(principals|tokens|backup|diagnostics|audit)|metrics)(\/|$)/;
+
+/** `/v1/workloads/{id}` and everything beneath it: the workload's id, decoded. */
+const WORKLOAD_PATH = /^\/v1\/workloads\/([^/]+)/;
+
+/**
+ * Before any route runs, for a principal: an admin-only route answers 403, and another's
+ * workload (under every route beneath /v1/workloads/{id}, present and future) answers the
+ * same 404 as a workload that does not exist, so existence is not leaked.
+ */
+function refuseForeign(access: AccessCache, method: string, path: string, name: string): void {
+  if (ADMIN_ONLY.test(path)) {
+    throw new ApiError({
+      status: 403,
+      slug: "forbidden",
+      title: "Forbidden",
+      detail: `${method} ${path} is for the admin only`,
+    });
+  }
+  const match = WORKLOAD_PATH.exec(path);
+  if (!match?.[1]) return;
+  let id = match[1];
+  if (id.includes("%")) {
+    try {
+      id = decodeURIComponent(id);
+    } catch {
+      // Not valid percent-encoding: looked up as written, which finds nothing.
+    }
+  }
+  if (access.owner(id) !== name) throw notFound(`no workload ${JSON.stringify(id)}`);
 }
 
 function problemResponse(error: ApiError): Response {
@@ -89,6 +126,7 @@ export function createApp(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
   const requests = createRequestCounter();
   const metrics = deps.metrics ?? createDaemonMetrics();
+  const access = createAccessCache(deps.store);
 
   app.use("*", async function countRequests(c, next) {
     const t0 = performance.now();
@@ -103,6 +141,33 @@ export function createApp(deps: ApiDeps) {
     metrics.httpDuration.get(httpKey(method, route)).observe((performance.now() - t0) / 1000);
   });
 
+  app.use("*", async function recordAudit(c, next) {
+    await next();
+    const audit = deps.audit;
+    const method = c.req.method;
+    if (audit === undefined || method === "GET" || method === "HEAD" || method === "OPTIONS") {
+      return;
+    }
+    const caller = c.get("caller") as Caller | undefined;
+    const matched = routePath(c, -1);
+    const workload = WORKLOAD_PATH.exec(c.req.path)?.[1] ?? null;
+    const bindings = c.env as ApiEnv["Bindings"] | undefined;
+    try {
+      audit.append({
+        at: new Date(deps.clock.now()).toISOString(),
+        principal: caller === undefined ? null : caller.kind === "Admin" ? "admin" : caller.name,
+        tokenId: caller?.kind === "Principal" ? caller.tokenId : null,
+        action: `${method} ${matched === "*" || matched === "/*" ? c.req.path.slice(0, 200) : matched}`,
+        workload: workload === null ? null : workload.slice(0, 200),
+        status: c.res.status,
+        peer: bindings?.peerOf?.(c.req.raw) ?? "unix",
+      });
+    } catch (error) {
+      // The request was already done; a full disk must not turn its answer into a 500.
+      deps.log.error("audit log write failed", { error: String(error) });
+    }
+  });
+
   app.use("*", async function authenticate(c, next) {
     // `c.env` is undefined when a caller passed no bindings at all.
     const bindings = c.env as ApiEnv["Bindings"] | undefined;
@@ -115,7 +180,14 @@ export function createApp(deps: ApiDeps) {
     const liveness =
       c.req.path === "/healthz" && (c.req.method === "GET" || c.req.method === "HEAD");
     if (!liveness || bindings === undefined) {
-      authorize(bindings?.access, c.req.header("authorization"));
+      const caller = authorize(
+        bindings?.access,
+        c.req.header("authorization"),
+        (id) => access.token(id),
+        deps.clock.now(),
+      );
+      c.set("caller", caller);
+      if (caller.kind === "Principal") refuseForeign(access, c.req.method, c.req.path, caller.name);
     }
     await next();
   });
@@ -132,6 +204,8 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createFileRoutes(deps));
   app.route("/", createBackupRoutes(deps, metrics));
   app.route("/", createUiRoutes(deps));
+  app.route("/", createPrincipalRoutes(deps, access));
+  app.route("/", createAuditRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

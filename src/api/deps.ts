@@ -12,6 +12,7 @@ import type { StateLayout } from "../orchestration/layout.ts";
 import type { Allocation, Workload } from "../orchestration/models.ts";
 import type { AdmissionStore, AttemptIds } from "../orchestration/ports/admission-store.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { Caller, PrincipalLimits } from "../orchestration/principals.ts";
 import type { SessionService } from "../orchestration/session/session-service.ts";
 import type { StoreDeps } from "../store/deps.ts";
 import type { CallRateHistory } from "./ui/call-rate-history.ts";
@@ -132,6 +133,40 @@ export interface ApiDeps {
   readonly metrics?: DaemonMetrics;
   /** CPU, memory and descriptors of this process for /metrics; absent: not rendered. */
   readonly processFigures?: () => ProcessFigures;
+  /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
+  readonly principalDefaults?: PrincipalLimits;
+  /** Where state-changing requests are recorded; absent: not recorded (tests). */
+  readonly audit?: AuditLog;
+}
+
+/** One state-changing request, as the audit log keeps it. */
+export interface AuditEntry {
+  /** ISO 8601. */
+  readonly at: string;
+  /** `admin`, a principal's name, or null when the request was not authenticated. */
+  readonly principal: string | null;
+  /** A principal's token id (never the token); null for the admin and the socket. */
+  readonly tokenId: string | null;
+  /** Method and route pattern: `POST /v1/workloads/:id/cancel`. */
+  readonly action: string;
+  readonly workload: string | null;
+  /** The HTTP status answered. */
+  readonly status: number;
+  /** `unix` or the TCP client's address. */
+  readonly peer: string;
+}
+
+export interface AuditQuery {
+  readonly sinceMs?: number;
+  readonly principal?: string;
+  /** The newest this many. */
+  readonly limit: number;
+}
+
+export interface AuditLog {
+  append(entry: AuditEntry): void;
+  /** Matching entries, oldest first. */
+  read(query: AuditQuery): readonly AuditEntry[];
 }
 
 /** What the admin chose about isolation at start, shown to operators. */
@@ -156,9 +191,17 @@ export interface ApiBindings {
   readonly access: Access;
   /** How long this listener waits for a request body (default DEFAULT_BODY_TIMEOUT_MS). */
   readonly bodyTimeoutMs?: number;
+  /** The client's address, for the audit log; absent: a unix socket. */
+  readonly peerOf?: (request: Request) => string | null;
+}
+
+export interface ApiVariables {
+  /** Who is calling, set by authentication before any route runs. */
+  caller: Caller;
 }
 
 export interface ApiEnv {
   // Hono's Env wants a mutable index-free record; the bindings are read-only in practice.
   Bindings: ApiBindings;
+  Variables: ApiVariables;
 }

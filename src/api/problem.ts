@@ -35,7 +35,13 @@ export const PROBLEMS = {
   "not-found": "No such workload, route or session.",
   "log-not-found": "The workload has no such attempt or log (yet), or the log is not a file.",
   "method-not-allowed": "The route exists but not with this method; see the Allow header.",
-  unauthorized: "A TCP listener needs `Authorization: Bearer` with the admin token.",
+  unauthorized:
+    "A TCP listener needs `Authorization: Bearer` with the admin token or a principal's token.",
+  forbidden: "Only the admin may do this (principals and their tokens).",
+  "limit-exceeded":
+    "The principal already holds what one of its limits allows; `limit`, `current` and `max` say which. Nothing was created.",
+  "audit-disabled": "This daemon keeps no audit log.",
+  "already-exists": "A principal with this name or unix user already exists.",
   "unsupported-media-type": "The body is not JSON.",
   "payload-too-large": "The body is larger than the API accepts.",
   "path-refused":

@@ -67,6 +67,7 @@ export const WorkloadSchema = v.strictObject({
   kind: v.pipe(v.picklist(WORKLOAD_KINDS), d("SESSION (interactive kernel) or BATCH.")),
   name: text("The name given at submission, or one derived from the id."),
   profile: text("The profile it runs on."),
+  owner: nullableText("The principal that submitted it; null: the admin."),
   phase,
   reason: reasonCode("Why it is in this phase (terminal phases always have one)."),
   message: nullableText("The same for people."),

@@ -57,6 +57,8 @@ export interface WorkloadView {
   readonly kind: WorkloadKind;
   readonly name: string;
   readonly profile: string;
+  /** The principal that submitted it; null: the admin. */
+  readonly owner: string | null;
   readonly phase: Phase;
   readonly reason: string | null;
   readonly message: string | null;
@@ -263,6 +265,7 @@ export function stableWorkloadView(
     kind: workload.kind,
     name: workload.name,
     profile: workload.profile,
+    owner: workload.owner ?? null,
     phase: workload.phase,
     reason: workload.reason,
     message: workload.message,

@@ -54,7 +54,8 @@ const CLIENT_OPTIONS = {
 export const CLIENT_OPTIONS_HELP = `Connection:
   --server ADDR        unix:PATH or http://HOST:PORT (else $OPENAI4S_SERVER, else the
                        socket of the default state dir).
-  --token-file FILE    Admin token for a TCP server (else $OPENAI4S_TOKEN).
+  --token-file FILE    Token for a TCP server: the admin's or a principal's (else
+                       $OPENAI4S_TOKEN).
   --json               Print the API's JSON body instead of text.
   -h, --help           Show this help.
 Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.
@@ -212,7 +213,7 @@ export type StreamResult =
 export interface ApiClient {
   readonly server: ServerAddress;
   request<T>(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "DELETE",
     path: string,
     options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
   ): Promise<ApiResult<T>>;
@@ -221,7 +222,7 @@ export interface ApiClient {
    * stream (server-sent events). Failures are read and returned as problems, as `request` does.
    */
   open(
-    method: "GET" | "POST",
+    method: "GET" | "POST" | "DELETE",
     path: string,
     options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
   ): Promise<ApiResult<Response>>;
@@ -290,7 +291,7 @@ export function createClient(
       return parsed<T>(method, path, body === null ? {} : { raw: body });
     },
     async request<T>(
-      method: "GET" | "POST",
+      method: "GET" | "POST" | "DELETE",
       path: string,
       options: RequestOptions = {},
     ): Promise<ApiResult<T>> {

@@ -21,6 +21,8 @@ Options:
   --backend-job-id ID
                    Only the workload one of whose attempts is (or was) this job of the
                    backend (the job id its own tools show).
+  --owner NAME     Only this principal's workloads (the admin's filter; a principal's
+                   token lists only its own).
   --limit N        Page size, 1-500 (default 50).
   --all            Follow pages to the end.
 ${CLIENT_OPTIONS_HELP}`;
@@ -39,6 +41,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
       kind: { type: "string" },
       phase: { type: "string" },
       "backend-job-id": { type: "string" },
+      owner: { type: "string" },
       limit: { type: "string" },
       all: { type: "boolean" },
     },
@@ -59,6 +62,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
         if (values.phase !== undefined) query.set("phase", values.phase);
         const jobId = values["backend-job-id"];
         if (jobId !== undefined) query.set("backendJobId", jobId);
+        if (values.owner !== undefined) query.set("owner", values.owner);
         if (values.limit !== undefined) query.set("limit", values.limit);
         if (cursor !== null) query.set("cursor", cursor);
         const qs = query.toString();
@@ -74,13 +78,14 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
       }
       io.stdout(
         table(
-          ["ID", "KIND", "PHASE", "REASON", "PROFILE", "CREATED", "NAME"],
+          ["ID", "KIND", "PHASE", "REASON", "PROFILE", "OWNER", "CREATED", "NAME"],
           items.map((w) => [
             w.id,
             w.kind,
             w.phase,
             w.reason ?? "",
             w.profile,
+            w.owner ?? "-",
             w.createdAt.replace(/\.\d{3}Z$/, "Z"),
             w.name,
           ]),

@@ -77,6 +77,21 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./wait.ts")).waitCommand,
   },
   {
+    name: "principal",
+    summary: "Add, list or remove principals (admin only)",
+    load: async () => (await import("./principal.ts")).principalCommand,
+  },
+  {
+    name: "token",
+    summary: "Issue or revoke a principal's token (admin only)",
+    load: async () => (await import("./token.ts")).tokenCommand,
+  },
+  {
+    name: "audit",
+    summary: "Print the audit log of state-changing requests (admin only)",
+    load: async () => (await import("./audit.ts")).auditCommand,
+  },
+  {
     name: "profiles",
     summary: "List the profiles the daemon's backend offers",
     load: async () => (await import("./profiles.ts")).profilesCommand,

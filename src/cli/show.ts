@@ -43,6 +43,8 @@ function renderWorkload(w: WorkloadBody): string {
     `Name:        ${w.name}`,
     `Kind:        ${w.kind}`,
     `Profile:     ${w.profile}`,
+    // Only for a principal's workload: the admin's own have none, and older daemons send none.
+    ...(w.owner ? [`Owner:       ${w.owner}`] : []),
     `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,
     // An older daemon sends no such field (undefined): nothing to say either way.
     ...(w.phaseConfirmedAt === undefined

@@ -32,6 +32,7 @@ import {
   WORKLOADS_DIR,
 } from "../orchestration/layout.ts";
 import type { AllocationBackend } from "../orchestration/ports.ts";
+import type { PrincipalLimits } from "../orchestration/principals.ts";
 import {
   type OpenedDatabase,
   openDatabase,
@@ -40,6 +41,7 @@ import {
 } from "../store/index.ts";
 import { checkDatabaseFilesystem } from "../store/network-fs.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
+import { fileAuditLog } from "./audit-log.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { watchSpool } from "./spool-watch.ts";
 import {
@@ -82,6 +84,8 @@ export interface DaemonConfig {
   readonly identity?: IdentityChoice;
   /** `serve --allow-unsandboxed-batch`: BATCH may run as the daemon's uid, unsandboxed. */
   readonly allowUnsandboxedBatch?: boolean;
+  /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
+  readonly principalDefaults?: PrincipalLimits;
   /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
   readonly tickIntervalMs?: number;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
@@ -343,6 +347,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     metrics,
     processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
+    ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
+    audit: fileAuditLog({ path: layout.auditLog }),
   });
   const servers: Server<unknown>[] = [];
   const listening: string[] = [];
@@ -355,9 +361,14 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // (streamed), JSON bodies by the API's own bound (validation.ts).
   const maxRequestBodySize = maxUploadBytes + 1024 * 1024;
   for (const address of config.listen) {
+    // Set once the TCP listener exists: the audit log names a request's client address.
+    let tcpServer: Server<undefined> | null = null;
     const bindings: ApiBindings = {
       access: accessFor(address, adminToken),
       ...(config.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: config.bodyTimeoutMs } : {}),
+      ...(address.kind === "tcp"
+        ? { peerOf: (request: Request) => tcpServer?.requestIP(request)?.address ?? null }
+        : {}),
     };
     const fetch = async (request: Request, server: Server<undefined>) => {
       const response = closeIfBodyUnread(request, await app.fetch(request, bindings));
@@ -391,6 +402,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
           fetch,
           maxRequestBodySize,
         });
+        tcpServer = server;
         servers.push(server);
         listening.push(
           formatListenAddress({

@@ -17,6 +17,7 @@ import {
   systemIdentityDatabase,
   UID_RANGE_ENV,
 } from "../orchestration/isolation/run-as.ts";
+import type { PrincipalLimits } from "../orchestration/principals.ts";
 import { selfCommand } from "../self-command.ts";
 import { VERSION } from "../version.ts";
 import { startDaemon } from "./daemon.ts";
@@ -90,6 +91,10 @@ ${backends}
                           database and admin token. Refused otherwise (409
                           ISOLATION_UNAVAILABLE). Logged at every start, shown in
                           /v1/diagnostics and /metrics.
+  --principal-max-sessions N, --principal-max-batch N, --principal-max-cpus N,
+  --principal-max-gpus N  Limits a principal gets when \`principal add\` names none (else
+                          $OPENAI4S_PRINCIPAL_MAX_SESSIONS and alike; default: none).
+                          Applied when the principal is added; the admin is unlimited.
   --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
   --poll-min-ms MS        Shortest time between two observations of the backend, however
                           often the API wakes the reconciler (default 1000).
@@ -135,6 +140,8 @@ const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
 
 export interface ServeOptions {
   readonly stateDir: string;
+  /** Limits for principals added without their own (`--principal-max-*`). */
+  readonly principalDefaults: PrincipalLimits;
   /** Null: the backend's default spool. */
   readonly spoolDir: string | null;
   readonly allowNetworkDb: boolean;
@@ -251,6 +258,30 @@ export function parseServeArgs(
     pacing: parsePacing(v),
     ...bodyTimeout(v),
     ...maxUpload(v),
+    principalDefaults: principalDefaults(v, env),
+  };
+}
+
+/** `--principal-max-*`, else `$OPENAI4S_PRINCIPAL_MAX_*`, else no limit. */
+function principalDefaults(
+  v: ReturnType<typeof parse>["values"],
+  env: Readonly<Record<string, string | undefined>>,
+): PrincipalLimits {
+  const one = (name: "sessions" | "batch" | "cpus" | "gpus"): number | null => {
+    const flag = `principal-max-${name}` as const;
+    const envName = `OPENAI4S_PRINCIPAL_MAX_${name.toUpperCase()}`;
+    const text = v[flag] ?? (env[envName] === "" ? undefined : env[envName]);
+    if (text === undefined) return null;
+    if (!/^[0-9]{1,7}$/.test(text)) {
+      throw new UsageError(`serve: --${flag} (or ${envName}) "${text}" is not a whole number`);
+    }
+    return Number(text);
+  };
+  return {
+    maxSessions: one("sessions"),
+    maxBatch: one("batch"),
+    maxCpus: one("cpus"),
+    maxGpus: one("gpus"),
   };
 }
 
@@ -295,6 +326,10 @@ function parse(args: readonly string[]) {
     "max-commands": { type: "string" },
     "body-timeout-ms": { type: "string" },
     "max-upload-size": { type: "string" },
+    "principal-max-sessions": { type: "string" },
+    "principal-max-batch": { type: "string" },
+    "principal-max-cpus": { type: "string" },
+    "principal-max-gpus": { type: "string" },
     help: { type: "boolean", short: "h" },
   });
 }
@@ -361,6 +396,7 @@ export const serveCommand: Command = {
       log,
       identity: options.identity,
       allowUnsandboxedBatch: options.allowUnsandboxedBatch,
+      principalDefaults: options.principalDefaults,
     });
     switch (started.kind) {
       case "ConfigError":

@@ -26,6 +26,7 @@ import {
   isJobEnvironmentPolicy,
   sessionIsolationVerdict,
 } from "./ports.ts";
+import { type LimitExceeded, limitExceeded, type PrincipalLimits } from "./principals.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -70,7 +71,17 @@ export type AdmissionRefusal =
    * A SESSION on a backend that cannot verify its isolation, or a BATCH whose job would run
    * as the daemon's own uid without a verified sandbox.
    */
-  | { readonly reason: "ISOLATION_UNAVAILABLE"; readonly message: string };
+  | { readonly reason: "ISOLATION_UNAVAILABLE"; readonly message: string }
+  /** The owner already holds what one of its limits allows (429). */
+  | ({ readonly reason: "OVER_LIMIT" } & LimitExceeded);
+
+/** Who submits: the admin (no owner, no limits) or a principal with its limits. */
+export interface Submitter {
+  readonly owner: string | null;
+  readonly limits: PrincipalLimits | null;
+}
+
+const ADMIN_SUBMITTER: Submitter = Object.freeze({ owner: null, limits: null });
 
 export type AdmissionOutcome =
   | {
@@ -288,8 +299,17 @@ function checkAgainstBackendEnvRules(
 }
 
 /** The earlier request's workload when it was this request, else the refusal. */
-function replayOrRefuse(key: string, match: IdempotentMatch, hash: string): AdmissionOutcome {
-  if (match.requestHash !== hash) return { kind: "Refused", reason: "IDEMPOTENCY_KEY_REUSED", key };
+function replayOrRefuse(
+  key: string,
+  match: IdempotentMatch,
+  hash: string,
+  owner: string | null,
+): AdmissionOutcome {
+  // Another principal's key is refused as reused, never replayed: a replay would hand one
+  // principal another's workload.
+  if (match.requestHash !== hash || (match.workload.owner ?? null) !== owner) {
+    return { kind: "Refused", reason: "IDEMPOTENCY_KEY_REUSED", key };
+  }
   return { kind: "Replayed", workload: match.workload };
 }
 
@@ -297,14 +317,17 @@ export async function admitWorkload(
   deps: AdmissionDeps,
   submission: Submission,
   idempotencyKey: string | null,
+  submitter: Submitter = ADMIN_SUBMITTER,
 ): Promise<AdmissionOutcome> {
   const hash = requestHash(submission);
+  const owner = submitter.owner;
   if (idempotencyKey !== null) {
     const earlier = deps.store.findByIdempotencyKey(idempotencyKey);
-    if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash);
+    if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash, owner);
   }
+  const profiles = deps.backend.profiles();
   const fields = [
-    ...checkAgainstProfile(submission, deps.backend.profiles()),
+    ...checkAgainstProfile(submission, profiles),
     ...checkAgainstBackendEnvRules(submission, deps.backend),
   ];
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
@@ -320,7 +343,20 @@ export async function admitWorkload(
       return { kind: "Refused", reason: "ISOLATION_UNAVAILABLE", message: refusal };
     }
   }
+  const resources = profiles.find((p) => p.name === submission.profile)?.resources;
+  const cpus = (resources?.cpus ?? 0) * (resources?.nodes ?? 1);
+  const gpus = (resources?.gpus ?? 0) * (resources?.nodes ?? 1);
+  const limits = submitter.limits;
   const created = deps.store.create({
+    owner,
+    cpus,
+    gpus,
+    ...(limits === null
+      ? {}
+      : {
+          withinLimits: (usage) =>
+            limitExceeded(limits, usage, { kind: submission.kind, cpus, gpus }),
+        }),
     id: deps.newWorkloadId(),
     kind: submission.kind,
     name: submission.name,
@@ -345,7 +381,9 @@ export async function admitWorkload(
       // Both requests found nothing and both inserted; the loser answers exactly as if it
       // had arrived second.
       if (idempotencyKey === null) throw new Error("the store reported a taken key for none");
-      return replayOrRefuse(idempotencyKey, created.existing, hash);
+      return replayOrRefuse(idempotencyKey, created.existing, hash, owner);
+    case "OverLimit":
+      return { kind: "Refused", reason: "OVER_LIMIT", ...created.exceeded };
     default: {
       const never: never = created;
       throw new Error(`unhandled create result ${JSON.stringify(never)}`);

@@ -29,6 +29,8 @@ export interface StateLayout {
   readonly adminToken: string;
   readonly apiSocket: string;
   readonly lockFile: string;
+  /** Every state-changing API request, one JSON line each; rotated to `.1` ... by size. */
+  readonly auditLog: string;
   /** Spool: one workload's files. */
   workloadDir(workloadId: string): string;
   /** Spool: the workload's working directory (kept across attempts). */
@@ -64,6 +66,7 @@ const PRIVATE_NAMES = {
   adminToken: "admin-token",
   apiSocket: "api.sock",
   lockFile: "daemon.lock",
+  auditLog: "audit.log",
   attempts: "attempts",
   backends: "backends",
 } as const;
@@ -94,6 +97,7 @@ export function stateLayout(root: string, spool: string = defaultSpoolDir(root))
     adminToken: join(root, PRIVATE_NAMES.adminToken),
     apiSocket: join(root, PRIVATE_NAMES.apiSocket),
     lockFile: join(root, PRIVATE_NAMES.lockFile),
+    auditLog: join(root, PRIVATE_NAMES.auditLog),
     workloadDir,
     workspaceDir: (w) => join(workloadDir(w), "workspace"),
     allocationDir,

@@ -278,6 +278,8 @@ export interface Workload {
   readonly updatedAt: number;
   /** Set by user activity only (exec, tasks); never by heartbeats. Epoch milliseconds. */
   readonly lastActiveAt: number | null;
+  /** The principal that submitted it; null or absent: the admin. */
+  readonly owner?: string | null;
 }
 
 /** One attempt at a workload, with one executionEpoch and one SubmissionToken. */

@@ -15,6 +15,7 @@ import m0005 from "./migrations/0005_runway.sql" with { type: "text" };
 import m0006 from "./migrations/0006_perf2_index_predicates_without_in.sql" with { type: "text" };
 import m0007 from "./migrations/0007_isolation_verdict.sql" with { type: "text" };
 import m0008 from "./migrations/0008_job_arrays.sql" with { type: "text" };
+import m0009 from "./migrations/0009_principals.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -32,6 +33,7 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   { tag: "0006_perf2_index_predicates_without_in", sql: m0006 },
   { tag: "0007_isolation_verdict", sql: m0007 },
   { tag: "0008_job_arrays", sql: m0008 },
+  { tag: "0009_principals", sql: m0009 },
 ];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

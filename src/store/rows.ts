@@ -77,6 +77,7 @@ export function toWorkload(row: WorkloadRow): Workload {
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
     lastActiveAt: row.lastActiveAt,
+    owner: row.owner,
   };
 }
 

@@ -42,11 +42,23 @@ export const workloads = sqliteTable(
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
     lastActiveAt: integer("last_active_at"),
+    /** The principal that submitted it; NULL: the admin (and every workload before 0009). */
+    owner: text("owner"),
+    /** CPUs and GPUs its profile holds while it is live, summed for the owner's limits. */
+    cpus: integer("cpus").notNull().default(0),
+    gpus: integer("gpus").notNull().default(0),
   },
   (t) => [
     uniqueIndex("workloads_idempotency_key").on(t.idempotencyKey),
     index("workloads_phase").on(t.phase),
     index("workloads_created").on(t.createdAt, t.id),
+    // A principal's own listing, newest first, and its live workloads summed at admission.
+    index("workloads_owner_created").on(t.owner, t.createdAt, t.id),
+    index("workloads_owner_live")
+      .on(t.owner, t.kind)
+      .where(
+        sql`${t.phase} = 'PENDING' OR ${t.phase} = 'SUBMITTING' OR ${t.phase} = 'QUEUED' OR ${t.phase} = 'RUNNING' OR ${t.phase} = 'STOPPING'`,
+      ),
     // The reconciler's every-tick read walks the live workloads oldest first. This partial
     // index holds exactly those, in that order, so the read is one in-order scan: with only
     // workloads_phase SQLite sorts all live rows in a temp b-tree on every tick (about half
@@ -204,3 +216,34 @@ export const schema = {
   workloadChanges,
   isolationVerdicts,
 } as const;
+
+/** API callers other than the admin (issue 22); a NULL limit is no limit. */
+export const principals = sqliteTable(
+  "principals",
+  {
+    name: text("name").primaryKey(),
+    unixUser: text("unix_user"),
+    maxSessions: integer("max_sessions"),
+    maxBatch: integer("max_batch"),
+    maxCpus: integer("max_cpus"),
+    maxGpus: integer("max_gpus"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("principals_unix_user").on(t.unixUser)],
+);
+
+/** A principal's bearer tokens: only the secret's sha256 is kept, never the secret. */
+export const principalTokens = sqliteTable(
+  "principal_tokens",
+  {
+    id: text("id").primaryKey(),
+    principal: text("principal")
+      .notNull()
+      .references(() => principals.name, { onDelete: "cascade" }),
+    secretSha256: text("secret_sha256").notNull(),
+    createdAt: integer("created_at").notNull(),
+    expiresAt: integer("expires_at"),
+    revokedAt: integer("revoked_at"),
+  },
+  (t) => [index("principal_tokens_principal").on(t.principal)],
+);

@@ -24,7 +24,19 @@ describe("serve flags", () => {
       identity: { kind: "Leased", range: { first: 61184, last: 65519 } },
       allowUnsandboxedBatch: false,
       pacing: {},
+      principalDefaults: { maxSessions: null, maxBatch: null, maxCpus: null, maxGpus: null },
     });
+  });
+
+  test("--principal-max-* (else the environment) are the limits of new principals", () => {
+    expect(
+      parse(["--principal-max-sessions", "2", "--principal-max-gpus", "0"], {
+        OPENAI4S_PRINCIPAL_MAX_BATCH: "5",
+      }),
+    ).toMatchObject({
+      principalDefaults: { maxSessions: 2, maxBatch: 5, maxCpus: null, maxGpus: 0 },
+    });
+    expect(() => parse(["--principal-max-cpus", "1e3"], {})).toThrow(/--principal-max-cpus/);
   });
 
   test("--allow-unsandboxed-batch is an explicit opt-in, off unless named", () => {

@@ -58,6 +58,9 @@ export function harness(
     readonly schedulerCallHistory?: CallRateHistory;
     /** The files routes' upload cap (default 1 MiB). */
     readonly maxUploadBytes?: number;
+    /** Limits of principals added without their own (`serve --principal-max-*`). */
+    readonly principalDefaults?: ApiDeps["principalDefaults"];
+    readonly audit?: ApiDeps["audit"];
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -155,6 +158,8 @@ export function harness(
     ...(options.newWorkloadId ? { newWorkloadId: options.newWorkloadId } : {}),
     ...(options.spool ? { spool: options.spool } : {}),
     ...(options.schedulerCallHistory ? { schedulerCallHistory: options.schedulerCallHistory } : {}),
+    ...(options.principalDefaults ? { principalDefaults: options.principalDefaults } : {}),
+    ...(options.audit ? { audit: options.audit } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

@@ -6,6 +6,14 @@
  */
 import type * as v from "valibot";
 import {
+  IssuedTokenSchema,
+  PrincipalBody,
+  PrincipalListSchema,
+  PrincipalSchema,
+  RevokedTokenSchema,
+  TokenBody,
+} from "../principals/schemas.ts";
+import {
   DiagnosticsSchema,
   EventListSchema,
   ExecResultSchema,
@@ -28,6 +36,7 @@ import {
   TaskBody,
   UploadQuery,
 } from "../workloads/schemas.ts";
+import { AuditListSchema, AuditQuerySchema } from "./audit.ts";
 
 export type Body =
   | { readonly kind: "json"; readonly schema: v.GenericSchema; readonly name: string }
@@ -92,6 +101,7 @@ export const OPERATIONS: readonly Operation[] = [
       "409": "Idempotency-Key reused with another body, or a SESSION cannot be placed.",
       "413": "Body too large.",
       "415": "Body is not JSON.",
+      "429": "The principal is at a limit (reason LIMIT_EXCEEDED; `limit`, `current`, `max`).",
       "503": "The spool is below its low-water mark of free space (reason SPOOL_FULL).",
     },
   },
@@ -288,6 +298,66 @@ export const OPERATIONS: readonly Operation[] = [
       },
     },
     problems: {},
+  },
+  {
+    method: "GET",
+    path: "/v1/principals",
+    operationId: "listPrincipals",
+    summary: "Every principal and its limits (admin only)",
+    ok: { "200": { description: "Principals.", body: json(PrincipalListSchema, "PrincipalList") } },
+    problems: { "403": "Not the admin." },
+  },
+  {
+    method: "POST",
+    path: "/v1/principals",
+    operationId: "addPrincipal",
+    summary: "Add a principal (admin only)",
+    body: { schema: PrincipalBody, name: "PrincipalRequest" },
+    ok: { "201": { description: "Added.", body: json(PrincipalSchema, "Principal") } },
+    problems: {
+      "400": "Invalid body.",
+      "403": "Not the admin.",
+      "409": "The name or unix user is taken.",
+    },
+  },
+  {
+    method: "DELETE",
+    path: "/v1/principals/{name}",
+    operationId: "removePrincipal",
+    summary: "Remove a principal and its tokens; its workloads stay, for the admin (admin only)",
+    ok: {
+      "204": {
+        description: "Removed.",
+        body: { kind: "raw", contentType: "text/plain", description: "Empty." },
+      },
+    },
+    problems: { "403": "Not the admin.", "404": "No such principal." },
+  },
+  {
+    method: "POST",
+    path: "/v1/principals/{name}/tokens",
+    operationId: "issueToken",
+    summary: "Issue a bearer token for a principal; shown once (admin only)",
+    body: { schema: TokenBody, name: "TokenRequest" },
+    ok: { "201": { description: "Issued.", body: json(IssuedTokenSchema, "IssuedToken") } },
+    problems: { "400": "Invalid body.", "403": "Not the admin.", "404": "No such principal." },
+  },
+  {
+    method: "POST",
+    path: "/v1/tokens/{id}/revoke",
+    operationId: "revokeToken",
+    summary: "Revoke a token; idempotent (admin only)",
+    ok: { "200": { description: "Revoked.", body: json(RevokedTokenSchema, "RevokedToken") } },
+    problems: { "403": "Not the admin.", "404": "No such token." },
+  },
+  {
+    method: "GET",
+    path: "/v1/audit",
+    operationId: "audit",
+    summary: "The audit log: every state-changing request (admin only)",
+    query: { schema: AuditQuerySchema, name: "AuditQuery" },
+    ok: { "200": { description: "Entries.", body: json(AuditListSchema, "AuditList") } },
+    problems: { "400": "Invalid query.", "403": "Not the admin.", "409": "No audit log kept." },
   },
   {
     method: "GET",

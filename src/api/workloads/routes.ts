@@ -4,8 +4,10 @@
  */
 import { type Context, Hono } from "hono";
 import type * as v from "valibot";
+import type { Submitter } from "../../orchestration/admission.ts";
 import type { Workload } from "../../orchestration/models.ts";
 import { isTerminal } from "../../orchestration/models.ts";
+import type { Caller } from "../../orchestration/principals.ts";
 import type {
   ExecOutcome,
   InterruptOutcome,
@@ -13,6 +15,7 @@ import type {
 } from "../../orchestration/session/session-service.ts";
 import { placeStep, type StepPlacement } from "../../orchestration/steps.ts";
 import {
+  getPrincipal,
   getWorkload,
   listAllocations,
   listConditions,
@@ -49,6 +52,17 @@ function refuseWhenSpoolLow(deps: ApiDeps): void {
 }
 
 export function createWorkloadRoutes(deps: ApiDeps) {
+  /** The admin submits unowned and unlimited; a principal under its stored limits. */
+  function submitterFor(caller: Caller): Submitter {
+    if (caller.kind === "Admin") return { owner: null, limits: null };
+    const principal = getPrincipal(deps.store, caller.name);
+    // Removed while its token was in flight: held to nothing rather than to no limit.
+    return {
+      owner: caller.name,
+      limits: principal ?? { maxSessions: 0, maxBatch: 0, maxCpus: 0, maxGpus: 0 },
+    };
+  }
+
   const app = new Hono<ApiEnv>();
 
   const confirmed: PhaseConfirmedAt = (allocationId) =>
@@ -81,7 +95,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const key = parseIdempotencyKey(c.req.header("idempotency-key"));
     const submission = normalize(parseWith(SubmitBody, await readJson(c)));
     refuseWhenSpoolLow(deps);
-    const outcome = await submitWorkload(deps, submission, key);
+    const outcome = await submitWorkload(deps, submission, key, submitterFor(c.get("caller")));
     switch (outcome.kind) {
       case "Admitted": {
         // Just created: no conditions yet, and its only allocation (if any) is the attempt
@@ -128,8 +142,15 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       }
       cursor = decoded;
     }
+    const caller = c.get("caller");
+    // A principal lists its own workloads only; asking for another's gives an empty page.
+    const owner = caller.kind === "Principal" ? caller.name : query.owner;
+    if (caller.kind === "Principal" && query.owner !== undefined && query.owner !== owner) {
+      return jsonText(c, `{"items":[],"nextCursor":null}`);
+    }
     // Cached serialized views; the misses come from batched statements (view-cache.ts).
     const page = views.list({
+      ...(owner !== undefined ? { owner } : {}),
       limit: query.limit ?? LIMITS.listLimitDefault,
       ...(query.kind !== undefined ? { kind: query.kind } : {}),
       ...(query.phase !== undefined ? { phase: query.phase } : {}),

@@ -246,6 +246,15 @@ export const ListQuery = v.strictObject({
     ),
   ),
   cursor: v.optional(v.pipe(v.string(), v.description("nextCursor of the previous page."))),
+  owner: v.optional(
+    v.pipe(
+      v.string(),
+      v.maxLength(64),
+      v.description(
+        "Only this principal's workloads (the admin's filter; a principal sees only its own whatever it asks).",
+      ),
+    ),
+  ),
 });
 
 const LOG_STREAMS = ["stdout", "stderr"] as const;

@@ -10,6 +10,7 @@ import {
   admitWorkload,
   normalizeSubmission,
   type Submission,
+  type Submitter,
 } from "../../orchestration/admission.ts";
 import type { ApiDeps } from "../deps.ts";
 import { ApiError, validationFailed } from "../problem.ts";
@@ -62,6 +63,14 @@ function admissionProblem(refusal: AdmissionRefusal): ApiError {
         detail: refusal.message,
         extensions: { reason: "ISOLATION_UNAVAILABLE" },
       });
+    case "OVER_LIMIT":
+      return new ApiError({
+        status: 429,
+        slug: "limit-exceeded",
+        title: "Limit exceeded",
+        detail: `this principal's ${refusal.limit} limit is ${refusal.max} and it holds ${refusal.current}; cancel a workload or ask the admin to raise it`,
+        extensions: { limit: refusal.limit, current: refusal.current, max: refusal.max },
+      });
     default: {
       const never: never = refusal;
       throw new Error(`unhandled admission refusal ${JSON.stringify(never)}`);
@@ -79,6 +88,7 @@ export async function submitWorkload(
   deps: ApiDeps,
   submission: Submission,
   idempotencyKey: string | null,
+  submitter?: Submitter,
 ): Promise<SubmitOutcome> {
   const outcome = await admitWorkload(
     {
@@ -93,6 +103,7 @@ export async function submitWorkload(
     },
     submission,
     idempotencyKey,
+    submitter,
   );
   if (outcome.kind === "Refused") throw admissionProblem(outcome);
   return outcome;

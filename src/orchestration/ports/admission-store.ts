@@ -12,6 +12,7 @@ import type {
   WorkloadKind,
   WorkloadSpec,
 } from "../models.ts";
+import type { LimitExceeded, PrincipalUsage } from "../principals.ts";
 
 /** A new attempt's identity: its allocation id and its submission token. */
 export interface AttemptIds {
@@ -40,6 +41,16 @@ export interface CreateWorkloadInput {
   readonly requestHash: string | null;
   /** Absent: the workload is created PENDING and the reconciler mints its first attempt. */
   readonly firstAttempt?: FirstAttemptInput;
+  /** The principal that submits it; absent or null: the admin. */
+  readonly owner?: string | null;
+  /** What its profile holds while live, summed against the owner's limits. */
+  readonly cpus?: number;
+  readonly gpus?: number;
+  /**
+   * The owner's limit rule, run inside the inserting transaction over the owner's live
+   * usage: a refusal there writes nothing. Absent: no limit (the admin).
+   */
+  readonly withinLimits?: (usage: PrincipalUsage) => LimitExceeded | null;
 }
 
 /** A workload found by its Idempotency-Key, with the hash of the request that created it. */
@@ -56,7 +67,9 @@ export type CreateWorkloadResult =
       readonly attempt: Allocation | null;
     }
   /** Another request created a workload with this Idempotency-Key first; nothing written. */
-  | { readonly kind: "KeyTaken"; readonly existing: IdempotentMatch };
+  | { readonly kind: "KeyTaken"; readonly existing: IdempotentMatch }
+  /** The owner is at one of its limits; nothing written. */
+  | { readonly kind: "OverLimit"; readonly exceeded: LimitExceeded };
 
 export interface AdmissionStore {
   findByIdempotencyKey(key: string): IdempotentMatch | null;

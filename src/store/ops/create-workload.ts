@@ -4,6 +4,7 @@ import type {
   CreateWorkloadInput,
   CreateWorkloadResult,
 } from "../../orchestration/ports/admission-store.ts";
+import type { PrincipalUsage } from "../../orchestration/principals.ts";
 import type { StoreDeps } from "../deps.ts";
 import { toWorkload } from "../rows.ts";
 import { workloads } from "../schema.ts";
@@ -29,6 +30,13 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
     const epoch = first === null ? 0 : 1;
     const message = first === null ? null : first.message;
     const lastActiveAt = input.kind === "SESSION" ? now : null;
+    const owner = input.owner ?? null;
+    if (owner !== null && input.withinLimits !== undefined) {
+      // In the same transaction as the insert: bun:sqlite runs it to the end before any
+      // other request's, so concurrent submissions cannot all see the same usage.
+      const exceeded = input.withinLimits(ownerUsage(sqlite, owner));
+      if (exceeded !== null) return { kind: "OverLimit", exceeded };
+    }
     const specJson = JSON.stringify(input.spec);
     const inserted = sqlite
       .query<
@@ -48,9 +56,12 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
           number,
           number,
           number | null,
+          string | null,
+          number,
+          number,
         ]
       >(
-        "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+        "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
       )
       .run(
         input.id,
@@ -67,6 +78,9 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
         now,
         now,
         lastActiveAt,
+        owner,
+        input.cpus ?? 0,
+        input.gpus ?? 0,
       );
     if (inserted.changes === 0) return keyTaken(deps, input.idempotencyKey);
     sqlite
@@ -95,10 +109,27 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
       createdAt: now,
       updatedAt: now,
       lastActiveAt,
+      owner,
     };
     return { kind: "Created", workload, attempt };
   })();
 }
+
+/** The owner's live workloads and what they hold, over the workloads_owner_live index. */
+function ownerUsage(sqlite: StoreDeps["db"]["$client"], owner: string): PrincipalUsage {
+  const row = sqlite
+    .query<{ sessions: number; batch: number; cpus: number; gpus: number }, [string]>(
+      `SELECT coalesce(sum(kind = 'SESSION'), 0) AS sessions, coalesce(sum(kind = 'BATCH'), 0) AS batch,
+       coalesce(sum(cpus), 0) AS cpus, coalesce(sum(gpus), 0) AS gpus
+       FROM workloads WHERE owner = ? AND (${LIVE_PHASES_SQL})`,
+    )
+    .get(owner);
+  return row ?? { sessions: 0, batch: 0, cpus: 0, gpus: 0 };
+}
+
+/** Spelled as the workloads_owner_live index's predicate, so SQLite can use the index. */
+const LIVE_PHASES_SQL =
+  "phase = 'PENDING' OR phase = 'SUBMITTING' OR phase = 'QUEUED' OR phase = 'RUNNING' OR phase = 'STOPPING'";
 
 /** Read inside the transaction that lost the insert: the winner's row, as committed. */
 function keyTaken(deps: StoreDeps, key: string | null): CreateWorkloadResult {

@@ -9,6 +9,8 @@ export interface ListWorkloadsQuery {
   readonly phase?: Phase;
   /** Only workloads one of whose attempts held this backend job id (its handle). */
   readonly backendJobId?: string;
+  /** Only this principal's workloads. */
+  readonly owner?: string;
   readonly limit: number;
   /** Opaque to callers: `${createdAt}.${id}` of the last item of the previous page. */
   readonly cursor?: { readonly createdAt: number; readonly id: string };
@@ -31,6 +33,7 @@ export function listWorkloads(deps: StoreDeps, query: ListWorkloadsQuery): Workl
       .where(eq(allocations.handle, query.backendJobId));
     filters.push(inArray(workloads.id, held));
   }
+  if (query.owner !== undefined) filters.push(eq(workloads.owner, query.owner));
   if (query.cursor) {
     const c = query.cursor;
     const before = or(

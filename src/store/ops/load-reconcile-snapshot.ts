@@ -40,7 +40,7 @@ SELECT
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
   a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at, a.deadline_at,
-  a.deadline_warned_at, a.array_size
+  a.deadline_warned_at, a.array_size, w.owner
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE ${LIVE_PREDICATE_SQL}
@@ -81,6 +81,8 @@ type SnapshotRow = [
   aDeadlineAt: number | null,
   aDeadlineWarnedAt: number | null,
   aArraySize: number | null,
+  // Last, so the columns before it keep their places.
+  owner: string | null,
 ];
 
 /**
@@ -178,6 +180,7 @@ function decodeWorkload(r: SnapshotRow): Workload {
     createdAt: r[16],
     updatedAt: r[17],
     lastActiveAt: r[18],
+    owner: r[34],
   };
 }
 

@@ -38,7 +38,7 @@ const WORKLOAD_COLUMNS = `id, kind, name, profile, spec_json AS specJson,
   spec_revision AS specRevision, phase, reason, message, desired, stop_reason AS stopReason,
   stop_message AS stopMessage, execution_epoch AS executionEpoch, max_attempts AS maxAttempts,
   exit_code AS exitCode, idempotency_key AS idempotencyKey, request_hash AS requestHash,
-  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt`;
+  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt, owner`;
 
 const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, handle, phase,
   reason, message, exit_code AS exitCode, submitted_at AS submittedAt,
@@ -59,6 +59,7 @@ WHERE id IN (SELECT value FROM json_each(?1))`;
 
 function listSql(query: ListWorkloadsQuery, columns: string): string {
   const where: string[] = [];
+  if (query.owner !== undefined) where.push("owner = $owner");
   if (query.kind !== undefined) where.push("kind = $kind");
   if (query.phase !== undefined) where.push("phase = $phase");
   // An admin matching a scheduler's job to its workload: any attempt that held that id.
@@ -74,6 +75,7 @@ ORDER BY created_at DESC, id DESC LIMIT $limit`;
 function listParams(query: ListWorkloadsQuery): Record<string, string | number> {
   // The connection is opened `strict`: named parameters are bound without their `$`.
   const params: Record<string, string | number> = { limit: query.limit + 1 };
+  if (query.owner !== undefined) params["owner"] = query.owner;
   if (query.kind !== undefined) params["kind"] = query.kind;
   if (query.phase !== undefined) params["phase"] = query.phase;
   if (query.backendJobId !== undefined) params["handle"] = query.backendJobId;

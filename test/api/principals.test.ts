@@ -1,0 +1,289 @@
+/**
+ * Principals, tokens, ownership and limits (issue 22), in process: two principals cannot
+ * see or touch each other's workloads by any route of the OpenAPI document; limits hold
+ * under concurrent submissions; tokens are stored as hashes, expire and are revoked.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import type { Access } from "../../src/api/deps.ts";
+import { openApiDocument } from "../../src/api/system/openapi.ts";
+import { type Harness, harness, problemOf } from "../support/api-harness.ts";
+
+const ADMIN_TOKEN = "admin-secret-token";
+/** A TCP listener's access; `Who` is the token a request presents on it. */
+const TCP: Access = { kind: "Bearer", token: ADMIN_TOKEN };
+type Who = { readonly token: string };
+const ADMIN: Who = { token: ADMIN_TOKEN };
+
+/** A request over TCP, presenting `who`'s token (the harness's default is the socket). */
+function call(h: Harness, path: string, init: RequestInit, who: Who): Promise<Response> {
+  const headers = new Headers(init.headers);
+  headers.set("Authorization", `Bearer ${who.token}`);
+  return h.request(path, { ...init, headers }, TCP);
+}
+
+const open: Harness[] = [];
+function make(options: Parameters<typeof harness>[0] = {}): Harness {
+  const h = harness(options);
+  open.push(h);
+  return h;
+}
+afterEach(() => {
+  for (const h of open.splice(0)) h.close();
+});
+
+const batch = { kind: "BATCH", profile: "default", command: ["echo", "hi"] };
+
+function json(method: string, body?: unknown): RequestInit {
+  return {
+    method,
+    headers: { "Content-Type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  };
+}
+
+/** The admin adds a principal (over the socket) and issues it a token. */
+async function principal(
+  h: Harness,
+  name: string,
+  limits: Record<string, number | null> = {},
+  expiresInSeconds?: number,
+): Promise<{ access: Who; tokenId: string; token: string }> {
+  const added = await h.request("/v1/principals", json("POST", { name, ...limits }));
+  expect(added.status).toBe(201);
+  const issued = await call(
+    h,
+    `/v1/principals/${name}/tokens`,
+    json("POST", expiresInSeconds === undefined ? {} : { expiresInSeconds }),
+    ADMIN,
+  );
+  expect(issued.status).toBe(201);
+  const body = (await issued.json()) as { id: string; token: string };
+  return { access: { token: body.token }, tokenId: body.id, token: body.token };
+}
+
+async function submitAs(h: Harness, access: Who, body: unknown = batch): Promise<Response> {
+  return await call(h, "/v1/workloads", json("POST", body), access);
+}
+
+describe("ownership", () => {
+  test("a principal sees only its own workloads; another's answers exactly as a missing one", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    const bob = await principal(h, "bob");
+    const mine = (await (await submitAs(h, alice.access)).json()) as { id: string; owner: string };
+    expect(mine.owner).toBe("alice");
+    const admins = (await (await submitAs(h, ADMIN)).json()) as { id: string; owner: null };
+    expect(admins.owner).toBeNull();
+
+    const foreign = await call(h, `/v1/workloads/${mine.id}`, {}, bob.access);
+    const missing = await call(h, "/v1/workloads/no-such-id", {}, bob.access);
+    expect(foreign.status).toBe(404);
+    expect(missing.status).toBe(404);
+    const a = await problemOf(foreign);
+    const b = await problemOf(missing);
+    // Same words apart from the id itself: nothing says the workload exists.
+    expect(a.detail.replace(mine.id, "X")).toBe(b.detail.replace("no-such-id", "X"));
+
+    const ids = async (access: Who, query = "") =>
+      (
+        (await (await call(h, `/v1/workloads${query}`, {}, access)).json()) as {
+          items: { id: string }[];
+        }
+      ).items.map((w) => w.id);
+    expect(await ids(bob.access)).toEqual([]);
+    expect(await ids(bob.access, "?owner=alice")).toEqual([]);
+    expect(await ids(alice.access)).toEqual([mine.id]);
+    expect((await ids(ADMIN)).sort()).toEqual([mine.id, admins.id].sort());
+    expect(await ids(ADMIN, "?owner=alice")).toEqual([mine.id]);
+    expect((await call(h, `/v1/workloads/${mine.id}`, {}, alice.access)).status).toBe(200);
+  });
+
+  test("every route of the OpenAPI document, as another principal: 403 or 404, nothing changed", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    const bob = await principal(h, "bob");
+    const mine = (await (await submitAs(h, alice.access)).json()) as { id: string };
+    const before = await (await call(h, `/v1/workloads/${mine.id}`, {}, ADMIN)).text();
+    const doc = openApiDocument("test") as { paths: Record<string, Record<string, unknown>> };
+    // What a principal may call that names no one else's workload or principal.
+    const open = new Set([
+      "GET /healthz",
+      "GET /openapi.json",
+      "GET /v1/profiles",
+      "GET /v1/workloads",
+      "POST /v1/workloads",
+    ]);
+    let walked = 0;
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const method of Object.keys(methods).map((m) => m.toUpperCase())) {
+        if (open.has(`${method} ${path}`)) continue;
+        const url = path
+          .replace("/v1/tokens/{id}", `/v1/tokens/${alice.tokenId}`)
+          .replace("{id}", mine.id)
+          .replace("{name}", "alice");
+        const res = await call(
+          h,
+          url,
+          method === "GET" ? {} : json(method, method === "DELETE" ? undefined : {}),
+          bob.access,
+        );
+        expect({ route: `${method} ${path}`, status: res.status }).toEqual({
+          route: `${method} ${path}`,
+          status: url.startsWith("/v1/workloads/") ? 404 : 403,
+        });
+        walked += 1;
+      }
+    }
+    expect(walked).toBeGreaterThanOrEqual(12);
+    // Nothing happened to alice's workload, principal or token.
+    expect(await (await call(h, `/v1/workloads/${mine.id}`, {}, ADMIN)).text()).toBe(before);
+    expect((await call(h, "/v1/workloads", {}, alice.access)).status).toBe(200);
+  });
+
+  test("an Idempotency-Key another principal used is refused, never replayed as theirs", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    const bob = await principal(h, "bob");
+    const key = { "Idempotency-Key": "shared-key" };
+    const first = await call(
+      h,
+      "/v1/workloads",
+      { ...json("POST", batch), headers: { "Content-Type": "application/json", ...key } },
+      alice.access,
+    );
+    expect(first.status).toBe(201);
+    const second = await call(
+      h,
+      "/v1/workloads",
+      { ...json("POST", batch), headers: { "Content-Type": "application/json", ...key } },
+      bob.access,
+    );
+    expect(second.status).toBe(409);
+    expect(await second.text()).not.toContain(((await first.json()) as { id: string }).id);
+  });
+});
+
+describe("limits", () => {
+  test("20 concurrent submissions over a limit of 3 leave exactly 3; the rest 429 naming it", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", { maxBatch: 3 });
+    const answers = await Promise.all(Array.from({ length: 20 }, () => submitAs(h, alice.access)));
+    const statuses = answers.map((r) => r.status).sort();
+    expect(statuses.filter((s) => s === 201)).toHaveLength(3);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(17);
+    expect(h.rows().workloads).toBe(3);
+    const refused = answers.find((r) => r.status === 429);
+    const body = (await refused?.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ reason: "LIMIT_EXCEEDED", limit: "batch", current: 3, max: 3 });
+    // Cancelled work no longer counts once it has ended; the admin is never limited.
+    expect((await submitAs(h, ADMIN)).status).toBe(201);
+  });
+
+  test("CPUs held by live workloads: the profile's 2 CPUs each against a limit of 5", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", { maxCpus: 5 });
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+    const third = await submitAs(h, alice.access);
+    expect(third.status).toBe(429);
+    expect(await third.json()).toMatchObject({ limit: "cpus", current: 4, max: 5 });
+    // Another principal's usage is its own.
+    const bob = await principal(h, "bob", { maxCpus: 2 });
+    expect((await submitAs(h, bob.access)).status).toBe(201);
+  });
+
+  test("a principal added without limits gets the daemon's defaults; null is unlimited", async () => {
+    const h = make({
+      principalDefaults: { maxSessions: 1, maxBatch: 2, maxCpus: null, maxGpus: 0 },
+    });
+    await h.request("/v1/principals", json("POST", { name: "dflt" }));
+    await h.request("/v1/principals", json("POST", { name: "free", maxBatch: null }));
+    const list = (await (await call(h, "/v1/principals", {}, ADMIN)).json()) as {
+      items: { name: string; maxBatch: number | null; maxSessions: number | null }[];
+    };
+    expect(list.items.map((p) => [p.name, p.maxSessions, p.maxBatch])).toEqual([
+      ["dflt", 1, 2],
+      ["free", 1, null],
+    ]);
+  });
+
+  test("a workload that ended frees its place", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", { maxBatch: 1 });
+    const first = (await (await submitAs(h, alice.access)).json()) as { id: string };
+    expect((await submitAs(h, alice.access)).status).toBe(429);
+    h.sqlite.run("UPDATE workloads SET phase = 'SUCCEEDED' WHERE id = ?", [first.id]);
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+  });
+});
+
+describe("backup", () => {
+  test("the store's copy carries principals, limits and token hashes, never a token", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", { maxBatch: 4 });
+    const res = await h.request("/v1/backup", { method: "POST" });
+    expect(res.status).toBe(200);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const { Database } = await import("bun:sqlite");
+    const copy = Database.deserialize(bytes);
+    try {
+      expect(copy.query("SELECT name, max_batch AS maxBatch FROM principals").all()).toEqual([
+        { name: "alice", maxBatch: 4 },
+      ]);
+      expect(copy.query("SELECT id FROM principal_tokens").all()).toEqual([{ id: alice.tokenId }]);
+      expect(new TextDecoder().decode(bytes)).not.toContain(alice.token.slice(21));
+    } finally {
+      copy.close();
+    }
+  });
+});
+
+describe("tokens", () => {
+  test("stored only as a hash; wrong secret, expired, revoked and removed tokens answer 401", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", {}, 60);
+    const stored = h.sqlite.query("SELECT * FROM principal_tokens").all();
+    expect(JSON.stringify(stored)).not.toContain(alice.token.split("_").slice(2).join("_"));
+    expect((await call(h, "/v1/workloads", {}, alice.access)).status).toBe(200);
+
+    const wrong = `${alice.token.slice(0, -1)}${alice.token.endsWith("A") ? "B" : "A"}`;
+    expect((await call(h, "/v1/workloads", {}, { token: wrong })).status).toBe(401);
+    h.clock.advance(60_000);
+    expect((await call(h, "/v1/workloads", {}, alice.access)).status).toBe(401);
+
+    const fresh = await call(h, "/v1/principals/alice/tokens", json("POST", {}), ADMIN);
+    const token = (await fresh.json()) as { id: string; token: string };
+    const access: Who = { token: token.token };
+    expect((await call(h, "/v1/workloads", {}, access)).status).toBe(200);
+    const revoked = await call(h, `/v1/tokens/${token.id}/revoke`, json("POST"), ADMIN);
+    expect(revoked.status).toBe(200);
+    expect((await call(h, "/v1/workloads", {}, access)).status).toBe(401);
+    // Idempotent; an unknown id is 404.
+    expect((await call(h, `/v1/tokens/${token.id}/revoke`, json("POST"), ADMIN)).status).toBe(200);
+    expect((await call(h, "/v1/tokens/0000000000000000/revoke", json("POST"), ADMIN)).status).toBe(
+      404,
+    );
+
+    const other = await principal(h, "carol");
+    expect((await call(h, "/v1/principals/carol", { method: "DELETE" }, ADMIN)).status).toBe(204);
+    expect((await call(h, "/v1/workloads", {}, other.access)).status).toBe(401);
+  });
+
+  test("principal add refuses a taken name or unix user, and bad names, naming the field", async () => {
+    const h = make();
+    expect(
+      (await h.request("/v1/principals", json("POST", { name: "alice", unixUser: "alice" })))
+        .status,
+    ).toBe(201);
+    const again = await h.request("/v1/principals", json("POST", { name: "alice" }));
+    expect(again.status).toBe(409);
+    const user = await h.request("/v1/principals", json("POST", { name: "al", unixUser: "alice" }));
+    expect((await problemOf(user)).detail).toContain("unix user");
+    const bad = await h.request("/v1/principals", json("POST", { name: "../x" }));
+    expect((await problemOf(bad)).errors[0]?.path).toBe("name");
+    const list = (await (await call(h, "/v1/principals", {}, ADMIN)).json()) as {
+      items: { name: string; unixUser: string }[];
+    };
+    expect(list.items.map((p) => [p.name, p.unixUser])).toEqual([["alice", "alice"]]);
+  });
+});
