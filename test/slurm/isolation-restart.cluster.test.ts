@@ -31,7 +31,8 @@ const CLUSTER_TOML = [
 
 describe.skipIf(testCluster === null)("slurm-cluster: isolation verdict across a restart", () => {
   const cluster = testCluster as TestCluster;
-  const env = { ...process.env, SLURM_CONF: cluster.slurmConf };
+  // Read when the suite is defined, even when it is skipped: no cluster, no conf.
+  const env = { ...process.env, SLURM_CONF: testCluster?.slurmConf ?? "" };
   let dir: string | null = null;
   let daemon: RunningDaemon | null = null;
   let holderJob: string | null = null;

@@ -21,7 +21,8 @@ describe.skipIf(testCluster === null)(
   "slurm-cluster: a profile the scheduler keeps refusing",
   () => {
     const cluster = testCluster as TestCluster;
-    const env = { ...process.env, SLURM_CONF: cluster.slurmConf };
+    // Read when the suite is defined, even when it is skipped: no cluster, no conf.
+    const env = { ...process.env, SLURM_CONF: testCluster?.slurmConf ?? "" };
     const partition = `o4s-broken-${randomBytes(4).toString("hex")}`;
     let dir: string | null = null;
     let daemon: RunningDaemon | null = null;
