@@ -137,6 +137,9 @@ function switchableBroker(real: SlurmBroker): SlurmBroker & { forget: boolean } 
 async function perTickCalls(cluster: TestCluster, activeJobs: number): Promise<TickCalls[]> {
   const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-bench-"));
   const layout = stateLayout(dir);
+  // The preparer makes directories only beneath an existing spool (it never creates the spool
+  // itself, which the daemon checks and makes at start): made here as the daemon would.
+  mkdirSync(layout.spool, { mode: 0o700 });
   const database = openDatabase(join(dir, "openai4s.db"));
   const real = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
   const broker = switchableBroker(real);
@@ -478,6 +481,9 @@ async function bystanderCancel(
 ): Promise<SlurmBenchResult["bystanderCancel"]> {
   const dir = mkdtempSync(join(tmpdir(), "o4s-slurm-bystander-"));
   const layout = stateLayout(dir);
+  // The preparer makes directories only beneath an existing spool (it never creates the spool
+  // itself, which the daemon checks and makes at start): made here as the daemon would.
+  mkdirSync(layout.spool, { mode: 0o700 });
   const database = openDatabase(join(dir, "openai4s.db"));
   const real = createSlurmBroker({ path: cluster.path, slurmConf: cluster.slurmConf });
   const broker = losingBroker(real, stallMs);
