@@ -359,6 +359,16 @@ export type BreakerState =
       readonly retryAtMs: number;
     };
 
+/** Each profile's breaker by name, read once per request (absent from the map: closed, none). */
+export function breakerStates(reconciler: {
+  readonly profileBreakers?: () => readonly {
+    readonly profile: string;
+    readonly state: BreakerState;
+  }[];
+}): ReadonlyMap<string, BreakerState> {
+  return new Map((reconciler.profileBreakers?.() ?? []).map((b) => [b.profile, b.state]));
+}
+
 export function degradedView(state: BreakerState | undefined): DegradedProfileView | null {
   if (state === undefined || state.kind !== "Open") return null;
   return {

@@ -6,7 +6,7 @@ import {
   sessionIsolationVerdict,
 } from "../../orchestration/ports.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { degradedView, type PlacementView, profileView } from "../views.ts";
+import { breakerStates, degradedView, type PlacementView, profileView } from "../views.ts";
 
 /**
  * Whether each kind a profile accepts can be placed now, and if not why: the same verdict
@@ -40,9 +40,7 @@ export function createProfileRoutes(deps: ApiDeps) {
       ? await sessionIsolationVerdict(deps.backend)
       : null;
     const batch = batchRefusal(deps.backend);
-    const breakers = new Map(
-      (deps.reconciler.profileBreakers?.() ?? []).map((b) => [b.profile, b.state] as const),
-    );
+    const breakers = breakerStates(deps.reconciler);
     return c.json({
       profiles: all.map((p) => ({
         ...profileView(p),

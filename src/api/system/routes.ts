@@ -10,7 +10,7 @@ import {
 } from "../../orchestration/ports.ts";
 import { countLiveWorkloads } from "../../store/index.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
-import { degradedView, iso } from "../views.ts";
+import { breakerStates, degradedView, iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
 
@@ -112,6 +112,19 @@ function spoolView(r: SpoolSpaceReport) {
   };
 }
 
+/** Every profile with its breaker, the breakers read once (not once per profile). */
+function profileBreakerFigures(deps: ApiDeps) {
+  const breakers = breakerStates(deps.reconciler);
+  return deps.backend.profiles().map((p) => {
+    const state = breakers.get(p.name);
+    return {
+      name: p.name,
+      degraded: state?.kind === "Open",
+      consecutiveRejections: state?.consecutiveRejections ?? 0,
+    };
+  });
+}
+
 export function createSystemRoutes(
   deps: ApiDeps,
   requests: RequestCounter,
@@ -184,14 +197,7 @@ export function createSystemRoutes(
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
       isolation: isolationView(deps),
       ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
-      profiles: deps.backend.profiles().map((p) => {
-        const state = deps.reconciler.profileBreakers?.().find((b) => b.profile === p.name)?.state;
-        return {
-          name: p.name,
-          degraded: state?.kind === "Open",
-          consecutiveRejections: state?.consecutiveRejections ?? 0,
-        };
-      }),
+      profiles: profileBreakerFigures(deps),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });

@@ -14,6 +14,7 @@ import {
 } from "../../orchestration/admission.ts";
 import type { ApiDeps } from "../deps.ts";
 import { ApiError, validationFailed } from "../problem.ts";
+import { breakerStates } from "../views.ts";
 import { mintWorkloadId } from "./ids.ts";
 import { IDEMPOTENCY_KEY_PATTERN, type SubmitBody } from "./schemas.ts";
 
@@ -79,8 +80,7 @@ function admissionProblem(refusal: AdmissionRefusal): ApiError {
 }
 
 function degraded(deps: ApiDeps, profile: string): boolean {
-  const breakers = deps.reconciler.profileBreakers?.() ?? [];
-  return breakers.some((b) => b.profile === profile && b.state.kind === "Open");
+  return breakerStates(deps.reconciler).get(profile)?.kind === "Open";
 }
 
 /** Admission (orchestration/admission.ts) for a request; a refusal is thrown as its problem. */
