@@ -12,11 +12,11 @@ const workerLink = join(outDir, "openai4s-worker");
 mkdirSync(outDir, { recursive: true });
 
 const result = await Bun.build({
-  // The WAL checkpointer runs as a Worker (src/store/wal-checkpointer.ts): a worker's
+  // The WAL checkpointer runs as a Worker (src/adapters/store-sqlite/wal-checkpointer.ts): a worker's
   // entrypoint must be bundled into the executable as an entrypoint of its own.
   entrypoints: [
     join(import.meta.dir, "src/main.ts"),
-    join(import.meta.dir, "src/store/wal-checkpointer-worker.ts"),
+    join(import.meta.dir, "src/adapters/store-sqlite/wal-checkpointer-worker.ts"),
   ],
   compile: {
     target: "bun-linux-x64",

@@ -17,25 +17,25 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../src/clock.ts";
-import { silentLog } from "../src/log.ts";
-import { createDaemonMetrics } from "../src/metrics/daemon-metrics.ts";
-import { observeTransitions } from "../src/metrics/transition-observer.ts";
-import type { AllocationBackend, ChangeReportingBackend } from "../src/orchestration/ports.ts";
-import {
-  createReconciler,
-  type ReconcilerOptions,
-  type ReconcilerStore,
-  type Timers,
-} from "../src/orchestration/reconciler.ts";
-import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
+import { createDaemonMetrics } from "../src/adapters/metrics/daemon-metrics.ts";
+import { observeTransitions } from "../src/adapters/metrics/transition-observer.ts";
 import {
   createWorkload,
   openDatabase,
   requestStop,
   type StoreDeps,
   startWalCheckpointer,
-} from "../src/store/index.ts";
+} from "../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { AllocationBackend, ChangeReportingBackend } from "../src/core/ports.ts";
+import {
+  createReconciler,
+  type ReconcilerOptions,
+  type ReconcilerStore,
+  type Timers,
+} from "../src/core/reconciler.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { silentLog } from "../src/lib/log.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import {
   createSimulatedBackend,

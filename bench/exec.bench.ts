@@ -10,13 +10,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { join, resolve } from "node:path";
-import { systemClock } from "../src/clock.ts";
-import { mintCredentials } from "../src/orchestration/bootstrap.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { mintCredentials } from "../src/wire/credential.ts";
 import {
   certificateFingerprint,
   generateSelfSignedCertificate,
   writeGatewayFingerprint,
-} from "../src/orchestration/gateway-tls.ts";
+} from "../src/wire/gateway-tls.ts";
 import { realPython, startHarness } from "../test/support/gateway-harness.ts";
 
 export interface ExecBenchResult {

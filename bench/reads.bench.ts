@@ -10,11 +10,11 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../src/clock.ts";
-import { startDaemon } from "../src/daemon/daemon.ts";
-import { jsonLog } from "../src/log.ts";
-import { stateLayout } from "../src/orchestration/layout.ts";
-import { openDatabase } from "../src/store/index.ts";
+import { openDatabase } from "../src/adapters/store-sqlite/index.ts";
+import { startDaemon } from "../src/apps/daemon/daemon.ts";
+import { stateLayout } from "../src/core/layout.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { jsonLog } from "../src/lib/log.ts";
 
 const quick = process.env["O4S_BENCH_QUICK"] === "1";
 const WORKLOADS = 10_000;

@@ -13,16 +13,20 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../src/clock.ts";
-import { silentLog } from "../src/log.ts";
+import {
+  createWorkload,
+  openDatabase,
+  startWalCheckpointer,
+} from "../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import {
   BACKEND_OPERATIONS,
   type BackendOperation,
   createReconciler,
   type TickReport,
-} from "../src/orchestration/reconciler.ts";
-import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
-import { createWorkload, openDatabase, startWalCheckpointer } from "../src/store/index.ts";
+} from "../src/core/reconciler.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { silentLog } from "../src/lib/log.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 

@@ -14,24 +14,28 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../src/clock.ts";
-import { silentLog } from "../src/log.ts";
-import type { AttemptPreparer } from "../src/orchestration/attempt-preparer.ts";
-import { decorateBackend } from "../src/orchestration/decorate-backend.ts";
-import type { ExternalHandle } from "../src/orchestration/models.ts";
+import { createSlurmBackend, type SlurmBackend } from "../src/adapters/backend-slurm/backend.ts";
+import { createSlurmBroker } from "../src/adapters/backend-slurm/broker.ts";
+import { parseSqueue } from "../src/adapters/backend-slurm/parse.ts";
+import { withPublicMessages } from "../src/adapters/backend-slurm/public-messages.ts";
+import {
+  createWorkload,
+  openDatabase,
+  type StoreDeps,
+} from "../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { AttemptPreparer } from "../src/core/attempt-preparer.ts";
+import { decorateBackend } from "../src/core/decorate-backend.ts";
+import type { ExternalHandle } from "../src/core/models.ts";
 import {
   type AllocationBackend,
   type ObservationCursor,
   reportsChanges,
-} from "../src/orchestration/ports.ts";
-import { createReconciler } from "../src/orchestration/reconciler.ts";
-import { createSlurmBackend, type SlurmBackend } from "../src/orchestration/slurm/backend.ts";
-import { createSlurmBroker } from "../src/orchestration/slurm/broker.ts";
-import { parseSqueue } from "../src/orchestration/slurm/parse.ts";
-import { withPublicMessages } from "../src/orchestration/slurm/public-messages.ts";
-import type { ProcessOutcome, ProgramRunner } from "../src/process/runner.ts";
-import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
-import { createWorkload, openDatabase, type StoreDeps } from "../src/store/index.ts";
+} from "../src/core/ports.ts";
+import { createReconciler } from "../src/core/reconciler.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { silentLog } from "../src/lib/log.ts";
+import type { ProcessOutcome, ProgramRunner } from "../src/lib/process-runner.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 import { BASE_PLACEMENT, catalog, newToken } from "../test/support/slurm-fixtures.ts";
 

@@ -28,24 +28,24 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../src/clock.ts";
-import { jsonLog } from "../src/log.ts";
-import { batchPreparer } from "../src/orchestration/batch-preparer.ts";
-import { stateLayout } from "../src/orchestration/layout.ts";
-import type { SubmissionToken } from "../src/orchestration/models.ts";
-import { preparerByKind } from "../src/orchestration/preparer-by-kind.ts";
-import { createReconciler } from "../src/orchestration/reconciler.ts";
-import { sessionsDisabledPreparer } from "../src/orchestration/session/preparer.ts";
-import { createSlurmBackend } from "../src/orchestration/slurm/backend.ts";
+import { createSlurmBackend } from "../src/adapters/backend-slurm/backend.ts";
 import {
   createSlurmBroker,
   type SlurmBroker,
   type SlurmCommand,
   SlurmCommandError,
-} from "../src/orchestration/slurm/broker.ts";
-import { createProgramRunner, type ProgramRunner } from "../src/process/runner.ts";
-import { bindReconcilerStore } from "../src/store/adapters/reconciler-store.ts";
-import { createWorkload, openDatabase, requestStop } from "../src/store/index.ts";
+} from "../src/adapters/backend-slurm/broker.ts";
+import { batchPreparer } from "../src/adapters/spool/batch-preparer.ts";
+import { sessionsDisabledPreparer } from "../src/adapters/spool/session-preparer.ts";
+import { createWorkload, openDatabase, requestStop } from "../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import { stateLayout } from "../src/core/layout.ts";
+import type { SubmissionToken } from "../src/core/models.ts";
+import { preparerByKind } from "../src/core/preparer-by-kind.ts";
+import { createReconciler } from "../src/core/reconciler.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { jsonLog } from "../src/lib/log.ts";
+import { createProgramRunner, type ProgramRunner } from "../src/lib/process-runner.ts";
 import { loadTestCluster, type TestCluster } from "../test/support/slurm-cluster-config.ts";
 import { BASE_PLACEMENT, catalog, newToken } from "../test/support/slurm-fixtures.ts";
 

@@ -9,13 +9,13 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createApp } from "../src/api/app.ts";
-import { systemClock } from "../src/clock.ts";
-import { silentLog } from "../src/log.ts";
-import { defaultLocalProfiles } from "../src/orchestration/local/backend.ts";
-import type { AllocationBackend } from "../src/orchestration/ports.ts";
-import { bindAdmissionStore } from "../src/store/adapters/admission-store.ts";
-import { openDatabase } from "../src/store/index.ts";
+import { defaultLocalProfiles } from "../src/adapters/backend-local/backend.ts";
+import { openDatabase } from "../src/adapters/store-sqlite/index.ts";
+import { bindAdmissionStore } from "../src/adapters/store-sqlite/stores/admission-store.ts";
+import type { AllocationBackend } from "../src/core/ports.ts";
+import { systemClock } from "../src/lib/clock.ts";
+import { silentLog } from "../src/lib/log.ts";
+import { createApp } from "../src/servers/http/app.ts";
 
 const quick = process.env["O4S_BENCH_QUICK"] === "1";
 const RENDERS = quick ? 30 : 200;

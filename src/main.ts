@@ -5,15 +5,15 @@
  * the first argument names the subcommand. `process.argv0` is the invoked name in a compiled
  * Bun binary (argv[0] is always "bun").
  */
-import { COMMANDS } from "./cli/registry.ts";
+import { COMMANDS } from "./apps/cli/registry.ts";
 import {
   type Command,
   type CommandIo,
   ConnectionLost,
   processIo,
   UsageError,
-} from "./command/command.ts";
-import { VERSION } from "./version.ts";
+} from "./lib/command/command.ts";
+import { VERSION } from "./lib/version.ts";
 
 export function usage(): string {
   const lines = COMMANDS.filter((c) => !c.hidden).map((c) => `  ${c.name.padEnd(14)} ${c.summary}`);

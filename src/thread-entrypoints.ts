@@ -11,6 +11,6 @@
  * test/store/binary-migrate.test.ts proves the compiled daemon starts the checkpointer.
  */
 export const WAL_CHECKPOINTER_ENTRYPOINT = new URL(
-  "./store/wal-checkpointer-worker.ts",
+  "./adapters/store-sqlite/wal-checkpointer-worker.ts",
   import.meta.url,
 );

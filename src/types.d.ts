@@ -6,7 +6,7 @@ declare module "*.sql" {
   export default text;
 }
 
-// The worker's Python kernel is embedded the same way (src/worker/kernel.py).
+// The worker's Python kernel is embedded the same way (src/apps/worker/kernel.py).
 declare module "*.py" {
   const text: string;
   // biome-ignore lint/style/noDefaultExport: a text import's shape is the bundler's, not ours

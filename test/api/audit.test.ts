@@ -6,8 +6,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { Access, AuditEntry } from "../../src/api/deps.ts";
-import { fileAuditLog } from "../../src/daemon/audit-log.ts";
+import { fileAuditLog } from "../../src/apps/daemon/audit-log.ts";
+import type { Access, AuditEntry } from "../../src/servers/http/deps.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 

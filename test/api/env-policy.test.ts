@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { validateEnvName } from "../../src/orchestration/slurm/broker-validation.ts";
+import { validateEnvName } from "../../src/adapters/backend-slurm/broker-validation.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];

@@ -3,7 +3,7 @@
  * output (never the final event) while the client is behind, and to say so in place.
  */
 import { describe, expect, test } from "bun:test";
-import { createEventStream } from "../../src/api/workloads/event-stream.ts";
+import { createEventStream } from "../../src/servers/http/workloads/event-stream.ts";
 
 async function readAll(body: ReadableStream<Uint8Array>): Promise<string> {
   return new Response(body).text();

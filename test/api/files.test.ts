@@ -17,7 +17,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { stateLayout } from "../../src/orchestration/layout.ts";
+import { stateLayout } from "../../src/core/layout.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 

@@ -6,11 +6,11 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { logStream, openLog } from "../../src/api/workloads/log-stream.ts";
-import { createLogsCommand } from "../../src/cli/logs.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
-import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
-import { applyTransition, mintAttempt } from "../../src/store/index.ts";
+import { applyTransition, mintAttempt } from "../../src/adapters/store-sqlite/index.ts";
+import { createLogsCommand } from "../../src/apps/cli/logs.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import { externalHandle, mintSubmissionToken } from "../../src/core/models.ts";
+import { logStream, openLog } from "../../src/servers/http/workloads/log-stream.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 

@@ -6,8 +6,8 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import * as v from "valibot";
-import { PROBLEMS, type ProblemSlug, problemReason } from "../../src/api/problem.ts";
-import { jsonSchemaOf, openApiDocument } from "../../src/api/system/openapi.ts";
+import { PROBLEMS, type ProblemSlug, problemReason } from "../../src/servers/http/problem.ts";
+import { jsonSchemaOf, openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import {
   DiagnosticsSchema,
   EventListSchema,
@@ -18,7 +18,7 @@ import {
   ProfileListSchema,
   WorkloadListSchema,
   WorkloadSchema,
-} from "../../src/api/view-schemas.ts";
+} from "../../src/servers/http/view-schemas.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 

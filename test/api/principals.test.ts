@@ -4,8 +4,8 @@
  * under concurrent submissions; tokens are stored as hashes, expire and are revoked.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { Access } from "../../src/api/deps.ts";
-import { openApiDocument } from "../../src/api/system/openapi.ts";
+import type { Access } from "../../src/servers/http/deps.ts";
+import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const ADMIN_TOKEN = "admin-secret-token";

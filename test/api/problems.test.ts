@@ -1,6 +1,6 @@
 /** Every refusal carries a stable UPPER_SNAKE `reason` a script can switch on. */
 import { afterEach, describe, expect, test } from "bun:test";
-import { PROBLEMS, type ProblemSlug, problemReason } from "../../src/api/problem.ts";
+import { PROBLEMS, type ProblemSlug, problemReason } from "../../src/servers/http/problem.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];

@@ -1,8 +1,8 @@
 /** The SCHEDULED condition and the hint: why a workload waits, and what its reason asks. */
 import { describe, expect, test } from "bun:test";
-import { workloadView } from "../../src/api/views.ts";
-import { type Allocation, REASONS, type Workload } from "../../src/orchestration/models.ts";
-import { hintFor, REASON_HINTS } from "../../src/orchestration/reason-hints.ts";
+import { type Allocation, REASONS, type Workload } from "../../src/core/models.ts";
+import { hintFor, REASON_HINTS } from "../../src/core/reason-hints.ts";
+import { workloadView } from "../../src/servers/http/views.ts";
 
 const workload = (over: Partial<Workload>): Workload => ({
   id: "w1",

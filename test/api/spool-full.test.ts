@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { watchSpool } from "../../src/daemon/spool-watch.ts";
-import type { StatFs } from "../../src/spool-space.ts";
+import { watchSpool } from "../../src/apps/daemon/spool-watch.ts";
+import type { StatFs } from "../../src/lib/spool-space.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 
 const open: Harness[] = [];

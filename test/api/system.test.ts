@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { openApiDocument } from "../../src/api/system/openapi.ts";
+import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
 import { checkMetrics, PROMTOOL, skipLine } from "../support/promtool.ts";

@@ -6,9 +6,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import fc from "fast-check";
-import { createWorkloadViewCache, serializeWorkload } from "../../src/api/workloads/view-cache.ts";
-import { manualClock } from "../../src/clock.ts";
-import { CONDITION_TYPES, mintSubmissionToken, PHASES } from "../../src/orchestration/models.ts";
 import {
   applyTransitions,
   createWorkload,
@@ -24,7 +21,13 @@ import {
   type StoreDeps,
   setCondition,
   touchActivity,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { CONDITION_TYPES, mintSubmissionToken, PHASES } from "../../src/core/models.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import {
+  createWorkloadViewCache,
+  serializeWorkload,
+} from "../../src/servers/http/workloads/view-cache.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 let cleanups: (() => void)[] = [];

@@ -1,15 +1,17 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import {
+  applyTransition,
+  getWorkload,
+  mintAttempt,
+  setCondition,
+} from "../../src/adapters/store-sqlite/index.ts";
+import {
   externalHandle,
   mintSubmissionToken,
   type SubmissionToken,
-} from "../../src/orchestration/models.ts";
-import type { ObservationTarget, TaskResult } from "../../src/orchestration/ports.ts";
-import type {
-  ExecOutcome,
-  SessionService,
-} from "../../src/orchestration/session/session-service.ts";
-import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
+} from "../../src/core/models.ts";
+import type { ObservationTarget, TaskResult } from "../../src/core/ports.ts";
+import type { ExecOutcome, SessionService } from "../../src/core/session/session-service.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 

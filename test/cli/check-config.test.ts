@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { CommandIo } from "../../src/command/command.ts";
+import type { CommandIo } from "../../src/lib/command/command.ts";
 import { main } from "../../src/main.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";

@@ -5,8 +5,8 @@ import {
   renderProblem,
   resolveServer,
   resolveToken,
-} from "../../src/cli/client.ts";
-import { UsageError } from "../../src/command/command.ts";
+} from "../../src/apps/cli/client.ts";
+import { UsageError } from "../../src/lib/command/command.ts";
 
 const runtime = { homeDir: () => "/home/ada", cwd: () => "/srv/o4s" };
 

@@ -1,18 +1,23 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { createCancelCommand } from "../../src/cli/cancel.ts";
-import { createExecCommand } from "../../src/cli/exec.ts";
-import { createInterruptCommand } from "../../src/cli/interrupt.ts";
-import { createListCommand } from "../../src/cli/list.ts";
-import { createProfilesCommand } from "../../src/cli/profiles.ts";
-import { createSessionCommand } from "../../src/cli/session.ts";
-import { createShowCommand } from "../../src/cli/show.ts";
-import { createSubmitCommand } from "../../src/cli/submit.ts";
-import { createWaitCommand } from "../../src/cli/wait.ts";
-import { UsageError } from "../../src/command/command.ts";
-import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
-import type { ExecOutcome } from "../../src/orchestration/session/session-service.ts";
-import { applyTransition, getWorkload, mintAttempt, setCondition } from "../../src/store/index.ts";
+import {
+  applyTransition,
+  getWorkload,
+  mintAttempt,
+  setCondition,
+} from "../../src/adapters/store-sqlite/index.ts";
+import { createCancelCommand } from "../../src/apps/cli/cancel.ts";
+import { createExecCommand } from "../../src/apps/cli/exec.ts";
+import { createInterruptCommand } from "../../src/apps/cli/interrupt.ts";
+import { createListCommand } from "../../src/apps/cli/list.ts";
+import { createProfilesCommand } from "../../src/apps/cli/profiles.ts";
+import { createSessionCommand } from "../../src/apps/cli/session.ts";
+import { createShowCommand } from "../../src/apps/cli/show.ts";
+import { createSubmitCommand } from "../../src/apps/cli/submit.ts";
+import { createWaitCommand } from "../../src/apps/cli/wait.ts";
+import { externalHandle, mintSubmissionToken } from "../../src/core/models.ts";
+import type { ExecOutcome } from "../../src/core/session/session-service.ts";
+import { UsageError } from "../../src/lib/command/command.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

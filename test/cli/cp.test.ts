@@ -5,9 +5,9 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createCpCommand } from "../../src/cli/cp.ts";
-import { UsageError } from "../../src/command/command.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
+import { createCpCommand } from "../../src/apps/cli/cp.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import { UsageError } from "../../src/lib/command/command.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { formatDuration, parseDuration } from "../../src/cli/duration.ts";
+import { formatDuration, parseDuration } from "../../src/apps/cli/duration.ts";
 
 describe("parseDuration", () => {
   test.each([

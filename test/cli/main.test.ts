@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import type { CommandIo } from "../../src/command/command.ts";
+import type { CommandIo } from "../../src/lib/command/command.ts";
+import { VERSION } from "../../src/lib/version.ts";
 import { main } from "../../src/main.ts";
-import { VERSION } from "../../src/version.ts";
 
 function captureIo(): CommandIo & { out: () => string; err: () => string } {
   let out = "";

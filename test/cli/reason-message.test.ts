@@ -4,8 +4,8 @@
  * printed "FAILED (OUT_OF_MEMORY) - OUT_OF_MEMORY: used ...". Checked on the rendered text.
  */
 import { afterEach, expect, test } from "bun:test";
-import { createShowCommand } from "../../src/cli/show.ts";
-import { createWaitCommand } from "../../src/cli/wait.ts";
+import { createShowCommand } from "../../src/apps/cli/show.ts";
+import { createWaitCommand } from "../../src/apps/cli/wait.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { COMMANDS } from "../../src/cli/registry.ts";
+import { COMMANDS } from "../../src/apps/cli/registry.ts";
 import { BUN, ROOT } from "../support/binary.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -23,11 +23,11 @@ function staticImports(file: string): string[] {
 describe("each command loads only what it uses", () => {
   test("main and the registry import no command module (they are loaded when run)", () => {
     expect(staticImports("main.ts").sort()).toEqual([
-      "./cli/registry.ts",
-      "./command/command.ts",
-      "./version.ts",
+      "./apps/cli/registry.ts",
+      "./lib/command/command.ts",
+      "./lib/version.ts",
     ]);
-    expect(staticImports("cli/registry.ts")).toEqual([]);
+    expect(staticImports("apps/cli/registry.ts")).toEqual([]);
   });
 
   test("the registry's names and summaries are the commands' own", async () => {
@@ -73,7 +73,7 @@ describe("process output", () => {
     writeFileSync(
       script,
       [
-        `import { processIo } from ${JSON.stringify(join(ROOT, "src", "command", "command.ts"))};`,
+        `import { processIo } from ${JSON.stringify(join(ROOT, "src", "lib", "command", "command.ts"))};`,
         "for (let i = 0; i < 40000; i++) processIo.stdout(String(i).padStart(99, '.') + '\\n');",
         "process.exitCode = 3;",
       ].join("\n"),

@@ -6,7 +6,7 @@
 import { expect, test } from "bun:test";
 import { mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { selfDirectories } from "../../src/composition/session-isolation.ts";
+import { selfDirectories } from "../../src/apps/daemon/composition/session-isolation.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const dirs = tempDirs("o4s-self-dirs-", "each");

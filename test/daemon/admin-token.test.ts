@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { AdminTokenError, loadOrCreateAdminToken } from "../../src/daemon/admin-token.ts";
+import { AdminTokenError, loadOrCreateAdminToken } from "../../src/apps/daemon/admin-token.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const newDir = tempDirs("o4s-token-", "each");
@@ -37,7 +37,7 @@ describe("admin token", () => {
   test("concurrent first starts agree on one token", async () => {
     const path = tokenPath();
     const script = `
-      import { loadOrCreateAdminToken } from ${JSON.stringify(join(import.meta.dir, "../../src/daemon/admin-token.ts"))};
+      import { loadOrCreateAdminToken } from ${JSON.stringify(join(import.meta.dir, "../../src/apps/daemon/admin-token.ts"))};
       process.stdout.write(loadOrCreateAdminToken(process.env.TOKEN_PATH));
     `;
     const procs = Array.from({ length: 6 }, () =>

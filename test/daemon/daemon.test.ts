@@ -1,9 +1,13 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog } from "../../src/log.ts";
-import { openDatabase } from "../../src/store/index.ts";
+import { openDatabase } from "../../src/adapters/store-sqlite/index.ts";
+import {
+  type DaemonConfig,
+  type RunningDaemon,
+  startDaemon,
+} from "../../src/apps/daemon/daemon.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { localDaemonConfig } from "../support/daemon-config.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { isLoopback, parseListenAddress } from "../../src/daemon/listen.ts";
+import { isLoopback, parseListenAddress } from "../../src/apps/daemon/listen.ts";
 
 describe("--listen addresses", () => {
   test.each([

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
+import { type RunningDaemon, startDaemon } from "../../src/apps/daemon/daemon.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { localDaemonConfig } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";

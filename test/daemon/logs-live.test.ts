@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { main } from "../../src/main.ts";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";

@@ -6,16 +6,16 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { manualClock } from "../../src/clock.ts";
-import { main } from "../../src/main.ts";
-import { externalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
 import {
   applyTransition,
   createWorkload,
   getWorkload,
   mintAttempt,
   openDatabase,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { externalHandle, mintSubmissionToken } from "../../src/core/models.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { main } from "../../src/main.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { captureIo } from "../support/cli-runtime.ts";
 import { tempDirs } from "../support/temp-dir.ts";

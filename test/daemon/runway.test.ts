@@ -7,9 +7,13 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog } from "../../src/log.ts";
-import { localProfiles, WARN_MINUTES_ENV } from "../../src/orchestration/local/profiles.ts";
+import { localProfiles, WARN_MINUTES_ENV } from "../../src/adapters/backend-local/profiles.ts";
+import {
+  type DaemonConfig,
+  type RunningDaemon,
+  startDaemon,
+} from "../../src/apps/daemon/daemon.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

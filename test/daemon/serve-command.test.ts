@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { UsageError } from "../../src/command/command.ts";
-import { BACKENDS } from "../../src/composition/index.ts";
-import { parseServeArgs } from "../../src/daemon/serve-command.ts";
+import { BACKENDS } from "../../src/apps/daemon/composition/index.ts";
+import { parseServeArgs } from "../../src/apps/daemon/serve-command.ts";
+import { UsageError } from "../../src/lib/command/command.ts";
 import { main } from "../../src/main.ts";
 import { captureIo } from "../support/cli-runtime.ts";
 

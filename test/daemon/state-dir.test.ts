@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { prepareStateDir, resolveStateDir } from "../../src/daemon/state-dir.ts";
+import { prepareStateDir, resolveStateDir } from "../../src/apps/daemon/state-dir.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/.local/state", () => {

@@ -2,8 +2,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { migrateStateDir } from "../../src/daemon/state-migration.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
+import { migrateStateDir } from "../../src/apps/daemon/state-migration.ts";
+import { stateLayout } from "../../src/core/layout.ts";
 
 const dirs: string[] = [];
 afterEach(() => {

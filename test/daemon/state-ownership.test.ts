@@ -5,12 +5,8 @@ import {
   checkAncestors,
   checkStateDirOwnership,
   describeOwner,
-} from "../../src/daemon/state-ownership.ts";
-import {
-  checkLayoutSeparation,
-  defaultSpoolDir,
-  stateLayout,
-} from "../../src/orchestration/layout.ts";
+} from "../../src/apps/daemon/state-ownership.ts";
+import { checkLayoutSeparation, defaultSpoolDir, stateLayout } from "../../src/core/layout.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const uid = process.geteuid?.() ?? 0;

@@ -19,7 +19,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { stateLayout } from "../../src/orchestration/layout.ts";
+import { stateLayout } from "../../src/core/layout.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
 import { makeTempDir } from "../support/temp-dir.ts";

@@ -1,7 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { clearStaleSocket, removeSocket, withPrivateSocket } from "../../src/daemon/unix-socket.ts";
+import {
+  clearStaleSocket,
+  removeSocket,
+  withPrivateSocket,
+} from "../../src/apps/daemon/unix-socket.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const newDir = tempDirs("o4s-sock-", "each");

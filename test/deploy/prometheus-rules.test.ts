@@ -11,7 +11,7 @@ import { checkRules, PROMTOOL, skipLine } from "../support/promtool.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const RULES = join(ROOT, "deploy", "prometheus", "openai4s-rules.yml");
-const RENDERER = join(ROOT, "src", "api", "system", "metrics.ts");
+const RENDERER = join(ROOT, "src", "servers", "http", "system", "metrics.ts");
 
 describe("deploy/prometheus/openai4s-rules.yml", () => {
   test("promtool check rules passes (and fails on a broken copy)", async () => {

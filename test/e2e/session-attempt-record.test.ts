@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { stateLayout } from "../../src/orchestration/layout.ts";
-import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.ts";
+import { SESSION_ATTEMPT_FILE } from "../../src/adapters/spool/session-preparer.ts";
+import { stateLayout } from "../../src/core/layout.ts";
 import {
   BINARY,
   type Daemon,

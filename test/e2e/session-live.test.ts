@@ -10,11 +10,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import {
-  certificateFingerprint,
-  readGatewayFingerprint,
-} from "../../src/orchestration/gateway-tls.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import { certificateFingerprint, readGatewayFingerprint } from "../../src/wire/gateway-tls.ts";
 import {
   BINARY,
   condition,

@@ -21,7 +21,7 @@ import {
   makeDirBeneath,
   makeDirsBeneath,
   openFileBeneath,
-} from "../../src/beneath-fs.ts";
+} from "../../src/lib/beneath-fs.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const newDir = tempDirs("o4s-beneath-", "each");

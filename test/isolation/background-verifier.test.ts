@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { memoryLog } from "../../src/log.ts";
 import {
   createBackgroundVerifier,
   type ProbeOutcome,
   type VerifierSchedule,
-} from "../../src/orchestration/isolation/background-verifier.ts";
+} from "../../src/core/isolation/background-verifier.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 
 /** A schedule the test fires by hand, recording the delays asked for. */
 function manualSchedule() {

@@ -5,14 +5,14 @@
  * switched on once the nodes verify) and the preparer behind the same gate.
  */
 import { describe, expect, test } from "bun:test";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
 import {
   gatedBatchPreparer,
   gatedUnsandboxedBatch,
   unsandboxedBatchRefusal,
-} from "../../src/orchestration/isolation/batch-gate.ts";
-import type { Allocation, Workload } from "../../src/orchestration/models.ts";
-import { batchRefusal } from "../../src/orchestration/ports.ts";
+} from "../../src/core/isolation/batch-gate.ts";
+import type { Allocation, Workload } from "../../src/core/models.ts";
+import { batchRefusal } from "../../src/core/ports.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const closed = { jobsKeepDaemonUid: true, allowUnsandboxedBatch: false };

@@ -8,13 +8,13 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { manualClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
 import {
   bubblewrapArgv,
   createBubblewrapSandbox,
   resolveBwrap,
-} from "../../src/orchestration/isolation/bubblewrap.ts";
+} from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { dropArgv, envArgv, plainWrapper } from "../../src/orchestration/isolation/launch-argv.ts";
-import { chooseRunAs, resolveRunAs } from "../../src/orchestration/isolation/run-as.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
+import { dropArgv, envArgv, plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
+import { chooseRunAs, resolveRunAs } from "../../src/adapters/isolation-bwrap/run-as.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 
 function run(argv: readonly string[], env: Record<string, string>): string {
   const result = Bun.spawnSync([...argv], { env, stdout: "pipe", stderr: "pipe" });

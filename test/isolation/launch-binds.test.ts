@@ -10,7 +10,7 @@ import {
   bubblewrapArgv,
   unbindableReason,
   type WrapConfig,
-} from "../../src/orchestration/isolation/bubblewrap.ts";
+} from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
 
 const CONFIG: WrapConfig = {
   bwrap: "/usr/bin/bwrap",

@@ -5,8 +5,8 @@
  * root-only binary tests alone.
  */
 import { describe, expect, test } from "bun:test";
-import { guardedByLiveAllocations } from "../../src/orchestration/isolation/live-guard.ts";
-import { isSessionIsolationProvider } from "../../src/orchestration/ports.ts";
+import { guardedByLiveAllocations } from "../../src/core/isolation/live-guard.ts";
+import { isSessionIsolationProvider } from "../../src/core/ports.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const verified = fakeBackend({

@@ -6,18 +6,18 @@
  */
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { bubblewrapArgv } from "../../src/orchestration/isolation/bubblewrap.ts";
-import { wrappedBackend } from "../../src/orchestration/isolation/through-backend.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { type ExternalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
-import type { Launch, SubmitRequest } from "../../src/orchestration/ports.ts";
+import { sbatchArgv } from "../../src/adapters/backend-slurm/broker-argv.ts";
+import { bubblewrapArgv } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
+import { wrappedBackend } from "../../src/adapters/isolation-bwrap/through-backend.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { type ExternalHandle, mintSubmissionToken } from "../../src/core/models.ts";
+import type { Launch, SubmitRequest } from "../../src/core/ports.ts";
 import {
   type JobEnv,
   type LaunchWrapper,
   NODE_TMP_PLACEHOLDER,
   type SandboxPaths,
-} from "../../src/orchestration/sandbox.ts";
-import { sbatchArgv } from "../../src/orchestration/slurm/broker-argv.ts";
+} from "../../src/core/sandbox.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

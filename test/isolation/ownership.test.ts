@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { lstatSync, mkdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { prepareOwnership } from "../../src/orchestration/isolation/launch-argv.ts";
+import { prepareOwnership } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

@@ -10,7 +10,7 @@ import {
   createProbeLayout,
   judgeProbe,
   type ProbeLayout,
-} from "../../src/orchestration/isolation/probe.ts";
+} from "../../src/adapters/isolation-bwrap/probe.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-probe-judge-", "each");

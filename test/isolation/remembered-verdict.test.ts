@@ -4,14 +4,14 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { binaryIdentity } from "../../src/composition/binary-identity.ts";
+import { type OpenedDatabase, openDatabase } from "../../src/adapters/store-sqlite/index.ts";
+import { bindIsolationVerdictStore } from "../../src/adapters/store-sqlite/stores/isolation-verdict-store.ts";
+import { binaryIdentity } from "../../src/apps/daemon/composition/binary-identity.ts";
 import {
   judgeRememberedVerdict,
   REMEMBERED_VERDICT_TTL_MS,
-} from "../../src/orchestration/isolation/remembered-verdict.ts";
-import type { StoredIsolationVerdict } from "../../src/orchestration/ports/isolation-verdict-store.ts";
-import { bindIsolationVerdictStore } from "../../src/store/adapters/isolation-verdict-store.ts";
-import { type OpenedDatabase, openDatabase } from "../../src/store/index.ts";
+} from "../../src/core/isolation/remembered-verdict.ts";
+import type { StoredIsolationVerdict } from "../../src/core/ports/isolation-verdict-store.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const STORED: StoredIsolationVerdict = {

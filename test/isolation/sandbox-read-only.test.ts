@@ -8,7 +8,7 @@ import { join } from "node:path";
 import {
   SANDBOX_READONLY_ENV,
   sandboxReadOnlyFromEnv,
-} from "../../src/composition/sandbox-read-only.ts";
+} from "../../src/apps/daemon/composition/sandbox-read-only.ts";
 import { BINARY, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

@@ -7,23 +7,23 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
-import { createBubblewrapSandbox } from "../../src/orchestration/isolation/bubblewrap.ts";
-import { plainWrapper } from "../../src/orchestration/isolation/launch-argv.ts";
+import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
+import { createBubblewrapSandbox } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
+import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import {
   locateInStateDir,
   sandboxedBackend,
   verifyThroughBackend,
   wrappedBackend,
-} from "../../src/orchestration/isolation/through-backend.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
-import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
-import { type ExternalHandle, mintSubmissionToken } from "../../src/orchestration/models.ts";
-import { type IsolationVerdict, isTaskRunner } from "../../src/orchestration/ports.ts";
-import { selfCommand } from "../../src/self-command.ts";
+} from "../../src/adapters/isolation-bwrap/through-backend.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { decorateBackend } from "../../src/core/decorate-backend.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import { type ExternalHandle, mintSubmissionToken } from "../../src/core/models.ts";
+import { type IsolationVerdict, isTaskRunner } from "../../src/core/ports.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
+import { selfCommand } from "../../src/lib/self-command.ts";
 import { killProcessesMentioning } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

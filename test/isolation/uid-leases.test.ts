@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { lstatSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { leasedIdentities, namedIdsOf } from "../../src/orchestration/isolation/uid-leases.ts";
+import { leasedIdentities, namedIdsOf } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const IS_ROOT = process.getuid?.() === 0;

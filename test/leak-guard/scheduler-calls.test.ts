@@ -46,9 +46,9 @@ describe("the guard bites (planted in a temporary copy)", () => {
   ])("%s", (_label, planted, expected) => {
     const copy = join(newDir(), "src");
     cpSync(SRC, copy, { recursive: true });
-    appendFileSync(join(copy, "orchestration", "slurm", "backend.ts"), planted);
+    appendFileSync(join(copy, "adapters", "backend-slurm", "backend.ts"), planted);
     const found = formatSpawnViolations(findSchedulerSpawns(copy));
-    expect(found).toContain("orchestration/slurm/backend.ts");
+    expect(found).toContain("adapters/backend-slurm/backend.ts");
     expect(found).toContain(expected);
   });
 });

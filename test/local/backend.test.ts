@@ -6,14 +6,14 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { LOCAL_FAULT_POINTS } from "../../src/orchestration/local/backend.ts";
-import type { SubmitResult } from "../../src/orchestration/ports.ts";
+import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend.ts";
+import type { SubmitResult } from "../../src/core/ports.ts";
 import {
   isSessionIsolationProvider,
   isTaskRunner,
   isTerminalAllocationAcknowledger,
   sessionIsolationVerdict,
-} from "../../src/orchestration/ports.ts";
+} from "../../src/core/ports.ts";
 import {
   cleanUpStates,
   crashAt,
@@ -401,7 +401,7 @@ describe("local backend: durable records (INV-8)", () => {
     });
     await expect(crashing.submit([request])).rejects.toBeInstanceOf(SimulatedCrash);
     const dir = join(state.backendDir, "jobs", request.token);
-    const { selfCommand } = await import("../../src/self-command.ts");
+    const { selfCommand } = await import("../../src/lib/self-command.ts");
     const racers = Array.from({ length: 4 }, () =>
       Bun.spawn([...selfCommand(), "__supervise", "--job-dir", dir], {
         stdio: ["ignore", "ignore", "pipe"],

@@ -6,13 +6,10 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { createLocalBackend } from "../../src/orchestration/local/backend.ts";
-import {
-  isSessionIsolationProvider,
-  sessionIsolationVerdict,
-} from "../../src/orchestration/ports.ts";
-import type { Sandbox, SandboxPaths } from "../../src/orchestration/sandbox.ts";
+import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { isSessionIsolationProvider, sessionIsolationVerdict } from "../../src/core/ports.ts";
+import type { Sandbox, SandboxPaths } from "../../src/core/sandbox.ts";
 import {
   backendOptions,
   cleanUpStates,

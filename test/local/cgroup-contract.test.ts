@@ -7,16 +7,16 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { silentLog } from "../../src/log.ts";
-import type { CgroupDriver, JobCgroup } from "../../src/orchestration/local/cgroup-port.ts";
-import { sweepJobCgroups } from "../../src/orchestration/local/cgroup-sweep.ts";
-import { limitArgv } from "../../src/orchestration/local/job-limits.ts";
+import type { CgroupDriver, JobCgroup } from "../../src/adapters/backend-local/cgroup-port.ts";
+import { sweepJobCgroups } from "../../src/adapters/backend-local/cgroup-sweep.ts";
+import { limitArgv } from "../../src/adapters/backend-local/job-limits.ts";
 import {
   cgroupDriver,
   detectLimitEnforcement,
   driverForJob,
-} from "../../src/orchestration/local/limit-enforcement.ts";
-import type { JobLimits } from "../../src/orchestration/local/records.ts";
+} from "../../src/adapters/backend-local/limit-enforcement.ts";
+import type { JobLimits } from "../../src/adapters/backend-local/records.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

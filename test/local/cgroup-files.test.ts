@@ -6,8 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createCgroupV1 } from "../../src/orchestration/local/cgroup-v1.ts";
-import { createCgroupV2 } from "../../src/orchestration/local/cgroup-v2.ts";
+import { createCgroupV1 } from "../../src/adapters/backend-local/cgroup-v1.ts";
+import { createCgroupV2 } from "../../src/adapters/backend-local/cgroup-v2.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const dirs = tempDirs("o4s-cgroup-files-");

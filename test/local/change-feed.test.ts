@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { renameSync } from "node:fs";
-import { jobsRoot } from "../../src/orchestration/local/records.ts";
-import type { ObservationCursor, ObserveChangesResult } from "../../src/orchestration/ports.ts";
+import { jobsRoot } from "../../src/adapters/backend-local/records.ts";
+import type { ObservationCursor, ObserveChangesResult } from "../../src/core/ports.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   cleanUpStates,

@@ -12,8 +12,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { FAULT_POINT_ENV } from "../../src/fault-point.ts";
-import { LOCAL_FAULT_POINTS } from "../../src/orchestration/local/backend.ts";
+import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend.ts";
+import { FAULT_POINT_ENV } from "../../src/lib/fault-point.ts";
 import {
   cleanUpStates,
   jobFile,

@@ -7,28 +7,24 @@ import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { totalmem } from "node:os";
 import { join } from "node:path";
-import { plainWrapper } from "../../src/orchestration/isolation/launch-argv.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { createCgroupV1 } from "../../src/orchestration/local/cgroup-v1.ts";
+import { createCgroupV1 } from "../../src/adapters/backend-local/cgroup-v1.ts";
 import {
   jobLimitsFor,
   limitArgv,
   moreMemoryProfile,
   outOfMemoryMessage,
   pidsNote,
-} from "../../src/orchestration/local/job-limits.ts";
-import { exitObservation } from "../../src/orchestration/local/job-state.ts";
-import { buildJobRecord } from "../../src/orchestration/local/launch.ts";
-import { ownV1Paths } from "../../src/orchestration/local/limit-enforcement.ts";
-import { localProfiles } from "../../src/orchestration/local/profiles.ts";
-import type { JobLimits } from "../../src/orchestration/local/records.ts";
-import {
-  DEFAULT_PIDS_MAX,
-  type ResourceProfile,
-  submissionToken,
-} from "../../src/orchestration/models.ts";
-import type { SubmitRequest } from "../../src/orchestration/ports.ts";
-import { hintFor } from "../../src/orchestration/reason-hints.ts";
+} from "../../src/adapters/backend-local/job-limits.ts";
+import { exitObservation } from "../../src/adapters/backend-local/job-state.ts";
+import { buildJobRecord } from "../../src/adapters/backend-local/launch.ts";
+import { ownV1Paths } from "../../src/adapters/backend-local/limit-enforcement.ts";
+import { localProfiles } from "../../src/adapters/backend-local/profiles.ts";
+import type { JobLimits } from "../../src/adapters/backend-local/records.ts";
+import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { DEFAULT_PIDS_MAX, type ResourceProfile, submissionToken } from "../../src/core/models.ts";
+import type { SubmitRequest } from "../../src/core/ports.ts";
+import { hintFor } from "../../src/core/reason-hints.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const dirs = tempDirs("o4s-job-limits-");

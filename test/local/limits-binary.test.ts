@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { cgroupDriver } from "../../src/orchestration/local/limit-enforcement.ts";
+import { cgroupDriver } from "../../src/adapters/backend-local/limit-enforcement.ts";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 

@@ -5,12 +5,12 @@
  * which is bound into its sandbox read-only.
  */
 import { describe, expect, test } from "bun:test";
-import { bubblewrapArgv } from "../../src/orchestration/isolation/bubblewrap.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { buildJobRecord, validateLaunch } from "../../src/orchestration/local/launch.ts";
-import type { ResourceProfile } from "../../src/orchestration/models.ts";
-import type { SubmitRequest } from "../../src/orchestration/ports.ts";
-import type { LaunchWrapper } from "../../src/orchestration/sandbox.ts";
+import { buildJobRecord, validateLaunch } from "../../src/adapters/backend-local/launch.ts";
+import { bubblewrapArgv } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import type { ResourceProfile } from "../../src/core/models.ts";
+import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { LaunchWrapper } from "../../src/core/sandbox.ts";
 
 const CONFIG = { bwrap: "/usr/bin/bwrap", maskedRoots: [], readOnlyExtra: [], runAs: null };
 const PATHS = { writable: ["/spool/w/workspace"], readOnly: [] };

@@ -7,22 +7,22 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
-import { publishExclusive, writeFileDurable } from "../../src/durable-fs.ts";
-import { FAULT_POINT_ENV, faultPointsFromEnv } from "../../src/fault-point.ts";
 import {
   exitObservation,
   type JobSnapshot,
   observationOf,
-} from "../../src/orchestration/local/job-state.ts";
-import { parseProcStat, readBootId, readProcStat } from "../../src/orchestration/local/proc.ts";
+} from "../../src/adapters/backend-local/job-state.ts";
+import { parseProcStat, readBootId, readProcStat } from "../../src/adapters/backend-local/proc.ts";
 import {
   EXIT_REASONS,
   type ExitRecord,
   type JobRecord,
   WITHDRAWN_OUTCOMES,
-} from "../../src/orchestration/local/records.ts";
-import { isTerminal } from "../../src/orchestration/models.ts";
-import { isCompiled, selfCommand } from "../../src/self-command.ts";
+} from "../../src/adapters/backend-local/records.ts";
+import { isTerminal } from "../../src/core/models.ts";
+import { publishExclusive, writeFileDurable } from "../../src/lib/durable-fs.ts";
+import { FAULT_POINT_ENV, faultPointsFromEnv } from "../../src/lib/fault-point.ts";
+import { isCompiled, selfCommand } from "../../src/lib/self-command.ts";
 import { tempDir } from "../support/temp-dir.ts";
 
 describe("/proc/PID/stat parsing", () => {
@@ -219,7 +219,7 @@ describe("fault points and self command", () => {
     faultPointsFromEnv({}).hit("local.after-spawn");
     faultPointsFromEnv({ [FAULT_POINT_ENV]: "other" }).hit("local.after-spawn");
     const script = `
-      import { faultPointsFromEnv } from ${JSON.stringify(join(import.meta.dir, "../../src/fault-point.ts"))};
+      import { faultPointsFromEnv } from ${JSON.stringify(join(import.meta.dir, "../../src/lib/fault-point.ts"))};
       const faults = faultPointsFromEnv(process.env);
       faults.hit("not-enabled");
       console.log("before");

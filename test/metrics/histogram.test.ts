@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createHistogram, createLabelledHistograms } from "../../src/metrics/histogram.ts";
+import { createHistogram, createLabelledHistograms } from "../../src/adapters/metrics/histogram.ts";
 
 describe("histogram", () => {
   test("cumulative buckets with le inclusive, +Inf last, sum and count", () => {

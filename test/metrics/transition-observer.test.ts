@@ -3,8 +3,11 @@
  * real store and the simulated backend, with the store wrapped as the composition wraps it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { createDaemonMetrics, type DaemonMetrics } from "../../src/metrics/daemon-metrics.ts";
-import { observeTransitions } from "../../src/metrics/transition-observer.ts";
+import {
+  createDaemonMetrics,
+  type DaemonMetrics,
+} from "../../src/adapters/metrics/daemon-metrics.ts";
+import { observeTransitions } from "../../src/adapters/metrics/transition-observer.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 
 let open: Harness | null = null;

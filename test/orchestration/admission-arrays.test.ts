@@ -4,16 +4,16 @@
  * minted with the array's size (what the backend reads them as).
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { manualClock } from "../../src/clock.ts";
+import { openDatabase } from "../../src/adapters/store-sqlite/index.ts";
+import { bindAdmissionStore } from "../../src/adapters/store-sqlite/stores/admission-store.ts";
 import {
   type AdmissionOutcome,
   admitWorkload,
   normalizeSubmission,
   type Submission,
-} from "../../src/orchestration/admission.ts";
-import { mintSubmissionToken, type ResourceProfile } from "../../src/orchestration/models.ts";
-import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
-import { openDatabase } from "../../src/store/index.ts";
+} from "../../src/core/admission.ts";
+import { mintSubmissionToken, type ResourceProfile } from "../../src/core/models.ts";
+import { manualClock } from "../../src/lib/clock.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const PROFILES: readonly ResourceProfile[] = [

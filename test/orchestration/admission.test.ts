@@ -4,20 +4,20 @@
  * answer the isolation check.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { manualClock } from "../../src/clock.ts";
+import { openDatabase } from "../../src/adapters/store-sqlite/index.ts";
+import { bindAdmissionStore } from "../../src/adapters/store-sqlite/stores/admission-store.ts";
 import {
   type AdmissionOutcome,
   admitWorkload,
   normalizeSubmission,
   requestHash,
   type Submission,
-} from "../../src/orchestration/admission.ts";
-import { gatedUnsandboxedBatch } from "../../src/orchestration/isolation/batch-gate.ts";
-import { mintSubmissionToken } from "../../src/orchestration/models.ts";
-import type { AdmissionStore } from "../../src/orchestration/ports/admission-store.ts";
-import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
-import { bindAdmissionStore } from "../../src/store/adapters/admission-store.ts";
-import { openDatabase } from "../../src/store/index.ts";
+} from "../../src/core/admission.ts";
+import { gatedUnsandboxedBatch } from "../../src/core/isolation/batch-gate.ts";
+import { mintSubmissionToken } from "../../src/core/models.ts";
+import type { AdmissionStore } from "../../src/core/ports/admission-store.ts";
+import type { AllocationBackend, IsolationVerdict } from "../../src/core/ports.ts";
+import { manualClock } from "../../src/lib/clock.ts";
 import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
 
 /** Only profiles and the isolation question: admission must not move a job. */

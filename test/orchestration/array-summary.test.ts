@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { checkArrayRequest } from "../../src/orchestration/array/array-request.ts";
-import { type ElementState, summarizeArray } from "../../src/orchestration/array/array-summary.ts";
-import { formatIndexRanges } from "../../src/orchestration/array/index-ranges.ts";
+import { checkArrayRequest } from "../../src/core/array/array-request.ts";
+import { type ElementState, summarizeArray } from "../../src/core/array/array-summary.ts";
+import { formatIndexRanges } from "../../src/core/array/index-ranges.ts";
 
 const done: ElementState = { phase: "COMPLETED", reason: "EXITED_ZERO", exitCode: 0 };
 const failed = (exitCode: number): ElementState => ({

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createBackendWatch } from "../../src/orchestration/reconciler/watch.ts";
+import { createBackendWatch } from "../../src/core/reconciler/watch.ts";
 
 function setup() {
   let nowMs = 0;

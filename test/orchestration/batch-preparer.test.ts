@@ -1,16 +1,16 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import { batchPreparer } from "../../src/orchestration/batch-preparer.ts";
-import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
+import { batchPreparer } from "../../src/adapters/spool/batch-preparer.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
+import { type StateLayout, stateLayout } from "../../src/core/layout.ts";
 import {
   type Allocation,
   mintSubmissionToken,
   type Workload,
   type WorkloadSpec,
-} from "../../src/orchestration/models.ts";
-import { preparerByKind } from "../../src/orchestration/preparer-by-kind.ts";
+} from "../../src/core/models.ts";
+import { preparerByKind } from "../../src/core/preparer-by-kind.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const root = tempDirs("o4s-", "each");

@@ -1,19 +1,19 @@
 import { describe, expect, test } from "bun:test";
-import { silentLog } from "../../src/log.ts";
-import { decorateBackend } from "../../src/orchestration/decorate-backend.ts";
-import { gatedUnsandboxedBatch } from "../../src/orchestration/isolation/batch-gate.ts";
+import { withPublicMessages } from "../../src/adapters/backend-slurm/public-messages.ts";
+import {
+  sandboxedBackend,
+  wrappedBackend,
+} from "../../src/adapters/isolation-bwrap/through-backend.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { decorateBackend } from "../../src/core/decorate-backend.ts";
+import { gatedUnsandboxedBatch } from "../../src/core/isolation/batch-gate.ts";
 import {
   switchingToSandbox,
   verifiedInBackground,
   withoutSessionIsolation,
-} from "../../src/orchestration/isolation/decorators.ts";
-import { guardedByLiveAllocations } from "../../src/orchestration/isolation/live-guard.ts";
-import {
-  sandboxedBackend,
-  wrappedBackend,
-} from "../../src/orchestration/isolation/through-backend.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import type { SubmissionToken } from "../../src/orchestration/models.ts";
+} from "../../src/core/isolation/decorators.ts";
+import { guardedByLiveAllocations } from "../../src/core/isolation/live-guard.ts";
+import type { SubmissionToken } from "../../src/core/models.ts";
 import {
   type AllocationBackend,
   type BatchPlacementGate,
@@ -31,9 +31,9 @@ import {
   type SessionIsolationProvider,
   type TaskRunner,
   type TerminalAllocationAcknowledger,
-} from "../../src/orchestration/ports.ts";
-import type { Sandbox } from "../../src/orchestration/sandbox.ts";
-import { withPublicMessages } from "../../src/orchestration/slurm/public-messages.ts";
+} from "../../src/core/ports.ts";
+import type { Sandbox } from "../../src/core/sandbox.ts";
+import { silentLog } from "../../src/lib/log.ts";
 
 type FullBackend = AllocationBackend &
   TaskRunner &

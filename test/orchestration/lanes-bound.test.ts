@@ -3,8 +3,8 @@
  * a hanging controller from collecting one stuck sbatch/scancel per tick.
  */
 import { describe, expect, test } from "bun:test";
-import { memoryLog } from "../../src/log.ts";
-import { createLanes } from "../../src/orchestration/reconciler/lanes.ts";
+import { createLanes } from "../../src/core/reconciler/lanes.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { harnessPerTest } from "../support/reconciler-harness.ts";
 
 const make = harnessPerTest();

@@ -5,9 +5,9 @@
  * as not sandboxed: SESSION admission refuses while such a job is live beside it.
  */
 import { describe, expect, test } from "bun:test";
-import { externalHandle } from "../../src/orchestration/models.ts";
-import { recordSubmitResult } from "../../src/orchestration/reconciler/decisions.ts";
-import { listUnsandboxedLiveAllocations } from "../../src/store/ops/list-unsandboxed-live-allocations.ts";
+import { listUnsandboxedLiveAllocations } from "../../src/adapters/store-sqlite/ops/list-unsandboxed-live-allocations.ts";
+import { externalHandle } from "../../src/core/models.ts";
+import { recordSubmitResult } from "../../src/core/reconciler/decisions.ts";
 import { harnessPerTest } from "../support/reconciler-harness.ts";
 
 const make = harnessPerTest();

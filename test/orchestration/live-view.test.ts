@@ -7,12 +7,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import fc from "fast-check";
-import { manualClock } from "../../src/clock.ts";
-import { memoryLog } from "../../src/log.ts";
-import type { ReconcileItem } from "../../src/orchestration/ports/reconciler-store.ts";
-import { createReconciler } from "../../src/orchestration/reconciler.ts";
-import { createLiveView } from "../../src/store/adapters/reconciler-live-view.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
   createWorkload,
   loadReconcileSnapshot,
@@ -20,7 +14,13 @@ import {
   requestStop,
   type StoreDeps,
   touchActivity,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { createLiveView } from "../../src/adapters/store-sqlite/stores/reconciler-live-view.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { ReconcileItem } from "../../src/core/ports/reconciler-store.ts";
+import { createReconciler } from "../../src/core/reconciler.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { inertPreparer, seededBytes } from "../support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../support/simulated-backend.ts";
 import { tempDir } from "../support/temp-dir.ts";

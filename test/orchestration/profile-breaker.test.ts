@@ -4,8 +4,8 @@
  * goes out until the back-off has passed, then one trial; a success closes it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { profileBreakerFromEnv } from "../../src/composition/profile-breaker-config.ts";
-import { createProfileBreakers } from "../../src/orchestration/reconciler/profile-breaker.ts";
+import { profileBreakerFromEnv } from "../../src/apps/daemon/composition/profile-breaker-config.ts";
+import { createProfileBreakers } from "../../src/core/reconciler/profile-breaker.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 
 let open: Harness[] = [];

@@ -4,8 +4,8 @@
  * lookup-skip rule (`freshToken`) through every crash window around a submission.
  */
 import { describe, expect, test } from "bun:test";
-import { createReconciler } from "../../src/orchestration/reconciler.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import { createReconciler } from "../../src/core/reconciler.ts";
 import {
   harnessPerTest,
   inertPreparer,

@@ -1,13 +1,9 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import type { AllocationBackend, TerminalFact } from "../../src/orchestration/ports.ts";
-import {
-  createReconciler,
-  type Reconciler,
-  type Timers,
-} from "../../src/orchestration/reconciler.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
-import { createWorkload, listEvents } from "../../src/store/index.ts";
+import { createWorkload, listEvents } from "../../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
+import type { AllocationBackend, TerminalFact } from "../../src/core/ports.ts";
+import { createReconciler, type Reconciler, type Timers } from "../../src/core/reconciler.ts";
 import {
   type Harness,
   harness,

@@ -28,6 +28,12 @@
  */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
+import { findAllocationByToken, getWorkload } from "../../src/adapters/store-sqlite/index.ts";
+import { toAllocation, toWorkload } from "../../src/adapters/store-sqlite/rows.ts";
+import {
+  allocations as allocationsTable,
+  workloads as workloadsTable,
+} from "../../src/adapters/store-sqlite/schema.ts";
 import {
   type Allocation,
   isActiveAllocation,
@@ -36,14 +42,8 @@ import {
   type Reason,
   type SubmissionToken,
   type Workload,
-} from "../../src/orchestration/models.ts";
-import type { ReconcilerStore } from "../../src/orchestration/reconciler.ts";
-import { findAllocationByToken, getWorkload } from "../../src/store/index.ts";
-import { toAllocation, toWorkload } from "../../src/store/rows.ts";
-import {
-  allocations as allocationsTable,
-  workloads as workloadsTable,
-} from "../../src/store/schema.ts";
+} from "../../src/core/models.ts";
+import type { ReconcilerStore } from "../../src/core/reconciler.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 import {
   isLiveJob,

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import type { SubmissionToken } from "../../src/orchestration/models.ts";
+import { findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { SubmissionToken } from "../../src/core/models.ts";
 import {
   createReconciler,
   RECONCILER_FAULT_POINTS,
   type ReconcilerStore,
-} from "../../src/orchestration/reconciler.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
-import { findAllocationByToken } from "../../src/store/index.ts";
+} from "../../src/core/reconciler.ts";
 import {
   type Harness,
   type HarnessOptions,

@@ -4,13 +4,13 @@
  * allocation comes within its profile's warning time of that end.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { Allocation, ResourceProfile } from "../../src/orchestration/models.ts";
+import { listEvents } from "../../src/adapters/store-sqlite/index.ts";
+import type { Allocation, ResourceProfile } from "../../src/core/models.ts";
 import {
   DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
   warningLeads,
   warnNearDeadline,
-} from "../../src/orchestration/reconciler/runway.ts";
-import { listEvents } from "../../src/store/index.ts";
+} from "../../src/core/reconciler/runway.ts";
 import {
   type Harness,
   type HarnessOptions,

@@ -5,9 +5,9 @@ import {
   externalHandle,
   submissionToken,
   type Workload,
-} from "../../src/orchestration/models.ts";
-import type { TaskResult } from "../../src/orchestration/ports.ts";
-import { placeStep } from "../../src/orchestration/steps.ts";
+} from "../../src/core/models.ts";
+import type { TaskResult } from "../../src/core/ports.ts";
+import { placeStep } from "../../src/core/steps.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const base = fakeBackend({ name: "test", profiles: () => [] });

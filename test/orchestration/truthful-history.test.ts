@@ -5,8 +5,8 @@
  * only when the job ended on its own, and a new reason while queued (HELD, ...) is recorded.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { Allocation } from "../../src/orchestration/models.ts";
-import { listEvents } from "../../src/store/index.ts";
+import { listEvents } from "../../src/adapters/store-sqlite/index.ts";
+import type { Allocation } from "../../src/core/models.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 
 const open: Harness[] = [];

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import {
   readSessionAttempt,
   SESSION_ATTEMPT_FILE,
-} from "../../src/orchestration/session/preparer.ts";
+} from "../../src/adapters/spool/session-preparer.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const newDir = tempDirs("o4s-attempt-", "each");

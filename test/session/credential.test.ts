@@ -10,7 +10,9 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
-import { manualClock } from "../../src/clock.ts";
+import type { GatewayExpectation } from "../../src/core/ports/worker-gateway.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { judgeCredential, NOT_A_FRAME } from "../../src/servers/worker-gateway/credential.ts";
 import {
   type CredentialClaims,
   canonicalClaims,
@@ -24,9 +26,7 @@ import {
   signCredential,
   signingKeyFromBytes,
   verifyCredentialSignature,
-} from "../../src/orchestration/bootstrap.ts";
-import type { GatewayExpectation } from "../../src/orchestration/worker-gateway-contract.ts";
-import { judgeCredential, NOT_A_FRAME } from "../../src/orchestration/worker-gateway-credential.ts";
+} from "../../src/wire/credential.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-credential-");

@@ -5,12 +5,12 @@
 import { afterEach, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { silentLog } from "../../src/log.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
-import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.ts";
-import { createSessionService } from "../../src/orchestration/session/service.ts";
-import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
-import { getAllocation, setCondition } from "../../src/store/index.ts";
+import { SESSION_ATTEMPT_FILE } from "../../src/adapters/spool/session-preparer.ts";
+import { getAllocation, setCondition } from "../../src/adapters/store-sqlite/index.ts";
+import { bindSessionStore } from "../../src/adapters/store-sqlite/stores/session-store.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import { createSessionService } from "../../src/core/session/service.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { fakeGateway } from "../support/fake-gateway.ts";
 import { newWorkload, startAttempt, type TestStore, testStore } from "../support/store-fixtures.ts";
 

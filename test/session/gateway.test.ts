@@ -4,13 +4,18 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { manualClock, manualTimeline, systemTimers, type Timers } from "../../src/clock.ts";
-import { type Credential, signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
-import type { SubmissionToken } from "../../src/orchestration/models.ts";
+import { createWorkload } from "../../src/adapters/store-sqlite/ops/create-workload.ts";
+import { getAllocation } from "../../src/adapters/store-sqlite/ops/get-allocation.ts";
+import { getWorkload } from "../../src/adapters/store-sqlite/ops/get-workload.ts";
+import { mintAttempt } from "../../src/adapters/store-sqlite/ops/mint-attempt.ts";
+import { dialGateway, type Link, type Welcome } from "../../src/apps/worker/gateway-link.ts";
+import type { SubmissionToken } from "../../src/core/models.ts";
 import {
   WORKER_LISTEN_ENV,
   workerGatewayListenFromEnv,
-} from "../../src/orchestration/worker-gateway-contract.ts";
+} from "../../src/core/ports/worker-gateway.ts";
+import { manualClock, manualTimeline, systemTimers, type Timers } from "../../src/lib/clock.ts";
+import { type Credential, signingKeyFromBytes } from "../../src/wire/credential.ts";
 import {
   encodeFrame,
   parseGatewayMessage,
@@ -18,12 +23,7 @@ import {
   type WorkerMessage,
   type WorkerRequest,
   type WorkerResponse,
-} from "../../src/orchestration/worker-protocol.ts";
-import { createWorkload } from "../../src/store/ops/create-workload.ts";
-import { getAllocation } from "../../src/store/ops/get-allocation.ts";
-import { getWorkload } from "../../src/store/ops/get-workload.ts";
-import { mintAttempt } from "../../src/store/ops/mint-attempt.ts";
-import { dialGateway, type Link, type Welcome } from "../../src/worker/gateway-link.ts";
+} from "../../src/wire/worker-protocol.ts";
 import {
   credentialFor,
   credentialFrame,

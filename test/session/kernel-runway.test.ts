@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { realPython } from "../support/gateway-harness.ts";
 
 async function remainingWith(env: Record<string, string>): Promise<string> {
-  const kernelModule = join(import.meta.dir, "../../src/worker/kernel.ts");
-  const logModule = join(import.meta.dir, "../../src/log.ts");
+  const kernelModule = join(import.meta.dir, "../../src/apps/worker/kernel.ts");
+  const logModule = join(import.meta.dir, "../../src/lib/log.ts");
   const script = `
     const { createKernel } = await import(${JSON.stringify(kernelModule)});
     const { memoryLog } = await import(${JSON.stringify(logModule)});

@@ -5,9 +5,9 @@
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { memoryLog } from "../../src/log.ts";
-import type { CellEvent, KernelStatus } from "../../src/orchestration/worker-protocol.ts";
-import { createKernel, type Kernel, type KernelResult } from "../../src/worker/kernel.ts";
+import { createKernel, type Kernel, type KernelResult } from "../../src/apps/worker/kernel.ts";
+import { memoryLog } from "../../src/lib/log.ts";
+import type { CellEvent, KernelStatus } from "../../src/wire/worker-protocol.ts";
 import { eventually } from "../support/eventually.ts";
 import { realPython } from "../support/gateway-harness.ts";
 import { tempDirs } from "../support/temp-dir.ts";

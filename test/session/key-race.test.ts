@@ -11,7 +11,7 @@ import { tempDirs } from "../support/temp-dir.ts";
 const tempDir = tempDirs("o4s-key-race-");
 
 const BUN = resolve(import.meta.dir, "../../node_modules/.bin/bun");
-const BOOTSTRAP = resolve(import.meta.dir, "../../src/orchestration/bootstrap.ts");
+const BOOTSTRAP = resolve(import.meta.dir, "../../src/wire/credential.ts");
 const PROCESSES = 8;
 
 test("processes racing at first start publish exactly one 0600 key and all load it", async () => {

@@ -2,25 +2,25 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import {
-  credentialPath,
-  readCredentialFile,
-  signingKeyFromBytes,
-} from "../../src/orchestration/bootstrap.ts";
-import { FINGERPRINT_FILE, readGatewayFingerprint } from "../../src/orchestration/gateway-tls.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
-import type { ResourceProfile } from "../../src/orchestration/models.ts";
-import type { AllocationBackend, IsolationVerdict } from "../../src/orchestration/ports.ts";
-import { preparerByKind } from "../../src/orchestration/preparer-by-kind.ts";
 import {
   createSessionPreparer,
   readSessionAttempt,
   SESSION_ATTEMPT_FILE,
   workspaceMarker,
   workspaceMarkerPath,
-} from "../../src/orchestration/session/preparer.ts";
-import { getAllocation, getWorkload } from "../../src/store/index.ts";
+} from "../../src/adapters/spool/session-preparer.ts";
+import { getAllocation, getWorkload } from "../../src/adapters/store-sqlite/index.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import type { ResourceProfile } from "../../src/core/models.ts";
+import type { AllocationBackend, IsolationVerdict } from "../../src/core/ports.ts";
+import { preparerByKind } from "../../src/core/preparer-by-kind.ts";
+import {
+  credentialPath,
+  readCredentialFile,
+  signingKeyFromBytes,
+} from "../../src/wire/credential.ts";
+import { FINGERPRINT_FILE, readGatewayFingerprint } from "../../src/wire/gateway-tls.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 import {
   loseAttempt,

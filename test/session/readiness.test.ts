@@ -2,26 +2,26 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { manualTimeline, systemTimers, type Timers } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { signingKeyFromBytes } from "../../src/orchestration/bootstrap.ts";
-import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
-import type { ConditionType } from "../../src/orchestration/models.ts";
 import {
   SESSION_ATTEMPT_FILE,
   workspaceMarker,
   workspaceMarkerPath,
-} from "../../src/orchestration/session/preparer.ts";
-import { createSessionReadiness } from "../../src/orchestration/session/readiness.ts";
-import { readyCondition } from "../../src/orchestration/session/readiness-conditions.ts";
-import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
+} from "../../src/adapters/spool/session-preparer.ts";
 import {
   applyTransition,
   getAllocation,
   listConditions,
   requestStop,
   setCondition,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindSessionStore } from "../../src/adapters/store-sqlite/stores/session-store.ts";
+import { type StateLayout, stateLayout } from "../../src/core/layout.ts";
+import type { ConditionType } from "../../src/core/models.ts";
+import { createSessionReadiness } from "../../src/core/session/readiness.ts";
+import { readyCondition } from "../../src/core/session/readiness-conditions.ts";
+import { manualTimeline, systemTimers, type Timers } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
+import { signingKeyFromBytes } from "../../src/wire/credential.ts";
 import { eventually } from "../support/eventually.ts";
 import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
 import {

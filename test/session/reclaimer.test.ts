@@ -1,15 +1,20 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { manualTimeline } from "../../src/clock.ts";
-import { memoryLog, silentLog } from "../../src/log.ts";
-import type { Allocation, Workload } from "../../src/orchestration/models.ts";
+import {
+  getWorkload,
+  requestStop,
+  setCondition,
+  touchActivity,
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindReclaimerStore } from "../../src/adapters/store-sqlite/stores/reclaimer-store.ts";
+import type { Allocation, Workload } from "../../src/core/models.ts";
 import {
   createReclaimer,
   decideReclaim,
   type ReclaimerDefaults,
-} from "../../src/orchestration/reclaimer.ts";
-import { bindReclaimerStore } from "../../src/store/adapters/reclaimer-store.ts";
-import { getWorkload, requestStop, setCondition, touchActivity } from "../../src/store/index.ts";
+} from "../../src/core/reclaimer.ts";
+import { manualTimeline } from "../../src/lib/clock.ts";
+import { memoryLog, silentLog } from "../../src/lib/log.ts";
 import {
   loseAttempt,
   markRunning,

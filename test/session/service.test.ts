@@ -1,23 +1,23 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { manualTimeline } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
-import { SESSION_ATTEMPT_FILE } from "../../src/orchestration/session/preparer.ts";
-import {
-  createGatewayExpectations,
-  createSessionBarrierHooks,
-  createSessionService,
-} from "../../src/orchestration/session/service.ts";
-import { bindSessionStore } from "../../src/store/adapters/session-store.ts";
+import { SESSION_ATTEMPT_FILE } from "../../src/adapters/spool/session-preparer.ts";
 import {
   applyTransition,
   getAllocation,
   getWorkload,
   requestStop,
   setCondition,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindSessionStore } from "../../src/adapters/store-sqlite/stores/session-store.ts";
+import { type StateLayout, stateLayout } from "../../src/core/layout.ts";
+import {
+  createGatewayExpectations,
+  createSessionBarrierHooks,
+  createSessionService,
+} from "../../src/core/session/service.ts";
+import { manualTimeline } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
 import {

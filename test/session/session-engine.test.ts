@@ -9,7 +9,7 @@ import {
   WORKER_TLS_CERT_ENV,
   WORKER_TLS_ENV,
   WORKER_TLS_KEY_ENV,
-} from "../../src/composition/session-engine.ts";
+} from "../../src/apps/daemon/composition/session-engine.ts";
 
 describe("session settings from the daemon's environment", () => {
   test("defaults: this binary's worker role and the default lease", () => {

@@ -16,8 +16,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { applyTransition, getAllocation, openDatabase } from "../../src/store/index.ts";
+import {
+  applyTransition,
+  getAllocation,
+  openDatabase,
+} from "../../src/adapters/store-sqlite/index.ts";
+import { systemClock } from "../../src/lib/clock.ts";
 import {
   condition,
   type Daemon,

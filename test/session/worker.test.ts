@@ -8,14 +8,14 @@ import { createPrivateKey, createPublicKey, randomBytes, X509Certificate } from 
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Subprocess } from "bun";
-import { systemClock } from "../../src/clock.ts";
-import { mintCredentials } from "../../src/orchestration/bootstrap.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { mintCredentials } from "../../src/wire/credential.ts";
 import {
   certificateFingerprint,
   generateSelfSignedCertificate,
   writeGatewayFingerprint,
-} from "../../src/orchestration/gateway-tls.ts";
-import type { CellEvent } from "../../src/orchestration/worker-protocol.ts";
+} from "../../src/wire/gateway-tls.ts";
+import type { CellEvent } from "../../src/wire/worker-protocol.ts";
 import { eventually } from "../support/eventually.ts";
 import { type Harness, hostPort, realPython, startHarness } from "../support/gateway-harness.ts";
 import { tempDirs } from "../support/temp-dir.ts";

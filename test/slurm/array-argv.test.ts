@@ -4,7 +4,7 @@ import {
   type BatchSpec,
   sbatchArgv,
   squeueArgv,
-} from "../../src/orchestration/slurm/broker-argv.ts";
+} from "../../src/adapters/backend-slurm/broker-argv.ts";
 
 const SPEC: BatchSpec = {
   jobName: "o4s-abc",

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { expandIndexList, parseArrayJobId } from "../../src/orchestration/slurm/array-job-id.ts";
-import { parseSacct, parseSqueue } from "../../src/orchestration/slurm/parse.ts";
+import { expandIndexList, parseArrayJobId } from "../../src/adapters/backend-slurm/array-job-id.ts";
+import { parseSacct, parseSqueue } from "../../src/adapters/backend-slurm/parse.ts";
 
 describe("array job ids", () => {
   test("a plain id is a job, read as before", () => {

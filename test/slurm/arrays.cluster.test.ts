@@ -6,16 +6,16 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { allocationLogPath } from "../../src/orchestration/layout.ts";
+import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import { allocationLogPath } from "../../src/core/layout.ts";
 import type {
   AllocationObservation,
   ObservationTarget,
   SubmitResult,
-} from "../../src/orchestration/ports.ts";
-import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+} from "../../src/core/ports.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import {
   answerLosingRunner,
   forgetfulController,

@@ -9,12 +9,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
-import { hintFor } from "../../src/orchestration/reason-hints.ts";
-import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import type { ObservationTarget, SubmitResult } from "../../src/core/ports.ts";
+import { hintFor } from "../../src/core/reason-hints.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,

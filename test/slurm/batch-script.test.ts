@@ -6,7 +6,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import fc from "fast-check";
-import { renderBatchScript, shellQuote } from "../../src/orchestration/slurm/batch-script.ts";
+import { renderBatchScript, shellQuote } from "../../src/adapters/backend-slurm/batch-script.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const dir = makeTempDir("o4s-batch-script-");

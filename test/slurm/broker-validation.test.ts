@@ -19,13 +19,13 @@ import {
   sbatchArgv,
   squeueArgv,
   srunArgv,
-} from "../../src/orchestration/slurm/broker-argv.ts";
+} from "../../src/adapters/backend-slurm/broker-argv.ts";
 import {
   EXPORT_OPTION,
   jobEnvironment,
   validateEnv,
   validateEnvName,
-} from "../../src/orchestration/slurm/broker-validation.ts";
+} from "../../src/adapters/backend-slurm/broker-validation.ts";
 
 const NASTY = [
   "a",

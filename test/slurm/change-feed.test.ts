@@ -7,24 +7,24 @@
  */
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { type ManualClock, manualClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { isTerminal } from "../../src/orchestration/models.ts";
+import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import {
+  createSqueueMemo,
+  parseSqueue,
+  type QueueRow,
+} from "../../src/adapters/backend-slurm/parse.ts";
+import { withPublicMessages } from "../../src/adapters/backend-slurm/public-messages.ts";
+import { isTerminal } from "../../src/core/models.ts";
 import {
   type AllocationObservation,
   type ObservationCursor,
   type ObservationTarget,
   type ObserveChangesResult,
   reportsChanges,
-} from "../../src/orchestration/ports.ts";
-import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import {
-  createSqueueMemo,
-  parseSqueue,
-  type QueueRow,
-} from "../../src/orchestration/slurm/parse.ts";
-import { withPublicMessages } from "../../src/orchestration/slurm/public-messages.ts";
+} from "../../src/core/ports.ts";
+import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { type FakeCluster, fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";

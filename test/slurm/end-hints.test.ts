@@ -1,16 +1,16 @@
 /** Why a job ended, in numbers: the usage parser and the explanation built on it. */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import type { ResourceProfile } from "../../src/orchestration/models.ts";
-import type { AllocationObservation } from "../../src/orchestration/ports.ts";
 import {
   explainEnding,
   formatDuration,
   moreMemoryProfile,
   needsUsage,
   usagePending,
-} from "../../src/orchestration/slurm/end-hints.ts";
-import { type JobUsage, parseSize, parseUsage } from "../../src/orchestration/slurm/parse.ts";
+} from "../../src/adapters/backend-slurm/end-hints.ts";
+import { type JobUsage, parseSize, parseUsage } from "../../src/adapters/backend-slurm/parse.ts";
+import type { ResourceProfile } from "../../src/core/models.ts";
+import type { AllocationObservation } from "../../src/core/ports.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
 

@@ -12,10 +12,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import type { BatchSpec } from "../../src/orchestration/slurm/broker-argv.ts";
-import { createProgramRunner, type ProgramRunner } from "../../src/process/runner.ts";
+import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import type { BatchSpec } from "../../src/adapters/backend-slurm/broker-argv.ts";
+import { createProgramRunner, type ProgramRunner } from "../../src/lib/process-runner.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { newToken } from "../support/slurm-fixtures.ts";

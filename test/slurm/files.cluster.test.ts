@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import {
   clusterDaemonConfig,
   startedDaemon,

@@ -3,11 +3,11 @@
  * and parsers over a fake cluster (what a real cluster cannot produce on demand).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { manualClock } from "../../src/clock.ts";
-import { memoryLog } from "../../src/log.ts";
-import { createSlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import { loadClusterConfig } from "../../src/orchestration/slurm/profiles.ts";
+import { createSlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import { loadClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request } from "../support/slurm-fixtures.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";

@@ -10,7 +10,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { freePort } from "../support/binary-daemon.ts";
 import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";

@@ -11,13 +11,16 @@
 import { describe, expect, test } from "bun:test";
 import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { CLUSTER_ISOLATION_RETRY_MS, createBackend } from "../../src/composition/index.ts";
-import { noFaultPoints } from "../../src/fault-point.ts";
-import { silentLog } from "../../src/log.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { stateLayout } from "../../src/orchestration/layout.ts";
-import { sessionIsolationVerdict } from "../../src/orchestration/ports.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import {
+  CLUSTER_ISOLATION_RETRY_MS,
+  createBackend,
+} from "../../src/apps/daemon/composition/index.ts";
+import { stateLayout } from "../../src/core/layout.ts";
+import { sessionIsolationVerdict } from "../../src/core/ports.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { noFaultPoints } from "../../src/lib/fault-point.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import { TEST_RUN_AS } from "../support/run-as.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";

@@ -6,15 +6,15 @@
  * wrapper (a Rejected submission, no sbatch call), over the real broker on a fake cluster.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { manualClock } from "../../src/clock.ts";
-import { memoryLog } from "../../src/log.ts";
-import { admitWorkload, normalizeSubmission } from "../../src/orchestration/admission.ts";
-import { plainWrapper } from "../../src/orchestration/isolation/launch-argv.ts";
-import { wrappedBackend } from "../../src/orchestration/isolation/through-backend.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import type { AdmissionStore } from "../../src/orchestration/ports/admission-store.ts";
-import { createSlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { createSlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
+import { wrappedBackend } from "../../src/adapters/isolation-bwrap/through-backend.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { admitWorkload, normalizeSubmission } from "../../src/core/admission.ts";
+import type { AdmissionStore } from "../../src/core/ports/admission-store.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request } from "../support/slurm-fixtures.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createLogsCommand } from "../../src/cli/logs.ts";
-import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import { createLogsCommand } from "../../src/apps/cli/logs.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { captureIo } from "../support/cli-runtime.ts";
 import {
   clusterDaemonConfig,

@@ -8,7 +8,7 @@ import {
   loadOwnerId,
   OWNER_ID_PATTERN,
   ownedToken,
-} from "../../src/orchestration/slurm/orphan-sweeper.ts";
+} from "../../src/adapters/backend-slurm/orphan-sweeper.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

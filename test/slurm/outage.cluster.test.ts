@@ -4,12 +4,12 @@
  * after the other, and each restores the cluster in a `finally` whatever happens.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import type { Phase } from "../../src/orchestration/models.ts";
-import type { ObservationTarget, ObserveResult } from "../../src/orchestration/ports.ts";
-import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import type { Phase } from "../../src/core/models.ts";
+import type { ObservationTarget, ObserveResult } from "../../src/core/ports.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,

@@ -12,7 +12,7 @@ import {
   parseSqueue,
   SACCT_FIELDS,
   SQUEUE_FIELDS,
-} from "../../src/orchestration/slurm/parse.ts";
+} from "../../src/adapters/backend-slurm/parse.ts";
 
 const jobId = fc.bigInt({ min: 1n, max: 10n ** 12n }).map(String);
 const state = fc.constantFrom(

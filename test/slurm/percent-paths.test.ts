@@ -5,7 +5,11 @@
  * the field, never passed through.
  */
 import { describe, expect, test } from "bun:test";
-import { type BatchSpec, sbatchArgv, srunArgv } from "../../src/orchestration/slurm/broker-argv.ts";
+import {
+  type BatchSpec,
+  sbatchArgv,
+  srunArgv,
+} from "../../src/adapters/backend-slurm/broker-argv.ts";
 
 const SPEC: BatchSpec = {
   jobName: "o4s-abc",

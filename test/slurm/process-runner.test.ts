@@ -1,7 +1,7 @@
 /** The process runner with real processes: group kill, byte caps, missing binaries, env. */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { createProgramRunner, type ProcessRequest } from "../../src/process/runner.ts";
+import { createProgramRunner, type ProcessRequest } from "../../src/lib/process-runner.ts";
 import { eventually } from "../support/eventually.ts";
 
 const runner = createProgramRunner();

@@ -10,14 +10,14 @@ import {
   parseClusterConfig,
   probeArgv,
   resourceOptions,
-} from "../../src/orchestration/slurm/profiles.ts";
+} from "../../src/adapters/backend-slurm/profiles.ts";
 import {
   createSbatchTestRun,
   judgePreflight,
   preflightArgv,
   preflightProfiles,
   type SbatchTestAnswer,
-} from "../../src/orchestration/slurm/profiles-preflight.ts";
+} from "../../src/adapters/backend-slurm/profiles-preflight.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { publicMessageRewriter } from "../../src/orchestration/slurm/public-messages.ts";
+import { publicMessageRewriter } from "../../src/adapters/backend-slurm/public-messages.ts";
 
 describe("messages leaving the scheduler backend", () => {
   const rewrite = publicMessageRewriter({ values: ["gpu-a100", "interactive", "physics"] });

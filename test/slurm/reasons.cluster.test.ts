@@ -5,11 +5,11 @@
  * way it found them; the tests run one after another in this file.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
-import { hintFor } from "../../src/orchestration/reason-hints.ts";
-import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
+import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { ObservationTarget, SubmitResult } from "../../src/core/ports.ts";
+import { hintFor } from "../../src/core/reason-hints.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   adminCommand,

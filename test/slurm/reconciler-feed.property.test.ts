@@ -9,14 +9,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import fc from "fast-check";
-import { manualClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import type { AllocationBackend } from "../../src/orchestration/ports.ts";
-import { createReconciler } from "../../src/orchestration/reconciler.ts";
-import { createSlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
+import { createSlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import {
   createWorkload,
   listAllocations,
@@ -24,7 +18,13 @@ import {
   openDatabase,
   requestStop,
   type StoreDeps,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
+import type { AllocationBackend } from "../../src/core/ports.ts";
+import { createReconciler } from "../../src/core/reconciler.ts";
+import { manualClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import { fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog } from "../support/slurm-fixtures.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";

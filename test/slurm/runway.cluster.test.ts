@@ -8,15 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { workloadView } from "../../src/api/views.ts";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import { isTerminal } from "../../src/orchestration/models.ts";
-import type { ObservationTarget, SubmitResult } from "../../src/orchestration/ports.ts";
-import { createReconciler } from "../../src/orchestration/reconciler.ts";
-import { createSlurmBackend, type SlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
+import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import {
   createWorkload,
   getWorkload,
@@ -25,7 +17,15 @@ import {
   openDatabase,
   requestStop,
   type StoreDeps,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
+import { isTerminal } from "../../src/core/models.ts";
+import type { ObservationTarget, SubmitResult } from "../../src/core/ports.ts";
+import { createReconciler } from "../../src/core/reconciler.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
+import { workloadView } from "../../src/servers/http/views.ts";
 import { eventually } from "../support/eventually.ts";
 import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";

@@ -7,7 +7,7 @@ import {
   JOB_STATE_TABLE,
   mapJobState,
   mapPendingReason,
-} from "../../src/orchestration/slurm/state-table.ts";
+} from "../../src/adapters/backend-slurm/state-table.ts";
 
 /** JOB STATE CODES of `man squeue` and `man sacct` (Slurm 22.05) plus the documented flags. */
 const DOCUMENTED = [

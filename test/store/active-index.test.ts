@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { ACTIVE_ALLOCATION_PHASES, TERMINAL_PHASES } from "../../src/orchestration/models.ts";
-import { openDatabase } from "../../src/store/index.ts";
+import { openDatabase } from "../../src/adapters/store-sqlite/index.ts";
+import { ACTIVE_ALLOCATION_PHASES, TERMINAL_PHASES } from "../../src/core/models.ts";
 
 function indexSql(sqlite: ReturnType<typeof openDatabase>["sqlite"]): string {
   const row = sqlite

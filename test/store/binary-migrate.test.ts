@@ -6,7 +6,7 @@
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { JOURNAL_TAGS } from "../../src/store/migrations.ts";
+import { JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";

@@ -1,7 +1,4 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { manualClock } from "../../src/clock.ts";
-import { mintSubmissionToken } from "../../src/orchestration/models.ts";
-import type { CreateWorkloadInput } from "../../src/orchestration/ports/admission-store.ts";
 import {
   createWorkload,
   getWorkload,
@@ -9,7 +6,10 @@ import {
   listEvents,
   openDatabase,
   type StoreDeps,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { mintSubmissionToken } from "../../src/core/models.ts";
+import type { CreateWorkloadInput } from "../../src/core/ports/admission-store.ts";
+import { manualClock } from "../../src/lib/clock.ts";
 
 const closers: (() => void)[] = [];
 afterEach(() => {

@@ -1,7 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { PHASES, TERMINAL_PHASES } from "../../src/orchestration/models.ts";
-import { openDatabase } from "../../src/store/index.ts";
-import { LIVE_PHASES_SQL, SNAPSHOT_SQL } from "../../src/store/ops/load-reconcile-snapshot.ts";
+import { openDatabase } from "../../src/adapters/store-sqlite/index.ts";
+import {
+  LIVE_PHASES_SQL,
+  SNAPSHOT_SQL,
+} from "../../src/adapters/store-sqlite/ops/load-reconcile-snapshot.ts";
+import { PHASES, TERMINAL_PHASES } from "../../src/core/models.ts";
 
 const terminal: ReadonlySet<string> = new Set(TERMINAL_PHASES);
 

@@ -2,11 +2,19 @@ import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { migrate } from "../../src/store/migrate.ts";
-import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/store/migrations.ts";
+import { migrate } from "../../src/adapters/store-sqlite/migrate.ts";
+import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
-const MIGRATIONS_DIR = join(import.meta.dir, "..", "..", "src", "store", "migrations");
+const MIGRATIONS_DIR = join(
+  import.meta.dir,
+  "..",
+  "..",
+  "src",
+  "adapters",
+  "store-sqlite",
+  "migrations",
+);
 
 describe("embedded migrations", () => {
   test("every journal entry is embedded, in order, with the file's exact text", () => {

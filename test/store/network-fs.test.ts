@@ -5,7 +5,7 @@ import {
   checkDatabaseFilesystem,
   filesystemTypeOf,
   parseMountinfo,
-} from "../../src/store/network-fs.ts";
+} from "../../src/adapters/store-sqlite/network-fs.ts";
 
 const MOUNTINFO = [
   "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",

@@ -1,11 +1,4 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { manualClock } from "../../src/clock.ts";
-import {
-  externalHandle,
-  mintSubmissionToken,
-  type SubmissionToken,
-} from "../../src/orchestration/models.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
   applyTransition,
   applyTransitions,
@@ -20,7 +13,14 @@ import {
   openDatabase,
   requestStop,
   type StoreDeps,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import {
+  externalHandle,
+  mintSubmissionToken,
+  type SubmissionToken,
+} from "../../src/core/models.ts";
+import { manualClock } from "../../src/lib/clock.ts";
 
 const random = (n: number) => crypto.getRandomValues(new Uint8Array(n));
 let opened: ReturnType<typeof openDatabase>[] = [];

@@ -1,5 +1,5 @@
 /**
- * The WAL checkpointer thread (src/store/wal-checkpointer.ts): the daemon's commits no longer
+ * The WAL checkpointer thread (src/adapters/store-sqlite/wal-checkpointer.ts): the daemon's commits no longer
  * checkpoint, yet the WAL stays bounded; a writer killed while checkpoints run loses no
  * commit; a thread that cannot work hands checkpointing back to the commits.
  */
@@ -7,14 +7,14 @@ import { Database } from "bun:sqlite";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { memoryLog } from "../../src/log.ts";
 import {
   type OpenedDatabase,
   openDatabase,
   SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES,
   startWalCheckpointer,
   type WalCheckpointer,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import { BUN, ROOT } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDirs } from "../support/temp-dir.ts";

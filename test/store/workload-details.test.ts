@@ -5,8 +5,6 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import fc from "fast-check";
-import { manualClock } from "../../src/clock.ts";
-import { CONDITION_TYPES, mintSubmissionToken, PHASES } from "../../src/orchestration/models.ts";
 import {
   createWorkload,
   getWorkload,
@@ -19,7 +17,9 @@ import {
   openDatabase,
   type StoreDeps,
   setCondition,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { CONDITION_TYPES, mintSubmissionToken, PHASES } from "../../src/core/models.ts";
+import { manualClock } from "../../src/lib/clock.ts";
 
 let closers: (() => void)[] = [];
 afterEach(() => {

@@ -17,7 +17,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join, relative } from "node:path";
-import { cgroupDriver } from "../../src/orchestration/local/limit-enforcement.ts";
+import { cgroupDriver } from "../../src/adapters/backend-local/limit-enforcement.ts";
 import { BINARY, ensureBuilt, ROOT } from "./binary.ts";
 import { eventually } from "./eventually.ts";
 import { makeTempDir, removeDir } from "./temp-dir.ts";

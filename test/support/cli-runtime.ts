@@ -3,8 +3,8 @@
  * `app.request()`, so a command's whole path (flags, request, rendering, exit code) runs
  * without a socket. Time and sleep are manual.
  */
-import type { ClientRuntime } from "../../src/cli/client.ts";
-import type { CommandIo } from "../../src/command/command.ts";
+import type { ClientRuntime } from "../../src/apps/cli/client.ts";
+import type { CommandIo } from "../../src/lib/command/command.ts";
 import type { Harness } from "./api-harness.ts";
 
 export interface CapturedIo extends CommandIo {

@@ -5,10 +5,14 @@ import { writeFileSync } from "node:fs";
  * real test cluster's Slurm backend with `clusterDaemonConfig`.
  */
 import { join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import { type DaemonConfig, type RunningDaemon, startDaemon } from "../../src/daemon/daemon.ts";
-import { memoryLog, silentLog } from "../../src/log.ts";
-import { selfCommand } from "../../src/self-command.ts";
+import {
+  type DaemonConfig,
+  type RunningDaemon,
+  startDaemon,
+} from "../../src/apps/daemon/daemon.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { memoryLog, silentLog } from "../../src/lib/log.ts";
+import { selfCommand } from "../../src/lib/self-command.ts";
 import type { TestCluster } from "./slurm-cluster-config.ts";
 
 /** The local backend, the API on `STATE/api.sock`, a 100 ms tick. */

@@ -2,7 +2,7 @@
  * The one fake backend of the tests, and the capabilities a fake may carry. The simulated
  * backend (simulated-backend.ts) builds on the same capability type.
  */
-import type { ResourceProfile, SubmissionToken } from "../../src/orchestration/models.ts";
+import type { ResourceProfile, SubmissionToken } from "../../src/core/models.ts";
 import type {
   AllocationBackend,
   BackendDiagnostics,
@@ -15,7 +15,7 @@ import type {
   SubmitResult,
   TaskRunner,
   TerminalAllocationAcknowledger,
-} from "../../src/orchestration/ports.ts";
+} from "../../src/core/ports.ts";
 
 export const PROFILES: readonly ResourceProfile[] = [
   {

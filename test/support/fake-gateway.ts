@@ -9,7 +9,7 @@ import type {
   RequestOptions,
   RequestOutcome,
   WorkerGateway,
-} from "../../src/orchestration/worker-gateway-contract.ts";
+} from "../../src/core/ports/worker-gateway.ts";
 import type {
   CellEvent,
   ExecResponse,
@@ -17,7 +17,7 @@ import type {
   ResponseFor,
   WorkerRequest,
   WorkerResponse,
-} from "../../src/orchestration/worker-protocol.ts";
+} from "../../src/wire/worker-protocol.ts";
 
 export interface SentRequest {
   readonly allocationId: string;

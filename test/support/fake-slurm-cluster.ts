@@ -5,7 +5,11 @@
  * The real broker runs on top of it, so its argv, classification and parsers are the ones
  * under test. Output formats are the ones measured on Slurm 22.05 (see parse.ts).
  */
-import type { ProcessOutcome, ProcessRequest, ProgramRunner } from "../../src/process/runner.ts";
+import type {
+  ProcessOutcome,
+  ProcessRequest,
+  ProgramRunner,
+} from "../../src/lib/process-runner.ts";
 
 export interface FakeJob {
   readonly id: string;

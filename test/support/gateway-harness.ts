@@ -6,31 +6,28 @@
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import type { Clock } from "../../src/clock.ts";
-import { memoryLog } from "../../src/log.ts";
+import { type OpenedDatabase, openDatabase } from "../../src/adapters/store-sqlite/database.ts";
+import type { StoreDeps } from "../../src/adapters/store-sqlite/deps.ts";
+import { bindNonceBurner } from "../../src/adapters/store-sqlite/stores/nonce-burner.ts";
+import type {
+  GatewayEvent,
+  GatewayExpectation,
+  WorkerGateway,
+} from "../../src/core/ports/worker-gateway.ts";
+import type { Clock } from "../../src/lib/clock.ts";
+import { memoryLog } from "../../src/lib/log.ts";
+import {
+  createWorkerGateway,
+  type WorkerGatewayOptions,
+} from "../../src/servers/worker-gateway/gateway.ts";
 import {
   type Credential,
   loadOrCreateSigningKey,
   mintNonce,
   type SigningKey,
   signCredential,
-} from "../../src/orchestration/bootstrap.ts";
-import {
-  createWorkerGateway,
-  type WorkerGatewayOptions,
-} from "../../src/orchestration/worker-gateway.ts";
-import type {
-  GatewayEvent,
-  GatewayExpectation,
-  WorkerGateway,
-} from "../../src/orchestration/worker-gateway-contract.ts";
-import {
-  encodeFrame,
-  MAX_CREDENTIAL_FRAME_BYTES,
-} from "../../src/orchestration/worker-protocol.ts";
-import { bindNonceBurner } from "../../src/store/adapters/nonce-burner.ts";
-import { type OpenedDatabase, openDatabase } from "../../src/store/database.ts";
-import type { StoreDeps } from "../../src/store/deps.ts";
+} from "../../src/wire/credential.ts";
+import { encodeFrame, MAX_CREDENTIAL_FRAME_BYTES } from "../../src/wire/worker-protocol.ts";
 import { eventually } from "./eventually.ts";
 import { makeTempDir } from "./temp-dir.ts";
 

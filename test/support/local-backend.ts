@@ -5,33 +5,33 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { systemClock } from "../../src/clock.ts";
-import type { FaultPoints } from "../../src/fault-point.ts";
-import { silentLog } from "../../src/log.ts";
-import { type StateLayout, stateLayout } from "../../src/orchestration/layout.ts";
 import {
   createLocalBackend,
   type LocalBackend,
   type LocalBackendOptions,
-} from "../../src/orchestration/local/backend.ts";
+} from "../../src/adapters/backend-local/backend.ts";
 import {
   groupMayBeOurs,
   isAlive,
   readBootId,
   readProcStat,
-} from "../../src/orchestration/local/proc.ts";
+} from "../../src/adapters/backend-local/proc.ts";
+import { type StateLayout, stateLayout } from "../../src/core/layout.ts";
 import {
   externalHandle,
   mintSubmissionToken,
   type SubmissionToken,
-} from "../../src/orchestration/models.ts";
+} from "../../src/core/models.ts";
 import type {
   AllocationBackend,
   AllocationObservation,
   ObservationTarget,
   SubmitRequest,
-} from "../../src/orchestration/ports.ts";
-import { selfCommand } from "../../src/self-command.ts";
+} from "../../src/core/ports.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import type { FaultPoints } from "../../src/lib/fault-point.ts";
+import { silentLog } from "../../src/lib/log.ts";
+import { selfCommand } from "../../src/lib/self-command.ts";
 import { eventually } from "./eventually.ts";
 import { makeTempDir } from "./temp-dir.ts";
 

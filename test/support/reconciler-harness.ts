@@ -4,26 +4,6 @@
  */
 
 import { afterEach } from "bun:test";
-import { type ManualClock, manualClock } from "../../src/clock.ts";
-import { memoryLog } from "../../src/log.ts";
-import type { AttemptPreparer } from "../../src/orchestration/attempt-preparer.ts";
-import {
-  type Allocation,
-  attemptMessage,
-  type Reason,
-  type Workload,
-  type WorkloadKind,
-} from "../../src/orchestration/models.ts";
-import type { SubmitRequest } from "../../src/orchestration/ports.ts";
-import type { ProfileBreakerOptions } from "../../src/orchestration/reconciler/profile-breaker.ts";
-import {
-  type BarrierHooks,
-  createReconciler,
-  type Reconciler,
-  type ReconcilerStore,
-  type Timers,
-} from "../../src/orchestration/reconciler.ts";
-import { bindReconcilerStore } from "../../src/store/adapters/reconciler-store.ts";
 import {
   createWorkload,
   getWorkload,
@@ -32,7 +12,27 @@ import {
   openDatabase,
   requestStop,
   type StoreDeps,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
+import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
+import {
+  type Allocation,
+  attemptMessage,
+  type Reason,
+  type Workload,
+  type WorkloadKind,
+} from "../../src/core/models.ts";
+import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { ProfileBreakerOptions } from "../../src/core/reconciler/profile-breaker.ts";
+import {
+  type BarrierHooks,
+  createReconciler,
+  type Reconciler,
+  type ReconcilerStore,
+  type Timers,
+} from "../../src/core/reconciler.ts";
+import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
+import { memoryLog } from "../../src/lib/log.ts";
 import {
   createSimulatedBackend,
   type SimulatedBackend,

@@ -1,4 +1,4 @@
-import type { RunAs } from "../../src/orchestration/sandbox.ts";
+import type { RunAs } from "../../src/core/sandbox.ts";
 
 /** What the daemon would run jobs as in this test process: nobody as root, else null. */
 export const TEST_RUN_AS: RunAs | null =

@@ -1,5 +1,5 @@
 /**
- * INV-9's guard: every scheduler call goes through the broker (src/orchestration/slurm/
+ * INV-9's guard: every scheduler call goes through the broker (src/adapters/backend-slurm/
  * broker.ts). A function over a source tree, so a test can run it on a doctored copy too.
  *
  * What counts as starting a scheduler command, outside the broker, in code (comment lines
@@ -26,11 +26,11 @@ export const SCHEDULER_COMMANDS = [
 ] as const;
 
 /** The broker: the one place that starts scheduler commands. */
-export const BROKER_FILE = "orchestration/slurm/broker.ts";
+export const BROKER_FILE = "adapters/backend-slurm/broker.ts";
 
 /** Files whose shell text may run a scheduler command, each with why it is not the daemon's. */
 export const SHELL_TEXT_EXEMPT: Readonly<Record<string, string>> = {
-  "orchestration/slurm/batch-script.ts":
+  "adapters/backend-slurm/batch-script.ts":
     "the batch script's deadline squeue runs inside the job, on the node, as the job's uid, " +
     "once at its start and only about its own job id: no daemon process, and no broker there; " +
     "likewise the srun that starts a multi-task job's tasks inside its own allocation",

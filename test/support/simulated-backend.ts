@@ -15,7 +15,7 @@
  * returns Existing). `lookupBeforeSubmit: false` models a backend that does not, so a test
  * can prove the caller alone never puts two jobs behind one token.
  */
-import type { Clock } from "../../src/clock.ts";
+
 import {
   type ExternalHandle,
   externalHandle,
@@ -24,7 +24,7 @@ import {
   type Reason,
   type ResourceProfile,
   type SubmissionToken,
-} from "../../src/orchestration/models.ts";
+} from "../../src/core/models.ts";
 import type {
   AllocationBackend,
   AllocationObservation,
@@ -40,7 +40,8 @@ import type {
   SubmitResult,
   TerminalAllocationAcknowledger,
   TerminalFact,
-} from "../../src/orchestration/ports.ts";
+} from "../../src/core/ports.ts";
+import type { Clock } from "../../src/lib/clock.ts";
 import type { OptionalCapabilities } from "./fake-backend.ts";
 
 export type SubmitFault = "UNKNOWN_AFTER_CREATE" | "UNKNOWN_WITHOUT_CREATE" | "REJECT";

@@ -4,15 +4,15 @@
  * skipped otherwise with one line saying how to enable them.
  */
 import { join } from "node:path";
+import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import type {
   AllocationBackend,
   AllocationObservation,
   ObservationTarget,
-} from "../../src/orchestration/ports.ts";
-import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
-import type { ProgramRunner } from "../../src/process/runner.ts";
-import { createProgramRunner } from "../../src/process/runner.ts";
+} from "../../src/core/ports.ts";
+import type { ProgramRunner } from "../../src/lib/process-runner.ts";
+import { createProgramRunner } from "../../src/lib/process-runner.ts";
 import { eventually } from "./eventually.ts";
 import { loadTestCluster, type TestCluster } from "./slurm-cluster-config.ts";
 

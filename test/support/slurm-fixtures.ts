@@ -1,13 +1,13 @@
 /** Shared helpers for the Slurm backend tests (unit and real-cluster). */
 import { randomBytes } from "node:crypto";
+import type { PlacementCatalog, SlurmPlacement } from "../../src/adapters/backend-slurm/backend.ts";
 import {
   externalHandle,
   mintSubmissionToken,
   type ResourceProfile,
   type SubmissionToken,
-} from "../../src/orchestration/models.ts";
-import type { Launch, ObservationTarget, SubmitRequest } from "../../src/orchestration/ports.ts";
-import type { PlacementCatalog, SlurmPlacement } from "../../src/orchestration/slurm/backend.ts";
+} from "../../src/core/models.ts";
+import type { Launch, ObservationTarget, SubmitRequest } from "../../src/core/ports.ts";
 
 export function newToken(): SubmissionToken {
   return mintSubmissionToken((n) => new Uint8Array(randomBytes(n)));

@@ -1,10 +1,4 @@
 import { join } from "node:path";
-import { type ManualClock, manualClock } from "../../src/clock.ts";
-import {
-  mintSubmissionToken,
-  type WorkloadKind,
-  type WorkloadSpec,
-} from "../../src/orchestration/models.ts";
 import {
   applyTransition,
   createWorkload,
@@ -13,7 +7,13 @@ import {
   mintAttempt,
   openDatabase,
   type StoreDeps,
-} from "../../src/store/index.ts";
+} from "../../src/adapters/store-sqlite/index.ts";
+import {
+  mintSubmissionToken,
+  type WorkloadKind,
+  type WorkloadSpec,
+} from "../../src/core/models.ts";
+import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
 import { makeTempDir, removeDir } from "./temp-dir.ts";
 
 export interface TestStore {

@@ -6,9 +6,14 @@
  *
  * Usage: `bun test/support/wal-crash-writer.ts DB_PATH`
  */
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { createWorkload, openDatabase, startWalCheckpointer } from "../../src/store/index.ts";
+
+import {
+  createWorkload,
+  openDatabase,
+  startWalCheckpointer,
+} from "../../src/adapters/store-sqlite/index.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 
 const path = process.argv[2];
 if (path === undefined) throw new Error("usage: wal-crash-writer.ts DB_PATH");

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createCallRateHistory } from "../../src/api/ui/call-rate-history.ts";
+import { createCallRateHistory } from "../../src/servers/http/ui/call-rate-history.ts";
 import { harness } from "../support/api-harness.ts";
 
 describe("scheduler call history", () => {

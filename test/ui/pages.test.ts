@@ -4,7 +4,7 @@
  * token and no job environment in any page.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { getAllocation } from "../../src/store/index.ts";
+import { getAllocation } from "../../src/adapters/store-sqlite/index.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { newWorkload, startAttempt } from "../support/store-fixtures.ts";
 

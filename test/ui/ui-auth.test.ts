@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import type { Access } from "../../src/api/deps.ts";
-import { getWorkload } from "../../src/store/index.ts";
+import { getWorkload } from "../../src/adapters/store-sqlite/index.ts";
+import type { Access } from "../../src/servers/http/deps.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 
 const TOKEN = "s3cret-admin-token-0123456789abcdef";

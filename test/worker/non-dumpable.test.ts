@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { makeNonDumpable } from "../../src/worker/non-dumpable.ts";
+import { makeNonDumpable } from "../../src/apps/worker/non-dumpable.ts";
 
 const isRoot = process.geteuid?.() === 0;
-const MODULE = join(import.meta.dir, "..", "..", "src", "worker", "non-dumpable.ts");
+const MODULE = join(import.meta.dir, "..", "..", "src", "apps", "worker", "non-dumpable.ts");
 const AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"];
 
 describe("makeNonDumpable", () => {

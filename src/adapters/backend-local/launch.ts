@@ -1,0 +1,198 @@
+/**
+ * From a submitted request to the job record the supervisor runs: the checks a request must
+ * pass on this machine, the wrapped command line and its environment, and the paths the
+ * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
+ */
+import { isAbsolute } from "node:path";
+import { DEADLINE_ENV } from "../../core/deadline-env.ts";
+import { allocationLogPath } from "../../core/layout.ts";
+import type { ResourceProfile } from "../../core/models.ts";
+import type { SubmitRequest } from "../../core/ports.ts";
+import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../../core/reconciler/runway.ts";
+import type { LaunchWrapper, RunAs, SandboxPaths } from "../../core/sandbox.ts";
+import { HELPER_ENV } from "../isolation-bwrap/launch-argv.ts";
+import { jobLimitsFor, limitArgv } from "./job-limits.ts";
+import type { LimitEnforcement } from "./limit-enforcement.ts";
+import type { JobRecord } from "./records.ts";
+
+export const RANK_ENV = "OPENAI4S_RANK";
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Why this request cannot run here, or null. */
+export function validateLaunch(
+  request: SubmitRequest,
+  profiles: readonly ResourceProfile[],
+  sandboxed: boolean,
+  workerSocket: string | null = null,
+): string | null {
+  const profile = profiles.find((p) => p.name === request.profile);
+  if (profile === undefined) return `unknown profile ${JSON.stringify(request.profile)}`;
+  if (!profile.kinds.includes(request.workloadKind)) {
+    return `profile ${profile.name} does not offer ${request.workloadKind}`;
+  }
+  // Fail closed: a job promised no network never runs with the host's.
+  if (profile.network === "none" && !sandboxed) {
+    return `profile ${profile.name} has network "none", and this machine's backend has no sandbox to give a job its own network`;
+  }
+  if (profile.network === "none" && request.launch.kind === "WORKER" && workerSocket === null) {
+    return `profile ${profile.name} has network "none", and the worker gateway has no unix socket for its workers`;
+  }
+  const launch = request.launch;
+  switch (launch.kind) {
+    case "COMMAND":
+      if (launch.command.length === 0 || launch.command[0] === "") return "empty command";
+      // Admission refuses this first (local profiles allow one task); a launch that got
+      // here anyway would otherwise run once where the user asked for several ranks.
+      if (launch.tasks !== undefined && launch.tasks.count > 1) {
+        return `the local backend runs one task per workload; ${launch.tasks.count} requested`;
+      }
+      break;
+    case "WORKER":
+      if (!sandboxed) {
+        return "this machine's backend has no per-allocation sandbox; it cannot place sessions";
+      }
+      if (launch.ranks !== 1) return `only one node here; ${launch.ranks} ranks requested`;
+      if (launch.workerCommand.length === 0) return "empty worker command";
+      break;
+    default: {
+      const unreachable: never = launch;
+      return `unknown launch ${JSON.stringify(unreachable)}`;
+    }
+  }
+  for (const [name, value] of Object.entries(launch.env)) {
+    if (!ENV_NAME.test(name)) return `invalid environment variable name ${JSON.stringify(name)}`;
+    if (value.includes("\0")) return `environment variable ${name} contains a NUL byte`;
+  }
+  const limit = request.timeLimitSeconds;
+  if (limit !== null && !(Number.isFinite(limit) && limit > 0)) {
+    return `invalid time limit ${limit}`;
+  }
+  for (const p of [request.allocationDir, request.workspaceDir]) {
+    if (!isAbsolute(p)) return `not an absolute path: ${p}`;
+  }
+  return null;
+}
+
+export interface RecordContext {
+  readonly wrapper: LaunchWrapper;
+  /** PATH and LANG from the daemon's environment (HOME is the workspace). */
+  readonly baseEnv: Readonly<Record<string, string>>;
+  readonly profiles: readonly ResourceProfile[];
+  readonly killGraceMs: number;
+  /** Bound back read-only inside the sandbox (the program's own directories). */
+  readonly sandboxReadOnly: readonly string[];
+  readonly now: number;
+  /** How this machine holds jobs to their profile's memory, processes and CPUs. */
+  readonly limits: LimitEnforcement;
+  /** The worker gateway's unix socket, for workers of profiles without network. */
+  readonly workerSocket?: string | null;
+}
+
+/** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
+export function buildJobRecord(
+  request: SubmitRequest,
+  context: RecordContext,
+  /** Who the job runs as (`wrapper.prepare`'s answer); null: the daemon's uid. */
+  runAs: RunAs | null,
+): JobRecord {
+  const { wrapper, baseEnv, killGraceMs } = context;
+  const launch = request.launch;
+  const own = {
+    OPENAI4S_WORKLOAD_ID: request.workloadId,
+    OPENAI4S_ALLOCATION_ID: request.allocationId,
+    OPENAI4S_EPOCH: String(request.epoch),
+  };
+  let argv: readonly string[];
+  let env: Record<string, string>;
+  let credentialDir: string | null = null;
+  const profile = context.profiles.find((p) => p.name === request.profile);
+  const network = profile?.network ?? "host";
+  // Without network the worker cannot dial TCP: it gets the gateway's unix socket, bound in.
+  const socket = network === "none" ? (context.workerSocket ?? null) : null;
+  // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
+  // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
+  // and as root it would be root's.
+  const base = { ...baseEnv, HOME: request.workspaceDir };
+  switch (launch.kind) {
+    case "COMMAND":
+      argv = launch.command;
+      env = { ...base, ...launch.env, ...own };
+      break;
+    case "WORKER":
+      argv = [
+        ...launch.workerCommand,
+        "--rank-env",
+        RANK_ENV,
+        ...(socket === null ? [] : ["--gateway-socket", socket]),
+      ];
+      env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
+      credentialDir = launch.credentialDir;
+      break;
+    default: {
+      const unreachable: never = launch;
+      throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
+    }
+  }
+  const paths = sandboxPaths(request.workspaceDir, credentialDir, [
+    ...context.sandboxReadOnly,
+    ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
+  ]);
+  const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
+  const limits =
+    profile === undefined
+      ? undefined
+      : jobLimitsFor(request.token, profile, context.profiles, context.limits);
+  return {
+    version: 1,
+    token: request.token,
+    allocationId: request.allocationId,
+    workloadId: request.workloadId,
+    epoch: request.epoch,
+    // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
+    argv: [
+      ...limitArgv(
+        limits,
+        wrapper.wrap(
+          argv,
+          paths,
+          timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
+          runAs,
+          { network },
+        ),
+      ),
+    ],
+    env: { ...HELPER_ENV },
+    jobEnv: env,
+    cwd: request.workspaceDir,
+    allocationDir: request.allocationDir,
+    credentialDir,
+    stdoutPath: allocationLogPath(request.allocationDir, "stdout"),
+    stderrPath: allocationLogPath(request.allocationDir, "stderr"),
+    timeLimitSeconds,
+    // The profile's lead, or the same default the reconciler's TIME_LIMIT_NEAR uses.
+    warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
+    killGraceMs,
+    createdAt: context.now,
+    ...(limits === undefined ? {} : { limits }),
+    network,
+  };
+}
+
+/**
+ * The workspace writable, the credential directory read-only; the allocation directory
+ * (logs the supervisor writes, records the daemon reads) is not exposed at all.
+ */
+export function sandboxPaths(
+  workspaceDir: string,
+  credentialDir: string | null,
+  sandboxReadOnly: readonly string[],
+): SandboxPaths {
+  return {
+    writable: [workspaceDir],
+    readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
+  };
+}
+
+function unique(values: readonly string[]): string[] {
+  return [...new Set(values)];
+}

@@ -1,0 +1,285 @@
+/**
+ * The supervisor: one small process per local job, started detached (its own session, stdio
+ * on a file) so a `kill -9` of the daemon does not take it or the job with it. It is the only
+ * parent the job has, so it is the only process that can learn the job's exit status: that
+ * is why it, not the daemon, writes the exit record, and writes it durably before it exits
+ * (observers rely on that order to tell "finished" from "lost").
+ *
+ * Exactly-once: a supervisor first claims the job with link(2); a second supervisor for the
+ * same record (a daemon that restarted while the first was still starting) loses the race
+ * and exits without starting anything.
+ */
+import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
+import { publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
+import type { Log } from "../../lib/log.ts";
+import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
+import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
+import { jobDeadlineMs, signalName } from "./job-state.ts";
+import { identify, readProcStat, signalGroup } from "./proc.ts";
+import {
+  type Claim,
+  type ExitReason,
+  type ExitRecord,
+  JOB_FILES,
+  type JobRecord,
+  type JobStart,
+  jobRecordSchema,
+  readJobFile,
+} from "./records.ts";
+import { jobCgroupGuard } from "./supervisor-limits.ts";
+
+export interface SupervisorDeps {
+  readonly now: () => number;
+  readonly bootId: string;
+  readonly log: Log;
+  /** How the spool's free space is read when a job fails (tests replace it). */
+  readonly statfs?: StatFs;
+}
+
+type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
+
+const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
+/** Append, create 0600, never through a link (`"a"` would follow one). */
+const LOG_FLAGS =
+  constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW;
+
+/** Runs one job to its end. Returns the supervisor's own exit code. */
+export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<number> {
+  const record = readJobFile(dir, JOB_FILES.record, jobRecordSchema);
+  if (record === null) {
+    deps.log.error("no job record", { dir });
+    return 1;
+  }
+  const self = identify(process.pid, deps.bootId);
+  if (self === null) throw new Error("cannot read this process's own /proc entry");
+
+  // Installed BEFORE the claim: once the claim names this process, a cancel may signal it at
+  // any moment, and the default action (die) would leave a claimed job with no exit record.
+  let signalled = false;
+  let onStop: (reason: StopReason) => void = () => {};
+  const stopReasonFromSignal = (): StopReason =>
+    existsSync(join(dir, JOB_FILES.cancel)) ? "CANCELLED" : "TERMINATED";
+  const handler = () => {
+    signalled = true;
+    onStop(stopReasonFromSignal());
+  };
+  for (const s of STOP_SIGNALS) process.on(s, handler);
+  // Detached from any terminal, but a stray hangup must not kill the job's only witness.
+  const ignore = () => {};
+  process.on("SIGHUP", ignore);
+  try {
+    const claim: Claim = { kind: "Supervisor", ...self, claimedAt: deps.now() };
+    if (!publishExclusive(join(dir, JOB_FILES.claim), JSON.stringify(claim))) {
+      deps.log.info("job already claimed by another supervisor; not starting it", { dir });
+      return 0;
+    }
+    deps.log.info("claimed job", { dir, token: record.token });
+    if (signalled || existsSync(join(dir, JOB_FILES.cancel))) {
+      writeExit(dir, {
+        reason: signalled ? stopReasonFromSignal() : "CANCELLED",
+        exitCode: null,
+        signal: null,
+        message: "cancelled before it started",
+        startedAt: null,
+        endedAt: deps.now(),
+      });
+      return 0;
+    }
+    return await superviseJob(dir, record, deps, (install) => {
+      onStop = install;
+    });
+  } finally {
+    for (const s of STOP_SIGNALS) process.off(s, handler);
+    process.off("SIGHUP", ignore);
+  }
+}
+
+async function superviseJob(
+  dir: string,
+  record: JobRecord,
+  deps: SupervisorDeps,
+  setOnStop: (onStop: (reason: StopReason) => void) => void,
+): Promise<number> {
+  let proc: Bun.Subprocess<"ignore", number, number>;
+  const startedAt = deps.now();
+  const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
+  const limits = jobCgroupGuard(record.limits, deps.log);
+  try {
+    limits?.start();
+  } catch (error) {
+    // Fail closed: a job whose cgroup cannot be made does not run unlimited.
+    writeExit(dir, {
+      reason: "LAUNCH_FAILED",
+      exitCode: 126,
+      signal: null,
+      message: `could not create the job's cgroup: ${String(error)}`,
+      startedAt: null,
+      endedAt: deps.now(),
+    });
+    return 0;
+  }
+  try {
+    mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
+    mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
+    // O_NOFOLLOW: a log name that is a link is refused rather than appended through.
+    const out = openSync(record.stdoutPath, LOG_FLAGS, 0o600);
+    const err = openSync(record.stderrPath, LOG_FLAGS, 0o600);
+    try {
+      proc = Bun.spawn([...record.argv], {
+        cwd: record.cwd,
+        // The launch argv copies the deadline into the job's environment by name.
+        env:
+          deadline === null
+            ? { ...record.env }
+            : { ...record.env, [DEADLINE_ENV]: deadlineEnvValue(deadline) },
+        stdio: ["ignore", out, err],
+        // Its own session and process group: cancel and time limits signal the group, so
+        // grandchildren die with it.
+        detached: true,
+      });
+    } finally {
+      closeSync(out);
+      closeSync(err);
+    }
+  } catch (error) {
+    const code = (error as { readonly code?: unknown }).code;
+    writeExit(dir, {
+      // No room for even its log files: the spool's fault, not the command's.
+      reason: code === "ENOSPC" ? "SPOOL_FULL" : "LAUNCH_FAILED",
+      // The shell's conventions: 127 "command not found", 126 "cannot execute".
+      exitCode: code === "ENOENT" ? 127 : 126,
+      signal: null,
+      message: `could not start ${JSON.stringify(record.argv[0])}: ${String(error)}`,
+      startedAt: null,
+      endedAt: deps.now(),
+    });
+    return 0;
+  }
+  const group = proc.pid;
+  const leaderStat = readProcStat(group);
+  const jobStart: JobStart = {
+    pid: group,
+    startTicks: leaderStat?.startTicks ?? "0",
+    bootId: deps.bootId,
+    startedAt,
+  };
+  writeFileDurable(join(dir, JOB_FILES.job), JSON.stringify(jobStart));
+  deps.log.info("started job", { pid: group, argv0: record.argv[0] });
+
+  // Mutated from signal handlers and timers; an object so the compiler does not narrow it.
+  const state: {
+    exited: boolean;
+    stopReason: StopReason | null;
+    killTimer: ReturnType<typeof setTimeout> | null;
+  } = { exited: false, stopReason: null, killTimer: null };
+  limits?.watch(() => deps.log.warn("the job hit its memory limit; ending it", { group }));
+  const beginStop = (reason: StopReason) => {
+    if (state.exited || state.stopReason !== null) return;
+    state.stopReason = reason;
+    deps.log.info("stopping job group", { reason, group });
+    signalGroup(group, "SIGTERM");
+    state.killTimer = setTimeout(() => signalGroup(group, "SIGKILL"), record.killGraceMs);
+  };
+  setOnStop(beginStop);
+  // A signal that arrived while the job was being started is honoured now.
+  if (existsSync(join(dir, JOB_FILES.cancel))) beginStop("CANCELLED");
+  // Armed for the deadline the job was told and observers report, not for a full limit
+  // from now: the start above took time, and the job must not outlive what it was told.
+  const limitTimer =
+    deadline === null
+      ? null
+      : setTimeout(() => beginStop("TIME_LIMIT"), Math.max(0, deadline - deps.now()));
+
+  const warnTimer = warningTimer(record, startedAt, deadline, deps, () => {
+    if (state.exited || state.stopReason !== null) return;
+    deps.log.info("warning job group before its time limit", { group });
+    signalGroup(group, "SIGURG");
+  });
+
+  await proc.exited;
+  state.exited = true;
+  if (warnTimer !== null) clearTimeout(warnTimer);
+  if (limitTimer !== null) clearTimeout(limitTimer);
+  if (state.killTimer !== null) clearTimeout(state.killTimer);
+  // The allocation ends with its leader: background processes it left in the group would
+  // otherwise keep holding the machine with nobody accounting for them.
+  signalGroup(group, "SIGKILL");
+  // The cgroup holds what left the group too (bwrap's --new-session): killed, counted, removed.
+  const usage = limits === null ? null : await limits.finish();
+  const outOfMemory = state.stopReason === null && usage !== null && usage.oomKills > 0;
+
+  const finalReason: ExitReason = state.stopReason ?? (outOfMemory ? "OUT_OF_MEMORY" : "EXITED");
+  const signal = signalName(proc.signalCode);
+  const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
+  const why =
+    finalReason === "TIME_LIMIT"
+      ? ` after its time limit of ${record.timeLimitSeconds} s`
+      : finalReason === "CANCELLED"
+        ? " after a cancel request"
+        : finalReason === "TERMINATED"
+          ? " after its supervisor was signalled"
+          : "";
+  const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
+  const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
+  const note = usage === null || record.limits === undefined ? "" : pidsNote(record.limits, usage);
+  writeExit(dir, {
+    reason: full === null ? finalReason : "SPOOL_FULL",
+    exitCode: proc.exitCode,
+    signal,
+    message:
+      full !== null
+        ? `${how}; ${full}`
+        : outOfMemory && record.limits !== undefined && usage !== null
+          ? outOfMemoryMessage(record.limits, usage)
+          : `${how}${why}${note}`,
+    startedAt,
+    endedAt: deps.now(),
+  });
+  deps.log.info("job ended", {
+    reason: finalReason,
+    exitCode: proc.exitCode,
+    signal: proc.signalCode,
+  });
+  return 0;
+}
+
+/**
+ * SIGURG to the job's group before its deadline, as a cluster scheduler's --signal does: the
+ * lead is the record's, never more than half the job's time (a two-minute job is not warned
+ * as it starts), and the same instant the reconciler's TIME_LIMIT_NEAR event is due. SIGURG
+ * is ignored unless a process catches it, so a job that does not care is not disturbed.
+ */
+function warningTimer(
+  record: JobRecord,
+  startedAt: number,
+  deadline: number | null,
+  deps: SupervisorDeps,
+  warn: () => void,
+): ReturnType<typeof setTimeout> | null {
+  const leadSeconds = record.warnBeforeLimitSeconds ?? 0;
+  if (deadline === null || leadSeconds <= 0) return null;
+  const wholeMs = deadline - startedAt;
+  const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
+  return setTimeout(warn, Math.max(0, deadline - leadMs - deps.now()));
+}
+
+/**
+ * Why a failed job failed when the filesystem of its logs is full as it ends: it could not
+ * write (its log is often empty, the write of the error itself failed), and the user must
+ * not be told their code is at fault. Null when there is room, or when nobody can tell.
+ */
+function spoolFullNote(logDir: string, statfs: StatFs | undefined): string | null {
+  try {
+    const space = readSpace(logDir, statfs);
+    if (space.freeBytes >= FULL_BELOW_BYTES) return null;
+    return `the spool's filesystem was full when it ended (${formatBytes(space.freeBytes)} free of ${formatBytes(space.totalBytes)}): it could not write its files or logs`;
+  } catch {
+    return null;
+  }
+}
+
+function writeExit(dir: string, exit: ExitRecord): void {
+  writeFileDurable(join(dir, JOB_FILES.exit), JSON.stringify(exit));
+}

@@ -1,0 +1,432 @@
+/**
+ * The subprocess boundary: every sbatch, squeue, sacct, scancel and srun call the daemon or
+ * its CLI makes goes through here (check-config's `sbatch --test-only` included), with all
+ * the parsing (parse.ts), so INV-9 is checkable in one place; test/leak-guard/
+ * scheduler-calls.test.ts fails on a scheduler command spawned anywhere else in src/. The one
+ * call that cannot come here runs inside the job itself: the batch script's own squeue for
+ * its deadline (batch-script.ts says why).
+ *
+ * - argv arrays only, never a shell: a partition named `gpu; rm -rf /` is an argument. Values
+ *   are attached to their option (`--partition=VALUE`), so no value can be read as an option.
+ * - Job names and comments carry our identifiers into scheduler output and back out through
+ *   a parser: they are restricted to a character class without separators.
+ * - A credential-shaped environment variable name is refused outright: a job's environment is
+ *   readable by anyone who can run `scontrol show job`. A secret travels as the path to a
+ *   0600 file.
+ * - A job's environment is exactly the one we document, and the service account's login
+ *   environment never reaches it. Measured on 22.05: any `--export` other than the bare word
+ *   ALL (a list, `ALL,<list>`, NONE) makes sbatch set SLURM_GET_USER_ENV, so slurmd runs the
+ *   account's login shell and its dotfiles' variables (a pyenv PATH, a proxy) reach every job,
+ *   and a job start costs a login shell more. So sbatch and srun run with `--export=ALL` and
+ *   their own process environment IS the job's (jobEnvironment): the daemon's environment
+ *   never reaches a job, and the scheduler's commands are found through a separate search
+ *   path. Values are still held to what a `--export` list could carry (no comma, newline,
+ *   NUL, quote, ALL/NONE/NIL): a site wrapper may turn the environment back into a list.
+ * - Every call has a timeout that kills its whole process group, and output is drained under
+ *   a byte cap. A long-lived step's output is drained under its own cap and timeout, not the
+ *   control-command ones, so the transport does not kill the step it observes.
+ * - SlurmCommandError tells `timed_out` from `unreachable` (including no such command on
+ *   PATH) from a plain `refused`, and from `malformed` output. Swallowing "no scheduler on
+ *   PATH" as "no such job" once declared every running job lost: nothing here ever turns a
+ *   failure into an empty answer.
+ */
+
+import {
+  createProgramRunner,
+  type ProcessOutcome,
+  type ProcessRequest,
+  type ProgramRunner,
+} from "../../lib/process-runner.ts";
+import {
+  type AccountingQuery,
+  type ArgvResult,
+  type BatchSpec,
+  liveJobsArgv,
+  type StepSpec,
+  sacctArgv,
+  sbatchArgv,
+  scancelArgv,
+  squeueArgv,
+  srunArgv,
+  usageArgv,
+} from "./broker-argv.ts";
+import { jobEnvironment } from "./broker-validation.ts";
+import {
+  type AccountingRow,
+  type JobUsage,
+  type LiveJobRow,
+  type Parsed,
+  parseLiveJobs,
+  parseSacct,
+  parseSbatchParsable,
+  parseSqueue,
+  parseUsage,
+  type QueueRow,
+  type SqueueMemo,
+} from "./parse.ts";
+
+const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
+export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
+
+export type SlurmErrorKind =
+  /** The call did not finish in time; its group was killed. No answer. */
+  | "timed_out"
+  /** No answer: the command is not on PATH, or the controller/database could not be reached. */
+  | "unreachable"
+  /** An answer, and it is no: the scheduler (or our own validation, before any call) refused. */
+  | "refused"
+  /** Something came back, but not something we can read. No answer. */
+  | "malformed";
+
+export class SlurmCommandError extends Error {
+  override readonly name = "SlurmCommandError";
+  constructor(
+    readonly command: SlurmCommand,
+    readonly kind: SlurmErrorKind,
+    message: string,
+    readonly exitCode: number | null = null,
+  ) {
+    super(`${command}: ${kind}: ${message}`);
+  }
+}
+
+export type BrokerResult<T> =
+  | { readonly kind: "Answered"; readonly value: T }
+  | { readonly kind: "Failed"; readonly error: SlurmCommandError };
+
+// ---------------------------------------------------------------------------------------
+// Reading outcomes
+// ---------------------------------------------------------------------------------------
+
+/**
+ * Messages that mean "no answer": the controller, the database or the authentication daemon
+ * could not be reached, or the reply was lost. Matched case-insensitively against the tool's
+ * own error lines. sbatch's "Batch job submission failed: Socket timed out ..." is here on
+ * purpose: the job may well exist, so it must be Unknown, never Rejected.
+ */
+const UNREACHABLE_PATTERNS: readonly RegExp[] = [
+  /unable to contact slurm controller/i,
+  /socket timed out/i,
+  /connection refused/i,
+  /connection reset/i,
+  /connection timed out/i,
+  /communication connection failure/i,
+  /zero bytes were transmitted or received/i,
+  /problem talking to the database/i,
+  /persist(ent)?[ _]conn/i,
+  /slurmdbd.*(not responding|down|unavailable)/i,
+  /slurm_load_jobs error: (?!invalid job id)/i,
+  /temporarily unable/i,
+  /temporarily unavailable/i,
+  /transport endpoint/i,
+  /no route to host/i,
+  /network is unreachable/i,
+  /munge/i,
+  /authentication (error|failure)/i,
+  /protocol authentication/i,
+  /unable to (resolve|establish)/i,
+  /backup controller/i,
+  /could not (connect|establish)/i,
+  // The client could not read slurm.conf (an admin mid-edit, a shared file system hiccup):
+  // it never asked the controller, so a refused job would be a guess.
+  /unable to process configuration file/i,
+  /insane message length/i,
+];
+
+function errorLines(command: SlurmCommand, stderr: string): string {
+  if (command !== "srun") return stderr;
+  // A step's stderr is mostly the task's own output, which may say anything (a program
+  // printing "connection refused" is not a scheduler outage): only srun's lines count.
+  return stderr
+    .split("\n")
+    .filter((l) => l.startsWith("srun: error:") || l.startsWith("srun: fatal:"))
+    .join("\n");
+}
+
+export function isUnreachableMessage(text: string): boolean {
+  return UNREACHABLE_PATTERNS.some((p) => p.test(text));
+}
+
+function shorten(text: string): string {
+  const t = text.trim();
+  return t.length > 600 ? `${t.slice(0, 600)}...` : t;
+}
+
+export type Completed = Extract<ProcessOutcome, { kind: "Exited" }>;
+
+/**
+ * Turns a process outcome into "it ran to an exit" or a classified failure (never ran, ran out
+ * of time, said too much). Whether the exit means an answer is the next question.
+ */
+function classifyOutcome(
+  command: SlurmCommand,
+  outcome: ProcessOutcome,
+  limits: { readonly timeoutMs: number; readonly maxOutputBytes: number },
+): BrokerResult<Completed> {
+  switch (outcome.kind) {
+    case "NotFound":
+      return failed(command, "unreachable", outcome.message);
+    case "TimedOut":
+      return failed(command, "timed_out", `no answer within ${limits.timeoutMs} ms`);
+    case "Overflowed":
+      return failed(command, "malformed", `output exceeded ${limits.maxOutputBytes} bytes`);
+    case "Exited":
+      if (outcome.exitCode === null) {
+        const text = shorten(errorLines(command, outcome.stderr));
+        return failed(command, "unreachable", `ended by ${outcome.signal ?? "a signal"} ${text}`);
+      }
+      return { kind: "Answered", value: outcome };
+    default: {
+      const never: never = outcome;
+      throw new Error(`unhandled process outcome ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** Only exit 0 is an answer to parse; a nonzero exit is unreachable or refused by its text. */
+function requireSuccess(command: SlurmCommand, completed: Completed): BrokerResult<Completed> {
+  if (completed.exitCode === 0) return { kind: "Answered", value: completed };
+  const text = errorLines(command, completed.stderr);
+  const kind: SlurmErrorKind = isUnreachableMessage(text) ? "unreachable" : "refused";
+  return failed(
+    command,
+    kind,
+    shorten(text) || `exit code ${completed.exitCode}`,
+    completed.exitCode,
+  );
+}
+
+function failed<T>(
+  command: SlurmCommand,
+  kind: SlurmErrorKind,
+  message: string,
+  exitCode: number | null = null,
+): BrokerResult<T> {
+  return { kind: "Failed", error: new SlurmCommandError(command, kind, message, exitCode) };
+}
+
+function fromParsed<T>(command: SlurmCommand, parsed: Parsed<T>): BrokerResult<T> {
+  return parsed.kind === "Parsed"
+    ? { kind: "Answered", value: parsed.value }
+    : failed(command, "malformed", parsed.message);
+}
+
+// ---------------------------------------------------------------------------------------
+// The broker
+// ---------------------------------------------------------------------------------------
+
+export interface CancelAnswer {
+  /** Ids the scheduler no longer had or had already finished: nothing left to stop. */
+  readonly alreadyGone: readonly string[];
+}
+
+export interface StepOutcome {
+  /** The task's exit code (srun's own refusals are classified as `refused` instead). */
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly truncated: boolean;
+}
+
+export interface SlurmBroker {
+  submitBatch(spec: BatchSpec): Promise<BrokerResult<string>>;
+  /**
+   * One squeue for all these job names, in every state the controller still remembers. With
+   * a memo, a line printed as last time is not parsed again and yields the same row object.
+   */
+  listQueue(
+    names: readonly string[],
+    memo?: SqueueMemo,
+  ): Promise<BrokerResult<readonly QueueRow[]>>;
+  /** One sacct call. */
+  listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
+  /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
+  listLiveJobs(uid: number): Promise<BrokerResult<readonly LiveJobRow[]>>;
+  /** One sacct for what these ended jobs asked for and used (for a person-readable hint). */
+  listUsage(jobIds: readonly string[]): Promise<BrokerResult<readonly JobUsage[]>>;
+  /** One scancel for all these ids. */
+  cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
+  runStep(spec: StepSpec): Promise<BrokerResult<StepOutcome>>;
+  /**
+   * One `sbatch --test-only` (check-config --preflight): whatever sbatch said, exit code and
+   * all, for the caller to judge; Failed only when it said nothing (not found, timed out,
+   * killed, too much output). Refused before any call unless the argv asks for --test-only,
+   * so this path can never queue a job.
+   */
+  testSubmission(argv: readonly string[]): Promise<BrokerResult<Completed>>;
+  /** Calls made so far, by command (attempts that reached a process, whatever their end). */
+  callCounts(): Readonly<Record<SlurmCommand, number>>;
+}
+
+export interface SlurmBrokerOptions {
+  readonly runner?: ProgramRunner;
+  /**
+   * Where the scheduler's commands are found, and SLURM_CONF if the site uses one. Nothing
+   * else of the daemon's environment reaches the commands.
+   */
+  readonly path: string;
+  readonly slurmConf?: string;
+  /** For squeue, sacct, scancel and sbatch. */
+  readonly commandTimeoutMs?: number;
+  readonly maxOutputBytes?: number;
+}
+
+const DEFAULT_COMMAND_TIMEOUT_MS = 30_000;
+const DEFAULT_MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
+/** How long a step gets between SIGTERM (srun forwards it and ends the step) and SIGKILL. */
+const STEP_KILL_GRACE_MS = 3_000;
+
+/** The gone-already messages scancel prints for ids it has nothing to do for. */
+const SCANCEL_GONE_LINE = /already completing or completed|Invalid job id specified/i;
+
+/** srun's own refusals: the allocation is not there (any more) to hold a step. */
+const SRUN_REFUSED =
+  /srun: error: .*(Unable to create step|Unable to confirm allocation|Invalid job id|already completing or completed|has expired|not running|Requested node configuration is not available)/i;
+
+export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
+  const runner = options.runner ?? createProgramRunner();
+  const timeoutMs = options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+  const maxOutputBytes = options.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
+  const baseEnv: Readonly<Record<string, string>> = {
+    PATH: options.path,
+    // Fixed wording: the unreachable patterns are English.
+    LC_ALL: "C",
+    LANG: "C",
+    ...(options.slurmConf === undefined ? {} : { SLURM_CONF: options.slurmConf }),
+  };
+  // Listings print epoch seconds, so no time zone or locale decides what a timestamp means.
+  // Only for the listings: every SLURM_* variable of sbatch's environment reaches the job.
+  const listingEnv: Readonly<Record<string, string>> = { ...baseEnv, SLURM_TIME_FORMAT: "%s" };
+  const envFor = (command: SlurmCommand) =>
+    command === "squeue" || command === "sacct" ? listingEnv : baseEnv;
+  const counts: Record<SlurmCommand, number> = {
+    sbatch: 0,
+    squeue: 0,
+    sacct: 0,
+    scancel: 0,
+    srun: 0,
+  };
+
+  async function run(
+    command: SlurmCommand,
+    argv: ArgvResult,
+    overrides: Partial<
+      Pick<ProcessRequest, "timeoutMs" | "maxOutputBytes" | "overflow" | "killGraceMs" | "env">
+    > = {},
+  ): Promise<BrokerResult<Completed>> {
+    if (argv.kind === "Invalid") {
+      return failed(command, "refused", `refused before calling the scheduler: ${argv.message}`);
+    }
+    const request: ProcessRequest = {
+      program: command,
+      searchPath: options.path,
+      args: argv.argv,
+      env: envFor(command),
+      timeoutMs,
+      maxOutputBytes,
+      overflow: "fail",
+      killGraceMs: 0,
+      ...overrides,
+    };
+    counts[command] += 1;
+    return classifyOutcome(command, await runner.run(request), request);
+  }
+
+  /**
+   * A frozen list of names asked again (the change feed lists the same 10,000 names each
+   * tick) is validated and joined once: it cannot have changed since.
+   */
+  let lastQueue: { readonly names: readonly string[]; readonly argv: ArgvResult } | null = null;
+  function queueArgv(names: readonly string[]): ArgvResult {
+    if (lastQueue?.names === names) return lastQueue.argv;
+    const argv = squeueArgv(names);
+    lastQueue = Object.isFrozen(names) ? { names, argv } : null;
+    return argv;
+  }
+
+  async function query<T>(
+    command: SlurmCommand,
+    argv: ArgvResult,
+    parse: (stdout: string) => Parsed<T>,
+    env?: Readonly<Record<string, string>>,
+  ): Promise<BrokerResult<T>> {
+    const ran = await run(command, argv, env === undefined ? {} : { env });
+    if (ran.kind === "Failed") return ran;
+    const answered = requireSuccess(command, ran.value);
+    if (answered.kind === "Failed") return answered;
+    return fromParsed(command, parse(answered.value.stdout));
+  }
+
+  return {
+    submitBatch: (spec) =>
+      query(
+        "sbatch",
+        sbatchArgv(spec),
+        parseSbatchParsable,
+        jobEnvironment(spec.env, options.slurmConf),
+      ),
+    listQueue: (names, memo) =>
+      query("squeue", queueArgv(names), (stdout) => parseSqueue(stdout, memo)),
+    listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
+    listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
+    listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
+
+    async cancelJobs(jobIds) {
+      const ran = await run("scancel", scancelArgv(jobIds));
+      if (ran.kind === "Failed") return ran;
+      const answered = requireSuccess("scancel", ran.value);
+      if (answered.kind === "Answered") return { kind: "Answered", value: { alreadyGone: [] } };
+      if (answered.error.kind !== "refused") return answered;
+      // scancel exits 1 when any id was already finished or unknown, even though it cancelled
+      // the others. That is an answer ("nothing left to stop there") unless some other error
+      // is in the text too (permission denied is NOT a cancelled job).
+      const stderr = ran.value.stderr;
+      const errors = stderr.split("\n").filter((l) => /error/i.test(l));
+      const goneLines = errors.filter((l) => SCANCEL_GONE_LINE.test(l));
+      if (goneLines.length === 0 || goneLines.length !== errors.length) return answered;
+      const alreadyGone = goneLines.flatMap((l) => {
+        const id = /job id ([0-9]+)/i.exec(l)?.[1];
+        return id === undefined ? [] : [id];
+      });
+      return { kind: "Answered", value: { alreadyGone } };
+    },
+
+    async runStep(spec) {
+      const ran = await run("srun", srunArgv(spec), {
+        timeoutMs: spec.timeoutMs,
+        maxOutputBytes: spec.maxOutputBytes,
+        overflow: "truncate",
+        killGraceMs: STEP_KILL_GRACE_MS,
+        env: jobEnvironment(spec.env, options.slurmConf),
+      });
+      if (ran.kind === "Failed") return ran;
+      const { exitCode, stdout, stderr, truncated } = ran.value;
+      if (exitCode !== 0) {
+        // A nonzero exit is usually the task's own; it is srun failing only when srun's own
+        // error lines say so.
+        const own = errorLines("srun", stderr);
+        if (isUnreachableMessage(own)) {
+          return failed("srun", "unreachable", shorten(own), exitCode);
+        }
+        if (SRUN_REFUSED.test(own)) return failed("srun", "refused", shorten(own), exitCode);
+      }
+      return {
+        kind: "Answered",
+        value: { exitCode: exitCode ?? 1, stdout, stderr, truncated: truncated.length > 0 },
+      };
+    },
+
+    testSubmission(argv) {
+      if (!argv.includes("--test-only")) {
+        return Promise.resolve(
+          failed("sbatch", "refused", "refused before calling the scheduler: not a --test-only"),
+        );
+      }
+      return run("sbatch", { kind: "Valid", argv });
+    },
+
+    callCounts() {
+      return { ...counts };
+    },
+  };
+}

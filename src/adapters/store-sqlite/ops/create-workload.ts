@@ -1,0 +1,145 @@
+import { eq } from "drizzle-orm";
+import type { Allocation, Workload } from "../../../core/models.ts";
+import type {
+  CreateWorkloadInput,
+  CreateWorkloadResult,
+} from "../../../core/ports/admission-store.ts";
+import type { PrincipalUsage } from "../../../core/principals.ts";
+import type { StoreDeps } from "../deps.ts";
+import { toWorkload } from "../rows.ts";
+import { workloads } from "../schema.ts";
+import { insertAttempt } from "./mint-attempt.ts";
+
+/**
+ * Inserts a workload and its first event in one transaction, with its first attempt (token
+ * and allocation) when the input carries one, or answers KeyTaken (writing nothing) when
+ * another workload already holds the Idempotency-Key: two requests with one key can both
+ * find nothing and both insert, and the unique index lets one through. Only that index's
+ * conflict is expected; any other (an id collision) still throws.
+ *
+ * Plain SQL compiled once per connection, not drizzle builders: this is on the path from
+ * POST to the scheduler's queue, where re-rendering and re-preparing the statements cost
+ * more than the commit itself.
+ */
+export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): CreateWorkloadResult {
+  const now = deps.clock.now();
+  const sqlite = deps.db.$client;
+  const first = input.firstAttempt ?? null;
+  return sqlite.transaction((): CreateWorkloadResult => {
+    const phase = first === null ? "PENDING" : "SUBMITTING";
+    const epoch = first === null ? 0 : 1;
+    const message = first === null ? null : first.message;
+    const lastActiveAt = input.kind === "SESSION" ? now : null;
+    const owner = input.owner ?? null;
+    if (owner !== null && input.withinLimits !== undefined) {
+      // In the same transaction as the insert: bun:sqlite runs it to the end before any
+      // other request's, so concurrent submissions cannot all see the same usage.
+      const exceeded = input.withinLimits(ownerUsage(sqlite, owner));
+      if (exceeded !== null) return { kind: "OverLimit", exceeded };
+    }
+    const specJson = JSON.stringify(input.spec);
+    const inserted = sqlite
+      .query<
+        never,
+        [
+          string,
+          string,
+          string,
+          string,
+          string,
+          string,
+          string | null,
+          number,
+          number,
+          string | null,
+          string | null,
+          number,
+          number,
+          number | null,
+          string | null,
+          number,
+          number,
+        ]
+      >(
+        "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+      )
+      .run(
+        input.id,
+        input.kind,
+        input.name,
+        input.profile,
+        specJson,
+        phase,
+        message,
+        epoch,
+        input.maxAttempts,
+        input.idempotencyKey,
+        input.requestHash,
+        now,
+        now,
+        lastActiveAt,
+        owner,
+        input.cpus ?? 0,
+        input.gpus ?? 0,
+      );
+    if (inserted.changes === 0) return keyTaken(deps, input.idempotencyKey);
+    sqlite
+      .query<never, [string, number]>(
+        "INSERT INTO events (workload_id, at, phase, message) VALUES (?, ?, 'PENDING', 'accepted')",
+      )
+      .run(input.id, now);
+    const attempt: Allocation | null =
+      first === null ? null : insertAttempt(sqlite, { ...first, workloadId: input.id, epoch, now });
+    // Exactly the row just inserted: the columns not named above keep their defaults.
+    const workload: Workload = {
+      id: input.id,
+      kind: input.kind,
+      name: input.name,
+      profile: input.profile,
+      spec: JSON.parse(specJson),
+      specRevision: 1,
+      phase,
+      reason: null,
+      message,
+      desired: { kind: "RUN" },
+      executionEpoch: epoch,
+      maxAttempts: input.maxAttempts,
+      exitCode: null,
+      idempotencyKey: input.idempotencyKey,
+      createdAt: now,
+      updatedAt: now,
+      lastActiveAt,
+      owner,
+    };
+    return { kind: "Created", workload, attempt };
+  })();
+}
+
+/** The owner's live workloads and what they hold, over the workloads_owner_live index. */
+function ownerUsage(sqlite: StoreDeps["db"]["$client"], owner: string): PrincipalUsage {
+  const row = sqlite
+    .query<{ sessions: number; batch: number; cpus: number; gpus: number }, [string]>(
+      `SELECT coalesce(sum(kind = 'SESSION'), 0) AS sessions, coalesce(sum(kind = 'BATCH'), 0) AS batch,
+       coalesce(sum(cpus), 0) AS cpus, coalesce(sum(gpus), 0) AS gpus
+       FROM workloads WHERE owner = ? AND (${LIVE_PHASES_SQL})`,
+    )
+    .get(owner);
+  return row ?? { sessions: 0, batch: 0, cpus: 0, gpus: 0 };
+}
+
+/** Spelled as the workloads_owner_live index's predicate, so SQLite can use the index. */
+const LIVE_PHASES_SQL =
+  "phase = 'PENDING' OR phase = 'SUBMITTING' OR phase = 'QUEUED' OR phase = 'RUNNING' OR phase = 'STOPPING'";
+
+/** Read inside the transaction that lost the insert: the winner's row, as committed. */
+function keyTaken(deps: StoreDeps, key: string | null): CreateWorkloadResult {
+  const winner =
+    key === null
+      ? undefined
+      : deps.db.select().from(workloads).where(eq(workloads.idempotencyKey, key)).get();
+  if (!winner) throw new Error("insert returned no row");
+  return {
+    kind: "KeyTaken",
+    existing: { workload: toWorkload(winner), requestHash: winner.requestHash },
+  };
+}

@@ -1,0 +1,124 @@
+import {
+  type Allocation,
+  type Condition,
+  type ConditionStatus,
+  type ConditionType,
+  type DesiredState,
+  externalHandle,
+  isPhase,
+  isReason,
+  type Phase,
+  type Reason,
+  submissionToken,
+  type TransitionEvent,
+  type Workload,
+  type WorkloadKind,
+  type WorkloadSpec,
+} from "../../core/models.ts";
+import type { allocations, conditions, events, workloads } from "./schema.ts";
+
+type WorkloadRow = typeof workloads.$inferSelect;
+type AllocationRow = typeof allocations.$inferSelect;
+type EventRow = typeof events.$inferSelect;
+type ConditionRow = typeof conditions.$inferSelect;
+
+// A row that does not parse is a corrupted store or a schema bug: throw, do not guess.
+export function parsePhase(value: string): Phase {
+  if (!isPhase(value)) throw new Error(`store holds unknown phase ${JSON.stringify(value)}`);
+  return value;
+}
+
+export function parseReason(value: string | null): Reason | null {
+  if (value === null) return null;
+  if (!isReason(value)) throw new Error(`store holds unknown reason ${JSON.stringify(value)}`);
+  return value;
+}
+
+export function parseWorkloadKind(value: string): WorkloadKind {
+  if (value !== "SESSION" && value !== "BATCH") {
+    throw new Error(`store holds unknown workload kind ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+// Shared and frozen: nearly every live workload wants to run, and a per-row copy of this is
+// 10,000 allocations per reconciler tick for nothing.
+const RUN: DesiredState = Object.freeze({ kind: "RUN" });
+
+export function parseDesired(
+  desired: string,
+  stopReason: string | null,
+  stopMessage: string | null,
+): DesiredState {
+  if (desired === "RUN") return RUN;
+  return {
+    kind: "STOP",
+    reason: parseReason(stopReason) ?? "USER_CANCELLED",
+    message: stopMessage ?? "",
+  };
+}
+
+export function toWorkload(row: WorkloadRow): Workload {
+  return {
+    id: row.id,
+    kind: parseWorkloadKind(row.kind),
+    name: row.name,
+    profile: row.profile,
+    spec: JSON.parse(row.specJson) as WorkloadSpec,
+    specRevision: row.specRevision,
+    phase: parsePhase(row.phase),
+    reason: parseReason(row.reason),
+    message: row.message,
+    desired: parseDesired(row.desired, row.stopReason, row.stopMessage),
+    executionEpoch: row.executionEpoch,
+    maxAttempts: row.maxAttempts,
+    exitCode: row.exitCode,
+    idempotencyKey: row.idempotencyKey,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+    lastActiveAt: row.lastActiveAt,
+    owner: row.owner,
+  };
+}
+
+export function toAllocation(row: AllocationRow): Allocation {
+  return {
+    id: row.id,
+    workloadId: row.workloadId,
+    epoch: row.epoch,
+    token: submissionToken(row.token),
+    handle: row.handle === null ? null : externalHandle(row.handle),
+    phase: parsePhase(row.phase),
+    reason: parseReason(row.reason),
+    message: row.message,
+    exitCode: row.exitCode,
+    submittedAt: row.submittedAt,
+    startedAt: row.startedAt,
+    endedAt: row.endedAt,
+    acknowledgedAt: row.acknowledgedAt,
+    deadlineAt: row.deadlineAt,
+    deadlineWarnedAt: row.deadlineWarnedAt,
+    ...(row.arraySize === null ? {} : { arraySize: row.arraySize }),
+  };
+}
+
+export function toEvent(row: EventRow): TransitionEvent {
+  return {
+    workloadId: row.workloadId,
+    allocationId: row.allocationId,
+    at: row.at,
+    phase: parsePhase(row.phase),
+    reason: parseReason(row.reason),
+    message: row.message,
+  };
+}
+
+export function toCondition(row: ConditionRow): Condition {
+  return {
+    type: row.type as ConditionType,
+    status: row.status as ConditionStatus,
+    reason: row.reason,
+    message: row.message,
+    lastTransitionTime: row.lastTransitionTime,
+  };
+}

@@ -1,0 +1,115 @@
+import { Database } from "bun:sqlite";
+import { closeSync, fsyncSync, openSync, rmSync, writeSync } from "node:fs";
+import { resolve } from "node:path";
+import { type Command, UsageError } from "../../lib/command/command.ts";
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  createClientCommand,
+  printJson,
+  reportFailure,
+  systemRuntime,
+} from "./client.ts";
+
+const HELP = `Usage: openai4s backup DEST
+
+Take a consistent copy of the daemon's store (SQLite) while it runs, and write it to DEST.
+DEST must not exist: a backup never overwrites anything. The copy is checked with
+PRAGMA integrity_check before the command reports success.
+
+The copy alone does not make a working daemon: keep the files it names beside it, as
+privately as the copy itself (the admin token; the signing key of worker credentials,
+which exists once the worker gateway was on).
+Restoring is described in docs/operations.md.
+
+${CLIENT_OPTIONS_HELP}`;
+
+/** `NAME PATH` header values: the files to keep beside the copy. */
+const KEEP_BESIDE_HEADER = "Openai4s-Keep-Beside";
+
+function integrity(path: string): string {
+  const db = new Database(path, { readonly: true });
+  try {
+    const rows = db.query("PRAGMA integrity_check").all() as Record<string, string>[];
+    return rows.map((r) => Object.values(r)[0]).join("; ");
+  } finally {
+    db.close();
+  }
+}
+
+function createBackupCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return createClientCommand(runtime, {
+    name: "backup",
+    summary: "Copy the daemon's store while it runs (refuses to overwrite)",
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
+      const [given, ...extra] = positionals;
+      if (given === undefined) throw new UsageError("backup: DEST is required");
+      if (extra.length > 0) throw new UsageError(`backup: unexpected argument "${extra[0]}"`);
+      const dest = resolve(runtime.cwd(), given);
+      const client = connect();
+      let fd: number;
+      try {
+        // O_EXCL: the existence check and the creation are one step; 0600: the store holds
+        // every workload's command and environment.
+        fd = openSync(dest, "wx", 0o600);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === "EEXIST") {
+          throw new UsageError(`backup: ${given} exists; a backup never overwrites a file`);
+        }
+        io.stderr(`openai4s backup: cannot create ${given}: ${(error as Error).message}\n`);
+        return 1;
+      }
+      let written = 0;
+      let ok = false;
+      try {
+        const result = await client.stream("/v1/backup", "POST");
+        if (result.kind !== "Ok") return reportFailure("backup", result, io, json);
+        for await (const chunk of result.body) {
+          let offset = 0;
+          while (offset < chunk.byteLength) offset += writeSync(fd, chunk, offset);
+          written += chunk.byteLength;
+        }
+        fsyncSync(fd);
+        closeSync(fd);
+        fd = -1;
+        const check = integrity(dest);
+        if (check !== "ok") {
+          io.stderr(`openai4s backup: the copy failed integrity_check: ${check}\n`);
+          return 1;
+        }
+        ok = true;
+        const keep = (result.headers.get(KEEP_BESIDE_HEADER) ?? "")
+          .split(",")
+          .map((v) => v.trim())
+          .filter((v) => v !== "")
+          .map((v) => {
+            const cut = v.indexOf(" ");
+            return { name: v.slice(0, cut), path: v.slice(cut + 1) };
+          });
+        if (json) {
+          printJson(io, { path: dest, bytes: written, integrityCheck: check, keepBeside: keep });
+          return 0;
+        }
+        io.stdout(
+          [
+            `backup written to ${dest} (${written} bytes, integrity_check ok)`,
+            "Keep beside it (a restored daemon needs them; they are secrets):",
+            ...keep.map((k) => `  ${k.name.padEnd(12)} ${k.path}`),
+            "Restore: docs/operations.md, section Backup and restore.",
+            "",
+          ].join("\n"),
+        );
+        return 0;
+      } finally {
+        if (fd >= 0) closeSync(fd);
+        // Never leave a partial or broken copy that looks like a backup.
+        if (!ok) rmSync(dest, { force: true });
+      }
+    },
+  });
+}
+
+export const backupCommand = createBackupCommand();

@@ -1,0 +1,575 @@
+/**
+ * What every client command shares: where the daemon is (`--server`, `$OPENAI4S_SERVER`,
+ * else the default socket of the default state dir), the token (`--token-file`,
+ * `$OPENAI4S_TOKEN`), one request function that turns transport failures and problem+json
+ * into values, and the rendering of problems for humans.
+ */
+import { join, resolve } from "node:path";
+import type { ParseArgsConfig } from "node:util";
+import {
+  type Command,
+  type CommandIo,
+  ConnectionLost,
+  UsageError,
+} from "../../lib/command/command.ts";
+import { parseStrict } from "../../lib/command/parse-args.ts";
+import type { EventView, ListedProfileView, WorkloadView } from "../../servers/http/views.ts";
+import { resolveStateDir } from "../daemon/state-dir-path.ts";
+
+const SERVER_ENV = "OPENAI4S_SERVER";
+const TOKEN_ENV = "OPENAI4S_TOKEN";
+
+export type ServerAddress =
+  | { readonly kind: "unix"; readonly path: string }
+  | { readonly kind: "http"; readonly baseUrl: string };
+
+/** The process-level things a client command touches, injectable for tests. */
+export interface ClientRuntime {
+  readonly fetch: (url: string, init: RequestInit & { unix?: string }) => Promise<Response>;
+  readonly homeDir: () => string;
+  readonly cwd: () => string;
+  readonly readFile: (path: string) => string;
+  /** Whether stdout is a terminal (live status lines) . */
+  readonly isTty: () => boolean;
+  readonly sleep: (ms: number) => Promise<void>;
+  /** Epoch milliseconds. */
+  readonly now: () => number;
+}
+
+// `node:fs` and `node:os` are loaded when first needed, not imported: each costs a client
+// command about a millisecond of start-up, and most calls read no file (bench/startup.bench.ts).
+export const systemRuntime: ClientRuntime = {
+  fetch: (url, init) => fetch(url, init),
+  homeDir: () => process.getBuiltinModule("node:os").homedir(),
+  cwd: () => process.cwd(),
+  readFile: (path) => process.getBuiltinModule("node:fs").readFileSync(path, "utf8"),
+  isTty: () => process.stdout.isTTY === true,
+  sleep: (ms) => Bun.sleep(ms),
+  now: () => Date.now(),
+};
+
+/** Options every client command accepts. */
+const CLIENT_OPTIONS = {
+  server: { type: "string" },
+  "token-file": { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const satisfies NonNullable<ParseArgsConfig["options"]>;
+
+export const CLIENT_OPTIONS_HELP = `Connection:
+  --server ADDR        unix:PATH or http://HOST:PORT (else $OPENAI4S_SERVER, else the
+                       socket of the default state dir).
+  --token-file FILE    Token for a TCP server: the admin's or a principal's (else
+                       $OPENAI4S_TOKEN).
+  --json               Print the API's JSON body instead of text.
+  -h, --help           Show this help.
+Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.
+`;
+
+type CommandOptions = NonNullable<ParseArgsConfig["options"]>;
+
+/** parseArgs, strict, with every failure turned into a usage error naming the command. */
+function parseCommandArgs<const O extends CommandOptions>(
+  command: string,
+  args: readonly string[],
+  options: O,
+) {
+  return parseStrict(command, args, { ...CLIENT_OPTIONS, ...options });
+}
+
+interface ClientOptionValues {
+  readonly server?: string | undefined;
+  readonly "token-file"?: string | undefined;
+  readonly json?: boolean | undefined;
+  readonly help?: boolean | undefined;
+}
+
+/** What a client command's body gets: its parsed arguments and a way to reach the daemon. */
+export type ClientInvocation<O extends CommandOptions> = ReturnType<typeof parseCommandArgs<O>> & {
+  readonly io: CommandIo;
+  /** `--json`: print the API's body instead of text. */
+  readonly json: boolean;
+  /**
+   * Resolves `--server` and `--token-file` into a client. Called by the body after its own
+   * argument checks, so that a bad argument is reported as such and not as whatever the
+   * connection flags happen to get wrong.
+   */
+  readonly connect: () => ApiClient;
+};
+
+export interface ClientCommandSpec<O extends CommandOptions> {
+  readonly name: string;
+  readonly summary: string;
+  /** Printed for `-h`/`--help` (exit 0) instead of running the command. */
+  readonly help: string;
+  /** The command's own options; the connection options are added to them. */
+  readonly options: O;
+  readonly run: (invocation: ClientInvocation<O>) => Promise<number>;
+}
+
+/**
+ * A command that talks to the daemon. Every such command parses its arguments the same way
+ * (strictly, usage errors naming the command), answers `--help` the same way, and resolves
+ * the connection flags the same way: one place, so that no command drifts from the others.
+ */
+export function createClientCommand<const O extends CommandOptions>(
+  runtime: ClientRuntime,
+  spec: ClientCommandSpec<O>,
+): Command {
+  return {
+    name: spec.name,
+    summary: spec.summary,
+    async run(args, io) {
+      const parsed = parseCommandArgs(spec.name, args, spec.options);
+      // The CLIENT_OPTIONS are in every parse; TypeScript cannot see that through generic O.
+      const common = parsed.values as ClientOptionValues;
+      if (common.help) {
+        io.stdout(spec.help);
+        return 0;
+      }
+      return spec.run({
+        ...parsed,
+        io,
+        json: common.json === true,
+        connect: () => connect(common, io, runtime),
+      });
+    },
+  };
+}
+
+export function resolveServer(
+  flag: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  runtime: Pick<ClientRuntime, "homeDir" | "cwd">,
+): ServerAddress {
+  const fromFlag = flag !== undefined;
+  const raw = flag ?? (env[SERVER_ENV] === "" ? undefined : env[SERVER_ENV]);
+  if (raw === undefined) {
+    const stateDir = resolveStateDir({
+      flag: undefined,
+      env,
+      homeDir: runtime.homeDir(),
+      cwd: runtime.cwd(),
+    });
+    return { kind: "unix", path: join(stateDir.path, "api.sock") };
+  }
+  const where = fromFlag ? "--server" : `$${SERVER_ENV}`;
+  if (raw.startsWith("unix:")) {
+    const path = raw.slice("unix:".length);
+    if (path === "") throw new UsageError(`${where}: unix: needs a socket path`);
+    return { kind: "unix", path: resolve(runtime.cwd(), path) };
+  }
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`${where}: "${raw}" is neither unix:PATH nor http://HOST:PORT`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UsageError(`${where}: "${raw}" is neither unix:PATH nor http://HOST:PORT`);
+  }
+  return { kind: "http", baseUrl: url.origin };
+}
+
+export function resolveToken(
+  flag: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+  runtime: Pick<ClientRuntime, "readFile" | "cwd">,
+): string | null {
+  if (flag !== undefined) {
+    let text: string;
+    try {
+      text = runtime.readFile(resolve(runtime.cwd(), flag));
+    } catch (error) {
+      throw new UsageError(`--token-file: cannot read ${flag}: ${(error as Error).message}`);
+    }
+    const token = text.trim();
+    if (token === "") throw new UsageError(`--token-file: ${flag} is empty`);
+    return token;
+  }
+  const fromEnv = env[TOKEN_ENV];
+  return fromEnv === undefined || fromEnv === "" ? null : fromEnv.trim();
+}
+
+export interface Problem {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+  readonly detail: string;
+  readonly errors?: readonly { readonly path: string; readonly message: string }[];
+  readonly reason?: string;
+}
+
+export type ApiResult<T> =
+  | { readonly kind: "Ok"; readonly status: number; readonly body: T }
+  | { readonly kind: "Problem"; readonly status: number; readonly problem: Problem }
+  /** No HTTP answer at all: the daemon is not running, the socket is wrong, a proxy died. */
+  | { readonly kind: "Unreachable"; readonly message: string };
+
+export type StreamResult =
+  | {
+      readonly kind: "Ok";
+      readonly status: number;
+      readonly body: ReadableStream<Uint8Array>;
+      readonly headers: Headers;
+    }
+  | Exclude<ApiResult<never>, { readonly kind: "Ok" }>;
+
+export interface ApiClient {
+  readonly server: ServerAddress;
+  request<T>(
+    method: "GET" | "POST" | "DELETE",
+    path: string,
+    options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
+  ): Promise<ApiResult<T>>;
+  /**
+   * As `request`, but a success is the Response itself, its body unread: for answers that
+   * stream (server-sent events). Failures are read and returned as problems, as `request` does.
+   */
+  open(
+    method: "GET" | "POST" | "DELETE",
+    path: string,
+    options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
+  ): Promise<ApiResult<Response>>;
+  /** A request whose successful body is streamed (job output, a backup), not parsed. */
+  stream(path: string, method?: "GET" | "POST"): Promise<StreamResult>;
+  /** A raw body (a file, streamed by the runtime) sent with `method`; the answer parsed. */
+  send<T>(method: "PUT" | "DELETE", path: string, body: Blob | null): Promise<ApiResult<T>>;
+}
+
+function describeServer(server: ServerAddress): string {
+  return server.kind === "unix" ? `unix:${server.path}` : server.baseUrl;
+}
+
+export function createClient(
+  server: ServerAddress,
+  token: string | null,
+  runtime: Pick<ClientRuntime, "fetch">,
+): ApiClient {
+  async function send(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    options: RequestOptions,
+  ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
+    const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
+    if (token !== null) headers["Authorization"] = `Bearer ${token}`;
+    if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    if (options.raw !== undefined) headers["Content-Type"] = "application/octet-stream";
+    const init: RequestInit & { unix?: string } = {
+      method,
+      headers,
+      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
+      ...(options.raw !== undefined ? { body: options.raw } : {}),
+      ...(server.kind === "unix" ? { unix: server.path } : {}),
+    };
+    // Over a unix socket the host part is a formality; the path is what routes.
+    const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
+    try {
+      return await runtime.fetch(url, init);
+    } catch (error) {
+      return { kind: "Unreachable", message: unreachableMessage(server, error) };
+    }
+  }
+
+  async function parsed<T>(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    options: RequestOptions,
+  ): Promise<ApiResult<T>> {
+    const response = await send(method, path, options);
+    if (!(response instanceof Response)) return response;
+    const text = await readText(response, server);
+    if (typeof text !== "string") return text;
+    let body: unknown;
+    try {
+      body = text === "" ? null : JSON.parse(text);
+    } catch {
+      body = null;
+    }
+    if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
+    return toProblem(response, text, body);
+  }
+
+  return {
+    server,
+    send<T>(method: "PUT" | "DELETE", path: string, body: Blob | null) {
+      return parsed<T>(method, path, body === null ? {} : { raw: body });
+    },
+    async request<T>(
+      method: "GET" | "POST" | "DELETE",
+      path: string,
+      options: RequestOptions = {},
+    ): Promise<ApiResult<T>> {
+      return parsed<T>(method, path, options);
+    },
+    async open(method: "GET" | "POST", path: string, options: RequestOptions = {}) {
+      const response = await send(method, path, options);
+      if (!(response instanceof Response)) return response;
+      if (response.ok) {
+        const body = response.body === null ? null : guarded(response.body, server);
+        return { kind: "Ok", status: response.status, body: new Response(body, response) };
+      }
+      return readProblem(response, server);
+    },
+    async stream(path: string, method: "GET" | "POST" = "GET") {
+      const response = await send(method, path, {});
+      if (!(response instanceof Response)) return response;
+      if (response.ok && response.body !== null) {
+        return {
+          kind: "Ok",
+          status: response.status,
+          body: guarded(response.body, server),
+          headers: response.headers,
+        };
+      }
+      return readProblem(response, server);
+    },
+  };
+}
+
+type RequestOptions = {
+  readonly body?: unknown;
+  /** A raw body (an upload): Bun streams a file-backed Blob from disk. */
+  readonly raw?: Blob;
+  readonly headers?: Readonly<Record<string, string>>;
+};
+
+/** The message for an answer cut off mid-way. */
+function lostMessage(server: ServerAddress, error: unknown): string {
+  const code = (error as { readonly code?: unknown } | null)?.code;
+  return `the connection to the daemon at ${describeServer(server)} was lost before its answer was complete${typeof code === "string" ? ` (${code})` : ""}; it may have stopped or restarted`;
+}
+
+/** A whole answer as text, or Unreachable when the connection dropped mid-body. */
+async function readText(
+  response: Response,
+  server: ServerAddress,
+): Promise<string | { readonly kind: "Unreachable"; readonly message: string }> {
+  try {
+    return await response.text();
+  } catch (error) {
+    return { kind: "Unreachable", message: lostMessage(server, error) };
+  }
+}
+
+/**
+ * A streamed answer whose read error, when the connection drops, is a ConnectionLost (one
+ * line, exit 1) instead of the runtime's TypeError, which crashed the command with a
+ * source listing.
+ */
+function guarded(
+  body: ReadableStream<Uint8Array>,
+  server: ServerAddress,
+): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let next: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        throw new ConnectionLost(lostMessage(server, error));
+      }
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/** A failed answer's body as a problem (JSON when it is JSON, else its text). */
+async function readProblem(response: Response, server: ServerAddress) {
+  const text = await readText(response, server);
+  if (typeof text !== "string") return text;
+  let body: unknown = null;
+  try {
+    body = JSON.parse(text);
+  } catch {}
+  return toProblem(response, text, body);
+}
+
+function toProblem(
+  response: Response,
+  text: string,
+  body: unknown,
+): { readonly kind: "Problem"; readonly status: number; readonly problem: Problem } {
+  if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
+  return {
+    kind: "Problem",
+    status: response.status,
+    problem: {
+      type: "about:blank",
+      title: response.statusText || "Error",
+      status: response.status,
+      detail: text.slice(0, 500) || `HTTP ${response.status}`,
+    },
+  };
+}
+
+/**
+ * No HTTP answer. The usual cause over a unix socket is a daemon that is not running there
+ * (no socket file, or a stale one nobody listens on): say that, and how to point the client
+ * elsewhere, instead of the runtime's guess about typos in a URL.
+ */
+function unreachableMessage(server: ServerAddress, error: unknown): string {
+  const code = (error as { readonly code?: unknown } | null)?.code;
+  const where = describeServer(server);
+  if (server.kind === "unix" && (code === "ENOENT" || code === "ECONNREFUSED")) {
+    return `no daemon is running at ${where} (start one with \`openai4s serve\`, or point at it with --server unix:PATH or $${SERVER_ENV})`;
+  }
+  if (server.kind === "http" && code === "ECONNREFUSED") {
+    return `no daemon is listening at ${where} (check --server or $${SERVER_ENV})`;
+  }
+  return `cannot reach the daemon at ${where}: ${(error as Error).message}`;
+}
+
+function isProblem(body: unknown): body is Problem {
+  if (body === null || typeof body !== "object") return false;
+  const b = body as Record<string, unknown>;
+  return typeof b["title"] === "string" && typeof b["status"] === "number";
+}
+
+/** Connection flags to a client; usage errors name the flag. */
+export function connect(
+  values: Pick<ClientOptionValues, "server" | "token-file">,
+  io: CommandIo,
+  runtime: ClientRuntime,
+): ApiClient {
+  const server = resolveServer(values.server, io.env, runtime);
+  const token = resolveToken(values["token-file"], io.env, runtime);
+  return createClient(server, token, runtime);
+}
+
+export function renderProblem(command: string, problem: Problem): string {
+  const lines = [`openai4s ${command}: ${problem.detail || problem.title}`];
+  if (problem.reason !== undefined) lines.push(`  reason: ${problem.reason}`);
+  for (const e of problem.errors ?? []) lines.push(`  ${e.path || "(body)"}: ${e.message}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * 400 and 401 are the caller's input or configuration (exit 2); everything else the daemon
+ * refused or failed is an operation that failed (exit 1).
+ */
+export function problemExitCode(status: number): 1 | 2 {
+  return status === 400 || status === 401 || status === 413 ? 2 : 1;
+}
+
+/**
+ * Reports a non-Ok result and returns its exit code. With --json the problem body is the
+ * output, exactly as the API sent it.
+ */
+export function reportFailure(
+  command: string,
+  result: Exclude<ApiResult<unknown>, { kind: "Ok" }>,
+  io: CommandIo,
+  json: boolean,
+): number {
+  switch (result.kind) {
+    case "Unreachable":
+      io.stderr(`openai4s ${command}: ${result.message}\n`);
+      return 1;
+    case "Problem":
+      if (json) io.stdout(`${JSON.stringify(result.problem, null, 2)}\n`);
+      else io.stderr(renderProblem(command, result.problem));
+      return problemExitCode(result.status);
+    default: {
+      const never: never = result;
+      throw new Error(`unhandled result ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+export function printJson(io: CommandIo, body: unknown): void {
+  io.stdout(`${JSON.stringify(body, null, 2)}\n`);
+}
+
+/** Fixed-width columns for human output; the last column is not padded. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd();
+  return `${[line(header), ...rows.map(line)].join("\n")}\n`;
+}
+
+/**
+ * The shapes of INTERFACE.md the client reads: the daemon's own view types (type-only, so
+ * nothing of the server is loaded), one definition of the wire format for both ends.
+ */
+export type WorkloadBody = WorkloadView;
+export type ProfileBody = ListedProfileView;
+export type EventBody = EventView;
+
+/** The profile to use when none was named: `default` if it fits, else the first that does. */
+async function pickProfile(
+  client: ApiClient,
+  kind: "BATCH" | "SESSION",
+): Promise<ApiResult<string | null>> {
+  const result = await client.request<{ profiles: readonly ProfileBody[] }>("GET", "/v1/profiles");
+  if (result.kind !== "Ok") return result;
+  const fitting = result.body.profiles.filter((p) => p.kinds.includes(kind));
+  const chosen = fitting.find((p) => p.name === "default") ?? fitting[0];
+  return { kind: "Ok", status: result.status, body: chosen?.name ?? null };
+}
+
+export interface NewWorkload {
+  /** The command as the user typed it, for messages: `submit`, `session start`. */
+  readonly command: string;
+  readonly kind: "BATCH" | "SESSION";
+  /** Every field of the request body but `kind` and `profile`. */
+  readonly fields: Readonly<Record<string, unknown>>;
+  /** `--profile`; when absent, `pickProfile` chooses one for `kind`. */
+  readonly profile: string | undefined;
+  readonly idempotencyKey: string | undefined;
+}
+
+/**
+ * `POST /v1/workloads` for `submit` and `session start`, which differ only in the body they
+ * build: picks the profile when none was named, sends the idempotency key, and prints the
+ * new workload's id (its body with --json). Returns the exit code.
+ */
+export async function createWorkload(
+  client: ApiClient,
+  workload: NewWorkload,
+  io: CommandIo,
+  json: boolean,
+): Promise<number> {
+  const { command, kind } = workload;
+  let profile = workload.profile;
+  if (profile === undefined) {
+    const picked = await pickProfile(client, kind);
+    if (picked.kind !== "Ok") return reportFailure(command, picked, io, json);
+    if (picked.body === null) {
+      io.stderr(`openai4s ${command}: the daemon offers no profile that accepts ${kind}\n`);
+      return 1;
+    }
+    profile = picked.body;
+  }
+  const key = workload.idempotencyKey;
+  const result = await client.request<WorkloadBody>("POST", "/v1/workloads", {
+    body: { kind, ...workload.fields, profile },
+    ...(key !== undefined ? { headers: { "Idempotency-Key": key } } : {}),
+  });
+  if (result.kind !== "Ok") return reportFailure(command, result, io, json);
+  if (json) printJson(io, result.body);
+  else io.stdout(`${result.body.id}\n`);
+  return 0;
+}
+
+/** Validates a workload id argument's presence (its existence is the daemon's answer). */
+export function oneId(command: string, positionals: readonly string[]): string {
+  if (positionals.length === 0) throw new UsageError(`${command}: a workload ID is required`);
+  if (positionals.length > 1) {
+    throw new UsageError(`${command}: unexpected argument "${positionals[1]}"`);
+  }
+  return positionals[0] as string;
+}
+
+export function encodeId(id: string): string {
+  return encodeURIComponent(id);
+}

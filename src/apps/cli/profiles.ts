@@ -1,0 +1,88 @@
+import { type Command, UsageError } from "../../lib/command/command.ts";
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  createClientCommand,
+  type ProfileBody,
+  printJson,
+  reportFailure,
+  systemRuntime,
+  table,
+} from "./client.ts";
+import { formatDuration } from "./duration.ts";
+
+const HELP = `Usage: openai4s profiles
+
+List the profiles the daemon's backend offers: what each accepts and grants.
+
+${CLIENT_OPTIONS_HELP}`;
+
+export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return createClientCommand(runtime, {
+    name: "profiles",
+    summary: "List the profiles the daemon's backend offers",
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
+      if (positionals.length > 0) {
+        throw new UsageError(`profiles: unexpected argument "${positionals[0]}"`);
+      }
+      const client = connect();
+      const result = await client.request<{ profiles: readonly ProfileBody[] }>(
+        "GET",
+        "/v1/profiles",
+      );
+      if (result.kind !== "Ok") return reportFailure("profiles", result, io, json);
+      if (json) {
+        printJson(io, result.body);
+        return 0;
+      }
+      const profiles = result.body.profiles;
+      io.stdout(
+        table(
+          [
+            "NAME",
+            "KINDS",
+            "NODES",
+            "TASKS",
+            "CPUS",
+            "GPUS",
+            "MEMORY",
+            "TIME LIMIT",
+            "DESCRIPTION",
+          ],
+          profiles.map((p) => [
+            p.name,
+            p.kinds.map((k) => (p.placement[k]?.placeable === false ? `${k}*` : k)).join(","),
+            String(p.resources.nodes),
+            // The most tasks (`submit --tasks`) a BATCH may ask for; an older daemon: one.
+            String(p.resources.maxTasks ?? 1),
+            String(p.resources.cpus),
+            String(p.resources.gpus),
+            p.resources.memoryMb === null ? "-" : `${p.resources.memoryMb} MB`,
+            p.resources.timeLimitSeconds === null
+              ? "-"
+              : formatDuration(p.resources.timeLimitSeconds),
+            p.description,
+          ]),
+        ),
+      );
+      // Why a kind cannot be placed now, once per distinct reason: the table stays narrow.
+      const notNow = new Map<string, string>();
+      for (const p of profiles) {
+        for (const [kind, place] of Object.entries(p.placement)) {
+          if (place?.placeable === false) {
+            notNow.set(
+              `${kind}*`,
+              `${kind}* cannot be placed now (${place.reason}): ${place.message}`,
+            );
+          }
+        }
+      }
+      for (const line of notNow.values()) io.stdout(`${line}\n`);
+      return 0;
+    },
+  });
+}
+
+export const profilesCommand = createProfilesCommand();

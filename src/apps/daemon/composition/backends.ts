@@ -1,0 +1,310 @@
+/**
+ * The backend registry (`openai4s serve --backend NAME`). Adding a backend is adding one
+ * entry: `serve --help`, the validation of --backend and the daemon all read this table.
+ * The one file outside src/adapters/backend-slurm/ that may name the scheduler, because it is
+ * where backends are chosen and wired (INV-2: the leak guard exempts this file and that
+ * folder by path, nothing else of the composition root): the rest of the composition gets
+ * what it needs from a cluster backend as parameters.
+ */
+
+import { createLocalBackend, LOCAL_BACKEND_NAME } from "../../../adapters/backend-local/backend.ts";
+import { detectLimitEnforcement } from "../../../adapters/backend-local/limit-enforcement.ts";
+import { localProfiles } from "../../../adapters/backend-local/profiles.ts";
+import { rewriteRecordPaths } from "../../../adapters/backend-local/records.ts";
+import {
+  createSlurmBackend,
+  DEFAULT_JOB_PATH,
+  type PlacementCatalog,
+  RANK_ENV as SLURM_RANK_ENV,
+  TASK_ENV as SLURM_TASK_ENV,
+} from "../../../adapters/backend-slurm/backend.ts";
+import { ARRAY_INDEX_ENV, DEADLINE_ENV } from "../../../adapters/backend-slurm/batch-script.ts";
+import { createSlurmBroker } from "../../../adapters/backend-slurm/broker.ts";
+import { loadClusterPlacements } from "../../../adapters/backend-slurm/cluster-config.ts";
+import {
+  createOrphanSweeper,
+  loadOwnerId,
+} from "../../../adapters/backend-slurm/orphan-sweeper.ts";
+import {
+  hiddenNamesOf,
+  withPublicMessages,
+} from "../../../adapters/backend-slurm/public-messages.ts";
+import {
+  verifiedInBackground,
+  withoutSessionIsolation,
+} from "../../../core/isolation/decorators.ts";
+import type { StateLayout } from "../../../core/layout.ts";
+import { workerGatewayListenFromEnv } from "../../../core/ports/worker-gateway.ts";
+import type { AllocationBackend, OrphanPolicy } from "../../../core/ports.ts";
+import {
+  type BackendContext,
+  type BackendCreation,
+  type BackendEntry,
+  type BackgroundService,
+  verifierService,
+} from "./context.ts";
+import { type SandboxReadOnly, sandboxReadOnlyFromEnv } from "./sandbox-read-only.ts";
+import {
+  LOCAL_ISOLATION_INTERVAL_MS,
+  localSessionIsolation,
+  PROBE_JOB_TIME_LIMIT_SECONDS,
+  PROBE_PROFILE,
+  withClusterSessionIsolation,
+} from "./session-isolation.ts";
+import { workerSocketPath } from "./worker-socket.ts";
+
+export {
+  type CheckedProfile,
+  type ConfigPreflight,
+  checkClusterConfig,
+  preflightClusterConfig,
+} from "../../../adapters/backend-slurm/cluster-config.ts";
+
+export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
+
+export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
+  [LOCAL_BACKEND_NAME]: {
+    describe:
+      "this machine: jobs run as local process groups, in bubblewrap when it verifies; SESSIONs too with the worker gateway on",
+    async create(context) {
+      if (context.clusterConfigPath !== null) {
+        return {
+          kind: "ConfigError",
+          message: `--cluster-config is for a cluster backend; the ${LOCAL_BACKEND_NAME} backend takes none`,
+        };
+      }
+      const configured = localProfiles(context.env);
+      if (configured.kind === "ConfigError") return configured;
+      const backendDir = context.layout.backendDir(LOCAL_BACKEND_NAME);
+      const limits = detectLimitEnforcement({ env: context.env, backendDir });
+      const options = {
+        profiles: configured.profiles,
+        backendDir,
+        spoolDir: context.layout.spool,
+        limits,
+        // Only with the gateway on: a profile without network then refuses sessions, named.
+        ...(workerGatewayListenFromEnv(context.env).kind === "Enabled"
+          ? { workerSocket: workerSocketPath(context.layout) }
+          : {}),
+        selfCommand: context.selfCommand,
+        clock: context.clock,
+        log: context.log,
+        hostEnv: context.env,
+        faults: context.faults,
+        identities: context.identities,
+      };
+      const extra = sandboxReadOnly(context);
+      if (extra.kind === "ConfigError") return extra;
+      const isolation = await localSessionIsolation(context, extra.dirs);
+      let backend: AllocationBackend;
+      const services: BackgroundService[] = [];
+      switch (isolation.kind) {
+        case "Sessions": {
+          const verified = verifiedInBackground({
+            backend: createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            sandbox: isolation.sandbox,
+            log: context.log,
+            intervalMs: LOCAL_ISOLATION_INTERVAL_MS,
+          });
+          backend = verified.backend;
+          services.push(verifierService(verified.verifier));
+          break;
+        }
+        case "SandboxOnly":
+          // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
+          backend = withoutSessionIsolation(
+            createLocalBackend({ ...options, sandbox: isolation.sandbox }),
+            isolation.message,
+          );
+          break;
+        case "Unavailable":
+          backend = withoutSessionIsolation(createLocalBackend(options), isolation.message);
+          break;
+        default: {
+          const never: never = isolation;
+          throw new Error(`unhandled isolation ${JSON.stringify(never)}`);
+        }
+      }
+      return { kind: "Created", backend, services };
+    },
+  },
+  // The Slurm backend (slurm backend's section). Jobs go through sbatch/squeue/sacct/scancel/
+  // srun found on the daemon's PATH, with SLURM_CONF passed through when set; nothing else of
+  // the daemon's environment reaches them or the jobs. Session isolation (bubblewrap on the
+  // launch line, verified on the nodes) is added by the sessions engine's section below.
+  slurm: {
+    requiresSpoolDir: true,
+    describe:
+      "a Slurm cluster through sbatch/squeue/sacct on PATH (SLURM_CONF honoured); needs --cluster-config FILE and --spool-dir DIR",
+    async create(context) {
+      if (context.clusterConfigPath === null) {
+        return {
+          kind: "ConfigError",
+          message: "the slurm backend needs --cluster-config FILE (see cluster.toml.example)",
+        };
+      }
+      const placements = loadClusterPlacements(context.clusterConfigPath);
+      if (placements.kind === "ConfigError") return placements;
+      const extra = sandboxReadOnly(context);
+      if (extra.kind === "ConfigError") return extra;
+      const slurmConf = context.env["SLURM_CONF"];
+      const broker = createSlurmBroker({
+        path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
+        ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
+      });
+      const sweep = orphanSweepFromEnv(context.env);
+      if (sweep.kind === "ConfigError") return sweep;
+      let ownerId: string;
+      try {
+        ownerId = loadOwnerId(context.layout.backendDir("slurm"));
+      } catch (error) {
+        return { kind: "ConfigError", message: `the daemon's owner id: ${String(error)}` };
+      }
+      const knownTokens = context.knownTokens;
+      const sweeper =
+        knownTokens === undefined
+          ? null
+          : createOrphanSweeper({
+              broker,
+              ownerId,
+              uid: process.getuid?.() ?? 0,
+              policy: sweep.policy,
+              intervalMs: sweep.intervalSeconds * 1000,
+              knownTokens,
+              clock: context.clock,
+              log: context.log,
+            });
+      // Scheduler text reaches workload messages and the API: rewritten so no partition,
+      // QoS or account name leaves the daemon (the log keeps the original).
+      // The isolation probe's backend carries no owner id: its jobs have no allocation row,
+      // and the orphan sweep must never report or cancel a probe that is running.
+      const build = (catalog: PlacementCatalog, owned: boolean) =>
+        withPublicMessages(
+          createSlurmBackend({
+            broker,
+            placements: catalog,
+            clock: context.clock,
+            log: context.log,
+            ...(owned ? { ownerId } : {}),
+            ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
+          }),
+          hiddenNamesOf(placements.catalog),
+        );
+      const slurmBackend = build(placements.catalog, true);
+      // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
+      // probe on its own smallest placement (a backend over a one-entry catalog).
+      const probeBackend = (sessionProfile: string) =>
+        build(probePlacements(placements.catalog, sessionProfile), false);
+      const isolated = await withClusterSessionIsolation(
+        context,
+        slurmBackend,
+        probeBackend,
+        {
+          rankEnv: SLURM_RANK_ENV,
+          taskEnv: SLURM_TASK_ENV,
+          // UTF-8 whatever the node's default: Python's preferred encoding follows LANG.
+          baseEnv: { PATH: DEFAULT_JOB_PATH, LANG: "C.UTF-8" },
+          // The batch script exports the job's deadline (runway) before the launch line.
+          // An array element's index, set by the batch script and the scheduler: inherited
+          // by name, so a single job (where neither is set) is given nothing new.
+          launchEnv: [DEADLINE_ENV, ARRAY_INDEX_ENV, "SLURM_ARRAY_TASK_ID"],
+        },
+        extra.dirs,
+      );
+      return {
+        kind: "Created",
+        backend: isolated.backend,
+        services: [...isolated.services, ...(sweeper === null ? [] : [sweeper])],
+      };
+    },
+  },
+};
+
+/**
+ * The smallest placement the session profile's partition accepts, for the isolation probe:
+ * the same partition, QoS and account (the probe must land where sessions land), one node,
+ * one CPU, no GPUs, the cluster's default memory and the probe's short limit. A probe with
+ * the session profile's full placement took GPUs every 10 minutes (issue 8).
+ */
+function probePlacements(catalog: PlacementCatalog, sessionProfile: string): PlacementCatalog {
+  const base = catalog.placement(sessionProfile);
+  return {
+    profiles: () => [],
+    placement: (name) =>
+      name === PROBE_PROFILE && base !== null
+        ? {
+            ...base,
+            nodes: 1,
+            cpus: 1,
+            gpus: 0,
+            memoryMb: null,
+            timeLimitSeconds: PROBE_JOB_TIME_LIMIT_SECONDS,
+          }
+        : null,
+  };
+}
+
+/** The admin's extra read-only sandbox directories; the state dir and spool are masked. */
+function sandboxReadOnly(context: BackendContext): SandboxReadOnly {
+  return sandboxReadOnlyFromEnv(context.env, [context.layout.root, context.layout.spool]);
+}
+
+/** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
+const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
+/** `OPENAI4S_ORPHAN_SWEEP_SECONDS`: how often it sweeps (it also sweeps at start). */
+const ORPHAN_SWEEP_SECONDS_ENV = "OPENAI4S_ORPHAN_SWEEP_SECONDS";
+const DEFAULT_ORPHAN_SWEEP_SECONDS = 300;
+
+function orphanSweepFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+):
+  | { readonly kind: "Sweep"; readonly policy: OrphanPolicy; readonly intervalSeconds: number }
+  | { readonly kind: "ConfigError"; readonly message: string } {
+  const policy = env[ORPHAN_POLICY_ENV] ?? "report";
+  if (policy !== "report" && policy !== "cancel") {
+    return { kind: "ConfigError", message: `${ORPHAN_POLICY_ENV} must be report or cancel` };
+  }
+  const rawSeconds = env[ORPHAN_SWEEP_SECONDS_ENV];
+  const intervalSeconds =
+    rawSeconds === undefined || rawSeconds === ""
+      ? DEFAULT_ORPHAN_SWEEP_SECONDS
+      : Number(rawSeconds);
+  if (!Number.isInteger(intervalSeconds) || intervalSeconds < 1 || intervalSeconds > 86_400) {
+    return {
+      kind: "ConfigError",
+      message: `${ORPHAN_SWEEP_SECONDS_ENV} must be a whole number of seconds in 1..86400`,
+    };
+  }
+  return { kind: "Sweep", policy, intervalSeconds };
+}
+
+/**
+ * The state-dir split (issue 8) moved the workloads' files from `fromPrefix` to `toPrefix`:
+ * each backend's durable records that name paths are rewritten to follow. Only the local
+ * backend keeps such records; a cluster's running jobs follow the rename by inode.
+ */
+export function migrateBackendRecords(
+  layout: StateLayout,
+  fromPrefix: string,
+  toPrefix: string,
+): void {
+  rewriteRecordPaths(layout.backendDir(LOCAL_BACKEND_NAME), fromPrefix, toPrefix);
+}
+
+function backendNames(): readonly string[] {
+  return Object.keys(BACKENDS);
+}
+
+export async function createBackend(
+  name: string,
+  context: BackendContext,
+): Promise<BackendCreation> {
+  const entry = Object.hasOwn(BACKENDS, name) ? BACKENDS[name] : undefined;
+  if (!entry) {
+    return {
+      kind: "ConfigError",
+      message: `unknown backend "${name}" (known: ${backendNames().join(", ")})`,
+    };
+  }
+  return entry.create(context);
+}

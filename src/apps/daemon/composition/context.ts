@@ -1,0 +1,87 @@
+/**
+ * What a backend is built from and what building one answers: the types the registry
+ * (backends.ts), the isolation policy (session-isolation.ts) and the daemon share.
+ */
+
+import type {
+  BackgroundVerifier,
+  VerifierSchedule,
+} from "../../../core/isolation/background-verifier.ts";
+import type { StateLayout } from "../../../core/layout.ts";
+import type { SubmissionToken } from "../../../core/models.ts";
+import type { IsolationVerdictStore } from "../../../core/ports/isolation-verdict-store.ts";
+import type { AllocationBackend } from "../../../core/ports.ts";
+import type { JobIdentities } from "../../../core/sandbox.ts";
+import type { Clock } from "../../../lib/clock.ts";
+import type { FaultPoints } from "../../../lib/fault-point.ts";
+import type { Log } from "../../../lib/log.ts";
+
+/** Everything a backend may be built from; the daemon fills it once at start. */
+export interface BackendContext {
+  readonly layout: StateLayout;
+  /** `--cluster-config FILE`, resolved to an absolute path; null when not given. */
+  readonly clusterConfigPath: string | null;
+  /** How to re-invoke this binary (src/lib/self-command.ts). */
+  readonly selfCommand: readonly string[];
+  readonly clock: Clock;
+  readonly log: Log;
+  /** The daemon's environment (PATH, HOME and LANG for local jobs). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Crash-test fault points, read from the environment once by the daemon. */
+  readonly faults: FaultPoints;
+  /**
+   * Who each job runs as: a leased uid per workload or one account (`serve --run-as`) when
+   * the daemon is root; its own uid otherwise (in a user namespace when sandboxed).
+   */
+  readonly identities: JobIdentities;
+  /** When background isolation probes run (tests fire them by hand); default: timers. */
+  readonly isolationSchedule?: VerifierSchedule;
+  /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
+  readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
+  /** Where a cluster's Verified isolation verdict is kept across restarts; absent: nowhere. */
+  readonly isolationVerdicts?: IsolationVerdictStore;
+  /** This daemon binary (version and executable identity), stored with such a verdict. */
+  readonly binary?: string;
+}
+
+/** Something a backend runs beside the reconciler (the orphan sweep), started and stopped with the daemon. */
+export interface BackgroundService {
+  start(): void;
+  stop(): Promise<void>;
+}
+
+/**
+ * An isolation verifier as a service: stopped with the daemon, and waited for, so a probe
+ * still in flight neither keeps its timer nor writes into a spool being removed.
+ */
+export function verifierService(verifier: BackgroundVerifier): BackgroundService {
+  return {
+    start() {
+      // Started when it was made: the first verdict is needed before the daemon listens.
+    },
+    async stop() {
+      verifier.stop();
+      await verifier.settled();
+    },
+  };
+}
+
+export type BackendCreation =
+  | {
+      readonly kind: "Created";
+      readonly backend: AllocationBackend;
+      readonly services?: readonly BackgroundService[];
+    }
+  /** A configuration problem the admin must fix: `serve` exits 2 with this message. */
+  | { readonly kind: "ConfigError"; readonly message: string };
+
+export interface BackendEntry {
+  /** One line for `serve --help`. */
+  readonly describe: string;
+  /**
+   * The spool must be named (`--spool-dir`): the nodes must share it, and a default beside
+   * the private dir on the daemon's local disk would not be shared.
+   */
+  readonly requiresSpoolDir?: boolean;
+  create(context: BackendContext): Promise<BackendCreation>;
+}

@@ -1,0 +1,205 @@
+/**
+ * The daemon's working parts, built in one place: the store's ports, the backend (by name,
+ * guarded by live allocations), the sessions engine, the attempt preparers and the
+ * reconciler. The daemon starts and stops what this returns; it binds no adapter and builds
+ * no part itself.
+ */
+import { join } from "node:path";
+import {
+  type IdentityChoice,
+  type IdentityDatabase,
+  systemIdentityDatabase,
+} from "../../../adapters/isolation-bwrap/run-as.ts";
+import {
+  fixedIdentities,
+  leasedIdentities,
+  namedIdsOf,
+} from "../../../adapters/isolation-bwrap/uid-leases.ts";
+import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
+import { observeTransitions } from "../../../adapters/metrics/transition-observer.ts";
+import { batchPreparer } from "../../../adapters/spool/batch-preparer.ts";
+import { sessionsDisabledPreparer } from "../../../adapters/spool/session-preparer.ts";
+import type { StoreDeps } from "../../../adapters/store-sqlite/deps.ts";
+import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
+import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
+import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
+import type { AdmissionStore } from "../../../core/ports/admission-store.ts";
+import type { AllocationBackend } from "../../../core/ports.ts";
+import { preparerByKind } from "../../../core/preparer-by-kind.ts";
+import { createReconciler, type Reconciler } from "../../../core/reconciler.ts";
+import type { JobIdentities } from "../../../core/sandbox.ts";
+import type { Clock } from "../../../lib/clock.ts";
+import type { FaultPoints } from "../../../lib/fault-point.ts";
+import type { Log } from "../../../lib/log.ts";
+import { createBackend } from "./backends.ts";
+import { binaryIdentity } from "./binary-identity.ts";
+import type { BackgroundService } from "./context.ts";
+import { profileBreakerFromEnv } from "./profile-breaker-config.ts";
+import { composeSessions, type SessionsComponent } from "./sessions.ts";
+import { bindStores } from "./stores.ts";
+
+export interface CoreConfig {
+  readonly backendName: string;
+  readonly layout: StateLayout;
+  readonly store: StoreDeps;
+  readonly faults: FaultPoints;
+  readonly clusterConfigPath: string | null;
+  readonly selfCommand: readonly string[];
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Who jobs run as, as chosen at start (`serve --run-as`, `--uid-range`). */
+  readonly identity: IdentityChoice;
+  /** `serve --allow-unsandboxed-batch`: BATCH runs as the daemon's uid without a sandbox. */
+  readonly allowUnsandboxedBatch?: boolean;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Where the reconciler, the store observer and the sessions engine record figures. */
+  readonly metrics: DaemonMetrics;
+  readonly tickIntervalMs?: number;
+  readonly pacing?: {
+    readonly minIntervalMs?: number;
+    readonly maxIntervalMs?: number;
+    readonly maxCommandsInFlight?: number;
+  };
+}
+
+export interface Core {
+  readonly backend: AllocationBackend;
+  readonly reconciler: Reconciler;
+  /** Null when sessions are off (no worker gateway). */
+  readonly sessions: SessionsComponent | null;
+  /** The backend's own background work (the orphan sweep, isolation verifiers). */
+  readonly services: readonly BackgroundService[];
+  /** What the API's admission writes through. */
+  readonly admission: AdmissionStore;
+  /** Who jobs run as, in words (diagnostics). */
+  readonly jobIdentity: string;
+  /** Who jobs run as: uploads into a workspace are given to the same identity. */
+  readonly identities: JobIdentities;
+}
+
+export type CoreResult =
+  | { readonly kind: "Composed"; readonly core: Core }
+  /** Something the admin must fix (exit 2); nothing built is left running. */
+  | { readonly kind: "ConfigError"; readonly message: string };
+
+export async function composeCore(config: CoreConfig): Promise<CoreResult> {
+  const { layout, clock, log, faults } = config;
+  const breaker = profileBreakerFromEnv(config.env);
+  if (breaker.kind === "ConfigError") return breaker;
+  const stores = bindStores(config.store);
+  const identities = jobIdentities(config.identity, layout);
+  const created = await createBackend(config.backendName, {
+    faults,
+    layout,
+    clusterConfigPath: config.clusterConfigPath,
+    selfCommand: config.selfCommand,
+    clock,
+    log,
+    env: config.env,
+    identities,
+    knownTokens: stores.knownTokens,
+    isolationVerdicts: stores.isolationVerdicts,
+    binary: binaryIdentity(config.selfCommand),
+  });
+  if (created.kind === "ConfigError") {
+    return { kind: "ConfigError", message: created.message };
+  }
+  // SESSIONs wait while any live allocation runs outside the verified sandbox; BATCH is
+  // refused while its jobs would run as the daemon's own uid outside one.
+  const backend = gatedUnsandboxedBatch(
+    guardedByLiveAllocations(created.backend, stores.unsandboxedLive),
+    {
+      jobsKeepDaemonUid: !identities.switchesUid,
+      allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
+    },
+  );
+
+  // Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says so).
+  // Null means SESSION attempts are refused by the preparer, after admission already
+  // refused them for lack of isolation.
+  let sessions: SessionsComponent | null;
+  try {
+    sessions = await composeSessions({
+      layout,
+      stores,
+      backend,
+      clock,
+      log,
+      env: config.env,
+      selfCommand: config.selfCommand,
+      metrics: config.metrics,
+    });
+  } catch (error) {
+    // The backend's verifiers started when it was made; they must not outlive the refusal.
+    await Promise.all((created.services ?? []).map((service) => service.stop()));
+    return { kind: "ConfigError", message: `sessions: ${String(error)}` };
+  }
+
+  const preparer = preparerByKind({
+    BATCH: gatedBatchPreparer(batchPreparer({ layout }), backend),
+    SESSION:
+      sessions?.preparer ??
+      sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
+  });
+  const { metrics } = config;
+  const observer = observeTransitions(stores.reconciler, metrics);
+  const running = createReconciler({
+    store: observer.store,
+    onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
+    backend,
+    profileBreaker: breaker.options,
+    preparer,
+    clock,
+    log,
+    faultPoint: (point) => faults.hit(point),
+    ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
+    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
+    ...config.pacing,
+  });
+  // Admission hands a POST's first attempt to a lane before any view load has the workload;
+  // the observer learns it here to measure that submit.
+  const reconciler: Reconciler = {
+    ...running,
+    admitted(workload, attempt) {
+      observer.admitted(workload);
+      running.admitted(workload, attempt);
+    },
+  };
+  sessions?.attachReconciler?.(reconciler);
+  return {
+    kind: "Composed",
+    core: {
+      backend,
+      reconciler,
+      sessions,
+      services: created.services ?? [],
+      admission: stores.admission,
+      jobIdentity: identities.description,
+      identities,
+    },
+  };
+}
+
+/** The admin's choice made into the identities launches claim (leases live in the spool). */
+function jobIdentities(
+  choice: IdentityChoice,
+  layout: StateLayout,
+  identityDb: IdentityDatabase = systemIdentityDatabase(),
+): JobIdentities {
+  switch (choice.kind) {
+    case "DaemonUid":
+      return fixedIdentities(null);
+    case "Fixed":
+      return fixedIdentities(choice.runAs);
+    case "Leased":
+      return leasedIdentities({
+        range: choice.range,
+        workloadsDir: join(layout.spool, WORKLOADS_DIR),
+        namedIds: namedIdsOf(identityDb.passwd, identityDb.group),
+      });
+    default: {
+      const never: never = choice;
+      throw new Error(`unhandled identity choice ${JSON.stringify(never)}`);
+    }
+  }
+}

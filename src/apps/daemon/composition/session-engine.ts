@@ -1,0 +1,382 @@
+/**
+ * The sessions engine, assembled: signing key, worker gateway, SESSION preparer, readiness
+ * loop, reclaimer, exec service and the session half of the cancel barrier. `composeSessions`
+ * (sessions.ts) builds it only when the worker gateway is enabled (OPENAI4S_WORKER_LISTEN);
+ * without a gateway no worker could dial back, so SESSION is refused instead.
+ *
+ * Wiring between the parts, and why:
+ *  - gateway events (a worker connected or went away) trigger a readiness pass, so READY
+ *    follows the last worker's connection by one pass instead of one period; a connection
+ *    also wakes the reconciler, so the allocation's RUNNING is recorded on the next tick;
+ *  - the reclaimer wakes the reconciler when it asks a session to stop, so the barrier runs
+ *    on the next tick rather than at the next period;
+ *  - an exec that finds its worker gone triggers readiness, so READY turns FALSE at once.
+ */
+import { randomBytes } from "node:crypto";
+import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
+import {
+  createSessionPreparer,
+  SESSION_MAX_RANKS,
+} from "../../../adapters/spool/session-preparer.ts";
+import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
+import type { StateLayout } from "../../../core/layout.ts";
+import type { Workload } from "../../../core/models.ts";
+import type { ActivityRecorder } from "../../../core/ports/activity-recorder.ts";
+import type { NonceBurner } from "../../../core/ports/nonce-burner.ts";
+import type { ReclaimerStore } from "../../../core/ports/reclaimer-store.ts";
+import type { SessionStore } from "../../../core/ports/session-store.ts";
+import type { GatewayEvent, WorkerGateway } from "../../../core/ports/worker-gateway.ts";
+import type { AllocationBackend } from "../../../core/ports.ts";
+import { createReclaimer, type ReclaimerDefaults } from "../../../core/reclaimer.ts";
+import type { BarrierHooks } from "../../../core/reconciler/types.ts";
+import { activityRenewMs, keepActiveWhileRunning } from "../../../core/session/keep-active.ts";
+import { createSessionReadiness, type SessionReadiness } from "../../../core/session/readiness.ts";
+import {
+  createGatewayExpectations,
+  createSessionBarrierHooks,
+  createSessionService,
+  DEFAULT_DISCONNECT_GRACE_MS,
+} from "../../../core/session/service.ts";
+import type { SessionService } from "../../../core/session/session-service.ts";
+import type { Clock } from "../../../lib/clock.ts";
+import type { Log } from "../../../lib/log.ts";
+import { createWorkerGateway } from "../../../servers/worker-gateway/gateway.ts";
+import { loadOrCreateSigningKey } from "../../../wire/credential.ts";
+import {
+  type GatewayTls,
+  type GatewayTlsResult,
+  loadGatewayTls,
+  loadOrCreateGatewayTls,
+} from "../../../wire/gateway-tls.ts";
+import { openWorkerSocketToJobs, removeStaleWorkerSocket } from "./worker-socket.ts";
+
+/** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
+export const DEFAULT_LEASE: ReclaimerDefaults = {
+  idleTimeoutSeconds: 60 * 60,
+  maxLifetimeSeconds: 24 * 60 * 60,
+};
+
+/**
+ * A worker's first credential must outlive the allocation's wait in the backend's queue plus
+ * the worker's start. A week covers a busy cluster; once connected, the gateway's short-lived
+ * resume credentials take over, and the nonce is burned at first use either way.
+ */
+const DEFAULT_CREDENTIAL_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** The engine's persistence, one port per part, bound to the store by stores.ts. */
+export interface SessionEngineStores {
+  readonly sessions: SessionStore;
+  readonly nonces: NonceBurner;
+  readonly leases: ReclaimerStore;
+  readonly activity: ActivityRecorder;
+}
+
+export interface SessionEngineOptions {
+  readonly layout: StateLayout;
+  readonly stores: SessionEngineStores;
+  readonly backend: AllocationBackend;
+  readonly clock: Clock;
+  readonly log: Log;
+  /** Validated HOST:PORT for the gateway to listen on. */
+  readonly listen: string;
+  /** The host written into credentials, when the listen host is not what workers dial. */
+  readonly advertiseHost?: string;
+  /** Also listen here (workers of jobs without network); see worker-socket.ts. */
+  readonly unixSocket?: string;
+  /** How a backend starts a worker; `--credential-dir DIR` and `--rank-env NAME` are appended. */
+  readonly workerCommand: readonly string[];
+  readonly lease?: ReclaimerDefaults;
+  readonly credentialTtlMs?: number;
+  /** Readiness pass period (default 200 ms). */
+  readonly readinessIntervalMs?: number;
+  /** Reclaimer pass period (default 1 s). */
+  readonly reclaimIntervalMs?: number;
+  /** After an exec's caller went away, its cell is interrupted this much later. */
+  readonly disconnectGraceMs?: number;
+  /** TLS on the worker gateway (default: a certificate generated into the state dir). */
+  readonly tls?: GatewayTlsSetting;
+  /** Gateway connections and refusals, time to READY. */
+  readonly metrics?: DaemonMetrics;
+}
+
+export type GatewayTlsSetting =
+  /** The daemon's own self-signed certificate, generated into its private state. */
+  | { readonly kind: "Generated" }
+  /** The admin's key and certificate files. */
+  | { readonly kind: "Given"; readonly key: string; readonly cert: string }
+  /** Plain TCP: only by the admin's explicit choice (OPENAI4S_WORKER_TLS=off). */
+  | { readonly kind: "Off" };
+
+/** The gateway's figures for /metrics: connections, disconnections, refusals. */
+function countGatewayEvent(metrics: DaemonMetrics | undefined, event: GatewayEvent): void {
+  if (metrics === undefined) return;
+  if (event.kind === "WorkerConnected") metrics.gateway.connections += 1;
+  else if (event.kind === "WorkerDisconnected") metrics.gateway.disconnections += 1;
+  else if (event.kind === "CredentialRefused") metrics.gateway.refusals += 1;
+}
+
+function gatewayTls(setting: GatewayTlsSetting, layout: StateLayout, log: Log): GatewayTls | null {
+  let result: GatewayTlsResult;
+  switch (setting.kind) {
+    case "Off":
+      log.warn(
+        "worker gateway: TLS is off (OPENAI4S_WORKER_TLS=off): code and output cross the network in clear text",
+      );
+      return null;
+    case "Generated":
+      result = loadOrCreateGatewayTls(
+        { key: layout.gatewayTlsKey, cert: layout.gatewayTlsCert },
+        new Date(),
+      );
+      break;
+    case "Given":
+      result = loadGatewayTls({ key: setting.key, cert: setting.cert });
+      break;
+    default: {
+      const never: never = setting;
+      throw new Error(`unhandled TLS setting ${JSON.stringify(never)}`);
+    }
+  }
+  if (result.kind === "Invalid") throw new Error(result.message);
+  log.info("worker gateway: TLS", {
+    fingerprint: result.tls.fingerprint,
+    ...(result.generated && { generated: true }),
+  });
+  return result.tls;
+}
+
+export interface SessionEngine {
+  readonly gateway: WorkerGateway;
+  readonly service: SessionService;
+  readonly preparer: AttemptPreparer;
+  readonly barrierHooks: BarrierHooks;
+  readonly readiness: SessionReadiness;
+  /** The reconciler, once it exists: the reclaimer wakes it after requesting a stop. */
+  attachReconciler(reconciler: { wake(): void }): void;
+  /** Stops the loops and closes the gateway WITHOUT stopping workers (they resume). */
+  stop(): Promise<void>;
+}
+
+export function startSessionEngine(options: SessionEngineOptions): SessionEngine {
+  const { layout, stores, backend, clock, log } = options;
+  const key = loadOrCreateSigningKey(layout.signingKey);
+  // What the preparer wrote an attempt record under: one rank per node of the profile. A
+  // profile no longer offered keeps the global bound (a record is still never unbounded).
+  const maxRanksOf = (workload: Workload): number =>
+    backend.profiles().find((p) => p.name === workload.profile)?.resources.nodes ??
+    SESSION_MAX_RANKS;
+  const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
+  let readiness: SessionReadiness | null = null;
+  let reconciler: { wake(): void } | null = null;
+
+  if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
+  const gateway = createWorkerGateway({
+    listen: options.listen,
+    ...(options.unixSocket !== undefined ? { unixSocket: options.unixSocket } : {}),
+    tls,
+    ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
+    store: stores.nonces,
+    key,
+    clock,
+    log,
+    expectations: createGatewayExpectations({ store: stores.sessions, layout, maxRanksOf }),
+    onEvent(event) {
+      countGatewayEvent(options.metrics, event);
+      if (
+        event.kind === "WorkerConnected" ||
+        event.kind === "WorkerDisconnected" ||
+        event.kind === "KernelStatus"
+      ) {
+        readiness?.trigger();
+      }
+      // A worker that dialled in is running, whatever the backend's last answer said: a tick
+      // now records RUNNING without waiting out the reconciler's period.
+      if (event.kind === "WorkerConnected") reconciler?.wake();
+    },
+  });
+  if (options.unixSocket !== undefined) openWorkerSocketToJobs(options.unixSocket);
+  readiness = createSessionReadiness({
+    store: stores.sessions,
+    gateway,
+    layout,
+    maxRanksOf,
+    key,
+    clock,
+    log,
+    onReady: (workload, readyAt) =>
+      options.metrics?.timeToReady
+        .get(workload.profile)
+        .observe((readyAt - workload.createdAt) / 1000),
+    ...(options.readinessIntervalMs !== undefined
+      ? { intervalMs: options.readinessIntervalMs }
+      : {}),
+  });
+  const ready = readiness;
+  const reclaimer = createReclaimer({
+    store: stores.leases,
+    clock,
+    log,
+    defaults: options.lease ?? DEFAULT_LEASE,
+    ...(options.reclaimIntervalMs !== undefined ? { intervalMs: options.reclaimIntervalMs } : {}),
+    onStopRequested: () => reconciler?.wake(),
+  });
+  const preparer = createSessionPreparer({
+    layout,
+    key,
+    clock,
+    random: (n) => randomBytes(n),
+    gatewayAddress: gateway.address,
+    gatewayFingerprint: tls?.fingerprint ?? null,
+    workerCommand: options.workerCommand,
+    credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
+    backend,
+  });
+  const service = keepActiveWhileRunning(
+    createSessionService({
+      store: stores.sessions,
+      gateway,
+      log,
+      onWorkerLost: () => ready.trigger(),
+      ...(options.disconnectGraceMs !== undefined && {
+        disconnectGraceMs: options.disconnectGraceMs,
+      }),
+    }),
+    { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
+  );
+  const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
+
+  const loops = new AbortController();
+  const running = Promise.all([ready.run(loops.signal), reclaimer.run(loops.signal)]);
+  let stopping: Promise<void> | null = null;
+
+  return {
+    gateway,
+    service,
+    preparer,
+    barrierHooks,
+    readiness: ready,
+    attachReconciler(r) {
+      reconciler = r;
+    },
+    stop() {
+      stopping ??= (async () => {
+        loops.abort();
+        await running;
+        await gateway.close();
+        if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
+      })();
+      return stopping;
+    },
+  };
+}
+
+/**
+ * Replaces the worker command (JSON array of strings) — for tests that must hold a worker
+ * back or wrap it, never needed in production. The daemon's environment is the admin's, so
+ * this grants nothing the admin could not do by replacing the binary.
+ */
+export const WORKER_COMMAND_ENV = "OPENAI4S_WORKER_COMMAND";
+/** The daemon's default idle timeout for sessions that do not set one (whole seconds). */
+export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
+/** The daemon's default maximum session lifetime (whole seconds). */
+export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
+/** How long after an exec's caller disconnected its cell is interrupted (milliseconds). */
+export const DISCONNECT_GRACE_ENV = "OPENAI4S_EXEC_DISCONNECT_GRACE_MS";
+/** "off": the worker gateway without TLS (the explicit opt-out). */
+export const WORKER_TLS_ENV = "OPENAI4S_WORKER_TLS";
+/** The admin's TLS key and certificate for the worker gateway (both or neither). */
+export const WORKER_TLS_KEY_ENV = "OPENAI4S_WORKER_TLS_KEY";
+export const WORKER_TLS_CERT_ENV = "OPENAI4S_WORKER_TLS_CERT";
+
+export interface SessionSettings {
+  readonly workerCommand: readonly string[];
+  readonly lease: ReclaimerDefaults;
+  readonly disconnectGraceMs: number;
+  readonly tls: GatewayTlsSetting;
+}
+
+export type SessionSettingsResult =
+  | { readonly kind: "Settings"; readonly settings: SessionSettings }
+  | { readonly kind: "Invalid"; readonly message: string };
+
+/**
+ * The admin's session settings from the daemon's environment: the worker command
+ * (`selfCommand` + `worker` unless OPENAI4S_WORKER_COMMAND says otherwise) and the default
+ * lease. A spec's own idleTimeoutSeconds / maxLifetimeSeconds still win over these.
+ */
+export function sessionSettingsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  selfCommand: readonly string[],
+): SessionSettingsResult {
+  let workerCommand: readonly string[] = [...selfCommand, "worker"];
+  const raw = env[WORKER_COMMAND_ENV];
+  if (raw !== undefined && raw !== "") {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch {
+      parsed = null;
+    }
+    if (
+      !Array.isArray(parsed) ||
+      parsed.length === 0 ||
+      !parsed.every((a): a is string => typeof a === "string" && a !== "")
+    ) {
+      return {
+        kind: "Invalid",
+        message: `${WORKER_COMMAND_ENV} must be a JSON array of non-empty strings`,
+      };
+    }
+    workerCommand = parsed;
+  }
+  const seconds = (name: string, fallback: number | null): number | null | string => {
+    const text = env[name];
+    if (text === undefined || text === "") return fallback;
+    if (!/^[1-9][0-9]{0,9}$/.test(text)) return `${name} must be a whole number of seconds ≥ 1`;
+    return Number(text);
+  };
+  const idle = seconds(IDLE_TIMEOUT_ENV, DEFAULT_LEASE.idleTimeoutSeconds);
+  const lifetime = seconds(MAX_LIFETIME_ENV, DEFAULT_LEASE.maxLifetimeSeconds);
+  if (typeof idle === "string") return { kind: "Invalid", message: idle };
+  if (typeof lifetime === "string") return { kind: "Invalid", message: lifetime };
+  const graceText = env[DISCONNECT_GRACE_ENV];
+  let disconnectGraceMs = DEFAULT_DISCONNECT_GRACE_MS;
+  if (graceText !== undefined && graceText !== "") {
+    if (!/^(0|[1-9][0-9]{0,7})$/.test(graceText)) {
+      return {
+        kind: "Invalid",
+        message: `${DISCONNECT_GRACE_ENV} must be a whole number of milliseconds ≥ 0`,
+      };
+    }
+    disconnectGraceMs = Number(graceText);
+  }
+  const tls = tlsSettingFromEnv(env);
+  if (typeof tls === "string") return { kind: "Invalid", message: tls };
+  return {
+    kind: "Settings",
+    settings: {
+      workerCommand,
+      lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime },
+      disconnectGraceMs,
+      tls,
+    },
+  };
+}
+
+function tlsSettingFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+): GatewayTlsSetting | string {
+  const mode = env[WORKER_TLS_ENV] ?? "";
+  const key = env[WORKER_TLS_KEY_ENV] ?? "";
+  const cert = env[WORKER_TLS_CERT_ENV] ?? "";
+  if (mode !== "" && mode !== "on" && mode !== "off")
+    return `${WORKER_TLS_ENV} must be "on" or "off"`;
+  if ((key === "") !== (cert === "")) {
+    return `${WORKER_TLS_KEY_ENV} and ${WORKER_TLS_CERT_ENV} go together: give both or neither`;
+  }
+  if (mode === "off") {
+    if (key !== "") return `${WORKER_TLS_ENV}=off contradicts ${WORKER_TLS_KEY_ENV}`;
+    return { kind: "Off" };
+  }
+  return key === "" ? { kind: "Generated" } : { kind: "Given", key, cert };
+}

@@ -1,0 +1,61 @@
+/**
+ * The daemon's StoreBackup: `VACUUM INTO` a fresh file inside the state dir (0700, the same
+ * filesystem, so space and permissions are the daemon's own), named so that a leftover from
+ * a crash mid-copy is recognisable (`.backup-*.db`), never mistaken for the store, and swept
+ * at the next start.
+ */
+import type { Database } from "bun:sqlite";
+import { randomUUID } from "node:crypto";
+import { closeSync, existsSync, lstatSync, openSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { StateLayout } from "../../core/layout.ts";
+import type { StoreBackup } from "../../servers/http/deps.ts";
+
+/** `.backup-<uuid>.db` and the journal SQLite may leave beside it. */
+const LEFTOVER = /^\.backup-[0-9a-f-]{36}\.db(-journal)?$/;
+
+export function storeBackup(sqlite: Database, layout: StateLayout): StoreBackup {
+  return {
+    snapshot() {
+      const path = join(layout.root, `.backup-${randomUUID()}.db`);
+      // Born 0600: the copy holds every workload's command and environment, and VACUUM INTO
+      // would create it with the umask's mode (0644). SQLite accepts an empty file as target.
+      closeSync(openSync(path, "wx", 0o600));
+      try {
+        sqlite.run("VACUUM INTO ?", [path]);
+      } catch (error) {
+        // A full disk or a closed store: no partial copy of the store stays behind.
+        rmSync(path, { force: true });
+        rmSync(`${path}-journal`, { force: true });
+        throw error;
+      }
+      return path;
+    },
+    keepBeside() {
+      // The signing key exists only once the worker gateway was on: name only what exists,
+      // or an operator hunts for a file that never was.
+      const candidates = [
+        { name: "signing-key", path: layout.signingKey },
+        { name: "admin-token", path: layout.adminToken },
+      ];
+      return candidates.filter((c) => existsSync(c.path));
+    },
+  };
+}
+
+/**
+ * Removes the copies a daemon killed mid-backup left in the state dir (each a whole copy of
+ * the store). Called at start, under the state dir's lock: no backup of ours is running.
+ */
+export function sweepBackupLeftovers(stateDir: string): readonly string[] {
+  const removed: string[] = [];
+  for (const name of readdirSync(stateDir)) {
+    if (!LEFTOVER.test(name)) continue;
+    const path = join(stateDir, name);
+    // A regular file only: never follow or remove something else that took the name.
+    if (!lstatSync(path).isFile()) continue;
+    rmSync(path, { force: true });
+    removed.push(name);
+  }
+  return removed;
+}

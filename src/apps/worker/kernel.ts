@@ -1,0 +1,388 @@
+/**
+ * The worker's kernel: a persistent Python 3 interpreter (kernel.py) run as a child process,
+ * talking newline-delimited JSON over its stdin and stdout. Cells run one at a time, in the
+ * order they were asked for; state survives between them like a notebook's. What a cell
+ * prints and displays is passed on as it happens (`onEvent`), then the cell is answered.
+ *
+ * If the interpreter dies (a segfault in an extension, `os._exit`, the OOM killer), the cell
+ * it was running is answered ERROR, `onStatus` reports the death at once (the process is
+ * watched, not polled), and the next cell starts a fresh interpreter and says so
+ * (`kernelRestarted`): a dead kernel must cost one answer and its state, not the worker.
+ *
+ * The interpreter gets its own process group, so closing the kernel also kills whatever the
+ * user's code started; the worker closes it on every way out (stop, grace expiry, signals),
+ * and the interpreter also exits by itself when its stdin closes, i.e. when the worker dies.
+ */
+import { readFileSync } from "node:fs";
+import type { Subprocess } from "bun";
+import * as v from "valibot";
+import type { Log } from "../../lib/log.ts";
+import {
+  type CellError,
+  CellErrorSchema,
+  type CellEvent,
+  CellEventSchema,
+  type KernelStatus,
+  type MimeBundle,
+  MimeBundleSchema,
+} from "../../wire/worker-protocol.ts";
+import kernelSource from "./kernel.py" with { type: "text" };
+
+export interface KernelResult {
+  readonly status: "OK" | "ERROR";
+  /** The last expression's MIME bundle; null when there is none or it is None. */
+  readonly result: MimeBundle | null;
+  readonly error: CellError | null;
+  /** This cell ran in a fresh interpreter because the previous one died: state was lost. */
+  readonly kernelRestarted: boolean;
+}
+
+export interface ExecOptions {
+  /** What the cell prints and displays, as it happens, before the answer. */
+  readonly onEvent?: (event: CellEvent) => void;
+  /** A name for the cell, so `interrupt(cell)` cannot hit a different one. */
+  readonly cell?: string;
+}
+
+export type InterruptOutcome =
+  /** The cell was running: it got SIGINT (KeyboardInterrupt). */
+  | { readonly kind: "Interrupted" }
+  /** The cell was still waiting for its turn: it was taken out of the queue, never ran. */
+  | { readonly kind: "Dequeued" }
+  /** No such cell is running or waiting (idle, or it finished already). */
+  | { readonly kind: "NotRunning" };
+
+export interface Kernel {
+  /** Runs `code` after every cell asked for before it. Never rejects. */
+  exec(code: string, options?: ExecOptions): Promise<KernelResult>;
+  /** Interrupts the running cell, or only the named cell (running or waiting). */
+  interrupt(cell?: string): InterruptOutcome;
+  /** Starts the interpreter now, so the first cell does not pay for its start-up. */
+  start(): void;
+  /** The interpreter's state now. */
+  status(): KernelStatus;
+  /** Kills the interpreter and everything it started. Pending cells are answered ERROR. */
+  close(): Promise<void>;
+}
+
+export interface KernelOptions {
+  /** The Python 3 executable (default "python3", looked up on PATH). */
+  readonly python?: string;
+  readonly cwd?: string;
+  /** Per stream (stdout, stderr), value and traceback kept of each cell (default 200 000). */
+  readonly maxOutputChars?: number;
+  /** Per MIME value of a result or display (default 512 KiB of base64 or text). */
+  readonly maxMimeChars?: number;
+  readonly log: Log;
+  /** Every change of the interpreter's state: started, or died (with how). */
+  readonly onStatus?: (status: KernelStatus) => void;
+  /** Where the cgroup files are (tests); default "/". */
+  readonly fsRoot?: string;
+}
+
+const LineSchema = v.union([
+  v.object({ id: v.number(), event: CellEventSchema }),
+  v.object({
+    id: v.number(),
+    reply: v.object({
+      status: v.picklist(["OK", "ERROR"]),
+      result: v.nullable(MimeBundleSchema),
+      error: v.nullable(CellErrorSchema),
+    }),
+  }),
+]);
+
+/** A reply line longer than this means the interpreter's protocol is broken. */
+const MAX_REPLY_CHARS = 32 * 1024 * 1024;
+
+type KernelProcess = Subprocess<"pipe", "pipe", "inherit">;
+
+interface Cell {
+  readonly id: number;
+  readonly code: string;
+  readonly name: string | undefined;
+  readonly onEvent: ((event: CellEvent) => void) | undefined;
+  readonly resolve: (result: KernelResult) => void;
+}
+
+interface Running extends Cell {
+  readonly proc: KernelProcess;
+  readonly restarted: boolean;
+}
+
+function failedResult(ename: string, message: string, kernelRestarted = false): KernelResult {
+  return {
+    status: "ERROR",
+    result: null,
+    error: { ename, evalue: message, traceback: message },
+    kernelRestarted,
+  };
+}
+
+export function createKernel(options: KernelOptions): Kernel {
+  const python = options.python ?? "python3";
+  const maxOutputChars = options.maxOutputChars ?? 200_000;
+  const maxMimeChars = options.maxMimeChars ?? 512 * 1024;
+  const { log } = options;
+  let proc: KernelProcess | null = null;
+  let running: Running | null = null;
+  const waiting: Cell[] = [];
+  let nextId = 1;
+  let closed = false;
+  /** The previous interpreter died: the next one's first cell is told its state is gone. */
+  let diedBefore = false;
+  let freshAfterDeath = false;
+  let oomKillsAtStart: number | null = null;
+  let current: KernelStatus = { state: "stopped", message: "not started yet" };
+
+  function setStatus(status: KernelStatus): void {
+    current = status;
+    options.onStatus?.(status);
+  }
+
+  function kill(p: KernelProcess): void {
+    try {
+      process.kill(-p.pid, "SIGKILL");
+    } catch {
+      p.kill("SIGKILL"); // the group is gone already; make sure of the leader
+    }
+  }
+
+  function spawn(): KernelProcess | string {
+    if (proc) return proc;
+    let p: KernelProcess;
+    try {
+      p = Bun.spawn(
+        [python, "-u", "-c", kernelSource, String(maxOutputChars), String(maxMimeChars)],
+        {
+          ...(options.cwd !== undefined && { cwd: options.cwd }),
+          stdin: "pipe",
+          stdout: "pipe",
+          stderr: "inherit",
+          detached: true,
+        },
+      );
+    } catch (error) {
+      return `cannot start the Python kernel (${python}): ${String(error)}`;
+    }
+    proc = p;
+    freshAfterDeath = diedBefore;
+    diedBefore = false;
+    oomKillsAtStart = oomKillCount(options.fsRoot ?? "/");
+    void readLines(p);
+    void p.exited.then(() => onExit(p));
+    setStatus({
+      state: "running",
+      message: freshAfterDeath
+        ? "a fresh interpreter replaced the one that died; earlier state is lost"
+        : "the interpreter is running",
+    });
+    return p;
+  }
+
+  async function readLines(p: KernelProcess): Promise<void> {
+    const decoder = new TextDecoder();
+    let parts: string[] = [];
+    let partChars = 0;
+    for await (const chunk of p.stdout) {
+      const text = decoder.decode(chunk, { stream: true });
+      let start = 0;
+      let newline = text.indexOf("\n");
+      while (newline >= 0) {
+        parts.push(text.slice(start, newline));
+        onLine(p, parts.join(""));
+        parts = [];
+        partChars = 0;
+        start = newline + 1;
+        newline = text.indexOf("\n", start);
+      }
+      if (start < text.length) {
+        parts.push(text.slice(start));
+        partChars += text.length - start;
+      }
+      if (partChars > MAX_REPLY_CHARS) {
+        log.error("kernel: reply too long, killing the interpreter");
+        kill(p);
+        return;
+      }
+    }
+  }
+
+  function onLine(p: KernelProcess, line: string): void {
+    let parsed: v.InferOutput<typeof LineSchema> | null = null;
+    try {
+      const result = v.safeParse(LineSchema, JSON.parse(line));
+      if (result.success) parsed = result.output;
+    } catch {
+      // not JSON: handled below like any other broken line
+    }
+    const cell = running;
+    if (!parsed || !cell || cell.proc !== p || parsed.id !== cell.id) {
+      // Something wrote into the protocol channel. Its state can no longer be trusted to
+      // match our bookkeeping; a fresh interpreter is the only safe continuation.
+      log.error("kernel: unexpected line, killing the interpreter");
+      kill(p);
+      return;
+    }
+    if ("event" in parsed) {
+      try {
+        cell.onEvent?.(parsed.event);
+      } catch (error) {
+        log.error("kernel: event listener failed", { error: String(error) });
+      }
+      return;
+    }
+    running = null;
+    cell.resolve({ ...parsed.reply, kernelRestarted: cell.restarted });
+    pump();
+  }
+
+  function onExit(p: KernelProcess): void {
+    if (proc === p) proc = null;
+    const how = describeExit(p, oomKillsAtStart, oomKillCount(options.fsRoot ?? "/"));
+    if (!closed) {
+      diedBefore = true;
+      setStatus({
+        state: "dead",
+        message: `the Python kernel died (${how}); its state is lost, and the next exec starts a fresh interpreter`,
+      });
+    }
+    const cell = running;
+    if (cell && cell.proc === p) {
+      running = null;
+      cell.resolve(
+        closed
+          ? failedResult("KernelShutDown", "the kernel was shut down")
+          : failedResult(
+              "KernelDied",
+              `the Python kernel died (${how}) while running this code; its state is lost, and the next exec starts a fresh interpreter`,
+            ),
+      );
+      pump();
+    } else if (!closed) {
+      log.warn("kernel: the interpreter exited while idle; the next exec starts a fresh one", {
+        how,
+      });
+    }
+  }
+
+  /** Starts the next waiting cell when none is running. */
+  function pump(): void {
+    if (running) return;
+    const cell = waiting.shift();
+    if (!cell) return;
+    if (closed) {
+      cell.resolve(failedResult("KernelShutDown", "the kernel was shut down"));
+      pump();
+      return;
+    }
+    const started = spawn();
+    if (typeof started === "string") {
+      cell.resolve(failedResult("KernelStartFailed", started));
+      pump();
+      return;
+    }
+    const restarted = freshAfterDeath;
+    freshAfterDeath = false;
+    running = { ...cell, proc: started, restarted };
+    try {
+      started.stdin.write(`${JSON.stringify({ id: cell.id, code: cell.code })}\n`);
+      void started.stdin.flush();
+    } catch (error) {
+      log.error("kernel: cannot write to the interpreter", { error: String(error) });
+      kill(started); // onExit answers this cell
+    }
+  }
+
+  return {
+    exec(code, execOptions = {}) {
+      return new Promise((resolve) => {
+        waiting.push({
+          id: nextId++,
+          code,
+          name: execOptions.cell,
+          onEvent: execOptions.onEvent,
+          resolve,
+        });
+        pump();
+      });
+    },
+
+    interrupt(cell) {
+      const target = running;
+      if (target && (cell === undefined || target.name === cell)) {
+        try {
+          process.kill(target.proc.pid, "SIGINT");
+          return { kind: "Interrupted" };
+        } catch {
+          return { kind: "NotRunning" };
+        }
+      }
+      if (cell === undefined) return { kind: "NotRunning" };
+      const index = waiting.findIndex((c) => c.name === cell);
+      if (index < 0) return { kind: "NotRunning" };
+      const [dequeued] = waiting.splice(index, 1);
+      dequeued?.resolve(
+        failedResult("KeyboardInterrupt", "KeyboardInterrupt: interrupted before it started"),
+      );
+      return { kind: "Dequeued" };
+    },
+
+    start() {
+      if (closed) return;
+      const started = spawn();
+      if (typeof started === "string") log.error("kernel: start failed", { error: started });
+    },
+
+    status: () => current,
+
+    async close() {
+      closed = true;
+      for (const cell of waiting.splice(0)) {
+        cell.resolve(failedResult("KernelShutDown", "the kernel was shut down"));
+      }
+      const p = proc;
+      if (!p) return;
+      kill(p);
+      await p.exited;
+    },
+  };
+}
+
+/** "exit code 1", "signal SIGSEGV", "signal SIGKILL, by the out-of-memory killer". */
+function describeExit(p: KernelProcess, oomBefore: number | null, oomAfter: number | null): string {
+  if (!p.signalCode) return `exit code ${p.exitCode}`;
+  const oom = oomBefore !== null && oomAfter !== null && oomAfter > oomBefore;
+  return `signal ${p.signalCode}${oom ? ", by the out-of-memory killer" : ""}`;
+}
+
+/**
+ * The OOM kills counted by this process's memory cgroup (v2 `memory.events`, v1
+ * `memory.oom_control`), or null when the node does not say. A SIGKILL during which the count
+ * rose was the OOM killer's: the one cause a user cannot otherwise tell from `kill -9`.
+ */
+function oomKillCount(fsRoot: string): number | null {
+  try {
+    const lines = readFileSync(`${fsRoot}proc/self/cgroup`, "utf8").split("\n");
+    for (const line of lines) {
+      const [, controllers, path] = line.split(":");
+      if (path === undefined) continue;
+      const file =
+        controllers === ""
+          ? `${fsRoot}sys/fs/cgroup${path}/memory.events`
+          : controllers?.split(",").includes("memory")
+            ? `${fsRoot}sys/fs/cgroup/memory${path}/memory.oom_control`
+            : null;
+      if (file === null) continue;
+      try {
+        const match = /^oom_kill (\d+)$/m.exec(readFileSync(file, "utf8"));
+        if (match) return Number(match[1]);
+      } catch {
+        // this hierarchy does not have it; try the next
+      }
+    }
+  } catch {
+    // no /proc: nothing to say
+  }
+  return null;
+}

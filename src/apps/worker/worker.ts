@@ -1,0 +1,413 @@
+/**
+ * The worker: what a backend starts on each node of an interactive allocation. It reads the
+ * credential for its rank, dials the daemon's worker gateway (retrying with backoff until the
+ * credential expires: the daemon may be restarting, the network may still be coming up),
+ * and then serves heartbeats, workspace probes and a Python kernel.
+ *
+ * A refused credential is final: retrying it cannot succeed (a burned nonce stays burned, an
+ * old epoch stays old) and would only hammer the gateway. A lost connection is not: the worker
+ * keeps its kernel and dials again with the newest resume credential the gateway handed it,
+ * for at most the grace period, so a network blip or a daemon restart costs the user nothing.
+ * When the grace period runs out the worker exits, and the session is the reconciler's to
+ * judge. `stop` from the gateway ends it at once.
+ */
+import { isAbsolute } from "node:path";
+import { type Clock, pause } from "../../lib/clock.ts";
+import type { Log } from "../../lib/log.ts";
+import { type Credential, credentialPath, readCredentialFile } from "../../wire/credential.ts";
+import { readGatewayFingerprint } from "../../wire/gateway-tls.ts";
+import {
+  type CellEvent,
+  DEFAULT_MAX_FRAME_BYTES,
+  encodeFrame,
+  type KernelStatus,
+  LIVENESS_INTERVALS,
+  type MimeBundle,
+  type ProbeWorkspaceResponse,
+  parseGatewayMessage,
+  parseHostPort,
+  type WorkerRequest,
+  type WorkerResponse,
+} from "../../wire/worker-protocol.ts";
+import { dialGateway, type GatewayTarget, type Link, type Welcome } from "./gateway-link.ts";
+import { createKernel, type Kernel } from "./kernel.ts";
+
+export interface WorkerOptions {
+  readonly credentialDir: string;
+  readonly rank: number;
+  /** How long a lost connection may stay lost before the worker gives up and exits. */
+  readonly graceMs: number;
+  /** The Python 3 executable for the kernel. */
+  readonly python: string;
+  /** Dial the gateway at this unix socket instead of the credential's TCP address. */
+  readonly gatewaySocket?: string;
+  readonly log: Log;
+  readonly clock: Clock;
+  /** Dial retries start 100 ms apart and double up to this (default 3000). */
+  readonly maxBackoffMs?: number;
+  /** Connect-to-verdict limit per dial attempt (default 30 s). */
+  readonly verdictTimeoutMs?: number;
+  readonly maxFrameBytes?: number;
+}
+
+export type WorkerExit =
+  /** Told to stop by the gateway, or by a signal. */
+  | { readonly kind: "Stopped"; readonly reason: string }
+  /** The gateway refused the credential. */
+  | { readonly kind: "Refused" }
+  /** Never got a verdict before the credential expired. */
+  | { readonly kind: "Unreachable"; readonly message: string }
+  /** Was connected, lost it, and could not resume within the grace period. */
+  | { readonly kind: "Lost"; readonly message: string }
+  /** No usable credential file: a configuration problem, not a runtime one. */
+  | { readonly kind: "BadCredential"; readonly message: string }
+  /** The gateway's certificate is not the pinned one: nothing was sent to it. */
+  | { readonly kind: "WrongCertificate"; readonly message: string };
+
+export function workerExitCode(exit: WorkerExit): number {
+  switch (exit.kind) {
+    case "Stopped":
+      return 0;
+    case "Refused":
+    case "Unreachable":
+    case "Lost":
+    case "WrongCertificate":
+      return 1;
+    case "BadCredential":
+      return 2;
+    default: {
+      const never: never = exit;
+      throw new Error(`unhandled worker exit ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+const FIRST_BACKOFF_MS = 100;
+const PROBE_READ_BYTES = 4096;
+
+export async function runWorker(options: WorkerOptions, signal: AbortSignal): Promise<WorkerExit> {
+  const { log, clock, rank } = options;
+  const read = readCredentialFile(credentialPath(options.credentialDir, rank));
+  if (read.kind !== "Read") return { kind: "BadCredential", message: read.message };
+  const { credential: initial, gateway } = read.file;
+  if (initial.rank !== rank) {
+    return {
+      kind: "BadCredential",
+      message: `the credential file for rank ${rank} holds a credential for rank ${initial.rank}`,
+    };
+  }
+  const pinned = readGatewayFingerprint(options.credentialDir);
+  if (pinned.kind === "Invalid") return { kind: "BadCredential", message: pinned.message };
+  const pin = pinned.kind === "Pinned" ? pinned.fingerprint : undefined;
+  const tcp = parseHostPort(gateway);
+  const address: GatewayTarget | null =
+    options.gatewaySocket !== undefined ? { unix: options.gatewaySocket } : tcp;
+  if (!address || ("port" in address && address.port === 0)) {
+    return { kind: "BadCredential", message: `the credential names no usable gateway address` };
+  }
+  log.info("worker: starting", {
+    allocationId: initial.allocationId,
+    epoch: initial.epoch,
+    rank,
+    gateway: options.gatewaySocket ?? gateway,
+    tls: pin !== undefined,
+  });
+
+  // The kernel outlives connections; its status goes to whichever one is current, at once.
+  let reportStatus: ((status: KernelStatus) => void) | null = null;
+  const kernel = createKernel({
+    python: options.python,
+    log,
+    onStatus: (status) => reportStatus?.(status),
+  });
+  try {
+    let credential = initial;
+    let deadline = initial.expiresAt;
+    let everConnected = false;
+    for (;;) {
+      const dialed = await dialUntil(options, address, credential, deadline, signal, pin);
+      switch (dialed.kind) {
+        case "Aborted":
+          return { kind: "Stopped", reason: "signal" };
+        case "Expired":
+          return everConnected
+            ? { kind: "Lost", message: `could not resume within the grace period: ${dialed.last}` }
+            : {
+                kind: "Unreachable",
+                message: `no verdict before the credential expired: ${dialed.last}`,
+              };
+        case "Refused":
+          return { kind: "Refused" };
+        case "WrongCertificate":
+          return dialed;
+        case "Welcomed": {
+          if (!everConnected) kernel.start(); // a refused worker never pays for Python
+          everConnected = true;
+          log.info("worker: connected", {
+            heartbeatIntervalMs: dialed.welcome.heartbeatIntervalMs,
+          });
+          reportStatus = (status) => dialed.link.send({ kind: "kernel_status", status });
+          // A death while disconnected (or before this daemon started) is news to this one.
+          reportStatus(kernel.status());
+          const ended = await serve(options, dialed.link, dialed.welcome, kernel, signal);
+          reportStatus = null;
+          if (ended.kind === "Stopped") return ended;
+          credential = ended.resume;
+          deadline = Math.min(clock.now() + options.graceMs, ended.resume.expiresAt);
+          log.warn("worker: connection lost; trying to resume", {
+            reason: ended.reason,
+            graceMs: options.graceMs,
+          });
+          break;
+        }
+        default: {
+          const never: never = dialed;
+          throw new Error(`unhandled dial result ${JSON.stringify(never)}`);
+        }
+      }
+    }
+  } finally {
+    await kernel.close();
+  }
+}
+
+type DialUntilResult =
+  | { readonly kind: "Welcomed"; readonly welcome: Welcome; readonly link: Link }
+  | { readonly kind: "Refused" }
+  | { readonly kind: "WrongCertificate"; readonly message: string }
+  | { readonly kind: "Expired"; readonly last: string }
+  | { readonly kind: "Aborted" };
+
+/** Dials until a verdict, the deadline, or the signal; backoff doubles, with jitter. */
+async function dialUntil(
+  options: WorkerOptions,
+  address: GatewayTarget,
+  credential: Credential,
+  deadline: number,
+  signal: AbortSignal,
+  pin: string | undefined,
+): Promise<DialUntilResult> {
+  const maxBackoffMs = options.maxBackoffMs ?? 3000;
+  let backoffMs = FIRST_BACKOFF_MS;
+  let last = "not tried";
+  for (let attempt = 1; ; attempt++) {
+    if (signal.aborted) return { kind: "Aborted" };
+    const remainingMs = deadline - options.clock.now();
+    if (remainingMs <= 0) return { kind: "Expired", last };
+    const outcome = await dialGateway(address, credential, {
+      verdictTimeoutMs: Math.min(options.verdictTimeoutMs ?? 30_000, remainingMs),
+      ...(options.maxFrameBytes !== undefined && { maxFrameBytes: options.maxFrameBytes }),
+      ...(pin !== undefined && { pin }),
+    });
+    if (outcome.kind !== "Failed") return outcome;
+    last = outcome.message;
+    // The first failure and then every tenth: a long queue wait must not flood the job log.
+    if (attempt % 10 === 1) {
+      options.log.info("worker: gateway not reachable yet", { attempt, message: last });
+    }
+    const jittered = backoffMs * (0.8 + 0.4 * Math.random());
+    await pause(Math.min(jittered, Math.max(0, deadline - options.clock.now())), signal);
+    backoffMs = Math.min(backoffMs * 2, maxBackoffMs);
+  }
+}
+
+type ServeEnd =
+  | { readonly kind: "Stopped"; readonly reason: string }
+  | { readonly kind: "Lost"; readonly reason: string; readonly resume: Credential };
+
+/** Serves one connection until the gateway says stop or the connection is gone. */
+function serve(
+  options: WorkerOptions,
+  link: Link,
+  welcome: Welcome,
+  kernel: Kernel,
+  signal: AbortSignal,
+): Promise<ServeEnd> {
+  const { clock } = options;
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  const intervalMs = welcome.heartbeatIntervalMs;
+  return new Promise<ServeEnd>((resolve) => {
+    let resume = welcome.resume;
+    let lastHeardAt = clock.now();
+    let ended = false;
+    const end = (result: ServeEnd) => {
+      if (ended) return;
+      ended = true;
+      clearInterval(beat);
+      signal.removeEventListener("abort", onAbort);
+      resolve(result);
+    };
+    const onAbort = () => {
+      link.terminate();
+      end({ kind: "Stopped", reason: "signal" });
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    const beat = setInterval(() => {
+      // A half-open connection announces nothing; silence is how we notice it.
+      if (clock.now() - lastHeardAt > LIVENESS_INTERVALS * intervalMs) {
+        link.terminate();
+        end({ kind: "Lost", reason: "the gateway went silent", resume });
+        return;
+      }
+      link.send({ kind: "heartbeat" });
+    }, intervalMs);
+
+    const reply = (id: number, response: WorkerResponse) => {
+      if (ended) return;
+      link.send({ kind: "response", id, response: fitResponse(id, response, maxFrameBytes) });
+    };
+
+    link.attach({
+      onFrame(frame) {
+        lastHeardAt = clock.now();
+        const message = parseGatewayMessage(frame);
+        if (!message) {
+          // A newer daemon may ask for something this worker does not know: answer that,
+          // rather than dropping a connection that is otherwise fine.
+          const id = unknownRequestId(frame);
+          if (id !== null) reply(id, { kind: "error", message: "unsupported request" });
+          else options.log.warn("worker: ignoring an unknown frame from the gateway");
+          return;
+        }
+        switch (message.kind) {
+          case "welcome":
+            return; // only ever the first frame; a repeat changes nothing
+          case "heartbeat_ack":
+            resume = message.resume;
+            return;
+          case "request":
+            void handle(message.request, kernel, (event) => {
+              if (ended) return;
+              link.send({ kind: "event", id: message.id, event: fitEvent(event, maxFrameBytes) });
+            }).then((response) => reply(message.id, response));
+            return;
+          case "stop":
+            options.log.info("worker: stopped by the gateway", { reason: message.reason });
+            // Ended first: closing our side may report the close synchronously, and this
+            // connection is stopped, not lost.
+            end({ kind: "Stopped", reason: message.reason });
+            link.end();
+            return;
+          default: {
+            const never: never = message;
+            throw new Error(`unhandled gateway message ${JSON.stringify(never)}`);
+          }
+        }
+      },
+      onClose(reason) {
+        end({ kind: "Lost", reason, resume });
+      },
+    });
+  });
+}
+
+async function handle(
+  request: WorkerRequest,
+  kernel: Kernel,
+  onEvent: (event: CellEvent) => void,
+): Promise<WorkerResponse> {
+  switch (request.kind) {
+    case "exec": {
+      const result = await kernel.exec(request.code, {
+        onEvent,
+        ...(request.cell !== undefined && { cell: request.cell }),
+      });
+      return { kind: "exec", ...result };
+    }
+    case "probe_workspace":
+      return probeWorkspace(request.path, request.expect);
+    case "interrupt":
+      return { kind: "interrupt", delivered: kernel.interrupt(request.cell).kind !== "NotRunning" };
+    default: {
+      const never: never = request;
+      throw new Error(`unhandled request ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/**
+ * Reads the marker the daemon wrote into the session's workspace. Finding it with the
+ * expected content proves this node sees the user's files where the daemon put them (the
+ * workspace is shared storage, not a copy).
+ */
+async function probeWorkspace(path: string, expect: string): Promise<ProbeWorkspaceResponse> {
+  if (!isAbsolute(path)) return { kind: "probe_workspace", found: false, content: null };
+  try {
+    const content = await Bun.file(path).slice(0, PROBE_READ_BYTES).text();
+    return { kind: "probe_workspace", found: content === expect, content };
+  } catch {
+    return { kind: "probe_workspace", found: false, content: null };
+  }
+}
+
+function unknownRequestId(frame: unknown): number | null {
+  if (typeof frame !== "object" || frame === null) return null;
+  const { kind, id } = frame as { kind?: unknown; id?: unknown };
+  return kind === "request" && Number.isSafeInteger(id) && (id as number) >= 0
+    ? (id as number)
+    : null;
+}
+
+/**
+ * The kernel caps each field, but a cell's output escaped into JSON can still exceed the
+ * frame cap, and an over-cap frame would cost the whole connection. Shrink the fields until
+ * the answer fits, saying so in the text.
+ */
+function fitResponse(id: number, response: WorkerResponse, maxFrameBytes: number): WorkerResponse {
+  const fits = (r: WorkerResponse) =>
+    encodeFrame({ kind: "response", id, response: r }, maxFrameBytes) !== null;
+  if (fits(response)) return response;
+  if (response.kind === "exec") {
+    for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
+      const shrunk = {
+        ...response,
+        result: response.result === null ? null : shrinkBundle(response.result, limit),
+        error:
+          response.error === null
+            ? null
+            : {
+                ename: clip(response.error.ename, limit),
+                evalue: clip(response.error.evalue, limit),
+                traceback: clip(response.error.traceback, limit),
+              },
+      };
+      if (fits(shrunk)) return shrunk;
+    }
+  }
+  return { kind: "error", message: "the answer does not fit in a frame" };
+}
+
+/** As fitResponse, for one output event: large MIME values go first, then text is cut. */
+function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
+  const fits = (e: CellEvent) =>
+    encodeFrame({ kind: "event", id: Number.MAX_SAFE_INTEGER, event: e }, maxFrameBytes) !== null;
+  if (fits(event)) return event;
+  for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
+    const shrunk: CellEvent =
+      event.type === "stream"
+        ? { ...event, text: clip(event.text, limit) }
+        : { ...event, data: shrinkBundle(event.data, limit) };
+    if (fits(shrunk)) return shrunk;
+  }
+  return { type: "stream", name: "stderr", text: "[an output did not fit in a frame]\n" };
+}
+
+/** Values over `limit` are left out, and text/plain says which, so loss is never silent. */
+function shrinkBundle(bundle: MimeBundle, limit: number): MimeBundle {
+  const kept: Record<string, string> = {};
+  const omitted: string[] = [];
+  for (const [mime, value] of Object.entries(bundle)) {
+    if (mime === "text/plain") continue;
+    if (value.length > limit) omitted.push(`${mime} of ${value.length} characters`);
+    else kept[mime] = value;
+  }
+  const note = omitted.length > 0 ? `\n[output not shown: ${omitted.join(", ")}, too large]` : "";
+  kept["text/plain"] = clip(bundle["text/plain"] ?? "", limit) + note;
+  return kept;
+}
+
+function clip(text: string, limit: number): string {
+  return text.length <= limit
+    ? text
+    : `${text.slice(0, limit)}\n[... ${text.length - limit} more characters not shown]`;
+}

@@ -1,0 +1,81 @@
+/**
+ * What admission needs from persistence: find a workload by its Idempotency-Key, and create
+ * one. Creating answers a union instead of throwing when another request took the key
+ * between the lookup and the insert (the race the unique index settles), so the rule that
+ * decides "replay or conflict" lives in the core, not in a match on the database's error
+ * text. Implemented by adapters/store-sqlite/stores/admission-store.ts.
+ */
+import type {
+  Allocation,
+  SubmissionToken,
+  Workload,
+  WorkloadKind,
+  WorkloadSpec,
+} from "../models.ts";
+import type { LimitExceeded, PrincipalUsage } from "../principals.ts";
+
+/** A new attempt's identity: its allocation id and its submission token. */
+export interface AttemptIds {
+  readonly allocationId: string;
+  readonly token: SubmissionToken;
+}
+
+/**
+ * The workload's first attempt, minted in the transaction that creates it: its token is
+ * durable the moment the workload is (INV-8), so the attempt can be handed to the backend
+ * at once instead of after a second commit in the next reconciler pass.
+ */
+export interface FirstAttemptInput extends AttemptIds {
+  /** The attempt's event message ("attempt 1 of N"). */
+  readonly message: string;
+}
+
+export interface CreateWorkloadInput {
+  readonly id: string;
+  readonly kind: WorkloadKind;
+  readonly name: string;
+  readonly profile: string;
+  readonly spec: WorkloadSpec;
+  readonly maxAttempts: number;
+  readonly idempotencyKey: string | null;
+  readonly requestHash: string | null;
+  /** Absent: the workload is created PENDING and the reconciler mints its first attempt. */
+  readonly firstAttempt?: FirstAttemptInput;
+  /** The principal that submits it; absent or null: the admin. */
+  readonly owner?: string | null;
+  /** What its profile holds while live, summed against the owner's limits. */
+  readonly cpus?: number;
+  readonly gpus?: number;
+  /**
+   * The owner's limit rule, run inside the inserting transaction over the owner's live
+   * usage: a refusal there writes nothing. Absent: no limit (the admin).
+   */
+  readonly withinLimits?: (usage: PrincipalUsage) => LimitExceeded | null;
+}
+
+/** A workload found by its Idempotency-Key, with the hash of the request that created it. */
+export interface IdempotentMatch {
+  readonly workload: Workload;
+  readonly requestHash: string | null;
+}
+
+export type CreateWorkloadResult =
+  | {
+      readonly kind: "Created";
+      readonly workload: Workload;
+      /** The first attempt, when one was asked for (SUBMITTING, no handle yet). */
+      readonly attempt: Allocation | null;
+    }
+  /** Another request created a workload with this Idempotency-Key first; nothing written. */
+  | { readonly kind: "KeyTaken"; readonly existing: IdempotentMatch }
+  /** The owner is at one of its limits; nothing written. */
+  | { readonly kind: "OverLimit"; readonly exceeded: LimitExceeded };
+
+export interface AdmissionStore {
+  findByIdempotencyKey(key: string): IdempotentMatch | null;
+  /**
+   * Inserts the workload and its first event in one transaction, with its first attempt when
+   * asked (then SUBMITTING, else PENDING). Writes.
+   */
+  create(input: CreateWorkloadInput): CreateWorkloadResult;
+}

@@ -1,0 +1,365 @@
+/**
+ * What the API and the reconciler need from the sessions engine at run time: running code in
+ * a READY session (`exec`), the gateway's expectations (which allocations may have workers
+ * dial in), and the session half of the cancel barrier.
+ */
+import { randomUUID } from "node:crypto";
+import { readSessionAttempt, SESSION_MAX_RANKS } from "../../adapters/spool/session-preparer.ts";
+import { systemTimers, type Timers } from "../../lib/clock.ts";
+import type { Log } from "../../lib/log.ts";
+import type { CellEvent, ExecResponse } from "../../wire/worker-protocol.ts";
+import type { StateLayout } from "../layout.ts";
+import type { Allocation, Workload } from "../models.ts";
+import type { SessionStore } from "../ports/session-store.ts";
+import type {
+  GatewayExpectation,
+  GatewayExpectations,
+  WorkerGateway,
+} from "../ports/worker-gateway.ts";
+import type { BarrierHooks } from "../reconciler/types.ts";
+import { KERNEL_DIED } from "./readiness-conditions.ts";
+import type {
+  ExecOptions,
+  ExecOutcome,
+  ExecOutput,
+  InterruptOutcome,
+  SessionService,
+} from "./session-service.ts";
+
+export interface SessionServiceOptions {
+  readonly store: SessionStore;
+  readonly gateway: Pick<WorkerGateway, "request">;
+  readonly log: Log;
+  /** How long one exec may run before the caller gets an answer without its result. */
+  readonly execTimeoutMs?: number;
+  /**
+   * After the caller of an exec went away (its signal aborted), the cell is interrupted once
+   * this has passed without an answer (default 2000 ms): nobody is there to read the result,
+   * and a runaway cell would hold every later exec behind it.
+   */
+  readonly disconnectGraceMs?: number;
+  /** Where the disconnect grace waits (tests: a manual timeline). Default: real timers. */
+  readonly timers?: Timers;
+  /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
+  readonly onWorkerLost?: () => void;
+}
+
+/** An interrupt is one signal in the worker: an answer this slow means the worker is gone. */
+const INTERRUPT_TIMEOUT_MS = 5000;
+export const DEFAULT_DISCONNECT_GRACE_MS = 2000;
+
+type Located =
+  | { readonly kind: "Located"; readonly allocation: Allocation }
+  | Exclude<ExecOutcome, { readonly kind: "Ok" }>;
+
+/**
+ * Exec runs in the kernel of rank 0 of the workload's CURRENT attempt, and only when READY is
+ * TRUE: a session whose workspace was never confirmed must not run a user's code where the
+ * user's data is not. One exception: READY FALSE only because the kernel died. The next exec
+ * is what restarts it (and says so), so refusing it would leave the session dead for good.
+ * Recording the activity is the API's job (ExecOutcome's contract).
+ */
+export function createSessionService(options: SessionServiceOptions): SessionService {
+  const { store, gateway } = options;
+  const execTimeoutMs = options.execTimeoutMs ?? 10 * 60 * 1000;
+  const disconnectGraceMs = options.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+  const timers = options.timers ?? systemTimers;
+
+  function locate(workloadId: string): Located {
+    const workload = store.getWorkload(workloadId);
+    if (workload?.kind !== "SESSION") return { kind: "NotFound" };
+    const conditions = store.listConditions(workloadId);
+    const ready = conditions.find((c) => c.type === "READY");
+    const kernel = conditions.find((c) => c.type === "KERNEL_RESPONSIVE");
+    const onlyKernelDied = ready?.reason === "KERNEL_RESPONSIVE" && kernel?.reason === KERNEL_DIED;
+    if (ready?.status !== "TRUE" && !onlyKernelDied) {
+      const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
+      return {
+        kind: "NotReady",
+        message: `the session is ${workload.phase} and not READY (${why})`,
+      };
+    }
+    if (workload.desired.kind === "STOP") {
+      return { kind: "NotReady", message: `the session is stopping (${workload.desired.reason})` };
+    }
+    const current = store
+      .listAllocations(workloadId)
+      .find((a) => a.epoch === workload.executionEpoch);
+    if (current?.phase !== "RUNNING") {
+      return { kind: "NotReady", message: "the session's allocation is not running" };
+    }
+    return { kind: "Located", allocation: current };
+  }
+
+  async function interruptCell(a: Allocation, cell: string | undefined): Promise<boolean> {
+    const outcome = await gateway.request(
+      a.id,
+      a.epoch,
+      0,
+      { kind: "interrupt", ...(cell !== undefined && { cell }) },
+      INTERRUPT_TIMEOUT_MS,
+    );
+    return outcome.kind === "Answered" && outcome.response.delivered;
+  }
+
+  return {
+    async exec(workloadId: string, code: string, execOptions: ExecOptions = {}) {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return located;
+      const current = located.allocation;
+      const { signal, onOutput } = execOptions;
+      execOptions.onStart?.();
+      const cell = randomUUID();
+      const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
+      const onEvent = (event: CellEvent) => {
+        const output = toOutput(event);
+        appendOutput(collected, output);
+        onOutput?.(output);
+      };
+      // The caller left: give it a moment (a flaky link, a reload), then stop this cell, and
+      // only this cell: a later exec queued behind it must not be the one interrupted.
+      // A holder, not a `let`: TypeScript cannot see the callback assign it.
+      const abandoned: { cancel: (() => void) | null } = { cancel: null };
+      const onAbort = () => {
+        abandoned.cancel ??= timers.after(disconnectGraceMs, () => {
+          void interruptCell(current, cell).then((interrupted) =>
+            options.log.info("exec abandoned by its caller", { workloadId, interrupted }),
+          );
+        });
+      };
+      if (signal?.aborted) onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      let outcome: Awaited<ReturnType<typeof gateway.request<{ kind: "exec"; code: string }>>>;
+      try {
+        outcome = await gateway.request(
+          current.id,
+          current.epoch,
+          0,
+          { kind: "exec", code, cell },
+          execTimeoutMs,
+          { onEvent },
+        );
+      } finally {
+        signal?.removeEventListener("abort", onAbort);
+        abandoned.cancel?.();
+      }
+      switch (outcome.kind) {
+        case "Answered": {
+          const final = finalOutput(outcome.response);
+          const outputs = collected.outputs;
+          if (collected.dropped > 0) {
+            outputs.push({
+              type: "stream",
+              name: "stderr",
+              text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
+            });
+          }
+          if (final) {
+            outputs.push(final);
+            onOutput?.(final);
+          }
+          return {
+            kind: "Ok",
+            status: outcome.response.status,
+            output: joinOutput(outputs),
+            error: outcome.response.error?.traceback ?? null,
+            outputs,
+            kernelRestarted: outcome.response.kernelRestarted,
+          };
+        }
+        case "NotConnected":
+        case "Disconnected":
+          options.onWorkerLost?.();
+          return { kind: "NotReady", message: "the session's worker is not connected" };
+        case "TimedOut": {
+          // Cells run one at a time: left running, an endless loop would hold every later
+          // exec (and the kernel probe) behind it until the session is cancelled. A SIGINT
+          // raises KeyboardInterrupt in the cell, as a notebook's interrupt button does.
+          const interrupted = await interruptCell(current, cell);
+          options.log.warn("exec timed out", { workloadId, interrupted });
+          return {
+            kind: "NotReady",
+            message: `no answer within ${Math.round(execTimeoutMs / 1000)} s; ${
+              interrupted
+                ? "the cell was interrupted"
+                : "the code may still be running (the interrupt was not delivered)"
+            }`,
+          };
+        }
+        case "WorkerError":
+          return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
+        case "TooLarge":
+          return { kind: "NotReady", message: `the code is too large (${outcome.bytes} bytes)` };
+        default: {
+          const unreachable: never = outcome;
+          throw new Error(`unhandled exec outcome ${JSON.stringify(unreachable)}`);
+        }
+      }
+    },
+
+    async interrupt(workloadId: string): Promise<InterruptOutcome> {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return located;
+      return { kind: "Ok", interrupted: await interruptCell(located.allocation, undefined) };
+    },
+  };
+}
+
+function toOutput(event: CellEvent): ExecOutput {
+  return event.type === "stream"
+    ? { type: "stream", name: event.name, text: event.text }
+    : { type: "display_data", data: event.data };
+}
+
+function finalOutput(r: ExecResponse): ExecOutput | null {
+  if (r.error) return { type: "error", ...r.error };
+  if (r.result) return { type: "execute_result", data: r.result };
+  return null;
+}
+
+/**
+ * What one plain exec answer may hold. The kernel caps each output, but not how many a cell
+ * makes (a hundred displays of half a megabyte each), and the worker's side of the channel
+ * is no more trusted than the code it runs: the daemon's memory is bounded here.
+ */
+const MAX_COLLECTED_CHARS = 16 * 1024 * 1024;
+
+interface Collected {
+  readonly outputs: ExecOutput[];
+  chars: number;
+  dropped: number;
+}
+
+function outputChars(output: ExecOutput): number {
+  switch (output.type) {
+    case "stream":
+      return output.text.length;
+    case "display_data":
+    case "execute_result":
+      return Object.entries(output.data).reduce((n, [k, v]) => n + k.length + v.length, 0);
+    case "error":
+      return output.ename.length + output.evalue.length + output.traceback.length;
+    default: {
+      const never: never = output;
+      throw new Error(`unhandled output ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** Adjacent text of one stream is one output, as a notebook shows it. Bounded, with a note. */
+function appendOutput(collected: Collected, output: ExecOutput): void {
+  const chars = outputChars(output);
+  if (collected.chars + chars > MAX_COLLECTED_CHARS) {
+    collected.dropped += 1;
+    return;
+  }
+  collected.chars += chars;
+  const outputs = collected.outputs;
+  const last = outputs.at(-1);
+  if (last?.type === "stream" && output.type === "stream" && last.name === output.name) {
+    outputs[outputs.length - 1] = { ...last, text: last.text + output.text };
+  } else {
+    outputs.push(output);
+  }
+}
+
+/** stdout and stderr as they came, then the last expression's text: what a terminal shows. */
+function joinOutput(outputs: readonly ExecOutput[]): string {
+  let out = "";
+  for (const o of outputs) {
+    if (o.type === "stream") out += o.text;
+    else if (o.type === "execute_result" || o.type === "display_data") {
+      const text = o.data["text/plain"] ?? "";
+      out += out === "" || out.endsWith("\n") ? text : `\n${text}`;
+    }
+  }
+  return out;
+}
+
+/**
+ * Which allocations may have workers connect, read from the store on every judged
+ * credential (the gateway calls this synchronously). An allocation is expected when it is
+ * a SESSION's CURRENT attempt, in an active phase other than STOPPING, and its workload still
+ * wants to run; anything else is fenced, so a worker of a stopped or superseded attempt is
+ * refused even if its credential has not expired (INV-7).
+ */
+export function createGatewayExpectations(deps: {
+  readonly store: SessionStore;
+  readonly layout: StateLayout;
+  /** The most ranks an attempt of this workload can have (its profile's nodes). */
+  readonly maxRanksOf?: (workload: Workload) => number;
+}): GatewayExpectations {
+  const ranksCache = new Map<string, number>();
+  return {
+    lookup(allocationId: string): GatewayExpectation | null {
+      const allocation = deps.store.getAllocation(allocationId);
+      if (!allocation) return null;
+      const workload = deps.store.getWorkload(allocation.workloadId);
+      if (workload?.kind !== "SESSION") return null;
+      let ranks = ranksCache.get(allocationId);
+      if (ranks === undefined) {
+        const read = readSessionAttempt(
+          deps.layout.attemptRecordDir(workload.id, allocationId),
+          deps.maxRanksOf?.(workload) ?? SESSION_MAX_RANKS,
+        );
+        // Missing or invalid (readiness logs it): no worker of this attempt is admitted.
+        if (read.kind !== "Valid") return null;
+        ranks = read.record.ranks;
+        ranksCache.set(allocationId, ranks);
+      }
+      const fenced =
+        workload.executionEpoch !== allocation.epoch ||
+        workload.desired.kind === "STOP" ||
+        !(
+          allocation.phase === "SUBMITTING" ||
+          allocation.phase === "QUEUED" ||
+          allocation.phase === "RUNNING"
+        );
+      return { epoch: allocation.epoch, ranks, fenced };
+    },
+  };
+}
+
+export interface SessionBarrierOptions {
+  readonly gateway: Pick<WorkerGateway, "stop" | "connected">;
+  readonly clock: { now(): number };
+  readonly log: Log;
+  /** After this long since the first `cancelTasks`, `drained` answers true regardless. */
+  readonly drainDeadlineMs?: number;
+}
+
+/**
+ * The session half of the reconciler's cancel barrier (stages 2 and 3): tell the attempt's
+ * workers to exit and refuse its credentials from now on; drained once none of them is
+ * connected. Re-entrant like the barrier itself: the gateway's stop is idempotent, and the
+ * drain deadline starts at the first call, so a barrier re-run after a lagging backend does
+ * not wait anew. The deadline exists because a worker that ignores `stop` must not wedge the
+ * barrier: stage 4 (the backend's release) kills it anyway. BATCH has no workers: no-op.
+ */
+export function createSessionBarrierHooks(options: SessionBarrierOptions): BarrierHooks {
+  const drainDeadlineMs = options.drainDeadlineMs ?? 10_000;
+  const stoppedAt = new Map<string, number>();
+  return {
+    async cancelTasks(workload: Workload, allocation: Allocation) {
+      if (workload.kind !== "SESSION") return;
+      if (!stoppedAt.has(allocation.id)) stoppedAt.set(allocation.id, options.clock.now());
+      const told = options.gateway.stop(allocation.id, allocation.epoch, "the session is stopping");
+      if (told > 0) {
+        options.log.info("told session workers to stop", {
+          workloadId: workload.id,
+          allocationId: allocation.id,
+          workers: told,
+        });
+      }
+    },
+    async drained(workload: Workload, allocation: Allocation) {
+      if (workload.kind !== "SESSION") return true;
+      if (options.gateway.connected(allocation.id, allocation.epoch).size === 0) {
+        stoppedAt.delete(allocation.id);
+        return true;
+      }
+      const since = stoppedAt.get(allocation.id);
+      return since !== undefined && options.clock.now() - since >= drainDeadlineMs;
+    },
+  };
+}

@@ -1,0 +1,210 @@
+import { Hono } from "hono";
+import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
+import { countLiveWorkloads } from "../../../adapters/store-sqlite/index.ts";
+import {
+  type BackendDiagnostics,
+  batchRefusal,
+  type IsolationVerdict,
+  launchesSandboxed,
+  type OrphanDiagnostics,
+  sessionIsolationVerdict,
+} from "../../../core/ports.ts";
+import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
+import { breakerStates, degradedView, iso } from "../views.ts";
+import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
+import { openApiDocument } from "./openapi.ts";
+
+const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
+
+/**
+ * The backend's own report, bounded in time: a hung scheduler must not hang the endpoint an
+ * operator opens to find out that the scheduler hangs.
+ */
+export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
+  const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<BackendDiagnostics>((resolve) => {
+    timer = setTimeout(
+      () =>
+        resolve({
+          backend: deps.backend.name,
+          healthy: false,
+          message: `no answer from the backend within ${timeoutMs} ms`,
+          calls: {},
+        }),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([
+      deps.backend.diagnostics().catch(
+        (error: unknown): BackendDiagnostics => ({
+          backend: deps.backend.name,
+          healthy: false,
+          message: `diagnostics failed: ${String(error)}`,
+          calls: {},
+        }),
+      ),
+      timedOut,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The SESSION isolation verdict for /metrics, bounded like the diagnostics: a verifier that
+ * probes on demand and hangs must not hang the scrape (it counts as unverified).
+ */
+async function isolationVerdict(deps: ApiDeps): Promise<IsolationVerdict> {
+  const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<IsolationVerdict>((resolve) => {
+    timer = setTimeout(
+      () => resolve({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([sessionIsolationVerdict(deps.backend), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Orphans for operators: handles and tokens are theirs to act on; times as ISO strings. */
+function orphansView(o: OrphanDiagnostics | null) {
+  if (o === null) return null;
+  return {
+    policy: o.policy,
+    lastSweepAt: o.lastSweepAt === null ? null : iso(o.lastSweepAt),
+    error: o.error,
+    jobs: o.jobs.map((j) => ({
+      handle: j.handle,
+      token: j.token,
+      state: j.state,
+      action: j.action,
+    })),
+  };
+}
+
+/**
+ * How jobs are isolated right now: an operator must see an opt-out such as
+ * `--allow-unsandboxed-batch` wherever they look, not only in the start-up log.
+ */
+function isolationView(deps: ApiDeps) {
+  return {
+    launchesSandboxed: launchesSandboxed(deps.backend),
+    unsandboxedBatchAllowed: deps.isolation?.unsandboxedBatchAllowed ?? false,
+    batchRefusal: batchRefusal(deps.backend),
+    jobIdentity: deps.isolation?.jobIdentity ?? "unknown",
+  };
+}
+
+function spoolView(r: SpoolSpaceReport) {
+  return {
+    path: r.path,
+    healthy: !r.low,
+    freeBytes: r.freeBytes,
+    totalBytes: r.totalBytes,
+    lowWaterBytes: r.lowWaterBytes,
+    message: r.message,
+  };
+}
+
+/** Every profile with its breaker, the breakers read once (not once per profile). */
+function profileBreakerFigures(deps: ApiDeps) {
+  const breakers = breakerStates(deps.reconciler);
+  return deps.backend.profiles().map((p) => {
+    const state = breakers.get(p.name);
+    return {
+      name: p.name,
+      degraded: state?.kind === "Open",
+      consecutiveRejections: state?.consecutiveRejections ?? 0,
+    };
+  });
+}
+
+export function createSystemRoutes(
+  deps: ApiDeps,
+  requests: RequestCounter,
+  metrics: DaemonMetrics,
+) {
+  const app = new Hono<ApiEnv>();
+  const document = openApiDocument(deps.version);
+
+  app.get("/healthz", function health(c) {
+    return c.json({ status: "ok" });
+  });
+
+  app.get("/v1/diagnostics", async function diagnostics(c) {
+    const backend = await backendDiagnostics(deps);
+    // The reconciler sees a slow call while it is still in flight; the backend's own report
+    // only once it failed, which after an outage can take the whole command timeout.
+    const watched = deps.reconciler.backendHealth();
+    const tick = deps.reconciler.lastTick();
+    return c.json({
+      version: deps.version,
+      backend: {
+        name: deps.backend.name,
+        healthy: backend.healthy && watched.kind === "Healthy",
+        message: watched.kind === "Degraded" ? watched.message : backend.message,
+        calls: backend.calls,
+        callsPerSecond: deps.reconciler.backendCallRate().perSecond,
+        ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
+      },
+      isolation: isolationView(deps),
+      profiles: (deps.reconciler.profileBreakers?.() ?? []).map((b) => ({
+        name: b.profile,
+        consecutiveRejections: b.state.consecutiveRejections,
+        degraded: degradedView(b.state),
+      })),
+      reconciler: {
+        lastTick: tick
+          ? {
+              startedAt: iso(tick.startedAt),
+              durationMs: tick.durationMs,
+              backendCalls: tick.backendCalls,
+              backendCallsTotal: tick.backendCallsTotal,
+              backendUnavailable: tick.backendUnavailable,
+              error: tick.error,
+            }
+          : null,
+      },
+      ...(deps.spool === undefined ? {} : { spool: spoolView(deps.spool.report()) }),
+    });
+  });
+
+  app.get("/metrics", async function prometheusText(c) {
+    const [backend, isolation] = await Promise.all([
+      backendDiagnostics(deps),
+      isolationVerdict(deps),
+    ]);
+    const text = renderMetrics({
+      isolationVerified: isolation.kind === "Verified",
+      version: deps.version,
+      now: deps.clock.now(),
+      workloads: countLiveWorkloads(deps.store),
+      lastTick: deps.reconciler.lastTick(),
+      requests,
+      metrics,
+      ...(deps.processFigures === undefined ? {} : { process: deps.processFigures() }),
+      backend: {
+        degraded: !backend.healthy || deps.reconciler.backendHealth().kind === "Degraded",
+        calls: deps.reconciler.backendCallRate(),
+        commands: backend.calls,
+      },
+      ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
+      isolation: isolationView(deps),
+      ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
+      profiles: profileBreakerFigures(deps),
+    });
+    return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
+  });
+
+  app.get("/openapi.json", function openApi(c) {
+    return c.json(document);
+  });
+
+  return app;
+}

@@ -1,0 +1,405 @@
+/**
+ * The response bodies as valibot schemas: the OpenAPI document is generated from them, and
+ * the contract test parses real responses with them (strict objects: a field a view gains
+ * without being described here fails that test). The `satisfies`-style checks at the end
+ * make TypeScript refuse a view and its schema that disagree on a field.
+ */
+import * as v from "valibot";
+import { CONDITION_TYPES, PHASES, REASONS, WORKLOAD_KINDS } from "../../core/models.ts";
+import { PROBLEMS, type ProblemSlug, problemReason } from "./problem.ts";
+import type {
+  AllocationView,
+  ConditionView,
+  EventView,
+  ListedProfileView,
+  PlacementView,
+  WorkloadView,
+} from "./views.ts";
+
+const d = v.description;
+const text = (what: string) => v.pipe(v.string(), d(what));
+const nullableText = (what: string) => v.pipe(v.nullable(v.string()), d(what));
+const time = (what: string) => v.pipe(v.string(), v.isoTimestamp(), d(what));
+const nullableTime = (what: string) =>
+  v.pipe(v.nullable(v.pipe(v.string(), v.isoTimestamp())), d(what));
+const integer = (what: string) => v.pipe(v.number(), v.integer(), d(what));
+const nullableInteger = (what: string) =>
+  v.pipe(v.nullable(v.pipe(v.number(), v.integer())), d(what));
+const phase = v.pipe(v.picklist(PHASES), d("Where the workload (or attempt) is in its life."));
+const reasonCode = (what: string) =>
+  v.pipe(v.nullable(v.string()), d(`${what} An UPPER_SNAKE code, see components.schemas.Reason.`));
+
+/** The reason codes of phases, attempts and events, documented once. */
+export const ReasonSchema = v.pipe(
+  v.picklist(REASONS),
+  d("Why a workload, attempt or condition is where it is."),
+);
+
+const ConditionSchema = v.strictObject({
+  type: v.pipe(
+    v.picklist([...CONDITION_TYPES, "SCHEDULED"]),
+    d("Which condition: SCHEDULED (every kind), or a session's readiness condition."),
+  ),
+  status: v.pipe(v.picklist(["TRUE", "FALSE", "UNKNOWN"]), d("Its current value.")),
+  reason: text("Why it has that value (UPPER_SNAKE)."),
+  message: text("The same for people."),
+  lastTransitionTime: time("When the status last changed."),
+});
+
+const AllocationSchema = v.strictObject({
+  id: text("The attempt's id."),
+  epoch: integer("The attempt's number, 1 for the first; `logs --attempt N` takes it."),
+  phase,
+  reason: reasonCode("Why the attempt is where it is."),
+  submittedAt: nullableTime("When the backend accepted the attempt."),
+  startedAt: nullableTime("When the attempt started running."),
+  endedAt: nullableTime("When the attempt ended."),
+  deadline: nullableTime(
+    "When the backend ends the attempt for its time limit, as the backend itself computed it once the attempt started; null when not known or without a limit.",
+  ),
+  backendJobId: nullableText(
+    "The backend's own id for this attempt (a scheduler's job id), to match it in the backend's tools; `GET /v1/workloads?backendJobId=` finds the workload from it. Null before the attempt was handed to the backend.",
+  ),
+});
+
+export const WorkloadSchema = v.strictObject({
+  id: text("The workload's id."),
+  kind: v.pipe(v.picklist(WORKLOAD_KINDS), d("SESSION (interactive kernel) or BATCH.")),
+  name: text("The name given at submission, or one derived from the id."),
+  profile: text("The profile it runs on."),
+  owner: nullableText("The principal that submitted it; null: the admin."),
+  phase,
+  reason: reasonCode("Why it is in this phase (terminal phases always have one)."),
+  message: nullableText("The same for people."),
+  hint: nullableText("What the reason asks a person to do; null when it asks nothing."),
+  specRevision: integer("Revision of the stored request."),
+  executionEpoch: integer("The number of the current (latest) attempt; 0 before the first."),
+  createdAt: time("When it was accepted."),
+  updatedAt: time("When it last changed."),
+  lastActiveAt: nullableTime("A session's last user activity (exec, step)."),
+  exitCode: nullableInteger("The job's exit status once it ended, when the backend knows it."),
+  conditions: v.pipe(
+    v.array(ConditionSchema),
+    d(
+      "SCHEDULED first (FALSE with the waiting reason until the attempt has its resources); for SESSION then the four readiness conditions and READY, in order.",
+    ),
+  ),
+  allocations: v.pipe(v.array(AllocationSchema), d("One per attempt, oldest first.")),
+  deadline: nullableTime(
+    "TIME_REMAINING: when the current attempt is ended for its time limit, while it runs; null when it does not run, or has no limit, or the backend has not said yet.",
+  ),
+  phaseConfirmedAt: nullableTime(
+    "When `phase` was last confirmed. For a phase the backend holds (SUBMITTING, QUEUED, RUNNING, STOPPING): the last time the backend answered for the current attempt, null when it has not since the daemon started (a phase read from before a restart, not seen since). For PENDING and ended phases, which the daemon decides: when the phase was written.",
+  ),
+  timeRemainingSeconds: nullableInteger(
+    "TIME_REMAINING: whole seconds left before `deadline` when this answer was made, never negative; null when `deadline` is null. A session's kernel has the same deadline as OPENAI4S_DEADLINE and `time_remaining()`.",
+  ),
+});
+
+export const WorkloadListSchema = v.strictObject({
+  items: v.pipe(v.array(WorkloadSchema), d("Newest first.")),
+  nextCursor: nullableText("Pass as `cursor` for the next page; null on the last page."),
+});
+
+const EventSchema = v.strictObject({
+  at: time("When the transition happened."),
+  phase,
+  reason: reasonCode("Why."),
+  message: nullableText("The same for people."),
+});
+
+export const EventListSchema = v.pipe(v.array(EventSchema), d("Transitions, oldest first."));
+
+const PlacementSchema = v.strictObject({
+  placeable: v.pipe(v.boolean(), d("Whether a workload of this kind would be placed now.")),
+  reason: nullableText("Why not (UPPER_SNAKE, e.g. ISOLATION_UNAVAILABLE); null when placeable."),
+  message: nullableText("Why not, for people; null when placeable."),
+});
+
+const DegradedSchema = v.strictObject({
+  message: text("The backend's own words for its last refusal."),
+  consecutiveRejections: integer("Submissions it refused in a row."),
+  since: time("When the profile became degraded."),
+  retryAt: time("When one submission is tried again (a back-off that doubles with each refusal)."),
+});
+
+const ProfileSchema = v.strictObject({
+  name: text("What scientists call it; `profile` in a submission."),
+  description: text("What it is for."),
+  kinds: v.pipe(v.array(v.picklist(WORKLOAD_KINDS)), d("The kinds it accepts.")),
+  resources: v.pipe(
+    v.strictObject({
+      nodes: integer("Nodes per attempt."),
+      cpus: integer("CPUs per node."),
+      gpus: integer("GPUs per node."),
+      memoryMb: nullableInteger("Memory per node in MB; null when not limited."),
+      timeLimitSeconds: nullableInteger("Longest time limit it allows; null when none."),
+      maxTasks: integer(
+        "Most tasks (MPI ranks) one BATCH workload may ask for; 1: a single command.",
+      ),
+    }),
+    d("What an attempt on this profile is granted."),
+  ),
+  placement: v.pipe(
+    v.strictObject({
+      SESSION: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts SESSION."))),
+      BATCH: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts BATCH."))),
+    }),
+    d("Per accepted kind: whether it can be placed now, and if not why."),
+  ),
+  degraded: v.pipe(
+    v.nullable(DegradedSchema),
+    d(
+      "Set while the backend keeps refusing this profile: its workloads wait PENDING (PROFILE_DEGRADED) and one submission is tried again after a back-off; null when it is not degraded.",
+    ),
+  ),
+});
+
+export const ProfileListSchema = v.strictObject({
+  profiles: v.pipe(v.array(ProfileSchema), d("Every profile the backend offers.")),
+});
+
+const mimeBundle = (what: string) =>
+  v.pipe(
+    v.record(v.string(), v.string()),
+    d(
+      `${what} A MIME bundle: text/plain always; image/png (base64), text/html, application/json when the object provides them.`,
+    ),
+  );
+
+/** One output of a cell, in Jupyter's message shapes (docs/sessions.md has the mapping). */
+export const ExecOutputSchema = v.pipe(
+  v.variant("type", [
+    v.strictObject({
+      type: v.pipe(v.literal("stream"), d("Text the cell printed (Jupyter `stream`).")),
+      name: v.pipe(v.picklist(["stdout", "stderr"]), d("Which stream.")),
+      text: text("The text."),
+    }),
+    v.strictObject({
+      type: v.pipe(v.literal("display_data"), d("A display() call (Jupyter `display_data`).")),
+      data: mimeBundle("What was displayed."),
+    }),
+    v.strictObject({
+      type: v.pipe(v.literal("execute_result"), d("The last expression's value.")),
+      data: mimeBundle("The value."),
+    }),
+    v.strictObject({
+      type: v.pipe(v.literal("error"), d("The cell raised (Jupyter `error`).")),
+      ename: text("The exception's class name."),
+      evalue: text("Its message."),
+      traceback: text("The formatted traceback."),
+    }),
+  ]),
+  d("One output of the cell, in the order produced."),
+);
+
+export const ExecResultSchema = v.strictObject({
+  status: v.pipe(v.picklist(["OK", "ERROR"]), d("ERROR: the code raised; not a daemon failure.")),
+  output: text("What the code printed, and the value of its last expression (text/plain)."),
+  error: nullableText("The traceback when status is ERROR."),
+  outputs: v.pipe(v.array(ExecOutputSchema), d("Every output with its MIME bundle, in order.")),
+  kernelRestarted: v.pipe(
+    v.boolean(),
+    d("The kernel had died and was restarted for this cell: earlier variables are gone."),
+  ),
+});
+
+export const InterruptResultSchema = v.strictObject({
+  interrupted: v.pipe(
+    v.boolean(),
+    d("False when no cell was running: there was nothing to interrupt."),
+  ),
+});
+
+export const TaskResultSchema = v.strictObject({
+  exitCode: integer("The step's exit status."),
+  stdout: text("Its standard output (capped)."),
+  stderr: text("Its standard error (capped)."),
+});
+
+export const HealthSchema = v.strictObject({
+  status: v.pipe(v.literal("ok"), d("Always ok: an answer means the daemon runs.")),
+});
+
+const callCounts = (what: string) => v.pipe(v.record(v.string(), v.number()), d(what));
+
+export const DiagnosticsSchema = v.strictObject({
+  version: text("The daemon's version."),
+  backend: v.pipe(
+    v.strictObject({
+      name: text("The backend's name (local, or a cluster backend)."),
+      healthy: v.pipe(v.boolean(), d("Whether the backend answered its health check in time.")),
+      message: text("What the backend said about itself."),
+      calls: callCounts("Calls the backend made to its scheduler, by kind."),
+      callsPerSecond: v.pipe(
+        v.number(),
+        d("Port calls per second made by the reconciler, over the last minute."),
+      ),
+      orphans: v.optional(
+        v.pipe(
+          v.nullable(
+            v.strictObject({
+              policy: v.pipe(v.picklist(["report", "cancel"]), d("What is done with orphans.")),
+              lastSweepAt: nullableTime("When the last sweep got an answer; null before it."),
+              error: nullableText("Why the last sweep had no answer; null when it had one."),
+              jobs: v.pipe(
+                v.array(
+                  v.strictObject({
+                    handle: text("The backend's id of the job."),
+                    token: text("The submission token the job carries."),
+                    state: text("The job's state at the backend."),
+                    action: v.pipe(
+                      v.picklist(["REPORTED", "CANCEL_REQUESTED", "CANCEL_FAILED"]),
+                      d("What this daemon did about it."),
+                    ),
+                  }),
+                ),
+                d("Jobs carrying this daemon's identity with no allocation row."),
+              ),
+            }),
+          ),
+          d(
+            "Only from a backend that sweeps for orphans (null before its first sweep): jobs of this daemon it has no row for, never adopted.",
+          ),
+        ),
+      ),
+    }),
+    d("The backend's own report, bounded in time."),
+  ),
+  isolation: v.pipe(
+    v.strictObject({
+      launchesSandboxed: v.pipe(
+        v.boolean(),
+        d("New jobs start inside the verified per-allocation sandbox."),
+      ),
+      unsandboxedBatchAllowed: v.pipe(
+        v.boolean(),
+        d(
+          "Started with --allow-unsandboxed-batch: BATCH may run as the daemon's uid, unsandboxed.",
+        ),
+      ),
+      batchRefusal: nullableText(
+        "Why BATCH submissions are refused now (ISOLATION_UNAVAILABLE); null when they are placed.",
+      ),
+      jobIdentity: text(
+        "Who jobs run as: a leased uid range, one named account, or the daemon's uid.",
+      ),
+    }),
+    d("How jobs are isolated right now."),
+  ),
+  profiles: v.pipe(
+    v.array(
+      v.strictObject({
+        name: text("The profile."),
+        consecutiveRejections: integer("Submissions the backend refused in a row."),
+        degraded: v.pipe(v.nullable(DegradedSchema), d("Set while its breaker is open.")),
+      }),
+    ),
+    d("Profiles the backend refused since their last accepted submission."),
+  ),
+  reconciler: v.pipe(
+    v.strictObject({
+      lastTick: v.pipe(
+        v.nullable(
+          v.strictObject({
+            startedAt: time("When the tick started."),
+            durationMs: v.pipe(v.number(), d("How long it took.")),
+            backendCalls: callCounts("Calls the tick made to the backend, by port operation."),
+            backendCallsTotal: integer("Their sum."),
+            backendUnavailable: v.pipe(v.boolean(), d("A backend call failed during the tick.")),
+            error: nullableText("Set when a store failure aborted the tick."),
+          }),
+        ),
+        d("The last finished tick; null before the first."),
+      ),
+    }),
+    d("The reconciler's figures."),
+  ),
+  spool: v.optional(
+    v.pipe(
+      v.strictObject({
+        path: text("The spool: where jobs' workspaces and logs are written."),
+        healthy: v.pipe(
+          v.boolean(),
+          d("False below the low-water mark, or when its free space cannot be read."),
+        ),
+        freeBytes: nullableInteger("Bytes an unprivileged writer may still use; null if unread."),
+        totalBytes: nullableInteger("The filesystem's size in bytes; null if unread."),
+        lowWaterBytes: nullableInteger(
+          "Below this much free space new submissions get 503 SPOOL_FULL; null if unread.",
+        ),
+        message: nullableText("Why it is not healthy; null when it is."),
+      }),
+      d("The spool's free space against its low-water mark."),
+    ),
+  ),
+});
+
+const PROBLEM_REASONS = Object.keys(PROBLEMS).map((slug) => problemReason(slug as ProblemSlug));
+
+export const ProblemSchema = v.looseObject({
+  type: text("A URN naming the kind of problem (urn:openai4s:problem:SLUG)."),
+  reason: v.pipe(
+    v.picklist(PROBLEM_REASONS as [string, ...string[]]),
+    d(
+      `Stable UPPER_SNAKE code a script can switch on: ${Object.entries(PROBLEMS)
+        .map(([slug, meaning]) => `${problemReason(slug as ProblemSlug)}: ${meaning}`)
+        .join(" ")}`,
+    ),
+  ),
+  title: text("Short, the same for every problem of this type."),
+  status: integer("The HTTP status."),
+  detail: text("What went wrong with this request."),
+  errors: v.pipe(
+    v.array(
+      v.strictObject({
+        path: text(
+          "The field, parameter or header (`command[0]`, `env.PATH`); empty for the body.",
+        ),
+        message: text("What is wrong with it."),
+      }),
+    ),
+    d("One entry per invalid input; empty for other problems."),
+  ),
+});
+
+// Compile-time agreement of views and schemas on their fields: a field added to a view and
+// not described here (or the reverse) is a type error on these lines. Nested objects are
+// held to the schemas at run time by the contract test's strict parse of real responses.
+type Out<S extends v.GenericSchema> = v.InferOutput<S>;
+type SameKeys<A, B> = [Exclude<keyof A, keyof B>, Exclude<keyof B, keyof A>] extends [never, never]
+  ? true
+  : { readonly missing: Exclude<keyof A, keyof B>; readonly extra: Exclude<keyof B, keyof A> };
+export const VIEWS_AGREE: readonly true[] = [
+  true satisfies SameKeys<WorkloadView, Out<typeof WorkloadSchema>>,
+  true satisfies SameKeys<AllocationView, Out<typeof AllocationSchema>>,
+  true satisfies SameKeys<ConditionView, Out<typeof ConditionSchema>>,
+  true satisfies SameKeys<EventView, Out<typeof EventSchema>>,
+  true satisfies SameKeys<ListedProfileView, Out<typeof ProfileSchema>>,
+  true satisfies SameKeys<PlacementView, Out<typeof PlacementSchema>>,
+];
+
+export const FileEntrySchema = v.strictObject({
+  path: text("The entry's path inside the workspace."),
+  type: v.pipe(
+    v.picklist(["file", "directory", "symlink", "other"]),
+    d("What it is (a link is listed, never followed)."),
+  ),
+  sizeBytes: v.pipe(v.number(), d("Its size in bytes (lstat).")),
+  mode: text("Its permission bits in octal, e.g. 0600."),
+  modifiedAt: text("When its content last changed (ISO 8601)."),
+});
+
+export const FileListSchema = v.strictObject({
+  items: v.pipe(
+    v.array(FileEntrySchema),
+    d("Depth first, names sorted; a directory before its entries."),
+  ),
+  nextCursor: nullableText("Pass as `cursor` for the next page; null on the last page."),
+});
+
+export const UploadedFileSchema = v.strictObject({
+  path: text("The file's path inside the workspace."),
+  sizeBytes: v.pipe(v.number(), d("Bytes written.")),
+  mode: text("Its permission bits in octal."),
+});

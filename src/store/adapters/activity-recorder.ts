@@ -1,8 +1,0 @@
-/** The SQLite adapter of the activity port (orchestration/ports/activity-recorder.ts). */
-import type { ActivityRecorder } from "../../orchestration/ports/activity-recorder.ts";
-import type { StoreDeps } from "../deps.ts";
-import { touchActivity } from "../ops/touch-activity.ts";
-
-export function bindActivityRecorder(deps: StoreDeps): ActivityRecorder {
-  return { touch: (workloadId) => touchActivity(deps, workloadId) };
-}
