@@ -5,10 +5,11 @@ import {
   checkLeaks,
   findBackendImports,
   findContractLeaks,
-  findCoreImports,
+  findCoreIo,
+  findLayerImports,
   findSchedulerWords,
   formatViolations,
-  KNOWN_CORE_IMPORTS,
+  KNOWN_LAYER_IMPORTS,
 } from "../support/leak-guard.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -20,6 +21,10 @@ describe("INV-2 leak guard on the real tree", () => {
     expect(formatViolations(violations)).toBe("");
   });
 
+  test("the core does no I/O: no fs, spawn, sockets or process.env", () => {
+    expect(formatViolations(findCoreIo(SRC))).toBe("");
+  });
+
   test("the contracts' index reaches only contract modules", () => {
     expect(formatViolations(findContractLeaks(SRC))).toBe("");
   });
@@ -28,13 +33,13 @@ describe("INV-2 leak guard on the real tree", () => {
     expect(formatViolations(findBackendImports(SRC))).toBe("");
   });
 
-  test("the core imports nothing from store, api, daemon or cli", () => {
-    expect(formatViolations(findCoreImports(SRC, KNOWN_CORE_IMPORTS))).toBe("");
+  test("every import respects the layers (core, wire, lib, adapters, servers, apps)", () => {
+    expect(formatViolations(findLayerImports(SRC, KNOWN_LAYER_IMPORTS))).toBe("");
   });
 
-  test("every known exception to the core's import rule still exists (else delete it)", () => {
-    const found = findCoreImports(SRC);
-    for (const known of KNOWN_CORE_IMPORTS) {
+  test("every known exception to the layer rule still exists (else delete it)", () => {
+    const found = findLayerImports(SRC);
+    for (const known of KNOWN_LAYER_IMPORTS) {
       expect(found.some((v) => v.file === known.file && v.detail.includes(known.target))).toBe(
         true,
       );
@@ -60,109 +65,220 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
     ["a substring inside a word", "export const isRunning = true;\n", "srun"],
   ])("%s", (_label, planted, word) => {
     const copy = copyOfSrc();
-    appendFileSync(join(copy, "orchestration", "models.ts"), planted);
+    appendFileSync(join(copy, "core", "models.ts"), planted);
     const violations = findSchedulerWords(copy);
-    expect(violations.some((v) => v.file === "orchestration/models.ts" && v.detail === word)).toBe(
-      true,
-    );
+    expect(violations.some((v) => v.file === "core/models.ts" && v.detail === word)).toBe(true);
   });
 
   test("the composition root is not exempt: only the backend registry file is", () => {
     // The exemption once covered the whole composition/ folder, so any wiring module could
     // grow scheduler knowledge unnoticed.
     const copy = copyOfSrc();
-    appendFileSync(join(copy, "composition", "core.ts"), "// submitted with sbatch\n");
-    appendFileSync(join(copy, "composition", "backends.ts"), "// submitted with sbatch\n");
+    appendFileSync(
+      join(copy, "apps", "daemon", "composition", "core.ts"),
+      "// submitted with sbatch\n",
+    );
+    appendFileSync(
+      join(copy, "apps", "daemon", "composition", "backends.ts"),
+      "// submitted with sbatch\n",
+    );
     const files = findSchedulerWords(copy).map((v) => v.file);
-    expect(files).toEqual(["composition/core.ts"]);
+    expect(files).toEqual(["apps/daemon/composition/core.ts"]);
   });
 
   test("a scheduler word in a file name", () => {
     const copy = copyOfSrc();
-    writeFileSync(join(copy, "orchestration", "qos-helpers.ts"), "export {};\n");
-    expect(findSchedulerWords(copy).some((v) => v.file === "orchestration/qos-helpers.ts")).toBe(
-      true,
-    );
+    writeFileSync(join(copy, "core", "qos-helpers.ts"), "export {};\n");
+    expect(findSchedulerWords(copy).some((v) => v.file === "core/qos-helpers.ts")).toBe(true);
   });
 
   test("the contracts' index re-exporting an implementation module", () => {
     const copy = copyOfSrc();
-    writeFileSync(join(copy, "orchestration", "helper-impl.ts"), "export const x = 1;\n");
-    appendFileSync(join(copy, "orchestration", "index.ts"), 'export * from "./helper-impl.ts";\n');
+    writeFileSync(join(copy, "core", "helper-impl.ts"), "export const x = 1;\n");
+    appendFileSync(join(copy, "core", "index.ts"), 'export * from "./helper-impl.ts";\n');
     const violations = findContractLeaks(copy);
-    expect(violations.map((v) => v.detail).join("\n")).toContain("orchestration/helper-impl.ts");
+    expect(violations.map((v) => v.detail).join("\n")).toContain("core/helper-impl.ts");
   });
 
   test("a contract module importing an implementation module transitively", () => {
     const copy = copyOfSrc();
-    const models = join(copy, "orchestration", "models.ts");
-    writeFileSync(models, `import "../store/index.ts";\n${readFileSync(models, "utf8")}`);
-    expect(findContractLeaks(copy).some((v) => v.detail.includes("store/index.ts"))).toBe(true);
+    const models = join(copy, "core", "models.ts");
+    writeFileSync(
+      models,
+      `import "../adapters/store-sqlite/index.ts";\n${readFileSync(models, "utf8")}`,
+    );
+    expect(findContractLeaks(copy).some((v) => v.detail.includes("store-sqlite/index.ts"))).toBe(
+      true,
+    );
   });
 
   test("a core module importing a backend package", () => {
     const copy = copyOfSrc();
     appendFileSync(
-      join(copy, "orchestration", "ports.ts"),
-      'import { x } from "./local/index.ts";\nexport const y = x;\n',
+      join(copy, "core", "ports.ts"),
+      'import { x } from "../adapters/backend-local/backend.ts";\nexport const y = x;\n',
     );
     const violations = findBackendImports(copy);
-    expect(violations.some((v) => v.file === "orchestration/ports.ts")).toBe(true);
+    expect(violations.some((v) => v.file === "core/ports.ts")).toBe(true);
   });
 
   test.each([
-    ["a value import", 'import { getWorkload } from "../store/ops/get-workload.ts";\n', "store/"],
-    ["a type-only import", 'import type { StoreDeps } from "../store/deps.ts";\n', "store/deps.ts"],
-    ["an inline type import", 'import { type AppDeps } from "../api/deps.ts";\n', "api/deps.ts"],
-    ["a re-export", 'export * from "../api/problem.ts";\n', "api/problem.ts"],
-    ["a type re-export", 'export type { Command } from "../cli/command.ts";\n', "cli/"],
-    ["a side-effect import", 'import "../daemon/daemon.ts";\n', "daemon/daemon.ts"],
-    ["a dynamic import()", 'export const m = () => import("../daemon/daemon.ts");\n', "daemon/"],
+    [
+      "a value import",
+      'import { getWorkload } from "../adapters/store-sqlite/ops/get-workload.ts";\n',
+      "store-sqlite/",
+    ],
+    [
+      "a type-only import",
+      'import type { StoreDeps } from "../adapters/store-sqlite/deps.ts";\n',
+      "store-sqlite/deps.ts",
+    ],
+    [
+      "an inline type import",
+      'import { type AppDeps } from "../servers/http/deps.ts";\n',
+      "servers/http/deps.ts",
+    ],
+    ["a re-export", 'export * from "../servers/http/problem.ts";\n', "servers/http/problem.ts"],
+    ["a type re-export", 'export type { Command } from "../apps/cli/list.ts";\n', "apps/cli/"],
+    ["a side-effect import", 'import "../apps/daemon/daemon.ts";\n', "apps/daemon/daemon.ts"],
+    [
+      "a dynamic import()",
+      'export const m = () => import("../apps/daemon/daemon.ts");\n',
+      "apps/daemon/",
+    ],
     [
       "a template-literal import()",
-      "export const m = () => import(`../store/index.ts`);\n",
-      "store/",
+      "export const m = () => import(`../adapters/store-sqlite/index.ts`);\n",
+      "store-sqlite/",
     ],
-    ["a require()", 'export const m = () => require("../cli/main.ts");\n', "cli/main.ts"],
-    ["a type query import()", 'export type D = import("../store/deps.ts").StoreDeps;\n', "store/"],
-    ["a directory import", 'export * from "../store";\n', "store"],
-    ["the composition root", 'import "../composition-root.ts";\n', "composition-root.ts"],
-    ["the worker binary", 'export type { W } from "../worker/index.ts";\n', "worker/"],
+    ["a require()", 'export const m = () => require("../apps/cli/main.ts");\n', "apps/cli/main.ts"],
+    [
+      "a type query import()",
+      'export type D = import("../adapters/store-sqlite/deps.ts").StoreDeps;\n',
+      "store-sqlite/",
+    ],
+    ["a directory import", 'export * from "../adapters/store-sqlite";\n', "store"],
+    [
+      "the composition root",
+      'import "../apps/daemon/composition/core.ts";\n',
+      "apps/daemon/composition/core.ts",
+    ],
+    ["the worker binary", 'export type { W } from "../apps/worker/worker.ts";\n', "apps/worker/"],
     [
       "a computed import()",
-      'const p = "../store/index.ts";\nexport const m = () => import(p);\n',
+      'const p = "../adapters/store-sqlite/index.ts";\nexport const m = () => import(p);\n',
       "computed",
     ],
   ])("the core importing an edge: %s", (_label, planted, expected) => {
     const copy = copyOfSrc();
-    appendFileSync(join(copy, "orchestration", "reclaimer.ts"), planted);
-    const violations = findCoreImports(copy, KNOWN_CORE_IMPORTS);
+    appendFileSync(join(copy, "core", "reclaimer.ts"), planted);
+    const violations = findLayerImports(copy, KNOWN_LAYER_IMPORTS);
     expect(violations.length).toBeGreaterThan(0);
-    expect(violations.every((v) => v.file === "orchestration/reclaimer.ts")).toBe(true);
+    expect(violations.every((v) => v.file === "core/reclaimer.ts")).toBe(true);
     expect(violations.map((v) => v.detail).join("\n")).toContain(expected);
-    expect(checkLeaks(copy).some((v) => v.rule === "core-import")).toBe(true);
+    expect(checkLeaks(copy).some((v) => v.rule === "layer-import")).toBe(true);
   });
 
   test("a nested core module reaching an edge through several ../ is caught", () => {
     const copy = copyOfSrc();
     appendFileSync(
-      join(copy, "orchestration", "reconciler", "tick.ts"),
-      'import type { Db } from "../../store/database.ts";\nexport type X = Db;\n',
+      join(copy, "core", "reconciler", "tick.ts"),
+      'import type { Db } from "../../adapters/store-sqlite/database.ts";\nexport type X = Db;\n',
     );
-    const violations = findCoreImports(copy, KNOWN_CORE_IMPORTS);
+    const violations = findLayerImports(copy, KNOWN_LAYER_IMPORTS);
     expect(violations.map((v) => `${v.file} ${v.detail}`).join("\n")).toContain(
-      "orchestration/reconciler/tick.ts imports store/database.ts",
+      "core/reconciler/tick.ts imports adapters/store-sqlite/database.ts",
     );
   });
 
   test("imports inside the core and of shared leaf modules are not violations", () => {
     const copy = copyOfSrc();
     appendFileSync(
-      join(copy, "orchestration", "reclaimer.ts"),
+      join(copy, "core", "reclaimer.ts"),
       'import type { ReconcilerStore } from "./ports/reconciler-store.ts";\n' +
-        'import { systemClock } from "../clock.ts";\nexport type Y = ReconcilerStore;\n' +
+        'import { systemClock } from "../lib/clock.ts";\nexport type Y = ReconcilerStore;\n' +
         "export const z = systemClock;\n",
     );
-    expect(findCoreImports(copy, KNOWN_CORE_IMPORTS)).toEqual([]);
+    expect(findLayerImports(copy, KNOWN_LAYER_IMPORTS)).toEqual([]);
+  });
+
+  test.each([
+    [
+      "node:fs",
+      'import { readFileSync } from "node:fs";\nexport const r = readFileSync;\n',
+      "node:fs",
+    ],
+    ["fs/promises", 'export * as fsp from "node:fs/promises";\n', "node:fs/promises"],
+    ["a spawn", 'import { spawn } from "node:child_process";\nexport const s = spawn;\n', "child"],
+    ["the environment", 'export const home = process.env["HOME"];\n', "process.env"],
+    ["Bun.spawn", 'export const run = () => Bun.spawn(["true"]);\n', "Bun.spawn"],
+    ["a socket", "export const l = () => Bun.listen;\n", "Bun.listen"],
+    ["the bun module", 'import { $ } from "bun";\nexport const d = $;\n', "bun"],
+  ])("the core doing I/O: %s", (_label, planted, expected) => {
+    const copy = copyOfSrc();
+    appendFileSync(join(copy, "core", "reconciler", "decisions.ts"), planted);
+    const violations = findCoreIo(copy);
+    expect(violations.length).toBeGreaterThan(0);
+    expect(violations.every((v) => v.file === "core/reconciler/decisions.ts")).toBe(true);
+    expect(violations.map((v) => v.detail).join("\n")).toContain(expected);
+  });
+
+  test.each([
+    [
+      "an adapter importing another adapter",
+      ["adapters", "backend-slurm", "parse.ts"],
+      'import type { X } from "../backend-local/records.ts";\n',
+      "adapters/backend-local/records.ts",
+    ],
+    [
+      "the store adapter importing the sandbox adapter",
+      ["adapters", "store-sqlite", "rows.ts"],
+      'export * from "../isolation-bwrap/bubblewrap.ts";\n',
+      "adapters/isolation-bwrap/bubblewrap.ts",
+    ],
+    [
+      "an adapter importing a server",
+      ["adapters", "spool", "batch-preparer.ts"],
+      'import "../../servers/http/app.ts";\n',
+      "servers/http/app.ts",
+    ],
+    [
+      "a server importing an app",
+      ["servers", "worker-gateway", "gateway.ts"],
+      'import "../../apps/daemon/daemon.ts";\n',
+      "apps/daemon/daemon.ts",
+    ],
+    [
+      "a server importing another server",
+      ["servers", "worker-gateway", "gateway.ts"],
+      'import "../http/app.ts";\n',
+      "servers/http/app.ts",
+    ],
+    [
+      "wire importing the core",
+      ["wire", "worker-protocol.ts"],
+      'import type { Workload } from "../core/models.ts";\n',
+      "core/models.ts",
+    ],
+    [
+      "lib importing an adapter",
+      ["lib", "durable-fs.ts"],
+      'import "../adapters/store-sqlite/index.ts";\n',
+      "adapters/store-sqlite/index.ts",
+    ],
+    [
+      "the core importing an I/O part of lib",
+      ["core", "steps.ts"],
+      'import "../lib/durable-fs.ts";\n',
+      "lib/durable-fs.ts",
+    ],
+  ])("a layer crossing: %s", (_label, path, planted, expected) => {
+    const copy = copyOfSrc();
+    const file = join(copy, ...(path as string[]));
+    appendFileSync(file, planted as string);
+    const violations = findLayerImports(copy, KNOWN_LAYER_IMPORTS);
+    expect(violations.map((v) => `${v.file} ${v.detail}`).join("\n")).toContain(
+      `${(path as string[]).join("/")} imports ${expected}`,
+    );
   });
 });

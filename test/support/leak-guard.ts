@@ -1,15 +1,23 @@
 /**
- * INV-2 (Backend Opacity), checked rather than wished for. The orchestration core's source
- * and import graph never mention a scheduler; that vocabulary lives only in the scheduler's
- * backend package and in the one file of the composition root that chooses and wires
- * backends (the registry, composition/backends.ts): the rest of the root is checked too.
+ * INV-2 (Backend Opacity) and the tree's layering, checked rather than wished for.
  *
- * Four claims, each a function over a source tree so a test can run them on a doctored copy:
+ * The tree says what may import what (docs/architecture.md draws it):
+ *   core/      the rules, models and ports: imports only core/, wire/ (types) and lib/'s pure
+ *              leaves; does no I/O (no fs, spawn, sockets, `process.env`)
+ *   wire/      the worker protocol and credential format: imports only wire/ and lib/
+ *   lib/       clock, log, durable fs, process runner, argument parsing: imports only lib/
+ *   adapters/  one folder per adapter (backend-local, backend-slurm, isolation-bwrap, spool,
+ *              store-sqlite, metrics): each imports core/, wire/, lib/ and itself, never another
+ *              adapter, a server or an app
+ *   servers/   http (the Hono app) and worker-gateway: core/, wire/, lib/, themselves
+ *   apps/      daemon (with its composition root), cli, worker: may import anything
+ *
+ * Claims, each a function over a source tree so a test can run them on a doctored copy:
  *  (a) no file outside the exempt paths contains a scheduler word, comments included;
  *  (b) the import graph from the contracts' index reaches only contract modules;
  *  (c) no module outside the composition root imports a backend package;
- *  (d) the core (orchestration/) imports nothing from the edges (store, api, daemon, cli):
- *      it owns its ports and the edges implement or call them, never the other way round.
+ *  (d) every import respects the layers above (type-only, dynamic and re-exports included);
+ *  (e) the core names no I/O module or global.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
@@ -29,49 +37,134 @@ export const SCHEDULER_WORDS = [
 ] as const;
 
 /** Paths (relative to src/) allowed to name the scheduler. */
-export const SCHEDULER_EXEMPT = ["orchestration/slurm/", "composition/backends.ts"] as const;
+export const SCHEDULER_EXEMPT = [
+  "adapters/backend-slurm/",
+  "apps/daemon/composition/backends.ts",
+] as const;
 
 /** Backend packages: only the composition root (and the package itself) may import them. */
-export const BACKEND_PACKAGES = ["orchestration/slurm/", "orchestration/local/"] as const;
+export const BACKEND_PACKAGES = ["adapters/backend-slurm/", "adapters/backend-local/"] as const;
 
 /** The composition root, a folder: every module in it may import a backend package. */
-export const COMPOSITION_ROOT = "composition/";
-export const CONTRACTS_INDEX = "orchestration/index.ts";
+export const COMPOSITION_ROOT = "apps/daemon/composition/";
+export const CONTRACTS_INDEX = "core/index.ts";
 
 /** The modules that make up the contracts; everything else is implementation. */
 export const CONTRACT_MODULES = [
-  "orchestration/index.ts",
-  "orchestration/models.ts",
-  "orchestration/ports.ts",
-  "orchestration/attempt-preparer.ts",
-  "orchestration/sandbox.ts",
+  "core/index.ts",
+  "core/models.ts",
+  "core/ports.ts",
+  "core/attempt-preparer.ts",
+  "core/sandbox.ts",
 ] as const;
 
-/** The core: what it imports must come from itself or from shared leaf modules. */
-export const CORE = "orchestration/";
-/**
- * The edges the core must not import, type-only imports and dynamic import() included: the
- * store, the API, the daemon and the CLI, and the rooms that import the core to wire or
- * run it (the composition root, the worker binary), where an arrow back would be a cycle.
- */
-export const EDGES = [
-  "store/",
-  "api/",
-  "daemon/",
-  "cli/",
-  "composition/",
-  "composition-root.ts",
-  "worker/",
-  "main.ts",
+/** The core: what it imports must come from itself, wire/ or lib/'s pure leaves. */
+export const CORE = "core/";
+/** lib/ modules that do no I/O of their own, so the core may use them. */
+export const PURE_LIB = ["lib/clock.ts", "lib/log.ts"] as const;
+
+/** Modules and globals that do I/O: none may appear in the core. */
+export const CORE_FORBIDDEN_MODULES = [
+  "node:fs",
+  "node:fs/promises",
+  "fs",
+  "node:child_process",
+  "node:net",
+  "node:tls",
+  "node:os",
+  "node:http",
+  "node:https",
+  "node:http2",
+  "node:dgram",
+  "node:worker_threads",
+  "bun",
+  "bun:sqlite",
+  "bun:ffi",
 ] as const;
+export const CORE_FORBIDDEN_GLOBALS = [
+  "process.env",
+  "Bun.spawn",
+  "Bun.file",
+  "Bun.write",
+  "Bun.listen",
+  "Bun.connect",
+  "Bun.serve",
+  "Bun.which",
+] as const;
+
+/** A layer: a folder of src/ and the folders it may import besides itself. */
+interface Layer {
+  readonly name: string;
+  /** One unit per sub-folder (adapters/x/): units of a layer do not import each other. */
+  readonly unitPerFolder: boolean;
+  readonly mayImport: readonly string[];
+}
+export const LAYERS: readonly Layer[] = [
+  { name: "core/", unitPerFolder: false, mayImport: ["wire/", ...PURE_LIB] },
+  { name: "wire/", unitPerFolder: false, mayImport: ["lib/"] },
+  { name: "lib/", unitPerFolder: false, mayImport: [] },
+  { name: "adapters/", unitPerFolder: true, mayImport: ["core/", "wire/", "lib/"] },
+  { name: "servers/", unitPerFolder: true, mayImport: ["core/", "wire/", "lib/"] },
+];
+
 /**
- * Core-to-edge imports still in the tree, each with the change that removes it. The test on
- * the real tree fails when one of them is gone, so the list cannot outlive its reason.
+ * Crossings that are the design, not debt, each with its reason: a unit (or file) and what it
+ * may import beyond its layer.
  */
-export const KNOWN_CORE_IMPORTS: readonly { readonly file: string; readonly target: string }[] = [];
+export const UNIT_ALLOWANCES: readonly {
+  readonly unit: string;
+  readonly mayImport: readonly string[];
+  readonly why: string;
+}[] = [
+  {
+    unit: "servers/http/",
+    mayImport: ["adapters/store-sqlite/", "adapters/metrics/"],
+    why: "reads are answered straight from the store's rows (the read side has no port: a list of 10k workloads at 5k req/s) and /metrics renders the daemon's instruments",
+  },
+  {
+    unit: "adapters/store-sqlite/wal-checkpointer.ts",
+    mayImport: ["thread-entrypoints.ts"],
+    why: "a worker thread's entrypoint URL must be resolved from src/, the bundle's common root",
+  },
+];
+
+/**
+ * Layer crossings still in the tree, each with the change that removes it. The test on the
+ * real tree fails when one of them is gone, so the list cannot outlive its reason.
+ */
+export const KNOWN_LAYER_IMPORTS: readonly {
+  readonly file: string;
+  readonly target: string;
+  readonly why: string;
+}[] = [
+  ...[
+    "core/session/readiness.ts",
+    "core/session/readiness-probes.ts",
+    "core/session/service.ts",
+  ].map((file) => ({
+    file,
+    target: "adapters/spool/session-preparer.ts",
+    why: "the session rules read the attempt record and workspace marker from files: a port for them removes it",
+  })),
+  ...[
+    ["adapters/backend-local/backend.ts", "adapters/isolation-bwrap/launch-argv.ts"],
+    ["adapters/backend-local/backend.ts", "adapters/isolation-bwrap/uid-leases.ts"],
+    ["adapters/backend-local/launch.ts", "adapters/isolation-bwrap/launch-argv.ts"],
+    ["adapters/backend-local/tasks.ts", "adapters/isolation-bwrap/launch-argv.ts"],
+  ].map(([file, target]) => ({
+    file: file as string,
+    target: target as string,
+    why: "the local backend's default (unsandboxed) launch wrapper and helper env: injecting them from the composition removes it",
+  })),
+];
 
 export interface Violation {
-  readonly rule: "scheduler-word" | "contracts-import" | "backend-import" | "core-import";
+  readonly rule:
+    | "scheduler-word"
+    | "contracts-import"
+    | "backend-import"
+    | "layer-import"
+    | "core-io";
   readonly file: string;
   readonly line: number;
   readonly detail: string;
@@ -229,38 +322,83 @@ export function specifiersOf(
   return out;
 }
 
-/** (d) No module of the core imports an edge (store, api, daemon, cli). */
-export function findCoreImports(
+function layerOf(name: string): Layer | undefined {
+  return LAYERS.find((l) => name.startsWith(l.name));
+}
+
+/** The unit a module belongs to: `adapters/backend-local/` for a file in it, else its layer. */
+function unitOf(name: string, layer: Layer): string {
+  if (!layer.unitPerFolder) return layer.name;
+  const rest = name.slice(layer.name.length);
+  const slash = rest.indexOf("/");
+  return slash < 0 ? name : `${layer.name}${rest.slice(0, slash + 1)}`;
+}
+
+function allowed(from: string, target: string, layer: Layer): boolean {
+  // Outside src/ (package.json for the version): not a room of the tree.
+  if (target.startsWith("../")) return true;
+  if (target.startsWith(unitOf(from, layer))) return true;
+  const extra = UNIT_ALLOWANCES.filter((a) => from.startsWith(a.unit)).flatMap((a) => a.mayImport);
+  if (extra.some((m) => (m.endsWith("/") ? target.startsWith(m) : target === m))) return true;
+  return layer.mayImport.some((m) => (m.endsWith("/") ? target.startsWith(m) : target === m));
+}
+
+/** (d) Every relative import of a layered module stays within what its layer may import. */
+export function findLayerImports(
   srcRoot: string,
   known: readonly { readonly file: string; readonly target: string }[] = [],
 ): Violation[] {
+  const violations: Violation[] = [];
+  for (const file of walk(srcRoot)) {
+    if (!/\.(ts|tsx|js|mjs|cjs)$/.test(file)) continue;
+    const name = rel(srcRoot, file);
+    const layer = layerOf(name);
+    if (!layer) continue;
+    const source = readFileSync(file, "utf8");
+    for (const { specifier, line } of specifiersOf(source)) {
+      if (specifier === "computed") {
+        violations.push({
+          rule: "layer-import",
+          file: name,
+          line,
+          detail: "a computed import() or require(): a layer's imports must be checkable",
+        });
+        continue;
+      }
+      if (!specifier.startsWith(".") && !specifier.startsWith("/")) continue;
+      const target = rel(srcRoot, resolve(dirname(file), specifier));
+      if (allowed(name, target, layer)) continue;
+      if (known.some((k) => k.file === name && k.target === target)) continue;
+      violations.push({
+        rule: "layer-import",
+        file: name,
+        line,
+        detail: `imports ${target} (${specifier}); ${unitOf(name, layer)} may import only itself and ${layer.mayImport.join(", ") || "nothing else"}`,
+      });
+    }
+  }
+  return violations;
+}
+
+/** (e) The core names no module or global that does I/O. */
+export function findCoreIo(srcRoot: string): Violation[] {
   const violations: Violation[] = [];
   for (const file of walk(join(srcRoot, CORE))) {
     if (!/\.(ts|tsx|js|mjs|cjs)$/.test(file)) continue;
     const name = rel(srcRoot, file);
     const source = readFileSync(file, "utf8");
     for (const { specifier, line } of specifiersOf(source)) {
-      if (specifier === "computed") {
-        violations.push({
-          rule: "core-import",
-          file: name,
-          line,
-          detail: "a computed import() or require(): the core's imports must be checkable",
-        });
-        continue;
+      if ((CORE_FORBIDDEN_MODULES as readonly string[]).includes(specifier)) {
+        violations.push({ rule: "core-io", file: name, line, detail: `imports ${specifier}` });
       }
-      if (!specifier.startsWith(".") && !specifier.startsWith("/")) continue;
-      const target = rel(srcRoot, resolve(dirname(file), specifier));
-      const edge = EDGES.find((e) => target.startsWith(e) || `${target}/` === e);
-      if (!edge) continue;
-      if (known.some((k) => k.file === name && k.target === target)) continue;
-      violations.push({
-        rule: "core-import",
-        file: name,
-        line,
-        detail: `imports ${target} (${specifier}); the core defines a port in ${CORE}ports/ instead`,
-      });
     }
+    source.split("\n").forEach((text, i) => {
+      for (const global of CORE_FORBIDDEN_GLOBALS) {
+        if (text.includes(global)) {
+          violations.push({ rule: "core-io", file: name, line: i + 1, detail: `uses ${global}` });
+        }
+      }
+    });
   }
   return violations;
 }
@@ -270,7 +408,8 @@ export function checkLeaks(srcRoot: string): Violation[] {
     ...findSchedulerWords(srcRoot),
     ...findContractLeaks(srcRoot),
     ...findBackendImports(srcRoot),
-    ...findCoreImports(srcRoot, KNOWN_CORE_IMPORTS),
+    ...findLayerImports(srcRoot, KNOWN_LAYER_IMPORTS),
+    ...findCoreIo(srcRoot),
   ];
 }
 
