@@ -27,7 +27,7 @@ import {
   startWalCheckpointer,
 } from "../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
-import type { AllocationBackend, ChangeReportingBackend } from "../src/core/ports.ts";
+import type { AllocationBackend } from "../src/core/ports.ts";
 import {
   createReconciler,
   type ReconcilerOptions,
@@ -312,15 +312,22 @@ async function churnTicks(
       observeMs += performance.now() - t0;
     }
   };
-  const inner = sim.backend as AllocationBackend & Partial<ChangeReportingBackend>;
-  const timedBackend: AllocationBackend & Partial<ChangeReportingBackend> = {
+  const inner = sim.backend;
+  const feed = inner.capabilities.changes;
+  const timedBackend: AllocationBackend = {
     ...inner,
     observe: (targets) => timed(() => inner.observe(targets)),
+    capabilities: {
+      ...inner.capabilities,
+      changes:
+        feed === null
+          ? null
+          : {
+              observeChanges: (cursor, targets) =>
+                timed(() => feed.observeChanges(cursor, targets)),
+            },
+    },
   };
-  const observeChanges = inner.observeChanges;
-  if (observeChanges !== undefined) {
-    timedBackend.observeChanges = (cursor, targets) => timed(() => observeChanges(cursor, targets));
-  }
   let writeMs = 0;
   const store = daemonStore(w.deps);
   const timedStore: ReconcilerStore = {

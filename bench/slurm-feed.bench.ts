@@ -27,11 +27,7 @@ import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconci
 import type { AttemptPreparer } from "../src/core/attempt-preparer.ts";
 import { decorateBackend } from "../src/core/decorate-backend.ts";
 import type { ExternalHandle } from "../src/core/models.ts";
-import {
-  type AllocationBackend,
-  type ObservationCursor,
-  reportsChanges,
-} from "../src/core/ports.ts";
+import type { AllocationBackend, ObservationCursor } from "../src/core/ports.ts";
 import { createReconciler } from "../src/core/reconciler.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
@@ -159,7 +155,7 @@ async function parseAndDiff(rounds: number) {
     cold.push(performance.now() - t0);
     if (parsed.kind !== "Parsed" || parsed.value.length !== JOBS) throw new Error("bad parse");
   }
-  const first = await backend.observeChanges(null, targets as never);
+  const first = await backend.capabilities.changes.observeChanges(null, targets as never);
   if (first.kind !== "Observed") throw new Error(`first look: ${first.kind}`);
   let cursor: ObservationCursor = first.cursor;
   const steady: number[] = [];
@@ -175,7 +171,7 @@ async function parseAndDiff(rounds: number) {
       scheduler.settle();
     }
     const t0 = performance.now();
-    const answer = await backend.observeChanges(cursor, []);
+    const answer = await backend.capabilities.changes.observeChanges(cursor, []);
     const ms = performance.now() - t0;
     if (answer.kind !== "Observed") throw new Error(`observeChanges: ${answer.kind}`);
     if (answer.changes.length !== (changing ? JOBS / 100 : 0)) {
@@ -230,7 +226,10 @@ async function steadyTicks(ticks: number, flavour: Flavour) {
     reportsChanges: true,
   });
   // Without the feed: the same backend as one that can only list everything.
-  const { observeChanges: _dropped, ...listing } = slurm;
+  const listing: AllocationBackend = {
+    ...slurm,
+    capabilities: { ...slurm.capabilities, changes: null },
+  };
   const chosen: AllocationBackend =
     flavour === "slurm" ? slurm : flavour === "simulated" ? sim.backend : listing;
   let observeMs = 0;
@@ -242,12 +241,20 @@ async function steadyTicks(ticks: number, flavour: Flavour) {
       observeMs += performance.now() - t0;
     }
   };
-  const backend: AllocationBackend = reportsChanges(chosen)
-    ? decorateBackend(chosen, {
-        observe: (targets) => timed(() => chosen.observe(targets)),
-        observeChanges: (cursor, targets) => timed(() => chosen.observeChanges(cursor, targets)),
-      })
-    : decorateBackend(chosen, { observe: (targets) => timed(() => chosen.observe(targets)) });
+  const feed = chosen.capabilities.changes;
+  const backend: AllocationBackend = decorateBackend(
+    chosen,
+    { observe: (targets) => timed(() => chosen.observe(targets)) },
+    {
+      changes:
+        feed === null
+          ? null
+          : {
+              observeChanges: (cursor, targets) =>
+                timed(() => feed.observeChanges(cursor, targets)),
+            },
+    },
+  );
   const submitted = () => (flavour === "simulated" ? sim.jobs().length : scheduler.jobs.length);
   const start = (i: number) => {
     if (flavour !== "simulated") (scheduler.jobs[i] as RecordedJob).running = true;

@@ -20,12 +20,7 @@ import {
   type WorkloadSpec,
 } from "./models.ts";
 import type { AdmissionStore, AttemptIds, IdempotentMatch } from "./ports/admission-store.ts";
-import {
-  type AllocationBackend,
-  batchRefusal,
-  isJobEnvironmentPolicy,
-  sessionIsolationVerdict,
-} from "./ports.ts";
+import { type AllocationBackend, batchRefusal, sessionIsolationVerdict } from "./ports.ts";
 import { type LimitExceeded, limitExceeded, type PrincipalLimits } from "./principals.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
@@ -291,8 +286,9 @@ function checkAgainstBackendEnvRules(
   backend: AllocationBackend,
 ): readonly RefusedField[] {
   const env = submission.spec.env;
-  if (env === undefined || !isJobEnvironmentPolicy(backend)) return [];
-  return backend.jobEnvRefusals(env).map((r) => ({
+  const policy = backend.capabilities.jobEnv;
+  if (env === undefined || policy === null) return [];
+  return policy.jobEnvRefusals(env).map((r) => ({
     path: `env.${r.name}`,
     message: `on the ${backend.name} backend: ${r.message}`,
   }));

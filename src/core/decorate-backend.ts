@@ -1,99 +1,43 @@
 /**
- * One way to wrap a backend. A wrapper that forwards the port's methods one by one drops
- * every optional capability it did not think of: three did, and none forwarded
- * TerminalAllocationAcknowledger, so the sweep would have stopped silently for any backend
- * that acknowledged terminal facts behind one. Here the base's capabilities are found by
- * the same type guards the core asks, and each one found is carried unless overridden.
+ * One way to wrap a backend: its calls forwarded, `methods` on top, and its capability record
+ * carried as a value with `capabilities` on top, so a capability the wrapper did not think of
+ * is never lost (three wrappers once forwarded methods one by one and dropped one).
+ *
+ * One rule is kept here rather than in each wrapper: a wrapper that rewrites `observe` (the
+ * public messages) and not the change feed would be bypassed, since the reconciler asks the
+ * feed; such a wrapper loses `changes` (full ticks, the slow but rewritten path) unless it
+ * gives its own.
  */
-import {
-  type AllocationBackend,
-  type BatchPlacementGate,
-  type ChangeReportingBackend,
-  canRefuseBatch,
-  isJobEnvironmentPolicy,
-  isLaunchSandboxReporter,
-  isSessionIsolationProvider,
-  isTaskRunner,
-  isTerminalAllocationAcknowledger,
-  type JobEnvironmentPolicy,
-  type LaunchSandboxReporter,
-  reportsChanges,
-  type SessionIsolationProvider,
-  type TaskRunner,
-  type TerminalAllocationAcknowledger,
-} from "./ports.ts";
+import type { AllocationBackend, BackendCapabilities } from "./ports.ts";
 
-/** Every method a decorator may replace or add: the port and each optional capability. */
-export type BackendOverrides = Partial<
-  Omit<AllocationBackend, "name"> &
-    TaskRunner &
-    TerminalAllocationAcknowledger &
-    SessionIsolationProvider &
-    LaunchSandboxReporter &
-    BatchPlacementGate &
-    JobEnvironmentPolicy &
-    ChangeReportingBackend
->;
+/** The calls of the port a wrapper may replace. */
+export type BackendMethods = Omit<AllocationBackend, "name" | "capabilities">;
 
-/**
- * `base`'s port and every capability its guards find, each method calling `base`, then
- * `overrides` on top. A capability the base lacks can be added by overriding all of its
- * methods; one the base has is never lost.
- */
-export function decorateBackend<B extends AllocationBackend, O extends BackendOverrides>(
+export function decorateBackend<
+  B extends AllocationBackend,
+  C extends Partial<BackendCapabilities> = Record<never, never>,
+>(
   base: B,
-  overrides: O,
-): B & O {
-  const carried: Record<string, unknown> = {
+  methods: Partial<BackendMethods>,
+  // `& Partial<…>` types the functions written in the call; NoInfer below keeps C what the
+  // call gives, never what the caller's declared result would like it to be.
+  capabilities?: C & Partial<BackendCapabilities>,
+): NoInfer<B & { readonly capabilities: B["capabilities"] & C }> {
+  const changes =
+    methods.observe !== undefined && capabilities?.changes === undefined
+      ? null
+      : base.capabilities.changes;
+  const forwarded: AllocationBackend = {
     name: base.name,
     profiles: () => base.profiles(),
-    submit: (requests: Parameters<AllocationBackend["submit"]>[0]) => base.submit(requests),
-    observe: (targets: Parameters<AllocationBackend["observe"]>[0]) => base.observe(targets),
-    cancel: (targets: Parameters<AllocationBackend["cancel"]>[0]) => base.cancel(targets),
-    findByToken: (tokens: Parameters<AllocationBackend["findByToken"]>[0]) =>
-      base.findByToken(tokens),
+    submit: (requests) => base.submit(requests),
+    observe: (targets) => base.observe(targets),
+    cancel: (targets) => base.cancel(targets),
+    findByToken: (tokens) => base.findByToken(tokens),
     diagnostics: () => base.diagnostics(),
+    capabilities: { ...base.capabilities, changes, ...capabilities },
   };
-  if (isTaskRunner(base)) {
-    const runner: TaskRunner = { runTask: (...args) => base.runTask(...args) };
-    Object.assign(carried, runner);
-  }
-  if (isTerminalAllocationAcknowledger(base)) {
-    const acknowledger: TerminalAllocationAcknowledger = {
-      pendingTerminalFacts: () => base.pendingTerminalFacts(),
-      acknowledgeTerminal: (token) => base.acknowledgeTerminal(token),
-    };
-    Object.assign(carried, acknowledger);
-  }
-  if (isSessionIsolationProvider(base)) {
-    const provider: SessionIsolationProvider = {
-      verifySessionIsolation: () => base.verifySessionIsolation(),
-    };
-    Object.assign(carried, provider);
-  }
-  if (isLaunchSandboxReporter(base)) {
-    const reporter: LaunchSandboxReporter = { launchesSandboxed: () => base.launchesSandboxed() };
-    Object.assign(carried, reporter);
-  }
-  // A decorator that rewrites `observe` (public messages) and not `observeChanges` would be
-  // bypassed by the carried feed: the reconciler asks the feed, and the rewrite would never
-  // run. Such a decorator loses the capability (the caller then observes everything, the
-  // slow path but the rewritten one) until it rewrites the feed too.
-  if (reportsChanges(base) && (overrides.observe === undefined || "observeChanges" in overrides)) {
-    const feed: ChangeReportingBackend = {
-      observeChanges: (cursor, targets) => base.observeChanges(cursor, targets),
-    };
-    Object.assign(carried, feed);
-  }
-  if (canRefuseBatch(base)) {
-    const gate: BatchPlacementGate = { batchRefusal: () => base.batchRefusal() };
-    Object.assign(carried, gate);
-  }
-  if (isJobEnvironmentPolicy(base)) {
-    const policy: JobEnvironmentPolicy = { jobEnvRefusals: (env) => base.jobEnvRefusals(env) };
-    Object.assign(carried, policy);
-  }
-  // The one cast: the guards above found each capability of B, and B is the port plus
-  // capabilities (a backend's type never adds other members), so this object is a B.
-  return { ...carried, ...overrides } as unknown as B & O;
+  // The one cast: B is the port with a narrower record (a backend's type adds no members),
+  // and the record above is B's with C on top.
+  return { ...forwarded, ...methods } as B & { readonly capabilities: B["capabilities"] & C };
 }

@@ -230,12 +230,56 @@ export interface AllocationBackend {
     tokens: readonly SubmissionToken[],
   ): Promise<ReadonlyMap<SubmissionToken, FindResult>>;
   diagnostics(): Promise<BackendDiagnostics>;
+  /**
+   * What this backend can do beyond the calls above, as one value: each capability is its
+   * implementation or null. A wrapper carries the record as it is (`...base.capabilities`),
+   * so a capability it did not think of is never lost, and a caller reads a field instead of
+   * probing for methods (three wrappers once dropped a capability that way).
+   */
+  readonly capabilities: BackendCapabilities;
 }
 
 // ---------------------------------------------------------------------------------------
-// Optional capabilities. Each stands alone and is detected by a type guard, never by a flag
-// on the base port: a Protocol nobody can implement only gets implemented badly.
+// Capabilities. Each stands alone and has its own field in BackendCapabilities; null says
+// the backend has not got it, and callers say so instead of faking it.
 // ---------------------------------------------------------------------------------------
+
+export interface BackendCapabilities {
+  /** Steps inside the allocation a workload already holds (INV-4). */
+  readonly tasks: TaskRunner | null;
+  /** What changed since a cursor, so a focused tick need not observe everything. */
+  readonly changes: ChangeReporter | null;
+  /** Durable facts about ended allocations, dropped once the store confirms the end. */
+  readonly terminalFacts: TerminalAllocationAcknowledger | null;
+  /** A verified per-allocation sandbox for SESSIONs; null: no SESSION is admitted. */
+  readonly sessionIsolation: SessionIsolationProvider | null;
+  /** Whether launches run in the verified sandbox now; null: taken as not sandboxed. */
+  readonly launchSandbox: LaunchSandboxReporter | null;
+  /** Why BATCH may not be placed now; null: BATCH is placed. */
+  readonly batchGate: BatchPlacementGate | null;
+  /** The backend's own rules for a job's environment; null: only the project-wide ones. */
+  readonly jobEnv: JobEnvironmentPolicy | null;
+}
+
+export type CapabilityName = keyof BackendCapabilities;
+
+/** A backend with none: the base every backend and test fake spreads its own over. */
+export const NO_CAPABILITIES: BackendCapabilities = {
+  tasks: null,
+  changes: null,
+  terminalFacts: null,
+  sessionIsolation: null,
+  launchSandbox: null,
+  batchGate: null,
+  jobEnv: null,
+};
+
+/** A backend whose record is known to hold each of `K` (a backend's own, precise type). */
+export type BackendWith<K extends CapabilityName> = AllocationBackend & {
+  readonly capabilities: BackendCapabilities & {
+    readonly [P in K]: NonNullable<BackendCapabilities[P]>;
+  };
+};
 
 export type TaskResult =
   | {
@@ -255,12 +299,6 @@ export interface TaskRunner {
     command: readonly string[],
     options: { readonly timeoutMs: number },
   ): Promise<TaskResult>;
-}
-
-export function isTaskRunner(
-  backend: AllocationBackend,
-): backend is AllocationBackend & TaskRunner {
-  return typeof (backend as Partial<TaskRunner>).runTask === "function";
 }
 
 /** A durable fact the backend keeps about an ended allocation until told it may forget it. */
@@ -315,26 +353,11 @@ export type ObserveChangesResult =
  * the targets' observations and the changes up to the returned cursor, so a change that
  * lands during the call is either in this answer or after the new cursor, never lost.
  */
-export interface ChangeReportingBackend {
+export interface ChangeReporter {
   observeChanges(
     cursor: ObservationCursor | null,
     targets: readonly ObservationTarget[],
   ): Promise<ObserveChangesResult>;
-}
-
-export function reportsChanges(
-  backend: AllocationBackend,
-): backend is AllocationBackend & ChangeReportingBackend {
-  return typeof (backend as Partial<ChangeReportingBackend>).observeChanges === "function";
-}
-
-export function isTerminalAllocationAcknowledger(
-  backend: AllocationBackend,
-): backend is AllocationBackend & TerminalAllocationAcknowledger {
-  const b = backend as Partial<TerminalAllocationAcknowledger>;
-  return (
-    typeof b.pendingTerminalFacts === "function" && typeof b.acknowledgeTerminal === "function"
-  );
 }
 
 export type IsolationVerdict =
@@ -365,15 +388,9 @@ export interface LaunchSandboxReporter {
   launchesSandboxed(): boolean;
 }
 
-export function isLaunchSandboxReporter(
-  backend: AllocationBackend,
-): backend is AllocationBackend & LaunchSandboxReporter {
-  return typeof (backend as Partial<LaunchSandboxReporter>).launchesSandboxed === "function";
-}
-
-export function launchesSandboxed(backend: object): boolean {
-  const reporter = backend as Partial<LaunchSandboxReporter>;
-  return typeof reporter.launchesSandboxed === "function" && reporter.launchesSandboxed();
+/** The backend's answer of the moment; false for a backend that does not say. */
+export function launchesSandboxed(backend: AllocationBackend): boolean {
+  return backend.capabilities.launchSandbox?.launchesSandboxed() ?? false;
 }
 
 /**
@@ -386,15 +403,9 @@ export interface BatchPlacementGate {
   batchRefusal(): string | null;
 }
 
-export function canRefuseBatch(
-  backend: AllocationBackend,
-): backend is AllocationBackend & BatchPlacementGate {
-  return typeof (backend as Partial<BatchPlacementGate>).batchRefusal === "function";
-}
-
 /** The backend's refusal of BATCH, or null when it places BATCH (or does not say). */
 export function batchRefusal(backend: AllocationBackend): string | null {
-  return canRefuseBatch(backend) ? backend.batchRefusal() : null;
+  return backend.capabilities.batchGate?.batchRefusal() ?? null;
 }
 
 /** One variable a backend will not give a job, and why (the message names it). */
@@ -415,20 +426,6 @@ export interface JobEnvironmentPolicy {
   jobEnvRefusals(env: Readonly<Record<string, string>>): readonly JobEnvRefusal[];
 }
 
-export function isJobEnvironmentPolicy(
-  backend: AllocationBackend,
-): backend is AllocationBackend & JobEnvironmentPolicy {
-  return typeof (backend as Partial<JobEnvironmentPolicy>).jobEnvRefusals === "function";
-}
-
-export function isSessionIsolationProvider(
-  backend: AllocationBackend,
-): backend is AllocationBackend & SessionIsolationProvider {
-  return (
-    typeof (backend as Partial<SessionIsolationProvider>).verifySessionIsolation === "function"
-  );
-}
-
 /**
  * Asks the backend's isolation capability, folding "missing", "Unverified" and "threw" into
  * one refusal. Callers must not distinguish them: all three mean no SESSION.
@@ -436,11 +433,12 @@ export function isSessionIsolationProvider(
 export async function sessionIsolationVerdict(
   backend: AllocationBackend,
 ): Promise<IsolationVerdict> {
-  if (!isSessionIsolationProvider(backend)) {
+  const provider = backend.capabilities.sessionIsolation;
+  if (provider === null) {
     return { kind: "Unverified", message: `backend ${backend.name} does not isolate sessions` };
   }
   try {
-    const verdict = await backend.verifySessionIsolation();
+    const verdict = await provider.verifySessionIsolation();
     if (verdict?.kind === "Verified") return verdict;
     return {
       kind: "Unverified",

@@ -6,12 +6,7 @@
  * A rule, not a handler: it returns a union and the API maps each refusal to its problem.
  */
 import { type Allocation, isTerminal, type Workload } from "./models.ts";
-import {
-  type AllocationBackend,
-  isTaskRunner,
-  type ObservationTarget,
-  type TaskRunner,
-} from "./ports.ts";
+import type { AllocationBackend, ObservationTarget, TaskRunner } from "./ports.ts";
 
 export type StepPlacement =
   | {
@@ -35,7 +30,8 @@ export function placeStep(
   workload: Workload,
   allocations: readonly Allocation[],
 ): StepPlacement {
-  if (!isTaskRunner(backend)) {
+  const runner = backend.capabilities.tasks;
+  if (runner === null) {
     return {
       kind: "Refused",
       reason: "STEPS_UNSUPPORTED",
@@ -60,7 +56,7 @@ export function placeStep(
   }
   return {
     kind: "Placed",
-    runner: backend,
+    runner,
     target: { allocationId: current.id, token: current.token, handle: current.handle },
   };
 }

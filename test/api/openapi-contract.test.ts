@@ -127,7 +127,11 @@ describe("real responses match the schemas the document is generated from", () =
   test("health, profiles, diagnostics, workloads, events, cancel, problems, exec", async () => {
     const h = make({
       backend: fakeBackend({
-        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+        capabilities: {
+          sessionIsolation: {
+            verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+          },
+        },
       }),
       sessions: {
         exec: async () => ({

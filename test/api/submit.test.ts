@@ -127,10 +127,14 @@ describe("POST /v1/workloads", () => {
   test("a SESSION shows the five conditions, UNKNOWN until observed", async () => {
     const h = make({
       backend: fakeBackend({
-        verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
-          kind: "Verified",
-          mechanism: "test",
-        }),
+        capabilities: {
+          sessionIsolation: {
+            verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
+              kind: "Verified",
+              mechanism: "test",
+            }),
+          },
+        },
       }),
     });
     const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });
@@ -278,9 +282,13 @@ describe("Idempotency-Key", () => {
     let checks = 0;
     const h = make({
       backend: fakeBackend({
-        verifySessionIsolation: () => {
-          checks++;
-          return gate.promise;
+        capabilities: {
+          sessionIsolation: {
+            verifySessionIsolation: () => {
+              checks++;
+              return gate.promise;
+            },
+          },
         },
       }),
     });
@@ -302,9 +310,13 @@ describe("Idempotency-Key", () => {
     let checks = 0;
     const h = make({
       backend: fakeBackend({
-        verifySessionIsolation: () => {
-          checks++;
-          return gate.promise;
+        capabilities: {
+          sessionIsolation: {
+            verifySessionIsolation: () => {
+              checks++;
+              return gate.promise;
+            },
+          },
         },
       }),
     });
@@ -336,18 +348,26 @@ describe("SESSION admission needs verified isolation", () => {
       "a backend whose check says Unverified",
       () =>
         fakeBackend({
-          verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
-            kind: "Unverified",
-            message: "probe saw the canary",
-          }),
+          capabilities: {
+            sessionIsolation: {
+              verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
+                kind: "Unverified",
+                message: "probe saw the canary",
+              }),
+            },
+          },
         }),
     ],
     [
       "a backend whose check throws",
       () =>
         fakeBackend({
-          verifySessionIsolation: async () => {
-            throw new Error("bwrap: not found");
+          capabilities: {
+            sessionIsolation: {
+              verifySessionIsolation: async () => {
+                throw new Error("bwrap: not found");
+              },
+            },
           },
         }),
     ],
@@ -356,7 +376,11 @@ describe("SESSION admission needs verified isolation", () => {
       // Deliberately outside the type: what a broken backend could answer at run time.
       () =>
         fakeBackend({
-          verifySessionIsolation: async () => ({ kind: "Sure" }) as unknown as IsolationVerdict,
+          capabilities: {
+            sessionIsolation: {
+              verifySessionIsolation: async () => ({ kind: "Sure" }) as unknown as IsolationVerdict,
+            },
+          },
         }),
     ],
   ];

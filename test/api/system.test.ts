@@ -61,7 +61,11 @@ describe("health and profiles", () => {
     });
     const verified = make({
       backend: fakeBackend({
-        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+        capabilities: {
+          sessionIsolation: {
+            verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+          },
+        },
       }),
     });
     const ok = (await (await verified.request("/v1/profiles")).json()) as typeof body;

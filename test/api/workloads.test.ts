@@ -27,7 +27,11 @@ afterEach(() => {
 
 const verified = () =>
   fakeBackend({
-    verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+    capabilities: {
+      sessionIsolation: {
+        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+      },
+    },
   });
 
 async function submit(h: Harness, body: Record<string, unknown> = {}): Promise<string> {
@@ -458,13 +462,17 @@ describe("POST /v1/workloads/{id}/tasks", () => {
     const calls: { target: ObservationTarget; command: readonly string[]; timeoutMs: number }[] =
       [];
     const backend = fakeBackend({
-      runTask: async (
-        target: ObservationTarget,
-        command: readonly string[],
-        options: { timeoutMs: number },
-      ) => {
-        calls.push({ target, command, timeoutMs: options.timeoutMs });
-        return result;
+      capabilities: {
+        tasks: {
+          runTask: async (
+            target: ObservationTarget,
+            command: readonly string[],
+            options: { timeoutMs: number },
+          ) => {
+            calls.push({ target, command, timeoutMs: options.timeoutMs });
+            return result;
+          },
+        },
       },
     });
     return { backend, calls };

@@ -35,7 +35,11 @@ afterEach(() => {
 
 const verified = () =>
   fakeBackend({
-    verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+    capabilities: {
+      sessionIsolation: {
+        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+      },
+    },
   });
 
 async function usage(run: () => Promise<number>): Promise<string> {

@@ -19,7 +19,11 @@ test("exec ends its output with a newline, and adds none to an empty output", as
   let outputs: ExecOutput[] = [{ type: "execute_result", data: { "text/plain": "42" } }];
   h = harness({
     backend: fakeBackend({
-      verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+      capabilities: {
+        sessionIsolation: {
+          verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+        },
+      },
     }),
     sessions: {
       exec: async (_id, _code, options) => {
@@ -66,7 +70,11 @@ describe("--save-images DIR", () => {
     ];
     h = harness({
       backend: fakeBackend({
-        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+        capabilities: {
+          sessionIsolation: {
+            verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+          },
+        },
       }),
       sessions: {
         exec: async (_id, _code, options) => {

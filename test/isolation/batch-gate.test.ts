@@ -28,7 +28,7 @@ describe("unsandboxed BATCH as the daemon's uid", () => {
   test("the gate follows the backend's sandbox as it switches on", () => {
     let sandboxing = false;
     const backend = gatedUnsandboxedBatch(
-      fakeBackend({ launchesSandboxed: () => sandboxing }),
+      fakeBackend({ capabilities: { launchSandbox: { launchesSandboxed: () => sandboxing } } }),
       closed,
     );
     expect(batchRefusal(backend)).not.toBeNull();
@@ -50,7 +50,7 @@ describe("unsandboxed BATCH as the daemon's uid", () => {
     };
     let sandboxing = false;
     const backend = gatedUnsandboxedBatch(
-      fakeBackend({ launchesSandboxed: () => sandboxing }),
+      fakeBackend({ capabilities: { launchSandbox: { launchesSandboxed: () => sandboxing } } }),
       closed,
     );
     const preparer = gatedBatchPreparer(inner, backend);

@@ -6,11 +6,14 @@
  */
 import { describe, expect, test } from "bun:test";
 import { guardedByLiveAllocations } from "../../src/core/isolation/live-guard.ts";
-import { isSessionIsolationProvider } from "../../src/core/ports.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const verified = fakeBackend({
-  verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+  capabilities: {
+    sessionIsolation: {
+      verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+    },
+  },
 });
 
 async function verdictWith(unsandboxed: readonly string[]) {
@@ -19,8 +22,9 @@ async function verdictWith(unsandboxed: readonly string[]) {
     asked.push(limit);
     return unsandboxed.slice(0, limit);
   });
-  if (!isSessionIsolationProvider(guarded)) throw new Error("the guard lost the capability");
-  return { verdict: await guarded.verifySessionIsolation(), asked };
+  const provider = guarded.capabilities.sessionIsolation;
+  if (provider === null) throw new Error("the guard lost the capability");
+  return { verdict: await provider.verifySessionIsolation(), asked };
 }
 
 describe("sessions beside unsandboxed live allocations", () => {
@@ -46,11 +50,16 @@ describe("sessions beside unsandboxed live allocations", () => {
 
   test("a backend that is not verified stays so, whatever is live", async () => {
     const unverified = fakeBackend({
-      verifySessionIsolation: async () => ({ kind: "Unverified", message: "no bwrap" }),
+      capabilities: {
+        sessionIsolation: {
+          verifySessionIsolation: async () => ({ kind: "Unverified", message: "no bwrap" }),
+        },
+      },
     });
     const guarded = guardedByLiveAllocations(unverified, () => []);
-    if (!isSessionIsolationProvider(guarded)) throw new Error("the guard lost the capability");
-    expect(await guarded.verifySessionIsolation()).toEqual({
+    const provider = guarded.capabilities.sessionIsolation;
+    if (provider === null) throw new Error("the guard lost the capability");
+    expect(await provider.verifySessionIsolation()).toEqual({
       kind: "Unverified",
       message: "no bwrap",
     });

@@ -20,7 +20,7 @@ import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.t
 import { decorateBackend } from "../../src/core/decorate-backend.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { type ExternalHandle, mintSubmissionToken } from "../../src/core/models.ts";
-import { type IsolationVerdict, isTaskRunner } from "../../src/core/ports.ts";
+import type { IsolationVerdict } from "../../src/core/ports.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { selfCommand } from "../../src/lib/self-command.ts";
@@ -184,7 +184,7 @@ describe("sandboxedBackend", () => {
       rankEnv: "OPENAI4S_RANK",
       baseEnv: { PATH: "/usr/bin:/bin" },
     });
-    expect(await sandboxed.verifySessionIsolation()).toEqual({
+    expect(await sandboxed.capabilities.sessionIsolation.verifySessionIsolation()).toEqual({
       kind: "Verified",
       mechanism: "test",
     });
@@ -236,14 +236,15 @@ describe("sandboxedBackend", () => {
       "key-hidden",
     ]);
     expect(readFileSync(join(workspaceDir, "out"), "utf8")).toBe("mine\n");
-    if (!isTaskRunner(sandboxed)) throw new Error("the local backend runs steps");
-    const step = await sandboxed.runTask(
+    const tasks = sandboxed.capabilities.tasks;
+    if (tasks === null) throw new Error("the local backend runs steps");
+    const step = await tasks.runTask(
       target,
       ["/bin/sh", "-c", `test -e ${sibling} && echo visible || echo hidden; cat out`],
       { timeoutMs: 10_000 },
     );
     expect(step).toMatchObject({ kind: "Completed", exitCode: 0, stdout: "hidden\nmine\n" });
-    const unknown = await sandboxed.runTask({ ...target, allocationId: "nope" }, ["true"], {
+    const unknown = await tasks.runTask({ ...target, allocationId: "nope" }, ["true"], {
       timeoutMs: 1000,
     });
     expect(unknown.kind).toBe("Refused");

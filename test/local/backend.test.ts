@@ -8,12 +8,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "no
 import { join } from "node:path";
 import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend.ts";
 import type { SubmitResult } from "../../src/core/ports.ts";
-import {
-  isSessionIsolationProvider,
-  isTaskRunner,
-  isTerminalAllocationAcknowledger,
-  sessionIsolationVerdict,
-} from "../../src/core/ports.ts";
+import { sessionIsolationVerdict } from "../../src/core/ports.ts";
 import {
   cleanUpStates,
   crashAt,
@@ -509,11 +504,10 @@ describe("local backend: admission of requests", () => {
   test("without a sandbox the backend does not declare session isolation", async () => {
     const state = makeState();
     const backend = makeBackend(state);
-    expect(isSessionIsolationProvider(backend)).toBe(false);
-    expect("verifySessionIsolation" in backend).toBe(false);
+    expect(backend.capabilities.sessionIsolation).toBeNull();
     expect(await sessionIsolationVerdict(backend)).toMatchObject({ kind: "Unverified" });
-    expect(isTaskRunner(backend)).toBe(true);
-    expect(isTerminalAllocationAcknowledger(backend)).toBe(true);
+    expect(backend.capabilities.tasks).not.toBeNull();
+    expect(backend.capabilities.terminalFacts).not.toBeNull();
     const [profile] = backend.profiles();
     expect(profile).toMatchObject({ name: "default", kinds: ["BATCH", "SESSION"] });
     expect(profile?.resources.nodes).toBe(1);
@@ -530,17 +524,17 @@ describe("local backend: acknowledging terminal facts", () => {
     await waitForPhase(backend, done, ["COMPLETED"]);
     await waitForPhase(backend, live, ["RUNNING"]);
 
-    const facts = await backend.pendingTerminalFacts();
+    const facts = await backend.capabilities.terminalFacts.pendingTerminalFacts();
     expect(facts.map((f) => f.token)).toEqual([done.token]);
-    await backend.acknowledgeTerminal(live.token);
+    await backend.capabilities.terminalFacts.acknowledgeTerminal(live.token);
     expect(await observeOne(backend, live)).toMatchObject({ phase: "RUNNING" });
 
-    await backend.acknowledgeTerminal(done.token);
+    await backend.capabilities.terminalFacts.acknowledgeTerminal(done.token);
     expect(existsSync(join(state.backendDir, "jobs", done.token))).toBe(false);
     expect((await backend.findByToken([done.token])).get(done.token)).toEqual({ kind: "Absent" });
-    expect(await backend.pendingTerminalFacts()).toEqual([]);
+    expect(await backend.capabilities.terminalFacts.pendingTerminalFacts()).toEqual([]);
     // Acknowledging twice is harmless.
-    await backend.acknowledgeTerminal(done.token);
+    await backend.capabilities.terminalFacts.acknowledgeTerminal(done.token);
   });
 
   test("a crash mid-deletion leaves a trash directory that the next sweep removes", async () => {
@@ -550,7 +544,7 @@ describe("local backend: acknowledging terminal facts", () => {
     const { mkdirSync } = await import("node:fs");
     mkdirSync(trash);
     writeFileSync(join(trash, "record.json"), "{}");
-    expect(await backend.pendingTerminalFacts()).toEqual([]);
+    expect(await backend.capabilities.terminalFacts.pendingTerminalFacts()).toEqual([]);
     expect(existsSync(trash)).toBe(false);
   });
 });

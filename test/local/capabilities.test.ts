@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
-import { isSessionIsolationProvider, sessionIsolationVerdict } from "../../src/core/ports.ts";
+import { sessionIsolationVerdict } from "../../src/core/ports.ts";
 import type { Sandbox, SandboxPaths } from "../../src/core/sandbox.ts";
 import {
   backendOptions,
@@ -35,7 +35,7 @@ describe("local backend: tasks in a live allocation", () => {
     const request = makeRequest(state, ["sleep", "300"]);
     await backend.submit([request]);
     await waitForPhase(backend, request, ["RUNNING"]);
-    const result = await backend.runTask(
+    const result = await backend.capabilities.tasks.runTask(
       targetOf(request),
       ["sh", "-c", "pwd; echo $OPENAI4S_ALLOCATION_ID; echo e >&2; exit 4"],
       { timeoutMs: 5_000 },
@@ -59,13 +59,17 @@ describe("local backend: tasks in a live allocation", () => {
     const deadlineAt = running.kind === "Observed" ? running.deadlineAt : undefined;
     if (deadlineAt === undefined || deadlineAt === null) throw new Error("no deadline observed");
     const print = ["sh", "-c", `echo "d=\${OPENAI4S_DEADLINE-unset}"`];
-    expect(await backend.runTask(targetOf(limited), print, { timeoutMs: 5_000 })).toEqual({
+    expect(
+      await backend.capabilities.tasks.runTask(targetOf(limited), print, { timeoutMs: 5_000 }),
+    ).toEqual({
       kind: "Completed",
       exitCode: 0,
       stdout: `d=${Math.floor(deadlineAt / 1000)}\n`,
       stderr: "",
     });
-    expect(await backend.runTask(targetOf(unlimited), print, { timeoutMs: 5_000 })).toMatchObject({
+    expect(
+      await backend.capabilities.tasks.runTask(targetOf(unlimited), print, { timeoutMs: 5_000 }),
+    ).toMatchObject({
       stdout: "d=unset\n",
     });
   });
@@ -78,7 +82,7 @@ describe("local backend: tasks in a live allocation", () => {
     await waitForPhase(backend, request, ["RUNNING"]);
     const started = Date.now();
     // The background sleep keeps stdout open: only a group kill lets the read finish.
-    const result = await backend.runTask(
+    const result = await backend.capabilities.tasks.runTask(
       targetOf(request),
       ["sh", "-c", "sleep 30 & echo started; sleep 30"],
       { timeoutMs: 300 },
@@ -94,7 +98,7 @@ describe("local backend: tasks in a live allocation", () => {
     const request = makeRequest(state, ["sleep", "300"]);
     await backend.submit([request]);
     await waitForPhase(backend, request, ["RUNNING"]);
-    const result = await backend.runTask(
+    const result = await backend.capabilities.tasks.runTask(
       targetOf(request),
       ["sh", "-c", "head -c 100000 /dev/zero | tr '\\0' a"],
       { timeoutMs: 5_000 },
@@ -115,7 +119,9 @@ describe("local backend: tasks in a live allocation", () => {
     const unknown = makeRequest(state, ["true"]);
     const calls = { ...(await backend.diagnostics()).calls };
     for (const target of [targetOf(finished), targetOf(unknown)]) {
-      const result = await backend.runTask(target, ["true"], { timeoutMs: 1_000 });
+      const result = await backend.capabilities.tasks.runTask(target, ["true"], {
+        timeoutMs: 1_000,
+      });
       expect(result.kind).toBe("Refused");
     }
     const after = (await backend.diagnostics()).calls;
@@ -152,8 +158,8 @@ describe("local backend: the sandbox seam", () => {
       ...backendOptions(state),
       sandbox: envPrefixSandbox(seen),
     });
-    expect(isSessionIsolationProvider(backend)).toBe(true);
-    expect(await backend.verifySessionIsolation()).toEqual({
+    expect(backend.capabilities.sessionIsolation).not.toBeNull();
+    expect(await backend.capabilities.sessionIsolation.verifySessionIsolation()).toEqual({
       kind: "Verified",
       mechanism: "env-prefix (test)",
     });
@@ -214,9 +220,13 @@ describe("local backend: the sandbox seam", () => {
     const request = makeRequest(state, ["sleep", "300"]);
     await backend.submit([request]);
     await waitForPhase(backend, request, ["RUNNING"]);
-    const result = await backend.runTask(targetOf(request), ["sh", "-c", 'echo "$SANDBOXED"'], {
-      timeoutMs: 5_000,
-    });
+    const result = await backend.capabilities.tasks.runTask(
+      targetOf(request),
+      ["sh", "-c", 'echo "$SANDBOXED"'],
+      {
+        timeoutMs: 5_000,
+      },
+    );
     expect(result).toMatchObject({ kind: "Completed", exitCode: 0, stdout: "1\n" });
   });
 });

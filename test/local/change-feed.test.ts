@@ -34,11 +34,11 @@ describe("local backend: changes since a cursor", () => {
     const submitted = await backend.submit([quick, slow]);
     expect([...submitted.values()].map((r) => r.kind)).toEqual(["Created", "Created"]);
     let cursor: ObservationCursor = observed(
-      await backend.observeChanges(null, [targetOf(quick), targetOf(slow)]),
+      await backend.capabilities.changes.observeChanges(null, [targetOf(quick), targetOf(slow)]),
     ).cursor;
     const ended = await eventually(
       async () => {
-        const next = observed(await backend.observeChanges(cursor, []));
+        const next = observed(await backend.capabilities.changes.observeChanges(cursor, []));
         cursor = next.cursor;
         const change = next.changes.find(
           (c) =>
@@ -49,25 +49,31 @@ describe("local backend: changes since a cursor", () => {
       { what: "the quick job's ending among the changes" },
     );
     expect(ended.observation).toMatchObject({ phase: "FAILED", exitCode: 3 });
-    const after = observed(await backend.observeChanges(cursor, []));
+    const after = observed(await backend.capabilities.changes.observeChanges(cursor, []));
     expect(after.changes.filter((c) => c.target.allocationId === quick.allocationId)).toEqual([]);
 
     const restarted = makeBackend(state);
-    expect(await restarted.observeChanges(after.cursor, [])).toEqual({ kind: "CursorExpired" });
+    expect(await restarted.capabilities.changes.observeChanges(after.cursor, [])).toEqual({
+      kind: "CursorExpired",
+    });
     await backend.cancel([targetOf(slow)]);
   });
 
   test("job records out of reach: Unavailable, and the cursor still holds", async () => {
     const state = makeState();
     const backend = makeBackend(state);
-    const first = observed(await backend.observeChanges(null, []));
+    const first = observed(await backend.capabilities.changes.observeChanges(null, []));
     const jobs = jobsRoot(state.backendDir);
     renameSync(jobs, `${jobs}.away`);
     try {
-      expect((await backend.observeChanges(first.cursor, [])).kind).toBe("Unavailable");
+      expect((await backend.capabilities.changes.observeChanges(first.cursor, [])).kind).toBe(
+        "Unavailable",
+      );
     } finally {
       renameSync(`${jobs}.away`, jobs);
     }
-    expect((await backend.observeChanges(first.cursor, [])).kind).toBe("Observed");
+    expect((await backend.capabilities.changes.observeChanges(first.cursor, [])).kind).toBe(
+      "Observed",
+    );
   });
 });

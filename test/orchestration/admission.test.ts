@@ -22,7 +22,9 @@ import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
 
 /** Only profiles and the isolation question: admission must not move a job. */
 function backend(isolation?: () => Promise<IsolationVerdict>): AllocationBackend {
-  return fakeBackend(isolation ? { verifySessionIsolation: isolation } : {});
+  return fakeBackend(
+    isolation ? { capabilities: { sessionIsolation: { verifySessionIsolation: isolation } } } : {},
+  );
 }
 
 const batch: Submission = {
@@ -152,10 +154,13 @@ describe("admission", () => {
   });
 
   test("a BATCH whose job would run unsandboxed as the daemon's uid is refused before any write", async () => {
-    const gated = gatedUnsandboxedBatch(fakeBackend({ launchesSandboxed: () => false }), {
-      jobsKeepDaemonUid: true,
-      allowUnsandboxedBatch: false,
-    });
+    const gated = gatedUnsandboxedBatch(
+      fakeBackend({ capabilities: { launchSandbox: { launchesSandboxed: () => false } } }),
+      {
+        jobsKeepDaemonUid: true,
+        allowUnsandboxedBatch: false,
+      },
+    );
     const w = world({ backend: gated });
     const r = refusal(await admitWorkload(w.deps(), batch, null));
     expect(r.reason).toBe("ISOLATION_UNAVAILABLE");
@@ -170,10 +175,13 @@ describe("admission", () => {
     ["the admin opted in", { sandboxed: false, keep: true, allow: true }],
     ["jobs run as another uid (a root daemon)", { sandboxed: false, keep: false, allow: false }],
   ])("a BATCH is admitted when %s", async (_l, c) => {
-    const gated = gatedUnsandboxedBatch(fakeBackend({ launchesSandboxed: () => c.sandboxed }), {
-      jobsKeepDaemonUid: c.keep,
-      allowUnsandboxedBatch: c.allow,
-    });
+    const gated = gatedUnsandboxedBatch(
+      fakeBackend({ capabilities: { launchSandbox: { launchesSandboxed: () => c.sandboxed } } }),
+      {
+        jobsKeepDaemonUid: c.keep,
+        allowUnsandboxedBatch: c.allow,
+      },
+    );
     const w = world({ backend: gated });
     expect((await admitWorkload(w.deps(), batch, null)).kind).toBe("Admitted");
   });

@@ -14,37 +14,28 @@ import {
 } from "../../src/core/isolation/decorators.ts";
 import { guardedByLiveAllocations } from "../../src/core/isolation/live-guard.ts";
 import type { SubmissionToken } from "../../src/core/models.ts";
-import {
-  type AllocationBackend,
-  type BatchPlacementGate,
-  type ChangeReportingBackend,
-  canRefuseBatch,
-  isJobEnvironmentPolicy,
-  isLaunchSandboxReporter,
-  isSessionIsolationProvider,
-  isTaskRunner,
-  isTerminalAllocationAcknowledger,
-  type JobEnvironmentPolicy,
-  type LaunchSandboxReporter,
-  type ObservationCursor,
-  reportsChanges,
-  type SessionIsolationProvider,
-  type TaskRunner,
-  type TerminalAllocationAcknowledger,
+import type {
+  AllocationBackend,
+  BackendWith,
+  CapabilityName,
+  ObservationCursor,
 } from "../../src/core/ports.ts";
 import type { Sandbox } from "../../src/core/sandbox.ts";
 import { silentLog } from "../../src/lib/log.ts";
 
-type FullBackend = AllocationBackend &
-  TaskRunner &
-  TerminalAllocationAcknowledger &
-  SessionIsolationProvider &
-  LaunchSandboxReporter &
-  BatchPlacementGate &
-  JobEnvironmentPolicy &
-  ChangeReportingBackend;
+const ALL_CAPABILITIES: readonly CapabilityName[] = [
+  "tasks",
+  "changes",
+  "terminalFacts",
+  "sessionIsolation",
+  "launchSandbox",
+  "batchGate",
+  "jobEnv",
+];
 
-/** A backend with every optional capability; each call is recorded by method name. */
+type FullBackend = BackendWith<CapabilityName>;
+
+/** A backend with every capability; each call is recorded by method name. */
 function fullBackend(calls: string[]): FullBackend {
   return {
     name: "full",
@@ -54,32 +45,44 @@ function fullBackend(calls: string[]): FullBackend {
     cancel: async () => new Map(),
     findByToken: async () => new Map(),
     diagnostics: async () => ({ backend: "full", healthy: true, message: "", calls: {} }),
-    runTask: async () => {
-      calls.push("runTask");
-      return { kind: "Completed", exitCode: 0, stdout: "", stderr: "" };
-    },
-    pendingTerminalFacts: async () => {
-      calls.push("pendingTerminalFacts");
-      return [{ token: "t" as SubmissionToken }];
-    },
-    acknowledgeTerminal: async () => {
-      calls.push("acknowledgeTerminal");
-    },
-    verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
-    launchesSandboxed: () => true,
-    batchRefusal: () => null,
-    jobEnvRefusals: (env) => {
-      calls.push("jobEnvRefusals");
-      return Object.keys(env).map((name) => ({ name, message: `${name} is refused` }));
-    },
-    observeChanges: async () => {
-      calls.push("observeChanges");
-      return {
-        kind: "Observed",
-        observations: new Map(),
-        changes: [],
-        cursor: "c" as ObservationCursor,
-      };
+    capabilities: {
+      tasks: {
+        runTask: async () => {
+          calls.push("runTask");
+          return { kind: "Completed", exitCode: 0, stdout: "", stderr: "" };
+        },
+      },
+      terminalFacts: {
+        pendingTerminalFacts: async () => {
+          calls.push("pendingTerminalFacts");
+          return [{ token: "t" as SubmissionToken }];
+        },
+        acknowledgeTerminal: async () => {
+          calls.push("acknowledgeTerminal");
+        },
+      },
+      sessionIsolation: {
+        verifySessionIsolation: async () => ({ kind: "Verified", mechanism: "test" }),
+      },
+      launchSandbox: { launchesSandboxed: () => true },
+      batchGate: { batchRefusal: () => null },
+      jobEnv: {
+        jobEnvRefusals: (env) => {
+          calls.push("jobEnvRefusals");
+          return Object.keys(env).map((name) => ({ name, message: `${name} is refused` }));
+        },
+      },
+      changes: {
+        observeChanges: async () => {
+          calls.push("observeChanges");
+          return {
+            kind: "Observed",
+            observations: new Map(),
+            changes: [],
+            cursor: "c" as ObservationCursor,
+          };
+        },
+      },
     },
   };
 }
@@ -144,31 +147,25 @@ describe("every backend decorator keeps every capability of its base", () => {
     const calls: string[] = [];
     const base = fullBackend(calls);
     const decorated = decorate(base);
-    expect(isTaskRunner(decorated)).toBe(true);
-    expect(isTerminalAllocationAcknowledger(decorated)).toBe(true);
-    expect(isSessionIsolationProvider(decorated)).toBe(true);
-    expect(isLaunchSandboxReporter(decorated)).toBe(true);
-    expect(canRefuseBatch(decorated)).toBe(true);
-    expect(isJobEnvironmentPolicy(decorated)).toBe(true);
-    expect(reportsChanges(decorated)).toBe(true);
+    for (const name of ALL_CAPABILITIES) expect(decorated.capabilities[name]).not.toBeNull();
     // Carried, not just present: the acknowledger's calls reach the base.
-    if (!isTerminalAllocationAcknowledger(decorated)) throw new Error("unreachable");
-    expect(await decorated.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
-    await decorated.acknowledgeTerminal("t" as SubmissionToken);
+    const facts = decorated.capabilities.terminalFacts;
+    if (facts === null) throw new Error("unreachable");
+    expect(await facts.pendingTerminalFacts()).toEqual([{ token: "t" as SubmissionToken }]);
+    await facts.acknowledgeTerminal("t" as SubmissionToken);
     expect(calls).toEqual(["pendingTerminalFacts", "acknowledgeTerminal"]);
   });
 
   test("a capability the base lacks is not invented", () => {
-    const {
-      runTask: _r,
-      pendingTerminalFacts: _p,
-      acknowledgeTerminal: _a,
-      ...bare
-    } = fullBackend([]);
+    const full = fullBackend([]);
+    const bare: AllocationBackend = {
+      ...full,
+      capabilities: { ...full.capabilities, tasks: null, terminalFacts: null },
+    };
     const decorated = decorateBackend(bare, {});
-    expect(isTaskRunner(decorated)).toBe(false);
-    expect(isTerminalAllocationAcknowledger(decorated)).toBe(false);
-    expect(isSessionIsolationProvider(decorated)).toBe(true);
+    expect(decorated.capabilities.tasks).toBeNull();
+    expect(decorated.capabilities.terminalFacts).toBeNull();
+    expect(decorated.capabilities.sessionIsolation).not.toBeNull();
   });
 
   test("a feed that would bypass an overridden observe is not carried", async () => {
@@ -176,21 +173,29 @@ describe("every backend decorator keeps every capability of its base", () => {
     const rewritten = decorateBackend(fullBackend(calls), {
       observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const,
     });
-    expect(reportsChanges(rewritten)).toBe(false);
-    const both = decorateBackend(fullBackend(calls), {
-      observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const,
-      observeChanges: async () => ({ kind: "CursorExpired" }) as const,
+    expect(rewritten.capabilities.changes).toBeNull();
+    const both = decorateBackend(
+      fullBackend(calls),
+      { observe: async () => ({ kind: "Unavailable", message: "rewritten" }) as const },
+      { changes: { observeChanges: async () => ({ kind: "CursorExpired" }) as const } },
+    );
+    expect(await both.capabilities.changes.observeChanges(null, [])).toEqual({
+      kind: "CursorExpired",
     });
-    expect(reportsChanges(both)).toBe(true);
-    expect(await both.observeChanges(null, [])).toEqual({ kind: "CursorExpired" });
     expect(calls).toEqual([]);
   });
 
-  test("an override replaces the base's method", async () => {
-    const decorated = decorateBackend(fullBackend([]), {
-      verifySessionIsolation: async () => ({ kind: "Unverified", message: "off" }) as const,
-    });
-    expect(await decorated.verifySessionIsolation()).toEqual({
+  test("an override replaces the base's capability", async () => {
+    const decorated = decorateBackend(
+      fullBackend([]),
+      {},
+      {
+        sessionIsolation: {
+          verifySessionIsolation: async () => ({ kind: "Unverified", message: "off" }) as const,
+        },
+      },
+    );
+    expect(await decorated.capabilities.sessionIsolation.verifySessionIsolation()).toEqual({
       kind: "Unverified",
       message: "off",
     });

@@ -28,7 +28,7 @@ describe("which submissions are recorded as sandboxed", () => {
   });
 
   test("a job found Existing on resubmit blocks sessions even from a sandboxing backend", async () => {
-    const h = make({ sim: { capabilities: { launchesSandboxed: () => true } } });
+    const h = make({ sim: { capabilities: { launchSandbox: { launchesSandboxed: () => true } } } });
     const created = h.addWorkload();
     await h.tick();
     expect(h.allocations(created)[0]?.phase).toBe("QUEUED");

@@ -66,20 +66,25 @@ function gatedBackend(inner: AllocationBackend) {
   let maxActive = 0;
   let gate: Promise<void> | null = null;
   let open: () => void = () => {};
-  const backend = {
+  const backend: AllocationBackend = {
     ...inner,
-    async pendingTerminalFacts(): Promise<readonly TerminalFact[]> {
-      entered += 1;
-      active += 1;
-      maxActive = Math.max(maxActive, active);
-      try {
-        if (gate) await gate;
-        return [];
-      } finally {
-        active -= 1;
-      }
+    capabilities: {
+      ...inner.capabilities,
+      terminalFacts: {
+        async pendingTerminalFacts(): Promise<readonly TerminalFact[]> {
+          entered += 1;
+          active += 1;
+          maxActive = Math.max(maxActive, active);
+          try {
+            if (gate) await gate;
+            return [];
+          } finally {
+            active -= 1;
+          }
+        },
+        async acknowledgeTerminal() {},
+      },
     },
-    async acknowledgeTerminal() {},
   };
   return {
     backend,

@@ -697,7 +697,8 @@ describe("reconciler model-based property", () => {
               }
               if (r.h.sim.jobs().some(isLiveJob))
                 r.violations.push("final: backend jobs still live");
-              const pending = await r.h.sim.backend.pendingTerminalFacts?.();
+              const pending =
+                await r.h.sim.backend.capabilities.terminalFacts?.pendingTerminalFacts();
               if (pending === undefined) throw new Error("made without the acknowledger");
               if (pending.length > 0)
                 r.violations.push(`final: ${pending.length} facts never acknowledged`);

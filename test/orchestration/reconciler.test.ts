@@ -590,7 +590,7 @@ describe("batching", () => {
 
 describe("acknowledgement sweep", () => {
   function facts(h: Harness): Promise<readonly { token: SubmissionToken }[]> {
-    const pending = h.sim.backend.pendingTerminalFacts?.();
+    const pending = h.sim.backend.capabilities.terminalFacts?.pendingTerminalFacts();
     if (pending === undefined)
       throw new Error("the simulated backend was made without acknowledger");
     return pending;

@@ -13,12 +13,16 @@ import { fakeBackend } from "../support/fake-backend.ts";
 const base = fakeBackend({ name: "test", profiles: () => [] });
 const withSteps = fakeBackend({
   profiles: () => [],
-  runTask: async (): Promise<TaskResult> => ({
-    kind: "Completed",
-    exitCode: 0,
-    stdout: "",
-    stderr: "",
-  }),
+  capabilities: {
+    tasks: {
+      runTask: async (): Promise<TaskResult> => ({
+        kind: "Completed",
+        exitCode: 0,
+        stdout: "",
+        stderr: "",
+      }),
+    },
+  },
 });
 
 function workload(overrides: Partial<Workload> = {}): Workload {

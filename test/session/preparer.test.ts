@@ -58,10 +58,14 @@ function backend(
     fakeBackend({
       profiles: () => [profile(nodes)],
       ...(isolation !== "missing" && {
-        async verifySessionIsolation(): Promise<IsolationVerdict> {
-          b.isolationCalls += 1;
-          if (isolation === "throws") throw new Error("probe crashed");
-          return isolation;
+        capabilities: {
+          sessionIsolation: {
+            async verifySessionIsolation(): Promise<IsolationVerdict> {
+              b.isolationCalls += 1;
+              if (isolation === "throws") throw new Error("probe crashed");
+              return isolation;
+            },
+          },
         },
       }),
     }),

@@ -233,7 +233,7 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
     if (deadlineAt === undefined || deadlineAt === null) throw new Error("no deadline observed");
     const calls = () => ({ ...broker.callCounts() });
     const before = calls();
-    const result = await backend.runTask(
+    const result = await backend.capabilities.tasks.runTask(
       t,
       [
         "/bin/sh",
@@ -256,7 +256,9 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
     await backend.cancel([t]);
     await waitForObservation(backend, t, inPhase("CANCELLED", "FAILED", "COMPLETED"), 60_000);
     const srunBefore = calls().srun;
-    const refused = await backend.runTask(t, ["/bin/true"], { timeoutMs: 10_000 });
+    const refused = await backend.capabilities.tasks.runTask(t, ["/bin/true"], {
+      timeoutMs: 10_000,
+    });
     expect(refused.kind).toBe("Refused");
     expect(calls().sbatch).toBe(before.sbatch);
     expect(calls().srun).toBe(srunBefore);

@@ -567,9 +567,13 @@ describe("runTask", () => {
   test("runs a step inside the live allocation, in its working directory", async () => {
     const { req, handle } = await one("RUNNING");
     cluster.stepHandler = () => ({ exitCode: 5, stdout: "hi\n", stderr: "" });
-    const result = await backend.runTask(target(req, handle), ["/bin/sh", "-c", "exit 5"], {
-      timeoutMs: 10_000,
-    });
+    const result = await backend.capabilities.tasks.runTask(
+      target(req, handle),
+      ["/bin/sh", "-c", "exit 5"],
+      {
+        timeoutMs: 10_000,
+      },
+    );
     expect(result).toEqual({ kind: "Completed", exitCode: 5, stdout: "hi\n", stderr: "" });
     const srun = cluster.calls.find((c) => c.program === "srun");
     expect(srun?.args).toContain(`--jobid=${handle}`);
@@ -582,7 +586,9 @@ describe("runTask", () => {
     test(`refuses when the allocation is ${state}, and never submits a new one (INV-4)`, async () => {
       const { req, handle } = await one(state);
       const sbatchBefore = cluster.count("sbatch");
-      const result = await backend.runTask(target(req, handle), ["/bin/true"], { timeoutMs: 1000 });
+      const result = await backend.capabilities.tasks.runTask(target(req, handle), ["/bin/true"], {
+        timeoutMs: 1000,
+      });
       expect(result.kind).toBe("Refused");
       expect(cluster.count("srun")).toBe(0);
       expect(cluster.count("sbatch")).toBe(sbatchBefore);
@@ -593,7 +599,11 @@ describe("runTask", () => {
     const { req, handle } = await one("RUNNING");
     cluster.purge(handle);
     expect(
-      (await backend.runTask(target(req, handle), ["/bin/true"], { timeoutMs: 1000 })).kind,
+      (
+        await backend.capabilities.tasks.runTask(target(req, handle), ["/bin/true"], {
+          timeoutMs: 1000,
+        })
+      ).kind,
     ).toBe("Refused");
   });
 
@@ -601,18 +611,30 @@ describe("runTask", () => {
     const { req, handle } = await one("RUNNING");
     cluster.inject("squeue", { kind: "unreachable" });
     expect(
-      (await backend.runTask(target(req, handle), ["/bin/true"], { timeoutMs: 1000 })).kind,
+      (
+        await backend.capabilities.tasks.runTask(target(req, handle), ["/bin/true"], {
+          timeoutMs: 1000,
+        })
+      ).kind,
     ).toBe("Unavailable");
     cluster.inject("srun", {
       kind: "refuse",
       stderr: `srun: error: Slurm job ${handle} has expired\n`,
     });
     expect(
-      (await backend.runTask(target(req, handle), ["/bin/true"], { timeoutMs: 1000 })).kind,
+      (
+        await backend.capabilities.tasks.runTask(target(req, handle), ["/bin/true"], {
+          timeoutMs: 1000,
+        })
+      ).kind,
     ).toBe("Refused");
     cluster.inject("srun", { kind: "timeout" });
     expect(
-      (await backend.runTask(target(req, handle), ["/bin/true"], { timeoutMs: 1000 })).kind,
+      (
+        await backend.capabilities.tasks.runTask(target(req, handle), ["/bin/true"], {
+          timeoutMs: 1000,
+        })
+      ).kind,
     ).toBe("Unavailable");
   });
 
@@ -623,7 +645,9 @@ describe("runTask", () => {
       stdout: "",
       stderr: "Connection refused\nsrun: error: n1: task 0: Exited with exit code 1\n",
     });
-    const result = await backend.runTask(target(req, handle), ["/bin/false"], { timeoutMs: 1000 });
+    const result = await backend.capabilities.tasks.runTask(target(req, handle), ["/bin/false"], {
+      timeoutMs: 1000,
+    });
     expect(result).toMatchObject({ kind: "Completed", exitCode: 1 });
   });
 });

@@ -16,12 +16,11 @@ import {
 } from "../../src/adapters/backend-slurm/parse.ts";
 import { withPublicMessages } from "../../src/adapters/backend-slurm/public-messages.ts";
 import { isTerminal } from "../../src/core/models.ts";
-import {
-  type AllocationObservation,
-  type ObservationCursor,
-  type ObservationTarget,
-  type ObserveChangesResult,
-  reportsChanges,
+import type {
+  AllocationObservation,
+  ObservationCursor,
+  ObservationTarget,
+  ObserveChangesResult,
 } from "../../src/core/ports.ts";
 import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
@@ -107,13 +106,13 @@ describe("the squeue memo", () => {
 
 describe("observeChanges", () => {
   test("a steady queue: one squeue per call, no changes, no sacct", async () => {
-    const first = observed(await backend.observeChanges(null, jobs));
+    const first = observed(await backend.capabilities.changes.observeChanges(null, jobs));
     expect(first.changes).toEqual([]);
     expect([...first.observations.values()].map(phaseOf)).toEqual(Array(5).fill("RUNNING"));
     const before = { squeue: cluster.count("squeue"), sacct: cluster.count("sacct") };
     let cursor = first.cursor;
     for (let i = 0; i < 3; i++) {
-      const next = observed(await backend.observeChanges(cursor, []));
+      const next = observed(await backend.capabilities.changes.observeChanges(cursor, []));
       expect(next.changes).toEqual([]);
       expect(next.observations.size).toBe(0);
       cursor = next.cursor;
@@ -124,30 +123,30 @@ describe("observeChanges", () => {
 
   test("a job that is not a target but changed is reported, once", async () => {
     const [a, b] = jobs as [ObservationTarget, ObservationTarget];
-    const first = observed(await backend.observeChanges(null, jobs));
+    const first = observed(await backend.capabilities.changes.observeChanges(null, jobs));
     cluster.setState(b.handle, "COMPLETED");
-    const next = observed(await backend.observeChanges(first.cursor, [a]));
+    const next = observed(await backend.capabilities.changes.observeChanges(first.cursor, [a]));
     expect(next.observations.size).toBe(1);
     expect(next.changes.map((c) => [c.target.allocationId, phaseOf(c.observation)])).toEqual([
       [b.allocationId, "COMPLETED"],
     ]);
-    const after = observed(await backend.observeChanges(next.cursor, []));
+    const after = observed(await backend.capabilities.changes.observeChanges(next.cursor, []));
     expect(after.changes).toEqual([]);
   });
 
   test("a job that left the queue goes to accounting, and is LOST only after the grace", async () => {
     const b = jobs[1] as ObservationTarget;
-    let cursor = observed(await backend.observeChanges(null, jobs)).cursor;
+    let cursor = observed(await backend.capabilities.changes.observeChanges(null, jobs)).cursor;
     cluster.purge(b.handle);
     const sacctBefore = cluster.count("sacct");
-    const gone = observed(await backend.observeChanges(cursor, []));
+    const gone = observed(await backend.capabilities.changes.observeChanges(cursor, []));
     expect(gone.changes.map((c) => phaseOf(c.observation))).toEqual(["Indeterminate"]);
     expect(cluster.count("sacct")).toBe(sacctBefore + 1);
     cursor = gone.cursor;
     // Followed as a target from then on, as the reconciler does with an unsettled one.
     for (let i = 0; i < 2; i++) {
       clock.advance(20_000);
-      const next = observed(await backend.observeChanges(cursor, [b]));
+      const next = observed(await backend.capabilities.changes.observeChanges(cursor, [b]));
       cursor = next.cursor;
       expect(phaseOf(next.observations.get(b.allocationId))).toBe(
         i === 0 ? "Indeterminate" : "LOST",
@@ -156,41 +155,49 @@ describe("observeChanges", () => {
   });
 
   test("an unreachable scheduler changes nothing, and the cursor still holds", async () => {
-    const first = observed(await backend.observeChanges(null, jobs));
+    const first = observed(await backend.capabilities.changes.observeChanges(null, jobs));
     cluster.setState((jobs[0] as ObservationTarget).handle, "COMPLETED");
     cluster.inject("squeue", { kind: "unreachable" });
-    expect((await backend.observeChanges(first.cursor, [])).kind).toBe("Unavailable");
-    const next = observed(await backend.observeChanges(first.cursor, []));
+    expect((await backend.capabilities.changes.observeChanges(first.cursor, [])).kind).toBe(
+      "Unavailable",
+    );
+    const next = observed(await backend.capabilities.changes.observeChanges(first.cursor, []));
     expect(next.changes.map((c) => phaseOf(c.observation))).toEqual(["COMPLETED"]);
   });
 
   test("behind the public-message rewrite, answers and changes lose the scheduler's names", async () => {
     const [a, b] = jobs as [ObservationTarget, ObservationTarget];
     const shown = withPublicMessages(backend, { values: ["debug"] });
-    expect(reportsChanges(shown)).toBe(true);
-    const first = observed(await shown.observeChanges(null, jobs));
+    expect(shown.capabilities.changes).not.toBeNull();
+    const first = observed(await shown.capabilities.changes.observeChanges(null, jobs));
     const refusal = "error: Invalid partition name specified (debug)\n";
     cluster.inject("squeue", { kind: "refuse", stderr: refusal });
-    const down = await shown.observeChanges(first.cursor, [a]);
+    const down = await shown.capabilities.changes.observeChanges(first.cursor, [a]);
     expect(down.kind).toBe("Unavailable");
     expect(JSON.stringify(down)).not.toMatch(/partition|debug/i);
     cluster.purge(b.handle);
     cluster.inject("sacct", { kind: "refuse", stderr: refusal });
-    const next = observed(await shown.observeChanges(first.cursor, [a]));
+    const next = observed(await shown.capabilities.changes.observeChanges(first.cursor, [a]));
     expect(next.changes.map((c) => c.target.allocationId)).toEqual([b.allocationId]);
     expect(JSON.stringify(next.changes)).toContain("[hidden]");
     expect(JSON.stringify(next.changes)).not.toMatch(/partition|debug/i);
   });
 
   test("a cursor it did not give last, or from before a restart, is expired", async () => {
-    const first = observed(await backend.observeChanges(null, jobs));
-    const second = observed(await backend.observeChanges(first.cursor, []));
-    expect(await backend.observeChanges(first.cursor, [])).toEqual({ kind: "CursorExpired" });
-    const restarted = backendOn(cluster, clock, "another");
-    expect(await restarted.observeChanges(second.cursor, [])).toEqual({ kind: "CursorExpired" });
-    expect(await backend.observeChanges("x" as ObservationCursor, [])).toEqual({
+    const first = observed(await backend.capabilities.changes.observeChanges(null, jobs));
+    const second = observed(await backend.capabilities.changes.observeChanges(first.cursor, []));
+    expect(await backend.capabilities.changes.observeChanges(first.cursor, [])).toEqual({
       kind: "CursorExpired",
     });
+    const restarted = backendOn(cluster, clock, "another");
+    expect(await restarted.capabilities.changes.observeChanges(second.cursor, [])).toEqual({
+      kind: "CursorExpired",
+    });
+    expect(await backend.capabilities.changes.observeChanges("x" as ObservationCursor, [])).toEqual(
+      {
+        kind: "CursorExpired",
+      },
+    );
   });
 });
 
@@ -280,7 +287,7 @@ async function incrementalTick(
   const targets = full
     ? live
     : live.filter((t) => !settled(known.get(t.allocationId)) || dirty.has(t.allocationId));
-  const result = await b.observeChanges(full ? null : feed.cursor, targets);
+  const result = await b.capabilities.changes.observeChanges(full ? null : feed.cursor, targets);
   feed.cursor = null;
   if (result.kind !== "Observed") return;
   for (const [id, o] of result.observations) known.set(id, o);

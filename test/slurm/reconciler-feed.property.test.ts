@@ -92,7 +92,10 @@ function world(name: string, feed: boolean, clock: ReturnType<typeof manualClock
     lostMinObservations: 3,
     feedInstance: name,
   });
-  const { observeChanges: _taken, ...listing } = slurm;
+  const listing: AllocationBackend = {
+    ...slurm,
+    capabilities: { ...slurm.capabilities, changes: null },
+  };
   const backend: AllocationBackend = feed ? slurm : listing;
   const opened = openDatabase(":memory:");
   const deps: StoreDeps = { db: opened.db, clock };

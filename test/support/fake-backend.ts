@@ -3,18 +3,15 @@
  * backend (simulated-backend.ts) builds on the same capability type.
  */
 import type { ResourceProfile, SubmissionToken } from "../../src/core/models.ts";
-import type {
-  AllocationBackend,
-  BackendDiagnostics,
-  CancelResult,
-  ChangeReportingBackend,
-  FindResult,
-  LaunchSandboxReporter,
-  ObserveResult,
-  SessionIsolationProvider,
-  SubmitResult,
-  TaskRunner,
-  TerminalAllocationAcknowledger,
+import {
+  type AllocationBackend,
+  type BackendCapabilities,
+  type BackendDiagnostics,
+  type CancelResult,
+  type FindResult,
+  NO_CAPABILITIES,
+  type ObserveResult,
+  type SubmitResult,
 } from "../../src/core/ports.ts";
 
 export const PROFILES: readonly ResourceProfile[] = [
@@ -33,27 +30,27 @@ export const PROFILES: readonly ResourceProfile[] = [
 ];
 
 /**
- * The optional capabilities a backend may carry, each found by its type guard in ports.ts.
- * A fake that takes them typed (not cast `as never`) breaks at compile time when one changes.
+ * The capabilities a fake carries, as fields of the port's record (the rest null). Typed, not
+ * cast `as never`, so a fake breaks at compile time when a capability changes.
  */
-export type OptionalCapabilities = Partial<
-  SessionIsolationProvider &
-    TaskRunner &
-    TerminalAllocationAcknowledger &
-    LaunchSandboxReporter &
-    ChangeReportingBackend
->;
+export type OptionalCapabilities = Partial<BackendCapabilities>;
+
+/** The port's calls a fake may replace. */
+export type FakeOverrides = Partial<Omit<AllocationBackend, "capabilities">> & {
+  readonly capabilities?: OptionalCapabilities;
+};
 
 /**
  * A backend the code under test may only ask for its profiles and diagnostics (the API,
  * admission, the steps rule, the SESSION preparer); any job-moving call fails loudly and is
- * recorded in `calls`. `overrides` replace any operation and add optional capabilities, typed.
+ * recorded in `calls`. `overrides` replace any operation, and `overrides.capabilities` fills
+ * fields of the capability record, typed.
  * The reconciler's tests drive jobs and use the simulated backend (simulated-backend.ts),
  * which carries the same capabilities through its `capabilities` option.
  */
 export function fakeBackend(
-  overrides: Partial<AllocationBackend> & OptionalCapabilities = {},
-): AllocationBackend & OptionalCapabilities & { readonly calls: string[] } {
+  overrides: FakeOverrides = {},
+): AllocationBackend & { readonly calls: string[] } {
   const calls: string[] = [];
   const refuse = (what: string) => {
     calls.push(what);
@@ -75,5 +72,6 @@ export function fakeBackend(
       calls: { observe: 3 },
     }),
     ...overrides,
+    capabilities: { ...NO_CAPABILITIES, ...overrides.capabilities },
   };
 }

@@ -25,21 +25,22 @@ import {
   type ResourceProfile,
   type SubmissionToken,
 } from "../../src/core/models.ts";
-import type {
-  AllocationBackend,
-  AllocationObservation,
-  BackendDiagnostics,
-  CancelResult,
-  FindResult,
-  ObservationCursor,
-  ObservationTarget,
-  ObserveChangesResult,
-  ObservedChange,
-  ObserveResult,
-  SubmitRequest,
-  SubmitResult,
-  TerminalAllocationAcknowledger,
-  TerminalFact,
+import {
+  type AllocationBackend,
+  type AllocationObservation,
+  type BackendDiagnostics,
+  type CancelResult,
+  type FindResult,
+  NO_CAPABILITIES,
+  type ObservationCursor,
+  type ObservationTarget,
+  type ObserveChangesResult,
+  type ObservedChange,
+  type ObserveResult,
+  type SubmitRequest,
+  type SubmitResult,
+  type TerminalAllocationAcknowledger,
+  type TerminalFact,
 } from "../../src/core/ports.ts";
 import type { Clock } from "../../src/lib/clock.ts";
 import type { OptionalCapabilities } from "./fake-backend.ts";
@@ -93,7 +94,7 @@ export interface SimulatedBackendOptions {
   readonly name?: string;
   /** Default true: submit first looks the token up (the port's contract). */
   readonly lookupBeforeSubmit?: boolean;
-  /** Default false. When true, the backend is a TerminalAllocationAcknowledger. */
+  /** Default false. When true, the record's `terminalFacts` is the backend's. */
   readonly acknowledger?: boolean;
   readonly profiles?: readonly ResourceProfile[];
   readonly clock?: Clock;
@@ -104,18 +105,18 @@ export interface SimulatedBackendOptions {
   /** When false, the bookkeeping `calls`/`log` are not kept (benchmarks). Default true. */
   readonly recordCalls?: boolean;
   /**
-   * Default false. When true, the backend is a ChangeReportingBackend (`observeChanges`):
+   * Default false. When true, the record's `changes` is the backend's change feed:
    * every change to a job (submit, start, end, loss, cancel, an Indeterminate toggle) is
    * logged and reported after the cursor it happened behind.
    */
   readonly reportsChanges?: boolean;
-  /** Capabilities put on the port as given, over the ones above (e.g. a task runner). */
+  /** Fields of the capability record as given, over the ones above (e.g. a task runner). */
   readonly capabilities?: OptionalCapabilities;
 }
 
 export interface SimulatedBackend {
   /** The port to hand to the code under test, with the capabilities it was made with. */
-  readonly backend: AllocationBackend & OptionalCapabilities;
+  readonly backend: AllocationBackend;
   /** Calls per operation since creation (or `resetCalls`). */
   readonly calls: Readonly<Record<SimOperation, number>>;
   readonly log: readonly SimCall[];
@@ -271,7 +272,7 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
     touch(job);
   }
 
-  const base: AllocationBackend = {
+  const base: Omit<AllocationBackend, "capabilities"> = {
     name,
     profiles: () => options.profiles ?? DEFAULT_PROFILES,
     async submit(requests) {
@@ -480,9 +481,12 @@ export function createSimulatedBackend(options: SimulatedBackendOptions = {}): S
   return {
     backend: {
       ...base,
-      ...(options.acknowledger ? acknowledger : {}),
-      ...(options.reportsChanges === true ? { observeChanges } : {}),
-      ...options.capabilities,
+      capabilities: {
+        ...NO_CAPABILITIES,
+        terminalFacts: options.acknowledger === true ? acknowledger : null,
+        changes: options.reportsChanges === true ? { observeChanges } : null,
+        ...options.capabilities,
+      },
     },
     calls,
     log,

@@ -13,9 +13,9 @@
  * Every launch goes through a LaunchWrapper (src/core/sandbox.ts): the job's
  * variables are applied inside it, never given to a host-side process, and a daemon running
  * as root runs jobs as the RunAs uid. It does not isolate sessions by itself. Given a
- * Sandbox it wraps every launch (BATCH included) in it and only then has
- * `verifySessionIsolation`; without one the method does not exist, so admission refuses
- * SESSION before anything is written.
+ * Sandbox it wraps every launch (BATCH included) in it and only then does its capability
+ * record hold `sessionIsolation`; without one that is null, so admission refuses SESSION
+ * before anything is written.
  */
 
 import { randomBytes } from "node:crypto";
@@ -42,23 +42,19 @@ import {
   type ResourceProfile,
   type SubmissionToken,
 } from "../../core/models.ts";
-import type {
-  AllocationBackend,
-  AllocationObservation,
-  BackendDiagnostics,
-  CancelResult,
-  ChangeReportingBackend,
-  FindResult,
-  LaunchSandboxReporter,
-  ObservationTarget,
-  ObserveResult,
-  SessionIsolationProvider,
-  SubmitRequest,
-  SubmitResult,
-  TaskResult,
-  TaskRunner,
-  TerminalAllocationAcknowledger,
-  TerminalFact,
+import {
+  type AllocationObservation,
+  type BackendDiagnostics,
+  type BackendWith,
+  type CancelResult,
+  type FindResult,
+  NO_CAPABILITIES,
+  type ObservationTarget,
+  type ObserveResult,
+  type SubmitRequest,
+  type SubmitResult,
+  type TaskResult,
+  type TerminalFact,
 } from "../../core/ports.ts";
 import type { JobIdentities, LaunchWrapper, RunAs, Sandbox } from "../../core/sandbox.ts";
 import { makeDirsBeneath } from "../../lib/beneath-fs.ts";
@@ -155,12 +151,10 @@ export interface LocalBackendOptions {
   readonly limits?: LimitEnforcement;
 }
 
-export type LocalBackend = AllocationBackend &
-  TaskRunner &
-  ChangeReportingBackend &
-  TerminalAllocationAcknowledger &
-  LaunchSandboxReporter;
-export type IsolatingLocalBackend = LocalBackend & SessionIsolationProvider;
+export type LocalBackend = BackendWith<"tasks" | "changes" | "terminalFacts" | "launchSandbox">;
+export type IsolatingLocalBackend = BackendWith<
+  "tasks" | "changes" | "terminalFacts" | "launchSandbox" | "sessionIsolation"
+>;
 
 /**
  * One node, every CPU, no GPU, no time limit, three quarters of the memory: the rest is the
@@ -194,7 +188,11 @@ export function createLocalBackend(options: LocalBackendOptions): LocalBackend {
   const base = createBackend(options);
   const sandbox = options.sandbox;
   if (sandbox === undefined) return base;
-  return decorateBackend(base, { verifySessionIsolation: () => sandbox.verify() });
+  return decorateBackend(
+    base,
+    {},
+    { sessionIsolation: { verifySessionIsolation: () => sandbox.verify() } },
+  );
 }
 
 type Looked =
@@ -569,8 +567,6 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
 
     profiles: () => profileList,
 
-    launchesSandboxed: () => wrapper.sandboxed,
-
     async submit(requests) {
       count("submit");
       const results = new Map<SubmissionToken, SubmitResult>();
@@ -586,25 +582,6 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       const observations = new Map<string, AllocationObservation>();
       for (const target of targets) observations.set(target.allocationId, observeOne(target));
       return { kind: "Observed", observations };
-    },
-
-    /**
-     * The reconciler's focused tick for local jobs: every watched record is read, as a full
-     * observe would read every target (the same reads, so the same decisions: a record gone
-     * is LOST, an unreadable one Indeterminate), and only what differs from the last answer
-     * goes back, so the tick looks at those workloads alone.
-     */
-    async observeChanges(cursor, targets) {
-      count("observe");
-      const opening = feed.open(cursor, targets);
-      if (opening.kind === "CursorExpired") return opening;
-      const problem = jobsDirProblem();
-      if (problem !== null) return { kind: "Unavailable", message: problem };
-      const observations = new Map<string, AllocationObservation>();
-      for (const { target } of opening.watched.values()) {
-        observations.set(target.allocationId, observeOne(target));
-      }
-      return feed.answer(opening, targets, observations);
     },
 
     async cancel(targets) {
@@ -680,44 +657,71 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
       };
     },
 
-    async runTask(target, command, taskOptions) {
-      return runTaskOne(target, command, taskOptions.timeoutMs);
-    },
-
-    async pendingTerminalFacts() {
-      sweepTemporaries();
-      const facts: TerminalFact[] = [];
-      for (const token of listTokens()) {
-        try {
-          // Read-only: a sweep must not start jobs the database may not know about.
-          const looked = look(token, false);
-          if (looked.kind === "Absent") continue;
-          const observation = observationOf(looked.snapshot);
-          if (observation.kind === "Observed" && isTerminal(observation.phase)) {
-            facts.push({ token: token as SubmissionToken });
+    capabilities: {
+      ...NO_CAPABILITIES,
+      tasks: {
+        async runTask(target, command, taskOptions) {
+          return runTaskOne(target, command, taskOptions.timeoutMs);
+        },
+      },
+      changes: {
+        /**
+         * The reconciler's focused tick for local jobs: every watched record is read, as a full
+         * observe would read every target (the same reads, so the same decisions: a record gone
+         * is LOST, an unreadable one Indeterminate), and only what differs from the last answer
+         * goes back, so the tick looks at those workloads alone.
+         */
+        async observeChanges(cursor, targets) {
+          count("observe");
+          const opening = feed.open(cursor, targets);
+          if (opening.kind === "CursorExpired") return opening;
+          const problem = jobsDirProblem();
+          if (problem !== null) return { kind: "Unavailable", message: problem };
+          const observations = new Map<string, AllocationObservation>();
+          for (const { target } of opening.watched.values()) {
+            observations.set(target.allocationId, observeOne(target));
           }
-        } catch (error) {
-          log.warn("cannot read a local job record", { token, error: String(error) });
-        }
-      }
-      return facts;
-    },
+          return feed.answer(opening, targets, observations);
+        },
+      },
+      terminalFacts: {
+        async pendingTerminalFacts() {
+          sweepTemporaries();
+          const facts: TerminalFact[] = [];
+          for (const token of listTokens()) {
+            try {
+              // Read-only: a sweep must not start jobs the database may not know about.
+              const looked = look(token, false);
+              if (looked.kind === "Absent") continue;
+              const observation = observationOf(looked.snapshot);
+              if (observation.kind === "Observed" && isTerminal(observation.phase)) {
+                facts.push({ token: token as SubmissionToken });
+              }
+            } catch (error) {
+              log.warn("cannot read a local job record", { token, error: String(error) });
+            }
+          }
+          return facts;
+        },
 
-    async acknowledgeTerminal(token) {
-      const looked = look(token, false);
-      if (looked.kind === "Absent") return;
-      const observation = observationOf(looked.snapshot);
-      if (observation.kind !== "Observed" || !isTerminal(observation.phase)) {
-        log.warn("refusing to forget a local job that has not ended", { token });
-        return;
-      }
-      // Renamed away first: a crash half way through deleting must not leave a record
-      // without its claim, which would read as "never started" and run the job again.
-      const trash = join(jobs, `.trash-${token}-${randomBytes(6).toString("hex")}`);
-      renameSync(jobDir(backendDir, token), trash);
-      fsyncDir(jobs);
-      rmSync(trash, { recursive: true, force: true });
-      sweepCgroups();
+        async acknowledgeTerminal(token) {
+          const looked = look(token, false);
+          if (looked.kind === "Absent") return;
+          const observation = observationOf(looked.snapshot);
+          if (observation.kind !== "Observed" || !isTerminal(observation.phase)) {
+            log.warn("refusing to forget a local job that has not ended", { token });
+            return;
+          }
+          // Renamed away first: a crash half way through deleting must not leave a record
+          // without its claim, which would read as "never started" and run the job again.
+          const trash = join(jobs, `.trash-${token}-${randomBytes(6).toString("hex")}`);
+          renameSync(jobDir(backendDir, token), trash);
+          fsyncDir(jobs);
+          rmSync(trash, { recursive: true, force: true });
+          sweepCgroups();
+        },
+      },
+      launchSandbox: { launchesSandboxed: () => wrapper.sandboxed },
     },
   };
 }

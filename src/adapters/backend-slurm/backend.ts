@@ -25,7 +25,7 @@
  * value. `runTask` runs a step inside the allocation the workload already holds and refuses
  * when it is not running: submitting a fresh allocation instead is exactly what INV-4 forbids.
  *
- * This backend does not declare session isolation (SessionIsolationProvider): jobs of one
+ * This backend's record has no session isolation (`sessionIsolation: null`): jobs of one
  * service account share a uid, and 0600 files do not separate them.
  */
 
@@ -41,22 +41,20 @@ import {
   type ResourceProfile,
   type SubmissionToken,
 } from "../../core/models.ts";
-import type {
-  AllocationBackend,
-  AllocationObservation,
-  BackendDiagnostics,
-  CancelResult,
-  ChangeReportingBackend,
-  FindResult,
-  JobEnvironmentPolicy,
-  ObservationCursor,
-  ObservationTarget,
-  ObserveChangesResult,
-  ObserveResult,
-  SubmitRequest,
-  SubmitResult,
-  TaskResult,
-  TaskRunner,
+import {
+  type AllocationObservation,
+  type BackendDiagnostics,
+  type BackendWith,
+  type CancelResult,
+  type FindResult,
+  NO_CAPABILITIES,
+  type ObservationCursor,
+  type ObservationTarget,
+  type ObserveChangesResult,
+  type ObserveResult,
+  type SubmitRequest,
+  type SubmitResult,
+  type TaskResult,
 } from "../../core/ports.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
@@ -214,10 +212,7 @@ const SCRIPT_NAME = "job.sh";
 /** sacct's placeholder name for a job whose record has not received its real name yet. */
 const ACCOUNTING_PLACEHOLDER_NAME = "allocation";
 
-export type SlurmBackend = AllocationBackend &
-  TaskRunner &
-  JobEnvironmentPolicy &
-  ChangeReportingBackend;
+export type SlurmBackend = BackendWith<"tasks" | "changes" | "jobEnv">;
 
 /**
  * A listing row's key: a single job's id, or its array's id and the element (or, for a row of
@@ -1015,8 +1010,6 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       return observeListed(targets, byId, (handle) => elementRows.get(handle) ?? []);
     },
 
-    observeChanges,
-
     async cancel(targets) {
       const out = new Map<string, CancelResult>();
       if (targets.length === 0) return out;
@@ -1061,63 +1054,6 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       return out;
     },
 
-    async runTask(target, command, { timeoutMs }): Promise<TaskResult> {
-      const queue = await broker.listQueue([target.token]);
-      if (queue.kind === "Failed") {
-        noteFailure(queue.error);
-        return { kind: "Unavailable", message: queue.error.message };
-      }
-      noteSuccess("squeue");
-      const row = queue.value.find((r) => r.jobId === target.handle && carries(r, target.token));
-      if (row === undefined) {
-        return { kind: "Refused", message: "no live allocation: the job is not in the queue" };
-      }
-      const state = normaliseState(row.state);
-      if (state !== "RUNNING") {
-        return { kind: "Refused", message: `no live allocation: the job is ${state}` };
-      }
-      const result = await broker.runStep({
-        jobId: row.jobId,
-        command,
-        // The step sees the same OPENAI4S_DEADLINE as its job: squeue's EndTime of a running
-        // job, the controller's own deadline (what the batch script reads, and what
-        // observations report as deadlineAt). srun run from here has no job shell to copy it.
-        env:
-          row.endedAt === null
-            ? baseJobEnv
-            : { ...baseJobEnv, [DEADLINE_ENV]: deadlineEnvValue(row.endedAt) },
-        workDir: row.workDir.startsWith("/") ? row.workDir : null,
-        timeoutMs,
-        maxOutputBytes: taskMaxOutputBytes,
-        // The scheduler's own backstop, should this daemon die before its timer fires.
-        timeLimitMinutes: Math.max(1, Math.ceil(timeoutMs / 60_000) + 1),
-      });
-      if (result.kind === "Answered") {
-        const { exitCode, stdout, stderr } = result.value;
-        return { kind: "Completed", exitCode, stdout, stderr };
-      }
-      const error = result.error;
-      switch (error.kind) {
-        case "refused":
-          return { kind: "Refused", message: error.message };
-        case "timed_out":
-          return {
-            kind: "Unavailable",
-            message: `the task did not finish within ${timeoutMs} ms and was stopped`,
-          };
-        case "unreachable":
-        case "malformed":
-          noteFailure(error);
-          return { kind: "Unavailable", message: error.message };
-        default: {
-          const never: never = error.kind;
-          throw new Error(`unhandled error kind ${String(never)}`);
-        }
-      }
-    },
-
-    jobEnvRefusals,
-
     async diagnostics(): Promise<BackendDiagnostics> {
       return {
         backend: "slurm",
@@ -1126,6 +1062,70 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         calls: broker.callCounts(),
         ...(options.orphanReport === undefined ? {} : { orphans: options.orphanReport() }),
       };
+    },
+
+    capabilities: {
+      ...NO_CAPABILITIES,
+      tasks: {
+        async runTask(target, command, { timeoutMs }): Promise<TaskResult> {
+          const queue = await broker.listQueue([target.token]);
+          if (queue.kind === "Failed") {
+            noteFailure(queue.error);
+            return { kind: "Unavailable", message: queue.error.message };
+          }
+          noteSuccess("squeue");
+          const row = queue.value.find(
+            (r) => r.jobId === target.handle && carries(r, target.token),
+          );
+          if (row === undefined) {
+            return { kind: "Refused", message: "no live allocation: the job is not in the queue" };
+          }
+          const state = normaliseState(row.state);
+          if (state !== "RUNNING") {
+            return { kind: "Refused", message: `no live allocation: the job is ${state}` };
+          }
+          const result = await broker.runStep({
+            jobId: row.jobId,
+            command,
+            // The step sees the same OPENAI4S_DEADLINE as its job: squeue's EndTime of a running
+            // job, the controller's own deadline (what the batch script reads, and what
+            // observations report as deadlineAt). srun run from here has no job shell to copy it.
+            env:
+              row.endedAt === null
+                ? baseJobEnv
+                : { ...baseJobEnv, [DEADLINE_ENV]: deadlineEnvValue(row.endedAt) },
+            workDir: row.workDir.startsWith("/") ? row.workDir : null,
+            timeoutMs,
+            maxOutputBytes: taskMaxOutputBytes,
+            // The scheduler's own backstop, should this daemon die before its timer fires.
+            timeLimitMinutes: Math.max(1, Math.ceil(timeoutMs / 60_000) + 1),
+          });
+          if (result.kind === "Answered") {
+            const { exitCode, stdout, stderr } = result.value;
+            return { kind: "Completed", exitCode, stdout, stderr };
+          }
+          const error = result.error;
+          switch (error.kind) {
+            case "refused":
+              return { kind: "Refused", message: error.message };
+            case "timed_out":
+              return {
+                kind: "Unavailable",
+                message: `the task did not finish within ${timeoutMs} ms and was stopped`,
+              };
+            case "unreachable":
+            case "malformed":
+              noteFailure(error);
+              return { kind: "Unavailable", message: error.message };
+            default: {
+              const never: never = error.kind;
+              throw new Error(`unhandled error kind ${String(never)}`);
+            }
+          }
+        },
+      },
+      changes: { observeChanges },
+      jobEnv: { jobEnvRefusals },
     },
   };
 }

@@ -132,52 +132,62 @@ function mapValues<K, V>(map: ReadonlyMap<K, V>, f: (v: V) => V): ReadonlyMap<K,
 /** The same backend, with every message it returns rewritten for the public. */
 export function withPublicMessages(backend: SlurmBackend, hidden: HiddenNames): SlurmBackend {
   const rewrite = publicMessageRewriter(hidden);
-  return decorateBackend(backend, {
-    async submit(requests) {
-      return mapValues(await backend.submit(requests), (r) => submitResult(r, rewrite));
+  const { changes, tasks } = backend.capabilities;
+  return decorateBackend(
+    backend,
+    {
+      async submit(requests) {
+        return mapValues(await backend.submit(requests), (r) => submitResult(r, rewrite));
+      },
+      async observe(targets) {
+        const result = await backend.observe(targets);
+        if (result.kind === "Unavailable") return { ...result, message: rewrite(result.message) };
+        return {
+          kind: "Observed",
+          observations: mapValues(result.observations, (o) => observation(o, rewrite)),
+        };
+      },
+      async cancel(targets) {
+        return mapValues(await backend.cancel(targets), (r) => cancelResult(r, rewrite));
+      },
+      async findByToken(tokens) {
+        return mapValues(await backend.findByToken(tokens), (r) => findResult(r, rewrite));
+      },
+      async diagnostics() {
+        const d = await backend.diagnostics();
+        return { ...d, message: rewrite(d.message) };
+      },
     },
-    async observe(targets) {
-      const result = await backend.observe(targets);
-      if (result.kind === "Unavailable") return { ...result, message: rewrite(result.message) };
-      return {
-        kind: "Observed",
-        observations: mapValues(result.observations, (o) => observation(o, rewrite)),
-      };
+    {
+      changes: {
+        async observeChanges(cursor, targets) {
+          const result = await changes.observeChanges(cursor, targets);
+          switch (result.kind) {
+            case "Unavailable":
+              return { ...result, message: rewrite(result.message) };
+            case "CursorExpired":
+              return result;
+            case "Observed":
+              return {
+                ...result,
+                observations: mapValues(result.observations, (o) => observation(o, rewrite)),
+                changes: result.changes.map((c) => ({
+                  target: c.target,
+                  observation: observation(c.observation, rewrite),
+                })),
+              };
+            default: {
+              const never: never = result;
+              throw new Error(`unhandled observe result ${JSON.stringify(never)}`);
+            }
+          }
+        },
+      },
+      tasks: {
+        async runTask(target, command, options) {
+          return taskResult(await tasks.runTask(target, command, options), rewrite);
+        },
+      },
     },
-    async observeChanges(cursor, targets) {
-      const result = await backend.observeChanges(cursor, targets);
-      switch (result.kind) {
-        case "Unavailable":
-          return { ...result, message: rewrite(result.message) };
-        case "CursorExpired":
-          return result;
-        case "Observed":
-          return {
-            ...result,
-            observations: mapValues(result.observations, (o) => observation(o, rewrite)),
-            changes: result.changes.map((c) => ({
-              target: c.target,
-              observation: observation(c.observation, rewrite),
-            })),
-          };
-        default: {
-          const never: never = result;
-          throw new Error(`unhandled observe result ${JSON.stringify(never)}`);
-        }
-      }
-    },
-    async cancel(targets) {
-      return mapValues(await backend.cancel(targets), (r) => cancelResult(r, rewrite));
-    },
-    async findByToken(tokens) {
-      return mapValues(await backend.findByToken(tokens), (r) => findResult(r, rewrite));
-    },
-    async diagnostics() {
-      const d = await backend.diagnostics();
-      return { ...d, message: rewrite(d.message) };
-    },
-    async runTask(target, command, options) {
-      return taskResult(await backend.runTask(target, command, options), rewrite);
-    },
-  });
+  );
 }

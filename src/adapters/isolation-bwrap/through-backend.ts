@@ -7,7 +7,7 @@
  * Both work through the AllocationBackend port only, so no backend has to know about them:
  *  - `sandboxedBackend` rewrites each submitted launch into its sandboxed form (paths:
  *    the workspace writable, the credential directory read-only; never the allocation dir)
- *    and declares SessionIsolationProvider with the node verdict;
+ *    and its capability record says sessionIsolation, with the node verdict;
  *  - `verifyThroughBackend` lays the probe's two sibling allocations out under a directory
  *    the nodes see at the same path (the spool is shared with the nodes, or workers could
  *    not read their credentials), submits one short COMMAND allocation that starts a decoy
@@ -21,16 +21,14 @@ import { decorateBackend } from "../../core/decorate-backend.ts";
 import type { ProbeOutcome } from "../../core/isolation/background-verifier.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../../core/layout.ts";
 import { isTerminal, mintSubmissionToken, type SubmissionToken } from "../../core/models.ts";
-import {
-  type AllocationBackend,
-  type IsolationVerdict,
-  isJobEnvironmentPolicy,
-  isTaskRunner,
-  type Launch,
-  type SessionIsolationProvider,
-  type SubmitRequest,
-  type SubmitResult,
-  type TaskRunner,
+import type {
+  AllocationBackend,
+  BackendWith,
+  IsolationVerdict,
+  Launch,
+  SubmitRequest,
+  SubmitResult,
+  TaskRunner,
 } from "../../core/ports.ts";
 import {
   type LaunchWrapper,
@@ -349,8 +347,9 @@ function pathsOf(workspaceDir: string, credentialDir: string | null): SandboxPat
 export function wrappedBackend<B extends AllocationBackend>(
   backend: B,
   options: WrappedBackendOptions,
-): AllocationBackend & Partial<TaskRunner> {
+): AllocationBackend {
   const { wrapper } = options;
+  const { jobEnv, tasks } = backend.capabilities;
   const submit: AllocationBackend["submit"] = async (requests) => {
     // The backend's environment rules, applied to what the job is given while it is still an
     // environment: once wrapped it is argv text the backend can no longer check. Admission
@@ -358,8 +357,8 @@ export function wrappedBackend<B extends AllocationBackend>(
     const prepared: SubmitRequest[] = [];
     const refused = new Map<SubmissionToken, SubmitResult>();
     for (const r of requests) {
-      if (isJobEnvironmentPolicy(backend)) {
-        const refusals = backend.jobEnvRefusals(r.launch.env);
+      if (jobEnv !== null) {
+        const refusals = jobEnv.jobEnvRefusals(r.launch.env);
         if (refusals.length > 0) {
           const message = refusals.map((x) => x.message).join("; ");
           refused.set(r.token, { kind: "Rejected", token: r.token, message, byRequest: true });
@@ -402,7 +401,7 @@ export function wrappedBackend<B extends AllocationBackend>(
     const answered = await backend.submit(prepared);
     return refused.size === 0 ? answered : new Map([...answered, ...refused]);
   };
-  if (!isTaskRunner(backend)) return decorateBackend(backend, { submit });
+  if (tasks === null) return decorateBackend(backend, { submit });
   const runTask: TaskRunner["runTask"] = async (target, command, taskOptions) => {
     const where = options.locate(target.allocationId);
     if (where === null) {
@@ -426,19 +425,21 @@ export function wrappedBackend<B extends AllocationBackend>(
       { vars: { ...options.baseEnv, HOME: homeOf(paths) } },
       runAs,
     );
-    return backend.runTask(target, argv, taskOptions);
+    return tasks.runTask(target, argv, taskOptions);
   };
-  return decorateBackend(backend, { submit, runTask });
+  return decorateBackend(backend, { submit }, { tasks: { runTask } });
 }
 
-/** `wrappedBackend` in the sandbox, declaring SessionIsolationProvider with the node verdict. */
+/** `wrappedBackend` in the sandbox, its record saying sessionIsolation with the node verdict. */
 export function sandboxedBackend<B extends AllocationBackend>(
   backend: B,
   options: SandboxedBackendOptions,
-): AllocationBackend & SessionIsolationProvider & Partial<TaskRunner> {
-  return decorateBackend(wrappedBackend(backend, options), {
-    verifySessionIsolation: () => options.verify(),
-  });
+): BackendWith<"sessionIsolation"> {
+  return decorateBackend(
+    wrappedBackend(backend, options),
+    {},
+    { sessionIsolation: { verifySessionIsolation: () => options.verify() } },
+  );
 }
 
 /**

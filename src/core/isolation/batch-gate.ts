@@ -38,10 +38,16 @@ export function unsandboxedBatchRefusal(
 export function gatedUnsandboxedBatch<B extends AllocationBackend>(
   backend: B,
   policy: BatchGatePolicy,
-): B & BatchPlacementGate {
-  return decorateBackend(backend, {
-    batchRefusal: () => unsandboxedBatchRefusal(policy, launchesSandboxed(backend)),
-  });
+): B & { readonly capabilities: B["capabilities"] & { readonly batchGate: BatchPlacementGate } } {
+  return decorateBackend(
+    backend,
+    {},
+    {
+      batchGate: {
+        batchRefusal: () => unsandboxedBatchRefusal(policy, launchesSandboxed(backend)),
+      },
+    },
+  );
 }
 
 /**

@@ -2,18 +2,11 @@
  * The isolation answers a backend is wrapped in by the composition root's policy, none of
  * which depends on which backend it is: a fixed refusal, a verdict kept fresh in the
  * background, and the switch from plain to sandboxed launches once the sandbox is seen
- * working. All go through decorateBackend, so no optional capability of the backend is lost.
+ * working. All go through decorateBackend, so no capability of the backend is lost.
  */
 import type { Log } from "../../lib/log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
-import {
-  type AllocationBackend,
-  type IsolationVerdict,
-  isTaskRunner,
-  type LaunchSandboxReporter,
-  type SessionIsolationProvider,
-  type TaskRunner,
-} from "../ports.ts";
+import type { AllocationBackend, BackendWith, IsolationVerdict, TaskRunner } from "../ports.ts";
 import type { Sandbox } from "../sandbox.ts";
 import {
   type BackgroundVerifier,
@@ -25,13 +18,19 @@ import {
 export function withoutSessionIsolation(
   backend: AllocationBackend,
   message: string,
-): AllocationBackend & SessionIsolationProvider {
-  return decorateBackend(backend, {
-    verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
-      kind: "Unverified",
-      message,
-    }),
-  });
+): BackendWith<"sessionIsolation"> {
+  return decorateBackend(
+    backend,
+    {},
+    {
+      sessionIsolation: {
+        verifySessionIsolation: async (): Promise<IsolationVerdict> => ({
+          kind: "Unverified",
+          message,
+        }),
+      },
+    },
+  );
 }
 
 /**
@@ -48,7 +47,7 @@ export function verifiedInBackground(options: {
   /** When the re-verifications run (tests: never, or by hand); default: timers. */
   readonly schedule?: VerifierSchedule;
 }): {
-  readonly backend: AllocationBackend & SessionIsolationProvider;
+  readonly backend: BackendWith<"sessionIsolation">;
   /** Stop it with the daemon: its timer must not outlive the backend. */
   readonly verifier: BackgroundVerifier;
 } {
@@ -62,9 +61,15 @@ export function verifiedInBackground(options: {
     ...(options.schedule === undefined ? {} : { schedule: options.schedule }),
   });
   verifier.start();
-  const backend = decorateBackend(options.backend, {
-    verifySessionIsolation: async (): Promise<IsolationVerdict> => verifier.current(),
-  });
+  const backend = decorateBackend(
+    options.backend,
+    {},
+    {
+      sessionIsolation: {
+        verifySessionIsolation: async (): Promise<IsolationVerdict> => verifier.current(),
+      },
+    },
+  );
   return { backend, verifier };
 }
 
@@ -80,20 +85,27 @@ export function switchingToSandbox(options: {
   readonly sandboxed: AllocationBackend;
   sandboxing(): boolean;
   verify(): Promise<IsolationVerdict>;
-}): AllocationBackend & SessionIsolationProvider & LaunchSandboxReporter {
+}): BackendWith<"sessionIsolation" | "launchSandbox"> {
   const { backend, plain, sandboxed, sandboxing } = options;
   const current = (): AllocationBackend => (sandboxing() ? sandboxed : plain);
-  const switching = {
-    submit: (requests: Parameters<AllocationBackend["submit"]>[0]) => current().submit(requests),
-    launchesSandboxed: () => sandboxing(),
-    verifySessionIsolation: () => options.verify(),
-  };
-  if (!isTaskRunner(backend)) return decorateBackend(backend, switching);
-  const runTask: TaskRunner["runTask"] = (target, command, taskOptions) => {
-    const chosen = current();
-    if (isTaskRunner(chosen)) return chosen.runTask(target, command, taskOptions);
-    // Unreachable (both wrappers keep runTask when the backend has it); never unwrapped.
-    return Promise.resolve({ kind: "Refused", message: "steps are not available" });
-  };
-  return decorateBackend(backend, { ...switching, runTask });
+  const tasks: TaskRunner | null =
+    backend.capabilities.tasks === null
+      ? null
+      : {
+          runTask: (target, command, taskOptions) => {
+            const chosen = current().capabilities.tasks;
+            if (chosen !== null) return chosen.runTask(target, command, taskOptions);
+            // Unreachable (both wrappers carry the backend's tasks); never unwrapped.
+            return Promise.resolve({ kind: "Refused", message: "steps are not available" });
+          },
+        };
+  return decorateBackend(
+    backend,
+    { submit: (requests) => current().submit(requests) },
+    {
+      tasks,
+      launchSandbox: { launchesSandboxed: () => sandboxing() },
+      sessionIsolation: { verifySessionIsolation: () => options.verify() },
+    },
+  );
 }

@@ -9,12 +9,7 @@
  * preparation both ask it, so both refuse with ISOLATION_UNAVAILABLE naming the blockers.
  */
 import { decorateBackend } from "../decorate-backend.ts";
-import {
-  type AllocationBackend,
-  type IsolationVerdict,
-  isSessionIsolationProvider,
-  type SessionIsolationProvider,
-} from "../ports.ts";
+import type { AllocationBackend, IsolationVerdict } from "../ports.ts";
 
 /** How many blocking allocation ids a refusal names (the rest are counted). */
 const NAMED_BLOCKERS = 20;
@@ -24,8 +19,8 @@ export function guardedByLiveAllocations<B extends AllocationBackend>(
   /** Ids of live allocations not launched in the verified sandbox, at most `limit`. */
   unsandboxedLive: (limit: number) => readonly string[],
 ): B {
-  if (!isSessionIsolationProvider(backend)) return backend;
-  const provider: SessionIsolationProvider = backend;
+  const provider = backend.capabilities.sessionIsolation;
+  if (provider === null) return backend;
   const verifySessionIsolation = async (): Promise<IsolationVerdict> => {
     const verdict = await provider.verifySessionIsolation();
     if (verdict.kind !== "Verified") return verdict;
@@ -38,5 +33,5 @@ export function guardedByLiveAllocations<B extends AllocationBackend>(
       message: `allocations launched outside the verified sandbox are still live (${named}${more}); sessions are admitted once they have ended`,
     };
   };
-  return decorateBackend(backend, { verifySessionIsolation });
+  return decorateBackend(backend, {}, { sessionIsolation: { verifySessionIsolation } });
 }

@@ -11,13 +11,11 @@ import {
   type AllocationBackend,
   type CancelResult,
   type FindResult,
-  isTerminalAllocationAcknowledger,
   launchesSandboxed,
   type ObservationCursor,
   type ObservationTarget,
   type ObserveChangesResult,
   type ObserveResult,
-  reportsChanges,
   type SubmitRequest,
   type SubmitResult,
   type TerminalFact,
@@ -31,7 +29,7 @@ export interface TickBackend {
   /** Some call answered Unavailable or threw. */
   readonly unavailable: boolean;
   observe(targets: readonly ObservationTarget[]): Promise<ObserveResult>;
-  /** Whether the backend offers `observeChanges` (ChangeReportingBackend). */
+  /** Whether the backend's record holds a change feed (`capabilities.changes`). */
   readonly reportsChanges: boolean;
   /** Counted as an observe. Only call when `reportsChanges`. */
   observeChanges(
@@ -57,6 +55,7 @@ export function tickBackend(
   watch: BackendWatch,
   confirm?: { readonly confirmations: PhaseConfirmations; readonly nowMs: () => number },
 ): TickBackend {
+  const { changes, terminalFacts } = backend.capabilities;
   const calls: Record<BackendOperation, number> = {
     observe: 0,
     findByToken: 0,
@@ -107,10 +106,10 @@ export function tickBackend(
         confirm?.confirmations.observed(result.observations, confirm.nowMs());
       return result;
     },
-    reportsChanges: reportsChanges(backend),
+    reportsChanges: changes !== null,
     async observeChanges(cursor, targets) {
-      if (!reportsChanges(backend)) throw new Error("observeChanges on a backend without it");
-      const result = await observing(() => backend.observeChanges(cursor, targets));
+      if (changes === null) throw new Error("observeChanges on a backend without it");
+      const result = await observing(() => changes.observeChanges(cursor, targets));
       if (result.kind === "Observed" && confirm !== undefined) {
         const atMs = confirm.nowMs();
         confirm.confirmations.feedAnswered(cursor !== null, targets, atMs);
@@ -195,11 +194,11 @@ export function tickBackend(
       }
     },
     async pendingTerminalFacts() {
-      if (!isTerminalAllocationAcknowledger(backend)) return null;
+      if (terminalFacts === null) return null;
       calls.pendingTerminalFacts += 1;
       const done = watch.begin("pendingTerminalFacts");
       try {
-        const facts = await backend.pendingTerminalFacts();
+        const facts = await terminalFacts.pendingTerminalFacts();
         done(true);
         return facts;
       } catch (error) {
@@ -209,11 +208,11 @@ export function tickBackend(
       }
     },
     async acknowledgeTerminal(token) {
-      if (!isTerminalAllocationAcknowledger(backend)) return false;
+      if (terminalFacts === null) return false;
       calls.acknowledgeTerminal += 1;
       const done = watch.begin("acknowledgeTerminal");
       try {
-        await backend.acknowledgeTerminal(token);
+        await terminalFacts.acknowledgeTerminal(token);
         done(true);
         return true;
       } catch (error) {

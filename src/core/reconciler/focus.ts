@@ -11,7 +11,7 @@
  *  - `attention`: workloads the last tick did not settle as steadily watched (waiting to be
  *    minted, unresolved, in flight, stopping, ended, or watched without a definite answer);
  *  - `dirty`: workloads written since the last tick (store change log, any writer);
- *  - the backend's changes since its cursor (ChangeReportingBackend), mapped back to
+ *  - the backend's changes since its cursor (ChangeReporter), mapped back to
  *    workloads through `byAllocation`.
  * A backend without the capability, a first load, a lost cursor or an outage make the tick
  * look at everything (a full tick), and a full tick also runs every `fullEveryMs` as the

@@ -50,7 +50,7 @@ export async function readBackend(
   };
 }
 
-/** `readBackend` through a ChangeReportingBackend: the targets, plus what else changed. */
+/** `readBackend` through a ChangeReporter: the targets, plus what else changed. */
 export interface ChangeReads {
   readonly reads: BackendReads;
   /** Changes after the cursor given (the caller keeps those it did not target). */

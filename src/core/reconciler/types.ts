@@ -60,7 +60,7 @@ export interface ReconcilerOptions {
   /** A fixed period: shorthand for minIntervalMs = maxIntervalMs (no back-off). */
   readonly tickIntervalMs?: number;
   /**
-   * With a backend that reports changes (ChangeReportingBackend), a tick looks only at what
+   * With a backend that reports changes (ChangeReporter), a tick looks only at what
    * changed (reconciler/focus.ts); at least this often it looks at every live workload and
    * observes them all, the safety net. Default 60,000 ms. Other backends: every tick is full.
    */
