@@ -1,16 +1,17 @@
 /**
- * Watches every backend call as it happens, across ticks and lanes, so health is known the
- * moment a call is slow rather than when it finally fails. The failure it guards against:
+ * Watches every backend call as it happens, across ticks and lanes, so trouble is known the
+ * moment a call is slow rather than when it finally fails: one of the two witnesses of the
+ * backend's health, whose verdict is `core/backend-health.ts`'s alone. The failure it guards against:
  * after the scheduler stopped, diagnostics said "healthy" for ~10 s because the listing
  * already in flight took that long to time out. A call in flight past `slowCallMs` marks the
  * backend degraded at once; so does a call that answered "unavailable" or threw, until a
  * later call succeeds.
  */
+import type { WatchedHealth } from "../backend-health.ts";
 import type { BackendOperation } from "./types.ts";
 
-export type BackendHealth =
-  | { readonly kind: "Healthy" }
-  | { readonly kind: "Degraded"; readonly message: string };
+/** The watch's witness (a name kept for the reconciler's callers). */
+export type BackendHealth = WatchedHealth;
 
 export interface BackendWatch {
   /** A call starts; call the returned function when it answered (ok: a real answer). */

@@ -7,6 +7,7 @@
 import type { DaemonMetrics } from "../../adapters/metrics/daemon-metrics.ts";
 import type { ProcessFigures } from "../../adapters/metrics/process-figures.ts";
 import type { StoreDeps } from "../../adapters/store-sqlite/deps.ts";
+import type { WatchedHealth } from "../../core/backend-health.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
 import type { AdmissionStore, AttemptIds } from "../../core/ports/admission-store.ts";
@@ -59,10 +60,11 @@ export interface ReconcilerHandle {
     readonly profile: string;
     readonly state: BreakerState;
   }[];
-  /** Health seen from the calls themselves: degraded the moment one is slow or failed. */
-  backendHealth():
-    | { readonly kind: "Healthy" }
-    | { readonly kind: "Degraded"; readonly message: string };
+  /**
+   * The call watch's witness: degraded the moment a call is slow or failed. Not a verdict:
+   * `system/backend-health.ts` joins it with the backend's report.
+   */
+  backendHealth(): WatchedHealth;
   /** Backend calls per second over the last minute, and in total by port operation. */
   backendCallRate(): {
     readonly perSecond: number;

@@ -2,7 +2,6 @@ import { Hono } from "hono";
 import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
 import { countLiveWorkloads } from "../../../adapters/store-sqlite/index.ts";
 import {
-  type BackendDiagnostics,
   batchRefusal,
   type IsolationVerdict,
   launchesSandboxed,
@@ -11,46 +10,9 @@ import {
 } from "../../../core/ports.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { breakerStates, degradedView, iso } from "../views.ts";
+import { DEFAULT_DIAGNOSTICS_TIMEOUT_MS, readBackendHealth } from "./backend-health.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
-
-const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
-
-/**
- * The backend's own report, bounded in time: a hung scheduler must not hang the endpoint an
- * operator opens to find out that the scheduler hangs.
- */
-export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
-  const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<BackendDiagnostics>((resolve) => {
-    timer = setTimeout(
-      () =>
-        resolve({
-          backend: deps.backend.name,
-          healthy: false,
-          message: `no answer from the backend within ${timeoutMs} ms`,
-          calls: {},
-        }),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([
-      deps.backend.diagnostics().catch(
-        (error: unknown): BackendDiagnostics => ({
-          backend: deps.backend.name,
-          healthy: false,
-          message: `diagnostics failed: ${String(error)}`,
-          calls: {},
-        }),
-      ),
-      timedOut,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * The SESSION isolation verdict for /metrics, bounded like the diagnostics: a verifier that
@@ -138,17 +100,14 @@ export function createSystemRoutes(
   });
 
   app.get("/v1/diagnostics", async function diagnostics(c) {
-    const backend = await backendDiagnostics(deps);
-    // The reconciler sees a slow call while it is still in flight; the backend's own report
-    // only once it failed, which after an outage can take the whole command timeout.
-    const watched = deps.reconciler.backendHealth();
+    const { report: backend, verdict } = await readBackendHealth(deps);
     const tick = deps.reconciler.lastTick();
     return c.json({
       version: deps.version,
       backend: {
         name: deps.backend.name,
-        healthy: backend.healthy && watched.kind === "Healthy",
-        message: watched.kind === "Degraded" ? watched.message : backend.message,
+        healthy: verdict.healthy,
+        message: verdict.message,
         calls: backend.calls,
         callsPerSecond: deps.reconciler.backendCallRate().perSecond,
         ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
@@ -176,8 +135,8 @@ export function createSystemRoutes(
   });
 
   app.get("/metrics", async function prometheusText(c) {
-    const [backend, isolation] = await Promise.all([
-      backendDiagnostics(deps),
+    const [{ report: backend, verdict }, isolation] = await Promise.all([
+      readBackendHealth(deps),
       isolationVerdict(deps),
     ]);
     const text = renderMetrics({
@@ -190,7 +149,7 @@ export function createSystemRoutes(
       metrics,
       ...(deps.processFigures === undefined ? {} : { process: deps.processFigures() }),
       backend: {
-        degraded: !backend.healthy || deps.reconciler.backendHealth().kind === "Degraded",
+        degraded: !verdict.healthy,
         calls: deps.reconciler.backendCallRate(),
         commands: backend.calls,
       },

@@ -24,7 +24,7 @@ import { tokensMatch } from "../auth.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
 import { placement } from "../profiles/routes.ts";
-import { backendDiagnostics } from "../system/routes.ts";
+import { readBackendHealth } from "../system/backend-health.ts";
 import { createLogRoutes } from "../workloads/logs.ts";
 import { ClusterPage } from "./cluster-page.tsx";
 import { LoginPage } from "./login-page.tsx";
@@ -319,9 +319,8 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   app.get("/ui/cluster", async function uiCluster(c) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
-    const backend = await backendDiagnostics(deps);
-    const watched = deps.reconciler.backendHealth();
-    const healthy = backend.healthy && watched.kind === "Healthy";
+    const { report: backend, verdict: backendVerdict } = await readBackendHealth(deps);
+    const healthy = backendVerdict.healthy;
     const nowMs = deps.clock.now();
     if (health === null || health.healthy !== healthy) health = { healthy, sinceMs: nowMs };
     const all = deps.backend.profiles();
@@ -343,7 +342,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         nowMs={nowMs}
         backend={backend}
         healthy={healthy}
-        healthMessage={watched.kind === "Degraded" ? watched.message : backend.message}
+        healthMessage={backendVerdict.message}
         healthSinceMs={sinceMs}
         callsPerSecond={rate.perSecond}
         callTotals={rate.totals}
