@@ -1,0 +1,35 @@
+/**
+ * The backend contract (test/support/backend-contract.ts) against the local backend: real
+ * supervisors and processes on this machine, no sandbox.
+ */
+import { afterEach } from "bun:test";
+import { backendContract } from "../support/backend-contract.ts";
+import { cleanUpStates, makeBackend, makeRequest, makeState } from "../support/local-backend.ts";
+
+afterEach(() => {
+  cleanUpStates();
+});
+
+backendContract({
+  name: "local",
+  capabilities: {
+    tasks: true,
+    changes: true,
+    terminalFacts: true,
+    sessionIsolation: false,
+    launchSandbox: true,
+    batchGate: false,
+    jobEnv: false,
+  },
+  phaseTimeoutMs: 20_000,
+  make() {
+    const state = makeState();
+    return {
+      backend: makeBackend(state),
+      request: (script) => makeRequest(state, ["/bin/sh", "-c", script]),
+      advance() {},
+      // The supervisors and job groups are killed and the state removed by cleanUpStates.
+      async close() {},
+    };
+  },
+});
