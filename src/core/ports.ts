@@ -346,7 +346,7 @@ export type ObserveChangesResult =
     };
 
 /**
- * Optional capability: a backend that can tell what changed since a cursor, so a caller
+ * Capability `changes`: a backend that can tell what changed since a cursor, so a caller
  * watching N allocations does not rebuild N observations every time it looks. A backend that
  * can only list everything (a queue listing has no "since") simply does not offer it, and
  * the caller observes every target each time. Both answers in one call, taken at one moment:
@@ -370,19 +370,20 @@ export type IsolationVerdict =
   | { readonly kind: "Unverified"; readonly message: string };
 
 /**
- * May allow interactive placement only when a verified per-allocation OS identity, container
- * or mount namespace keeps sibling tasks from reading the workspace and the credential. A
- * shared uid with 0700/0600 is not enough. A missing, Unverified or throwing check refuses a
- * SESSION.
+ * Capability `sessionIsolation`. May allow interactive placement only when a verified
+ * per-allocation OS identity, container or mount namespace keeps sibling tasks from reading
+ * the workspace and the credential. A shared uid with 0700/0600 is not enough. A missing,
+ * Unverified or throwing check refuses a SESSION.
  */
 export interface SessionIsolationProvider {
   verifySessionIsolation(): Promise<IsolationVerdict>;
 }
 
 /**
- * Optional: whether the backend's launches currently run in its verified per-allocation
- * sandbox. Asked right before each submission and recorded per allocation; a backend that
- * does not say is taken as not sandboxing (SESSIONs then wait for its allocations to end).
+ * Capability `launchSandbox`: whether the backend's launches currently run in its verified
+ * per-allocation sandbox. Asked right before each submission and recorded per allocation; a
+ * backend that does not say is taken as not sandboxing (SESSIONs then wait for its
+ * allocations to end).
  */
 export interface LaunchSandboxReporter {
   launchesSandboxed(): boolean;
@@ -394,10 +395,10 @@ export function launchesSandboxed(backend: AllocationBackend): boolean {
 }
 
 /**
- * Optional: why a BATCH may not be placed now, or null. A daemon whose jobs would run as its
- * own uid with no verified sandbox refuses BATCH as it refuses SESSION: such a job reads the
- * daemon's admin token and database (issue 18). Asked at admission and before each BATCH
- * attempt is prepared; a backend that does not say places BATCH.
+ * Capability `batchGate`: why a BATCH may not be placed now, or null. A daemon whose jobs
+ * would run as its own uid with no verified sandbox refuses BATCH as it refuses SESSION: such
+ * a job reads the daemon's admin token and database (issue 18). Asked at admission and before
+ * each BATCH attempt is prepared; a backend that does not say places BATCH.
  */
 export interface BatchPlacementGate {
   batchRefusal(): string | null;
@@ -415,11 +416,12 @@ export interface JobEnvRefusal {
 }
 
 /**
- * Optional: the backend's own rules for a job's environment, beyond the project-wide ones
- * (env-policy.ts). A batch system reads variables of its own inside the job (its option and
- * task-layout variables), and a value may be re-read as a list by a site wrapper. Asked at
- * admission, so a refusal is a 400 naming the variable, and again by the launch wrapper
- * before the environment moves onto the launch line, where the backend no longer sees it.
+ * Capability `jobEnv`: the backend's own rules for a job's environment, beyond the
+ * project-wide ones (env-policy.ts). A batch system reads variables of its own inside the
+ * job (its option and task-layout variables), and a value may be re-read as a list by a site
+ * wrapper. Asked at admission, so a refusal is a 400 naming the variable, and again by the
+ * launch wrapper before the environment moves onto the launch line, where the backend no
+ * longer sees it.
  */
 export interface JobEnvironmentPolicy {
   /** Every variable of `env` this backend refuses; empty when it accepts them all. */
