@@ -61,7 +61,7 @@ import type {
   TerminalFact,
 } from "../../core/ports.ts";
 import type { JobIdentities, LaunchWrapper, RunAs, Sandbox } from "../../core/sandbox.ts";
-import { makeDirsBeneath } from "../../lib/beneath-fs.ts";
+import { chownDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
 import type { Clock } from "../../lib/clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../lib/fault-point.ts";
@@ -71,7 +71,7 @@ import { plainWrapper } from "../isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../isolation-bwrap/uid-leases.ts";
 import { sweepJobCgroups } from "./cgroup-sweep.ts";
 import { type JobSnapshot, observationOf, readJobSnapshot } from "./job-state.ts";
-import { buildJobRecord, validateLaunch } from "./launch.ts";
+import { buildJobRecord, sharedTmpDir, sharedTmpSubdirs, validateLaunch } from "./launch.ts";
 import { describeEnforcement, type LimitEnforcement } from "./limit-enforcement.ts";
 import { groupMayBeOurs, isAlive, readBootId, signalGroup } from "./proc.ts";
 import {
@@ -377,6 +377,17 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   // Submit
   // ---------------------------------------------------------------------------------------
 
+  /**
+   * The allocation's /tmp and /dev/shm (launch.ts's sharedTmpDir), made below the spool with
+   * no link followed and given to the job's identity: the job and its steps write there.
+   */
+  function prepareSharedTmp(allocationDir: string, runAs: RunAs | null): void {
+    const subdirs = sharedTmpSubdirs(sharedTmpDir(allocationDir));
+    makeDirsBeneath(options.spoolDir, subdirs, { mode: 0o700 });
+    if (runAs === null) return;
+    for (const dir of subdirs) chownDirBeneath(options.spoolDir, dir, runAs);
+  }
+
   function submitOne(request: SubmitRequest): SubmitResult {
     const token = request.token;
     const problem = validateLaunch(
@@ -405,6 +416,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         workspaceDir: request.workspaceDir,
         credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
       });
+      if (wrapper.sandboxed) prepareSharedTmp(request.allocationDir, runAs);
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare directories: ${String(error)}` };
     }

@@ -3,7 +3,7 @@
  * pass on this machine, the wrapped command line and its environment, and the paths the
  * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
  */
-import { isAbsolute } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
 import { allocationLogPath } from "../../core/layout.ts";
 import type { ResourceProfile } from "../../core/models.ts";
@@ -16,6 +16,23 @@ import type { LimitEnforcement } from "./limit-enforcement.ts";
 import type { JobRecord } from "./records.ts";
 
 export const RANK_ENV = "OPENAI4S_RANK";
+
+/**
+ * The allocation's own /tmp and /dev/shm (its `tmp/` and `shm/`), shared by the job and every
+ * step run beside it, and by nobody else's launch. In the allocation directory: 0700 and the
+ * daemon's on the host, never bound itself, so a job sees only the two directories as its
+ * mount points and cannot swap either for a link; the supervisor empties it when the job ends.
+ * The failure it guards: each step had a private tmpfs, so a file the job left in /tmp for
+ * its steps (or a semaphore in /dev/shm) was not there.
+ */
+export function sharedTmpDir(allocationDir: string): string {
+  return join(allocationDir, "node-tmp");
+}
+
+/** The two directories a sandbox binds as /tmp and /dev/shm (see bubblewrap.ts). */
+export function sharedTmpSubdirs(dir: string): readonly string[] {
+  return [join(dir, "tmp"), join(dir, "shm")];
+}
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Why this request cannot run here, or null. */
@@ -133,10 +150,14 @@ export function buildJobRecord(
       throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
     }
   }
-  const paths = sandboxPaths(request.workspaceDir, credentialDir, [
-    ...context.sandboxReadOnly,
-    ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
-  ]);
+  // Only a sandbox binds it: without one the job uses the host's /tmp like any process.
+  const sharedTmp = wrapper.sandboxed ? sharedTmpDir(request.allocationDir) : null;
+  const paths = sandboxPaths(
+    request.workspaceDir,
+    credentialDir,
+    [...context.sandboxReadOnly, ...(socket === null || launch.kind !== "WORKER" ? [] : [socket])],
+    sharedTmp,
+  );
   const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
   const limits =
     profile === undefined
@@ -175,21 +196,25 @@ export function buildJobRecord(
     createdAt: context.now,
     ...(limits === undefined ? {} : { limits }),
     network,
+    ...(sharedTmp === null ? {} : { sharedTmpDir: sharedTmp }),
   };
 }
 
 /**
- * The workspace writable, the credential directory read-only; the allocation directory
- * (logs the supervisor writes, records the daemon reads) is not exposed at all.
+ * The workspace writable, the credential directory read-only, the allocation's shared /tmp
+ * and /dev/shm when it has them; the rest of the allocation directory (logs the supervisor
+ * writes, records the daemon reads) is not exposed at all.
  */
 export function sandboxPaths(
   workspaceDir: string,
   credentialDir: string | null,
   sandboxReadOnly: readonly string[],
+  sharedTmp: string | null = null,
 ): SandboxPaths {
   return {
     writable: [workspaceDir],
     readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
+    ...(sharedTmp === null ? {} : { nodeTmp: sharedTmp }),
   };
 }
 
