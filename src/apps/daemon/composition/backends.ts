@@ -39,6 +39,8 @@ import {
 import type { StateLayout } from "../../../core/layout.ts";
 import { workerGatewayListenFromEnv } from "../../../core/ports/worker-gateway.ts";
 import type { AllocationBackend, OrphanPolicy } from "../../../core/ports.ts";
+import { withSpoolFullEndings } from "../../../core/spool-full-endings.ts";
+import { spoolFullness } from "../../../lib/spool-space.ts";
 import {
   type BackendContext,
   type BackendCreation,
@@ -216,14 +218,18 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       // and the orphan sweep must never report or cancel a probe that is running.
       const build = (catalog: PlacementCatalog, owned: boolean) =>
         withPublicMessages(
-          createSlurmBackend({
-            broker,
-            placements: catalog,
-            clock: context.clock,
-            log: context.log,
-            ...(owned ? { ownerId } : {}),
-            ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
-          }),
+          // A job that failed on a full spool is named SPOOL_FULL, as a local one is.
+          withSpoolFullEndings(
+            createSlurmBackend({
+              broker,
+              placements: catalog,
+              clock: context.clock,
+              log: context.log,
+              ...(owned ? { ownerId } : {}),
+              ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
+            }),
+            spoolFullness(context.layout.spool),
+          ),
           hiddenNamesOf(placements.catalog),
         );
       const slurmBackend = build(placements.catalog, true);
