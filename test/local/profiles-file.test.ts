@@ -9,8 +9,8 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { LOCAL_PROFILES_ENV, localProfiles } from "../../src/orchestration/local/profiles.ts";
-import { readTomlSubset } from "../../src/orchestration/slurm/toml-cross-check.ts";
+import { LOCAL_PROFILES_ENV, localProfiles } from "../../src/adapters/backend-local/profiles.ts";
+import { readTomlSubset } from "../../src/adapters/backend-slurm/toml-cross-check.ts";
 import { BINARY, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

@@ -8,11 +8,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
-import { buildJobRecord, sharedTmpDir } from "../../src/orchestration/local/launch.ts";
-import type { ResourceProfile } from "../../src/orchestration/models.ts";
-import type { SubmitRequest } from "../../src/orchestration/ports.ts";
-import type { LaunchWrapper, SandboxPaths } from "../../src/orchestration/sandbox.ts";
+import { buildJobRecord, sharedTmpDir } from "../../src/adapters/backend-local/launch.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import type { ResourceProfile } from "../../src/core/models.ts";
+import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { LaunchWrapper, SandboxPaths } from "../../src/core/sandbox.ts";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 

@@ -6,15 +6,15 @@
  * answer. Seen failing with the decorator left out of each path.
  */
 import { describe, expect, test } from "bun:test";
-import type { SubmissionToken } from "../../src/orchestration/models.ts";
+import type { SubmissionToken } from "../../src/core/models.ts";
 import {
   type AllocationObservation,
   type ObservationCursor,
   type ObservationTarget,
   reportsChanges,
-} from "../../src/orchestration/ports.ts";
-import { withSpoolFullEndings } from "../../src/orchestration/spool-full-endings.ts";
-import { FULL_BELOW_BYTES, formatBytes, spoolFullness } from "../../src/spool-space.ts";
+} from "../../src/core/ports.ts";
+import { withSpoolFullEndings } from "../../src/core/spool-full-endings.ts";
+import { FULL_BELOW_BYTES, formatBytes, spoolFullness } from "../../src/lib/spool-space.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const MIB = 1024 * 1024;

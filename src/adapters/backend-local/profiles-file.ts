@@ -12,7 +12,7 @@
  * profile into the host's loopback services, rather than out of them.
  */
 import { availableParallelism } from "node:os";
-import type { ProfileNetwork, ResourceProfile, WorkloadKind } from "../models.ts";
+import type { ProfileNetwork, ResourceProfile, WorkloadKind } from "../../core/models.ts";
 
 /** The shape of the subset reader's tree (structurally the same type; no import needed). */
 export interface ProfilesTomlPosition {

@@ -15,7 +15,6 @@ import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import { publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
-import { HELPER_ENV } from "../isolation-bwrap/launch-argv.ts";
 import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
@@ -94,7 +93,7 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
       });
     } finally {
       // After the exit record, so the end is reported without waiting for a large /tmp.
-      if (record.sharedTmpDir !== undefined) removeSharedTmp(record.sharedTmpDir, deps.log);
+      if (record.sharedTmpDir !== undefined) removeSharedTmp(record, deps.log);
     }
   } finally {
     for (const s of STOP_SIGNALS) process.off(s, handler);
@@ -293,9 +292,12 @@ function spoolFullNote(logDir: string, statfs: StatFs | undefined): string | nul
  * and O_NOFOLLOW and never follows a link or leaves the filesystem, where a path-by-path walk
  * could be steered by a directory swapped for a link into deleting the host's files.
  */
-function removeSharedTmp(sharedTmp: string, log: Log): void {
+function removeSharedTmp(record: JobRecord, log: Log): void {
+  const sharedTmp = record.sharedTmpDir;
+  if (sharedTmp === undefined) return;
   const result = Bun.spawnSync(["rm", "-rf", "--one-file-system", "--", sharedTmp], {
-    env: { ...HELPER_ENV },
+    // The backend's fixed helper environment, as for the launch: nothing a request chose.
+    env: { ...record.env },
     stdin: "ignore",
     stdout: "ignore",
     stderr: "pipe",
