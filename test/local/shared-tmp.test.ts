@@ -1,12 +1,13 @@
 /**
  * The allocation's own /tmp and /dev/shm on the local backend: the job and the steps run
  * beside it (`POST /v1/workloads/{id}/tasks`) share them, another allocation does not see
- * them, and they are emptied when the job ends. Through the built binary, with a root daemon
- * (jobs under leased uids) and an unprivileged one (jobs in a user namespace); the record's
- * half is pure. Seen failing with each launch given its own tmpfs (the step found no file).
+ * them, and they are emptied when the job ends, following no link the job planted there.
+ * Through the built binary, with a root daemon (jobs under leased uids) and an unprivileged
+ * one (jobs in a user namespace); the record's half is pure. Seen failing with each launch
+ * given its own tmpfs (the step found no file), and with a removal that follows links.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildJobRecord, sharedTmpDir } from "../../src/adapters/backend-local/launch.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
@@ -15,6 +16,7 @@ import type { SubmitRequest } from "../../src/core/ports.ts";
 import type { LaunchWrapper, SandboxPaths } from "../../src/core/sandbox.ts";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const IS_ROOT = process.getuid?.() === 0;
 const TIMEOUT_MS = 90_000;
@@ -115,7 +117,12 @@ const JOB = "echo from-the-job > /tmp/x && echo in-shm > /dev/shm/y && sleep 600
 /** What another allocation finds (nothing of the first job's). */
 const LOOK = "ls -A /tmp /dev/shm; cat /tmp/x /dev/shm/y 2>&1; true";
 
-function sharedTmpSuite(where: string, start: () => Promise<Daemon>): void {
+function sharedTmpSuite(
+  where: string,
+  start: () => Promise<Daemon>,
+  /** Who owns the host canary: the daemon's uid, or a removal by it could not fail the test. */
+  canaryOwner: number,
+): void {
   describe(`${where}: a job and its steps share /tmp and /dev/shm`, () => {
     let d: Daemon;
     let job = "";
@@ -180,6 +187,49 @@ function sharedTmpSuite(where: string, start: () => Promise<Daemon>): void {
     );
 
     test(
+      "emptying them follows no link the job planted there",
+      async () => {
+        // A host directory the job cannot see, named by links it leaves in /tmp and /dev/shm:
+        // a removal that followed them would delete the host's files as root.
+        const canary = makeTempDir("o4s-shared-tmp-canary-");
+        try {
+          mkdirSync(join(canary, "sub"));
+          writeFileSync(join(canary, "keep"), "host file");
+          writeFileSync(join(canary, "sub", "keep"), "host file");
+          for (const p of [
+            canary,
+            join(canary, "sub"),
+            join(canary, "keep"),
+            join(canary, "sub", "keep"),
+          ]) {
+            chownSync(p, canaryOwner, canaryOwner);
+          }
+          const plant = [
+            `ln -s ${canary} /tmp/dir-link`,
+            `ln -s ${canary}/keep /tmp/file-link`,
+            "mkdir -p /tmp/nested/deeper",
+            `ln -s ${canary}/sub /tmp/nested/deeper/link`,
+            `ln -s ${canary} /dev/shm/dir-link`,
+          ].join(" && ");
+          const planter = await submit(d, plant);
+          await d.cli("wait", planter, "--timeout", "30s");
+          const view = await d.show(planter);
+          expect(view.phase).toBe("COMPLETED");
+          const planted = sharedTmpOf(d, planter, view.allocations[0]?.id ?? "none");
+          await eventually(() => !existsSync(planted), {
+            what: `${planted} removed`,
+            timeoutMs: 30_000,
+          });
+          expect(readFileSync(join(canary, "keep"), "utf8")).toBe("host file");
+          expect(readFileSync(join(canary, "sub", "keep"), "utf8")).toBe("host file");
+        } finally {
+          removeDir(canary);
+        }
+      },
+      TIMEOUT_MS,
+    );
+
+    test(
       "they are emptied when the job ends",
       async () => {
         await d.cli("cancel", job);
@@ -196,14 +246,19 @@ function sharedTmpSuite(where: string, start: () => Promise<Daemon>): void {
 }
 
 if (IS_ROOT) {
-  sharedTmpSuite("a root daemon", () =>
-    startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } }),
+  sharedTmpSuite(
+    "a root daemon",
+    () => startDaemon({ env: { PATH: "/usr/local/bin:/usr/bin:/bin" } }),
+    0,
   );
-  sharedTmpSuite("an unprivileged daemon", () =>
-    startDaemon({
-      env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/nonexistent" },
-      daemonUid: DAEMON_UID,
-    }),
+  sharedTmpSuite(
+    "an unprivileged daemon",
+    () =>
+      startDaemon({
+        env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/nonexistent" },
+        daemonUid: DAEMON_UID,
+      }),
+    DAEMON_UID,
   );
 } else {
   console.log("shared /tmp tests through the binary skipped: they need root (run as root)");
