@@ -14,7 +14,7 @@
  * unless OPENAI4S_LOCAL_NETWORK is set.
  */
 import { DEFAULT_PIDS_MAX, type ProfileNetwork, type ResourceProfile } from "../../core/models.ts";
-import { defaultLocalProfiles } from "./backend.ts";
+import { defaultLocalProfiles } from "./backend-options.ts";
 import { localProfilesFromToml, type ProfilesTomlRead } from "./profiles-file.ts";
 
 export const WARN_MINUTES_ENV = "OPENAI4S_WARN_MINUTES_BEFORE_LIMIT";

@@ -9,7 +9,8 @@
 
 import { readFileSync } from "node:fs";
 import { isAbsolute } from "node:path";
-import { createLocalBackend, LOCAL_BACKEND_NAME } from "../../../adapters/backend-local/backend.ts";
+import { createLocalBackend } from "../../../adapters/backend-local/backend.ts";
+import { LOCAL_BACKEND_NAME } from "../../../adapters/backend-local/backend-options.ts";
 import { detectLimitEnforcement } from "../../../adapters/backend-local/limit-enforcement.ts";
 import { LOCAL_PROFILES_ENV, localProfiles } from "../../../adapters/backend-local/profiles.ts";
 import { rewriteRecordPaths } from "../../../adapters/backend-local/records.ts";
