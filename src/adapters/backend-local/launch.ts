@@ -112,44 +112,13 @@ export function buildJobRecord(
   /** Who the job runs as (`wrapper.prepare`'s answer); null: the daemon's uid. */
   runAs: RunAs | null,
 ): JobRecord {
-  const { wrapper, baseEnv, killGraceMs } = context;
+  const { wrapper, killGraceMs } = context;
   const launch = request.launch;
-  const own = {
-    OPENAI4S_WORKLOAD_ID: request.workloadId,
-    OPENAI4S_ALLOCATION_ID: request.allocationId,
-    OPENAI4S_EPOCH: String(request.epoch),
-  };
-  let argv: readonly string[];
-  let env: Record<string, string>;
-  let credentialDir: string | null = null;
   const profile = context.profiles.find((p) => p.name === request.profile);
   const network = profile?.network ?? "host";
   // Without network the worker cannot dial TCP: it gets the gateway's unix socket, bound in.
   const socket = network === "none" ? (context.workerSocket ?? null) : null;
-  // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
-  // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
-  // and as root it would be root's.
-  const base = { ...baseEnv, HOME: request.workspaceDir };
-  switch (launch.kind) {
-    case "COMMAND":
-      argv = launch.command;
-      env = { ...base, ...launch.env, ...own };
-      break;
-    case "WORKER":
-      argv = [
-        ...launch.workerCommand,
-        "--rank-env",
-        RANK_ENV,
-        ...(socket === null ? [] : ["--gateway-socket", socket]),
-      ];
-      env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
-      credentialDir = launch.credentialDir;
-      break;
-    default: {
-      const unreachable: never = launch;
-      throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
-    }
-  }
+  const { argv, env, credentialDir } = launchOf(request, context.baseEnv, socket);
   // Only a sandbox binds it: without one the job uses the host's /tmp like any process.
   const sharedTmp = wrapper.sandboxed ? sharedTmpDir(request.allocationDir) : null;
   const paths = sandboxPaths(
@@ -198,6 +167,44 @@ export function buildJobRecord(
     network,
     ...(sharedTmp === null ? {} : { sharedTmpDir: sharedTmp }),
   };
+}
+
+/** The job's own argv, its environment, and (a session's worker) its credential directory. */
+function launchOf(
+  request: SubmitRequest,
+  baseEnv: Readonly<Record<string, string>>,
+  /** The gateway's unix socket for a worker without network; null: it dials TCP. */
+  socket: string | null,
+): { argv: readonly string[]; env: Record<string, string>; credentialDir: string | null } {
+  const launch = request.launch;
+  const own = {
+    OPENAI4S_WORKLOAD_ID: request.workloadId,
+    OPENAI4S_ALLOCATION_ID: request.allocationId,
+    OPENAI4S_EPOCH: String(request.epoch),
+  };
+  // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
+  // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
+  // and as root it would be root's.
+  const base = { ...baseEnv, HOME: request.workspaceDir };
+  switch (launch.kind) {
+    case "COMMAND":
+      return { argv: launch.command, env: { ...base, ...launch.env, ...own }, credentialDir: null };
+    case "WORKER":
+      return {
+        argv: [
+          ...launch.workerCommand,
+          "--rank-env",
+          RANK_ENV,
+          ...(socket === null ? [] : ["--gateway-socket", socket]),
+        ],
+        env: { ...base, ...launch.env, ...own, [RANK_ENV]: "0" },
+        credentialDir: launch.credentialDir,
+      };
+    default: {
+      const unreachable: never = launch;
+      throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
+    }
+  }
 }
 
 /**
