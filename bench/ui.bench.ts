@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { defaultLocalProfiles } from "../src/adapters/backend-local/backend.ts";
+import { defaultLocalProfiles } from "../src/adapters/backend-local/backend-options.ts";
 import { openDatabase } from "../src/adapters/store-sqlite/index.ts";
 import { bindAdmissionStore } from "../src/adapters/store-sqlite/stores/admission-store.ts";
 import type { AllocationBackend } from "../src/core/ports.ts";

@@ -52,9 +52,10 @@ export interface SandboxPaths {
   readonly readOnly: readonly string[];
   /**
    * A host directory whose `tmp/` and `shm/` become the sandbox's /tmp and /dev/shm, shared
-   * by the tasks of one allocation on one node; absent: a private tmpfs for each (the usual
-   * case). Only ever NODE_TMP_PLACEHOLDER, which the backend's task launcher replaces with
-   * the node's directory before the sandbox starts.
+   * by the launches of one allocation on one node; absent: a private tmpfs for each. The
+   * local backend names the allocation's own directory (its job and its steps share it); on
+   * a cluster it is NODE_TMP_PLACEHOLDER, which the task launcher replaces with the node's
+   * directory before the sandbox starts. Always a directory the daemon chose and made.
    */
   readonly nodeTmp?: string;
 }

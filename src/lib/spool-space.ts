@@ -52,3 +52,21 @@ export function formatBytes(bytes: number): string {
   const shown = unit === 0 || value >= 100 ? Math.round(value).toString() : value.toFixed(1);
   return `${shown} ${units[unit]}`;
 }
+
+/**
+ * The spool's fullness as the backends' end-naming decorator reads it
+ * (orchestration/spool-full-endings.ts): null when it cannot be read, which names nothing.
+ */
+export function spoolFullness(spoolDir: string, statfs: StatFs = statfsSync) {
+  return {
+    fullBelowBytes: FULL_BELOW_BYTES,
+    read(): SpaceFigures | null {
+      try {
+        return readSpace(spoolDir, statfs);
+      } catch {
+        return null;
+      }
+    },
+    format: formatBytes,
+  };
+}

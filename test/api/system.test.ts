@@ -38,8 +38,21 @@ describe("health and profiles", () => {
       "description",
       "kinds",
       "name",
+      "network",
       "placement",
       "resources",
+    ]);
+  });
+
+  test("GET /v1/profiles says each profile's network; one that does not say has the host's", async () => {
+    const profiles = PROFILES.map((p, i) => (i === 0 ? { ...p, network: "none" as const } : p));
+    const h = make({ backend: fakeBackend({ profiles: () => profiles }) });
+    const body = (await (await h.request("/v1/profiles")).json()) as {
+      profiles: { name: string; network: string }[];
+    };
+    expect(body.profiles.map((p) => [p.name, p.network])).toEqual([
+      ["default", "none"],
+      ["interactive", "host"],
     ]);
   });
 

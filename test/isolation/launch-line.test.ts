@@ -5,7 +5,8 @@
  *  - the issue's reproductions, as steps (`POST /v1/workloads/{id}/tasks`) of a running BATCH
  *    job: argv[0] through a symlink the job planted must not bind the host's /proc or /etc,
  *    and a path below a 0700 host directory must not become readable;
- *  - an absolute argv[0] into a subdirectory of the job's own workspace runs (it was 126);
+ *  - an absolute argv[0] into a subdirectory of the job's own workspace runs (it was 126),
+ *    and one into another workload's workspace finds nothing there (it was bound);
  *  - the science smoke suite inside the sandbox: multiprocessing.Pool, ProcessPoolExecutor,
  *    HTTPS verified against the system CA store, a matplotlib figure, UTF-8 as Python's
  *    preferred encoding, the CA bundle, time zone and locale files readable.
@@ -217,6 +218,26 @@ function launchLine(
         const r = await task(d, job, [join(secret, "pub", "tool")]);
         expect(r.stdout).not.toContain("read-through-0700");
         expect(r.exitCode).not.toBe(0);
+      },
+      TIMEOUT_MS,
+    );
+
+    test(
+      "an absolute argv[0] into another workload's workspace is not there (nothing bound for it)",
+      async () => {
+        // What the daemon once did: bind argv[0]'s directory, so a path into a sibling's
+        // workspace ran the sibling's program with the sibling's files beside it.
+        const sibling = join(`${d.stateDir}-spool`, "workloads", "w-sibling-attack", "workspace");
+        mkdirSync(sibling, { recursive: true, mode: 0o755 });
+        chmodSync(join(sibling, ".."), 0o755);
+        plantScript(join(sibling, "tool"), "echo ran-the-siblings-program");
+        writeFileSync(join(sibling, "secret"), "sibling-secret");
+        const r = await task(d, job, [join(sibling, "tool")]);
+        expect(r.stdout).not.toContain("ran-the-siblings-program");
+        expect(r.exitCode).toBe(127);
+        const read = await task(d, job, ["cat", join(sibling, "secret")]);
+        expect(read.stdout).not.toContain("sibling-secret");
+        expect(read.exitCode).not.toBe(0);
       },
       TIMEOUT_MS,
     );

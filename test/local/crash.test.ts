@@ -12,7 +12,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend.ts";
+import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend-options.ts";
 import { FAULT_POINT_ENV } from "../../src/lib/fault-point.ts";
 import {
   cleanUpStates,

@@ -3,7 +3,7 @@
  * with LANG unset or POSIX (systemd's default) gave jobs ASCII.
  */
 import { describe, expect, test } from "bun:test";
-import { utf8Lang } from "../../src/adapters/backend-local/backend.ts";
+import { utf8Lang } from "../../src/adapters/backend-local/backend-options.ts";
 
 describe("a local job's LANG", () => {
   test("is the daemon's when it names a UTF-8 locale", () => {

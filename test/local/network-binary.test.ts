@@ -4,12 +4,18 @@
  * of this test, the daemon's own worker gateway port), while a session's worker still
  * reaches the gateway through its unix socket and the session gets READY and executes.
  * The same job on a `host` daemon reaches the listener: the control that the probe works.
- * The same for a daemon that is not root (bwrap in a user namespace).
+ * The same for a daemon that is not root (bwrap in a user namespace). With a profiles file
+ * (OPENAI4S_LOCAL_PROFILES) the network is each profile's: one daemon, a profile that does
+ * not say (none) and one that says host, side by side; the admin API's TCP port is out of
+ * reach of the first.
  * Seen failing without `--unshare-net` (the job connected) and without the socket bind
  * (the session never got READY).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { type Daemon, ensureBuilt, freePort, startDaemon } from "../support/binary-daemon.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const TIMEOUT_MS = 90_000;
 const HAS_BWRAP = Bun.which("bwrap") !== null;
@@ -31,8 +37,12 @@ for port in ${JSON.stringify(ports)}:
 `;
 }
 
-async function runBatch(d: Daemon, code: string): Promise<{ phase: string; out: string }> {
-  const r = await d.cli("submit", "--profile", "default", "--", "python3", "-c", code);
+async function runBatch(
+  d: Daemon,
+  code: string,
+  profile = "default",
+): Promise<{ phase: string; out: string }> {
+  const r = await d.cli("submit", "--profile", profile, "--", "python3", "-c", code);
   if (r.code !== 0) throw new Error(`submit failed: ${r.stderr}`);
   const id = r.stdout.trim().split(/\s+/).at(-1) ?? "";
   await d.cli("wait", id, "--timeout", "45s");
@@ -138,3 +148,55 @@ describe.skipIf(!HAS_BWRAP || process.getuid?.() !== 0)(
     );
   },
 );
+
+describe.skipIf(!HAS_BWRAP)("network per profile from a profiles file", () => {
+  const PROFILES = `[profiles.sealed]
+description = "Says nothing about network: none"
+allow_batch = true
+
+[profiles.open]
+description = "The host's network"
+network = "host"
+allow_batch = true
+`;
+  let d: Daemon;
+  let adminPort = 0;
+  const scratch = makeTempDir("o4s-network-profiles-");
+  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  beforeAll(async () => {
+    await ensureBuilt();
+    const file = join(scratch, "local.toml");
+    writeFileSync(file, PROFILES);
+    adminPort = await freePort();
+    d = await startDaemon({
+      args: ["--listen", `127.0.0.1:${adminPort}`],
+      env: { OPENAI4S_LOCAL_PROFILES: file },
+    });
+  }, TIMEOUT_MS);
+  afterAll(async () => {
+    await d?.stop();
+    listener.stop(true);
+    removeDir(scratch);
+  });
+
+  test(
+    "a profile that does not say: no loopback service, not the admin API, not the gateway",
+    async () => {
+      const ports = [listener.port, adminPort, gatewayPort(d)];
+      const ran = await runBatch(d, dialer(ports), "sealed");
+      expect(ran.phase).toBe("COMPLETED");
+      for (const port of ports) expect(ran.out).toContain(`${port} ConnectionRefusedError`);
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "network = host on the same daemon: the listener and the admin API answer (the control)",
+    async () => {
+      const ran = await runBatch(d, dialer([listener.port, adminPort]), "open");
+      expect(ran.out).toContain(`${listener.port} open`);
+      expect(ran.out).toContain(`${adminPort} open`);
+    },
+    TIMEOUT_MS,
+  );
+});

@@ -5,11 +5,11 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import {
-  createLocalBackend,
-  type LocalBackend,
-  type LocalBackendOptions,
-} from "../../src/adapters/backend-local/backend.ts";
+import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
+import type {
+  LocalBackend,
+  LocalBackendOptions,
+} from "../../src/adapters/backend-local/backend-options.ts";
 import {
   groupMayBeOurs,
   isAlive,

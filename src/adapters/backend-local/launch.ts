@@ -3,7 +3,7 @@
  * pass on this machine, the wrapped command line and its environment, and the paths the
  * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
  */
-import { isAbsolute } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
 import { allocationLogPath } from "../../core/layout.ts";
 import type { ResourceProfile } from "../../core/models.ts";
@@ -16,6 +16,23 @@ import type { LimitEnforcement } from "./limit-enforcement.ts";
 import type { JobRecord } from "./records.ts";
 
 export const RANK_ENV = "OPENAI4S_RANK";
+
+/**
+ * The allocation's own /tmp and /dev/shm (its `tmp/` and `shm/`), shared by the job and every
+ * step run beside it, and by nobody else's launch. In the allocation directory: 0700 and the
+ * daemon's on the host, never bound itself, so a job sees only the two directories as its
+ * mount points and cannot swap either for a link; the supervisor empties it when the job ends.
+ * The failure it guards: each step had a private tmpfs, so a file the job left in /tmp for
+ * its steps (or a semaphore in /dev/shm) was not there.
+ */
+export function sharedTmpDir(allocationDir: string): string {
+  return join(allocationDir, "node-tmp");
+}
+
+/** The two directories a sandbox binds as /tmp and /dev/shm (see bubblewrap.ts). */
+export function sharedTmpSubdirs(dir: string): readonly string[] {
+  return [join(dir, "tmp"), join(dir, "shm")];
+}
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Why this request cannot run here, or null. */
@@ -95,48 +112,21 @@ export function buildJobRecord(
   /** Who the job runs as (`wrapper.prepare`'s answer); null: the daemon's uid. */
   runAs: RunAs | null,
 ): JobRecord {
-  const { wrapper, baseEnv, killGraceMs } = context;
+  const { wrapper, killGraceMs } = context;
   const launch = request.launch;
-  const own = {
-    OPENAI4S_WORKLOAD_ID: request.workloadId,
-    OPENAI4S_ALLOCATION_ID: request.allocationId,
-    OPENAI4S_EPOCH: String(request.epoch),
-  };
-  let argv: readonly string[];
-  let env: Record<string, string>;
-  let credentialDir: string | null = null;
   const profile = context.profiles.find((p) => p.name === request.profile);
   const network = profile?.network ?? "host";
   // Without network the worker cannot dial TCP: it gets the gateway's unix socket, bound in.
   const socket = network === "none" ? (context.workerSocket ?? null) : null;
-  // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
-  // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
-  // and as root it would be root's.
-  const base = { ...baseEnv, HOME: request.workspaceDir };
-  switch (launch.kind) {
-    case "COMMAND":
-      argv = launch.command;
-      env = { ...base, ...launch.env, ...own };
-      break;
-    case "WORKER":
-      argv = [
-        ...launch.workerCommand,
-        "--rank-env",
-        RANK_ENV,
-        ...(socket === null ? [] : ["--gateway-socket", socket]),
-      ];
-      env = { ...base, ...launch.env, ...own, [RANK_ENV]: "0" };
-      credentialDir = launch.credentialDir;
-      break;
-    default: {
-      const unreachable: never = launch;
-      throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
-    }
-  }
-  const paths = sandboxPaths(request.workspaceDir, credentialDir, [
-    ...context.sandboxReadOnly,
-    ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
-  ]);
+  const { argv, env, credentialDir } = launchOf(request, context.baseEnv, socket);
+  // Only a sandbox binds it: without one the job uses the host's /tmp like any process.
+  const sharedTmp = wrapper.sandboxed ? sharedTmpDir(request.allocationDir) : null;
+  const paths = sandboxPaths(
+    request.workspaceDir,
+    credentialDir,
+    [...context.sandboxReadOnly, ...(socket === null || launch.kind !== "WORKER" ? [] : [socket])],
+    sharedTmp,
+  );
   const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
   const limits =
     profile === undefined
@@ -175,21 +165,63 @@ export function buildJobRecord(
     createdAt: context.now,
     ...(limits === undefined ? {} : { limits }),
     network,
+    ...(sharedTmp === null ? {} : { sharedTmpDir: sharedTmp }),
   };
 }
 
+/** The job's own argv, its environment, and (a session's worker) its credential directory. */
+function launchOf(
+  request: SubmitRequest,
+  baseEnv: Readonly<Record<string, string>>,
+  /** The gateway's unix socket for a worker without network; null: it dials TCP. */
+  socket: string | null,
+): { argv: readonly string[]; env: Record<string, string>; credentialDir: string | null } {
+  const launch = request.launch;
+  const own = {
+    OPENAI4S_WORKLOAD_ID: request.workloadId,
+    OPENAI4S_ALLOCATION_ID: request.allocationId,
+    OPENAI4S_EPOCH: String(request.epoch),
+  };
+  // HOME is the workspace: the one place the job owns and can write. The daemon's HOME is
+  // not there in the sandbox (pip, matplotlib and jupyter then failed writing their caches),
+  // and as root it would be root's.
+  const base = { ...baseEnv, HOME: request.workspaceDir };
+  switch (launch.kind) {
+    case "COMMAND":
+      return { argv: launch.command, env: { ...base, ...launch.env, ...own }, credentialDir: null };
+    case "WORKER":
+      return {
+        argv: [
+          ...launch.workerCommand,
+          "--rank-env",
+          RANK_ENV,
+          ...(socket === null ? [] : ["--gateway-socket", socket]),
+        ],
+        env: { ...base, ...launch.env, ...own, [RANK_ENV]: "0" },
+        credentialDir: launch.credentialDir,
+      };
+    default: {
+      const unreachable: never = launch;
+      throw new Error(`unknown launch ${JSON.stringify(unreachable)}`);
+    }
+  }
+}
+
 /**
- * The workspace writable, the credential directory read-only; the allocation directory
- * (logs the supervisor writes, records the daemon reads) is not exposed at all.
+ * The workspace writable, the credential directory read-only, the allocation's shared /tmp
+ * and /dev/shm when it has them; the rest of the allocation directory (logs the supervisor
+ * writes, records the daemon reads) is not exposed at all.
  */
 export function sandboxPaths(
   workspaceDir: string,
   credentialDir: string | null,
   sandboxReadOnly: readonly string[],
+  sharedTmp: string | null = null,
 ): SandboxPaths {
   return {
     writable: [workspaceDir],
     readOnly: unique([...(credentialDir === null ? [] : [credentialDir]), ...sandboxReadOnly]),
+    ...(sharedTmp === null ? {} : { nodeTmp: sharedTmp }),
   };
 }
 

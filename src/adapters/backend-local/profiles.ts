@@ -9,14 +9,20 @@
  *  - OPENAI4S_LOCAL_PIDS_MAX: the processes each allocation may hold at once (4,096);
  *  - OPENAI4S_LOCAL_NETWORK: `host` (default) or `none` (its own network namespace, loopback
  *    only; needs the sandbox).
+ * With a profiles file (`serve --local-profiles FILE`, profiles-file.ts) the knobs are the
+ * defaults of every profile in it that leaves the key out; `network` left out there is `none`
+ * unless OPENAI4S_LOCAL_NETWORK is set.
  */
 import { DEFAULT_PIDS_MAX, type ProfileNetwork, type ResourceProfile } from "../../core/models.ts";
-import { defaultLocalProfiles } from "./backend.ts";
+import { defaultLocalProfiles } from "./backend-options.ts";
+import { localProfilesFromToml, type ProfilesTomlRead } from "./profiles-file.ts";
 
 export const WARN_MINUTES_ENV = "OPENAI4S_WARN_MINUTES_BEFORE_LIMIT";
 export const MEMORY_MB_ENV = "OPENAI4S_LOCAL_MEMORY_MB";
 export const PIDS_MAX_ENV = "OPENAI4S_LOCAL_PIDS_MAX";
 export const NETWORK_ENV = "OPENAI4S_LOCAL_NETWORK";
+/** A file of `[profiles.NAME]` tables (profiles-file.ts), read by the composition root. */
+export const LOCAL_PROFILES_ENV = "OPENAI4S_LOCAL_PROFILES";
 /** The cluster profiles' own bound (about 18 hours, the scheduler signal's limit in minutes). */
 const MAX_WARN_MINUTES = 1_092;
 /** Below this a Python interpreter does not start; above pid_max it means nothing. */
@@ -61,13 +67,30 @@ function network(env: Readonly<Record<string, string | undefined>>): Knob<Profil
   return { kind: "Bad", message: `${NETWORK_ENV}=${JSON.stringify(raw)}: expected host or none` };
 }
 
-export function localProfiles(env: Readonly<Record<string, string | undefined>>): LocalProfiles {
+/**
+ * The profiles: from the admin's file when there is one (profiles-file.ts; the knobs above
+ * are then what a profile that leaves a key out gets), else the one built-in `default`.
+ */
+export function localProfiles(
+  env: Readonly<Record<string, string | undefined>>,
+  file: { readonly name: string; readonly read: ProfilesTomlRead } | null = null,
+): LocalProfiles {
   const warn = wholeNumber(env, WARN_MINUTES_ENV, 0, MAX_WARN_MINUTES, "minutes");
   const memory = wholeNumber(env, MEMORY_MB_ENV, MIN_MEMORY_MB, 2 ** 40, "MiB");
   const pids = wholeNumber(env, PIDS_MAX_ENV, MIN_PIDS, MAX_PIDS, "processes");
   const net = network(env);
   for (const knob of [warn, memory, pids, net]) {
     if (knob.kind === "Bad") return { kind: "ConfigError", message: knob.message };
+  }
+  const [builtIn] = defaultLocalProfiles();
+  if (builtIn === undefined) throw new Error("no built-in local profile");
+  if (file !== null) {
+    return localProfilesFromToml(file.name, file.read, {
+      memoryMb: memory.kind === "Set" ? memory.value : (builtIn.resources.memoryMb ?? 1024),
+      pidsMax: pids.kind === "Set" ? pids.value : DEFAULT_PIDS_MAX,
+      network: net.kind === "Set" ? net.value : null,
+      warnBeforeLimitSeconds: warn.kind === "Set" ? warn.value * 60 : null,
+    });
   }
   const profiles = defaultLocalProfiles().map(
     (p): ResourceProfile => ({

@@ -102,6 +102,11 @@ export const jobRecordSchema = v.strictObject({
   limits: v.optional(jobLimitsSchema),
   /** The profile's network; steps beside the job get the same. Absent in older records: host. */
   network: v.optional(v.picklist(["host", "none"])),
+  /**
+   * Sandboxed launches: the allocation's directory whose `tmp/` and `shm/` are the job's and
+   * its steps' /tmp and /dev/shm. Absent (older records, no sandbox): each launch its own.
+   */
+  sharedTmpDir: v.optional(v.string()),
 });
 export type JobRecord = v.InferOutput<typeof jobRecordSchema>;
 

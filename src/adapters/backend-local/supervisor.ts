@@ -76,20 +76,25 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
       return 0;
     }
     deps.log.info("claimed job", { dir, token: record.token });
-    if (signalled || existsSync(join(dir, JOB_FILES.cancel))) {
-      writeExit(dir, {
-        reason: signalled ? stopReasonFromSignal() : "CANCELLED",
-        exitCode: null,
-        signal: null,
-        message: "cancelled before it started",
-        startedAt: null,
-        endedAt: deps.now(),
+    try {
+      if (signalled || existsSync(join(dir, JOB_FILES.cancel))) {
+        writeExit(dir, {
+          reason: signalled ? stopReasonFromSignal() : "CANCELLED",
+          exitCode: null,
+          signal: null,
+          message: "cancelled before it started",
+          startedAt: null,
+          endedAt: deps.now(),
+        });
+        return 0;
+      }
+      return await superviseJob(dir, record, deps, (install) => {
+        onStop = install;
       });
-      return 0;
+    } finally {
+      // After the exit record, so the end is reported without waiting for a large /tmp.
+      if (record.sharedTmpDir !== undefined) removeSharedTmp(record, deps.log);
     }
-    return await superviseJob(dir, record, deps, (install) => {
-      onStop = install;
-    });
   } finally {
     for (const s of STOP_SIGNALS) process.off(s, handler);
     process.off("SIGHUP", ignore);
@@ -277,6 +282,31 @@ function spoolFullNote(logDir: string, statfs: StatFs | undefined): string | nul
     return `the spool's filesystem was full when it ended (${formatBytes(space.freeBytes)} free of ${formatBytes(space.totalBytes)}): it could not write its files or logs`;
   } catch {
     return null;
+  }
+}
+
+/**
+ * Empties the allocation's /tmp and /dev/shm once its job has ended: scratch, and in the
+ * spool, where it would otherwise stay forever. Their contents are the job's (anything, links
+ * included, and a step may still be running), so GNU rm removes them: it walks with openat
+ * and O_NOFOLLOW and never follows a link or leaves the filesystem, where a path-by-path walk
+ * could be steered by a directory swapped for a link into deleting the host's files.
+ */
+function removeSharedTmp(record: JobRecord, log: Log): void {
+  const sharedTmp = record.sharedTmpDir;
+  if (sharedTmp === undefined) return;
+  const result = Bun.spawnSync(["rm", "-rf", "--one-file-system", "--", sharedTmp], {
+    // The backend's fixed helper environment, as for the launch: nothing a request chose.
+    env: { ...record.env },
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  if (result.exitCode !== 0) {
+    log.warn("cannot remove the job's /tmp and /dev/shm", {
+      dir: sharedTmp,
+      error: result.stderr.toString().slice(0, 500),
+    });
   }
 }
 

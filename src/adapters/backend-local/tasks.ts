@@ -52,7 +52,13 @@ export async function runStep(
       record.limits,
       options.wrapper.wrap(
         command,
-        sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
+        // The job's own /tmp and /dev/shm: what it left there for its steps is there.
+        sandboxPaths(
+          record.cwd,
+          record.credentialDir,
+          options.sandboxReadOnly,
+          record.sharedTmpDir ?? null,
+        ),
         { vars },
         runAs,
         { network: record.network ?? "host" },

@@ -16,9 +16,9 @@
  *    daemon's uid but none of the daemon's files exist in its mount namespace.
  *  - /proc/sys read-only (bwrap's own /proc leaves it writable), /sys absent, and /etc
  *    reduced to an allowlist: no shadow, gshadow, sudoers, ssh keys, munge or scheduler
- *    secrets; each entry keeps its host mode. /tmp and /dev/shm are private, world-writable
- *    tmpfs mounts: every launch has its own, shared by the processes it starts and nobody
- *    else's (a step is a launch of its own: it does not see the job's /tmp).
+ *    secrets; each entry keeps its host mode. /tmp and /dev/shm are the allocation's own:
+ *    the directories its backend made for it (`nodeTmp`), shared by the job and the steps
+ *    run beside it and by nobody else's launch, or else a private tmpfs for this launch.
  *  - what is bound is a fixed set the daemon chose: system dirs, the /etc allowlist, the
  *    admin's read-only extras (the binary's dir), the launch's workspace and credential dir.
  *    Nothing is derived from the job's argv; host /proc, /sys, /dev and /etc never are.
@@ -220,8 +220,9 @@ export function bubblewrapArgv(
     out.push("--perms", "1777", "--tmpfs", "/dev/shm");
     out.push("--perms", "1777", "--tmpfs", "/tmp");
   } else {
-    // The tasks of one allocation on one node share these (MPI's shared-memory transport
-    // finds its peers' segments there); the task launcher made them, owned by the job.
+    // The launches of one allocation on one node share these: MPI's shared-memory transport
+    // finds its peers' segments there, and a step reads what the job left in /tmp. The
+    // backend (or a node's task launcher) made them, owned by the job.
     const shared = checkedBind(paths.nodeTmp);
     out.push("--bind", `${shared}/shm`, "/dev/shm", "--bind", `${shared}/tmp`, "/tmp");
   }

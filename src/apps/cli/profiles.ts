@@ -49,6 +49,7 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             "GPUS",
             "MEMORY",
             "TIME LIMIT",
+            "NETWORK",
             "DESCRIPTION",
           ],
           profiles.map((p) => [
@@ -63,6 +64,8 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             p.resources.timeLimitSeconds === null
               ? "-"
               : formatDuration(p.resources.timeLimitSeconds),
+            // An older daemon does not say: its jobs had the host's.
+            p.network ?? "host",
             p.description,
           ]),
         ),

@@ -122,6 +122,10 @@ Environment:
   OPENAI4S_LOCAL_PIDS_MAX=N          Local backend: processes per job at once (4096).
   OPENAI4S_LOCAL_NETWORK=host|none   Local backend: none gives each job its own network
                                      namespace, loopback only (needs the sandbox).
+  OPENAI4S_LOCAL_PROFILES=FILE       Local backend: its profiles from a [profiles.NAME] file
+                                     (docs/operations.md) instead of the one default; the
+                                     four knobs above are then each profile's defaults, and
+                                     a profile without a network key gets none.
   OPENAI4S_CGROUP_ROOT=PATH|off      Local backend: where job cgroups go, as a path inside
                                      the cgroup hierarchy (a subtree delegated to a daemon
                                      that is not root); off: rlimits only. Default: below

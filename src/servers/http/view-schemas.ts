@@ -140,6 +140,12 @@ const ProfileSchema = v.strictObject({
     }),
     d("What an attempt on this profile is granted."),
   ),
+  network: v.pipe(
+    v.picklist(["host", "none"]),
+    d(
+      "What its jobs' network is: `host`, the machine's (on a cluster, the node's), loopback services included; `none`, a namespace of their own with loopback only.",
+    ),
+  ),
   placement: v.pipe(
     v.strictObject({
       SESSION: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts SESSION."))),

@@ -312,6 +312,8 @@ export interface ProfileView {
     readonly timeLimitSeconds: number | null;
     readonly maxTasks: number;
   };
+  /** "none": its jobs get their own network namespace, loopback only; "host": the machine's. */
+  readonly network: "host" | "none";
 }
 
 /** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
@@ -328,6 +330,7 @@ export function profileView(p: ResourceProfile): ProfileView {
       timeLimitSeconds: p.resources.timeLimitSeconds,
       maxTasks: p.maxTasks ?? 1,
     },
+    network: p.network ?? "host",
   };
 }
 

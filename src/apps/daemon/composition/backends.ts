@@ -7,9 +7,12 @@
  * what it needs from a cluster backend as parameters.
  */
 
-import { createLocalBackend, LOCAL_BACKEND_NAME } from "../../../adapters/backend-local/backend.ts";
+import { readFileSync } from "node:fs";
+import { isAbsolute } from "node:path";
+import { createLocalBackend } from "../../../adapters/backend-local/backend.ts";
+import { LOCAL_BACKEND_NAME } from "../../../adapters/backend-local/backend-options.ts";
 import { detectLimitEnforcement } from "../../../adapters/backend-local/limit-enforcement.ts";
-import { localProfiles } from "../../../adapters/backend-local/profiles.ts";
+import { LOCAL_PROFILES_ENV, localProfiles } from "../../../adapters/backend-local/profiles.ts";
 import { rewriteRecordPaths } from "../../../adapters/backend-local/records.ts";
 import {
   createSlurmBackend,
@@ -29,6 +32,7 @@ import {
   hiddenNamesOf,
   withPublicMessages,
 } from "../../../adapters/backend-slurm/public-messages.ts";
+import { readTomlSubset } from "../../../adapters/backend-slurm/toml-cross-check.ts";
 import {
   verifiedInBackground,
   withoutSessionIsolation,
@@ -36,6 +40,8 @@ import {
 import type { StateLayout } from "../../../core/layout.ts";
 import { workerGatewayListenFromEnv } from "../../../core/ports/worker-gateway.ts";
 import type { AllocationBackend, OrphanPolicy } from "../../../core/ports.ts";
+import { withSpoolFullEndings } from "../../../core/spool-full-endings.ts";
+import { spoolFullness } from "../../../lib/spool-space.ts";
 import {
   type BackendContext,
   type BackendCreation,
@@ -62,6 +68,39 @@ export {
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
 
+/** Far more than any profiles file; a bigger one is a mistake (a log, a binary). */
+const MAX_LOCAL_PROFILES_BYTES = 1024 * 1024;
+
+/**
+ * The local profiles: OPENAI4S_LOCAL_PROFILES names a file read here, in the strict TOML
+ * subset (and through the same cross-checked reader) the cluster config uses, so a file
+ * that two TOML readers would read differently is refused rather than guessed at.
+ */
+function configuredLocalProfiles(
+  env: Readonly<Record<string, string | undefined>>,
+): ReturnType<typeof localProfiles> {
+  const path = env[LOCAL_PROFILES_ENV];
+  if (path === undefined || path === "") return localProfiles(env);
+  const named = `${LOCAL_PROFILES_ENV}=${JSON.stringify(path)}`;
+  if (!isAbsolute(path)) return { kind: "ConfigError", message: `${named}: not an absolute path` };
+  let text: string;
+  try {
+    const bytes = readFileSync(path);
+    if (bytes.length > MAX_LOCAL_PROFILES_BYTES) {
+      return {
+        kind: "ConfigError",
+        message: `${named}: larger than ${MAX_LOCAL_PROFILES_BYTES} bytes`,
+      };
+    }
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch (error) {
+    const code = (error as { readonly code?: unknown }).code;
+    const why = typeof code === "string" ? code : "not UTF-8 text";
+    return { kind: "ConfigError", message: `${named}: cannot read it (${why})` };
+  }
+  return localProfiles(env, { name: path, read: readTomlSubset(text) });
+}
+
 export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
   [LOCAL_BACKEND_NAME]: {
     describe:
@@ -73,7 +112,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           message: `--cluster-config is for a cluster backend; the ${LOCAL_BACKEND_NAME} backend takes none`,
         };
       }
-      const configured = localProfiles(context.env);
+      const configured = configuredLocalProfiles(context.env);
       if (configured.kind === "ConfigError") return configured;
       const backendDir = context.layout.backendDir(LOCAL_BACKEND_NAME);
       const limits = detectLimitEnforcement({ env: context.env, backendDir });
@@ -180,14 +219,18 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       // and the orphan sweep must never report or cancel a probe that is running.
       const build = (catalog: PlacementCatalog, owned: boolean) =>
         withPublicMessages(
-          createSlurmBackend({
-            broker,
-            placements: catalog,
-            clock: context.clock,
-            log: context.log,
-            ...(owned ? { ownerId } : {}),
-            ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
-          }),
+          // A job that failed on a full spool is named SPOOL_FULL, as a local one is.
+          withSpoolFullEndings(
+            createSlurmBackend({
+              broker,
+              placements: catalog,
+              clock: context.clock,
+              log: context.log,
+              ...(owned ? { ownerId } : {}),
+              ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
+            }),
+            spoolFullness(context.layout.spool),
+          ),
           hiddenNamesOf(placements.catalog),
         );
       const slurmBackend = build(placements.catalog, true);

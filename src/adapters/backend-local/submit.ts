@@ -1,0 +1,103 @@
+/**
+ * A submission on this machine: the request checked, its directories made below the spool
+ * and given to the job's identity (the allocation's shared /tmp and /dev/shm with them when
+ * sandboxed), the record written durably, then the supervisor started. Every answer is the
+ * port's: Created, Existing (the retry after an Unknown), Rejected or Unknown.
+ */
+import { externalHandle } from "../../core/models.ts";
+import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
+import type { RunAs } from "../../core/sandbox.ts";
+import { chownDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
+import { LOCAL_FAULT_POINTS } from "./backend-options.ts";
+import { buildJobRecord, sharedTmpDir, sharedTmpSubdirs, validateLaunch } from "./launch.ts";
+import type { LocalContext } from "./local-context.ts";
+import { createRecord, withdraw } from "./record-store.ts";
+import { type JobRecord, jobDir } from "./records.ts";
+import { look, startSupervisor } from "./supervisors.ts";
+
+/**
+ * The allocation's /tmp and /dev/shm (launch.ts's sharedTmpDir), made below the spool with
+ * no link followed and given to the job's identity: the job and its steps write there.
+ */
+export function prepareSharedTmp(
+  ctx: LocalContext,
+  allocationDir: string,
+  runAs: RunAs | null,
+): void {
+  const subdirs = sharedTmpSubdirs(sharedTmpDir(allocationDir));
+  makeDirsBeneath(ctx.options.spoolDir, subdirs, { mode: 0o700 });
+  if (runAs === null) return;
+  for (const dir of subdirs) chownDirBeneath(ctx.options.spoolDir, dir, runAs);
+}
+
+export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResult {
+  const token = request.token;
+  const problem = validateLaunch(
+    request,
+    ctx.profileList,
+    ctx.sandbox !== undefined,
+    ctx.options.workerSocket ?? null,
+  );
+  if (problem !== null) return { kind: "Rejected", token, message: problem };
+  const handle = externalHandle(token);
+  const dir = jobDir(ctx.backendDir, token);
+  // Asked first, so the retry after an Unknown returns Existing instead of a second job.
+  try {
+    if (look(ctx, token, true).kind === "Present") return { kind: "Existing", token, handle };
+  } catch (error) {
+    return { kind: "Unknown", token, message: `cannot read the job record: ${String(error)}` };
+  }
+  let runAs: RunAs | null;
+  try {
+    makeDirsBeneath(ctx.options.spoolDir, [request.workspaceDir, request.allocationDir], {
+      mode: 0o700,
+    });
+    const launch = request.launch;
+    runAs = ctx.wrapper.prepare({
+      spoolDir: ctx.options.spoolDir,
+      workspaceDir: request.workspaceDir,
+      credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
+    });
+    if (ctx.wrapper.sandboxed) prepareSharedTmp(ctx, request.allocationDir, runAs);
+  } catch (error) {
+    return { kind: "Rejected", token, message: `cannot prepare directories: ${String(error)}` };
+  }
+  let record: JobRecord;
+  try {
+    record = buildJobRecord(
+      request,
+      {
+        wrapper: ctx.wrapper,
+        baseEnv: ctx.baseEnv,
+        profiles: ctx.profileList,
+        killGraceMs: ctx.killGraceMs,
+        sandboxReadOnly: ctx.sandboxReadOnly,
+        now: ctx.clock.now(),
+        limits: ctx.limits,
+        workerSocket: ctx.options.workerSocket ?? null,
+      },
+      runAs,
+    );
+  } catch (error) {
+    return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };
+  }
+  try {
+    if (createRecord(ctx, dir, record) === "Exists") return { kind: "Existing", token, handle };
+  } catch (error) {
+    // The rename may or may not have reached the disk: only findByToken can say.
+    return { kind: "Unknown", token, message: `cannot record the job: ${String(error)}` };
+  }
+  ctx.faults.hit(LOCAL_FAULT_POINTS.afterRecordBeforeSpawn);
+  try {
+    startSupervisor(ctx, token, dir);
+  } catch (error) {
+    const message = `cannot start the supervisor: ${String(error)}`;
+    if (withdraw(ctx, dir, "SUPERVISOR_FAILED", message))
+      return { kind: "Rejected", token, message };
+    // Someone else's supervisor claimed it in the meantime: it is running.
+    return { kind: "Created", token, handle };
+  }
+  ctx.faults.hit(LOCAL_FAULT_POINTS.afterSpawn);
+  ctx.log.info("local job submitted", { token, allocationId: request.allocationId });
+  return { kind: "Created", token, handle };
+}

@@ -1,0 +1,88 @@
+/**
+ * A full spool on the REAL cluster (issue 18): a Slurm job that fills the spool fails, and
+ * accounting says only "FAILED, exit code 1"; the workload must end FAILED/SPOOL_FULL (as a
+ * local one does), not NONZERO_EXIT that blames the user's code. The spool is a small tmpfs
+ * (root, to mount it); the test cluster's nodes are this machine, so they write to it too.
+ * Seen failing (NONZERO_EXIT) without the decorator in the Slurm wiring.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import {
+  clusterDaemonConfig,
+  startedDaemon,
+  writeSmallClusterConfig,
+} from "../support/daemon-config.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { tempDir } from "../support/temp-dir.ts";
+
+const isRoot = process.geteuid?.() === 0;
+const MIB = 1024 * 1024;
+
+function mountTmpfs(dir: string, size: string): () => void {
+  mkdirSync(dir, { mode: 0o755 });
+  const mounted = Bun.spawnSync([
+    "mount",
+    "-t",
+    "tmpfs",
+    "-o",
+    `size=${size},mode=0755`,
+    "o4s-slurm-spool-test",
+    dir,
+  ]);
+  if (mounted.exitCode !== 0) throw new Error(`mount: ${mounted.stderr.toString()}`);
+  return () => {
+    Bun.spawnSync(["umount", "-l", dir]);
+  };
+}
+
+describe.skipIf(testCluster === null || !isRoot)("slurm-cluster: a full spool is named", () => {
+  const cluster = testCluster as TestCluster;
+
+  test("the job that filled it ends FAILED/SPOOL_FULL, with the figures", async () => {
+    using base = tempDir("o4s-slurm-spoolfull-");
+    const unmount = mountTmpfs(join(base.path, "mnt"), "8m");
+    try {
+      const socket = join(base.path, "api.sock");
+      const config = clusterDaemonConfig(
+        cluster,
+        { dir: base.path, socket, clusterConfigPath: writeSmallClusterConfig(base.path) },
+        { spoolDir: join(base.path, "mnt", "spool"), spoolLowWaterBytes: 2 * MIB },
+      );
+      const daemon = await startedDaemon(config);
+      try {
+        const created = await fetch("http://localhost/v1/workloads", {
+          unix: socket,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            kind: "BATCH",
+            profile: "small",
+            command: ["/bin/sh", "-c", "head -c 16777216 /dev/zero > big"],
+          }),
+        });
+        const body = (await created.json()) as Record<string, unknown>;
+        expect(created.status).toBe(201);
+        const id = String(body["id"]);
+        const ended = await eventually(
+          async () => {
+            const r = await fetch(`http://localhost/v1/workloads/${id}`, { unix: socket });
+            const w = (await r.json()) as Record<string, unknown>;
+            return ["COMPLETED", "FAILED", "CANCELLED"].includes(String(w["phase"])) ? w : null;
+          },
+          { what: `workload ${id} ending`, timeoutMs: 90_000 },
+        );
+        expect({ phase: ended["phase"], reason: ended["reason"] }).toEqual({
+          phase: "FAILED",
+          reason: "SPOOL_FULL",
+        });
+        expect(String(ended["message"])).toContain("the spool's filesystem was full");
+      } finally {
+        await daemon.stop();
+      }
+    } finally {
+      unmount();
+    }
+  }, 150_000);
+});
