@@ -7,7 +7,7 @@
  * The kernel's interpreter is Debian's python3 (PATH puts /usr/bin first for the daemon): it
  * is the one with python3-matplotlib, which the CI installs.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { stateLayout } from "../../src/core/layout.ts";
@@ -29,29 +29,67 @@ beforeAll(() => {
   ensureBuilt();
 }, 120_000);
 
+/** `promise`, or a failure naming `what` once `ms` passed without it. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} (after ${ms} ms)`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 describe("live sessions through the binary", () => {
   let d: Daemon;
   let id: string;
 
-  beforeAll(async () => {
+  async function startSession(): Promise<string> {
+    const r = await d.cli("session", "start");
+    if (r.code !== 0) throw new Error(`session start failed: ${r.stderr}\n${d.log()}`);
+    const started = r.stdout.trim().split(/\s+/).at(-1)!;
+    const w = await d.cli("wait", started, "--until", "READY", "--timeout", "40s");
+    if (w.code !== 0) throw new Error(`not READY: ${w.stdout}${w.stderr}\n${d.log()}`);
+    return started;
+  }
+
+  async function endSession(ending: string): Promise<void> {
+    await d.cli("cancel", ending);
+    await d.cli("wait", ending, "--until", "TERMINAL", "--timeout", "20s");
+  }
+
+  async function bringUp(): Promise<void> {
     d = await startDaemon({
       env: {
         PATH: `/usr/bin:/bin:${process.env["PATH"] ?? ""}`,
         OPENAI4S_EXEC_DISCONNECT_GRACE_MS: String(GRACE_MS),
       },
     });
-    const r = await d.cli("session", "start");
-    if (r.code !== 0) throw new Error(`session start failed: ${r.stderr}\n${d.log()}`);
-    id = r.stdout.trim().split(/\s+/).at(-1)!;
-    const w = await d.cli("wait", id, "--until", "READY", "--timeout", "40s");
-    if (w.code !== 0) throw new Error(`not READY: ${w.stdout}${w.stderr}\n${d.log()}`);
-  }, 60_000);
+    id = await startSession();
+  }
+
+  beforeAll(bringUp, 60_000);
+
+  // One test that leaves a cell running (a lost interrupt, a failed assertion mid-test) must
+  // cost that test only: the later ones would queue behind the endless cell and time out
+  // too. Interrupt until idle; a kernel that will not come back is replaced by a new session.
+  afterEach(async () => {
+    if (d.proc.exitCode !== null || d.proc.signalCode !== null) {
+      console.log("the daemon is gone after the test: a fresh one for the next test");
+      await d.stop();
+      await bringUp();
+      return;
+    }
+    const idle = await eventually(
+      async () => (await d.cli("interrupt", id)).stdout === "nothing was running\n",
+      { timeoutMs: 10_000 },
+    ).catch(() => false);
+    if (idle) return;
+    console.log("the session stayed busy after the test: a fresh session for the next one");
+    await endSession(id);
+    id = await startSession();
+  }, 90_000);
 
   afterAll(async () => {
-    if (id) {
-      await d?.cli("cancel", id);
-      await d?.cli("wait", id, "--until", "TERMINAL", "--timeout", "20s");
-    }
+    if (id) await endSession(id);
     await d?.stop();
   }, 40_000);
 
@@ -132,7 +170,9 @@ describe("live sessions through the binary", () => {
       );
       expect(answer).toBe("interrupted\n");
       const interruptedAt = performance.now();
-      const r = await run.done();
+      // Bounded below the test's timeout: a lost interrupt fails here, with the reason,
+      // rather than by a timeout that also takes down the daemon the next tests need.
+      const r = await within(run.done(), 20_000, "the loop still runs after `interrupted`");
       console.log(
         `interrupt: exec answered ${(performance.now() - interruptedAt).toFixed(0)} ms after`,
       );

@@ -342,6 +342,25 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     expect(await run(k, "kept")).toMatchObject({ value: "'yes'", kernelRestarted: false });
   });
 
+  test("an interrupt asked for before the cell began is held until it begins, then stops it", async () => {
+    // Issue 19: the interrupt reached the interpreter while it still read and compiled the
+    // cell, when SIGINT is ignored; the client was told "interrupted" and the loop ran on.
+    // Fifty thousand lines make that window long enough to be hit every time.
+    const k = fastKernel();
+    await run(k, "kept = 'yes'");
+    const padding = "pad = 0\n".repeat(50_000);
+    const looping = k.exec(`${padding}while True: pass`);
+    expect(k.interrupt().kind).toBe("Interrupted");
+    const r = await Promise.race([
+      looping,
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), 10_000)),
+    ]);
+    expect(r?.error?.ename ?? "the interrupt was lost: the loop still runs").toBe(
+      "KeyboardInterrupt",
+    );
+    expect(await run(k, "kept")).toMatchObject({ value: "'yes'", kernelRestarted: false });
+  });
+
   test("an interrupt names its cell: a queued cell is dropped, the running one is untouched", async () => {
     const dir = tempDir();
     const go = join(dir, "go");

@@ -9,6 +9,7 @@ Protocol, private to the worker: one JSON object per line.
   out (the original fd 1), while cell N runs, in the order they happen:
       {"id": N, "event": {"type": "stream", "name": "stdout"|"stderr", "text": str}}
       {"id": N, "event": {"type": "display_data", "data": {MIME: str, ...}}}
+      {"id": N, "started": true}   once, when a SIGINT starts to interrupt the cell (below)
     and then, once:
       {"id": N, "reply": {"status": "OK"|"ERROR",
                           "result": {MIME: str, ...} | null,     # the last expression
@@ -30,7 +31,9 @@ protocol lines itself, an interrupt could cut one in half and desynchronise the 
 
 SIGINT interrupts a running cell (KeyboardInterrupt, reported as an ERROR) and is ignored
 while the kernel is idle, so an interrupt that arrives just after a cell finished cannot kill
-the kernel or land in the next cell. End of input (the worker is gone) ends the kernel.
+the kernel or land in the next cell. Because of that, a SIGINT sent after the worker wrote a
+request but before the cell began would be lost; the worker holds an interrupt back until the
+cell's "started" line. End of input (the worker is gone) ends the kernel.
 """
 
 import ast
@@ -199,6 +202,13 @@ class Kernel:
         if self.running:
             raise KeyboardInterrupt
 
+    def begin_cell(self):
+        """From here a SIGINT interrupts the cell, and the worker is told so: an interrupt it
+        sent before (while this kernel was reading, parsing, compiling) would be ignored, and
+        `while True: pass` would run on although the client was answered "interrupted"."""
+        self.running = True
+        self.writer.put({"id": self.cell_id, "started": True})
+
     def emit(self, event):
         if self.cell_id is not None:
             self.writer.put({"id": self.cell_id, "event": event})
@@ -317,7 +327,7 @@ class Kernel:
                     last = ast.Expression(tree.body.pop().value)
                 body = compile(tree, filename, "exec")
                 tail = compile(last, filename, "eval") if last is not None else None
-                self.running = True
+                self.begin_cell()
                 exec(body, self.namespace)
                 value = eval(tail, self.namespace) if tail is not None else None
                 if value is not None:

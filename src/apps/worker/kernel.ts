@@ -82,6 +82,7 @@ export interface KernelOptions {
 
 const LineSchema = v.union([
   v.object({ id: v.number(), event: CellEventSchema }),
+  v.object({ id: v.number(), started: v.literal(true) }),
   v.object({
     id: v.number(),
     reply: v.object({
@@ -108,6 +109,10 @@ interface Cell {
 interface Running extends Cell {
   readonly proc: KernelProcess;
   readonly restarted: boolean;
+  /** The interpreter said the cell began: from here a SIGINT interrupts it. */
+  started: boolean;
+  /** Interrupted before it began: the SIGINT goes out with its "started" line. */
+  interruptHeld: boolean;
 }
 
 function failedResult(ename: string, message: string, kernelRestarted = false): KernelResult {
@@ -224,6 +229,11 @@ export function createKernel(options: KernelOptions): Kernel {
       kill(p);
       return;
     }
+    if ("started" in parsed) {
+      cell.started = true;
+      if (cell.interruptHeld) signalInterrupt(cell);
+      return;
+    }
     if ("event" in parsed) {
       try {
         cell.onEvent?.(parsed.event);
@@ -266,6 +276,15 @@ export function createKernel(options: KernelOptions): Kernel {
     }
   }
 
+  function signalInterrupt(cell: Running): boolean {
+    try {
+      process.kill(cell.proc.pid, "SIGINT");
+      return true;
+    } catch {
+      return false; // the interpreter is gone; its exit answers the cell
+    }
+  }
+
   /** Starts the next waiting cell when none is running. */
   function pump(): void {
     if (running) return;
@@ -284,7 +303,7 @@ export function createKernel(options: KernelOptions): Kernel {
     }
     const restarted = freshAfterDeath;
     freshAfterDeath = false;
-    running = { ...cell, proc: started, restarted };
+    running = { ...cell, proc: started, restarted, started: false, interruptHeld: false };
     try {
       started.stdin.write(`${JSON.stringify({ id: cell.id, code: cell.code })}\n`);
       void started.stdin.flush();
@@ -311,12 +330,13 @@ export function createKernel(options: KernelOptions): Kernel {
     interrupt(cell) {
       const target = running;
       if (target && (cell === undefined || target.name === cell)) {
-        try {
-          process.kill(target.proc.pid, "SIGINT");
+        // Before its "started" line the interpreter ignores SIGINT (it is reading, parsing
+        // or compiling the cell): sent now, the interrupt would be answered yet lost.
+        if (!target.started) {
+          target.interruptHeld = true;
           return { kind: "Interrupted" };
-        } catch {
-          return { kind: "NotRunning" };
         }
+        return signalInterrupt(target) ? { kind: "Interrupted" } : { kind: "NotRunning" };
       }
       if (cell === undefined) return { kind: "NotRunning" };
       const index = waiting.findIndex((c) => c.name === cell);
