@@ -139,6 +139,7 @@ describe("real responses match the schemas the document is generated from", () =
           kernelRestarted: false,
         }),
         interrupt: async () => ({ kind: "Ok", interrupted: false }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     h.tick = {

@@ -306,6 +306,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
         return outcome;
       },
       interrupt: async () => ({ kind: "Ok", interrupted: false }),
+      restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
     };
   }
 
@@ -395,6 +396,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
           };
         },
         interrupt: async () => ({ kind: "Ok", interrupted: true }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     const id = await session(h);

@@ -35,6 +35,7 @@ test("exec ends its output with a newline, and adds none to an empty output", as
         };
       },
       interrupt: async () => ({ kind: "Ok", interrupted: false }),
+      restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
     },
   });
   const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });
@@ -84,6 +85,7 @@ describe("--save-images DIR", () => {
           };
         },
         interrupt: async () => ({ kind: "Ok", interrupted: false }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });

@@ -361,6 +361,69 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     expect(await run(k, "kept")).toMatchObject({ value: "'yes'", kernelRestarted: false });
   });
 
+  test("an interrupt that does not stop its cell restarts the kernel after the grace; the cell and those queued behind it are told", async () => {
+    const statuses: KernelStatus[] = [];
+    const k = createKernel({
+      log: memoryLog(),
+      python: realPython(),
+      onStatus: (s) => statuses.push(s),
+    });
+    opened.push(k);
+    await run(k, "kept = 1");
+    // SIGINT ignored: what code stuck in C looks like from here.
+    const stuck = run(
+      k,
+      "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('looping', flush=True)\nwhile True: pass",
+    );
+    const queued = run(k, "'never ran'");
+    await eventually(
+      () => statuses.length >= 1 && k.interrupt(undefined, 300).kind === "Interrupted",
+    );
+    const r = await stuck;
+    expect(r).toMatchObject({ status: "ERROR", ename: "KernelRestarted" });
+    expect(r.error).toContain("did not stop within 0.3 s of its interrupt");
+    expect(r.events.find((e) => e.type === "kernel")).toMatchObject({
+      type: "kernel",
+      state: "restarting",
+    });
+    expect(await queued).toMatchObject({ status: "ERROR", ename: "KernelRestarted" });
+    expect(statuses.at(-1)).toMatchObject({ state: "running" });
+    expect(statuses.at(-1)?.replaced).toContain("did not stop");
+    // A fresh interpreter: the state is gone, and the cell after says nothing new (it was told).
+    expect(await run(k, "kept")).toMatchObject({ ename: "NameError", kernelRestarted: false });
+  });
+
+  test("an interrupt that stops its cell within the grace keeps the kernel", async () => {
+    const k = fastKernel();
+    await run(k, "kept = 1");
+    let started = false;
+    const looping = k.exec("print('go', flush=True)\nwhile True: pass", {
+      onEvent: () => {
+        started = true;
+      },
+    });
+    await eventually(() => started);
+    expect(k.interrupt(undefined, 60_000).kind).toBe("Interrupted");
+    expect((await looping).error?.ename).toBe("KeyboardInterrupt");
+    expect(await run(k, "kept")).toMatchObject({ value: "1", kernelRestarted: false });
+  });
+
+  test("restart gives a fresh interpreter: state gone, a running cell answered KernelRestarted", async () => {
+    const k = fastKernel();
+    await run(k, "x = 1");
+    let started = false;
+    const sleeping = k.exec("import time\nprint('go', flush=True)\ntime.sleep(60)", {
+      onEvent: () => {
+        started = true;
+      },
+    });
+    await eventually(() => started);
+    const status = await k.restart("asked for");
+    expect(status).toMatchObject({ state: "running", replaced: "asked for" });
+    expect((await sleeping).error?.ename).toBe("KernelRestarted");
+    expect(await run(k, "x")).toMatchObject({ ename: "NameError" });
+  });
+
   test("an interrupt names its cell: a queued cell is dropped, the running one is untouched", async () => {
     const dir = tempDir();
     const go = join(dir, "go");
@@ -378,7 +441,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     expect((await first).value).toBe("'first'");
   });
 
-  test("a kernel death is reported at once with how, and the next cell says the state is gone", async () => {
+  test("a kernel death is reported at once with how, a fresh one starts by itself, and the next cell says the state is gone", async () => {
     const statuses: KernelStatus[] = [];
     const k = createKernel({
       log: memoryLog(),
@@ -397,13 +460,16 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
         )
       ).status,
     ).toBe("OK");
-    await eventually(() => statuses.length === 2, { timeoutMs: 10_000 });
+    await eventually(() => statuses.length === 3, { timeoutMs: 10_000 });
     expect(statuses[1]).toMatchObject({ state: "dead" });
     expect(statuses[1]!.message).toContain("exit code 1");
-    expect(k.status().state).toBe("dead");
+    // Nobody had to send an exec for the fresh one (a session waiting for READY would wait).
+    expect(statuses[2]).toMatchObject({ state: "running" });
+    expect(statuses[2]!.replaced).toContain("exit code 1");
+    expect(k.status().state).toBe("running");
     const fresh = await run(k, "x");
     expect(fresh).toMatchObject({ status: "ERROR", ename: "NameError", kernelRestarted: true });
-    expect(statuses[2]).toMatchObject({ state: "running" });
     expect((await run(k, "1")).kernelRestarted).toBe(false);
+    expect(statuses).toHaveLength(3);
   });
 });

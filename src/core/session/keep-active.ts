@@ -46,5 +46,6 @@ export function keepActiveWhileRunning(
       }
     },
     interrupt: (workloadId) => service.interrupt(workloadId),
+    restart: (workloadId) => service.restart(workloadId),
   };
 }

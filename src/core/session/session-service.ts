@@ -51,7 +51,21 @@ export type InterruptOutcome =
   | { readonly kind: "NotReady"; readonly message: string }
   | { readonly kind: "NotFound" };
 
+/** What an explicit restart did: a fresh kernel, or why there is none. */
+export type RestartOutcome =
+  | { readonly kind: "Ok"; readonly running: boolean; readonly message: string }
+  | { readonly kind: "NotReady"; readonly message: string }
+  | { readonly kind: "NotFound" };
+
 export interface ExecOptions {
+  /**
+   * The cell's own time limit: past it the cell is interrupted (and, if that does not stop
+   * it, the kernel restarted) and answered ERROR "CellTimeout" with its output kept.
+   * Absent: no limit of its own; the session's limits (lifetime, the job's) still apply.
+   */
+  readonly timeoutSeconds?: number;
+  /** The kernel running this cell is being restarted (an interrupt did not stop the cell). */
+  readonly onKernel?: (message: string) => void;
   /** Aborted when the client went away: the cell is interrupted after the grace period. */
   readonly signal?: AbortSignal;
   /** Called once the cell was handed to the kernel (the session was found READY). */
@@ -63,6 +77,11 @@ export interface ExecOptions {
 export interface SessionService {
   /** Runs `code` in the READY session's kernel. Must not write lastActiveAt: the API does. */
   exec(workloadId: string, code: string, options?: ExecOptions): Promise<ExecOutcome>;
-  /** KeyboardInterrupt in the running cell; the kernel and its variables stay. */
+  /**
+   * KeyboardInterrupt in the running cell; the kernel and its variables stay, unless the
+   * cell has not stopped after the interrupt grace: then the kernel is restarted.
+   */
   interrupt(workloadId: string): Promise<InterruptOutcome>;
+  /** A fresh kernel in the same allocation: every variable gone, running cells answered. */
+  restart(workloadId: string): Promise<RestartOutcome>;
 }

@@ -211,6 +211,11 @@ export const InterruptResultSchema = v.strictObject({
   ),
 });
 
+export const RestartResultSchema = v.strictObject({
+  running: v.pipe(v.boolean(), d("A fresh kernel runs (false: it could not be started).")),
+  message: text("The kernel's state, or why it could not be started."),
+});
+
 export const TaskResultSchema = v.strictObject({
   exitCode: integer("The step's exit status."),
   stdout: text("Its standard output (capped)."),

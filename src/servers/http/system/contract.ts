@@ -21,6 +21,7 @@ import {
   HealthSchema,
   InterruptResultSchema,
   ProfileListSchema,
+  RestartResultSchema,
   TaskResultSchema,
   UploadedFileSchema,
   WorkloadListSchema,
@@ -240,7 +241,7 @@ export const OPERATIONS: readonly Operation[] = [
       {
         name: "Accept",
         description:
-          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}`. A client that disconnects has its cell interrupted after a grace.",
+          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, kernel `{state: \"restarting\", message}` when an interrupt (or the cell's timeoutSeconds) did not stop the cell and its kernel is being restarted, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}` (ename CellTimeout past timeoutSeconds, KernelRestarted when the kernel was restarted under the cell). A client that disconnects has its cell interrupted after a grace.",
       },
     ],
     ok: {
@@ -259,11 +260,29 @@ export const OPERATIONS: readonly Operation[] = [
     method: "POST",
     path: "/v1/workloads/{id}/interrupt",
     operationId: "interruptSession",
-    summary: "Interrupt the running cell (KeyboardInterrupt); the kernel's state is kept",
+    summary:
+      "Interrupt the running cell (KeyboardInterrupt); the kernel's state is kept unless the cell does not stop within the interrupt grace (then the kernel is restarted)",
     ok: {
       "200": {
         description: "Delivered, or nothing was running.",
         body: json(InterruptResultSchema, "InterruptResult"),
+      },
+    },
+    problems: {
+      "404": "No such workload or session.",
+      "409": "Not a session, not READY, ended, or sessions disabled.",
+    },
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads/{id}/restart",
+    operationId: "restartSessionKernel",
+    summary:
+      "A fresh kernel in the same allocation: every variable is gone; the running and queued cells are answered ERROR KernelRestarted",
+    ok: {
+      "200": {
+        description: "The kernel was replaced (running false: the fresh one could not start).",
+        body: json(RestartResultSchema, "RestartResult"),
       },
     },
     problems: {

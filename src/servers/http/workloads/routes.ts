@@ -20,6 +20,7 @@ import type { Caller } from "../../../core/principals.ts";
 import type {
   ExecOutcome,
   InterruptOutcome,
+  RestartOutcome,
   SessionService,
 } from "../../../core/session/session-service.ts";
 import { placeStep, type StepPlacement } from "../../../core/steps.ts";
@@ -29,7 +30,11 @@ import { parseWith, readBody, readJson } from "../validation.ts";
 import { eventView, type PhaseConfirmedAt, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { createEventStream } from "./event-stream.ts";
-import type { ExecResponseBody, InterruptResponseSchema } from "./exec-schemas.ts";
+import type {
+  ExecResponseBody,
+  InterruptResponseSchema,
+  RestartResponseSchema,
+} from "./exec-schemas.ts";
 import { ExecBody, ExecQuery, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
 import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
 import { createWorkloadViewCache } from "./view-cache.ts";
@@ -228,7 +233,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   /** A session call's refusals (exec and interrupt answer alike), as problems. */
   function sessionFailure(
     workload: Workload,
-    outcome: Exclude<ExecOutcome | InterruptOutcome, { readonly kind: "Ok" }>,
+    outcome: Exclude<ExecOutcome | InterruptOutcome | RestartOutcome, { readonly kind: "Ok" }>,
   ): never {
     switch (outcome.kind) {
       case "NotReady":
@@ -252,8 +257,11 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     // The request's signal aborts when the client disconnects: the service interrupts the
     // cell after its grace period instead of running it for nobody.
     const signal = c.req.raw.signal;
-    if (wantsStream(c, query.stream)) return streamExec(workload, sessions, body.code, signal);
-    const outcome = await sessions.exec(workload.id, body.code, { signal });
+    const limit = body.timeoutSeconds === undefined ? {} : { timeoutSeconds: body.timeoutSeconds };
+    if (wantsStream(c, query.stream)) {
+      return streamExec(workload, sessions, body.code, limit, signal);
+    }
+    const outcome = await sessions.exec(workload.id, body.code, { signal, ...limit });
     if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
     // Again after the run: a long computation must not leave the lease looking idle.
     touchActivity(deps.store, workload.id);
@@ -275,6 +283,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     workload: Workload,
     sessions: SessionService,
     code: string,
+    limit: { readonly timeoutSeconds?: number },
     requestSignal: AbortSignal,
   ): Promise<Response> {
     const stream = createEventStream({
@@ -287,8 +296,12 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       started = () => resolve("started");
     });
     const running = sessions.exec(workload.id, code, {
+      ...limit,
       signal,
       onStart: started,
+      onKernel(message) {
+        stream.push("kernel", { state: "restarting", message });
+      },
       onOutput(output) {
         switch (output.type) {
           case "stream":
@@ -364,6 +377,21 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     });
     const answer: v.InferOutput<typeof InterruptResponseSchema> = {
       interrupted: outcome.interrupted,
+    };
+    return c.json(answer);
+  });
+
+  app.post("/v1/workloads/:id/restart", async function restart(c) {
+    const { workload, sessions } = mustBeLiveSession(c);
+    const outcome = await sessions.restart(workload.id);
+    if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
+    deps.log.info("kernel restart requested", {
+      workloadId: workload.id,
+      running: outcome.running,
+    });
+    const answer: v.InferOutput<typeof RestartResponseSchema> = {
+      running: outcome.running,
+      message: outcome.message,
     };
     return c.json(answer);
   });

@@ -192,6 +192,14 @@ export const ExecBody = v.strictObject({
     v.maxLength(LIMITS.codeMaxLength),
     v.description("Python code to run in the session's kernel."),
   ),
+  timeoutSeconds: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.timeLimitMaxSeconds),
+      v.description(
+        "The cell's own time limit: past it the cell is interrupted (its kernel restarted if that does not stop it) and answered ERROR with ename CellTimeout, its output kept. Absent: no limit of its own; the session's lifetime and the job's time limit still apply.",
+      ),
+    ),
+  ),
 });
 
 export const TaskBody = v.strictObject({
