@@ -18,7 +18,9 @@ const HELP = `Usage: openai4s exec ID CODE [--timeout DURATION] [--save-images D
 
 Run CODE in the kernel of READY session ID. What the code prints is shown as it happens;
 then the value of its last expression. Counts as activity, so it keeps the session from
-being reclaimed as idle. Stopping this command (Ctrl-C) interrupts the code shortly after.
+being reclaimed as idle. Stopping this command (Ctrl-C, a lost connection) leaves the code
+running, as a notebook's cell keeps running when its tab closes: \`openai4s interrupt ID\`
+stops it, and its output can be read again through the API by its cell id (docs/sessions.md).
 A cell has no time limit of its own unless --timeout gives one; the session's lifetime and
 its job's time limit still apply.
 Exit status 1 when the code raised an error (printed on stderr) or the session is not READY.

@@ -43,12 +43,6 @@ export interface SessionServiceOptions {
    * session's every later cell.
    */
   readonly interruptGraceMs?: number;
-  /**
-   * After the caller of an exec went away (its signal aborted), the cell is interrupted once
-   * this has passed without an answer (default 2000 ms): nobody is there to read the result,
-   * and a runaway cell would hold every later exec behind it.
-   */
-  readonly disconnectGraceMs?: number;
   /** Where the disconnect grace waits (tests: a manual timeline). Default: real timers. */
   readonly timers?: Timers;
   /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
@@ -59,7 +53,6 @@ export interface SessionServiceOptions {
 const INTERRUPT_TIMEOUT_MS = 5000;
 /** A restart kills an interpreter and starts one (Python's start-up, on a loaded node). */
 const RESTART_TIMEOUT_MS = 60_000;
-export const DEFAULT_DISCONNECT_GRACE_MS = 2000;
 export const DEFAULT_INTERRUPT_GRACE_MS = 10_000;
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -79,7 +72,6 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const { store, gateway } = options;
   const execTimeoutMs = Math.min(options.execTimeoutMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
   const interruptGraceMs = options.interruptGraceMs ?? DEFAULT_INTERRUPT_GRACE_MS;
-  const disconnectGraceMs = options.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
   const timers = options.timers ?? systemTimers;
 
   function locate(workloadId: string): Located {
@@ -119,120 +111,119 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     return outcome.kind === "Answered" && outcome.response.delivered;
   }
 
+  /**
+   * Runs one cell that `exec` located. A caller that goes away changes nothing: the cell
+   * runs on (issue 23; it used to be interrupted after a grace, which made a dropped
+   * connection cost the computation), and the API keeps its events for a client to
+   * re-attach.
+   */
+  async function runCell(
+    workloadId: string,
+    current: Allocation,
+    cell: string,
+    code: string,
+    execOptions: ExecOptions,
+  ): Promise<ExecOutcome> {
+    const { onOutput } = execOptions;
+    const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
+    const onEvent = (event: CellEvent) => {
+      if (event.type === "kernel") {
+        execOptions.onKernel?.(event.message);
+        return;
+      }
+      const output = toOutput(event);
+      appendOutput(collected, output);
+      onOutput?.(output);
+    };
+    // The cell's own limit, when the client set one: interrupted (and escalated) like a
+    // click on the interrupt button; the answer keeps what the cell printed until then.
+    const limit = { timedOut: false };
+    const limitSeconds = execOptions.timeoutSeconds;
+    const cancelLimit =
+      limitSeconds === undefined
+        ? null
+        : timers.after(Math.min(limitSeconds * 1000, MAX_TIMER_MS), () => {
+            limit.timedOut = true;
+            void interruptCell(current, cell).then((interrupted) =>
+              options.log.info("exec over its timeout", { workloadId, interrupted }),
+            );
+          });
+    let outcome: Awaited<ReturnType<typeof gateway.request<{ kind: "exec"; code: string }>>>;
+    try {
+      outcome = await gateway.request(
+        current.id,
+        current.epoch,
+        0,
+        { kind: "exec", code, cell },
+        execTimeoutMs,
+        { onEvent },
+      );
+    } finally {
+      cancelLimit?.();
+    }
+    switch (outcome.kind) {
+      case "Answered": {
+        const response =
+          limit.timedOut && outcome.response.status === "ERROR"
+            ? overTimeout(outcome.response, limitSeconds ?? 0)
+            : outcome.response;
+        const final = finalOutput(response);
+        const outputs = collected.outputs;
+        if (collected.dropped > 0) {
+          outputs.push({
+            type: "stream",
+            name: "stderr",
+            text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
+          });
+        }
+        if (final) {
+          outputs.push(final);
+          onOutput?.(final);
+        }
+        return {
+          kind: "Ok",
+          status: response.status,
+          output: joinOutput(outputs),
+          error: response.error?.traceback ?? null,
+          outputs,
+          kernelRestarted: response.kernelRestarted,
+        };
+      }
+      case "NotConnected":
+      case "Disconnected":
+        options.onWorkerLost?.();
+        return { kind: "NotReady", message: "the session's worker is not connected" };
+      case "TimedOut": {
+        // Only a worker silent for the longest timer (its cell limits answer long before):
+        // the cell is interrupted so it does not hold every later exec behind it.
+        const interrupted = await interruptCell(current, cell);
+        options.log.warn("exec got no answer from the worker", { workloadId, interrupted });
+        return {
+          kind: "NotReady",
+          message: `the worker did not answer within ${Math.round(execTimeoutMs / 1000)} s; ${
+            interrupted
+              ? "the cell was interrupted"
+              : "the code may still be running (the interrupt was not delivered)"
+          }`,
+        };
+      }
+      case "WorkerError":
+        return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
+      case "TooLarge":
+        return { kind: "NotReady", message: `the code is too large (${outcome.bytes} bytes)` };
+      default: {
+        const unreachable: never = outcome;
+        throw new Error(`unhandled exec outcome ${JSON.stringify(unreachable)}`);
+      }
+    }
+  }
+
   return {
     async exec(workloadId: string, code: string, execOptions: ExecOptions = {}) {
       const located = locate(workloadId);
       if (located.kind !== "Located") return located;
-      const current = located.allocation;
-      const { signal, onOutput } = execOptions;
       execOptions.onStart?.();
-      const cell = randomUUID();
-      const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
-      const onEvent = (event: CellEvent) => {
-        if (event.type === "kernel") {
-          execOptions.onKernel?.(event.message);
-          return;
-        }
-        const output = toOutput(event);
-        appendOutput(collected, output);
-        onOutput?.(output);
-      };
-      // The caller left: give it a moment (a flaky link, a reload), then stop this cell, and
-      // only this cell: a later exec queued behind it must not be the one interrupted.
-      // A holder, not a `let`: TypeScript cannot see the callback assign it.
-      const abandoned: { cancel: (() => void) | null } = { cancel: null };
-      const onAbort = () => {
-        abandoned.cancel ??= timers.after(disconnectGraceMs, () => {
-          void interruptCell(current, cell).then((interrupted) =>
-            options.log.info("exec abandoned by its caller", { workloadId, interrupted }),
-          );
-        });
-      };
-      if (signal?.aborted) onAbort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      // The cell's own limit, when the client set one: interrupted (and escalated) like a
-      // click on the interrupt button; the answer keeps what the cell printed until then.
-      const limit = { timedOut: false };
-      const limitSeconds = execOptions.timeoutSeconds;
-      const cancelLimit =
-        limitSeconds === undefined
-          ? null
-          : timers.after(Math.min(limitSeconds * 1000, MAX_TIMER_MS), () => {
-              limit.timedOut = true;
-              void interruptCell(current, cell).then((interrupted) =>
-                options.log.info("exec over its timeout", { workloadId, interrupted }),
-              );
-            });
-      let outcome: Awaited<ReturnType<typeof gateway.request<{ kind: "exec"; code: string }>>>;
-      try {
-        outcome = await gateway.request(
-          current.id,
-          current.epoch,
-          0,
-          { kind: "exec", code, cell },
-          execTimeoutMs,
-          { onEvent },
-        );
-      } finally {
-        signal?.removeEventListener("abort", onAbort);
-        abandoned.cancel?.();
-        cancelLimit?.();
-      }
-      switch (outcome.kind) {
-        case "Answered": {
-          const response =
-            limit.timedOut && outcome.response.status === "ERROR"
-              ? overTimeout(outcome.response, limitSeconds ?? 0)
-              : outcome.response;
-          const final = finalOutput(response);
-          const outputs = collected.outputs;
-          if (collected.dropped > 0) {
-            outputs.push({
-              type: "stream",
-              name: "stderr",
-              text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
-            });
-          }
-          if (final) {
-            outputs.push(final);
-            onOutput?.(final);
-          }
-          return {
-            kind: "Ok",
-            status: response.status,
-            output: joinOutput(outputs),
-            error: response.error?.traceback ?? null,
-            outputs,
-            kernelRestarted: response.kernelRestarted,
-          };
-        }
-        case "NotConnected":
-        case "Disconnected":
-          options.onWorkerLost?.();
-          return { kind: "NotReady", message: "the session's worker is not connected" };
-        case "TimedOut": {
-          // Only a worker silent for the longest timer (its cell limits answer long before):
-          // the cell is interrupted so it does not hold every later exec behind it.
-          const interrupted = await interruptCell(current, cell);
-          options.log.warn("exec got no answer from the worker", { workloadId, interrupted });
-          return {
-            kind: "NotReady",
-            message: `the worker did not answer within ${Math.round(execTimeoutMs / 1000)} s; ${
-              interrupted
-                ? "the cell was interrupted"
-                : "the code may still be running (the interrupt was not delivered)"
-            }`,
-          };
-        }
-        case "WorkerError":
-          return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
-        case "TooLarge":
-          return { kind: "NotReady", message: `the code is too large (${outcome.bytes} bytes)` };
-        default: {
-          const unreachable: never = outcome;
-          throw new Error(`unhandled exec outcome ${JSON.stringify(unreachable)}`);
-        }
-      }
+      return runCell(workloadId, located.allocation, randomUUID(), code, execOptions);
     },
 
     async interrupt(workloadId: string): Promise<InterruptOutcome> {

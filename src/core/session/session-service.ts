@@ -28,22 +28,24 @@ export type ExecOutput =
 
 export type ExecOutcome =
   /** The kernel ran the code. `status: "ERROR"` is the code's failure, not the daemon's. */
-  | {
-      readonly kind: "Ok";
-      readonly status: "OK" | "ERROR";
-      /** stdout, stderr and the last value's text/plain, joined: what a terminal shows. */
-      readonly output: string;
-      /** The traceback when status is ERROR. */
-      readonly error: string | null;
-      /** Everything the cell produced, in order (streams merged where adjacent). */
-      readonly outputs: readonly ExecOutput[];
-      /** The kernel had died; this ran in a fresh one and every earlier variable is gone. */
-      readonly kernelRestarted: boolean;
-    }
+  | ExecOk
   /** The session exists but is not READY (message names the missing condition). */
   | { readonly kind: "NotReady"; readonly message: string }
   /** The sessions engine does not know this workload as a session. */
   | { readonly kind: "NotFound" };
+
+export interface ExecOk {
+  readonly kind: "Ok";
+  readonly status: "OK" | "ERROR";
+  /** stdout, stderr and the last value's text/plain, joined: what a terminal shows. */
+  readonly output: string;
+  /** The traceback when status is ERROR. */
+  readonly error: string | null;
+  /** Everything the cell produced, in order (streams merged where adjacent). */
+  readonly outputs: readonly ExecOutput[];
+  /** The kernel had died; this ran in a fresh one and every earlier variable is gone. */
+  readonly kernelRestarted: boolean;
+}
 
 export type InterruptOutcome =
   /** `interrupted` is false when no cell was running: there was nothing to interrupt. */
@@ -66,9 +68,11 @@ export interface ExecOptions {
   readonly timeoutSeconds?: number;
   /** The kernel running this cell is being restarted (an interrupt did not stop the cell). */
   readonly onKernel?: (message: string) => void;
-  /** Aborted when the client went away: the cell is interrupted after the grace period. */
-  readonly signal?: AbortSignal;
-  /** Called once the cell was handed to the kernel (the session was found READY). */
+  /**
+   * Called once the cell was handed to the kernel (the session was found READY). A caller
+   * that goes away changes nothing: the cell runs on, and its events stay in the API's cell
+   * log for a client to re-attach.
+   */
   readonly onStart?: () => void;
   /** Each output as the kernel produces it (the final execute_result/error included). */
   readonly onOutput?: (output: ExecOutput) => void;

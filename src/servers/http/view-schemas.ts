@@ -202,6 +202,7 @@ export const ExecResultSchema = v.strictObject({
     v.boolean(),
     d("The kernel had died and was restarted for this cell: earlier variables are gone."),
   ),
+  cell: text("The cell's id: GET /v1/workloads/{id}/cells/{cell}/events reads its events again."),
 });
 
 export const InterruptResultSchema = v.strictObject({

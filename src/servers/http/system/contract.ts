@@ -28,6 +28,7 @@ import {
   WorkloadSchema,
 } from "../view-schemas.ts";
 import {
+  CellEventsQuery,
   ExecBody,
   ExecQuery,
   FilesListQuery,
@@ -241,7 +242,7 @@ export const OPERATIONS: readonly Operation[] = [
       {
         name: "Accept",
         description:
-          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, kernel `{state: \"restarting\", message}` when an interrupt (or the cell's timeoutSeconds) did not stop the cell and its kernel is being restarted, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}` (ename CellTimeout past timeoutSeconds, KernelRestarted when the kernel was restarted under the cell). A client that disconnects has its cell interrupted after a grace.",
+          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, kernel `{state: \"restarting\", message}` when an interrupt (or the cell's timeoutSeconds) did not stop the cell and its kernel is being restarted, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}` (ename CellTimeout past timeoutSeconds, KernelRestarted when the kernel was restarted under the cell). Every event has an `id:` (1, 2, ... within the cell) and the cell's id in its data (`cell`); a client that disconnects leaves the cell running and re-attaches with GET /v1/workloads/{id}/cells/{cell}/events.",
       },
     ],
     ok: {
@@ -254,6 +255,33 @@ export const OPERATIONS: readonly Operation[] = [
       "400": "Invalid body.",
       "404": "No such workload or session.",
       "409": "Not a session, not READY, ended, or sessions disabled.",
+    },
+  },
+  {
+    method: "GET",
+    path: "/v1/workloads/{id}/cells/{cell}/events",
+    operationId: "cellEvents",
+    summary:
+      "Re-attach to a running or finished cell: its server-sent events after an event id, then live until its final event",
+    query: { schema: CellEventsQuery, name: "CellEventsQuery" },
+    headers: [
+      {
+        name: "Last-Event-ID",
+        description:
+          "The `id:` of the last event seen, as an EventSource sends it on reconnect (the query's `after` wins).",
+      },
+    ],
+    ok: {
+      "200": {
+        description:
+          "text/event-stream, the events of the streaming exec (each with `id:` and the cell's id in its data). Finished cells are kept 15 minutes, at most 16 per session; each cell keeps at most 16 MiB of events.",
+        body: { kind: "raw", contentType: "text/event-stream", description: "Server-sent events." },
+      },
+    },
+    problems: {
+      "400": "Invalid query.",
+      "404": "No such workload, or no such cell in it (never, or no longer kept).",
+      "409": "Sessions disabled.",
     },
   },
   {

@@ -28,6 +28,8 @@ export const ExecResponseSchema = v.object({
   error: v.nullable(v.string()),
   outputs: v.array(ExecOutputSchema),
   kernelRestarted: v.boolean(),
+  /** The cell's id, for GET /v1/workloads/{id}/cells/{cell}/events. */
+  cell: v.string(),
 });
 export type ExecResponseBody = v.InferOutput<typeof ExecResponseSchema>;
 

@@ -309,6 +309,17 @@ export const ExecQuery = v.strictObject({
   ),
 });
 
+export const CellEventsQuery = v.strictObject({
+  after: v.optional(
+    v.pipe(
+      queryInteger(0, 999_999_999),
+      v.description(
+        "Only events after this event id (the `id:` of the last event seen); default 0, or the Last-Event-ID header.",
+      ),
+    ),
+  ),
+});
+
 /** Largest page of a workspace listing (each entry is one lstat). */
 export const FILES_LIST_MAX = 1000;
 
