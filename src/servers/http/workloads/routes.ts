@@ -359,9 +359,9 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     }
     // The client going away detaches it; the cell runs on.
     stream.cancelled.addEventListener("abort", attached.detach, { once: true });
-    attached.replay.forEach((e, index) =>
-      send(e, attached.finished && index === attached.replay.length - 1),
-    );
+    attached.replay.forEach((e, index) => {
+      send(e, attached.finished && index === attached.replay.length - 1);
+    });
     if (attached.finished && attached.replay.length === 0) stream.close();
     return new Response(stream.body, {
       headers: {
