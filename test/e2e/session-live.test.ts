@@ -9,7 +9,7 @@
  * is the one with python3-matplotlib, which the CI installs.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stateLayout } from "../../src/core/layout.ts";
 import { certificateFingerprint, readGatewayFingerprint } from "../../src/wire/gateway-tls.ts";
@@ -461,6 +461,34 @@ describe("live sessions through the binary", () => {
       const after = await d.show(id);
       expect(after.allocations.map((a) => a.id)).toEqual(before.allocations.map((a) => a.id));
       expect((await d.cli("exec", id, "1 + 1")).stdout).toBe("2\n");
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "past the output cap the stream says so while the cell runs, and the cell's last lines still arrive",
+    async () => {
+      const go = "cap-go";
+      const workspace = stateLayout(d.stateDir).workspaceDir(id);
+      const res = await api(
+        "POST",
+        `/v1/workloads/${id}/exec`,
+        {
+          code: `import os, time\nprint('x' * 150000, flush=True)\nwhile not os.path.exists(${JSON.stringify(go)}):\n    time.sleep(0.02)\nprint('summary: loss 0.01')`,
+        },
+        "text/event-stream",
+      );
+      const read = readEvents(res);
+      const stdout = () =>
+        read.events.map((e) => (e.event === "stdout" ? String(e.data["text"]) : "")).join("");
+      // The cell waits for the go file: this note can only have come while it runs.
+      await eventually(() => stdout().includes("the middle is left out"), { timeoutMs: 20_000 });
+      writeFileSync(join(workspace, go), "");
+      await within(read.done, 20_000, "the capped cell's stream did not end");
+      expect(stdout().startsWith("x".repeat(100_000))).toBe(true);
+      expect(stdout()).toContain("more characters not shown]");
+      expect(stdout().endsWith("summary: loss 0.01\n")).toBe(true);
+      expect(read.events.at(-1)).toMatchObject({ event: "result", data: { status: "OK" } });
     },
     TIMEOUT_MS,
   );

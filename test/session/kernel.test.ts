@@ -166,11 +166,27 @@ describe("limits and failures", () => {
     for (const k of opened.splice(0)) await k.close();
   });
 
-  test("output beyond the cap is cut, with the count of what was dropped", async () => {
+  test("output beyond the cap keeps its head and its tail, says so as it happens, and counts the middle", async () => {
+    const dir = tempDir();
+    const go = join(dir, "go");
     const k = fastKernel({ maxOutputChars: 1000 });
-    const r = await run(k, "print('a' * 5000)\n'b' * 3000");
-    expect(r.output.startsWith("a".repeat(1000))).toBe(true);
-    expect(r.output).toContain("4001 more characters not shown");
+    const events: CellEvent[] = [];
+    // Issue 23: past the cap the end of the output (the final loss, the summary) was dropped
+    // and only said so after the cell; now the head goes out, a note at once, the tail last.
+    const running = k.exec(
+      `import os, time\nprint('a' * 5000, flush=True)\nwhile not os.path.exists(${JSON.stringify(go)}):\n    time.sleep(0.01)\nprint('final loss 0.01')\n'b' * 3000`,
+      { onEvent: (e) => events.push(e) },
+    );
+    const text = () => events.map((e) => (e.type === "stream" ? e.text : "")).join("");
+    await eventually(() => text().includes("the middle is left out"), { timeoutMs: 10_000 });
+    expect(text().startsWith("a".repeat(500))).toBe(true);
+    writeFileSync(go, "");
+    const answered = await running;
+    const output = text();
+    expect(output.endsWith("final loss 0.01\n")).toBe(true);
+    expect(output).toContain("[... 4017 more characters not shown]");
+    expect(output.length).toBeLessThan(1300);
+    const r = { value: answered.result?.["text/plain"] ?? null };
     expect(r.value!.length).toBeLessThan(1100);
     expect(r.value).toContain("more characters not shown");
   });
