@@ -275,7 +275,7 @@ const RestartResponseSchema = v.pipe(
   v.object({
     kind: v.literal("restart"),
     /** A fresh interpreter is running (false: it could not be started; `message` says why). */
-    running: v.boolean(),
+    restarted: v.boolean(),
     message: v.pipe(v.string(), v.maxLength(1000)),
   }),
   v.readonly(),

@@ -120,7 +120,7 @@ export function fakeGateway(): FakeGateway {
           response = { kind: "interrupt", delivered: false };
           break;
         case "restart":
-          response = { kind: "restart", running: true, message: "the interpreter is running" };
+          response = { kind: "restart", restarted: true, message: "the interpreter is running" };
           break;
       }
       return { kind: "Answered", response } as RequestOutcome<ResponseFor<R>>;

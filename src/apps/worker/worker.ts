@@ -322,7 +322,7 @@ async function handle(
     }
     case "restart": {
       const status = await kernel.restart("a restart was asked for");
-      return { kind: "restart", running: status.state === "running", message: status.message };
+      return { kind: "restart", restarted: status.state === "running", message: status.message };
     }
     default: {
       const never: never = request;

@@ -247,7 +247,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         case "Answered":
           return {
             kind: "Ok",
-            running: outcome.response.running,
+            running: outcome.response.restarted,
             message: outcome.response.message,
           };
         case "NotConnected":
