@@ -163,14 +163,23 @@ const InterruptRequestSchema = v.pipe(
     kind: v.literal("interrupt"),
     /** Only this cell (running: SIGINT; still queued: dropped). Absent: the running cell. */
     cell: v.optional(v.string()),
+    /**
+     * The interrupt escalates: a cell still running this long after its SIGINT (code stuck
+     * in C, or ignoring KeyboardInterrupt) costs the interpreter, which is restarted.
+     * Absent: SIGINT only.
+     */
+    restartAfterMs: v.optional(count),
   }),
   v.readonly(),
 );
+/** A fresh interpreter in place of the current one: state cleared, the cells it held fail. */
+const RestartRequestSchema = v.pipe(v.object({ kind: v.literal("restart") }), v.readonly());
 
 const WorkerRequestSchema = v.variant("kind", [
   ProbeWorkspaceRequestSchema,
   ExecRequestSchema,
   InterruptRequestSchema,
+  RestartRequestSchema,
 ]);
 /** What the gateway can ask a worker to do. */
 export type WorkerRequest = v.InferOutput<typeof WorkerRequestSchema>;
@@ -210,6 +219,15 @@ export const CellEventSchema = v.variant("type", [
     v.readonly(),
   ),
   v.pipe(v.object({ type: v.literal("display_data"), data: MimeBundleSchema }), v.readonly()),
+  /** The interpreter running this cell is being replaced (an interrupt that did not stop it). */
+  v.pipe(
+    v.object({
+      type: v.literal("kernel"),
+      state: v.literal("restarting"),
+      message: v.pipe(v.string(), v.maxLength(1000)),
+    }),
+    v.readonly(),
+  ),
 ]);
 export type CellEvent = v.InferOutput<typeof CellEventSchema>;
 
@@ -222,6 +240,11 @@ const KernelStatusSchema = v.pipe(
      * becomes a condition's message: bounded, as anything a worker says is untrusted.
      */
     message: v.pipe(v.string(), v.maxLength(1000)),
+    /**
+     * Running, in place of an interpreter that is gone (a death, an interrupt that did not
+     * stop its cell, a restart asked for): how that one ended. Absent for the first.
+     */
+    replaced: v.optional(v.pipe(v.string(), v.maxLength(1000))),
   }),
   v.readonly(),
 );
@@ -248,6 +271,15 @@ const InterruptResponseSchema = v.pipe(
   }),
   v.readonly(),
 );
+const RestartResponseSchema = v.pipe(
+  v.object({
+    kind: v.literal("restart"),
+    /** A fresh interpreter is running (false: it could not be started; `message` says why). */
+    restarted: v.boolean(),
+    message: v.pipe(v.string(), v.maxLength(1000)),
+  }),
+  v.readonly(),
+);
 const ErrorResponseSchema = v.pipe(
   v.object({ kind: v.literal("error"), message: v.string() }),
   v.readonly(),
@@ -257,6 +289,7 @@ const WorkerResponseSchema = v.variant("kind", [
   ProbeWorkspaceResponseSchema,
   ExecResponseSchema,
   InterruptResponseSchema,
+  RestartResponseSchema,
   ErrorResponseSchema,
 ]);
 export type WorkerResponse = v.InferOutput<typeof WorkerResponseSchema>;

@@ -143,6 +143,7 @@ describe("real responses match the schemas the document is generated from", () =
           kernelRestarted: false,
         }),
         interrupt: async () => ({ kind: "Ok", interrupted: false }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     h.tick = {
@@ -193,6 +194,7 @@ describe("published query bounds are the enforced ones", () => {
   test("every integer query parameter states its minimum and maximum", () => {
     const integers = cases.filter(([, , p]) => p.schema["type"] === "integer");
     expect(integers.map(([, path, p]) => `${path}?${p.name}`).sort()).toEqual([
+      "/v1/workloads/{id}/cells/{cell}/events?after",
       "/v1/workloads/{id}/files?limit",
       "/v1/workloads/{id}/logs?attempt",
       "/v1/workloads/{id}/logs?index",

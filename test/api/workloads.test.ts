@@ -310,6 +310,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
         return outcome;
       },
       interrupt: async () => ({ kind: "Ok", interrupted: false }),
+      restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
     };
   }
 
@@ -342,6 +343,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
       error: null,
       outputs: [{ type: "stream", name: "stdout", text: "2\n" }],
       kernelRestarted: false,
+      cell: expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
     expect(service.calls).toEqual([[id, "1+1"]]);
     expect(getWorkload(h.store, id)?.lastActiveAt).toBe((createdActive ?? 0) + 60_000);
@@ -399,6 +401,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
           };
         },
         interrupt: async () => ({ kind: "Ok", interrupted: true }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     const id = await session(h);
@@ -409,14 +412,27 @@ describe("POST /v1/workloads/{id}/exec", () => {
       const res = await h.post(path, { code: "x" }, headers);
       expect(res.status).toBe(200);
       expect(res.headers.get("content-type")).toContain("text/event-stream");
-      expect(await res.text()).toBe(
+      const text = await res.text();
+      const cell = /"cell":"([0-9a-f-]{36})"/.exec(text)?.[1];
+      expect(text).toBe(
         [
-          'event: stdout\ndata: {"text":"hi\\n"}\n\n',
-          'event: display\ndata: {"data":{"text/plain":"<Figure>"}}\n\n',
-          'event: error\ndata: {"status":"ERROR","ename":"E","evalue":"v","traceback":"tb","kernelRestarted":true}\n\n',
+          `id: 1\nevent: stdout\ndata: {"text":"hi\\n","cell":"${cell}"}\n\n`,
+          `id: 2\nevent: display\ndata: {"data":{"text/plain":"<Figure>"},"cell":"${cell}"}\n\n`,
+          `id: 3\nevent: error\ndata: {"status":"ERROR","ename":"E","evalue":"v","traceback":"tb","kernelRestarted":true,"cell":"${cell}"}\n\n`,
         ].join(""),
       );
+      // The same events again by the cell's id, after the last one a client saw: from the
+      // query, or from Last-Event-ID as an EventSource sends it when it reconnects.
+      const again = await h.request(`/v1/workloads/${id}/cells/${cell}/events?after=1`);
+      expect(again.status).toBe(200);
+      expect(await again.text()).toBe(text.slice(text.indexOf("id: 2\n")));
+      const resumed = await h.request(`/v1/workloads/${id}/cells/${cell}/events`, {
+        headers: { "Last-Event-ID": "2" },
+      });
+      expect(await resumed.text()).toBe(text.slice(text.indexOf("id: 3\n")));
     }
+    expect((await h.request(`/v1/workloads/${id}/cells/nope/events`)).status).toBe(404);
+    expect((await h.request(`/v1/workloads/${id}/cells/nope/events?after=-1`)).status).toBe(400);
     const interrupted = await h.post(`/v1/workloads/${id}/interrupt`, {});
     expect(await interrupted.json()).toEqual({ interrupted: true });
   });

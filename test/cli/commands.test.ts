@@ -299,6 +299,7 @@ describe("session start and exec", () => {
           return answer;
         },
         interrupt: async () => ({ kind: "Ok", interrupted: true }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     const sid = (

@@ -39,6 +39,7 @@ test("exec ends its output with a newline, and adds none to an empty output", as
         };
       },
       interrupt: async () => ({ kind: "Ok", interrupted: false }),
+      restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
     },
   });
   const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });
@@ -92,6 +93,7 @@ describe("--save-images DIR", () => {
           };
         },
         interrupt: async () => ({ kind: "Ok", interrupted: false }),
+        restart: async () => ({ kind: "Ok", running: true, message: "the interpreter is running" }),
       },
     });
     const res = await h.post("/v1/workloads", { kind: "SESSION", profile: "interactive" });

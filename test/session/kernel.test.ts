@@ -166,11 +166,27 @@ describe("limits and failures", () => {
     for (const k of opened.splice(0)) await k.close();
   });
 
-  test("output beyond the cap is cut, with the count of what was dropped", async () => {
+  test("output beyond the cap keeps its head and its tail, says so as it happens, and counts the middle", async () => {
+    const dir = tempDir();
+    const go = join(dir, "go");
     const k = fastKernel({ maxOutputChars: 1000 });
-    const r = await run(k, "print('a' * 5000)\n'b' * 3000");
-    expect(r.output.startsWith("a".repeat(1000))).toBe(true);
-    expect(r.output).toContain("4001 more characters not shown");
+    const events: CellEvent[] = [];
+    // Issue 23: past the cap the end of the output (the final loss, the summary) was dropped
+    // and only said so after the cell; now the head goes out, a note at once, the tail last.
+    const running = k.exec(
+      `import os, time\nprint('a' * 5000, flush=True)\nwhile not os.path.exists(${JSON.stringify(go)}):\n    time.sleep(0.01)\nprint('final loss 0.01')\n'b' * 3000`,
+      { onEvent: (e) => events.push(e) },
+    );
+    const text = () => events.map((e) => (e.type === "stream" ? e.text : "")).join("");
+    await eventually(() => text().includes("the middle is left out"), { timeoutMs: 10_000 });
+    expect(text().startsWith("a".repeat(500))).toBe(true);
+    writeFileSync(go, "");
+    const answered = await running;
+    const output = text();
+    expect(output.endsWith("final loss 0.01\n")).toBe(true);
+    expect(output).toContain("[... 4017 more characters not shown]");
+    expect(output.length).toBeLessThan(1300);
+    const r = { value: answered.result?.["text/plain"] ?? null };
     expect(r.value!.length).toBeLessThan(1100);
     expect(r.value).toContain("more characters not shown");
   });
@@ -342,6 +358,88 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     expect(await run(k, "kept")).toMatchObject({ value: "'yes'", kernelRestarted: false });
   });
 
+  test("an interrupt asked for before the cell began is held until it begins, then stops it", async () => {
+    // Issue 19: the interrupt reached the interpreter while it still read and compiled the
+    // cell, when SIGINT is ignored; the client was told "interrupted" and the loop ran on.
+    // Fifty thousand lines make that window long enough to be hit every time.
+    const k = fastKernel();
+    await run(k, "kept = 'yes'");
+    const padding = "pad = 0\n".repeat(50_000);
+    const looping = k.exec(`${padding}while True: pass`);
+    expect(k.interrupt().kind).toBe("Interrupted");
+    const r = await Promise.race([
+      looping,
+      new Promise<null>((resolve) => setTimeout(() => resolve(null), 10_000)),
+    ]);
+    expect(r?.error?.ename ?? "the interrupt was lost: the loop still runs").toBe(
+      "KeyboardInterrupt",
+    );
+    expect(await run(k, "kept")).toMatchObject({ value: "'yes'", kernelRestarted: false });
+  });
+
+  test("an interrupt that does not stop its cell restarts the kernel after the grace; the cell and those queued behind it are told", async () => {
+    const statuses: KernelStatus[] = [];
+    const k = createKernel({
+      log: memoryLog(),
+      python: realPython(),
+      onStatus: (s) => statuses.push(s),
+    });
+    opened.push(k);
+    await run(k, "kept = 1");
+    // SIGINT ignored: what code stuck in C looks like from here.
+    const stuck = run(
+      k,
+      "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('looping', flush=True)\nwhile True: pass",
+    );
+    const queued = run(k, "'never ran'");
+    await eventually(
+      () => statuses.length >= 1 && k.interrupt(undefined, 300).kind === "Interrupted",
+    );
+    const r = await stuck;
+    expect(r).toMatchObject({ status: "ERROR", ename: "KernelRestarted" });
+    expect(r.error).toContain("did not stop within 0.3 s of its interrupt");
+    expect(r.events.find((e) => e.type === "kernel")).toMatchObject({
+      type: "kernel",
+      state: "restarting",
+    });
+    expect(await queued).toMatchObject({ status: "ERROR", ename: "KernelRestarted" });
+    expect(statuses.at(-1)).toMatchObject({ state: "running" });
+    expect(statuses.at(-1)?.replaced).toContain("did not stop");
+    // A fresh interpreter: the state is gone, and the cell after says nothing new (it was told).
+    expect(await run(k, "kept")).toMatchObject({ ename: "NameError", kernelRestarted: false });
+  });
+
+  test("an interrupt that stops its cell within the grace keeps the kernel", async () => {
+    const k = fastKernel();
+    await run(k, "kept = 1");
+    let started = false;
+    const looping = k.exec("print('go', flush=True)\nwhile True: pass", {
+      onEvent: () => {
+        started = true;
+      },
+    });
+    await eventually(() => started);
+    expect(k.interrupt(undefined, 60_000).kind).toBe("Interrupted");
+    expect((await looping).error?.ename).toBe("KeyboardInterrupt");
+    expect(await run(k, "kept")).toMatchObject({ value: "1", kernelRestarted: false });
+  });
+
+  test("restart gives a fresh interpreter: state gone, a running cell answered KernelRestarted", async () => {
+    const k = fastKernel();
+    await run(k, "x = 1");
+    let started = false;
+    const sleeping = k.exec("import time\nprint('go', flush=True)\ntime.sleep(60)", {
+      onEvent: () => {
+        started = true;
+      },
+    });
+    await eventually(() => started);
+    const status = await k.restart("asked for");
+    expect(status).toMatchObject({ state: "running", replaced: "asked for" });
+    expect((await sleeping).error?.ename).toBe("KernelRestarted");
+    expect(await run(k, "x")).toMatchObject({ ename: "NameError" });
+  });
+
   test("an interrupt names its cell: a queued cell is dropped, the running one is untouched", async () => {
     const dir = tempDir();
     const go = join(dir, "go");
@@ -359,7 +457,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     expect((await first).value).toBe("'first'");
   });
 
-  test("a kernel death is reported at once with how, and the next cell says the state is gone", async () => {
+  test("a kernel death is reported at once with how, a fresh one starts by itself, and the next cell says the state is gone", async () => {
     const statuses: KernelStatus[] = [];
     const k = createKernel({
       log: memoryLog(),
@@ -378,13 +476,16 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
         )
       ).status,
     ).toBe("OK");
-    await eventually(() => statuses.length === 2, { timeoutMs: 10_000 });
+    await eventually(() => statuses.length === 3, { timeoutMs: 10_000 });
     expect(statuses[1]).toMatchObject({ state: "dead" });
     expect(statuses[1]!.message).toContain("exit code 1");
-    expect(k.status().state).toBe("dead");
+    // Nobody had to send an exec for the fresh one (a session waiting for READY would wait).
+    expect(statuses[2]).toMatchObject({ state: "running" });
+    expect(statuses[2]!.replaced).toContain("exit code 1");
+    expect(k.status().state).toBe("running");
     const fresh = await run(k, "x");
     expect(fresh).toMatchObject({ status: "ERROR", ename: "NameError", kernelRestarted: true });
-    expect(statuses[2]).toMatchObject({ state: "running" });
     expect((await run(k, "1")).kernelRestarted).toBe(false);
+    expect(statuses).toHaveLength(3);
   });
 });

@@ -149,68 +149,6 @@ describe("session service: exec", () => {
     expect(JSON.stringify(r.outputs.at(-2))).toContain("outputs not shown");
   });
 
-  test("a caller that went away gets its cell interrupted after the grace, not before", async () => {
-    const timeline = manualTimeline();
-    const id = newWorkload(t.store);
-    const a = startAttempt(t.store, id);
-    gw.connect(a, prepared(id, a), 0);
-    markReady(id);
-    let answer: (r: ReturnType<typeof execAnswer>) => void = () => {};
-    const real = gw.request.bind(gw);
-    // The exec hangs until the test answers it; interrupts go through as usual.
-    gw.request = ((...args: Parameters<typeof real>) => {
-      if (args[3].kind !== "exec") return real(...args);
-      gw.sent.push({ allocationId: args[0], epoch: args[1], rank: args[2], request: args[3] });
-      return new Promise((resolve) => {
-        answer = (response) => resolve({ kind: "Answered", response } as never);
-      });
-    }) as typeof gw.request;
-    const service = createSessionService({
-      store: bindSessionStore(t.store),
-      gateway: gw,
-      log: silentLog,
-      disconnectGraceMs: 50,
-      timers: timeline,
-    });
-    const client = new AbortController();
-    const running = service.exec(id, "while True: pass", { signal: client.signal });
-    const cell = (gw.sent.at(-1)?.request as { cell?: string } | undefined)?.cell;
-    client.abort();
-    timeline.advance(49);
-    expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false); // grace first
-    timeline.advance(1);
-    await eventually(() => gw.sent.some((r) => r.request.kind === "interrupt"), {
-      timeoutMs: 5000,
-    });
-    expect(gw.sent.find((r) => r.request.kind === "interrupt")?.request).toEqual({
-      kind: "interrupt",
-      cell,
-    });
-    answer(execAnswer("ERROR", null, "KeyboardInterrupt"));
-    expect((await running).kind).toBe("Ok");
-  });
-
-  test("an exec that answers within the grace is not interrupted", async () => {
-    const timeline = manualTimeline();
-    const id = newWorkload(t.store);
-    const a = startAttempt(t.store, id);
-    gw.connect(a, prepared(id, a), 0);
-    markReady(id);
-    const service = createSessionService({
-      store: bindSessionStore(t.store),
-      gateway: gw,
-      log: silentLog,
-      disconnectGraceMs: 0,
-      timers: timeline,
-    });
-    const client = new AbortController();
-    client.abort();
-    expect((await service.exec(id, "1", { signal: client.signal })).kind).toBe("Ok");
-    expect(timeline.pending()).toBe(0); // the grace was disarmed with the answer
-    timeline.advance(1000); // and a (wrongly) armed one would fire now
-    expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false);
-  });
-
   test("a dead kernel does not block the exec that restarts it; other not-READY reasons do", async () => {
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
@@ -262,7 +200,96 @@ describe("session service: exec", () => {
       allocationId: a,
       epoch,
       rank: 0,
-      request: { kind: "interrupt" },
+      request: { kind: "interrupt", restartAfterMs: 10_000 },
+    });
+  });
+
+  test("a cell past its timeoutSeconds is interrupted (escalating) and answered with its output and CellTimeout", async () => {
+    const timeline = manualTimeline();
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    gw.connect(a, prepared(id, a), 0);
+    markReady(id);
+    let answer: (r: ReturnType<typeof execAnswer>) => void = () => {};
+    let emit: (text: string) => void = () => {};
+    const real = gw.request.bind(gw);
+    gw.request = ((...args: Parameters<typeof real>) => {
+      if (args[3].kind !== "exec") return real(...args);
+      gw.sent.push({ allocationId: args[0], epoch: args[1], rank: args[2], request: args[3] });
+      emit = (text) => args[5]?.onEvent?.({ type: "stream", name: "stdout", text });
+      return new Promise((resolve) => {
+        answer = (response) => resolve({ kind: "Answered", response } as never);
+      });
+    }) as typeof gw.request;
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+      interruptGraceMs: 3000,
+      timers: timeline,
+    });
+    const running = service.exec(id, "while True: pass", { timeoutSeconds: 5 });
+    const cell = (gw.sent.at(-1)?.request as { cell?: string } | undefined)?.cell;
+    emit("step 1\n");
+    timeline.advance(4999);
+    expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false);
+    timeline.advance(1);
+    await eventually(() => gw.sent.some((r) => r.request.kind === "interrupt"), {
+      timeoutMs: 5000,
+    });
+    expect(gw.sent.find((r) => r.request.kind === "interrupt")?.request).toEqual({
+      kind: "interrupt",
+      cell,
+      restartAfterMs: 3000,
+    });
+    answer(execAnswer("ERROR", null, "KeyboardInterrupt"));
+    const outcome = await running;
+    if (outcome.kind !== "Ok") throw new Error(`not answered: ${JSON.stringify(outcome)}`);
+    expect(outcome.status).toBe("ERROR");
+    expect(outcome.output).toBe("step 1\n");
+    const last = outcome.outputs.at(-1);
+    expect(last).toMatchObject({ type: "error", ename: "CellTimeout" });
+    expect(last?.type === "error" && last.evalue).toContain("timeoutSeconds (5 s)");
+    expect(timeline.pending()).toBe(0);
+  });
+
+  test("without timeoutSeconds a cell has no limit of its own: nothing interrupts it", async () => {
+    const timeline = manualTimeline();
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    gw.connect(a, prepared(id, a), 0);
+    markReady(id);
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+      timers: timeline,
+    });
+    expect((await service.exec(id, "1")).kind).toBe("Ok");
+    expect(timeline.pending()).toBe(0);
+    expect(gw.sent.some((r) => r.request.kind === "interrupt")).toBe(false);
+  });
+
+  test("restart asks rank 0's worker for a fresh kernel; not READY, nothing is sent", async () => {
+    const service = createSessionService({
+      store: bindSessionStore(t.store),
+      gateway: gw,
+      log: silentLog,
+    });
+    expect(await service.restart("nope")).toEqual({ kind: "NotFound" });
+    const id = newWorkload(t.store);
+    const a = startAttempt(t.store, id);
+    const epoch = prepared(id, a);
+    gw.connect(a, epoch, 0);
+    expect((await service.restart(id)).kind).toBe("NotReady");
+    expect(gw.sent).toEqual([]);
+    markReady(id);
+    expect(await service.restart(id)).toMatchObject({ kind: "Ok", running: true });
+    expect(gw.sent.at(-1)).toEqual({
+      allocationId: a,
+      epoch,
+      rank: 0,
+      request: { kind: "restart" },
     });
   });
 

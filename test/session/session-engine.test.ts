@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import {
   DEFAULT_LEASE,
-  DISCONNECT_GRACE_ENV,
   IDLE_TIMEOUT_ENV,
+  INTERRUPT_GRACE_ENV,
   MAX_LIFETIME_ENV,
   sessionSettingsFromEnv,
   WORKER_COMMAND_ENV,
@@ -18,7 +18,7 @@ describe("session settings from the daemon's environment", () => {
       settings: {
         workerCommand: ["/opt/openai4s", "worker"],
         lease: DEFAULT_LEASE,
-        disconnectGraceMs: 2000,
+        interruptGraceMs: 10_000,
         tls: { kind: "Generated" },
       },
     });
@@ -29,7 +29,7 @@ describe("session settings from the daemon's environment", () => {
       {
         [IDLE_TIMEOUT_ENV]: "900",
         [MAX_LIFETIME_ENV]: "7200",
-        [DISCONNECT_GRACE_ENV]: "250",
+        [INTERRUPT_GRACE_ENV]: "1500",
         [WORKER_TLS_KEY_ENV]: "/etc/o4s/gw.key",
         [WORKER_TLS_CERT_ENV]: "/etc/o4s/gw.crt",
         [WORKER_COMMAND_ENV]: JSON.stringify(["/usr/local/bin/wrapper", "--flag"]),
@@ -41,7 +41,7 @@ describe("session settings from the daemon's environment", () => {
       settings: {
         workerCommand: ["/usr/local/bin/wrapper", "--flag"],
         lease: { idleTimeoutSeconds: 900, maxLifetimeSeconds: 7200 },
-        disconnectGraceMs: 250,
+        interruptGraceMs: 1500,
         tls: { kind: "Given", key: "/etc/o4s/gw.key", cert: "/etc/o4s/gw.crt" },
       },
     });
@@ -52,8 +52,8 @@ describe("session settings from the daemon's environment", () => {
       { [IDLE_TIMEOUT_ENV]: "15m" },
       { [IDLE_TIMEOUT_ENV]: "0" },
       { [MAX_LIFETIME_ENV]: "-1" },
-      { [DISCONNECT_GRACE_ENV]: "2s" },
-      { [DISCONNECT_GRACE_ENV]: "-5" },
+      { [INTERRUPT_GRACE_ENV]: "0" },
+      { [INTERRUPT_GRACE_ENV]: "10s" },
       { [WORKER_TLS_ENV]: "maybe" },
       { [WORKER_TLS_KEY_ENV]: "/only/the/key" },
       { [WORKER_TLS_ENV]: "off", [WORKER_TLS_KEY_ENV]: "/k", [WORKER_TLS_CERT_ENV]: "/c" },

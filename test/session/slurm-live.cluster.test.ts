@@ -134,7 +134,7 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
     ).toBe("PNG");
   }, 60_000);
 
-  test("os._exit(1) turns KERNEL_RESPONSIVE FALSE at once; the next exec restarts it", async () => {
+  test("os._exit(1) is seen at once; a fresh kernel replaces it and the next exec says so", async () => {
     const armed = await d.cli(
       "exec",
       id,
@@ -147,14 +147,15 @@ describe.skipIf(testCluster === null)("slurm-cluster live sessions", () => {
       await poll(async () => {
         const w = await d.show(id);
         const k = condition(w, "KERNEL_RESPONSIVE");
-        if (k?.status !== "FALSE") return false;
-        expect(k.reason).toBe("KERNEL_DIED");
+        // Dead for a moment (FALSE KERNEL_DIED), then replaced at once (TRUE
+        // KERNEL_RESTARTED): a pass may see either, and both say how it died.
+        if (k?.reason !== "KERNEL_DIED" && k?.reason !== "KERNEL_RESTARTED") return false;
         expect(k.message).toContain("exit code 1");
         seenAt = Date.parse(String(k.lastTransitionTime));
         return true;
       }, 15_000),
     ).toBe(true);
-    console.log(`slurm liveness: KERNEL_RESPONSIVE FALSE ${seenAt - diesAt} ms after the death`);
+    console.log(`slurm liveness: the death seen ${seenAt - diesAt} ms after it`);
     expect(seenAt - diesAt).toBeLessThan(1000);
     const next = JSON.parse((await d.cli("exec", id, "kept", "--json")).stdout);
     expect(next).toMatchObject({ status: "ERROR", kernelRestarted: true });

@@ -119,6 +119,9 @@ export function fakeGateway(): FakeGateway {
         case "interrupt":
           response = { kind: "interrupt", delivered: false };
           break;
+        case "restart":
+          response = { kind: "restart", restarted: true, message: "the interpreter is running" };
+          break;
       }
       return { kind: "Answered", response } as RequestOutcome<ResponseFor<R>>;
     },

@@ -20,5 +20,6 @@ export function timedSessionService(
       }
     },
     interrupt: (workloadId) => inner.interrupt(workloadId),
+    restart: (workloadId) => inner.restart(workloadId),
   };
 }

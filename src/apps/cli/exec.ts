@@ -12,13 +12,23 @@ import {
   reportFailure,
   systemRuntime,
 } from "./client.ts";
+import { parseDurationFlag } from "./duration.ts";
 
-const HELP = `Usage: openai4s exec ID CODE [--save-images DIR]
+const HELP = `Usage: openai4s exec ID CODE [--timeout DURATION] [--save-images DIR]
 
 Run CODE in the kernel of READY session ID. What the code prints is shown as it happens;
 then the value of its last expression. Counts as activity, so it keeps the session from
-being reclaimed as idle. Stopping this command (Ctrl-C) interrupts the code shortly after.
+being reclaimed as idle. Stopping this command (Ctrl-C, a lost connection) leaves the code
+running, as a notebook's cell keeps running when its tab closes: \`openai4s interrupt ID\`
+stops it, and its output can be read again through the API by its cell id (docs/sessions.md).
+A cell has no time limit of its own unless --timeout gives one; the session's lifetime and
+its job's time limit still apply.
 Exit status 1 when the code raised an error (printed on stderr) or the session is not READY.
+
+  --timeout DURATION   The cell's own limit (90, 15m, 2h, 1h30m, HH:MM:SS): past it the
+                       code is interrupted, and its kernel restarted if the interrupt does
+                       not stop it; the output until then is printed, then a CellTimeout
+                       error (exit 1).
 
   --save-images DIR    Write each image the code displays (matplotlib figures, objects
                        with _repr_png_) to DIR as a PNG file and print its path. DIR is
@@ -37,12 +47,15 @@ export function createExecCommand(runtime: ClientRuntime = systemRuntime): Comma
     name: "exec",
     summary: "Run code in a READY session's kernel",
     help: HELP,
-    options: { "save-images": { type: "string" } },
+    options: { "save-images": { type: "string" }, timeout: { type: "string" } },
     async run({ positionals, values, io, json, connect }) {
       if (positionals.length !== 2) {
         throw new UsageError("exec: expected exactly two arguments: ID CODE");
       }
       const [id, code] = positionals as [string, string];
+      const timeoutSeconds = parseDurationFlag("exec", "--timeout", values.timeout);
+      if (timeoutSeconds === 0) throw new UsageError("exec: --timeout must be at least 1 s");
+      const request = { code, ...(timeoutSeconds !== undefined && { timeoutSeconds }) };
       const imagesDir = values["save-images"];
       if (imagesDir === "") throw new UsageError("exec: --save-images needs a directory");
       const images = imagesDir === undefined ? null : imageSaver(imagesDir, runtime);
@@ -55,25 +68,31 @@ export function createExecCommand(runtime: ClientRuntime = systemRuntime): Comma
       }
       const client = connect();
       const exit = json
-        ? await runJson(client, id, code, io, images)
-        : await runStreaming(client, id, code, io, images);
+        ? await runJson(client, id, request, io, images)
+        : await runStreaming(client, id, request, io, images);
       // An image that could not be written is lost output: never exit 0 after it.
       return images?.failed() ? 1 : exit;
     },
   });
 }
 
+/** The exec request's body. */
+interface ExecRequest {
+  readonly code: string;
+  readonly timeoutSeconds?: number;
+}
+
 async function runJson(
   client: ApiClient,
   id: string,
-  code: string,
+  request: ExecRequest,
   io: CommandIo,
   images: ImageSaver | null,
 ): Promise<number> {
   const result = await client.request<ExecResponseBody>(
     "POST",
     `/v1/workloads/${encodeId(id)}/exec`,
-    { body: { code } },
+    { body: request },
   );
   if (result.kind !== "Ok") return reportFailure("exec", result, io, true);
   printJson(io, result.body);
@@ -89,12 +108,12 @@ async function runJson(
 async function runStreaming(
   client: ApiClient,
   id: string,
-  code: string,
+  request: ExecRequest,
   io: CommandIo,
   images: ImageSaver | null,
 ): Promise<number> {
   const opened = await client.open("POST", `/v1/workloads/${encodeId(id)}/exec?stream=1`, {
-    body: { code },
+    body: request,
     headers: { Accept: "text/event-stream" },
   });
   if (opened.kind !== "Ok") return reportFailure("exec", opened, io, false);
@@ -127,6 +146,9 @@ async function runStreaming(
         break;
       case "display":
         showBundle(data["data"] as Bundle, line, images, io);
+        break;
+      case "kernel":
+        io.stderr(`[${String(data["message"] ?? "the kernel is restarting")}]\n`);
         break;
       case "result":
         restartNote(data, io);

@@ -13,8 +13,10 @@ import {
 const HELP = `Usage: openai4s interrupt ID
 
 Interrupt the code running in session ID, as a notebook's interrupt button does: the
-running cell gets a KeyboardInterrupt, and the kernel keeps its variables. Prints whether a
-cell was running. Exit status 1 when the session is not READY.
+running cell gets a KeyboardInterrupt, and the kernel keeps its variables. Code that does
+not stop within the daemon's interrupt grace (stuck in C, or catching KeyboardInterrupt)
+costs the kernel: it is restarted, every variable is gone, and the cell's output says so.
+Prints whether a cell was running. Exit status 1 when the session is not READY.
 
 ${CLIENT_OPTIONS_HELP}`;
 

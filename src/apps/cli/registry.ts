@@ -47,6 +47,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./interrupt.ts")).interruptCommand,
   },
   {
+    name: "restart",
+    summary: "Restart a session's kernel",
+    load: async () => (await import("./restart.ts")).restartCommand,
+  },
+  {
     name: "list",
     summary: "List workloads",
     load: async () => (await import("./list.ts")).listCommand,

@@ -111,8 +111,8 @@ Environment:
                                      certificate generated into the state dir).
   OPENAI4S_WORKER_TLS_KEY=FILE, OPENAI4S_WORKER_TLS_CERT=FILE
                                      The admin's key (mode 600) and certificate instead.
-  OPENAI4S_EXEC_DISCONNECT_GRACE_MS=N
-                                     Interrupt an exec's cell N ms after its client left (2000).
+  OPENAI4S_INTERRUPT_GRACE_MS=N      An interrupted cell still running N ms later costs its
+                                     kernel: restarted, state lost (10000).
   OPENAI4S_WARN_MINUTES_BEFORE_LIMIT=N
                                      Local backend: a job's TIME_LIMIT_NEAR event and its
                                      SIGURG come N minutes before its time limit (5; 0: none;

@@ -9,6 +9,7 @@ Protocol, private to the worker: one JSON object per line.
   out (the original fd 1), while cell N runs, in the order they happen:
       {"id": N, "event": {"type": "stream", "name": "stdout"|"stderr", "text": str}}
       {"id": N, "event": {"type": "display_data", "data": {MIME: str, ...}}}
+      {"id": N, "started": true}   once, when a SIGINT starts to interrupt the cell (below)
     and then, once:
       {"id": N, "reply": {"status": "OK"|"ERROR",
                           "result": {MIME: str, ...} | null,     # the last expression
@@ -22,7 +23,8 @@ over MAX_MIME_CHARS is left out and "text/plain" says so.
 Before any user code runs, fd 0 is re-pointed at /dev/null and fd 1 at stderr, and the
 protocol keeps private duplicates: neither the user's code nor a subprocess it starts can read
 the next request or print into a reply. Python-level output is streamed as it is written, and
-capped per cell (MAX_CHARS per stream), so a cell printing gigabytes costs MAX_CHARS.
+capped per cell (MAX_CHARS per stream: its first and last halves, see HeadTail), so a cell
+printing gigabytes costs MAX_CHARS.
 
 Only one thread writes the protocol (the writer thread, fed by a queue). SIGINT raises
 KeyboardInterrupt in the main thread between any two bytecodes; were the main thread to write
@@ -30,12 +32,15 @@ protocol lines itself, an interrupt could cut one in half and desynchronise the 
 
 SIGINT interrupts a running cell (KeyboardInterrupt, reported as an ERROR) and is ignored
 while the kernel is idle, so an interrupt that arrives just after a cell finished cannot kill
-the kernel or land in the next cell. End of input (the worker is gone) ends the kernel.
+the kernel or land in the next cell. Because of that, a SIGINT sent after the worker wrote a
+request but before the cell began would be lost; the worker holds an interrupt back until the
+cell's "started" line. End of input (the worker is gone) ends the kernel.
 """
 
 import ast
 import base64
 import builtins
+import collections
 import io
 import json
 import linecache
@@ -113,6 +118,58 @@ def merge(batch):
     return merged
 
 
+class HeadTail:
+    """One stream's cap in a cell: the first half of `limit` characters go out as written;
+    past it one line says so at once (while the cell runs, not after), the middle is left out,
+    and the last half is kept and sent when the cell ends. The end of a long output (the
+    final loss, the summary) is the part a scientist needs: it must not be the part dropped.
+    """
+
+    def __init__(self, limit):
+        self.head = limit - limit // 2
+        self.tail_limit = limit // 2
+        self.passed = 0
+        self.tail = collections.deque()
+        self.tail_chars = 0
+        self.dropped = 0
+        self.cutting = False
+
+    def take(self, text):
+        """(what of `text` goes out now, the note that cutting began or None)."""
+        now = text[: max(self.head - self.passed, 0)]
+        self.passed += len(now)
+        rest = text[len(now) :]
+        if not rest:
+            return now, None
+        note = None
+        if not self.cutting:
+            self.cutting = True
+            note = (
+                "\n[... output over %d characters: the middle is left out; its last %d characters follow when the cell ends]\n"
+                % (self.head, self.tail_limit)
+            )
+        self.tail.append(rest)
+        self.tail_chars += len(rest)
+        while self.tail_chars > self.tail_limit:
+            first = self.tail[0]
+            excess = self.tail_chars - self.tail_limit
+            if len(first) <= excess:
+                self.tail.popleft()
+                cut = len(first)
+            else:
+                self.tail[0] = first[excess:]
+                cut = excess
+            self.tail_chars -= cut
+            self.dropped += cut
+        return now, note
+
+    def end(self):
+        """The kept tail, after a line counting what was left out; None when nothing was cut."""
+        if not self.cutting:
+            return None
+        return "\n[... %d more characters not shown]\n%s" % (self.dropped, "".join(self.tail))
+
+
 class Stream(io.TextIOBase):
     """sys.stdout / sys.stderr of a cell: sends what is written, up to `limit` characters.
 
@@ -126,8 +183,7 @@ class Stream(io.TextIOBase):
         super().__init__()
         self._kernel = kernel
         self._name = name
-        self._kept = 0
-        self._dropped = 0
+        self._cap = HeadTail(kernel.limit)
 
     def writable(self):
         return True
@@ -141,24 +197,20 @@ class Stream(io.TextIOBase):
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not " + type(text).__name__)
-        room = self._kernel.limit - self._kept
-        if room > 0:
-            piece = text[:room]
-            self._kept += len(piece)
-            for i in range(0, len(piece), STREAM_CHUNK_CHARS):
-                self._kernel.emit({"type": "stream", "name": self._name, "text": piece[i : i + STREAM_CHUNK_CHARS]})
-        self._dropped += max(0, len(text) - max(room, 0))
+        now, note = self._cap.take(text)
+        self._send(now)
+        if note is not None:
+            self._send(note)
         return len(text)
 
+    def _send(self, piece):
+        for i in range(0, len(piece), STREAM_CHUNK_CHARS):
+            self._kernel.emit({"type": "stream", "name": self._name, "text": piece[i : i + STREAM_CHUNK_CHARS]})
+
     def close_cell(self):
-        if self._dropped:
-            self._kernel.emit(
-                {
-                    "type": "stream",
-                    "name": self._name,
-                    "text": "\n[... %d more characters not shown]\n" % self._dropped,
-                }
-            )
+        rest = self._cap.end()
+        if rest is not None:
+            self._send(rest)
 
 
 def figure_png(obj):
@@ -198,6 +250,13 @@ class Kernel:
     def on_sigint(self, signum, frame):
         if self.running:
             raise KeyboardInterrupt
+
+    def begin_cell(self):
+        """From here a SIGINT interrupts the cell, and the worker is told so: an interrupt it
+        sent before (while this kernel was reading, parsing, compiling) would be ignored, and
+        `while True: pass` would run on although the client was answered "interrupted"."""
+        self.running = True
+        self.writer.put({"id": self.cell_id, "started": True})
 
     def emit(self, event):
         if self.cell_id is not None:
@@ -317,7 +376,7 @@ class Kernel:
                     last = ast.Expression(tree.body.pop().value)
                 body = compile(tree, filename, "exec")
                 tail = compile(last, filename, "eval") if last is not None else None
-                self.running = True
+                self.begin_cell()
                 exec(body, self.namespace)
                 value = eval(tail, self.namespace) if tail is not None else None
                 if value is not None:

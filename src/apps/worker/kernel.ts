@@ -6,8 +6,16 @@
  *
  * If the interpreter dies (a segfault in an extension, `os._exit`, the OOM killer), the cell
  * it was running is answered ERROR, `onStatus` reports the death at once (the process is
- * watched, not polled), and the next cell starts a fresh interpreter and says so
- * (`kernelRestarted`): a dead kernel must cost one answer and its state, not the worker.
+ * watched, not polled), a fresh interpreter starts at once (as Jupyter's autorestart does,
+ * so a session waiting for READY does not wait for an exec that nobody sends), and the next
+ * cell says its state is gone (`kernelRestarted`): a dead kernel must cost one answer and its
+ * state, not the worker. A kernel that keeps dying is left dead after a few tries
+ * (restart-budget.ts); the next exec tries again.
+ *
+ * An interrupt may escalate: a cell still running `restartAfterMs` after its SIGINT (stuck in
+ * C, or catching KeyboardInterrupt) costs the interpreter, which is replaced; the cell hears
+ * it (a `kernel` event, then a KernelRestarted error), and so do the cells queued behind it,
+ * which never ran: their code was written against state that is gone.
  *
  * The interpreter gets its own process group, so closing the kernel also kills whatever the
  * user's code started; the worker closes it on every way out (stop, grace expiry, signals),
@@ -27,6 +35,7 @@ import {
   MimeBundleSchema,
 } from "../../wire/worker-protocol.ts";
 import kernelSource from "./kernel.py" with { type: "text" };
+import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
 export interface KernelResult {
   readonly status: "OK" | "ERROR";
@@ -55,8 +64,14 @@ export type InterruptOutcome =
 export interface Kernel {
   /** Runs `code` after every cell asked for before it. Never rejects. */
   exec(code: string, options?: ExecOptions): Promise<KernelResult>;
-  /** Interrupts the running cell, or only the named cell (running or waiting). */
-  interrupt(cell?: string): InterruptOutcome;
+  /**
+   * Interrupts the running cell, or only the named cell (running or waiting). With
+   * `restartAfterMs`, a cell that has not answered that long after the interrupt costs the
+   * interpreter (see the top).
+   */
+  interrupt(cell?: string, restartAfterMs?: number): InterruptOutcome;
+  /** A fresh interpreter in place of this one; the running and queued cells fail. */
+  restart(why: string): Promise<KernelStatus>;
   /** Starts the interpreter now, so the first cell does not pay for its start-up. */
   start(): void;
   /** The interpreter's state now. */
@@ -82,6 +97,7 @@ export interface KernelOptions {
 
 const LineSchema = v.union([
   v.object({ id: v.number(), event: CellEventSchema }),
+  v.object({ id: v.number(), started: v.literal(true) }),
   v.object({
     id: v.number(),
     reply: v.object({
@@ -108,6 +124,12 @@ interface Cell {
 interface Running extends Cell {
   readonly proc: KernelProcess;
   readonly restarted: boolean;
+  /** The interpreter said the cell began: from here a SIGINT interrupts it. */
+  started: boolean;
+  /** Interrupted before it began: the SIGINT goes out with its "started" line. */
+  interruptHeld: boolean;
+  /** The escalation of an interrupt, armed until the cell answers. */
+  escalation: ReturnType<typeof setTimeout> | null;
 }
 
 function failedResult(ename: string, message: string, kernelRestarted = false): KernelResult {
@@ -116,6 +138,16 @@ function failedResult(ename: string, message: string, kernelRestarted = false): 
     result: null,
     error: { ename, evalue: message, traceback: message },
     kernelRestarted,
+  };
+}
+
+/** A cell the kernel's restart cost its run: the traceback names the error, as Python's do. */
+function restartedResult(message: string): KernelResult {
+  return {
+    status: "ERROR",
+    result: null,
+    error: { ename: "KernelRestarted", evalue: message, traceback: `KernelRestarted: ${message}` },
+    kernelRestarted: false,
   };
 }
 
@@ -134,6 +166,11 @@ export function createKernel(options: KernelOptions): Kernel {
   let freshAfterDeath = false;
   let oomKillsAtStart: number | null = null;
   let current: KernelStatus = { state: "stopped", message: "not started yet" };
+  /** The interpreter killed on purpose (restart, escalation), and what its cells are told. */
+  let replacing: { readonly proc: KernelProcess; readonly why: string } | null = null;
+  /** How the previous interpreter ended, for the status of the one that replaces it. */
+  let replaced: string | null = null;
+  const budget = createRestartBudget();
 
   function setStatus(status: KernelStatus): void {
     current = status;
@@ -171,12 +208,15 @@ export function createKernel(options: KernelOptions): Kernel {
     oomKillsAtStart = oomKillCount(options.fsRoot ?? "/");
     void readLines(p);
     void p.exited.then(() => onExit(p));
-    setStatus({
-      state: "running",
-      message: freshAfterDeath
-        ? "a fresh interpreter replaced the one that died; earlier state is lost"
-        : "the interpreter is running",
-    });
+    setStatus(
+      replaced === null
+        ? { state: "running", message: "the interpreter is running" }
+        : {
+            state: "running",
+            message: `a fresh interpreter replaced the previous one (${replaced}); earlier state is lost`,
+            replaced,
+          },
+    );
     return p;
   }
 
@@ -224,6 +264,11 @@ export function createKernel(options: KernelOptions): Kernel {
       kill(p);
       return;
     }
+    if ("started" in parsed) {
+      cell.started = true;
+      if (cell.interruptHeld) signalInterrupt(cell);
+      return;
+    }
     if ("event" in parsed) {
       try {
         cell.onEvent?.(parsed.event);
@@ -233,36 +278,84 @@ export function createKernel(options: KernelOptions): Kernel {
       return;
     }
     running = null;
+    if (cell.escalation) clearTimeout(cell.escalation);
     cell.resolve({ ...parsed.reply, kernelRestarted: cell.restarted });
     pump();
   }
 
   function onExit(p: KernelProcess): void {
     if (proc === p) proc = null;
-    const how = describeExit(p, oomKillsAtStart, oomKillCount(options.fsRoot ?? "/"));
-    if (!closed) {
-      diedBefore = true;
-      setStatus({
-        state: "dead",
-        message: `the Python kernel died (${how}); its state is lost, and the next exec starts a fresh interpreter`,
-      });
-    }
-    const cell = running;
-    if (cell && cell.proc === p) {
+    const deliberate = replacing?.proc === p ? replacing : null;
+    if (deliberate) replacing = null;
+    const cell = running?.proc === p ? running : null;
+    if (cell) {
       running = null;
+      if (cell.escalation) clearTimeout(cell.escalation);
+    }
+    if (closed) {
+      cell?.resolve(failedResult("KernelShutDown", "the kernel was shut down"));
+      return;
+    }
+    if (deliberate) {
+      replaced = deliberate.why;
+      const lost = `${deliberate.why}: the kernel was restarted, and every variable is gone`;
+      cell?.resolve(restartedResult(lost));
+      failWaiting(`the kernel was restarted (${deliberate.why}) before this cell ran`);
+      spawn();
+      return;
+    }
+    const how = describeExit(p, oomKillsAtStart, oomKillCount(options.fsRoot ?? "/"));
+    diedBefore = true;
+    replaced = `the previous one died: ${how}`;
+    const again = budget.allow(Date.now());
+    setStatus({
+      state: "dead",
+      message: again
+        ? `the Python kernel died (${how}); its state is lost, and a fresh interpreter is starting`
+        : `the Python kernel died (${how}) ${RESTART_BUDGET.deaths} times within ${RESTART_BUDGET.windowMs / 1000} s; it is left dead, and the next exec starts a fresh interpreter`,
+    });
+    if (cell) {
       cell.resolve(
-        closed
-          ? failedResult("KernelShutDown", "the kernel was shut down")
-          : failedResult(
-              "KernelDied",
-              `the Python kernel died (${how}) while running this code; its state is lost, and the next exec starts a fresh interpreter`,
-            ),
+        failedResult(
+          "KernelDied",
+          `the Python kernel died (${how}) while running this code; its state is lost, and the next cell runs in a fresh interpreter`,
+        ),
       );
-      pump();
-    } else if (!closed) {
-      log.warn("kernel: the interpreter exited while idle; the next exec starts a fresh one", {
-        how,
+    } else {
+      log.warn("kernel: the interpreter exited while idle", { how, restarting: again });
+    }
+    if (again) spawn();
+    pump();
+  }
+
+  /** Kills `p` on purpose: its exit starts the next interpreter (see onExit). */
+  function replace(p: KernelProcess, why: string, cell: Running | null): void {
+    if (replacing !== null) return;
+    replacing = { proc: p, why };
+    try {
+      cell?.onEvent?.({
+        type: "kernel",
+        state: "restarting",
+        message: `${why}: restarting the kernel; every variable is lost`,
       });
+    } catch (error) {
+      log.error("kernel: event listener failed", { error: String(error) });
+    }
+    kill(p);
+  }
+
+  function failWaiting(message: string): void {
+    for (const cell of waiting.splice(0)) {
+      cell.resolve(restartedResult(`${message}; nothing of it ran`));
+    }
+  }
+
+  function signalInterrupt(cell: Running): boolean {
+    try {
+      process.kill(cell.proc.pid, "SIGINT");
+      return true;
+    } catch {
+      return false; // the interpreter is gone; its exit answers the cell
     }
   }
 
@@ -284,7 +377,14 @@ export function createKernel(options: KernelOptions): Kernel {
     }
     const restarted = freshAfterDeath;
     freshAfterDeath = false;
-    running = { ...cell, proc: started, restarted };
+    running = {
+      ...cell,
+      proc: started,
+      restarted,
+      started: false,
+      interruptHeld: false,
+      escalation: null,
+    };
     try {
       started.stdin.write(`${JSON.stringify({ id: cell.id, code: cell.code })}\n`);
       void started.stdin.flush();
@@ -308,15 +408,21 @@ export function createKernel(options: KernelOptions): Kernel {
       });
     },
 
-    interrupt(cell) {
+    interrupt(cell, restartAfterMs) {
       const target = running;
       if (target && (cell === undefined || target.name === cell)) {
-        try {
-          process.kill(target.proc.pid, "SIGINT");
-          return { kind: "Interrupted" };
-        } catch {
-          return { kind: "NotRunning" };
+        // Before its "started" line the interpreter ignores SIGINT (it is reading, parsing
+        // or compiling the cell): sent now, the interrupt would be answered yet lost.
+        if (!target.started) target.interruptHeld = true;
+        else if (!signalInterrupt(target)) return { kind: "NotRunning" };
+        if (restartAfterMs !== undefined && target.escalation === null) {
+          target.escalation = setTimeout(() => {
+            if (running !== target) return;
+            const why = `the cell did not stop within ${seconds(restartAfterMs)} of its interrupt`;
+            replace(target.proc, why, target);
+          }, restartAfterMs);
         }
+        return { kind: "Interrupted" };
       }
       if (cell === undefined) return { kind: "NotRunning" };
       const index = waiting.findIndex((c) => c.name === cell);
@@ -326,6 +432,25 @@ export function createKernel(options: KernelOptions): Kernel {
         failedResult("KeyboardInterrupt", "KeyboardInterrupt: interrupted before it started"),
       );
       return { kind: "Dequeued" };
+    },
+
+    async restart(why) {
+      if (closed) return current;
+      const p = proc;
+      if (p) {
+        replace(p, why, running?.proc === p ? running : null);
+        await p.exited; // its exit (onExit, registered first) started the fresh one
+        return current;
+      }
+      // Dead and left dead, or never started: nothing to kill.
+      replaced = why;
+      diedBefore = false;
+      failWaiting(`the kernel was restarted (${why}) before this cell ran`);
+      const started = spawn();
+      if (typeof started === "string") {
+        setStatus({ state: "dead", message: started.slice(0, 1000) });
+      }
+      return current;
     },
 
     start() {
@@ -347,6 +472,11 @@ export function createKernel(options: KernelOptions): Kernel {
       await p.exited;
     },
   };
+}
+
+/** "10 s", "0.5 s". */
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(3))} s`;
 }
 
 /** "exit code 1", "signal SIGSEGV", "signal SIGKILL, by the out-of-memory killer". */

@@ -316,8 +316,14 @@ async function handle(
     }
     case "probe_workspace":
       return probeWorkspace(request.path, request.expect);
-    case "interrupt":
-      return { kind: "interrupt", delivered: kernel.interrupt(request.cell).kind !== "NotRunning" };
+    case "interrupt": {
+      const outcome = kernel.interrupt(request.cell, request.restartAfterMs);
+      return { kind: "interrupt", delivered: outcome.kind !== "NotRunning" };
+    }
+    case "restart": {
+      const status = await kernel.restart("a restart was asked for");
+      return { kind: "restart", restarted: status.state === "running", message: status.message };
+    }
     default: {
       const never: never = request;
       throw new Error(`unhandled request ${JSON.stringify(never)}`);
@@ -381,7 +387,7 @@ function fitResponse(id: number, response: WorkerResponse, maxFrameBytes: number
 function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
   const fits = (e: CellEvent) =>
     encodeFrame({ kind: "event", id: Number.MAX_SAFE_INTEGER, event: e }, maxFrameBytes) !== null;
-  if (fits(event)) return event;
+  if (fits(event) || event.type === "kernel") return event; // a kernel event is bounded
   for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
     const shrunk: CellEvent =
       event.type === "stream"

@@ -20,7 +20,9 @@ export function activityRenewMs(lease: ReclaimerDefaults): number {
  * timeout was reclaimed under the user as "idle with no activity" (measured: an 80 s cell in
  * a session with a 60 s idle timeout was CANCELLED IDLE_TIMEOUT at 60 s and the exec
  * answered "worker not connected"). Heartbeats still renew nothing; only an exec a user
- * sent does, and only until it answers or the service's exec timeout interrupts it.
+ * sent does, and only until it answers (its own timeoutSeconds, an interrupt, a restart).
+ * A cell whose client went away still runs, so it still renews: a busy kernel is not idle,
+ * as Jupyter's culler leaves busy kernels alone by default; the maximum lifetime bounds it.
  */
 export function keepActiveWhileRunning(
   service: SessionService,
@@ -46,5 +48,6 @@ export function keepActiveWhileRunning(
       }
     },
     interrupt: (workloadId) => service.interrupt(workloadId),
+    restart: (workloadId) => service.restart(workloadId),
   };
 }

@@ -25,6 +25,12 @@ export interface ConditionValue {
  * the next exec is what starts a fresh kernel (see the session service).
  */
 export const KERNEL_DIED = "KERNEL_DIED";
+/**
+ * KERNEL_RESPONSIVE's reason (status TRUE) while a worker's kernel is a replacement: the one
+ * before died, or was restarted (asked for, or an interrupt that did not stop its cell). The
+ * session is READY again; the message says how the previous one ended and that state is gone.
+ */
+export const KERNEL_RESTARTED = "KERNEL_RESTARTED";
 
 export type ProbeResult =
   | { readonly ok: true; readonly message: string }

@@ -27,6 +27,7 @@ import {
   type ConditionValue,
   endedConditions,
   KERNEL_DIED,
+  KERNEL_RESTARTED,
   PROBED_REASONS,
   type ProbedConditionType,
   type ProbeResult,
@@ -308,15 +309,23 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       ? probedCondition("WORKSPACE_VISIBLE", known.workspace)
       : notChecked("WORKSPACE_VISIBLE", wanted ? "probing the workers" : "the session is stopping");
     const died = deadKernels(a, ranks);
+    const replaced = known.kernel?.ok ? replacedKernels(a, ranks) : null;
     const kernel: ConditionValue =
       died !== null
         ? { type: "KERNEL_RESPONSIVE", status: "FALSE", reason: KERNEL_DIED, message: died }
-        : known.kernel
-          ? probedCondition("KERNEL_RESPONSIVE", known.kernel)
-          : notChecked(
-              "KERNEL_RESPONSIVE",
-              wanted ? "probing the workers" : "the session is stopping",
-            );
+        : replaced !== null
+          ? {
+              type: "KERNEL_RESPONSIVE",
+              status: "TRUE",
+              reason: KERNEL_RESTARTED,
+              message: replaced,
+            }
+          : known.kernel
+            ? probedCondition("KERNEL_RESPONSIVE", known.kernel)
+            : notChecked(
+                "KERNEL_RESPONSIVE",
+                wanted ? "probing the workers" : "the session is stopping",
+              );
     const four = [allocationRunning, workerConnected, workspace, kernel];
     return [...four, readyCondition(four)];
   }
@@ -334,6 +343,18 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       }
     }
     return deaths.length > 0 ? deaths.join("; ") : null;
+  }
+
+  /** What the workers said of kernels that replaced one that is gone (see KERNEL_RESTARTED). */
+  function replacedKernels(a: Allocation, ranks: number): string | null {
+    const replacements: string[] = [];
+    for (let rank = 0; rank < ranks; rank++) {
+      const status = gateway.connection(a.id, a.epoch, rank)?.kernel;
+      if (status?.state === "running" && status.replaced !== undefined) {
+        replacements.push(ranks === 1 ? status.message : `rank ${rank}: ${status.message}`);
+      }
+    }
+    return replacements.length > 0 ? replacements.join("; ") : null;
   }
 
   function noteReady(workload: Workload, before: string | undefined): void {

@@ -23,6 +23,7 @@ import type {
   ExecOutcome,
   ExecOutput,
   InterruptOutcome,
+  RestartOutcome,
   SessionService,
 } from "./session-service.ts";
 
@@ -30,14 +31,18 @@ export interface SessionServiceOptions {
   readonly store: SessionStore;
   readonly gateway: Pick<WorkerGateway, "request">;
   readonly log: Log;
-  /** How long one exec may run before the caller gets an answer without its result. */
+  /**
+   * How long the daemon waits for a worker's answer to an exec at most. Not a cell limit
+   * (cells have none unless the request asks, `timeoutSeconds`): the longest a timer can
+   * wait, so a worker that never answers cannot hold a request forever.
+   */
   readonly execTimeoutMs?: number;
   /**
-   * After the caller of an exec went away (its signal aborted), the cell is interrupted once
-   * this has passed without an answer (default 2000 ms): nobody is there to read the result,
-   * and a runaway cell would hold every later exec behind it.
+   * After an interrupt, how long the cell has to stop before its kernel is restarted
+   * (default 10 s): code stuck in C, or catching KeyboardInterrupt, must not hold the
+   * session's every later cell.
    */
-  readonly disconnectGraceMs?: number;
+  readonly interruptGraceMs?: number;
   /** Where the disconnect grace waits (tests: a manual timeline). Default: real timers. */
   readonly timers?: Timers;
   /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
@@ -46,7 +51,11 @@ export interface SessionServiceOptions {
 
 /** An interrupt is one signal in the worker: an answer this slow means the worker is gone. */
 const INTERRUPT_TIMEOUT_MS = 5000;
-export const DEFAULT_DISCONNECT_GRACE_MS = 2000;
+/** A restart kills an interpreter and starts one (Python's start-up, on a loaded node). */
+const RESTART_TIMEOUT_MS = 60_000;
+export const DEFAULT_INTERRUPT_GRACE_MS = 10_000;
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 type Located =
   | { readonly kind: "Located"; readonly allocation: Allocation }
@@ -61,8 +70,8 @@ type Located =
  */
 export function createSessionService(options: SessionServiceOptions): SessionService {
   const { store, gateway } = options;
-  const execTimeoutMs = options.execTimeoutMs ?? 10 * 60 * 1000;
-  const disconnectGraceMs = options.disconnectGraceMs ?? DEFAULT_DISCONNECT_GRACE_MS;
+  const execTimeoutMs = Math.min(options.execTimeoutMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
+  const interruptGraceMs = options.interruptGraceMs ?? DEFAULT_INTERRUPT_GRACE_MS;
   const timers = options.timers ?? systemTimers;
 
   function locate(workloadId: string): Located {
@@ -96,105 +105,125 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       a.id,
       a.epoch,
       0,
-      { kind: "interrupt", ...(cell !== undefined && { cell }) },
+      { kind: "interrupt", ...(cell !== undefined && { cell }), restartAfterMs: interruptGraceMs },
       INTERRUPT_TIMEOUT_MS,
     );
     return outcome.kind === "Answered" && outcome.response.delivered;
+  }
+
+  /**
+   * Runs one cell that `exec` located. A caller that goes away changes nothing: the cell
+   * runs on (issue 23; it used to be interrupted after a grace, which made a dropped
+   * connection cost the computation), and the API keeps its events for a client to
+   * re-attach.
+   */
+  async function runCell(
+    workloadId: string,
+    current: Allocation,
+    cell: string,
+    code: string,
+    execOptions: ExecOptions,
+  ): Promise<ExecOutcome> {
+    const { onOutput } = execOptions;
+    const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
+    const onEvent = (event: CellEvent) => {
+      if (event.type === "kernel") {
+        execOptions.onKernel?.(event.message);
+        return;
+      }
+      const output = toOutput(event);
+      appendOutput(collected, output);
+      onOutput?.(output);
+    };
+    // The cell's own limit, when the client set one: interrupted (and escalated) like a
+    // click on the interrupt button; the answer keeps what the cell printed until then.
+    const limit = { timedOut: false };
+    const limitSeconds = execOptions.timeoutSeconds;
+    const cancelLimit =
+      limitSeconds === undefined
+        ? null
+        : timers.after(Math.min(limitSeconds * 1000, MAX_TIMER_MS), () => {
+            limit.timedOut = true;
+            void interruptCell(current, cell).then((interrupted) =>
+              options.log.info("exec over its timeout", { workloadId, interrupted }),
+            );
+          });
+    let outcome: Awaited<ReturnType<typeof gateway.request<{ kind: "exec"; code: string }>>>;
+    try {
+      outcome = await gateway.request(
+        current.id,
+        current.epoch,
+        0,
+        { kind: "exec", code, cell },
+        execTimeoutMs,
+        { onEvent },
+      );
+    } finally {
+      cancelLimit?.();
+    }
+    switch (outcome.kind) {
+      case "Answered": {
+        const response =
+          limit.timedOut && outcome.response.status === "ERROR"
+            ? overTimeout(outcome.response, limitSeconds ?? 0)
+            : outcome.response;
+        const final = finalOutput(response);
+        const outputs = collected.outputs;
+        if (collected.dropped > 0) {
+          outputs.push({
+            type: "stream",
+            name: "stderr",
+            text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
+          });
+        }
+        if (final) {
+          outputs.push(final);
+          onOutput?.(final);
+        }
+        return {
+          kind: "Ok",
+          status: response.status,
+          output: joinOutput(outputs),
+          error: response.error?.traceback ?? null,
+          outputs,
+          kernelRestarted: response.kernelRestarted,
+        };
+      }
+      case "NotConnected":
+      case "Disconnected":
+        options.onWorkerLost?.();
+        return { kind: "NotReady", message: "the session's worker is not connected" };
+      case "TimedOut": {
+        // Only a worker silent for the longest timer (its cell limits answer long before):
+        // the cell is interrupted so it does not hold every later exec behind it.
+        const interrupted = await interruptCell(current, cell);
+        options.log.warn("exec got no answer from the worker", { workloadId, interrupted });
+        return {
+          kind: "NotReady",
+          message: `the worker did not answer within ${Math.round(execTimeoutMs / 1000)} s; ${
+            interrupted
+              ? "the cell was interrupted"
+              : "the code may still be running (the interrupt was not delivered)"
+          }`,
+        };
+      }
+      case "WorkerError":
+        return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
+      case "TooLarge":
+        return { kind: "NotReady", message: `the code is too large (${outcome.bytes} bytes)` };
+      default: {
+        const unreachable: never = outcome;
+        throw new Error(`unhandled exec outcome ${JSON.stringify(unreachable)}`);
+      }
+    }
   }
 
   return {
     async exec(workloadId: string, code: string, execOptions: ExecOptions = {}) {
       const located = locate(workloadId);
       if (located.kind !== "Located") return located;
-      const current = located.allocation;
-      const { signal, onOutput } = execOptions;
       execOptions.onStart?.();
-      const cell = randomUUID();
-      const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
-      const onEvent = (event: CellEvent) => {
-        const output = toOutput(event);
-        appendOutput(collected, output);
-        onOutput?.(output);
-      };
-      // The caller left: give it a moment (a flaky link, a reload), then stop this cell, and
-      // only this cell: a later exec queued behind it must not be the one interrupted.
-      // A holder, not a `let`: TypeScript cannot see the callback assign it.
-      const abandoned: { cancel: (() => void) | null } = { cancel: null };
-      const onAbort = () => {
-        abandoned.cancel ??= timers.after(disconnectGraceMs, () => {
-          void interruptCell(current, cell).then((interrupted) =>
-            options.log.info("exec abandoned by its caller", { workloadId, interrupted }),
-          );
-        });
-      };
-      if (signal?.aborted) onAbort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      let outcome: Awaited<ReturnType<typeof gateway.request<{ kind: "exec"; code: string }>>>;
-      try {
-        outcome = await gateway.request(
-          current.id,
-          current.epoch,
-          0,
-          { kind: "exec", code, cell },
-          execTimeoutMs,
-          { onEvent },
-        );
-      } finally {
-        signal?.removeEventListener("abort", onAbort);
-        abandoned.cancel?.();
-      }
-      switch (outcome.kind) {
-        case "Answered": {
-          const final = finalOutput(outcome.response);
-          const outputs = collected.outputs;
-          if (collected.dropped > 0) {
-            outputs.push({
-              type: "stream",
-              name: "stderr",
-              text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
-            });
-          }
-          if (final) {
-            outputs.push(final);
-            onOutput?.(final);
-          }
-          return {
-            kind: "Ok",
-            status: outcome.response.status,
-            output: joinOutput(outputs),
-            error: outcome.response.error?.traceback ?? null,
-            outputs,
-            kernelRestarted: outcome.response.kernelRestarted,
-          };
-        }
-        case "NotConnected":
-        case "Disconnected":
-          options.onWorkerLost?.();
-          return { kind: "NotReady", message: "the session's worker is not connected" };
-        case "TimedOut": {
-          // Cells run one at a time: left running, an endless loop would hold every later
-          // exec (and the kernel probe) behind it until the session is cancelled. A SIGINT
-          // raises KeyboardInterrupt in the cell, as a notebook's interrupt button does.
-          const interrupted = await interruptCell(current, cell);
-          options.log.warn("exec timed out", { workloadId, interrupted });
-          return {
-            kind: "NotReady",
-            message: `no answer within ${Math.round(execTimeoutMs / 1000)} s; ${
-              interrupted
-                ? "the cell was interrupted"
-                : "the code may still be running (the interrupt was not delivered)"
-            }`,
-          };
-        }
-        case "WorkerError":
-          return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
-        case "TooLarge":
-          return { kind: "NotReady", message: `the code is too large (${outcome.bytes} bytes)` };
-        default: {
-          const unreachable: never = outcome;
-          throw new Error(`unhandled exec outcome ${JSON.stringify(unreachable)}`);
-        }
-      }
+      return runCell(workloadId, located.allocation, randomUUID(), code, execOptions);
     },
 
     async interrupt(workloadId: string): Promise<InterruptOutcome> {
@@ -202,13 +231,62 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       if (located.kind !== "Located") return located;
       return { kind: "Ok", interrupted: await interruptCell(located.allocation, undefined) };
     },
+
+    async restart(workloadId: string): Promise<RestartOutcome> {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return located;
+      const a = located.allocation;
+      const outcome = await gateway.request(
+        a.id,
+        a.epoch,
+        0,
+        { kind: "restart" },
+        RESTART_TIMEOUT_MS,
+      );
+      switch (outcome.kind) {
+        case "Answered":
+          return {
+            kind: "Ok",
+            running: outcome.response.restarted,
+            message: outcome.response.message,
+          };
+        case "NotConnected":
+        case "Disconnected":
+          options.onWorkerLost?.();
+          return { kind: "NotReady", message: "the session's worker is not connected" };
+        case "TimedOut":
+          return { kind: "NotReady", message: "the worker did not answer the restart in time" };
+        case "WorkerError":
+          return { kind: "NotReady", message: `the worker could not restart: ${outcome.message}` };
+        case "TooLarge":
+          throw new Error("a restart request cannot be too large");
+        default: {
+          const unreachable: never = outcome;
+          throw new Error(`unhandled restart outcome ${JSON.stringify(unreachable)}`);
+        }
+      }
+    },
   };
 }
 
-function toOutput(event: CellEvent): ExecOutput {
+function toOutput(event: Exclude<CellEvent, { readonly type: "kernel" }>): ExecOutput {
   return event.type === "stream"
     ? { type: "stream", name: event.name, text: event.text }
     : { type: "display_data", data: event.data };
+}
+
+/** A cell stopped by its own time limit says so, first; how it was stopped follows. */
+function overTimeout(r: ExecResponse, limitSeconds: number): ExecResponse {
+  const how = r.error ? `${r.error.ename}: ${r.error.evalue}` : "stopped";
+  const evalue = `the cell ran past its timeoutSeconds (${limitSeconds} s) and was interrupted (${how}); its output until then is kept`;
+  return {
+    ...r,
+    error: {
+      ename: "CellTimeout",
+      evalue,
+      traceback: `${r.error?.traceback ?? ""}${r.error?.traceback ? "\n" : ""}CellTimeout: ${evalue}`,
+    },
+  };
 }
 
 function finalOutput(r: ExecResponse): ExecOutput | null {

@@ -28,22 +28,24 @@ export type ExecOutput =
 
 export type ExecOutcome =
   /** The kernel ran the code. `status: "ERROR"` is the code's failure, not the daemon's. */
-  | {
-      readonly kind: "Ok";
-      readonly status: "OK" | "ERROR";
-      /** stdout, stderr and the last value's text/plain, joined: what a terminal shows. */
-      readonly output: string;
-      /** The traceback when status is ERROR. */
-      readonly error: string | null;
-      /** Everything the cell produced, in order (streams merged where adjacent). */
-      readonly outputs: readonly ExecOutput[];
-      /** The kernel had died; this ran in a fresh one and every earlier variable is gone. */
-      readonly kernelRestarted: boolean;
-    }
+  | ExecOk
   /** The session exists but is not READY (message names the missing condition). */
   | { readonly kind: "NotReady"; readonly message: string }
   /** The sessions engine does not know this workload as a session. */
   | { readonly kind: "NotFound" };
+
+export interface ExecOk {
+  readonly kind: "Ok";
+  readonly status: "OK" | "ERROR";
+  /** stdout, stderr and the last value's text/plain, joined: what a terminal shows. */
+  readonly output: string;
+  /** The traceback when status is ERROR. */
+  readonly error: string | null;
+  /** Everything the cell produced, in order (streams merged where adjacent). */
+  readonly outputs: readonly ExecOutput[];
+  /** The kernel had died; this ran in a fresh one and every earlier variable is gone. */
+  readonly kernelRestarted: boolean;
+}
 
 export type InterruptOutcome =
   /** `interrupted` is false when no cell was running: there was nothing to interrupt. */
@@ -51,10 +53,26 @@ export type InterruptOutcome =
   | { readonly kind: "NotReady"; readonly message: string }
   | { readonly kind: "NotFound" };
 
+/** What an explicit restart did: a fresh kernel, or why there is none. */
+export type RestartOutcome =
+  | { readonly kind: "Ok"; readonly running: boolean; readonly message: string }
+  | { readonly kind: "NotReady"; readonly message: string }
+  | { readonly kind: "NotFound" };
+
 export interface ExecOptions {
-  /** Aborted when the client went away: the cell is interrupted after the grace period. */
-  readonly signal?: AbortSignal;
-  /** Called once the cell was handed to the kernel (the session was found READY). */
+  /**
+   * The cell's own time limit: past it the cell is interrupted (and, if that does not stop
+   * it, the kernel restarted) and answered ERROR "CellTimeout" with its output kept.
+   * Absent: no limit of its own; the session's limits (lifetime, the job's) still apply.
+   */
+  readonly timeoutSeconds?: number;
+  /** The kernel running this cell is being restarted (an interrupt did not stop the cell). */
+  readonly onKernel?: (message: string) => void;
+  /**
+   * Called once the cell was handed to the kernel (the session was found READY). A caller
+   * that goes away changes nothing: the cell runs on, and its events stay in the API's cell
+   * log for a client to re-attach.
+   */
   readonly onStart?: () => void;
   /** Each output as the kernel produces it (the final execute_result/error included). */
   readonly onOutput?: (output: ExecOutput) => void;
@@ -63,6 +81,11 @@ export interface ExecOptions {
 export interface SessionService {
   /** Runs `code` in the READY session's kernel. Must not write lastActiveAt: the API does. */
   exec(workloadId: string, code: string, options?: ExecOptions): Promise<ExecOutcome>;
-  /** KeyboardInterrupt in the running cell; the kernel and its variables stay. */
+  /**
+   * KeyboardInterrupt in the running cell; the kernel and its variables stay, unless the
+   * cell has not stopped after the interrupt grace: then the kernel is restarted.
+   */
   interrupt(workloadId: string): Promise<InterruptOutcome>;
+  /** A fresh kernel in the same allocation: every variable gone, running cells answered. */
+  restart(workloadId: string): Promise<RestartOutcome>;
 }

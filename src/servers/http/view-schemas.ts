@@ -208,6 +208,7 @@ export const ExecResultSchema = v.strictObject({
     v.boolean(),
     d("The kernel had died and was restarted for this cell: earlier variables are gone."),
   ),
+  cell: text("The cell's id: GET /v1/workloads/{id}/cells/{cell}/events reads its events again."),
 });
 
 export const InterruptResultSchema = v.strictObject({
@@ -215,6 +216,11 @@ export const InterruptResultSchema = v.strictObject({
     v.boolean(),
     d("False when no cell was running: there was nothing to interrupt."),
   ),
+});
+
+export const RestartResultSchema = v.strictObject({
+  running: v.pipe(v.boolean(), d("A fresh kernel runs (false: it could not be started).")),
+  message: text("The kernel's state, or why it could not be started."),
 });
 
 export const TaskResultSchema = v.strictObject({

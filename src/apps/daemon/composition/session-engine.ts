@@ -35,7 +35,7 @@ import {
   createGatewayExpectations,
   createSessionBarrierHooks,
   createSessionService,
-  DEFAULT_DISCONNECT_GRACE_MS,
+  DEFAULT_INTERRUPT_GRACE_MS,
 } from "../../../core/session/service.ts";
 import type { SessionService } from "../../../core/session/session-service.ts";
 import type { Clock } from "../../../lib/clock.ts";
@@ -91,8 +91,8 @@ export interface SessionEngineOptions {
   readonly readinessIntervalMs?: number;
   /** Reclaimer pass period (default 1 s). */
   readonly reclaimIntervalMs?: number;
-  /** After an exec's caller went away, its cell is interrupted this much later. */
-  readonly disconnectGraceMs?: number;
+  /** After an interrupt, a cell still running this much later costs its kernel (restarted). */
+  readonly interruptGraceMs?: number;
   /** TLS on the worker gateway (default: a certificate generated into the state dir). */
   readonly tls?: GatewayTlsSetting;
   /** Gateway connections and refusals, time to READY. */
@@ -237,8 +237,8 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       gateway,
       log,
       onWorkerLost: () => ready.trigger(),
-      ...(options.disconnectGraceMs !== undefined && {
-        disconnectGraceMs: options.disconnectGraceMs,
+      ...(options.interruptGraceMs !== undefined && {
+        interruptGraceMs: options.interruptGraceMs,
       }),
     }),
     { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
@@ -280,8 +280,8 @@ export const WORKER_COMMAND_ENV = "OPENAI4S_WORKER_COMMAND";
 export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
 /** The daemon's default maximum session lifetime (whole seconds). */
 export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
-/** How long after an exec's caller disconnected its cell is interrupted (milliseconds). */
-export const DISCONNECT_GRACE_ENV = "OPENAI4S_EXEC_DISCONNECT_GRACE_MS";
+/** How long an interrupted cell has to stop before its kernel is restarted (milliseconds). */
+export const INTERRUPT_GRACE_ENV = "OPENAI4S_INTERRUPT_GRACE_MS";
 /** "off": the worker gateway without TLS (the explicit opt-out). */
 export const WORKER_TLS_ENV = "OPENAI4S_WORKER_TLS";
 /** The admin's TLS key and certificate for the worker gateway (both or neither). */
@@ -291,7 +291,7 @@ export const WORKER_TLS_CERT_ENV = "OPENAI4S_WORKER_TLS_CERT";
 export interface SessionSettings {
   readonly workerCommand: readonly string[];
   readonly lease: ReclaimerDefaults;
-  readonly disconnectGraceMs: number;
+  readonly interruptGraceMs: number;
   readonly tls: GatewayTlsSetting;
 }
 
@@ -339,16 +339,17 @@ export function sessionSettingsFromEnv(
   const lifetime = seconds(MAX_LIFETIME_ENV, DEFAULT_LEASE.maxLifetimeSeconds);
   if (typeof idle === "string") return { kind: "Invalid", message: idle };
   if (typeof lifetime === "string") return { kind: "Invalid", message: lifetime };
-  const graceText = env[DISCONNECT_GRACE_ENV];
-  let disconnectGraceMs = DEFAULT_DISCONNECT_GRACE_MS;
-  if (graceText !== undefined && graceText !== "") {
-    if (!/^(0|[1-9][0-9]{0,7})$/.test(graceText)) {
+  const interruptText = env[INTERRUPT_GRACE_ENV];
+  let interruptGraceMs = DEFAULT_INTERRUPT_GRACE_MS;
+  if (interruptText !== undefined && interruptText !== "") {
+    // At least 1: a zero grace would restart the kernel under every interrupt.
+    if (!/^[1-9][0-9]{0,7}$/.test(interruptText)) {
       return {
         kind: "Invalid",
-        message: `${DISCONNECT_GRACE_ENV} must be a whole number of milliseconds ≥ 0`,
+        message: `${INTERRUPT_GRACE_ENV} must be a whole number of milliseconds ≥ 1`,
       };
     }
-    disconnectGraceMs = Number(graceText);
+    interruptGraceMs = Number(interruptText);
   }
   const tls = tlsSettingFromEnv(env);
   if (typeof tls === "string") return { kind: "Invalid", message: tls };
@@ -357,7 +358,7 @@ export function sessionSettingsFromEnv(
     settings: {
       workerCommand,
       lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime },
-      disconnectGraceMs,
+      interruptGraceMs,
       tls,
     },
   };

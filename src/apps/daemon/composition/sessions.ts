@@ -74,7 +74,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
         unixSocket: workerSocketPath(context.layout),
         workerCommand: read.settings.workerCommand,
         lease: read.settings.lease,
-        disconnectGraceMs: read.settings.disconnectGraceMs,
+        interruptGraceMs: read.settings.interruptGraceMs,
         tls: read.settings.tls,
         metrics: context.metrics,
       });

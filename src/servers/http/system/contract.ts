@@ -21,12 +21,14 @@ import {
   HealthSchema,
   InterruptResultSchema,
   ProfileListSchema,
+  RestartResultSchema,
   TaskResultSchema,
   UploadedFileSchema,
   WorkloadListSchema,
   WorkloadSchema,
 } from "../view-schemas.ts";
 import {
+  CellEventsQuery,
   ExecBody,
   ExecQuery,
   FilesListQuery,
@@ -240,7 +242,7 @@ export const OPERATIONS: readonly Operation[] = [
       {
         name: "Accept",
         description:
-          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}`. A client that disconnects has its cell interrupted after a grace.",
+          "text/event-stream (or the query ?stream=1): server-sent events as the code runs: stdout and stderr `{text}`, display `{data}`, dropped `{outputs, bytes, message}` when a slow client's buffer overflowed, kernel `{state: \"restarting\", message}` when an interrupt (or the cell's timeoutSeconds) did not stop the cell and its kernel is being restarted, then result `{status, data, kernelRestarted}` or error `{status, ename, evalue, traceback, kernelRestarted}` (ename CellTimeout past timeoutSeconds, KernelRestarted when the kernel was restarted under the cell). Every event has an `id:` (1, 2, ... within the cell) and the cell's id in its data (`cell`); a client that disconnects leaves the cell running and re-attaches with GET /v1/workloads/{id}/cells/{cell}/events.",
       },
     ],
     ok: {
@@ -256,14 +258,59 @@ export const OPERATIONS: readonly Operation[] = [
     },
   },
   {
+    method: "GET",
+    path: "/v1/workloads/{id}/cells/{cell}/events",
+    operationId: "cellEvents",
+    summary:
+      "Re-attach to a running or finished cell: its server-sent events after an event id, then live until its final event",
+    query: { schema: CellEventsQuery, name: "CellEventsQuery" },
+    headers: [
+      {
+        name: "Last-Event-ID",
+        description:
+          "The `id:` of the last event seen, as an EventSource sends it on reconnect (the query's `after` wins).",
+      },
+    ],
+    ok: {
+      "200": {
+        description:
+          "text/event-stream, the events of the streaming exec (each with `id:` and the cell's id in its data). Finished cells are kept 15 minutes, at most 16 per session; each cell keeps at most 16 MiB of events.",
+        body: { kind: "raw", contentType: "text/event-stream", description: "Server-sent events." },
+      },
+    },
+    problems: {
+      "400": "Invalid query.",
+      "404": "No such workload, or no such cell in it (never, or no longer kept).",
+      "409": "Sessions disabled.",
+    },
+  },
+  {
     method: "POST",
     path: "/v1/workloads/{id}/interrupt",
     operationId: "interruptSession",
-    summary: "Interrupt the running cell (KeyboardInterrupt); the kernel's state is kept",
+    summary:
+      "Interrupt the running cell (KeyboardInterrupt); the kernel's state is kept unless the cell does not stop within the interrupt grace (then the kernel is restarted)",
     ok: {
       "200": {
         description: "Delivered, or nothing was running.",
         body: json(InterruptResultSchema, "InterruptResult"),
+      },
+    },
+    problems: {
+      "404": "No such workload or session.",
+      "409": "Not a session, not READY, ended, or sessions disabled.",
+    },
+  },
+  {
+    method: "POST",
+    path: "/v1/workloads/{id}/restart",
+    operationId: "restartSessionKernel",
+    summary:
+      "A fresh kernel in the same allocation: every variable is gone; the running and queued cells are answered ERROR KernelRestarted",
+    ok: {
+      "200": {
+        description: "The kernel was replaced (running false: the fresh one could not start).",
+        body: json(RestartResultSchema, "RestartResult"),
       },
     },
     problems: {

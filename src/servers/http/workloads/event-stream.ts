@@ -12,7 +12,11 @@
 export interface EventStream {
   readonly body: ReadableStream<Uint8Array>;
   /** Queues one event; droppable ones are dropped while the buffer is over its cap. */
-  push(event: string, data: unknown, options?: { readonly droppable?: boolean }): void;
+  push(
+    event: string,
+    data: unknown,
+    options?: { readonly droppable?: boolean; readonly id?: number },
+  ): void;
   /** Ends the stream after what is queued. */
   close(): void;
   /** Aborted when the client stopped reading (cancelled the body). */
@@ -44,9 +48,10 @@ export function createEventStream(options: {
     wake?.();
   }
 
-  function frame(event: string, data: unknown): Uint8Array {
+  function frame(event: string, data: unknown, id?: number): Uint8Array {
     // JSON never contains a raw newline, so one `data:` line carries it whole.
-    return encoder.encode(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    const idLine = id === undefined ? "" : `id: ${id}\n`;
+    return encoder.encode(`${idLine}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   }
 
   function flushDropped(): void {
@@ -93,7 +98,7 @@ export function createEventStream(options: {
     body,
     cancelled: cancelled.signal,
     push(event, data, pushOptions = {}) {
-      const bytes = frame(event, data);
+      const bytes = frame(event, data, pushOptions.id);
       if (pushOptions.droppable && buffered + bytes.length > options.maxBufferedBytes) {
         droppedOutputs += 1;
         droppedBytes += bytes.length;

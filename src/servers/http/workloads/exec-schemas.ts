@@ -28,6 +28,8 @@ export const ExecResponseSchema = v.object({
   error: v.nullable(v.string()),
   outputs: v.array(ExecOutputSchema),
   kernelRestarted: v.boolean(),
+  /** The cell's id, for GET /v1/workloads/{id}/cells/{cell}/events. */
+  cell: v.string(),
 });
 export type ExecResponseBody = v.InferOutput<typeof ExecResponseSchema>;
 
@@ -38,6 +40,8 @@ export const ExecStreamEventSchemas = {
   display: v.object({ data: MimeBundleSchema }),
   /** The buffer for a slow client overflowed: this many outputs were left out here. */
   dropped: v.object({ outputs: v.number(), bytes: v.number(), message: v.string() }),
+  /** The kernel running the cell is being restarted: an interrupt did not stop it. */
+  kernel: v.object({ state: v.literal("restarting"), message: v.string() }),
   /** Final, when the cell completed: the last expression's bundle, or null. */
   result: v.object({
     status: v.literal("OK"),
@@ -53,6 +57,12 @@ export const ExecStreamEventSchemas = {
     kernelRestarted: v.boolean(),
   }),
 } as const;
+
+/** The answer of POST /v1/workloads/{id}/restart. */
+export const RestartResponseSchema = v.object({
+  running: v.boolean(),
+  message: v.string(),
+});
 
 /** The answer of POST /v1/workloads/{id}/interrupt. */
 export const InterruptResponseSchema = v.object({

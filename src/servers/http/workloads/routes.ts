@@ -2,6 +2,7 @@
  * The workload routes. Handlers are named functions so a stack trace or a route listing
  * says which one ran.
  */
+import { randomUUID } from "node:crypto";
 import { type Context, Hono } from "hono";
 import type * as v from "valibot";
 import {
@@ -17,9 +18,12 @@ import type { Submitter } from "../../../core/admission.ts";
 import type { Workload } from "../../../core/models.ts";
 import { isTerminal } from "../../../core/models.ts";
 import type { Caller } from "../../../core/principals.ts";
+import { finalEvent, logOutput } from "../../../core/session/cell-events.ts";
+import { type CellLogEvent, createCellLog } from "../../../core/session/cell-log.ts";
 import type {
   ExecOutcome,
   InterruptOutcome,
+  RestartOutcome,
   SessionService,
 } from "../../../core/session/session-service.ts";
 import { placeStep, type StepPlacement } from "../../../core/steps.ts";
@@ -29,8 +33,20 @@ import { parseWith, readBody, readJson } from "../validation.ts";
 import { eventView, type PhaseConfirmedAt, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { createEventStream } from "./event-stream.ts";
-import type { ExecResponseBody, InterruptResponseSchema } from "./exec-schemas.ts";
-import { ExecBody, ExecQuery, LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
+import type {
+  ExecResponseBody,
+  InterruptResponseSchema,
+  RestartResponseSchema,
+} from "./exec-schemas.ts";
+import {
+  CellEventsQuery,
+  ExecBody,
+  ExecQuery,
+  LIMITS,
+  ListQuery,
+  SubmitBody,
+  TaskBody,
+} from "./schemas.ts";
 import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
 import { createWorkloadViewCache } from "./view-cache.ts";
 
@@ -52,6 +68,8 @@ function refuseWhenSpoolLow(deps: ApiDeps): void {
 }
 
 export function createWorkloadRoutes(deps: ApiDeps) {
+  /** What each cell said, for clients that come back (bounded: see cell-log.ts). */
+  const cells = createCellLog(deps.clock);
   /** The admin submits unowned and unlimited; a principal under its stored limits. */
   function submitterFor(caller: Caller): Submitter {
     if (caller.kind === "Admin") return { owner: null, limits: null };
@@ -228,7 +246,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   /** A session call's refusals (exec and interrupt answer alike), as problems. */
   function sessionFailure(
     workload: Workload,
-    outcome: Exclude<ExecOutcome | InterruptOutcome, { readonly kind: "Ok" }>,
+    outcome: Exclude<ExecOutcome | InterruptOutcome | RestartOutcome, { readonly kind: "Ok" }>,
   ): never {
     switch (outcome.kind) {
       case "NotReady":
@@ -249,11 +267,11 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const body = await readBody(c, ExecBody);
     // An attempt to run code is a present user, whether or not the kernel is ready yet.
     touchActivity(deps.store, workload.id);
-    // The request's signal aborts when the client disconnects: the service interrupts the
-    // cell after its grace period instead of running it for nobody.
-    const signal = c.req.raw.signal;
-    if (wantsStream(c, query.stream)) return streamExec(workload, sessions, body.code, signal);
-    const outcome = await sessions.exec(workload.id, body.code, { signal });
+    const limit = body.timeoutSeconds === undefined ? {} : { timeoutSeconds: body.timeoutSeconds };
+    if (wantsStream(c, query.stream)) return streamExec(workload, sessions, body.code, limit);
+    // A client that disconnects changes nothing: the cell runs on (see docs/sessions.md).
+    const { cell, running } = runLogged(workload, sessions, body.code, limit);
+    const outcome = await running;
     if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
     // Again after the run: a long computation must not leave the lease looking idle.
     touchActivity(deps.store, workload.id);
@@ -263,6 +281,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       error: outcome.error,
       outputs: [...outcome.outputs],
       kernelRestarted: outcome.kernelRestarted,
+      cell,
     };
     return c.json(answer);
   });
@@ -270,81 +289,80 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   /**
    * The answer is held back until the cell is under way (or failed before it): a session
    * that is not READY still answers 409 problem+json, not a stream with an error inside.
+   * Then the stream is the cell's log, followed from its first event: the same events a
+   * client re-attaching later reads (GET .../cells/{cell}/events).
    */
   async function streamExec(
     workload: Workload,
     sessions: SessionService,
     code: string,
-    requestSignal: AbortSignal,
+    limit: { readonly timeoutSeconds?: number },
   ): Promise<Response> {
-    const stream = createEventStream({
-      maxBufferedBytes: EXEC_STREAM_BUFFER_BYTES,
-      keepaliveMs: 15_000,
-    });
-    const signal = AbortSignal.any([requestSignal, stream.cancelled]);
     let started!: () => void;
     const startedPromise = new Promise<"started">((resolve) => {
       started = () => resolve("started");
     });
-    const running = sessions.exec(workload.id, code, {
-      signal,
-      onStart: started,
-      onOutput(output) {
-        switch (output.type) {
-          case "stream":
-            stream.push(output.name, { text: output.text }, { droppable: true });
-            return;
-          case "display_data":
-            stream.push("display", { data: output.data }, { droppable: true });
-            return;
-          case "execute_result":
-          case "error":
-            return; // the final event below carries it, with kernelRestarted
-          default: {
-            const never: never = output;
-            throw new Error(`unhandled output ${JSON.stringify(never)}`);
-          }
-        }
-      },
-    });
+    const { cell, running } = runLogged(workload, sessions, code, limit, started);
     const first = await Promise.race([startedPromise, running]);
     if (first !== "started" && first.kind !== "Ok") sessionFailure(workload, first);
     void running.then(
-      (outcome) => {
-        touchActivity(deps.store, workload.id);
-        if (outcome.kind === "Ok") {
-          const final = outcome.outputs.at(-1);
-          if (final?.type === "error") {
-            const { type: _type, ...error } = final;
-            stream.push("error", {
-              status: "ERROR",
-              ...error,
-              kernelRestarted: outcome.kernelRestarted,
-            });
-          } else {
-            stream.push("result", {
-              status: "OK",
-              data: final?.type === "execute_result" ? final.data : null,
-              kernelRestarted: outcome.kernelRestarted,
-            });
-          }
-        } else {
-          const message = outcome.kind === "NotReady" ? outcome.message : "no such session";
-          stream.push("error", {
-            status: "ERROR",
-            ename: "SessionNotReady",
-            evalue: message,
-            traceback: message,
-            kernelRestarted: false,
-          });
-        }
-        stream.close();
-      },
-      (error) => {
-        deps.log.error("streaming exec failed", { workloadId: workload.id, error: String(error) });
-        stream.close();
-      },
+      () => touchActivity(deps.store, workload.id),
+      (error) =>
+        deps.log.error("streaming exec failed", { workloadId: workload.id, error: String(error) }),
     );
+    return cellEventStream(workload, cell, 0);
+  }
+
+  /**
+   * Runs a cell with its events in the cell log, under a fresh cell id, so a client can
+   * read them again: the streaming exec reads them from there too.
+   */
+  function runLogged(
+    workload: Workload,
+    sessions: SessionService,
+    code: string,
+    limit: { readonly timeoutSeconds?: number },
+    onStart?: () => void,
+  ): { readonly cell: string; readonly running: Promise<ExecOutcome> } {
+    const cell = randomUUID();
+    cells.open(workload.id, cell);
+    const running = sessions.exec(workload.id, code, {
+      ...limit,
+      ...(onStart !== undefined && { onStart }),
+      onOutput: (output) => logOutput(cells, cell, output),
+      onKernel: (message) => cells.append(cell, "kernel", { state: "restarting", message }),
+    });
+    // Exactly one final event, whatever happened: a reader must always see an end.
+    const end = (outcome: ExecOutcome | null) => {
+      const [event, data] = finalEvent(outcome);
+      cells.append(cell, event, data, true);
+    };
+    void running.then(end, () => end(null));
+    return { cell, running };
+  }
+
+  /** A cell's events after `afterId` as server-sent events, each with its `id:`. */
+  function cellEventStream(workload: Workload, cell: string, afterId: number): Response {
+    const stream = createEventStream({
+      maxBufferedBytes: EXEC_STREAM_BUFFER_BYTES,
+      keepaliveMs: 15_000,
+    });
+    const send = (e: CellLogEvent, final: boolean) => {
+      stream.push(e.event, e.data, { droppable: !final && e.event !== "kernel", id: e.id });
+      if (final) stream.close();
+    };
+    const attached = cells.attach(workload.id, cell, afterId, send);
+    if (attached.kind !== "Attached") {
+      throw notFound(
+        `no cell ${JSON.stringify(cell)} in session ${workload.id} (unknown, or its output was not kept)`,
+      );
+    }
+    // The client going away detaches it; the cell runs on.
+    stream.cancelled.addEventListener("abort", attached.detach, { once: true });
+    attached.replay.forEach((e, index) => {
+      send(e, attached.finished && index === attached.replay.length - 1);
+    });
+    if (attached.finished && attached.replay.length === 0) stream.close();
     return new Response(stream.body, {
       headers: {
         "Content-Type": "text/event-stream; charset=utf-8",
@@ -353,6 +371,24 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       },
     });
   }
+
+  app.get("/v1/workloads/:id/cells/:cell/events", function cellEvents(c) {
+    const query = parseWith(CellEventsQuery, c.req.query());
+    const workload = mustGet(c);
+    if (!deps.sessions) {
+      throw conflict(
+        "sessions-disabled",
+        "Sessions disabled",
+        "sessions are not enabled on this daemon",
+      );
+    }
+    const cell = c.req.param("cell");
+    // Last-Event-ID is what an EventSource sends on its own when it reconnects.
+    const header = c.req.header("Last-Event-ID");
+    const after =
+      query.after ?? (header !== undefined && /^[0-9]{1,9}$/.test(header) ? Number(header) : 0);
+    return cellEventStream(workload, cell, after);
+  });
 
   app.post("/v1/workloads/:id/interrupt", async function interrupt(c) {
     const { workload, sessions } = mustBeLiveSession(c);
@@ -364,6 +400,21 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     });
     const answer: v.InferOutput<typeof InterruptResponseSchema> = {
       interrupted: outcome.interrupted,
+    };
+    return c.json(answer);
+  });
+
+  app.post("/v1/workloads/:id/restart", async function restart(c) {
+    const { workload, sessions } = mustBeLiveSession(c);
+    const outcome = await sessions.restart(workload.id);
+    if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
+    deps.log.info("kernel restart requested", {
+      workloadId: workload.id,
+      running: outcome.running,
+    });
+    const answer: v.InferOutput<typeof RestartResponseSchema> = {
+      running: outcome.running,
+      message: outcome.message,
     };
     return c.json(answer);
   });

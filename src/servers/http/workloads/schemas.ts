@@ -192,6 +192,14 @@ export const ExecBody = v.strictObject({
     v.maxLength(LIMITS.codeMaxLength),
     v.description("Python code to run in the session's kernel."),
   ),
+  timeoutSeconds: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.timeLimitMaxSeconds),
+      v.description(
+        "The cell's own time limit: past it the cell is interrupted (its kernel restarted if that does not stop it) and answered ERROR with ename CellTimeout, its output kept. Absent: no limit of its own; the session's lifetime and the job's time limit still apply.",
+      ),
+    ),
+  ),
 });
 
 export const TaskBody = v.strictObject({
@@ -297,6 +305,17 @@ export const ExecQuery = v.strictObject({
     v.pipe(
       v.picklist(["1", "true", "0", "false"]),
       v.description("1 or true: server-sent events, as Accept: text/event-stream."),
+    ),
+  ),
+});
+
+export const CellEventsQuery = v.strictObject({
+  after: v.optional(
+    v.pipe(
+      queryInteger(0, 999_999_999),
+      v.description(
+        "Only events after this event id (the `id:` of the last event seen); default 0, or the Last-Event-ID header.",
+      ),
     ),
   ),
 });

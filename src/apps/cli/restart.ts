@@ -1,0 +1,44 @@
+import type { Command } from "../../lib/command/command.ts";
+import {
+  CLIENT_OPTIONS_HELP,
+  type ClientRuntime,
+  createClientCommand,
+  encodeId,
+  oneId,
+  printJson,
+  reportFailure,
+  systemRuntime,
+} from "./client.ts";
+
+const HELP = `Usage: openai4s restart ID
+
+Restart the kernel of session ID, as a notebook's "Restart kernel" does: a fresh Python
+interpreter in the same allocation (same resources, same workspace), every variable and
+import gone. A cell that was running, and cells waiting behind it, are answered with a
+KernelRestarted error. Prints the kernel's state. Exit status 1 when the session is not
+READY or the fresh kernel could not start.
+
+${CLIENT_OPTIONS_HELP}`;
+
+export function createRestartCommand(runtime: ClientRuntime = systemRuntime): Command {
+  return createClientCommand(runtime, {
+    name: "restart",
+    summary: "Restart a session's kernel",
+    help: HELP,
+    options: {},
+    async run({ positionals, io, json, connect }) {
+      const id = oneId("restart", positionals);
+      const result = await connect().request<{ running: boolean; message: string }>(
+        "POST",
+        `/v1/workloads/${encodeId(id)}/restart`,
+      );
+      if (result.kind !== "Ok") return reportFailure("restart", result, io, json);
+      if (json) printJson(io, result.body);
+      else if (result.body.running) io.stdout("restarted: a fresh kernel is running\n");
+      else io.stderr(`openai4s restart: ${result.body.message}\n`);
+      return result.body.running ? 0 : 1;
+    },
+  });
+}
+
+export const restartCommand = createRestartCommand();
