@@ -101,14 +101,8 @@ type Resume = "timer" | "wake" | "abort";
 type Mode = "full" | "submit";
 
 export function createReconciler(options: ReconcilerOptions): Reconciler {
-  const minIntervalMs = Math.max(
-    0,
-    options.minIntervalMs ?? options.tickIntervalMs ?? DEFAULT_MIN_INTERVAL_MS,
-  );
-  const maxIntervalMs = Math.max(
-    minIntervalMs,
-    options.maxIntervalMs ?? options.tickIntervalMs ?? DEFAULT_MAX_INTERVAL_MS,
-  );
+  const minIntervalMs = Math.max(0, options.minIntervalMs ?? DEFAULT_MIN_INTERVAL_MS);
+  const maxIntervalMs = Math.max(minIntervalMs, options.maxIntervalMs ?? DEFAULT_MAX_INTERVAL_MS);
   const hooks = options.barrierHooks ?? noHooks;
   const randomBytes =
     options.randomBytes ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));

@@ -86,8 +86,6 @@ export interface DaemonConfig {
   readonly allowUnsandboxedBatch?: boolean;
   /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
   readonly principalDefaults?: PrincipalLimits;
-  /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
-  readonly tickIntervalMs?: number;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
   readonly pacing?: {
     readonly minIntervalMs?: number;
@@ -272,7 +270,6 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clock,
     metrics,
     log,
-    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
   });
   if (composed.kind === "ConfigError") return fail(composed);

@@ -57,8 +57,6 @@ export interface ReconcilerOptions {
    * Default 50 ms.
    */
   readonly submitBatchMs?: number;
-  /** A fixed period: shorthand for minIntervalMs = maxIntervalMs (no back-off). */
-  readonly tickIntervalMs?: number;
   /**
    * With a backend that reports changes (ChangeReportingBackend), a tick looks only at what
    * changed (reconciler/focus.ts); at least this often it looks at every live workload and

@@ -54,7 +54,6 @@ export interface CoreConfig {
   readonly log: Log;
   /** Where the reconciler, the store observer and the sessions engine record figures. */
   readonly metrics: DaemonMetrics;
-  readonly tickIntervalMs?: number;
   readonly pacing?: {
     readonly minIntervalMs?: number;
     readonly maxIntervalMs?: number;
@@ -153,7 +152,6 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     log,
     faultPoint: (point) => faults.hit(point),
     ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
-    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...config.pacing,
   });
   // Admission hands a POST's first attempt to a lane before any view load has the workload;
