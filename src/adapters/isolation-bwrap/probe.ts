@@ -31,6 +31,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { IsolationVerdict } from "../../core/ports.ts";
 import type { JobEnv, RunAs, SandboxPaths } from "../../core/sandbox.ts";
+import { sleep } from "../../lib/clock.ts";
 import { createProgramRunner } from "../../lib/process-runner.ts";
 
 export interface ProbeOptions {
@@ -316,7 +317,7 @@ async function waitForComm(pid: number, name: string, deadlineMs: number): Promi
   const until = Date.now() + deadlineMs;
   while (Date.now() < until) {
     if (commOf(pid) === name) return true;
-    await Bun.sleep(5);
+    await sleep(5);
   }
   return false;
 }

@@ -32,7 +32,7 @@ import {
 } from "../../core/layout.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
-import type { Clock } from "../../lib/clock.ts";
+import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
 import { faultPointsFromEnv } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
@@ -290,14 +290,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     await running;
     // Commands still in flight get the drain grace to record their answers; one that does
     // not answer is left to the next start, which resolves it by token (INV-8).
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      reconciler.idle(),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, config.drainTimeoutMs ?? 5000);
-      }),
-    ]);
-    clearTimeout(timer);
+    await withDeadline(reconciler.idle(), config.drainTimeoutMs ?? 5000, () => {});
   });
   // The backend's own background work (the orphan sweep), beside the reconciler.
   for (const service of services) {
@@ -315,8 +308,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     );
   };
   sampleCalls();
-  const sampler = setInterval(sampleCalls, CALL_SAMPLE_INTERVAL_MS);
-  cleanups.push(() => clearInterval(sampler));
+  cleanups.push(every(systemTimers, CALL_SAMPLE_INTERVAL_MS, sampleCalls));
 
   // 7. The API, once per listener; each listener says how it authenticates.
   const app = createApp({
@@ -528,13 +520,8 @@ function closeIfBodyUnread(request: Request, response: Response): Response {
 
 /** Graceful first; connections still open after the grace period are closed. */
 async function stopServer(server: Server<unknown>, drainTimeoutMs: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const graceful = server.stop(false);
-  const expired = new Promise<"expired">((resolve) => {
-    timer = setTimeout(() => resolve("expired"), drainTimeoutMs);
-  });
-  const outcome = await Promise.race([graceful.then(() => "drained" as const), expired]);
-  clearTimeout(timer);
+  const graceful = server.stop(false).then(() => "drained" as const);
+  const outcome = await withDeadline(graceful, drainTimeoutMs, () => "expired" as const);
   if (outcome === "expired") await server.stop(true);
 }
 

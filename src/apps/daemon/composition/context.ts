@@ -3,16 +3,13 @@
  * (backends.ts), the isolation policy (session-isolation.ts) and the daemon share.
  */
 
-import type {
-  BackgroundVerifier,
-  VerifierSchedule,
-} from "../../../core/isolation/background-verifier.ts";
+import type { BackgroundVerifier } from "../../../core/isolation/background-verifier.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { SubmissionToken } from "../../../core/models.ts";
 import type { IsolationVerdictStore } from "../../../core/ports/isolation-verdict-store.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import type { JobIdentities } from "../../../core/sandbox.ts";
-import type { Clock } from "../../../lib/clock.ts";
+import type { Clock, Timers } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
 
@@ -35,7 +32,7 @@ export interface BackendContext {
    */
   readonly identities: JobIdentities;
   /** When background isolation probes run (tests fire them by hand); default: timers. */
-  readonly isolationSchedule?: VerifierSchedule;
+  readonly isolationSchedule?: Timers;
   /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
   readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
   /** Where a cluster's Verified isolation verdict is kept across restarts; absent: nowhere. */

@@ -9,6 +9,7 @@ import {
   type OrphanDiagnostics,
   sessionIsolationVerdict,
 } from "../../../core/ports.ts";
+import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { breakerStates, degradedView, iso } from "../views.ts";
 import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
@@ -22,34 +23,24 @@ const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
  */
 export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
   const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<BackendDiagnostics>((resolve) => {
-    timer = setTimeout(
-      () =>
-        resolve({
-          backend: deps.backend.name,
-          healthy: false,
-          message: `no answer from the backend within ${timeoutMs} ms`,
-          calls: {},
-        }),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([
-      deps.backend.diagnostics().catch(
-        (error: unknown): BackendDiagnostics => ({
-          backend: deps.backend.name,
-          healthy: false,
-          message: `diagnostics failed: ${String(error)}`,
-          calls: {},
-        }),
-      ),
-      timedOut,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const answer = deps.backend.diagnostics().catch(
+    (error: unknown): BackendDiagnostics => ({
+      backend: deps.backend.name,
+      healthy: false,
+      message: `diagnostics failed: ${String(error)}`,
+      calls: {},
+    }),
+  );
+  return withDeadline(
+    answer,
+    timeoutMs,
+    (): BackendDiagnostics => ({
+      backend: deps.backend.name,
+      healthy: false,
+      message: `no answer from the backend within ${timeoutMs} ms`,
+      calls: {},
+    }),
+  );
 }
 
 /**
@@ -58,18 +49,11 @@ export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnost
  */
 async function isolationVerdict(deps: ApiDeps): Promise<IsolationVerdict> {
   const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<IsolationVerdict>((resolve) => {
-    timer = setTimeout(
-      () => resolve({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([sessionIsolationVerdict(deps.backend), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withDeadline(
+    sessionIsolationVerdict(deps.backend),
+    timeoutMs,
+    (): IsolationVerdict => ({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
+  );
 }
 
 /** Orphans for operators: handles and tokens are theirs to act on; times as ISO strings. */
