@@ -42,6 +42,7 @@ import { declaresBody } from "../../servers/http/validation.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { fileAuditLog } from "./audit-log.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "./composition/index.ts";
+import { parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { watchSpool } from "./spool-watch.ts";
 import {
@@ -138,6 +139,14 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     await unwind(cleanups, log);
     return result;
   };
+
+  // 0. The settings in the environment, parsed once: a bad variable stops the start here,
+  // every one of them named, before anything is read or written.
+  const parsed = parseDaemonSettings(config.env, config.selfCommand);
+  if (parsed.kind === "Invalid") {
+    return fail({ kind: "ConfigError", message: settingErrorsMessage(parsed.errors) });
+  }
+  const { settings } = parsed;
 
   // 1. The private state dir and the spool, checked before anything in them is read.
   const prepared = prepareLayout(config, log);
@@ -265,6 +274,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clusterConfigPath: config.clusterConfigPath,
     selfCommand: config.selfCommand,
     env: config.env,
+    settings,
     identity,
     allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
     clock,

@@ -12,6 +12,7 @@ import type { JobIdentities } from "../../../core/sandbox.ts";
 import type { Clock, Timers } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
+import type { DaemonSettings } from "../config.ts";
 
 /** Everything a backend may be built from; the daemon fills it once at start. */
 export interface BackendContext {
@@ -22,8 +23,14 @@ export interface BackendContext {
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
   readonly log: Log;
-  /** The daemon's environment (PATH, HOME and LANG for local jobs). */
+  /**
+   * The daemon's environment as it is passed on to what the daemon starts (PATH, HOME and
+   * LANG for local jobs, SLURM_CONF for the scheduler's commands). Settings are not read
+   * from it: they are `settings`, parsed once at start.
+   */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** Parsed once at start (config.ts). */
+  readonly settings: DaemonSettings;
   /** Crash-test fault points, read from the environment once by the daemon. */
   readonly faults: FaultPoints;
   /**
