@@ -22,6 +22,7 @@ import {
 } from "../../src/apps/daemon/config.ts";
 import { startDaemon } from "../../src/apps/daemon/daemon.ts";
 import { WORKER_LISTEN_ENV } from "../../src/core/ports/worker-gateway.ts";
+import { noFaultPoints } from "../../src/lib/fault-point.ts";
 import { localDaemonConfig } from "../support/daemon-config.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -47,6 +48,7 @@ describe("the daemon's settings from its environment", () => {
       orphanSweep: { policy: "report", intervalSeconds: 300 },
       bwrapPath: null,
       sandboxReadOnly: [],
+      faults: noFaultPoints,
     });
   });
 
@@ -79,6 +81,7 @@ describe("the daemon's settings from its environment", () => {
       orphanSweep: { policy: "cancel", intervalSeconds: 1 },
       bwrapPath: "/opt/bwrap",
       sandboxReadOnly: ["/opt/conda", "/usr/share/fonts"],
+      faults: noFaultPoints,
     });
     expect(settings({ [WORKER_TLS_ENV]: "off" }).sessions.tls).toEqual({ kind: "Off" });
   });

@@ -20,6 +20,7 @@ import {
   type ProfileBreakerOptions,
 } from "../../core/reconciler/profile-breaker.ts";
 import { DEFAULT_DISCONNECT_GRACE_MS } from "../../core/session/service.ts";
+import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
 
 /** How sessions run: the worker command, the default lease, the exec grace, the gateway's TLS. */
 export interface SessionSettings {
@@ -48,6 +49,8 @@ export interface DaemonSettings {
   readonly bwrapPath: string | null;
   /** `OPENAI4S_SANDBOX_READONLY`, split; checked against the state dir where it is known. */
   readonly sandboxReadOnly: readonly string[];
+  /** `OPENAI4S_FAULT_POINT`: where a crash test kills the daemon (lib/fault-point.ts). */
+  readonly faults: FaultPoints;
 }
 
 export interface SettingError {
@@ -218,6 +221,7 @@ export function parseDaemonSettings(
       },
       bwrapPath: e[BWRAP_ENV] ?? null,
       sandboxReadOnly: (e[SANDBOX_READONLY_ENV] ?? "").split(":").filter((d) => d !== ""),
+      faults: faultPointsFromEnv(env),
     },
   };
 }

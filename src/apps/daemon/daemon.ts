@@ -33,7 +33,6 @@ import {
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
 import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
-import { faultPointsFromEnv } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
 import type { Access, ApiBindings } from "../../servers/http/deps.ts";
@@ -254,7 +253,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // 5. The working parts, built by the composition: the store's ports, the backend (by
   // name), sessions (opt-in), the preparers and the reconciler. The daemon starts and stops them.
   // Crash tests name the points to die at; read once, injected everywhere.
-  const faults = faultPointsFromEnv(config.env);
+  const { faults } = settings;
   const identity = config.identity ?? defaultIdentity();
   if (config.allowUnsandboxedBatch === true) {
     // At every start, not once: an opt-out nobody remembers choosing is how it stays on.
