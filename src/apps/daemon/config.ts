@@ -8,8 +8,9 @@
  * Every variable is checked whether or not this start needs it (an orphan policy on a local
  * daemon included): a start refuses with every bad variable named, instead of one at a time.
  * An empty value is the same as unset. The variables are listed in `serve --help` and
- * docs/operations.md. What the daemon passes on to the programs it starts (PATH, SLURM_CONF,
- * the local backend's job environment) is not a setting: that stays the environment itself.
+ * docs/operations.md. What the daemon passes on to the programs it starts (PATH, the cluster
+ * client's variables, the local backend's job environment) is not a setting: that stays the
+ * environment itself.
  */
 import * as v from "valibot";
 import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../../core/ports/worker-gateway.ts";

@@ -25,8 +25,8 @@ export interface BackendContext {
   readonly log: Log;
   /**
    * The daemon's environment as it is passed on to what the daemon starts (PATH, HOME and
-   * LANG for local jobs, SLURM_CONF for the scheduler's commands). Settings are not read
-   * from it: they are `settings`, parsed once at start.
+   * LANG for local jobs, the cluster client's own variables for its commands). Settings
+   * are not read from it: they are `settings`, parsed once at start.
    */
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Parsed once at start (config.ts). */
