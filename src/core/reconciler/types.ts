@@ -25,7 +25,7 @@ export interface BarrierHooks {
   drained(workload: Workload, allocation: Allocation): Promise<boolean>;
 }
 
-/** The one timer port (lib/clock.ts): `run` waits through it, so a test fires the period by hand. */
+/** The one timer port (lib/clock.ts): `run` waits through it; a test fires the period by hand. */
 export type { Timers } from "../../lib/clock.ts";
 
 export interface ReconcilerOptions {
@@ -79,7 +79,7 @@ export interface ReconcilerOptions {
    * kill the process exactly there (e.g. `(p) => faultPoints.hit(p)`). Default: nothing.
    */
   readonly faultPoint?: (name: ReconcilerFaultPoint) => void;
-  /** Each tick's report as it ends, failed ones included (the tick histogram); passes are not ticks. */
+  /** Each tick's report as it ends, failed ones included (the tick histogram); not passes'. */
   readonly onTickEnded?: (report: TickReport) => void;
 }
 
