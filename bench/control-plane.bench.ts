@@ -195,12 +195,12 @@ async function observesPerIdleHour(): Promise<{ perHour: number; afterWakeMs: nu
   const pending = new Map<number, { cb: () => void; dueMs: number }>();
   let next = 0;
   const timers: Timers = {
-    set(cb, delayMs) {
-      pending.set(++next, { cb, dueMs: nowMs + delayMs });
-      return next;
-    },
-    clear(h) {
-      pending.delete(h as number);
+    after(delayMs, cb) {
+      const id = ++next;
+      pending.set(id, { cb, dueMs: nowMs + delayMs });
+      return () => {
+        pending.delete(id);
+      };
     },
   };
   const settle = async () => {

@@ -17,13 +17,20 @@
  *   // its first attempt minted (ids from reconciler.newAttemptIds()): reconciler.admitted(w, a)
  *   // for /v1/diagnostics: reconciler.lastTick()
  *
- * Pacing (`run`): wakes coalesce; two ticks start at least `minIntervalMs` apart, so the
- * backend is observed at most once per minimum interval whatever the API traffic. While
- * ticks change nothing the period doubles up to `maxIntervalMs`; a wake, a write, a
- * submission or a settled command brings it back to the minimum. The slow period is the
- * safety net of a level-triggered loop, never the only path to a change. A running
- * allocation's TIME_LIMIT_NEAR comes due by the clock alone: the loop also wakes at the
- * earliest such due time (reconciler/runway.ts), still at most one tick per minimum interval.
+ * The loop (`run`, drawn in docs/architecture.md): it waits for the earlier of two due
+ * times, then runs a tick (read the store, observe the backend, one step per workload) or a
+ * submission pass (mint and submit only, no backend read). Events only pull a due time
+ * earlier: a wake brings the next tick to the minimum interval after the last one and asks
+ * for a pass; a settled submission asks for a tick within the minimum interval from now; a
+ * TIME_LIMIT_NEAR coming due (reconciler/runway.ts) pulls the tick to it. Two ticks start at
+ * least `minIntervalMs` apart, so the backend is observed at most once per minimum interval
+ * whatever the API traffic; while ticks change nothing the period doubles up to
+ * `maxIntervalMs`, and anything that happens brings it back to the minimum. Passes closer
+ * than `submitBatchMs` share one. The slow period is the safety net of a level-triggered
+ * loop, never the only path to a change.
+ *
+ * Every submission goes through one step, `submitAttempts` (reconciler/submissions.ts),
+ * whoever asks: a tick, a pass, or `admitted` (a POST's first attempt, handed over at once).
  *
  * What a tick guarantees (INV-8 and friends):
  *  - Per tick at most ONE call each of observe, findByToken, submit and cancel, whatever the
@@ -52,6 +59,7 @@
  *    RUNNING → terminal; STOPPING in the barrier). COMPLETED's reason is EXITED_ZERO unless
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
+import { systemTimers } from "../lib/clock.ts";
 import type { Allocation, SubmissionToken, Workload } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
@@ -62,7 +70,8 @@ import { createTickFocus } from "./reconciler/focus.ts";
 import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
 import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./reconciler/profile-breaker.ts";
 import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
-import { startSubmissions } from "./reconciler/submissions.ts";
+import { createLoopSchedule, type LoopStep } from "./reconciler/schedule.ts";
+import { submitAttempts } from "./reconciler/submissions.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -70,7 +79,6 @@ import {
   type Reconciler,
   type ReconcilerOptions,
   type TickReport,
-  type Timers,
 } from "./reconciler/types.ts";
 import { createBackendWatch } from "./reconciler/watch.ts";
 
@@ -91,30 +99,18 @@ const noHooks: BarrierHooks = {
   drained: async () => true,
 };
 
-const globalTimers: Timers = {
-  set: (callback, delayMs) => setTimeout(callback, delayMs),
-  clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
-};
-
-/** Why a pause ended. */
+/** Why a wait ended. */
 type Resume = "timer" | "wake" | "abort";
-type Mode = "full" | "submit";
 
 export function createReconciler(options: ReconcilerOptions): Reconciler {
-  const minIntervalMs = Math.max(
-    0,
-    options.minIntervalMs ?? options.tickIntervalMs ?? DEFAULT_MIN_INTERVAL_MS,
-  );
-  const maxIntervalMs = Math.max(
-    minIntervalMs,
-    options.maxIntervalMs ?? options.tickIntervalMs ?? DEFAULT_MAX_INTERVAL_MS,
-  );
+  const minIntervalMs = Math.max(0, options.minIntervalMs ?? DEFAULT_MIN_INTERVAL_MS);
+  const maxIntervalMs = Math.max(minIntervalMs, options.maxIntervalMs ?? DEFAULT_MAX_INTERVAL_MS);
   const hooks = options.barrierHooks ?? noHooks;
   const randomBytes =
     options.randomBytes ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
   const mintToken = (): SubmissionToken => mintSubmissionToken(randomBytes);
   const newAllocationId = options.newAllocationId ?? (() => crypto.randomUUID());
-  const timers = options.timers ?? globalTimers;
+  const timers = options.timers ?? systemTimers;
   const monotonicMs = options.monotonicMs ?? (() => performance.now());
   const faultPoint = options.faultPoint ?? (() => {});
   const { log, clock } = options;
@@ -140,29 +136,35 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   let last: TickReport | null = null;
   let sweptAtStart = false;
-  // Ticks are chained, so a reconcileOnce() during run() waits instead of overlapping.
+  // Ticks and passes are chained, so a reconcileOnce() during run() waits instead of overlapping.
   let chain: Promise<unknown> = Promise.resolve();
   let running = false;
-  let wakeRequested = false;
-  // Monotonic ms by which the next full tick must start (a settled submission); else Infinity.
-  let observeByMs = Number.POSITIVE_INFINITY;
   let wakeWaiter: ((why: Resume) => void) | null = null;
-  let intervalMs = minIntervalMs;
-  // Set by every wake, cleared by any tick: new work may be waiting to be submitted.
-  let submitRequested = false;
-  const submitBatchMs = Math.max(0, options.submitBatchMs ?? DEFAULT_SUBMIT_BATCH_MS);
+
+  const schedule = createLoopSchedule({
+    minIntervalMs,
+    maxIntervalMs,
+    submitBatchMs: Math.max(0, options.submitBatchMs ?? DEFAULT_SUBMIT_BATCH_MS),
+    monotonicMs,
+  });
 
   // Attempts minted by this process and not yet handed to the backend (TickEnv.fresh).
   const fresh = new Set<string>();
 
-  function tickEnv(started: Promise<LaneOutcome>[]): TickEnv {
+  /** New attempts wait while the backend is not answering (a pass has no read of its own). */
+  const backendQuiet = () => watch.health().kind !== "Healthy" || last?.backendUnavailable === true;
+
+  function tickEnv(started: Promise<LaneOutcome>[], mode: LoopStep): TickEnv {
     let leads: ((profile: string) => number) | null = null;
+    const backend = tickBackend(options.backend, log, watch, {
+      confirmations,
+      nowMs: () => clock.now(),
+    });
     return {
       store: options.store,
-      backend: tickBackend(options.backend, log, watch, {
-        confirmations,
-        nowMs: () => clock.now(),
-      }),
+      backend,
+      // A tick holds new attempts when its own reads failed; a pass, on what the calls so far said.
+      newAttemptsHeld: mode === "tick" ? () => backend.unavailable : backendQuiet,
       preparer: options.preparer,
       hooks,
       clock,
@@ -186,33 +188,30 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     };
   }
 
-  async function tick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
+  function report(env: TickEnv, startedAt: number, t0: number, considered: number): TickReport {
+    const calls = { ...env.backend.calls };
+    return {
+      startedAt,
+      durationMs: monotonicMs() - t0,
+      workloadsConsidered: considered,
+      backendCalls: calls,
+      backendCallsTotal: BACKEND_OPERATIONS.reduce((n, op) => n + calls[op], 0),
+      backendUnavailable: env.backend.unavailable,
+      writes: env.counters.writes,
+      attemptsMinted: env.counters.minted,
+      submitted: env.counters.submitted,
+      error: null,
+      commandsInFlight: lanes.inFlight,
+      nextIntervalMs: schedule.intervalMs,
+    };
+  }
+
+  async function tick(started: Promise<LaneOutcome>[]): Promise<TickReport> {
     const startedAt = clock.now();
     const t0 = monotonicMs();
-    const env = tickEnv(started);
-    const backend = env.backend;
+    const env = tickEnv(started, "tick");
     let considered = 0;
     let error: string | null = null;
-    if (mode === "submit") {
-      // Without a read this pass cannot tell whether the backend answers; a backend that
-      // just failed gets no new attempts until a full tick hears from it.
-      const report = (considered: number): TickReport => ({
-        startedAt,
-        durationMs: monotonicMs() - t0,
-        workloadsConsidered: considered,
-        backendCalls: { ...backend.calls },
-        backendCallsTotal: backend.calls.submit,
-        backendUnavailable: false,
-        writes: env.counters.writes,
-        attemptsMinted: env.counters.minted,
-        submitted: env.counters.submitted,
-        error: null,
-        commandsInFlight: lanes.inFlight,
-        nextIntervalMs: intervalMs,
-      });
-      if (watch.health().kind === "Degraded") return report(0);
-      return report(await reconcileSubmissions(env));
-    }
     try {
       if (!sweptAtStart) {
         // The construction sweep: acknowledgements a previous process committed to the
@@ -225,28 +224,22 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       error = String(e);
       throw e;
     } finally {
-      const calls = { ...backend.calls };
-      last = {
-        startedAt,
-        durationMs: monotonicMs() - t0,
-        workloadsConsidered: considered,
-        backendCalls: calls,
-        backendCallsTotal: BACKEND_OPERATIONS.reduce((n, op) => n + calls[op], 0),
-        backendUnavailable: backend.unavailable,
-        writes: env.counters.writes,
-        attemptsMinted: env.counters.minted,
-        submitted: env.counters.submitted,
-        error,
-        commandsInFlight: lanes.inFlight,
-        nextIntervalMs: intervalMs,
-      };
+      last = { ...report(env, startedAt, t0, considered), error };
       options.onTickEnded?.(last);
     }
     return last;
   }
 
-  function chainedTick(started: Promise<LaneOutcome>[], mode: Mode = "full"): Promise<TickReport> {
-    const next = chain.then(() => tick(started, mode));
+  /** A submission pass: no backend read, so its report is not the last tick's. */
+  async function pass(): Promise<TickReport> {
+    const startedAt = clock.now();
+    const t0 = monotonicMs();
+    const env = tickEnv([], "pass");
+    return report(env, startedAt, t0, await reconcileSubmissions(env));
+  }
+
+  function chained(step: () => Promise<TickReport>): Promise<TickReport> {
+    const next = chain.then(step);
     chain = next.catch(() => {});
     return next;
   }
@@ -255,7 +248,7 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     once: { readonly waitForCommands?: boolean } = {},
   ): Promise<TickReport> {
     const started: Promise<LaneOutcome>[] = [];
-    const report = await chainedTick(started);
+    const report = await chained(() => tick(started));
     if (once.waitForCommands === false) return report;
     // Every command this tick started, answered and recorded: what a caller that steps the
     // reconciler by hand (tests, benchmarks) means by "one tick".
@@ -264,58 +257,52 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     return report;
   }
 
-  function wake(): void {
-    wakeRequested = true;
-    submitRequested = true;
+  function resume(): void {
     const waiter = wakeWaiter;
     wakeWaiter = null;
     waiter?.("wake");
   }
 
+  function wake(): void {
+    schedule.wake();
+    resume();
+  }
+
+  /**
+   * A workload was admitted with its first attempt: the submission step, on that one
+   * attempt, at once (no view read, no lookup: its token is fresh). When the step leaves it
+   * waiting (no free lane, a backend not answering, a degraded profile), the loop's next
+   * pass or tick takes it, still lookup-free while this process lives.
+   */
   function admitted(workload: Workload, attempt: Allocation | null): void {
     if (attempt === null) {
       wake();
       return;
     }
     fresh.add(attempt.id);
-    // A degraded profile's attempt waits for the tick, which holds it until the back-off.
-    if (breakers.state(workload.profile).kind === "Open") {
-      wake();
-      return;
-    }
-    // The same gates as a pass: a free lane (a cancel always keeps one), and a backend that
-    // answered its last calls. Otherwise the loop's next pass takes it (still lookup-free).
-    const answering = watch.health().kind === "Healthy" && last?.backendUnavailable !== true;
-    if (!answering || !lanes.hasRoom("submit")) {
-      wake();
-      return;
-    }
-    // Not woken as well: a pass started now would only find the attempt busy, and would run
-    // before the submission reaches the backend. The lane wakes the loop when it settles.
-    void startSubmissions(tickEnv([]), [{ workload, allocation: attempt }]);
+    const left = submitAttempts(tickEnv([], "pass"), [], [{ workload, allocation: attempt }]);
+    // Not woken when it went out: a pass started now would only find the attempt busy. The
+    // lane asks for the next look when it settles.
+    if (left > 0) wake();
   }
 
   /**
    * A submission was answered and recorded. Its job was created an instant ago: an
    * observation now would only show it just queued, and would reach the scheduler in the
    * same moment as the submission's own answer and as whoever submitted, looking for it. So
-   * the next full tick comes within the minimum interval, not at once, and counts as a busy
-   * one (the period goes back to the minimum); a pass runs soon, because the freed lane may
-   * let waiting work out.
+   * the next tick comes within the minimum interval, not at once; a pass runs soon, because
+   * the freed lane may let waiting work out.
    */
   function submissionSettled(): void {
-    submitRequested = true;
-    observeByMs = Math.min(observeByMs, monotonicMs() + minIntervalMs);
-    const waiter = wakeWaiter;
-    wakeWaiter = null;
-    waiter?.("wake");
+    schedule.submissionSettled();
+    resume();
   }
 
   function pause(signal: AbortSignal, delayMs: number): Promise<Resume> {
     return new Promise<Resume>((resolve) => {
-      let handle: unknown = null;
+      let cancel: (() => void) | null = null;
       const done = (why: Resume) => {
-        if (handle !== null) timers.clear(handle);
+        cancel?.();
         signal.removeEventListener("abort", onAbort);
         wakeWaiter = null;
         resolve(why);
@@ -323,81 +310,59 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       const onAbort = () => done("abort");
       wakeWaiter = done;
       signal.addEventListener("abort", onAbort, { once: true });
-      handle = timers.set(() => done("timer"), delayMs);
+      cancel = timers.after(delayMs, () => done("timer"));
     });
   }
 
   /** The tick changed or asked for something: poll at the minimum again. */
-  function busyTick(report: TickReport | null, woken: boolean): boolean {
-    if (woken || report === null) return true;
+  function busyTick(report: TickReport | null): boolean {
+    if (report === null) return true;
     return report.writes > 0 || report.attemptsMinted > 0 || report.commandsInFlight > 0;
   }
 
-  /**
-   * When (monotonic ms) the next full tick must start for a TIME_LIMIT_NEAR due after the last
-   * one started, so a backed-off loop still writes it on time; never sooner than the minimum
-   * interval after the last tick (the polling ceiling holds). Infinity when none is due.
-   */
-  function warningWakeMs(lastStartMs: number, lastStartClockMs: number): number {
-    const dueAt = runway.nextAfter(lastStartClockMs);
-    if (dueAt === null) return Number.POSITIVE_INFINITY;
-    return Math.max(lastStartMs + minIntervalMs, monotonicMs() + (dueAt - clock.now()));
+  async function runTick(): Promise<void> {
+    const { stirred } = schedule.tickStarted();
+    // Clock time this tick started: warnings due by then were this tick's to write.
+    const startClockMs = clock.now();
+    let report: TickReport | null = null;
+    try {
+      report = await chained(() => tick([]));
+    } catch (error) {
+      // A store failure: this tick died half way, which every step is written to
+      // survive. The next tick starts over from what was committed.
+      log.error("reconciler tick failed", { error: String(error) });
+    }
+    // The earliest warning still to come, so a backed-off loop writes it on time.
+    const warningAt = runway.nextAfter(startClockMs);
+    const warningAtMs = warningAt === null ? null : monotonicMs() + (warningAt - clock.now());
+    schedule.tickEnded(stirred || busyTick(report), warningAtMs);
+  }
+
+  async function runPass(): Promise<void> {
+    schedule.passStarted();
+    try {
+      await chained(pass);
+    } catch (error) {
+      log.error("reconciler submission pass failed", { error: String(error) });
+    }
   }
 
   async function run(signal: AbortSignal): Promise<void> {
     if (running) throw new Error("reconciler.run() is already running");
     running = true;
-    let lastStartMs = Number.NEGATIVE_INFINITY;
-    let lastSubmitMs = Number.NEGATIVE_INFINITY;
-    // Clock time the last full tick started: warnings due by then were that tick's to write.
-    let lastStartClockMs = Number.NEGATIVE_INFINITY;
-    let timerDue = false;
+    let timerFired = false;
     try {
       while (!signal.aborted) {
-        const fullDueMs = Math.min(
-          lastStartMs + (wakeRequested ? minIntervalMs : intervalMs),
-          Math.max(observeByMs, lastStartMs + minIntervalMs),
-          warningWakeMs(lastStartMs, lastStartClockMs),
-        );
-        const submitDueMs = submitRequested
-          ? lastSubmitMs + submitBatchMs
-          : Number.POSITIVE_INFINITY;
-        const mode: Mode = submitDueMs < fullDueMs ? "submit" : "full";
-        const waitMs = Math.min(fullDueMs, submitDueMs) - monotonicMs();
+        const next = schedule.next();
+        const waitMs = next.atMs - monotonicMs();
         // A fired timer means the wait is over, whatever the clock says (a timer may fire a
         // hair early, and tests fire them by hand).
-        if (waitMs > 0 && !timerDue) {
-          timerDue = (await pause(signal, waitMs)) === "timer";
+        if (waitMs > 0 && !timerFired) {
+          timerFired = (await pause(signal, waitMs)) === "timer";
           continue;
         }
-        timerDue = false;
-        submitRequested = false;
-        if (mode === "submit") {
-          lastSubmitMs = monotonicMs();
-          try {
-            await chainedTick([], "submit");
-          } catch (error) {
-            log.error("reconciler submission pass failed", { error: String(error) });
-          }
-          continue;
-        }
-        const woken = wakeRequested;
-        wakeRequested = false;
-        const afterSubmission = observeByMs !== Number.POSITIVE_INFINITY;
-        observeByMs = Number.POSITIVE_INFINITY;
-        lastStartMs = monotonicMs();
-        lastStartClockMs = clock.now();
-        let report: TickReport | null = null;
-        try {
-          report = await chainedTick([]);
-        } catch (error) {
-          // A store failure: this tick died half way, which every step is written to
-          // survive. The next tick starts over from what was committed.
-          log.error("reconciler tick failed", { error: String(error) });
-        }
-        intervalMs = busyTick(report, woken || afterSubmission)
-          ? minIntervalMs
-          : Math.min(maxIntervalMs, Math.max(minIntervalMs, intervalMs * 2, 1));
+        timerFired = false;
+        await (next.step === "pass" ? runPass() : runTick());
       }
     } finally {
       running = false;

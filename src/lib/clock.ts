@@ -40,6 +40,64 @@ export const systemTimers: Timers = {
   },
 };
 
+/** Timers that do not keep the process alive by themselves (background probes, samplers). */
+export const backgroundTimers: Timers = {
+  after(delayMs, fn) {
+    const timer = setTimeout(fn, delayMs);
+    timer.unref?.();
+    return () => clearTimeout(timer);
+  },
+};
+
+/**
+ * Calls `fn` every `periodMs` (the first time one period from now) until the returned cancel.
+ * Built on `after`, so a test's manual timeline drives it like any other wait.
+ */
+export function every(timers: Timers, periodMs: number, fn: () => void): () => void {
+  let cancelled = false;
+  let cancel = () => {};
+  const arm = () => {
+    cancel = timers.after(periodMs, () => {
+      if (cancelled) return;
+      arm();
+      fn();
+    });
+  };
+  arm();
+  return () => {
+    cancelled = true;
+    cancel();
+  };
+}
+
+/** Resolves after `ms` on `timers` (default: the system's). */
+export function sleep(ms: number, timers: Timers = systemTimers): Promise<void> {
+  return new Promise((resolve) => {
+    timers.after(ms, resolve);
+  });
+}
+
+/**
+ * Settles with `work`, or with `onExpiry()` once `ms` passed first; the timer is cancelled
+ * either way, so a finished race leaves nothing armed.
+ */
+export async function withDeadline<T, E>(
+  work: Promise<T>,
+  ms: number,
+  onExpiry: () => E,
+  timers: Timers = systemTimers,
+): Promise<T | E> {
+  let cancel = () => {};
+  const expired = new Promise<E>((resolve) => {
+    cancel = timers.after(ms, () => resolve(onExpiry()));
+  });
+  try {
+    return await Promise.race([work, expired]);
+  } finally {
+    cancel();
+  }
+}
+
 /** A clock and timers tests advance by hand: `advance` fires every timer that fell due. */
 export interface ManualTimeline extends ManualClock, Timers {
   /** Timers scheduled and neither fired nor cancelled. */

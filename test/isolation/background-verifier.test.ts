@@ -2,14 +2,14 @@ import { describe, expect, test } from "bun:test";
 import {
   createBackgroundVerifier,
   type ProbeOutcome,
-  type VerifierSchedule,
 } from "../../src/core/isolation/background-verifier.ts";
+import type { Timers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 
 /** A schedule the test fires by hand, recording the delays asked for. */
 function manualSchedule() {
   const pending: { delayMs: number; fn: () => void; cancelled: boolean }[] = [];
-  const schedule: VerifierSchedule = {
+  const schedule: Timers = {
     after(delayMs, fn) {
       const entry = { delayMs, fn, cancelled: false };
       pending.push(entry);

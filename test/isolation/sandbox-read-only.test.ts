@@ -5,20 +5,21 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  SANDBOX_READONLY_ENV,
-  sandboxReadOnlyFromEnv,
-} from "../../src/apps/daemon/composition/sandbox-read-only.ts";
+import { sandboxReadOnlyDirs } from "../../src/apps/daemon/composition/sandbox-read-only.ts";
+import { parseDaemonSettings, SANDBOX_READONLY_ENV } from "../../src/apps/daemon/config.ts";
 import { BINARY, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-sandbox-ro-", "each");
 
+/** The variable as the daemon reads it: split at start (config.ts), checked against the layout. */
 function parse(value: string | undefined, masked: readonly string[] = []) {
-  return sandboxReadOnlyFromEnv(
+  const parsed = parseDaemonSettings(
     value === undefined ? {} : { [SANDBOX_READONLY_ENV]: value },
-    masked,
+    [],
   );
+  if (parsed.kind !== "Parsed") throw new Error(JSON.stringify(parsed.errors));
+  return sandboxReadOnlyDirs(parsed.settings.sandboxReadOnly, masked);
 }
 
 describe(SANDBOX_READONLY_ENV, () => {

@@ -4,7 +4,6 @@
  * goes out until the back-off has passed, then one trial; a success closes it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { profileBreakerFromEnv } from "../../src/apps/daemon/composition/profile-breaker-config.ts";
 import { createProfileBreakers } from "../../src/core/reconciler/profile-breaker.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 
@@ -143,33 +142,5 @@ describe("a refusal of one request's own arguments", () => {
     const next = h.addWorkload();
     await h.tick();
     expect(h.workload(next).phase).toBe("QUEUED");
-  });
-});
-
-describe("profileBreakerFromEnv", () => {
-  test("defaults, settings, and a clear error naming the variable", () => {
-    expect(profileBreakerFromEnv({})).toEqual({
-      kind: "Breaker",
-      options: { threshold: 3, initialBackoffMs: 30_000, maxBackoffMs: 1_800_000 },
-    });
-    expect(
-      profileBreakerFromEnv({
-        OPENAI4S_PROFILE_BREAKER_THRESHOLD: "5",
-        OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS: "2",
-      }),
-    ).toEqual({
-      kind: "Breaker",
-      options: { threshold: 5, initialBackoffMs: 2_000, maxBackoffMs: 1_800_000 },
-    });
-    for (const [name, value] of [
-      ["OPENAI4S_PROFILE_BREAKER_THRESHOLD", "0"],
-      ["OPENAI4S_PROFILE_BREAKER_THRESHOLD", "three"],
-      ["OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS", "-1"],
-      ["OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS", "1.5"],
-    ] as const) {
-      const parsed = profileBreakerFromEnv({ [name]: value });
-      expect(parsed.kind).toBe("ConfigError");
-      expect(parsed.kind === "ConfigError" ? parsed.message : "").toContain(name);
-    }
   });
 });

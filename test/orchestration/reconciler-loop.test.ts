@@ -20,13 +20,13 @@ function manualTimers() {
   let next = 0;
   let nowMs = 0;
   const timers: Timers = {
-    set(callback, delayMs) {
+    after(delayMs, callback) {
       next += 1;
-      pending.set(next, { callback, dueMs: nowMs + delayMs });
-      return next;
-    },
-    clear(handle) {
-      pending.delete(handle as number);
+      const id = next;
+      pending.set(id, { callback, dueMs: nowMs + delayMs });
+      return () => {
+        pending.delete(id);
+      };
     },
   };
   return {

@@ -16,6 +16,7 @@ import {
   CLUSTER_ISOLATION_RETRY_MS,
   createBackend,
 } from "../../src/apps/daemon/composition/index.ts";
+import { parseDaemonSettings } from "../../src/apps/daemon/config.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { sessionIsolationVerdict } from "../../src/core/ports.ts";
 import { systemClock } from "../../src/lib/clock.ts";
@@ -52,13 +53,22 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation after a start-up
     // Background probes fire when the test says: the first at once, retries by hand.
     const retries: (() => void)[] = [];
     const delays: number[] = [];
+    const env = {
+      PATH: cluster.path,
+      SLURM_CONF: slurmConf,
+      OPENAI4S_WORKER_LISTEN: "127.0.0.1:9",
+    };
+    const selfCommand = [process.execPath, join(import.meta.dir, "../../src/main.ts")];
+    const parsed = parseDaemonSettings(env, selfCommand);
+    if (parsed.kind !== "Parsed") throw new Error(JSON.stringify(parsed.errors));
     const created = await createBackend("slurm", {
       layout: stateLayout(join(dir, "state"), join(dir, "spool")),
       clusterConfigPath: config,
-      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
+      selfCommand,
       clock: systemClock,
       log: silentLog,
-      env: { PATH: cluster.path, SLURM_CONF: slurmConf, OPENAI4S_WORKER_LISTEN: "127.0.0.1:9" },
+      env,
+      settings: parsed.settings,
       faults: noFaultPoints,
       identities: fixedIdentities(TEST_RUN_AS),
       isolationSchedule: {

@@ -47,7 +47,7 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
       selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
       clock: systemClock,
       log: silentLog,
-      tickIntervalMs: 250,
+      pacing: { minIntervalMs: 250, maxIntervalMs: 250 },
     });
     if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
     running.push(started.daemon);

@@ -32,7 +32,7 @@ export function localDaemonConfig(
     selfCommand: selfCommand(),
     clock: systemClock,
     log: memoryLog(),
-    tickIntervalMs: 100,
+    pacing: { minIntervalMs: 100, maxIntervalMs: 100 },
     ...overrides,
   };
 }
@@ -57,7 +57,7 @@ export function clusterDaemonConfig(
     selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
     clock: systemClock,
     log: silentLog,
-    tickIntervalMs: 250,
+    pacing: { minIntervalMs: 250, maxIntervalMs: 250 },
     ...overrides,
   };
 }

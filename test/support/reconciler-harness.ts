@@ -84,7 +84,6 @@ export interface HarnessOptions {
   readonly preparer?: AttemptPreparer;
   readonly barrierHooks?: BarrierHooks;
   readonly timers?: Timers;
-  readonly tickIntervalMs?: number;
   /** Wrap the store (e.g. to inject crashes). */
   readonly wrapStore?: (store: ReconcilerStore) => ReconcilerStore;
   readonly maxCommandsInFlight?: number;
@@ -144,7 +143,6 @@ export function harness(options: HarnessOptions = {}): Harness {
       newAllocationId: () => `a${++allocationSeq}`,
       ...(options.barrierHooks ? { barrierHooks: options.barrierHooks } : {}),
       ...(options.timers ? { timers: options.timers } : {}),
-      ...(options.tickIntervalMs !== undefined ? { tickIntervalMs: options.tickIntervalMs } : {}),
       ...(options.maxCommandsInFlight !== undefined
         ? { maxCommandsInFlight: options.maxCommandsInFlight }
         : {}),

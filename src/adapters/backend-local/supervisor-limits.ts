@@ -7,6 +7,7 @@
  * the rest carry on (a multiprocessing parent whose worker died waits forever). When the
  * kill count moves, the whole job is ended, as v2's memory.oom.group and a scheduler do.
  */
+import { every, sleep, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { CgroupDriver, CgroupUsage, JobCgroup } from "./cgroup-port.ts";
 import { driverForJob } from "./limit-enforcement.ts";
@@ -31,7 +32,7 @@ export function jobCgroupGuard(limits: JobLimits | undefined, log: Log): JobCgro
   const job = limits?.cgroup ?? null;
   if (limits === undefined || job === null) return null;
   const driver = driverForJob(job);
-  let timer: ReturnType<typeof setInterval> | null = null;
+  let stopWatch: (() => void) | null = null;
   return {
     start() {
       // Retried: the last job of another supervisor may remove the daemon's root between
@@ -46,22 +47,22 @@ export function jobCgroupGuard(limits: JobLimits | undefined, log: Log): JobCgro
       }
     },
     watch(onOutOfMemory) {
-      timer = setInterval(() => {
+      stopWatch = every(systemTimers, WATCH_INTERVAL_MS, () => {
         try {
           if (driver.usage(job).oomKills === 0) return;
         } catch (error) {
           log.warn("cannot read the job's cgroup", { error: String(error) });
           return;
         }
-        if (timer !== null) clearInterval(timer);
-        timer = null;
+        stopWatch?.();
+        stopWatch = null;
         onOutOfMemory();
         driver.kill(job);
-      }, WATCH_INTERVAL_MS);
+      });
     },
     async finish() {
-      if (timer !== null) clearInterval(timer);
-      timer = null;
+      stopWatch?.();
+      stopWatch = null;
       const usage = await drainAndRemove(driver, job, log);
       // The last job out removes the daemon's root, whether or not the daemon is still there
       // to do it (a daemon killed by SIGKILL never runs its own cleanup). Busy: not the last.
@@ -87,7 +88,7 @@ export async function drainAndRemove(
     usage = driver.usage(job);
     for (let waited = 0; waited < DRAIN_WAIT_MS; waited += DRAIN_POLL_MS) {
       if (driver.processes(job).length === 0) break;
-      await Bun.sleep(DRAIN_POLL_MS);
+      await sleep(DRAIN_POLL_MS);
     }
     if (!driver.remove(job))
       log.warn("the job's cgroup is still busy; left for the sweep", { job });

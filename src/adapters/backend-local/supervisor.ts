@@ -12,6 +12,7 @@
 import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
+import { systemTimers } from "../../lib/clock.ts";
 import { publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
@@ -177,27 +178,27 @@ async function superviseJob(
   const state: {
     exited: boolean;
     stopReason: StopReason | null;
-    killTimer: ReturnType<typeof setTimeout> | null;
-  } = { exited: false, stopReason: null, killTimer: null };
+    cancelKill: (() => void) | null;
+  } = { exited: false, stopReason: null, cancelKill: null };
   limits?.watch(() => deps.log.warn("the job hit its memory limit; ending it", { group }));
   const beginStop = (reason: StopReason) => {
     if (state.exited || state.stopReason !== null) return;
     state.stopReason = reason;
     deps.log.info("stopping job group", { reason, group });
     signalGroup(group, "SIGTERM");
-    state.killTimer = setTimeout(() => signalGroup(group, "SIGKILL"), record.killGraceMs);
+    state.cancelKill = systemTimers.after(record.killGraceMs, () => signalGroup(group, "SIGKILL"));
   };
   setOnStop(beginStop);
   // A signal that arrived while the job was being started is honoured now.
   if (existsSync(join(dir, JOB_FILES.cancel))) beginStop("CANCELLED");
   // Armed for the deadline the job was told and observers report, not for a full limit
   // from now: the start above took time, and the job must not outlive what it was told.
-  const limitTimer =
+  const cancelLimit =
     deadline === null
       ? null
-      : setTimeout(() => beginStop("TIME_LIMIT"), Math.max(0, deadline - deps.now()));
+      : systemTimers.after(Math.max(0, deadline - deps.now()), () => beginStop("TIME_LIMIT"));
 
-  const warnTimer = warningTimer(record, startedAt, deadline, deps, () => {
+  const cancelWarn = warningTimer(record, startedAt, deadline, deps, () => {
     if (state.exited || state.stopReason !== null) return;
     deps.log.info("warning job group before its time limit", { group });
     signalGroup(group, "SIGURG");
@@ -205,9 +206,9 @@ async function superviseJob(
 
   await proc.exited;
   state.exited = true;
-  if (warnTimer !== null) clearTimeout(warnTimer);
-  if (limitTimer !== null) clearTimeout(limitTimer);
-  if (state.killTimer !== null) clearTimeout(state.killTimer);
+  cancelWarn?.();
+  cancelLimit?.();
+  state.cancelKill?.();
   // The allocation ends with its leader: background processes it left in the group would
   // otherwise keep holding the machine with nobody accounting for them.
   signalGroup(group, "SIGKILL");
@@ -262,12 +263,12 @@ function warningTimer(
   deadline: number | null,
   deps: SupervisorDeps,
   warn: () => void,
-): ReturnType<typeof setTimeout> | null {
+): (() => void) | null {
   const leadSeconds = record.warnBeforeLimitSeconds ?? 0;
   if (deadline === null || leadSeconds <= 0) return null;
   const wholeMs = deadline - startedAt;
   const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
-  return setTimeout(warn, Math.max(0, deadline - leadMs - deps.now()));
+  return systemTimers.after(Math.max(0, deadline - leadMs - deps.now()), warn);
 }
 
 /**

@@ -18,7 +18,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isSubmissionToken, type SubmissionToken } from "../../core/models.ts";
 import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports.ts";
-import type { Clock } from "../../lib/clock.ts";
+import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";
 
@@ -70,6 +70,8 @@ export interface OrphanSweeperOptions {
   readonly knownTokens: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
   readonly clock: Clock;
   readonly log: Log;
+  /** Default: the system's (lib/clock.ts). */
+  readonly timers?: Timers;
 }
 
 export interface OrphanSweeper {
@@ -83,7 +85,8 @@ export interface OrphanSweeper {
 export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweeper {
   const { broker, ownerId, policy, clock, log } = options;
   let last: OrphanReport | null = null;
-  let timer: ReturnType<typeof setTimeout> | null = null;
+  const timers = options.timers ?? systemTimers;
+  let cancelTimer: (() => void) | null = null;
   let running: Promise<unknown> | null = null;
   let stopped = false;
 
@@ -133,14 +136,14 @@ export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweepe
 
   function schedule(delayMs: number): void {
     if (stopped) return;
-    timer = setTimeout(() => {
+    cancelTimer = timers.after(delayMs, () => {
       running = sweepOnce()
         .catch((error: unknown) => log.error("orphan sweep failed", { error: String(error) }))
         .finally(() => {
           running = null;
           schedule(options.intervalMs);
         });
-    }, delayMs);
+    });
   }
 
   return {
@@ -152,7 +155,7 @@ export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweepe
     },
     async stop() {
       stopped = true;
-      if (timer !== null) clearTimeout(timer);
+      cancelTimer?.();
       await running;
     },
   };

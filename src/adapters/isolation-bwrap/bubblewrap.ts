@@ -123,6 +123,8 @@ export interface BubblewrapOptions {
   readonly cacheTtlMs?: number;
   /** Deadline for one probe run. Default 10 s. */
   readonly probeTimeoutMs?: number;
+  /** The environment the probe's wrapper starts in (the daemon's). Default: an empty one. */
+  readonly hostEnv?: Readonly<Record<string, string | undefined>>;
   readonly clock?: Clock;
 }
 
@@ -332,6 +334,7 @@ export function createBubblewrapSandbox(options: BubblewrapOptions): BubblewrapS
         tmpRoot: options.tmpRoot,
         timeoutMs: options.probeTimeoutMs ?? 10_000,
         runAs: probeRunAs,
+        hostEnv: options.hostEnv ?? {},
         wrap: (argv, paths, env, probeRoot) =>
           bubblewrapArgv(
             {

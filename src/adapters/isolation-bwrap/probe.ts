@@ -31,6 +31,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { IsolationVerdict } from "../../core/ports.ts";
 import type { JobEnv, RunAs, SandboxPaths } from "../../core/sandbox.ts";
+import { sleep } from "../../lib/clock.ts";
 import { createProgramRunner } from "../../lib/process-runner.ts";
 
 export interface ProbeOptions {
@@ -38,6 +39,11 @@ export interface ProbeOptions {
   readonly timeoutMs: number;
   /** The identity real jobs run as: the probe's directories are given to it, as theirs are. */
   readonly runAs: RunAs | null;
+  /**
+   * The environment the wrapper starts in (the daemon's, handed down by the composition:
+   * process.env is read only where the daemon starts); the wrapper sets the probe's own.
+   */
+  readonly hostEnv: Readonly<Record<string, string | undefined>>;
   /** Builds the sandboxed argv; `probeRoot` is the temporary root standing in for state. */
   wrap(
     argv: readonly string[],
@@ -262,10 +268,10 @@ export async function runIsolationProbe(options: ProbeOptions): Promise<Isolatio
       program,
       args,
       // The wrapper's argv is absolute or found on the daemon's PATH, as a spawn finds it.
-      searchPath: process.env["PATH"] ?? "",
+      searchPath: options.hostEnv["PATH"] ?? "",
       // The daemon's environment, as before: the wrapper sets the probe's own (PROBE_ENV).
       env: Object.fromEntries(
-        Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
+        Object.entries(options.hostEnv).filter((e): e is [string, string] => e[1] !== undefined),
       ),
       cwd: layout.workspace,
       timeoutMs: options.timeoutMs,
@@ -316,7 +322,7 @@ async function waitForComm(pid: number, name: string, deadlineMs: number): Promi
   const until = Date.now() + deadlineMs;
   while (Date.now() < until) {
     if (commOf(pid) === name) return true;
-    await Bun.sleep(5);
+    await sleep(5);
   }
   return false;
 }

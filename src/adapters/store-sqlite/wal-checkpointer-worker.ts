@@ -3,12 +3,13 @@
  * checkpoint every interval, one report per run. Runs only as a Worker's entrypoint.
  */
 import { Database } from "bun:sqlite";
+import { systemTimers } from "../../lib/clock.ts";
 import type { CheckpointerCommand, CheckpointerReport } from "./wal-checkpointer.ts";
 
 declare const self: Worker;
 
 let db: Database | null = null;
-let timer: ReturnType<typeof setTimeout> | null = null;
+let cancelTimer: (() => void) | null = null;
 let runs = 0;
 
 function report(message: CheckpointerReport): void {
@@ -16,14 +17,14 @@ function report(message: CheckpointerReport): void {
 }
 
 function close(): void {
-  if (timer !== null) clearTimeout(timer);
-  timer = null;
+  cancelTimer?.();
+  cancelTimer = null;
   db?.close();
   db = null;
 }
 
 function run(intervalMs: number): void {
-  timer = null;
+  cancelTimer = null;
   if (db === null) return;
   try {
     // [busy, frames in the WAL, frames copied]: busy only means a reader or another
@@ -36,7 +37,7 @@ function run(intervalMs: number): void {
     report({ kind: "Failed", message: String(error) });
     return;
   }
-  timer = setTimeout(() => run(intervalMs), intervalMs);
+  cancelTimer = systemTimers.after(intervalMs, () => run(intervalMs));
 }
 
 self.onmessage = (event: MessageEvent<CheckpointerCommand>) => {
@@ -58,7 +59,7 @@ self.onmessage = (event: MessageEvent<CheckpointerCommand>) => {
         return;
       }
       report({ kind: "Ready" });
-      timer = setTimeout(() => run(command.intervalMs), command.intervalMs);
+      cancelTimer = systemTimers.after(command.intervalMs, () => run(command.intervalMs));
       break;
     case "Stop":
       close();

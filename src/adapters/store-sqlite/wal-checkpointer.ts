@@ -27,6 +27,7 @@
  * tail returns, nothing is lost. The backstop bounds the WAL should the thread fall behind.
  */
 import type { Database } from "bun:sqlite";
+import { withDeadline } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { WAL_CHECKPOINTER_ENTRYPOINT } from "../../thread-entrypoints.ts";
 
@@ -169,12 +170,7 @@ export function startWalCheckpointer(
       worker.postMessage(stop);
       // A run in progress finishes first (a checkpoint is one SQLite call); a thread that
       // does not answer must not hold the daemon's shutdown, so it is ended regardless.
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const grace = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, STOP_GRACE_MS);
-      });
-      return Promise.race([done, grace]).then(() => {
-        clearTimeout(timer);
+      return withDeadline(done, STOP_GRACE_MS, () => {}).then(() => {
         worker.terminate();
       });
     },

@@ -6,6 +6,7 @@
  */
 import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
+import { sleep } from "../../lib/clock.ts";
 import {
   type Command,
   type CommandIo,
@@ -44,7 +45,7 @@ export const systemRuntime: ClientRuntime = {
   cwd: () => process.cwd(),
   readFile: (path) => process.getBuiltinModule("node:fs").readFileSync(path, "utf8"),
   isTty: () => process.stdout.isTTY === true,
-  sleep: (ms) => Bun.sleep(ms),
+  sleep: (ms) => sleep(ms),
   now: () => Date.now(),
 };
 

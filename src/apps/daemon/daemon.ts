@@ -32,8 +32,7 @@ import {
 } from "../../core/layout.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
-import type { Clock } from "../../lib/clock.ts";
-import { faultPointsFromEnv } from "../../lib/fault-point.ts";
+import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
 import type { Access, ApiBindings } from "../../servers/http/deps.ts";
@@ -42,6 +41,7 @@ import { declaresBody } from "../../servers/http/validation.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { fileAuditLog } from "./audit-log.ts";
 import { BACKENDS, composeCore, migrateBackendRecords } from "./composition/index.ts";
+import { parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
 import { watchSpool } from "./spool-watch.ts";
 import {
@@ -86,8 +86,6 @@ export interface DaemonConfig {
   readonly allowUnsandboxedBatch?: boolean;
   /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
   readonly principalDefaults?: PrincipalLimits;
-  /** A fixed period for the reconciler's tick (tests); else `pacing` or the defaults. */
-  readonly tickIntervalMs?: number;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
   readonly pacing?: {
     readonly minIntervalMs?: number;
@@ -140,6 +138,14 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     await unwind(cleanups, log);
     return result;
   };
+
+  // 0. The settings in the environment, parsed once: a bad variable stops the start here,
+  // every one of them named, before anything is read or written.
+  const parsed = parseDaemonSettings(config.env, config.selfCommand);
+  if (parsed.kind === "Invalid") {
+    return fail({ kind: "ConfigError", message: settingErrorsMessage(parsed.errors) });
+  }
+  const { settings } = parsed;
 
   // 1. The private state dir and the spool, checked before anything in them is read.
   const prepared = prepareLayout(config, log);
@@ -247,7 +253,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // 5. The working parts, built by the composition: the store's ports, the backend (by
   // name), sessions (opt-in), the preparers and the reconciler. The daemon starts and stops them.
   // Crash tests name the points to die at; read once, injected everywhere.
-  const faults = faultPointsFromEnv(config.env);
+  const { faults } = settings;
   const identity = config.identity ?? defaultIdentity();
   if (config.allowUnsandboxedBatch === true) {
     // At every start, not once: an opt-out nobody remembers choosing is how it stays on.
@@ -267,12 +273,12 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     clusterConfigPath: config.clusterConfigPath,
     selfCommand: config.selfCommand,
     env: config.env,
+    settings,
     identity,
     allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
     clock,
     metrics,
     log,
-    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...(config.pacing !== undefined ? { pacing: config.pacing } : {}),
   });
   if (composed.kind === "ConfigError") return fail(composed);
@@ -293,14 +299,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     await running;
     // Commands still in flight get the drain grace to record their answers; one that does
     // not answer is left to the next start, which resolves it by token (INV-8).
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      reconciler.idle(),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, config.drainTimeoutMs ?? 5000);
-      }),
-    ]);
-    clearTimeout(timer);
+    await withDeadline(reconciler.idle(), config.drainTimeoutMs ?? 5000, () => {});
   });
   // The backend's own background work (the orphan sweep), beside the reconciler.
   for (const service of services) {
@@ -318,8 +317,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     );
   };
   sampleCalls();
-  const sampler = setInterval(sampleCalls, CALL_SAMPLE_INTERVAL_MS);
-  cleanups.push(() => clearInterval(sampler));
+  cleanups.push(every(systemTimers, CALL_SAMPLE_INTERVAL_MS, sampleCalls));
 
   // 7. The API, once per listener; each listener says how it authenticates.
   const app = createApp({
@@ -531,13 +529,8 @@ function closeIfBodyUnread(request: Request, response: Response): Response {
 
 /** Graceful first; connections still open after the grace period are closed. */
 async function stopServer(server: Server<unknown>, drainTimeoutMs: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const graceful = server.stop(false);
-  const expired = new Promise<"expired">((resolve) => {
-    timer = setTimeout(() => resolve("expired"), drainTimeoutMs);
-  });
-  const outcome = await Promise.race([graceful.then(() => "drained" as const), expired]);
-  clearTimeout(timer);
+  const graceful = server.stop(false).then(() => "drained" as const);
+  const outcome = await withDeadline(graceful, drainTimeoutMs, () => "expired" as const);
   if (outcome === "expired") await server.stop(true);
 }
 

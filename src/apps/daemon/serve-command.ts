@@ -130,6 +130,8 @@ Environment:
                                      the cgroup hierarchy (a subtree delegated to a daemon
                                      that is not root); off: rlimits only. Default: below
                                      the daemon's own cgroup (v1), /openai4s (v2).
+  A bad value stops the start (exit 2) naming every such variable at once; an empty value
+  is the same as unset.
 
 A state dir of the old single-directory layout (workloads/ inside it) is migrated at
 start: workspaces and logs move to the spool by rename, running jobs keep running.

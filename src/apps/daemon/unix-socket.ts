@@ -7,6 +7,7 @@
  */
 import { chmodSync, lstatSync, unlinkSync } from "node:fs";
 import { createConnection } from "node:net";
+import { systemTimers } from "../../lib/clock.ts";
 
 function errorCode(error: unknown): string | undefined {
   return (error as { code?: string } | null)?.code;
@@ -24,12 +25,12 @@ function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ path });
     const done = (answer: boolean) => {
-      clearTimeout(timer);
+      cancelTimer();
       socket.destroy();
       resolve(answer);
     };
     // A listener too busy to accept within the deadline is still a listener: say "in use".
-    const timer = setTimeout(() => done(true), timeoutMs);
+    const cancelTimer = systemTimers.after(timeoutMs, () => done(true));
     socket.once("connect", () => done(true));
     socket.once("error", () => done(false));
   });

@@ -5,6 +5,7 @@
  * frames both ways until it closes.
  */
 import type { Socket, SocketHandler } from "bun";
+import { systemTimers } from "../../lib/clock.ts";
 import type { Credential } from "../../wire/credential.ts";
 import {
   createFrameDecoder,
@@ -96,14 +97,14 @@ export function dialGateway(
     const settle = (outcome: DialOutcome) => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      cancelTimer();
       resolve(outcome);
     };
-    const timer = setTimeout(() => {
+    const cancelTimer = systemTimers.after(options.verdictTimeoutMs, () => {
       settle({ kind: "Failed", message: "no verdict from the gateway in time" });
       closed("verdict timeout");
       socket?.terminate();
-    }, options.verdictTimeoutMs);
+    });
 
     const link: Link = {
       send(message) {

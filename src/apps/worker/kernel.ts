@@ -24,6 +24,7 @@
 import { readFileSync } from "node:fs";
 import type { Subprocess } from "bun";
 import * as v from "valibot";
+import { systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import {
   type CellError,
@@ -129,7 +130,8 @@ interface Running extends Cell {
   /** Interrupted before it began: the SIGINT goes out with its "started" line. */
   interruptHeld: boolean;
   /** The escalation of an interrupt, armed until the cell answers. */
-  escalation: ReturnType<typeof setTimeout> | null;
+  /** Cancels the armed escalation. */
+  escalation: (() => void) | null;
 }
 
 function failedResult(ename: string, message: string, kernelRestarted = false): KernelResult {
@@ -278,7 +280,7 @@ export function createKernel(options: KernelOptions): Kernel {
       return;
     }
     running = null;
-    if (cell.escalation) clearTimeout(cell.escalation);
+    cell.escalation?.();
     cell.resolve({ ...parsed.reply, kernelRestarted: cell.restarted });
     pump();
   }
@@ -290,7 +292,7 @@ export function createKernel(options: KernelOptions): Kernel {
     const cell = running?.proc === p ? running : null;
     if (cell) {
       running = null;
-      if (cell.escalation) clearTimeout(cell.escalation);
+      cell.escalation?.();
     }
     if (closed) {
       cell?.resolve(failedResult("KernelShutDown", "the kernel was shut down"));
@@ -416,11 +418,11 @@ export function createKernel(options: KernelOptions): Kernel {
         if (!target.started) target.interruptHeld = true;
         else if (!signalInterrupt(target)) return { kind: "NotRunning" };
         if (restartAfterMs !== undefined && target.escalation === null) {
-          target.escalation = setTimeout(() => {
+          target.escalation = systemTimers.after(restartAfterMs, () => {
             if (running !== target) return;
             const why = `the cell did not stop within ${seconds(restartAfterMs)} of its interrupt`;
             replace(target.proc, why, target);
-          }, restartAfterMs);
+          });
         }
         return { kind: "Interrupted" };
       }

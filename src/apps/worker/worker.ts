@@ -12,7 +12,7 @@
  * judge. `stop` from the gateway ends it at once.
  */
 import { isAbsolute } from "node:path";
-import { type Clock, pause } from "../../lib/clock.ts";
+import { type Clock, every, pause, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../../wire/credential.ts";
 import { readGatewayFingerprint } from "../../wire/gateway-tls.ts";
@@ -233,7 +233,7 @@ function serve(
     const end = (result: ServeEnd) => {
       if (ended) return;
       ended = true;
-      clearInterval(beat);
+      stopBeat();
       signal.removeEventListener("abort", onAbort);
       resolve(result);
     };
@@ -242,7 +242,7 @@ function serve(
       end({ kind: "Stopped", reason: "signal" });
     };
     signal.addEventListener("abort", onAbort, { once: true });
-    const beat = setInterval(() => {
+    const stopBeat = every(systemTimers, intervalMs, () => {
       // A half-open connection announces nothing; silence is how we notice it.
       if (clock.now() - lastHeardAt > LIVENESS_INTERVALS * intervalMs) {
         link.terminate();
@@ -250,7 +250,7 @@ function serve(
         return;
       }
       link.send({ kind: "heartbeat" });
-    }, intervalMs);
+    });
 
     const reply = (id: number, response: WorkerResponse) => {
       if (ended) return;

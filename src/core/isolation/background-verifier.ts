@@ -9,6 +9,7 @@
  * A probe that could not run (still queued when its deadline came) is inconclusive: it keeps
  * an earlier Verified verdict instead of flapping it to refused.
  */
+import { backgroundTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { IsolationVerdict } from "../ports.ts";
 
@@ -17,19 +18,6 @@ export type ProbeOutcome =
   /** The probe never got to run (e.g. still waiting in a queue): says nothing either way. */
   | { readonly kind: "Inconclusive"; readonly message: string };
 
-export interface VerifierSchedule {
-  /** Runs `fn` after `delayMs`; returns a cancel. Must not keep the process alive. */
-  after(delayMs: number, fn: () => void): () => void;
-}
-
-const timerSchedule: VerifierSchedule = {
-  after(delayMs, fn) {
-    const timer = setTimeout(fn, delayMs);
-    timer.unref?.();
-    return () => clearTimeout(timer);
-  },
-};
-
 export interface BackgroundVerifierOptions {
   /**
    * One probe. `signal` aborts when the verifier stops (the daemon shuts down): a probe that
@@ -37,7 +25,8 @@ export interface BackgroundVerifierOptions {
    */
   readonly probe: (signal: AbortSignal) => Promise<ProbeOutcome>;
   readonly log: Log;
-  readonly schedule?: VerifierSchedule;
+  /** When the next probe runs. Default: timers that do not keep the process alive. */
+  readonly schedule?: Timers;
   /** After a Verified verdict, the next probe in this long. */
   readonly verifiedIntervalMs: number;
   /** After an Unverified or inconclusive probe, the next one in this long. */
@@ -65,7 +54,7 @@ export interface BackgroundVerifier {
 }
 
 export function createBackgroundVerifier(options: BackgroundVerifierOptions): BackgroundVerifier {
-  const schedule = options.schedule ?? timerSchedule;
+  const schedule = options.schedule ?? backgroundTimers;
   let verdict: IsolationVerdict = options.seed ??
     options.remembered ?? {
       kind: "Unverified",

@@ -4,15 +4,13 @@
  * background, and the switch from plain to sandboxed launches once the sandbox is seen
  * working. All go through decorateBackend, so no capability of the backend is lost.
  */
+
+import type { Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
 import type { AllocationBackend, BackendWith, IsolationVerdict, TaskRunner } from "../ports.ts";
 import type { Sandbox } from "../sandbox.ts";
-import {
-  type BackgroundVerifier,
-  createBackgroundVerifier,
-  type VerifierSchedule,
-} from "./background-verifier.ts";
+import { type BackgroundVerifier, createBackgroundVerifier } from "./background-verifier.ts";
 
 /** The backend, answering the isolation question with why not (never Verified). */
 export function withoutSessionIsolation(
@@ -45,7 +43,7 @@ export function verifiedInBackground(options: {
   readonly log: Log;
   readonly intervalMs: number;
   /** When the re-verifications run (tests: never, or by hand); default: timers. */
-  readonly schedule?: VerifierSchedule;
+  readonly schedule?: Timers;
 }): {
   readonly backend: BackendWith<"sessionIsolation">;
   /** Stop it with the daemon: its timer must not outlive the backend. */

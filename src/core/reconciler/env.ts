@@ -14,6 +14,12 @@ import type { BarrierHooks, ReconcilerFaultPoint } from "./types.ts";
 export interface TickEnv {
   readonly store: ReconcilerStore;
   readonly backend: TickBackend;
+  /**
+   * Whether new attempts wait: submitting into a backend that is not answering only piles up
+   * Unknowns to resolve. A tick asks its own reads; a submission pass, which reads nothing,
+   * asks the calls in flight and the last tick (reconciler.ts).
+   */
+  readonly newAttemptsHeld: () => boolean;
   readonly preparer: AttemptPreparer;
   readonly hooks: BarrierHooks;
   readonly clock: Clock;

@@ -4,9 +4,11 @@
  * backend accepted must leave a token in the store to find the job by (INV-8).
  *
  * Everything after the mint runs in a submit lane (lanes.ts), so neither a slow preparation
- * nor a submission whose answer never comes holds the tick. `startSubmissions` is also how a
- * workload admitted with its first attempt already minted goes to the backend at once,
- * without waiting for a reconciler pass (reconciler.ts, `admitted`).
+ * nor a submission whose answer never comes holds the tick.
+ *
+ * `submitAttempts` is the one way an attempt reaches the backend, with the same gates
+ * wherever it is asked from: a tick (after its reads), a submission pass (no read), or the
+ * admission of a workload whose first attempt was minted with it (reconciler.ts, `admitted`).
  */
 import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, attemptMessage, type Workload } from "../models.ts";
@@ -24,27 +26,27 @@ export interface Live {
 /**
  * Mints attempts for `mint` (workloads that want to run and hold nothing) and starts one
  * submit lane for them, the `fresh` attempts (minted by this process, never handed to the
- * backend) and `resubmit` (attempts this tick resolved Absent by token).
+ * backend) and `resubmit` (attempts this tick resolved Absent by token). Returns how many of
+ * them were left waiting (no lane, backend not answering, degraded profile, a lost mint).
  */
 export function submitAttempts(
   env: TickEnv,
   mint: readonly Workload[],
   fresh: readonly Live[],
   resubmit: readonly Live[] = [],
-): void {
+): number {
   const waiting = mint.length + fresh.length + resubmit.length;
   if (waiting > 0 && !env.lanes.hasRoom("submit")) {
     // Every submit lane is taken (hung submissions): nothing is minted, so these wait as
     // they are, PENDING or SUBMITTING without a handle, for a tick with a free lane.
     env.log.debug("every submit lane is in flight; new attempts wait", { waiting });
-    return;
+    return waiting;
   }
-  // Submitting into a backend that just failed to answer only piles up Unknowns to resolve;
-  // the workloads stay as they are (PENDING, or SUBMITTING with a fresh token) until a tick
-  // hears from it. A resubmit follows a lookup this tick answered, so it goes ahead.
-  const held = mint.length + fresh.length > 0 && env.backend.unavailable;
+  // The workloads stay as they are (PENDING, or SUBMITTING with a fresh token) until the
+  // backend is heard from. A resubmit follows a lookup this tick answered, so it goes ahead.
+  const held = mint.length + fresh.length > 0 && env.newAttemptsHeld();
   if (held) {
-    env.log.info("backend unavailable this tick; new attempts wait", {
+    env.log.info("backend not answering; new attempts wait", {
       waiting: mint.length + fresh.length,
     });
   }
@@ -53,9 +55,8 @@ export function submitAttempts(
   // back-off has passed; then one of them goes out as the trial (profile-breaker.ts).
   const allowed = (w: Workload) => env.breakers.allow(w.profile, now);
   if (held) {
-    const attempts = resubmit.filter((l) => allowed(l.workload));
-    if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
-    return;
+    const answered = resubmit.filter((l) => allowed(l.workload));
+    return waiting - start(env, answered);
   }
   const mintNow: Workload[] = [];
   const waitingForProfile: Workload[] = [];
@@ -66,7 +67,13 @@ export function submitAttempts(
     ...fresh.filter((l) => allowed(l.workload)),
     ...resubmit.filter((l) => allowed(l.workload)),
   ];
+  return waiting - start(env, attempts);
+}
+
+/** One lane for `attempts` (none for none); how many went. */
+function start(env: TickEnv, attempts: readonly Live[]): number {
   if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
+  return attempts.length;
 }
 
 /** A rejected attempt of a degraded profile: the attempt FAILED, the workload back to wait. */
@@ -167,7 +174,7 @@ function mintAll(env: TickEnv, mint: readonly Workload[]): Live[] {
  * the prepared ones in one backend call and records every answer. The attempts are busy
  * from this call on (synchronously), so no tick asks for their tokens meanwhile.
  */
-export function startSubmissions(env: TickEnv, attempts: readonly Live[]): Promise<LaneOutcome> {
+function startSubmissions(env: TickEnv, attempts: readonly Live[]): Promise<LaneOutcome> {
   return env.lanes.start(
     "submit",
     attempts.map((a) => a.allocation.id),

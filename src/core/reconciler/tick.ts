@@ -7,8 +7,8 @@
  * which the next tick simply takes the remaining steps.
  */
 import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
-import type { LiveViewChanges, ReconcileItem, Transition } from "../ports/reconciler-store.ts";
-import type { ObservationCursor, ObservedChange } from "../ports.ts";
+import type { ReconcileItem, Transition } from "../ports/reconciler-store.ts";
+import type { ObservedChange } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
 import { followObservation, isObservablePhase, recordFound, settleEnded } from "./decisions.ts";
@@ -96,75 +96,92 @@ function decodePlanSpecs(env: TickEnv, plan: Plan): void {
   ]);
 }
 
-/**
- * The view for a tick that looks at everything, or null when this tick may narrow its look
- * (`focus.ts`). A backend that cannot report what changed gets every tick full, so keeping a
- * focus for it would only cost (about 5 ms a tick at 10,000 live workloads) and gain nothing.
- */
-function fullView(
-  env: TickEnv,
-  changes: LiveViewChanges | undefined,
-): readonly ReconcileItem[] | null {
-  if (changes === undefined) return env.store.loadView();
-  return env.backend.reportsChanges ? null : [...changes.items.values()];
+/** What a tick (or a submission pass) looks at. */
+interface Look {
+  readonly looked: ReconcileItem[];
+  /** `looked` holds every live workload. */
+  readonly full: boolean;
+  /**
+   * Every live item by workload id while the tick keeps a focus (a store with a live view and
+   * a backend that reports changes, focus.ts); null: no focus, every tick is full.
+   */
+  readonly items: ReadonlyMap<string, ReconcileItem> | null;
+  /** Live workloads in the store. */
+  readonly size: number;
 }
 
-export async function reconcileTick(env: TickEnv): Promise<number> {
+/**
+ * Reads the store's side: every live workload, or only the focus when the store and the
+ * backend can both say what changed (focus.ts). A backend that cannot report what changed
+ * gets every tick full, so keeping a focus for it would only cost (about 5 ms a tick at
+ * 10,000 live workloads) and gain nothing. A pass (`forPass`) narrows the same way but
+ * leaves the focus itself (what is due, what was settled) to the next tick.
+ */
+function lookAt(env: TickEnv, now: number, forPass: boolean): Look {
   const changes = env.store.loadViewChanges?.();
-  const view = fullView(env, changes);
-  if (view !== null || changes === undefined) {
-    const items = view ?? [];
-    keepFresh(env, items);
-    env.runway.note(items, env.warningLeadMs, true);
-    const plan = classify(items, env.lanes.busy, env.fresh);
-    decodePlanSpecs(env, plan);
-    const targets = readTargets(env, plan);
-    const reads = await readBackend(env, targets.observed, targets.unresolved);
-    await takeSteps(env, plan, reads);
-    return items.length;
+  if (changes === undefined || !env.backend.reportsChanges) {
+    const all = changes === undefined ? [...env.store.loadView()] : [...changes.items.values()];
+    return { looked: all, full: true, items: null, size: all.length };
   }
   const { focus } = env;
   absorbChanges(focus, changes);
-  const now = env.clock.now();
-  const full = fullTickDue(focus, env.backend.reportsChanges, now);
+  const full = forPass ? changes.rebuilt : fullTickDue(focus, true, now);
   const looked = full ? [...changes.items.values()] : focusedItems(focus, changes.items);
+  return { looked, full, items: changes.items, size: changes.items.size };
+}
+
+export async function reconcileTick(env: TickEnv): Promise<number> {
+  const now = env.clock.now();
+  const look = lookAt(env, now, false);
+  const { looked, full, items } = look;
   if (full) keepFresh(env, looked);
-  if (!full) lookAtDueWarnings(env, changes.items, looked, now);
+  if (items !== null && !full) lookAtDueWarnings(env, items, looked, now);
   env.runway.note(looked, env.warningLeadMs, full);
-  indexAllocations(focus, looked, full);
+  if (items !== null) indexAllocations(env.focus, looked, full);
   const plan = classify(looked, env.lanes.busy, env.fresh);
   decodePlanSpecs(env, plan);
   const targets = readTargets(env, plan);
-  let reads: BackendReads;
+  if (items === null) {
+    await takeSteps(env, plan, await readBackend(env, targets.observed, targets.unresolved));
+    return look.size;
+  }
+  const { focus } = env;
+  if (full) focus.lastFullAt = now;
+  // A full tick starts the feed afresh: it observes every target at the cursor's moment.
+  const cursor = full ? null : focus.cursor;
+  // Until this tick's steps are written, a tick that dies half way must not leave a cursor
+  // past changes it never acted on: the next one then looks at everything.
+  focus.cursor = null;
+  const read = await readBackendChanges(env, cursor, targets.observed, targets.unresolved);
+  const reads = followChanges(env, items, plan, looked, read);
+  await takeSteps(env, plan, reads);
   // Null when there is none to go on from (an outage, an expired cursor): the next tick
   // looks at everything.
-  let nextCursor: ObservationCursor | null = null;
-  if (env.backend.reportsChanges) {
-    if (full) focus.lastFullAt = now;
-    // A full tick starts the feed afresh: it observes every target at the cursor's moment.
-    const cursor = full ? null : focus.cursor;
-    // Until this tick's steps are written, a tick that dies half way must not leave a cursor
-    // past changes it never acted on: the next one then looks at everything.
-    focus.cursor = null;
-    const read = await readBackendChanges(env, cursor, targets.observed, targets.unresolved);
-    nextCursor = read.cursor;
-    reads = read.reads;
-    const observations = new Map(reads.observations ?? []);
-    for (const change of read.changes) {
-      const live = changedLive(env, focus, changes.items, change);
-      if (live === null || observations.has(live.allocation.id)) continue;
-      plan.watched.push(live);
-      looked.push({ workload: live.workload, current: live.allocation });
-      observations.set(live.allocation.id, change.observation);
-    }
-    if (reads.observations !== null) reads = { ...reads, observations };
-  } else {
-    reads = await readBackend(env, targets.observed, targets.unresolved);
-  }
-  await takeSteps(env, plan, reads);
-  focus.cursor = nextCursor;
+  focus.cursor = read.cursor;
   settleFocus(focus, looked, settledThisTick(plan, reads), full);
-  return changes.items.size;
+  return look.size;
+}
+
+/**
+ * The backend's changes for workloads this tick did not look at: each steadily watched one
+ * becomes watched (and looked at) with the change as its observation.
+ */
+function followChanges(
+  env: TickEnv,
+  items: ReadonlyMap<string, ReconcileItem>,
+  plan: Plan,
+  looked: ReconcileItem[],
+  read: Awaited<ReturnType<typeof readBackendChanges>>,
+): BackendReads {
+  const observations = new Map(read.reads.observations ?? []);
+  for (const change of read.changes) {
+    const live = changedLive(env, env.focus, items, change);
+    if (live === null || observations.has(live.allocation.id)) continue;
+    plan.watched.push(live);
+    looked.push({ workload: live.workload, current: live.allocation });
+    observations.set(live.allocation.id, change.observation);
+  }
+  return read.reads.observations === null ? read.reads : { ...read.reads, observations };
 }
 
 /**
@@ -258,30 +275,17 @@ function settledThisTick(plan: Plan, reads: BackendReads): Set<string> {
 /**
  * The submission pass: only the steps that need no backend read, i.e. minting and submitting
  * attempts for workloads that want to run and hold nothing. `run` takes it on a wake that
- * comes before the next observation is due, so a POST is not held back by the polling
- * ceiling: the new attempt's token is fresh, so its submit needs no lookup either, and the
- * pass makes no listing call at all. Everything else waits for the next full tick. With a
- * focus, it looks only at the workloads the next tick would (new ones are written, so they
- * are among them) and leaves the focus for that tick.
+ * comes before the next tick is due, so a wake is not held back by the polling ceiling: the
+ * new attempt's token is fresh, so its submit needs no lookup either, and the pass makes no
+ * listing call at all. Everything else waits for the next tick. With a focus, it looks only
+ * at the workloads the next tick would (new ones are written, so they are among them).
  */
 export async function reconcileSubmissions(env: TickEnv): Promise<number> {
-  const changes = env.store.loadViewChanges?.();
-  const view = fullView(env, changes);
-  if (view !== null || changes === undefined) {
-    const items = view ?? [];
-    const plan = classify(items, env.lanes.busy, env.fresh);
-    decodePlanSpecs(env, plan);
-    submitAttempts(env, plan.mint, plan.freshUnresolved);
-    return items.length;
-  }
-  absorbChanges(env.focus, changes);
-  const looked = changes.rebuilt
-    ? [...changes.items.values()]
-    : focusedItems(env.focus, changes.items);
-  const plan = classify(looked, env.lanes.busy, env.fresh);
+  const look = lookAt(env, env.clock.now(), true);
+  const plan = classify(look.looked, env.lanes.busy, env.fresh);
   decodePlanSpecs(env, plan);
   submitAttempts(env, plan.mint, plan.freshUnresolved);
-  return changes.items.size;
+  return look.size;
 }
 
 /** Observations and token lookups for workloads that want to run; returns the Absent ones. */

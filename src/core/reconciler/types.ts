@@ -1,4 +1,4 @@
-import type { Clock } from "../../lib/clock.ts";
+import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { Allocation, Workload } from "../models.ts";
@@ -25,11 +25,8 @@ export interface BarrierHooks {
   drained(workload: Workload, allocation: Allocation): Promise<boolean>;
 }
 
-/** Timers for `run`, injectable so a test can fire the periodic tick by hand. */
-export interface Timers {
-  set(callback: () => void, delayMs: number): unknown;
-  clear(handle: unknown): void;
-}
+/** The one timer port (lib/clock.ts): `run` waits through it; a test fires the period by hand. */
+export type { Timers } from "../../lib/clock.ts";
 
 export interface ReconcilerOptions {
   /** `bindReconcilerStore({ db, clock })`, or a wrapper of it (tests inject crashes). */
@@ -57,8 +54,6 @@ export interface ReconcilerOptions {
    * Default 50 ms.
    */
   readonly submitBatchMs?: number;
-  /** A fixed period: shorthand for minIntervalMs = maxIntervalMs (no back-off). */
-  readonly tickIntervalMs?: number;
   /**
    * With a backend that reports changes (ChangeReporter), a tick looks only at what
    * changed (reconciler/focus.ts); at least this often it looks at every live workload and
@@ -75,7 +70,7 @@ export interface ReconcilerOptions {
   readonly randomBytes?: (n: number) => Uint8Array;
   /** Allocation ids. Default: crypto.randomUUID. */
   readonly newAllocationId?: () => string;
-  /** Default: the global setTimeout/clearTimeout. */
+  /** Default: systemTimers (lib/clock.ts). */
   readonly timers?: Timers;
   /** Monotonic milliseconds for tick durations. Default: performance.now. */
   readonly monotonicMs?: () => number;
@@ -84,7 +79,7 @@ export interface ReconcilerOptions {
    * kill the process exactly there (e.g. `(p) => faultPoints.hit(p)`). Default: nothing.
    */
   readonly faultPoint?: (name: ReconcilerFaultPoint) => void;
-  /** Each full tick's report as it ends, failed ones included (the tick histogram). */
+  /** Each tick's report as it ends, failed ones included (the tick histogram); not passes'. */
   readonly onTickEnded?: (report: TickReport) => void;
 }
 
@@ -148,9 +143,10 @@ export interface Reconciler {
   /** One tick. Never overlaps another tick; rejects when the store failed mid-tick. */
   reconcileOnce(options?: ReconcileOnceOptions): Promise<TickReport>;
   /**
-   * Ticks every `tickIntervalMs` and whenever `wake()` is called, until `signal` aborts;
-   * resolves once the tick in progress has finished (graceful shutdown). A failed tick is
-   * logged and the loop goes on.
+   * Ticks on its schedule (reconciler.ts: the period, pulled earlier by wakes, settled
+   * commands and due warnings) and passes on wakes, until `signal` aborts; resolves once the
+   * tick in progress has finished (graceful shutdown). A failed tick is logged and the loop
+   * goes on.
    */
   run(signal: AbortSignal): Promise<void>;
   /** A workload was created or asked to stop: tick now (coalesced) instead of at the period. */

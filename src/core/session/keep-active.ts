@@ -2,6 +2,7 @@
  * Keeps a session active while one of its cells runs: the exec path renews the workload's
  * `lastActiveAt` so the reclaimer does not take a computation for an idle session.
  */
+import { every, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { ActivityRecorder } from "../ports/activity-recorder.ts";
 import type { ReclaimerDefaults } from "../reclaimer.ts";
@@ -26,11 +27,18 @@ export function activityRenewMs(lease: ReclaimerDefaults): number {
  */
 export function keepActiveWhileRunning(
   service: SessionService,
-  deps: { readonly activity: ActivityRecorder; readonly log: Log; readonly renewMs: number },
+  deps: {
+    readonly activity: ActivityRecorder;
+    readonly log: Log;
+    readonly renewMs: number;
+    /** Default: the system's (lib/clock.ts). */
+    readonly timers?: Timers;
+  },
 ): SessionService {
+  const timers = deps.timers ?? systemTimers;
   return {
     async exec(workloadId, code, execOptions) {
-      const timer = setInterval(() => {
+      const stopRenewing = every(timers, deps.renewMs, () => {
         try {
           deps.activity.touch(workloadId);
         } catch (error) {
@@ -40,11 +48,11 @@ export function keepActiveWhileRunning(
             error: String(error),
           });
         }
-      }, deps.renewMs);
+      });
       try {
         return await service.exec(workloadId, code, execOptions);
       } finally {
-        clearInterval(timer);
+        stopRenewing();
       }
     },
     interrupt: (workloadId) => service.interrupt(workloadId),

@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import * as v from "valibot";
+import { systemTimers } from "../../lib/clock.ts";
 import type { ApiBindings } from "./deps.ts";
 import { ApiError, type FieldError, validationFailed } from "./problem.ts";
 
@@ -71,9 +72,9 @@ export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
 async function readBodyBytes(request: Request, timeoutMs: number): Promise<Uint8Array> {
   const reader = request.body?.getReader();
   if (reader === undefined) return new Uint8Array();
-  let timer: ReturnType<typeof setTimeout> | undefined;
+  let cancelTimer = () => {};
   const expired = new Promise<"expired">((resolve) => {
-    timer = setTimeout(() => resolve("expired"), timeoutMs);
+    cancelTimer = systemTimers.after(timeoutMs, () => resolve("expired"));
   });
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -96,7 +97,7 @@ async function readBodyBytes(request: Request, timeoutMs: number): Promise<Uint8
       chunks.push(outcome.value);
     }
   } finally {
-    clearTimeout(timer);
+    cancelTimer();
   }
   return Buffer.concat(chunks);
 }

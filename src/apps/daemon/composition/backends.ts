@@ -38,8 +38,7 @@ import {
   withoutSessionIsolation,
 } from "../../../core/isolation/decorators.ts";
 import type { StateLayout } from "../../../core/layout.ts";
-import { workerGatewayListenFromEnv } from "../../../core/ports/worker-gateway.ts";
-import type { AllocationBackend, OrphanPolicy } from "../../../core/ports.ts";
+import type { AllocationBackend } from "../../../core/ports.ts";
 import { withSpoolFullEndings } from "../../../core/spool-full-endings.ts";
 import { spoolFullness } from "../../../lib/spool-space.ts";
 import {
@@ -49,7 +48,7 @@ import {
   type BackgroundService,
   verifierService,
 } from "./context.ts";
-import { type SandboxReadOnly, sandboxReadOnlyFromEnv } from "./sandbox-read-only.ts";
+import { type SandboxReadOnly, sandboxReadOnlyDirs } from "./sandbox-read-only.ts";
 import {
   LOCAL_ISOLATION_INTERVAL_MS,
   localSessionIsolation,
@@ -122,7 +121,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         spoolDir: context.layout.spool,
         limits,
         // Only with the gateway on: a profile without network then refuses sessions, named.
-        ...(workerGatewayListenFromEnv(context.env).kind === "Enabled"
+        ...(context.settings.workerListen !== null
           ? { workerSocket: workerSocketPath(context.layout) }
           : {}),
         selfCommand: context.selfCommand,
@@ -191,8 +190,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
         ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
       });
-      const sweep = orphanSweepFromEnv(context.env);
-      if (sweep.kind === "ConfigError") return sweep;
+      const sweep = context.settings.orphanSweep;
       let ownerId: string;
       try {
         ownerId = loadOwnerId(context.layout.backendDir("slurm"));
@@ -289,36 +287,10 @@ function probePlacements(catalog: PlacementCatalog, sessionProfile: string): Pla
 
 /** The admin's extra read-only sandbox directories; the state dir and spool are masked. */
 function sandboxReadOnly(context: BackendContext): SandboxReadOnly {
-  return sandboxReadOnlyFromEnv(context.env, [context.layout.root, context.layout.spool]);
-}
-
-/** `OPENAI4S_ORPHAN_POLICY`: what the orphan sweep does with a job that has no row. */
-const ORPHAN_POLICY_ENV = "OPENAI4S_ORPHAN_POLICY";
-/** `OPENAI4S_ORPHAN_SWEEP_SECONDS`: how often it sweeps (it also sweeps at start). */
-const ORPHAN_SWEEP_SECONDS_ENV = "OPENAI4S_ORPHAN_SWEEP_SECONDS";
-const DEFAULT_ORPHAN_SWEEP_SECONDS = 300;
-
-function orphanSweepFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-):
-  | { readonly kind: "Sweep"; readonly policy: OrphanPolicy; readonly intervalSeconds: number }
-  | { readonly kind: "ConfigError"; readonly message: string } {
-  const policy = env[ORPHAN_POLICY_ENV] ?? "report";
-  if (policy !== "report" && policy !== "cancel") {
-    return { kind: "ConfigError", message: `${ORPHAN_POLICY_ENV} must be report or cancel` };
-  }
-  const rawSeconds = env[ORPHAN_SWEEP_SECONDS_ENV];
-  const intervalSeconds =
-    rawSeconds === undefined || rawSeconds === ""
-      ? DEFAULT_ORPHAN_SWEEP_SECONDS
-      : Number(rawSeconds);
-  if (!Number.isInteger(intervalSeconds) || intervalSeconds < 1 || intervalSeconds > 86_400) {
-    return {
-      kind: "ConfigError",
-      message: `${ORPHAN_SWEEP_SECONDS_ENV} must be a whole number of seconds in 1..86400`,
-    };
-  }
-  return { kind: "Sweep", policy, intervalSeconds };
+  return sandboxReadOnlyDirs(context.settings.sandboxReadOnly, [
+    context.layout.root,
+    context.layout.spool,
+  ]);
 }
 
 /**

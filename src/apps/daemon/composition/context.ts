@@ -3,18 +3,16 @@
  * (backends.ts), the isolation policy (session-isolation.ts) and the daemon share.
  */
 
-import type {
-  BackgroundVerifier,
-  VerifierSchedule,
-} from "../../../core/isolation/background-verifier.ts";
+import type { BackgroundVerifier } from "../../../core/isolation/background-verifier.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { SubmissionToken } from "../../../core/models.ts";
 import type { IsolationVerdictStore } from "../../../core/ports/isolation-verdict-store.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import type { JobIdentities } from "../../../core/sandbox.ts";
-import type { Clock } from "../../../lib/clock.ts";
+import type { Clock, Timers } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
+import type { DaemonSettings } from "../config.ts";
 
 /** Everything a backend may be built from; the daemon fills it once at start. */
 export interface BackendContext {
@@ -25,8 +23,14 @@ export interface BackendContext {
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
   readonly log: Log;
-  /** The daemon's environment (PATH, HOME and LANG for local jobs). */
+  /**
+   * The daemon's environment as it is passed on to what the daemon starts (PATH, HOME and
+   * LANG for local jobs, the cluster client's own variables for its commands). Settings
+   * are not read from it: they are `settings`, parsed once at start.
+   */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** Parsed once at start (config.ts). */
+  readonly settings: DaemonSettings;
   /** Crash-test fault points, read from the environment once by the daemon. */
   readonly faults: FaultPoints;
   /**
@@ -35,7 +39,7 @@ export interface BackendContext {
    */
   readonly identities: JobIdentities;
   /** When background isolation probes run (tests fire them by hand); default: timers. */
-  readonly isolationSchedule?: VerifierSchedule;
+  readonly isolationSchedule?: Timers;
   /** The tokens among these that have an allocation row (the orphan sweep's one store query). */
   readonly knownTokens?: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
   /** Where a cluster's Verified isolation verdict is kept across restarts; absent: nowhere. */

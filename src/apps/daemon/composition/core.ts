@@ -31,10 +31,10 @@ import type { JobIdentities } from "../../../core/sandbox.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
+import type { DaemonSettings } from "../config.ts";
 import { createBackend } from "./backends.ts";
 import { binaryIdentity } from "./binary-identity.ts";
 import type { BackgroundService } from "./context.ts";
-import { profileBreakerFromEnv } from "./profile-breaker-config.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { bindStores } from "./stores.ts";
 
@@ -45,7 +45,10 @@ export interface CoreConfig {
   readonly faults: FaultPoints;
   readonly clusterConfigPath: string | null;
   readonly selfCommand: readonly string[];
+  /** What the daemon's children inherit (context.ts); no setting is read from it. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** The daemon's settings, parsed once at start (config.ts). */
+  readonly settings: DaemonSettings;
   /** Who jobs run as, as chosen at start (`serve --run-as`, `--uid-range`). */
   readonly identity: IdentityChoice;
   /** `serve --allow-unsandboxed-batch`: BATCH runs as the daemon's uid without a sandbox. */
@@ -54,7 +57,6 @@ export interface CoreConfig {
   readonly log: Log;
   /** Where the reconciler, the store observer and the sessions engine record figures. */
   readonly metrics: DaemonMetrics;
-  readonly tickIntervalMs?: number;
   readonly pacing?: {
     readonly minIntervalMs?: number;
     readonly maxIntervalMs?: number;
@@ -84,8 +86,6 @@ export type CoreResult =
 
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
-  const breaker = profileBreakerFromEnv(config.env);
-  if (breaker.kind === "ConfigError") return breaker;
   const stores = bindStores(config.store);
   const identities = jobIdentities(config.identity, layout);
   const created = await createBackend(config.backendName, {
@@ -96,6 +96,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     clock,
     log,
     env: config.env,
+    settings: config.settings,
     identities,
     knownTokens: stores.knownTokens,
     isolationVerdicts: stores.isolationVerdicts,
@@ -125,8 +126,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       backend,
       clock,
       log,
-      env: config.env,
-      selfCommand: config.selfCommand,
+      settings: config.settings,
       metrics: config.metrics,
     });
   } catch (error) {
@@ -147,13 +147,12 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     store: observer.store,
     onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
     backend,
-    profileBreaker: breaker.options,
+    profileBreaker: config.settings.profileBreaker,
     preparer,
     clock,
     log,
     faultPoint: (point) => faults.hit(point),
     ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
-    ...(config.tickIntervalMs !== undefined ? { tickIntervalMs: config.tickIntervalMs } : {}),
     ...config.pacing,
   });
   // Admission hands a POST's first attempt to a lane before any view load has the workload;

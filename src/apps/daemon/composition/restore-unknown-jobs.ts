@@ -10,7 +10,7 @@ import { readJobSnapshot } from "../../../adapters/backend-local/job-state.ts";
 import { readBootId } from "../../../adapters/backend-local/proc.ts";
 import { jobDir, jobsRoot } from "../../../adapters/backend-local/records.ts";
 import { externalHandle, type SubmissionToken } from "../../../core/models.ts";
-import { systemClock } from "../../../lib/clock.ts";
+import { sleep, systemClock } from "../../../lib/clock.ts";
 import { silentLog } from "../../../lib/log.ts";
 import { selfCommand } from "../../../lib/self-command.ts";
 
@@ -66,7 +66,7 @@ export async function waitUntilEnded(
   const bootId = readBootId();
   const deadline = Date.now() + timeoutMs;
   while (!jobs.every((j) => ended(backendDir, j.token, bootId)) && Date.now() < deadline) {
-    await Bun.sleep(100);
+    await sleep(100);
   }
 }
 

@@ -6,8 +6,7 @@
  */
 import { statSync } from "node:fs";
 import { unbindableReason } from "../../../adapters/isolation-bwrap/bubblewrap.ts";
-
-export const SANDBOX_READONLY_ENV = "OPENAI4S_SANDBOX_READONLY";
+import { SANDBOX_READONLY_ENV } from "../config.ts";
 
 export type SandboxReadOnly =
   | { readonly kind: "Dirs"; readonly dirs: readonly string[] }
@@ -18,16 +17,16 @@ function within(path: string, dir: string): boolean {
 }
 
 /**
- * Colon-separated absolute directories that exist here. Not below a masked root (the state
- * dir, the spool): those are hidden in every sandbox, so the entry would bind nothing.
+ * The variable's entries (config.ts splits it) as absolute directories that exist here. Not
+ * below a masked root (the state dir, the spool): those are hidden in every sandbox, so the
+ * entry would bind nothing. Checked here, not in config.ts: it needs the state dir.
  */
-export function sandboxReadOnlyFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
+export function sandboxReadOnlyDirs(
+  entries: readonly string[],
   maskedRoots: readonly string[],
 ): SandboxReadOnly {
-  const raw = env[SANDBOX_READONLY_ENV] ?? "";
   const dirs: string[] = [];
-  for (const dir of raw.split(":").filter((d) => d !== "")) {
+  for (const dir of entries) {
     const bad = (why: string): SandboxReadOnly => ({
       kind: "ConfigError",
       message: `${SANDBOX_READONLY_ENV}: ${JSON.stringify(dir)} ${why}`,

@@ -35,7 +35,6 @@ import {
   createGatewayExpectations,
   createSessionBarrierHooks,
   createSessionService,
-  DEFAULT_INTERRUPT_GRACE_MS,
 } from "../../../core/session/service.ts";
 import type { SessionService } from "../../../core/session/session-service.ts";
 import type { Clock } from "../../../lib/clock.ts";
@@ -48,13 +47,8 @@ import {
   loadGatewayTls,
   loadOrCreateGatewayTls,
 } from "../../../wire/gateway-tls.ts";
+import { DEFAULT_LEASE, type GatewayTlsSetting } from "../config.ts";
 import { openWorkerSocketToJobs, removeStaleWorkerSocket } from "./worker-socket.ts";
-
-/** Defaults an admin can live with; a spec's own idleTimeoutSeconds/maxLifetimeSeconds win. */
-export const DEFAULT_LEASE: ReclaimerDefaults = {
-  idleTimeoutSeconds: 60 * 60,
-  maxLifetimeSeconds: 24 * 60 * 60,
-};
 
 /**
  * A worker's first credential must outlive the allocation's wait in the backend's queue plus
@@ -98,14 +92,6 @@ export interface SessionEngineOptions {
   /** Gateway connections and refusals, time to READY. */
   readonly metrics?: DaemonMetrics;
 }
-
-export type GatewayTlsSetting =
-  /** The daemon's own self-signed certificate, generated into its private state. */
-  | { readonly kind: "Generated" }
-  /** The admin's key and certificate files. */
-  | { readonly kind: "Given"; readonly key: string; readonly cert: string }
-  /** Plain TCP: only by the admin's explicit choice (OPENAI4S_WORKER_TLS=off). */
-  | { readonly kind: "Off" };
 
 /** The gateway's figures for /metrics: connections, disconnections, refusals. */
 function countGatewayEvent(metrics: DaemonMetrics | undefined, event: GatewayEvent): void {
@@ -268,116 +254,4 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       return stopping;
     },
   };
-}
-
-/**
- * Replaces the worker command (JSON array of strings) — for tests that must hold a worker
- * back or wrap it, never needed in production. The daemon's environment is the admin's, so
- * this grants nothing the admin could not do by replacing the binary.
- */
-export const WORKER_COMMAND_ENV = "OPENAI4S_WORKER_COMMAND";
-/** The daemon's default idle timeout for sessions that do not set one (whole seconds). */
-export const IDLE_TIMEOUT_ENV = "OPENAI4S_SESSION_IDLE_TIMEOUT_SECONDS";
-/** The daemon's default maximum session lifetime (whole seconds). */
-export const MAX_LIFETIME_ENV = "OPENAI4S_SESSION_MAX_LIFETIME_SECONDS";
-/** How long an interrupted cell has to stop before its kernel is restarted (milliseconds). */
-export const INTERRUPT_GRACE_ENV = "OPENAI4S_INTERRUPT_GRACE_MS";
-/** "off": the worker gateway without TLS (the explicit opt-out). */
-export const WORKER_TLS_ENV = "OPENAI4S_WORKER_TLS";
-/** The admin's TLS key and certificate for the worker gateway (both or neither). */
-export const WORKER_TLS_KEY_ENV = "OPENAI4S_WORKER_TLS_KEY";
-export const WORKER_TLS_CERT_ENV = "OPENAI4S_WORKER_TLS_CERT";
-
-export interface SessionSettings {
-  readonly workerCommand: readonly string[];
-  readonly lease: ReclaimerDefaults;
-  readonly interruptGraceMs: number;
-  readonly tls: GatewayTlsSetting;
-}
-
-export type SessionSettingsResult =
-  | { readonly kind: "Settings"; readonly settings: SessionSettings }
-  | { readonly kind: "Invalid"; readonly message: string };
-
-/**
- * The admin's session settings from the daemon's environment: the worker command
- * (`selfCommand` + `worker` unless OPENAI4S_WORKER_COMMAND says otherwise) and the default
- * lease. A spec's own idleTimeoutSeconds / maxLifetimeSeconds still win over these.
- */
-export function sessionSettingsFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-  selfCommand: readonly string[],
-): SessionSettingsResult {
-  let workerCommand: readonly string[] = [...selfCommand, "worker"];
-  const raw = env[WORKER_COMMAND_ENV];
-  if (raw !== undefined && raw !== "") {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch {
-      parsed = null;
-    }
-    if (
-      !Array.isArray(parsed) ||
-      parsed.length === 0 ||
-      !parsed.every((a): a is string => typeof a === "string" && a !== "")
-    ) {
-      return {
-        kind: "Invalid",
-        message: `${WORKER_COMMAND_ENV} must be a JSON array of non-empty strings`,
-      };
-    }
-    workerCommand = parsed;
-  }
-  const seconds = (name: string, fallback: number | null): number | null | string => {
-    const text = env[name];
-    if (text === undefined || text === "") return fallback;
-    if (!/^[1-9][0-9]{0,9}$/.test(text)) return `${name} must be a whole number of seconds ≥ 1`;
-    return Number(text);
-  };
-  const idle = seconds(IDLE_TIMEOUT_ENV, DEFAULT_LEASE.idleTimeoutSeconds);
-  const lifetime = seconds(MAX_LIFETIME_ENV, DEFAULT_LEASE.maxLifetimeSeconds);
-  if (typeof idle === "string") return { kind: "Invalid", message: idle };
-  if (typeof lifetime === "string") return { kind: "Invalid", message: lifetime };
-  const interruptText = env[INTERRUPT_GRACE_ENV];
-  let interruptGraceMs = DEFAULT_INTERRUPT_GRACE_MS;
-  if (interruptText !== undefined && interruptText !== "") {
-    // At least 1: a zero grace would restart the kernel under every interrupt.
-    if (!/^[1-9][0-9]{0,7}$/.test(interruptText)) {
-      return {
-        kind: "Invalid",
-        message: `${INTERRUPT_GRACE_ENV} must be a whole number of milliseconds ≥ 1`,
-      };
-    }
-    interruptGraceMs = Number(interruptText);
-  }
-  const tls = tlsSettingFromEnv(env);
-  if (typeof tls === "string") return { kind: "Invalid", message: tls };
-  return {
-    kind: "Settings",
-    settings: {
-      workerCommand,
-      lease: { idleTimeoutSeconds: idle, maxLifetimeSeconds: lifetime },
-      interruptGraceMs,
-      tls,
-    },
-  };
-}
-
-function tlsSettingFromEnv(
-  env: Readonly<Record<string, string | undefined>>,
-): GatewayTlsSetting | string {
-  const mode = env[WORKER_TLS_ENV] ?? "";
-  const key = env[WORKER_TLS_KEY_ENV] ?? "";
-  const cert = env[WORKER_TLS_CERT_ENV] ?? "";
-  if (mode !== "" && mode !== "on" && mode !== "off")
-    return `${WORKER_TLS_ENV} must be "on" or "off"`;
-  if ((key === "") !== (cert === "")) {
-    return `${WORKER_TLS_KEY_ENV} and ${WORKER_TLS_CERT_ENV} go together: give both or neither`;
-  }
-  if (mode === "off") {
-    if (key !== "") return `${WORKER_TLS_ENV}=off contradicts ${WORKER_TLS_KEY_ENV}`;
-    return { kind: "Off" };
-  }
-  return key === "" ? { kind: "Generated" } : { kind: "Given", key, cert };
 }

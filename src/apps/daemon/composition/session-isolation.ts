@@ -27,17 +27,10 @@ import {
   judgeRememberedVerdict,
   REMEMBERED_VERDICT_TTL_MS,
 } from "../../../core/isolation/remembered-verdict.ts";
-import {
-  WORKER_LISTEN_ENV,
-  workerGatewayListenFromEnv,
-} from "../../../core/ports/worker-gateway.ts";
+import { WORKER_LISTEN_ENV } from "../../../core/ports/worker-gateway.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../../core/ports.ts";
 import type { Sandbox } from "../../../core/sandbox.ts";
 import { type BackendContext, type BackgroundService, verifierService } from "./context.ts";
-import { sessionSettingsFromEnv } from "./session-engine.ts";
-
-/** Where `bwrap` is (default: PATH). Tests point it at a missing file to take isolation away. */
-const BWRAP_ENV = "OPENAI4S_BWRAP";
 
 type LocalSessionIsolation =
   /** A verified sandbox and the gateway on: sessions and every launch sandboxed. */
@@ -57,7 +50,7 @@ export async function localSessionIsolation(
 ): Promise<LocalSessionIsolation> {
   const sandbox = bubblewrapFor(context, readOnlyExtra);
   const verdict = await sandbox.verify();
-  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
+  const gatewayOn = context.settings.workerListen !== null;
   switch (verdict.kind) {
     case "Verified":
       return gatewayOn
@@ -88,12 +81,13 @@ const GATEWAY_OFF_MESSAGE = `sessions are not enabled on this daemon: the worker
  * admin's extra read-only directories (sandbox-read-only.ts), checked at start.
  */
 function bubblewrapFor(context: BackendContext, readOnlyExtra: readonly string[]): Sandbox {
-  const bwrapPath = context.env[BWRAP_ENV];
+  const { bwrapPath } = context.settings;
   return createBubblewrapSandbox({
-    ...(bwrapPath !== undefined && bwrapPath !== "" ? { bwrapPath } : {}),
+    ...(bwrapPath !== null ? { bwrapPath } : {}),
     runAs: context.identities.probe,
     identities: context.identities,
     log: context.log,
+    hostEnv: context.env,
     // The private dir holds the database, the signing key and the admin token; the spool
     // every other workload's files. Only the launch's own directories are bound back.
     maskedRoots: [context.layout.root, context.layout.spool],
@@ -110,8 +104,7 @@ function bubblewrapFor(context: BackendContext, readOnlyExtra: readonly string[]
 
 /** The worker command the session engine will launch (its own errors are reported there). */
 function workerCommandOf(context: BackendContext): readonly string[] {
-  const settings = sessionSettingsFromEnv(context.env, context.selfCommand);
-  return settings.kind === "Settings" ? settings.settings.workerCommand : [];
+  return context.settings.sessions.workerCommand;
 }
 
 /** What the worker needs bound read-only to start: its program and, from source, the project. */
@@ -248,7 +241,7 @@ export async function withClusterSessionIsolation(
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.
   const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.identities) });
-  const gatewayOn = workerGatewayListenFromEnv(context.env).kind === "Enabled";
+  const gatewayOn = context.settings.workerListen !== null;
   // BATCH is sandboxed whenever the nodes can be shown to sandbox, gateway or not: the probe
   // runs on a SESSION profile when there is one, else on the first profile.
   const profiles = backend.profiles();

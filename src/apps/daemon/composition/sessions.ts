@@ -14,14 +14,14 @@ import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts"
 import { timedSessionService } from "../../../adapters/metrics/timed-session-service.ts";
 import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../../core/layout.ts";
-import { workerGatewayListenFromEnv } from "../../../core/ports/worker-gateway.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import type { BarrierHooks } from "../../../core/reconciler.ts";
 import { markSessionsUnobserved } from "../../../core/session/readiness.ts";
 import type { SessionService } from "../../../core/session/session-service.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
-import { sessionSettingsFromEnv, startSessionEngine } from "./session-engine.ts";
+import type { DaemonSettings } from "../config.ts";
+import { startSessionEngine } from "./session-engine.ts";
 import type { BoundStores } from "./stores.ts";
 import { workerSocketPath } from "./worker-socket.ts";
 
@@ -31,9 +31,8 @@ export interface SessionsContext {
   readonly backend: AllocationBackend;
   readonly clock: Clock;
   readonly log: Log;
-  readonly env: Readonly<Record<string, string | undefined>>;
-  /** How this binary re-invokes itself; the worker command is derived from it. */
-  readonly selfCommand: readonly string[];
+  /** Parsed once at start (config.ts): the gateway's address and the session settings. */
+  readonly settings: DaemonSettings;
   readonly metrics: DaemonMetrics;
 }
 
@@ -51,44 +50,33 @@ export interface SessionsComponent {
 }
 
 export async function composeSessions(context: SessionsContext): Promise<SessionsComponent | null> {
-  const setting = workerGatewayListenFromEnv(context.env);
-  switch (setting.kind) {
-    case "Disabled":
-      markSessionsUnobserved(
-        context.stores.sessions,
-        "the worker gateway is off on this daemon (OPENAI4S_WORKER_LISTEN is unset), so no session worker can connect",
-      );
-      return null;
-    case "Invalid":
-      throw new Error(setting.message);
-    case "Enabled": {
-      const read = sessionSettingsFromEnv(context.env, context.selfCommand);
-      if (read.kind === "Invalid") throw new Error(read.message);
-      const engine = startSessionEngine({
-        layout: context.layout,
-        stores: context.stores,
-        backend: context.backend,
-        clock: context.clock,
-        log: context.log,
-        listen: setting.listen,
-        unixSocket: workerSocketPath(context.layout),
-        workerCommand: read.settings.workerCommand,
-        lease: read.settings.lease,
-        interruptGraceMs: read.settings.interruptGraceMs,
-        tls: read.settings.tls,
-        metrics: context.metrics,
-      });
-      return {
-        service: timedSessionService(engine.service, context.metrics),
-        preparer: engine.preparer,
-        barrierHooks: engine.barrierHooks,
-        attachReconciler: (reconciler) => engine.attachReconciler(reconciler),
-        stop: () => engine.stop(),
-      };
-    }
-    default: {
-      const never: never = setting;
-      throw new Error(`unhandled worker listen setting ${JSON.stringify(never)}`);
-    }
+  const { workerListen, sessions } = context.settings;
+  if (workerListen === null) {
+    markSessionsUnobserved(
+      context.stores.sessions,
+      "the worker gateway is off on this daemon (OPENAI4S_WORKER_LISTEN is unset), so no session worker can connect",
+    );
+    return null;
   }
+  const engine = startSessionEngine({
+    layout: context.layout,
+    stores: context.stores,
+    backend: context.backend,
+    clock: context.clock,
+    log: context.log,
+    listen: workerListen,
+    unixSocket: workerSocketPath(context.layout),
+    workerCommand: sessions.workerCommand,
+    lease: sessions.lease,
+    interruptGraceMs: sessions.interruptGraceMs,
+    tls: sessions.tls,
+    metrics: context.metrics,
+  });
+  return {
+    service: timedSessionService(engine.service, context.metrics),
+    preparer: engine.preparer,
+    barrierHooks: engine.barrierHooks,
+    attachReconciler: (reconciler) => engine.attachReconciler(reconciler),
+    stop: () => engine.stop(),
+  };
 }

@@ -5,6 +5,7 @@
  */
 import { type BackendHealthVerdict, backendHealthVerdict } from "../../../core/backend-health.ts";
 import type { BackendDiagnostics } from "../../../core/ports.ts";
+import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps } from "../deps.ts";
 
 export const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
@@ -15,34 +16,24 @@ export const DEFAULT_DIAGNOSTICS_TIMEOUT_MS = 5000;
  */
 export async function backendDiagnostics(deps: ApiDeps): Promise<BackendDiagnostics> {
   const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<BackendDiagnostics>((resolve) => {
-    timer = setTimeout(
-      () =>
-        resolve({
-          backend: deps.backend.name,
-          healthy: false,
-          message: `no answer from the backend within ${timeoutMs} ms`,
-          calls: {},
-        }),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([
-      deps.backend.diagnostics().catch(
-        (error: unknown): BackendDiagnostics => ({
-          backend: deps.backend.name,
-          healthy: false,
-          message: `diagnostics failed: ${String(error)}`,
-          calls: {},
-        }),
-      ),
-      timedOut,
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  const answer = deps.backend.diagnostics().catch(
+    (error: unknown): BackendDiagnostics => ({
+      backend: deps.backend.name,
+      healthy: false,
+      message: `diagnostics failed: ${String(error)}`,
+      calls: {},
+    }),
+  );
+  return withDeadline(
+    answer,
+    timeoutMs,
+    (): BackendDiagnostics => ({
+      backend: deps.backend.name,
+      healthy: false,
+      message: `no answer from the backend within ${timeoutMs} ms`,
+      calls: {},
+    }),
+  );
 }
 
 export interface BackendHealthReading {

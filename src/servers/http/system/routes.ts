@@ -8,6 +8,7 @@ import {
   type OrphanDiagnostics,
   sessionIsolationVerdict,
 } from "../../../core/ports.ts";
+import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { breakerStates, degradedView, iso } from "../views.ts";
 import { DEFAULT_DIAGNOSTICS_TIMEOUT_MS, readBackendHealth } from "./backend-health.ts";
@@ -20,18 +21,11 @@ import { openApiDocument } from "./openapi.ts";
  */
 async function isolationVerdict(deps: ApiDeps): Promise<IsolationVerdict> {
   const timeoutMs = deps.diagnosticsTimeoutMs ?? DEFAULT_DIAGNOSTICS_TIMEOUT_MS;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<IsolationVerdict>((resolve) => {
-    timer = setTimeout(
-      () => resolve({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([sessionIsolationVerdict(deps.backend), timedOut]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withDeadline(
+    sessionIsolationVerdict(deps.backend),
+    timeoutMs,
+    (): IsolationVerdict => ({ kind: "Unverified", message: `no verdict within ${timeoutMs} ms` }),
+  );
 }
 
 /** Orphans for operators: handles and tokens are theirs to act on; times as ISO strings. */

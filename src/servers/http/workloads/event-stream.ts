@@ -8,6 +8,7 @@
  * says how many outputs and bytes it missed, in place. Final events are never dropped.
  * A comment line every `keepaliveMs` keeps proxies and idle timers from cutting a silent cell.
  */
+import { every, systemTimers } from "../../../lib/clock.ts";
 
 export interface EventStream {
   readonly body: ReadableStream<Uint8Array>;
@@ -36,9 +37,8 @@ export function createEventStream(options: {
   let closed = false;
   let wake: (() => void) | null = null;
   const cancelled = new AbortController();
-  const keepalive = setInterval(
-    () => enqueue(encoder.encode(": keepalive\n\n")),
-    options.keepaliveMs,
+  const stopKeepalive = every(systemTimers, options.keepaliveMs, () =>
+    enqueue(encoder.encode(": keepalive\n\n")),
   );
 
   function enqueue(bytes: Uint8Array): void {
@@ -71,7 +71,7 @@ export function createEventStream(options: {
       async pull(controller) {
         while (queue.length === 0) {
           if (closed) {
-            clearInterval(keepalive);
+            stopKeepalive();
             controller.close();
             return;
           }
@@ -85,7 +85,7 @@ export function createEventStream(options: {
         controller.enqueue(chunk);
       },
       cancel() {
-        clearInterval(keepalive);
+        stopKeepalive();
         queue.length = 0;
         buffered = 0;
         cancelled.abort();
@@ -110,7 +110,7 @@ export function createEventStream(options: {
     close() {
       flushDropped();
       closed = true;
-      clearInterval(keepalive);
+      stopKeepalive();
       wake?.();
     },
   };

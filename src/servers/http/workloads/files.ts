@@ -7,6 +7,7 @@
 import { closeSync, read } from "node:fs";
 import { Hono } from "hono";
 import { getWorkload } from "../../../adapters/store-sqlite/index.ts";
+import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound, validationFailed } from "../problem.ts";
 import { DEFAULT_BODY_TIMEOUT_MS, parseWith } from "../validation.ts";
@@ -70,15 +71,8 @@ async function pumpBody(
   if (reader === undefined) return;
   let total = 0;
   for (;;) {
-    let timer: ReturnType<typeof setTimeout> | undefined;
     const reading = reader.read();
-    const outcome = await Promise.race([
-      reading,
-      new Promise<"stalled">((resolve) => {
-        timer = setTimeout(() => resolve("stalled"), idleMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    const outcome = await withDeadline(reading, idleMs, () => "stalled" as const);
     if (outcome === "stalled") {
       reading.catch(() => {});
       reader.cancel().catch(() => {});

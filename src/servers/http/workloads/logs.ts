@@ -6,6 +6,7 @@
 import { Hono } from "hono";
 import { getWorkload, listAllocations } from "../../../adapters/store-sqlite/index.ts";
 import { type Allocation, isTerminal, type Workload } from "../../../core/models.ts";
+import { sleep } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound, validationFailed } from "../problem.ts";
 import { parseWith } from "../validation.ts";
@@ -104,7 +105,7 @@ export function createLogRoutes(deps: ApiDeps) {
     const body = logStream(target, first, {
       follow,
       pollMs,
-      sleep: (ms) => Bun.sleep(ms),
+      sleep: (ms) => sleep(ms),
       startOffset: (handle, size) =>
         tail === undefined ? Promise.resolve(0) : tailOffset(handle, size, tail),
     });
