@@ -41,6 +41,7 @@ import {
   type AccountingQuery,
   type ArgvResult,
   type BatchSpec,
+  listPieces,
   liveJobsArgv,
   type StepSpec,
   sacctArgv,
@@ -231,18 +232,22 @@ export interface StepOutcome {
 export interface SlurmBroker {
   submitBatch(spec: BatchSpec): Promise<BrokerResult<string>>;
   /**
-   * One squeue for all these job names, in every state the controller still remembers. With
-   * a memo, a line printed as last time is not parsed again and yields the same row object.
+   * One squeue for all these job names, in every state the controller still remembers,
+   * however many (it lists the service account's jobs and keeps these names' rows). With a
+   * memo, a line printed as last time is not parsed again and yields the same row object.
    */
   listQueue(
     names: readonly string[],
     memo?: SqueueMemo,
   ): Promise<BrokerResult<readonly QueueRow[]>>;
-  /** One sacct call. */
+  /** One sacct call (one per piece when the names or ids overflow one argument). */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
   /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
   listLiveJobs(uid: number): Promise<BrokerResult<readonly LiveJobRow[]>>;
-  /** One sacct for what these ended jobs asked for and used (for a person-readable hint). */
+  /**
+   * One sacct for what these ended jobs asked for and used (for a person-readable hint); one
+   * per piece when the ids overflow one argument.
+   */
   listUsage(jobIds: readonly string[]): Promise<BrokerResult<readonly JobUsage[]>>;
   /** One scancel for all these ids. */
   cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
@@ -266,6 +271,8 @@ export interface SlurmBrokerOptions {
    */
   readonly path: string;
   readonly slurmConf?: string;
+  /** The service account whose jobs squeue lists (the daemon's own uid by default). */
+  readonly listUid?: number;
   /** For squeue, sacct, scancel and sbatch. */
   readonly commandTimeoutMs?: number;
   readonly maxOutputBytes?: number;
@@ -332,16 +339,43 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     return classifyOutcome(command, await runner.run(request), request);
   }
 
+  const listUid = options.listUid ?? process.getuid?.() ?? 0;
+  interface QueueQuery {
+    readonly names: readonly string[];
+    readonly argv: ArgvResult;
+    /** The rows kept: the same set object for as long as the same frozen list is asked. */
+    readonly wanted: ReadonlySet<string>;
+  }
   /**
    * A frozen list of names asked again (the change feed lists the same 10,000 names each
-   * tick) is validated and joined once: it cannot have changed since.
+   * tick) is validated and made a set once: it cannot have changed since, and the same set
+   * lets the parse memo return the last rows when the listing did not change either.
    */
-  let lastQueue: { readonly names: readonly string[]; readonly argv: ArgvResult } | null = null;
-  function queueArgv(names: readonly string[]): ArgvResult {
-    if (lastQueue?.names === names) return lastQueue.argv;
-    const argv = squeueArgv(names);
-    lastQueue = Object.isFrozen(names) ? { names, argv } : null;
-    return argv;
+  let lastQueue: QueueQuery | null = null;
+  function queueQuery(names: readonly string[]): QueueQuery {
+    if (lastQueue?.names === names) return lastQueue;
+    const made = { names, argv: squeueArgv({ uid: listUid, names }), wanted: new Set(names) };
+    lastQueue = Object.isFrozen(names) ? made : null;
+    return made;
+  }
+
+  /**
+   * One query per piece of a list too long for one argument (listPieces), in turn, rows
+   * joined; the first failure is the answer, as for a single call.
+   */
+  async function piecewise<T>(
+    items: readonly string[],
+    one: (piece: readonly string[]) => Promise<BrokerResult<readonly T[]>>,
+  ): Promise<BrokerResult<readonly T[]>> {
+    const pieces = listPieces(items);
+    if (pieces.length <= 1) return one(items);
+    const rows: T[] = [];
+    for (const piece of pieces) {
+      const answer = await one(piece);
+      if (answer.kind === "Failed") return answer;
+      rows.push(...answer.value);
+    }
+    return { kind: "Answered", value: rows };
   }
 
   async function query<T>(
@@ -365,10 +399,15 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         parseSbatchParsable,
         jobEnvironment(spec.env, options.slurmConf),
       ),
-    listQueue: (names, memo) =>
-      query("squeue", queueArgv(names), (stdout) => parseSqueue(stdout, memo)),
-    listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
-    listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
+    listQueue(names, memo) {
+      const { argv, wanted } = queueQuery(names);
+      return query("squeue", argv, (stdout) => parseSqueue(stdout, memo, wanted));
+    },
+    listAccounting: (q) =>
+      q.kind === "ByNames"
+        ? piecewise(q.names, (names) => query("sacct", sacctArgv({ ...q, names }), parseSacct))
+        : piecewise(q.jobIds, (jobIds) => query("sacct", sacctArgv({ ...q, jobIds }), parseSacct)),
+    listUsage: (ids) => piecewise(ids, (piece) => query("sacct", usageArgv(piece), parseUsage)),
     listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
 
     async cancelJobs(jobIds) {

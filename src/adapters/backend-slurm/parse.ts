@@ -8,8 +8,9 @@
  * which are informational: an unreadable time is null.
  *
  * Free-text fields come last and may contain the separator: the comment is the final field,
- * so a `|` inside it cannot shift the fields before it. Job names in these listings are ours
- * (queries filter by our names or ids) and are restricted by the broker to a character class
+ * so a `|` inside it cannot shift the fields before it. Job names in the rows parsed are ours
+ * (sacct queries filter by our names or ids; the squeue listing, by user, is filtered here by
+ * our names before any line is parsed) and are restricted by the broker to a character class
  * without `|`.
  */
 import { type ArrayTask, parseArrayJobId } from "./array-job-id.ts";
@@ -236,6 +237,8 @@ export interface SqueueMemo {
   /** The last listing parsed whole, its lines and its rows in order (the cheap path). */
   last: {
     readonly text: string;
+    /** The names it was filtered by (the same set object, or none). */
+    readonly names: ReadonlySet<string> | undefined;
     readonly lines: readonly string[];
     readonly entries: readonly MemoEntry[];
     readonly rows: readonly QueueRow[];
@@ -243,12 +246,68 @@ export interface SqueueMemo {
 }
 
 interface MemoEntry {
-  readonly row: QueueRow;
+  /** Parsed the first time the line is kept; null while it is only someone else's job. */
+  row: QueueRow | null;
+  readonly head: LineHead;
+  /**
+   * Whether the head's name is in `oursIn`, the set last asked: the steady tick asks the
+   * same set, and a pointer comparison is much cheaper than hashing 10,000 names again.
+   */
+  oursIn: ReadonlySet<string> | null;
+  ours: boolean;
   seen: number;
 }
 
 export function createSqueueMemo(): SqueueMemo {
   return { generation: 0, byLine: new Map(), last: null };
+}
+
+/** A JobArrayID as squeue prints it: "517", "517_3", "517_[4-999%10]" (array-job-id.ts). */
+const RECORD_ID = /^[1-9][0-9]{0,18}(?:_(?:[0-9]{1,7}|\[[0-9,:%-]+\]))?$/;
+
+/** What is read of a line before deciding whether to parse it at all. */
+interface LineHead {
+  /** It begins with a job id: a record of its own, not the rest of the line before it. */
+  readonly startsRecord: boolean;
+  /** The Name field (the second), cut out without parsing the rest. */
+  readonly name: string;
+}
+
+function squeueHead(line: string): LineHead {
+  const first = line.indexOf("|");
+  if (first < 0) return { startsRecord: false, name: "" };
+  const second = line.indexOf("|", first + 1);
+  return {
+    startsRecord: RECORD_ID.test(line.slice(0, first).trim()),
+    name: (second < 0 ? line.slice(first + 1) : line.slice(first + 1, second)).trim(),
+  };
+}
+
+/**
+ * Which lines of a listing by user are parsed. The listing holds every job of the service
+ * account, and a job someone submitted by hand may carry a `|` or a newline in its name or
+ * comment (measured on 22.05: both are printed raw). Our names are restricted to a class
+ * without either, so:
+ *  - a record whose Name is one of `names` is ours, and parsed strictly, as always;
+ *  - a record of any other name is someone else's, and skipped unparsed;
+ *  - a line that does not begin with a job id continues the record before it (a newline in
+ *    its free text): skipped when that record was someone else's, and otherwise the answer
+ *    is malformed, so garbage (an HTML error page, a message on stdout) still reads as no
+ *    answer and never as an empty queue.
+ */
+type LineVerdict = "ours" | "theirs" | "malformed";
+
+function lineVerdict(head: LineHead, ours: boolean, previous: LineVerdict | null): LineVerdict {
+  if (!head.startsRecord) return previous === "theirs" ? "theirs" : "malformed";
+  return ours ? "ours" : "theirs";
+}
+
+function oursIn(entry: MemoEntry, names: ReadonlySet<string>): boolean {
+  if (entry.oursIn !== names) {
+    entry.oursIn = names;
+    entry.ours = names.has(entry.head.name);
+  }
+  return entry.ours;
 }
 
 /**
@@ -258,27 +317,33 @@ export function createSqueueMemo(): SqueueMemo {
  * The controller prints jobs in a stable order, so a line is first compared with the line
  * at the same place last time (no hashing), and looked up by content only when it moved.
  */
-function parseSqueueMemo(stdout: string, memo: SqueueMemo): Parsed<readonly QueueRow[]> {
+function parseSqueueMemo(
+  stdout: string,
+  memo: SqueueMemo,
+  names: ReadonlySet<string> | undefined,
+): Parsed<readonly QueueRow[]> {
   const last = memo.last;
-  if (last !== null && last.text === stdout) return { kind: "Parsed", value: last.rows };
+  if (last !== null && last.text === stdout && last.names === names) {
+    return { kind: "Parsed", value: last.rows };
+  }
   memo.generation += 1;
   const generation = memo.generation;
   const added: string[] = [];
   const all = lines(stdout);
   const entries: MemoEntry[] = new Array(all.length);
-  const rows: QueueRow[] = new Array(all.length);
+  const rows: QueueRow[] = [];
+  const undo = (failure: { readonly kind: "Malformed"; readonly message: string }) => {
+    for (const l of added) memo.byLine.delete(l);
+    return failure;
+  };
   let distinct = 0;
+  let verdict: LineVerdict | null = null;
   for (let i = 0; i < all.length; i++) {
     const line = all[i] as string;
     let entry = last !== null && last.lines[i] === line ? last.entries[i] : undefined;
     entry ??= memo.byLine.get(line);
     if (entry === undefined) {
-      const row = parseSqueueLine(line);
-      if (row.kind === "Malformed") {
-        for (const l of added) memo.byLine.delete(l);
-        return row;
-      }
-      entry = { row: row.value, seen: generation };
+      entry = { row: null, head: squeueHead(line), oursIn: null, ours: false, seen: generation };
       memo.byLine.set(line, entry);
       added.push(line);
       distinct += 1;
@@ -287,21 +352,46 @@ function parseSqueueMemo(stdout: string, memo: SqueueMemo): Parsed<readonly Queu
       distinct += 1;
     }
     entries[i] = entry;
-    rows[i] = entry.row;
+    if (names !== undefined) {
+      verdict = lineVerdict(entry.head, oursIn(entry, names), verdict);
+      if (verdict === "theirs") continue;
+      if (verdict === "malformed") return undo(malformed(`squeue line ${excerpt(line)}`));
+    }
+    if (entry.row === null) {
+      const row = parseSqueueLine(line);
+      if (row.kind === "Malformed") return undo(row);
+      entry.row = row.value;
+    }
+    rows.push(entry.row);
   }
   if (distinct < memo.byLine.size) {
     for (const [line, entry] of memo.byLine) {
       if (entry.seen !== generation) memo.byLine.delete(line);
     }
   }
-  memo.last = { text: stdout, lines: all, entries, rows };
+  memo.last = { text: stdout, names, lines: all, entries, rows };
   return { kind: "Parsed", value: rows };
 }
 
-export function parseSqueue(stdout: string, memo?: SqueueMemo): Parsed<readonly QueueRow[]> {
-  if (memo !== undefined) return parseSqueueMemo(stdout, memo);
+/**
+ * The rows of an squeue listing. With `names`, only our records are parsed and returned
+ * (the listing is by user: see lineVerdict); without, every line.
+ */
+export function parseSqueue(
+  stdout: string,
+  memo?: SqueueMemo,
+  names?: ReadonlySet<string>,
+): Parsed<readonly QueueRow[]> {
+  if (memo !== undefined) return parseSqueueMemo(stdout, memo, names);
   const out: QueueRow[] = [];
+  let verdict: LineVerdict | null = null;
   for (const line of lines(stdout)) {
+    if (names !== undefined) {
+      const head = squeueHead(line);
+      verdict = lineVerdict(head, names.has(head.name), verdict);
+      if (verdict === "theirs") continue;
+      if (verdict === "malformed") return malformed(`squeue line ${excerpt(line)}`);
+    }
     const row = parseSqueueLine(line);
     if (row.kind === "Malformed") return row;
     out.push(row.value);

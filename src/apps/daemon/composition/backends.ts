@@ -148,9 +148,12 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       const extra = sandboxReadOnly(context);
       if (extra.kind === "ConfigError") return extra;
       const slurmConf = context.env["SLURM_CONF"];
+      const uid = process.getuid?.() ?? 0;
       const broker = createSlurmBroker({
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
         ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
+        // The account that submits every job: squeue lists its jobs and keeps ours.
+        listUid: uid,
       });
       const sweep = orphanSweepFromEnv(context.env);
       if (sweep.kind === "ConfigError") return sweep;
@@ -167,7 +170,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           : createOrphanSweeper({
               broker,
               ownerId,
-              uid: process.getuid?.() ?? 0,
+              uid,
               policy: sweep.policy,
               intervalMs: sweep.intervalSeconds * 1000,
               knownTokens,
