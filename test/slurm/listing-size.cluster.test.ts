@@ -4,10 +4,10 @@
  * the listing by user must read ours and skip it.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { systemClock } from "../../src/clock.ts";
-import { silentLog } from "../../src/log.ts";
-import { createSlurmBackend } from "../../src/orchestration/slurm/backend.ts";
-import type { SlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { createSlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import {
   adminCommand,
   realBroker,

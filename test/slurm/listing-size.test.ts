@@ -7,13 +7,13 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createSlurmBroker } from "../../src/orchestration/slurm/broker.ts";
+import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import {
   LIST_ARGUMENT_BUDGET_BYTES,
   listPieces,
-} from "../../src/orchestration/slurm/broker-argv.ts";
-import { createSqueueMemo, parseSqueue } from "../../src/orchestration/slurm/parse.ts";
-import type { ProcessOutcome, ProgramRunner } from "../../src/process/runner.ts";
+} from "../../src/adapters/backend-slurm/broker-argv.ts";
+import { createSqueueMemo, parseSqueue } from "../../src/adapters/backend-slurm/parse.ts";
+import type { ProcessOutcome, ProgramRunner } from "../../src/lib/process-runner.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
 import { tempDir } from "../support/temp-dir.ts";
 
