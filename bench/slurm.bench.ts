@@ -104,6 +104,7 @@ function diff(after: Calls, before: Calls): Calls {
     sacct: after.sacct - before.sacct,
     scancel: after.scancel - before.scancel,
     srun: after.srun - before.srun,
+    scontrol: after.scontrol - before.scontrol,
   };
 }
 

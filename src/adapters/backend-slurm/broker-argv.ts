@@ -288,6 +288,11 @@ export function liveJobsArgv(uid: number): ArgvResult {
   };
 }
 
+/** The controller's running configuration (read-only: `show` never changes anything). */
+export function siteConfigArgv(): ArgvResult {
+  return { kind: "Valid", argv: ["show", "config"] };
+}
+
 /** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */
 export function usageArgv(jobIds: readonly string[]): ArgvResult {
   if (jobIds.length === 0) return { kind: "Invalid", message: "no job ids to look up" };

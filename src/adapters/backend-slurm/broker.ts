@@ -47,6 +47,7 @@ import {
   sacctArgv,
   sbatchArgv,
   scancelArgv,
+  siteConfigArgv,
   squeueArgv,
   srunArgv,
   usageArgv,
@@ -65,8 +66,9 @@ import {
   type QueueRow,
   type SqueueMemo,
 } from "./parse.ts";
+import { parseSiteConfig, type SiteConfig } from "./parse-site-config.ts";
 
-const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
+const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun", "scontrol"] as const;
 export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
 
 export type SlurmErrorKind =
@@ -252,6 +254,8 @@ export interface SlurmBroker {
   /** One scancel for all these ids. */
   cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
   runStep(spec: StepSpec): Promise<BrokerResult<StepOutcome>>;
+  /** One `scontrol show config`: the site settings the daemon follows (parse-site-config.ts). */
+  readSiteConfig(): Promise<BrokerResult<SiteConfig>>;
   /**
    * One `sbatch --test-only` (check-config --preflight): whatever sbatch said, exit code and
    * all, for the caller to judge; Failed only when it said nothing (not found, timed out,
@@ -312,6 +316,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     sacct: 0,
     scancel: 0,
     srun: 0,
+    scontrol: 0,
   };
 
   async function run(
@@ -454,6 +459,8 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         value: { exitCode: exitCode ?? 1, stdout, stderr, truncated: truncated.length > 0 },
       };
     },
+
+    readSiteConfig: () => query("scontrol", siteConfigArgv(), parseSiteConfig),
 
     testSubmission(argv) {
       if (!argv.includes("--test-only")) {

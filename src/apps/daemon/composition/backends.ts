@@ -29,6 +29,7 @@ import {
   hiddenNamesOf,
   withPublicMessages,
 } from "../../../adapters/backend-slurm/public-messages.ts";
+import { createSiteArrayLimit } from "../../../adapters/backend-slurm/site-array-limit.ts";
 import {
   verifiedInBackground,
   withoutSessionIsolation,
@@ -193,7 +194,10 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           }),
           hiddenNamesOf(placements.catalog),
         );
-      const slurmBackend = build(placements.catalog, true);
+      // The site's MaxArraySize, read from the controller in the background (a minute between
+      // tries until it answers): profiles show Slurm's default until then.
+      const arrayLimit = createSiteArrayLimit({ broker, log: context.log, retryMs: 60_000 });
+      const slurmBackend = build(arrayLimit.catalog(placements.catalog), true);
       // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
       // probe on its own smallest placement (a backend over a one-entry catalog).
       const probeBackend = (sessionProfile: string) =>
@@ -217,7 +221,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       return {
         kind: "Created",
         backend: isolated.backend,
-        services: [...isolated.services, ...(sweeper === null ? [] : [sweeper])],
+        services: [...isolated.services, arrayLimit, ...(sweeper === null ? [] : [sweeper])],
       };
     },
   },
