@@ -12,7 +12,7 @@ import {
   LIST_ARGUMENT_BUDGET_BYTES,
   listPieces,
 } from "../../src/adapters/backend-slurm/broker-argv.ts";
-import { createSqueueMemo, parseSqueue } from "../../src/adapters/backend-slurm/parse.ts";
+import { createSqueueMemo, parseSqueue } from "../../src/adapters/backend-slurm/parse-squeue.ts";
 import type { ProcessOutcome, ProgramRunner } from "../../src/lib/process-runner.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
 import { tempDir } from "../support/temp-dir.ts";

@@ -67,7 +67,8 @@ import type { BatchSpec } from "./broker-argv.ts";
 import { jobEnvRefusals } from "./broker-validation.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
-import { type AccountingRow, createSqueueMemo, type QueueRow } from "./parse.ts";
+import type { AccountingRow } from "./parse.ts";
+import { createSqueueMemo, type QueueRow } from "./parse-squeue.ts";
 import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
 /**

@@ -13,7 +13,9 @@ import {
   validatePath,
   validateSchedulerName,
 } from "./broker-validation.ts";
-import { isJobId, LIVE_JOB_FIELDS, SACCT_FIELDS, SQUEUE_FIELDS, USAGE_FIELDS } from "./parse.ts";
+import { isJobId, LIVE_JOB_FIELDS, SACCT_FIELDS } from "./parse.ts";
+import { SQUEUE_FIELDS } from "./parse-squeue.ts";
+import { USAGE_FIELDS } from "./parse-usage.ts";
 /** One batch job. Everything here is validated before an argv exists. */
 export interface BatchSpec {
   readonly jobName: string;

@@ -55,18 +55,15 @@ import {
 import { jobEnvironment } from "./broker-validation.ts";
 import {
   type AccountingRow,
-  type JobUsage,
   type LiveJobRow,
   type Parsed,
   parseLiveJobs,
   parseSacct,
   parseSbatchParsable,
-  parseSqueue,
-  parseUsage,
-  type QueueRow,
-  type SqueueMemo,
 } from "./parse.ts";
 import { parseSiteConfig, type SiteConfig } from "./parse-site-config.ts";
+import { parseSqueue, type QueueRow, type SqueueMemo } from "./parse-squeue.ts";
+import { type JobUsage, parseUsage } from "./parse-usage.ts";
 
 const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun", "scontrol"] as const;
 export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
