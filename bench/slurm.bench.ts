@@ -33,8 +33,8 @@ import {
   createSlurmBroker,
   type SlurmBroker,
   type SlurmCommand,
-  SlurmCommandError,
 } from "../src/adapters/backend-slurm/broker.ts";
+import { SlurmCommandError } from "../src/adapters/backend-slurm/broker-outcomes.ts";
 import { batchPreparer } from "../src/adapters/spool/batch-preparer.ts";
 import { sessionsDisabledPreparer } from "../src/adapters/spool/session-preparer.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/adapters/store-sqlite/index.ts";

@@ -16,7 +16,7 @@ const CONFIG = (maxArraySize: string) =>
   [
     "Configuration data as of 2026-12-01T18:27:51",
     "AccountingStorageBackupHost = (null)",
-    "MaxArraySize            = " + maxArraySize,
+    `MaxArraySize            = ${maxArraySize}`,
     "MaxJobCount             = 10000",
     "",
     "Cgroup Support Configuration:",
