@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSlurmBackend, type SlurmBackend } from "../src/adapters/backend-slurm/backend.ts";
 import { createSlurmBroker } from "../src/adapters/backend-slurm/broker.ts";
-import { parseSqueue } from "../src/adapters/backend-slurm/parse.ts";
+import { parseSqueue } from "../src/adapters/backend-slurm/parse-squeue.ts";
 import { withPublicMessages } from "../src/adapters/backend-slurm/public-messages.ts";
 import {
   createWorkload,

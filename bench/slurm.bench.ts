@@ -33,8 +33,8 @@ import {
   createSlurmBroker,
   type SlurmBroker,
   type SlurmCommand,
-  SlurmCommandError,
 } from "../src/adapters/backend-slurm/broker.ts";
+import { SlurmCommandError } from "../src/adapters/backend-slurm/broker-outcomes.ts";
 import { batchPreparer } from "../src/adapters/spool/batch-preparer.ts";
 import { sessionsDisabledPreparer } from "../src/adapters/spool/session-preparer.ts";
 import { createWorkload, openDatabase, requestStop } from "../src/adapters/store-sqlite/index.ts";
@@ -104,6 +104,7 @@ function diff(after: Calls, before: Calls): Calls {
     sacct: after.sacct - before.sacct,
     scancel: after.scancel - before.scancel,
     srun: after.srun - before.srun,
+    scontrol: after.scontrol - before.scontrol,
   };
 }
 

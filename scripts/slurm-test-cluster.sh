@@ -19,6 +19,9 @@
 #   O4S_SLURM_NODE_CPUS     CPUs per simulated node (default 4), O4S_SLURM_NODE_MEMORY_MB (1000),
 #   O4S_SLURM_NODE_GPUS     GPUs per simulated node (default 2; count-only, no device files).
 #
+# srun --mpi=pmix (Open MPI, mpi4py) needs libpmix-dev installed before `up`: slurmd loads
+# its MPI plugins when it starts (.ci/run installs it with the other MPI packages).
+#
 # Why it is shaped like this (measured on this kind of single machine):
 # CI machines have no systemd and PID 1 manages nothing, so every daemon is started here with
 # its state, sockets, logs and PID files under DIR, and `down` stops only processes whose PID
@@ -317,6 +320,11 @@ SchedulerParameters=batch_sched_delay=0
 # fewer cores or less memory than configured drains its nodes ("Low socket*core*thread count").
 SlurmdParameters=config_overrides
 MpiDefault=none
+# srun --mpi=pmix makes each step's PMIx client directory under TmpFS, named by job and step
+# only: with both simulated nodes on one machine's /tmp, the second node's step failed
+# ("Cannot create directory .../spmix_appdir_0_J.S: File exists"). %n gives each node its
+# own, as each real node has its own /tmp.
+TmpFS=$DIR/nodetmp/%n
 ReturnToService=2
 MailProg=/bin/true
 JobAcctGatherType=jobacct_gather/linux
@@ -595,6 +603,10 @@ cmd_up() {
   t0=$(now_us)
   mkdir -p "$ETC" "$RUN" "$LOG" "$SPOOL/ctld" "$SPOOL/slurmd-n1" "$SPOOL/slurmd-n2" "$DIR/mysql" "$DIR/munge"
   chmod 0755 "$DIR/munge" "$ETC" "$RUN" "$LOG" "$SPOOL"
+  # Each node's TmpFS (see the configuration), world-writable and sticky like /tmp.
+  mkdir -p "$DIR/nodetmp/n1" "$DIR/nodetmp/n2"
+  chmod 0755 "$DIR/nodetmp"
+  chmod 1777 "$DIR/nodetmp/n1" "$DIR/nodetmp/n2"
   check_socket_path
   rm -f "$DIR/READY"
   if any_live && [[ -r $CONF ]]; then

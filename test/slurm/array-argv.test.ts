@@ -62,7 +62,7 @@ describe("sbatch for a job array", () => {
 });
 
 test("squeue is asked for JobArrayID, so an element's row names its array, not its raw id", () => {
-  const result = squeueArgv(["o4s-abc"]);
+  const result = squeueArgv({ uid: 0, names: ["o4s-abc"] });
   if (result.kind !== "Valid") throw new Error(result.message);
   expect(result.argv.find((a) => a.startsWith("--Format="))).toStartWith("--Format=JobArrayID:0|");
 });

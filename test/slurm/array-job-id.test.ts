@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { expandIndexList, parseArrayJobId } from "../../src/adapters/backend-slurm/array-job-id.ts";
-import { parseSacct, parseSqueue } from "../../src/adapters/backend-slurm/parse.ts";
+import { parseSacct } from "../../src/adapters/backend-slurm/parse.ts";
+import { parseSqueue } from "../../src/adapters/backend-slurm/parse-squeue.ts";
 
 describe("array job ids", () => {
   test("a plain id is a job, read as before", () => {

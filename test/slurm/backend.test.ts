@@ -69,7 +69,14 @@ describe("submit", () => {
     expect(cluster.count("sacct")).toBe(1);
     expect(cluster.count("sbatch")).toBe(100);
     const diag = await backend.diagnostics();
-    expect(diag.calls).toEqual({ sbatch: 100, squeue: 1, sacct: 1, scancel: 0, srun: 0 });
+    expect(diag.calls).toEqual({
+      sbatch: 100,
+      squeue: 1,
+      sacct: 1,
+      scancel: 0,
+      srun: 0,
+      scontrol: 0,
+    });
   });
 
   test("fresh tokens skip the lookup; any other token in the same call is still looked up", async () => {

@@ -316,18 +316,23 @@ describe("broker validation (properties)", () => {
   test("listing queries read back as exactly the names or ids asked for", () => {
     fc.assert(
       fc.property(fc.array(label, { minLength: 1, maxLength: 5 }), (names) => {
-        const q = squeueArgv(names);
+        const q = squeueArgv({ uid: 1000, names });
         const a = sacctArgv({ kind: "ByNames", names, lookbackSeconds: 3600 });
         expect(a.kind).toBe(q.kind);
         if (q.kind !== "Valid" || a.kind !== "Valid") return;
-        for (const argv of [q.argv, a.argv]) {
-          const { options, operands } = readOptions(argv);
-          expect(operands).toEqual([]);
-          expect(options.get("name")?.[0]?.split(",")).toEqual(names);
-        }
+        const { options, operands } = readOptions(a.argv);
+        expect(operands).toEqual([]);
+        expect(options.get("name")?.[0]?.split(",")).toEqual(names);
+        // squeue lists the account's jobs; the names choose rows (parse.ts), not the argv.
+        const queue = readOptions(q.argv);
+        expect(queue.operands).toEqual([]);
+        expect(queue.options.get("user")).toEqual(["1000"]);
+        expect(queue.options.has("name")).toBe(false);
       }),
     );
     expect(sacctArgv({ kind: "ByJobIds", jobIds: ["1", "2,3"] }).kind).toBe("Invalid");
-    expect(squeueArgv([]).kind).toBe("Invalid");
+    expect(squeueArgv({ uid: 1000, names: [] }).kind).toBe("Invalid");
+    expect(squeueArgv({ uid: 1000, names: ["a,b"] }).kind).toBe("Invalid");
+    expect(squeueArgv({ uid: -1, names: ["a"] }).kind).toBe("Invalid");
   });
 });

@@ -13,7 +13,7 @@ import {
   createSqueueMemo,
   parseSqueue,
   type QueueRow,
-} from "../../src/adapters/backend-slurm/parse.ts";
+} from "../../src/adapters/backend-slurm/parse-squeue.ts";
 import { withPublicMessages } from "../../src/adapters/backend-slurm/public-messages.ts";
 import { isTerminal } from "../../src/core/models.ts";
 import type {

@@ -8,7 +8,11 @@ import {
   needsUsage,
   usagePending,
 } from "../../src/adapters/backend-slurm/end-hints.ts";
-import { type JobUsage, parseSize, parseUsage } from "../../src/adapters/backend-slurm/parse.ts";
+import {
+  type JobUsage,
+  parseSize,
+  parseUsage,
+} from "../../src/adapters/backend-slurm/parse-usage.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
 import type { AllocationObservation } from "../../src/core/ports.ts";
 

@@ -9,10 +9,9 @@ import {
   parseExitStatus,
   parseSacct,
   parseSbatchParsable,
-  parseSqueue,
   SACCT_FIELDS,
-  SQUEUE_FIELDS,
 } from "../../src/adapters/backend-slurm/parse.ts";
+import { parseSqueue, SQUEUE_FIELDS } from "../../src/adapters/backend-slurm/parse-squeue.ts";
 
 const jobId = fc.bigInt({ min: 1n, max: 10n ** 12n }).map(String);
 const state = fc.constantFrom(

@@ -98,10 +98,12 @@ export function fakeCluster(): FakeCluster {
     durationMs: 1,
   });
 
+  /** Every job of the (one) user, as `--user` lists them; only `--name`'s when given. */
   function squeue(args: readonly string[]): ProcessOutcome {
-    const names = new Set((option(args, "name") ?? "").split(","));
+    const named = option(args, "name");
+    const names = named === null ? null : new Set(named.split(","));
     const lines = [...jobs.values()]
-      .filter((j) => names.has(j.name))
+      .filter((j) => names === null || names.has(j.name))
       .map((j) =>
         [
           j.id,

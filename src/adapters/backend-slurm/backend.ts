@@ -60,12 +60,14 @@ import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type ArrayElementState, arrayObservation, collectElements } from "./array-observation.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
-import type { SlurmBroker, SlurmCommandError } from "./broker.ts";
+import type { SlurmBroker } from "./broker.ts";
 import type { BatchSpec } from "./broker-argv.ts";
+import type { SlurmCommandError } from "./broker-outcomes.ts";
 import { jobEnvRefusals } from "./broker-validation.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { jobComment, type OrphanReport } from "./orphan-sweeper.ts";
-import { type AccountingRow, createSqueueMemo, type QueueRow } from "./parse.ts";
+import type { AccountingRow } from "./parse.ts";
+import { createSqueueMemo, type QueueRow } from "./parse-squeue.ts";
 import { mapJobState, mapPendingReason, normaliseState } from "./state-table.ts";
 
 /**

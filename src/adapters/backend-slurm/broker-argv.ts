@@ -13,7 +13,9 @@ import {
   validatePath,
   validateSchedulerName,
 } from "./broker-validation.ts";
-import { isJobId, LIVE_JOB_FIELDS, SACCT_FIELDS, SQUEUE_FIELDS, USAGE_FIELDS } from "./parse.ts";
+import { isJobId, LIVE_JOB_FIELDS, SACCT_FIELDS } from "./parse.ts";
+import { SQUEUE_FIELDS } from "./parse-squeue.ts";
+import { USAGE_FIELDS } from "./parse-usage.ts";
 /** One batch job. Everything here is validated before an argv exists. */
 export interface BatchSpec {
   readonly jobName: string;
@@ -154,10 +156,58 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
   };
 }
 
-export function squeueArgv(names: readonly string[]): ArgvResult {
+/**
+ * Linux refuses to start a program with any one argument longer than MAX_ARG_STRLEN (32
+ * pages: 128 KiB) with E2BIG. A list of names or ids joined into one option reached it at
+ * about 4,200 of our job names, and squeue then failed on every tick. Lists are cut into
+ * pieces well under it (listPieces), and the queue is listed by user instead (squeueArgv).
+ */
+export const LIST_ARGUMENT_BUDGET_BYTES = 64 * 1024;
+
+/**
+ * `items` in order, cut into pieces whose comma-joined length stays within `budgetBytes`
+ * (an item longer than the budget alone is a piece of its own: the validators keep names
+ * and ids far shorter). One piece for any list that fits: the usual case costs one call.
+ */
+export function listPieces(
+  items: readonly string[],
+  budgetBytes: number = LIST_ARGUMENT_BUDGET_BYTES,
+): readonly (readonly string[])[] {
+  const pieces: string[][] = [];
+  let piece: string[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    // Each item counted with a comma: at most one byte too many per piece.
+    const cost = Buffer.byteLength(item) + 1;
+    if (piece.length > 0 && bytes + cost > budgetBytes) {
+      pieces.push(piece);
+      piece = [];
+      bytes = 0;
+    }
+    piece.push(item);
+    bytes += cost;
+  }
+  if (piece.length > 0) pieces.push(piece);
+  return pieces;
+}
+
+/**
+ * Every job of the service account (`uid`) in every state the controller still remembers;
+ * the broker keeps the rows named `names` (parse.ts) and parses no other line. Not
+ * `--name=`: the names of 10,000 live jobs do not fit in one argument (see above), and
+ * squeue filters names in the client anyway, after loading every job of every user from
+ * the controller, while one `--user` is answered by the controller from that user's jobs
+ * alone. So one call per tick at any count, and no more work for the controller than before.
+ */
+export function squeueArgv(query: {
+  readonly uid: number;
+  readonly names: readonly string[];
+}): ArgvResult {
+  const { uid, names } = query;
+  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
+  if (names.length === 0) return { kind: "Invalid", message: "no job names to list" };
   const check = firstInvalid(names.map((n) => validateJobLabel("job name", n)));
   if (check.kind === "Invalid") return check;
-  if (names.length === 0) return { kind: "Invalid", message: "no job names to list" };
   const format = SQUEUE_FIELDS.map((f, i) => `${f}:0${i < SQUEUE_FIELDS.length - 1 ? "|" : ""}`);
   return {
     kind: "Valid",
@@ -166,7 +216,7 @@ export function squeueArgv(names: readonly string[]): ArgvResult {
       // Every state: a job that ended less than MinJobAge ago is still here, which is what
       // closes the gap while accounting has not caught up yet.
       "--states=all",
-      `--name=${names.join(",")}`,
+      `--user=${uid}`,
       `--Format=${format.join(",")}`,
     ],
   };
@@ -238,6 +288,11 @@ export function liveJobsArgv(uid: number): ArgvResult {
     kind: "Valid",
     argv: ["--noheader", `--user=${uid}`, `--Format=${format.join(",")}`],
   };
+}
+
+/** The controller's running configuration (read-only: `show` never changes anything). */
+export function siteConfigArgv(): ArgvResult {
+  return { kind: "Valid", argv: ["show", "config"] };
 }
 
 /** What ended jobs asked for and used: job AND step rows (MaxRSS lives on the steps). */

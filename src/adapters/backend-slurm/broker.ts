@@ -33,7 +33,6 @@
 
 import {
   createProgramRunner,
-  type ProcessOutcome,
   type ProcessRequest,
   type ProgramRunner,
 } from "../../lib/process-runner.ts";
@@ -41,175 +40,44 @@ import {
   type AccountingQuery,
   type ArgvResult,
   type BatchSpec,
+  listPieces,
   liveJobsArgv,
   type StepSpec,
   sacctArgv,
   sbatchArgv,
   scancelArgv,
+  siteConfigArgv,
   squeueArgv,
   srunArgv,
   usageArgv,
 } from "./broker-argv.ts";
+import {
+  type BrokerResult,
+  type Completed,
+  classifyOutcome,
+  errorLines,
+  failed,
+  fromParsed,
+  isUnreachableMessage,
+  requireSuccess,
+  shorten,
+} from "./broker-outcomes.ts";
 import { jobEnvironment } from "./broker-validation.ts";
 import {
   type AccountingRow,
-  type JobUsage,
   type LiveJobRow,
   type Parsed,
   parseLiveJobs,
   parseSacct,
   parseSbatchParsable,
-  parseSqueue,
-  parseUsage,
-  type QueueRow,
-  type SqueueMemo,
 } from "./parse.ts";
+import { parseSiteConfig, type SiteConfig } from "./parse-site-config.ts";
+import { parseSqueue, type QueueRow, type SqueueMemo } from "./parse-squeue.ts";
+import { type JobUsage, parseUsage } from "./parse-usage.ts";
 
-const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun"] as const;
+// The scheduler's commands: named here, in the broker, and nowhere else in src/ (INV-9).
+const SLURM_COMMANDS = ["sbatch", "squeue", "sacct", "scancel", "srun", "scontrol"] as const;
 export type SlurmCommand = (typeof SLURM_COMMANDS)[number];
-
-export type SlurmErrorKind =
-  /** The call did not finish in time; its group was killed. No answer. */
-  | "timed_out"
-  /** No answer: the command is not on PATH, or the controller/database could not be reached. */
-  | "unreachable"
-  /** An answer, and it is no: the scheduler (or our own validation, before any call) refused. */
-  | "refused"
-  /** Something came back, but not something we can read. No answer. */
-  | "malformed";
-
-export class SlurmCommandError extends Error {
-  override readonly name = "SlurmCommandError";
-  constructor(
-    readonly command: SlurmCommand,
-    readonly kind: SlurmErrorKind,
-    message: string,
-    readonly exitCode: number | null = null,
-  ) {
-    super(`${command}: ${kind}: ${message}`);
-  }
-}
-
-export type BrokerResult<T> =
-  | { readonly kind: "Answered"; readonly value: T }
-  | { readonly kind: "Failed"; readonly error: SlurmCommandError };
-
-// ---------------------------------------------------------------------------------------
-// Reading outcomes
-// ---------------------------------------------------------------------------------------
-
-/**
- * Messages that mean "no answer": the controller, the database or the authentication daemon
- * could not be reached, or the reply was lost. Matched case-insensitively against the tool's
- * own error lines. sbatch's "Batch job submission failed: Socket timed out ..." is here on
- * purpose: the job may well exist, so it must be Unknown, never Rejected.
- */
-const UNREACHABLE_PATTERNS: readonly RegExp[] = [
-  /unable to contact slurm controller/i,
-  /socket timed out/i,
-  /connection refused/i,
-  /connection reset/i,
-  /connection timed out/i,
-  /communication connection failure/i,
-  /zero bytes were transmitted or received/i,
-  /problem talking to the database/i,
-  /persist(ent)?[ _]conn/i,
-  /slurmdbd.*(not responding|down|unavailable)/i,
-  /slurm_load_jobs error: (?!invalid job id)/i,
-  /temporarily unable/i,
-  /temporarily unavailable/i,
-  /transport endpoint/i,
-  /no route to host/i,
-  /network is unreachable/i,
-  /munge/i,
-  /authentication (error|failure)/i,
-  /protocol authentication/i,
-  /unable to (resolve|establish)/i,
-  /backup controller/i,
-  /could not (connect|establish)/i,
-  // The client could not read slurm.conf (an admin mid-edit, a shared file system hiccup):
-  // it never asked the controller, so a refused job would be a guess.
-  /unable to process configuration file/i,
-  /insane message length/i,
-];
-
-function errorLines(command: SlurmCommand, stderr: string): string {
-  if (command !== "srun") return stderr;
-  // A step's stderr is mostly the task's own output, which may say anything (a program
-  // printing "connection refused" is not a scheduler outage): only srun's lines count.
-  return stderr
-    .split("\n")
-    .filter((l) => l.startsWith("srun: error:") || l.startsWith("srun: fatal:"))
-    .join("\n");
-}
-
-export function isUnreachableMessage(text: string): boolean {
-  return UNREACHABLE_PATTERNS.some((p) => p.test(text));
-}
-
-function shorten(text: string): string {
-  const t = text.trim();
-  return t.length > 600 ? `${t.slice(0, 600)}...` : t;
-}
-
-export type Completed = Extract<ProcessOutcome, { kind: "Exited" }>;
-
-/**
- * Turns a process outcome into "it ran to an exit" or a classified failure (never ran, ran out
- * of time, said too much). Whether the exit means an answer is the next question.
- */
-function classifyOutcome(
-  command: SlurmCommand,
-  outcome: ProcessOutcome,
-  limits: { readonly timeoutMs: number; readonly maxOutputBytes: number },
-): BrokerResult<Completed> {
-  switch (outcome.kind) {
-    case "NotFound":
-      return failed(command, "unreachable", outcome.message);
-    case "TimedOut":
-      return failed(command, "timed_out", `no answer within ${limits.timeoutMs} ms`);
-    case "Overflowed":
-      return failed(command, "malformed", `output exceeded ${limits.maxOutputBytes} bytes`);
-    case "Exited":
-      if (outcome.exitCode === null) {
-        const text = shorten(errorLines(command, outcome.stderr));
-        return failed(command, "unreachable", `ended by ${outcome.signal ?? "a signal"} ${text}`);
-      }
-      return { kind: "Answered", value: outcome };
-    default: {
-      const never: never = outcome;
-      throw new Error(`unhandled process outcome ${JSON.stringify(never)}`);
-    }
-  }
-}
-
-/** Only exit 0 is an answer to parse; a nonzero exit is unreachable or refused by its text. */
-function requireSuccess(command: SlurmCommand, completed: Completed): BrokerResult<Completed> {
-  if (completed.exitCode === 0) return { kind: "Answered", value: completed };
-  const text = errorLines(command, completed.stderr);
-  const kind: SlurmErrorKind = isUnreachableMessage(text) ? "unreachable" : "refused";
-  return failed(
-    command,
-    kind,
-    shorten(text) || `exit code ${completed.exitCode}`,
-    completed.exitCode,
-  );
-}
-
-function failed<T>(
-  command: SlurmCommand,
-  kind: SlurmErrorKind,
-  message: string,
-  exitCode: number | null = null,
-): BrokerResult<T> {
-  return { kind: "Failed", error: new SlurmCommandError(command, kind, message, exitCode) };
-}
-
-function fromParsed<T>(command: SlurmCommand, parsed: Parsed<T>): BrokerResult<T> {
-  return parsed.kind === "Parsed"
-    ? { kind: "Answered", value: parsed.value }
-    : failed(command, "malformed", parsed.message);
-}
 
 // ---------------------------------------------------------------------------------------
 // The broker
@@ -231,22 +99,28 @@ export interface StepOutcome {
 export interface SlurmBroker {
   submitBatch(spec: BatchSpec): Promise<BrokerResult<string>>;
   /**
-   * One squeue for all these job names, in every state the controller still remembers. With
-   * a memo, a line printed as last time is not parsed again and yields the same row object.
+   * One squeue for all these job names, in every state the controller still remembers,
+   * however many (it lists the service account's jobs and keeps these names' rows). With a
+   * memo, a line printed as last time is not parsed again and yields the same row object.
    */
   listQueue(
     names: readonly string[],
     memo?: SqueueMemo,
   ): Promise<BrokerResult<readonly QueueRow[]>>;
-  /** One sacct call. */
+  /** One sacct call (one per piece when the names or ids overflow one argument). */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
   /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
   listLiveJobs(uid: number): Promise<BrokerResult<readonly LiveJobRow[]>>;
-  /** One sacct for what these ended jobs asked for and used (for a person-readable hint). */
+  /**
+   * One sacct for what these ended jobs asked for and used (for a person-readable hint); one
+   * per piece when the ids overflow one argument.
+   */
   listUsage(jobIds: readonly string[]): Promise<BrokerResult<readonly JobUsage[]>>;
   /** One scancel for all these ids. */
   cancelJobs(jobIds: readonly string[]): Promise<BrokerResult<CancelAnswer>>;
   runStep(spec: StepSpec): Promise<BrokerResult<StepOutcome>>;
+  /** One `scontrol show config`: the site settings the daemon follows (parse-site-config.ts). */
+  readSiteConfig(): Promise<BrokerResult<SiteConfig>>;
   /**
    * One `sbatch --test-only` (check-config --preflight): whatever sbatch said, exit code and
    * all, for the caller to judge; Failed only when it said nothing (not found, timed out,
@@ -266,6 +140,8 @@ export interface SlurmBrokerOptions {
    */
   readonly path: string;
   readonly slurmConf?: string;
+  /** The service account whose jobs squeue lists (the daemon's own uid by default). */
+  readonly listUid?: number;
   /** For squeue, sacct, scancel and sbatch. */
   readonly commandTimeoutMs?: number;
   readonly maxOutputBytes?: number;
@@ -305,6 +181,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     sacct: 0,
     scancel: 0,
     srun: 0,
+    scontrol: 0,
   };
 
   async function run(
@@ -332,16 +209,43 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     return classifyOutcome(command, await runner.run(request), request);
   }
 
+  const listUid = options.listUid ?? process.getuid?.() ?? 0;
+  interface QueueQuery {
+    readonly names: readonly string[];
+    readonly argv: ArgvResult;
+    /** The rows kept: the same set object for as long as the same frozen list is asked. */
+    readonly wanted: ReadonlySet<string>;
+  }
   /**
    * A frozen list of names asked again (the change feed lists the same 10,000 names each
-   * tick) is validated and joined once: it cannot have changed since.
+   * tick) is validated and made a set once: it cannot have changed since, and the same set
+   * lets the parse memo return the last rows when the listing did not change either.
    */
-  let lastQueue: { readonly names: readonly string[]; readonly argv: ArgvResult } | null = null;
-  function queueArgv(names: readonly string[]): ArgvResult {
-    if (lastQueue?.names === names) return lastQueue.argv;
-    const argv = squeueArgv(names);
-    lastQueue = Object.isFrozen(names) ? { names, argv } : null;
-    return argv;
+  let lastQueue: QueueQuery | null = null;
+  function queueQuery(names: readonly string[]): QueueQuery {
+    if (lastQueue?.names === names) return lastQueue;
+    const made = { names, argv: squeueArgv({ uid: listUid, names }), wanted: new Set(names) };
+    lastQueue = Object.isFrozen(names) ? made : null;
+    return made;
+  }
+
+  /**
+   * One query per piece of a list too long for one argument (listPieces), in turn, rows
+   * joined; the first failure is the answer, as for a single call.
+   */
+  async function piecewise<T>(
+    items: readonly string[],
+    one: (piece: readonly string[]) => Promise<BrokerResult<readonly T[]>>,
+  ): Promise<BrokerResult<readonly T[]>> {
+    const pieces = listPieces(items);
+    if (pieces.length <= 1) return one(items);
+    const rows: T[] = [];
+    for (const piece of pieces) {
+      const answer = await one(piece);
+      if (answer.kind === "Failed") return answer;
+      rows.push(...answer.value);
+    }
+    return { kind: "Answered", value: rows };
   }
 
   async function query<T>(
@@ -365,10 +269,15 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         parseSbatchParsable,
         jobEnvironment(spec.env, options.slurmConf),
       ),
-    listQueue: (names, memo) =>
-      query("squeue", queueArgv(names), (stdout) => parseSqueue(stdout, memo)),
-    listAccounting: (q) => query("sacct", sacctArgv(q), parseSacct),
-    listUsage: (ids) => query("sacct", usageArgv(ids), parseUsage),
+    listQueue(names, memo) {
+      const { argv, wanted } = queueQuery(names);
+      return query("squeue", argv, (stdout) => parseSqueue(stdout, memo, wanted));
+    },
+    listAccounting: (q) =>
+      q.kind === "ByNames"
+        ? piecewise(q.names, (names) => query("sacct", sacctArgv({ ...q, names }), parseSacct))
+        : piecewise(q.jobIds, (jobIds) => query("sacct", sacctArgv({ ...q, jobIds }), parseSacct)),
+    listUsage: (ids) => piecewise(ids, (piece) => query("sacct", usageArgv(piece), parseUsage)),
     listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
 
     async cancelJobs(jobIds) {
@@ -415,6 +324,8 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         value: { exitCode: exitCode ?? 1, stdout, stderr, truncated: truncated.length > 0 },
       };
     },
+
+    readSiteConfig: () => query("scontrol", siteConfigArgv(), parseSiteConfig),
 
     testSubmission(argv) {
       if (!argv.includes("--test-only")) {

@@ -11,7 +11,7 @@
 import type { ResourceProfile } from "../../core/models.ts";
 import type { AllocationObservation } from "../../core/ports.ts";
 import { formatBytes, formatHms } from "../../core/reason-hints.ts";
-import type { JobUsage } from "./parse.ts";
+import type { JobUsage } from "./parse-usage.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
 

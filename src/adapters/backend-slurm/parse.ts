@@ -8,8 +8,9 @@
  * which are informational: an unreadable time is null.
  *
  * Free-text fields come last and may contain the separator: the comment is the final field,
- * so a `|` inside it cannot shift the fields before it. Job names in these listings are ours
- * (queries filter by our names or ids) and are restricted by the broker to a character class
+ * so a `|` inside it cannot shift the fields before it. Job names in the rows parsed are ours
+ * (sacct queries filter by our names or ids; the squeue listing, by user, is filtered here by
+ * our names before any line is parsed) and are restricted by the broker to a character class
  * without `|`.
  */
 import { type ArrayTask, parseArrayJobId } from "./array-job-id.ts";
@@ -26,18 +27,21 @@ export function isJobId(raw: string): boolean {
   return JOB_ID.test(raw);
 }
 
-function malformed(message: string): { readonly kind: "Malformed"; readonly message: string } {
+export function malformed(message: string): {
+  readonly kind: "Malformed";
+  readonly message: string;
+} {
   return { kind: "Malformed", message };
 }
 
-function lines(text: string): string[] {
+export function lines(text: string): string[] {
   const out = text.split("\n");
   if (out.at(-1) === "") out.pop();
   return out;
 }
 
 /** A quoted, shortened line for messages: never dump a whole listing into a log. */
-function excerpt(line: string): string {
+export function excerpt(line: string): string {
   return JSON.stringify(line.length > 120 ? `${line.slice(0, 120)}...` : line);
 }
 
@@ -65,7 +69,7 @@ export function parseSbatchParsable(stdout: string): Parsed<string> {
  * Times are requested as epoch seconds (SLURM_TIME_FORMAT=%s). "N/A", "Unknown", "None",
  * empty and 0 all mean "not (yet) known".
  */
-function parseEpochSeconds(raw: string): number | null {
+export function parseEpochSeconds(raw: string): number | null {
   const t = raw.trim();
   if (!/^[0-9]{1,12}$/.test(t)) return null;
   const seconds = Number(t);
@@ -107,7 +111,7 @@ function parseState(raw: string): Parsed<string> {
  * One `|`-separated row of `count` fields; the last, the free-text comment, keeps any `|` it
  * contains. Fewer fields than asked for makes the row (and so the answer) malformed.
  */
-function splitRow(tool: string, line: string, count: number): Parsed<readonly string[]> {
+export function splitRow(tool: string, line: string, count: number): Parsed<readonly string[]> {
   const parts = line.split("|");
   if (parts.length < count) {
     return malformed(
@@ -129,7 +133,7 @@ interface RowHead {
 }
 
 /** The fields every listing row starts with and every decision rests on, read strictly. */
-function parseRowHead(
+export function parseRowHead(
   tool: string,
   line: string,
   fields: {
@@ -154,159 +158,6 @@ function parseRowHead(
       ...(id.kind === "Array" ? { arrayTask: id.task } : {}),
     },
   };
-}
-
-// ---------------------------------------------------------------------------------------
-// squeue
-// ---------------------------------------------------------------------------------------
-
-export interface QueueRow {
-  /** The job's id; for an element of a job array, the array's id (what sbatch answered). */
-  readonly jobId: string;
-  /** Only on a job array's rows: the element, or the elements still pending as one row. */
-  readonly arrayTask?: ArrayTask;
-  readonly name: string;
-  /** The state word as printed (see state-table.ts). */
-  readonly state: string;
-  readonly exit: ExitStatus | null;
-  /** Epoch ms; for a pending job the scheduler's estimate, so only read once it started. */
-  readonly startedAt: number | null;
-  readonly endedAt: number | null;
-  /** Why a job waits ("Resources", "Priority") or ended ("NonZeroExitCode"); free text. */
-  readonly reason: string;
-  readonly workDir: string;
-  readonly comment: string;
-}
-
-/**
- * The fields asked of squeue, in order, with `|` after each but the last. `--Format`
- * (rather than `--format`) because only it reaches the exit code. Widths are given
- * explicitly: without one squeue pads (and cuts) every field to 20 characters.
- */
-export const SQUEUE_FIELDS = [
-  // JobArrayID, not JobID: the same id for a job that is no array (measured on 22.05), and
-  // for an array's element "517_3" rather than an unrelated raw id, so rows find their array.
-  "JobArrayID",
-  "Name",
-  "State",
-  "exit_code",
-  "StartTime",
-  "EndTime",
-  "Reason",
-  "WorkDir",
-  "Comment",
-] as const;
-
-function parseSqueueLine(line: string): Parsed<QueueRow> {
-  const row = splitRow("squeue", line, SQUEUE_FIELDS.length);
-  if (row.kind === "Malformed") return row;
-  const [id, name, state, exit, start, end, reason, workDir, rawComment] = row.value.map((p) =>
-    p.trim(),
-  );
-  const head = parseRowHead("squeue", line, { id, state, exit }, "wait-status");
-  if (head.kind === "Malformed") return head;
-  return {
-    kind: "Parsed",
-    value: {
-      jobId: head.value.jobId,
-      ...(head.value.arrayTask === undefined ? {} : { arrayTask: head.value.arrayTask }),
-      name: name ?? "",
-      state: head.value.state,
-      exit: head.value.exit,
-      startedAt: parseEpochSeconds(start ?? ""),
-      endedAt: parseEpochSeconds(end ?? ""),
-      reason: reason ?? "",
-      workDir: workDir ?? "",
-      // squeue prints "(null)" for a job without a comment.
-      comment: rawComment === "(null)" ? "" : (rawComment ?? ""),
-    },
-  };
-}
-
-/**
- * The rows of the last listing parsed through it, by their exact line. A line printed again
- * byte for byte is the same row: it is not parsed again and its row is the same object, so a
- * caller tells "unchanged" by identity. At 10,000 jobs with a few changing per tick, that is
- * the difference between parsing 10,000 lines a tick and parsing a few.
- */
-export interface SqueueMemo {
-  /** Bumped by every parse, failed or not, so a failed parse's marks are never current. */
-  generation: number;
-  readonly byLine: Map<string, MemoEntry>;
-  /** The last listing parsed whole, its lines and its rows in order (the cheap path). */
-  last: {
-    readonly text: string;
-    readonly lines: readonly string[];
-    readonly entries: readonly MemoEntry[];
-    readonly rows: readonly QueueRow[];
-  } | null;
-}
-
-interface MemoEntry {
-  readonly row: QueueRow;
-  seen: number;
-}
-
-export function createSqueueMemo(): SqueueMemo {
-  return { generation: 0, byLine: new Map(), last: null };
-}
-
-/**
- * Parses the listing as `parseSqueue` does, reusing `memo`'s row for every line it has seen,
- * and leaves `memo` holding exactly this listing's lines. A malformed line fails the whole
- * answer (as always) and leaves no line of this listing in the memo that was not there.
- * The controller prints jobs in a stable order, so a line is first compared with the line
- * at the same place last time (no hashing), and looked up by content only when it moved.
- */
-function parseSqueueMemo(stdout: string, memo: SqueueMemo): Parsed<readonly QueueRow[]> {
-  const last = memo.last;
-  if (last !== null && last.text === stdout) return { kind: "Parsed", value: last.rows };
-  memo.generation += 1;
-  const generation = memo.generation;
-  const added: string[] = [];
-  const all = lines(stdout);
-  const entries: MemoEntry[] = new Array(all.length);
-  const rows: QueueRow[] = new Array(all.length);
-  let distinct = 0;
-  for (let i = 0; i < all.length; i++) {
-    const line = all[i] as string;
-    let entry = last !== null && last.lines[i] === line ? last.entries[i] : undefined;
-    entry ??= memo.byLine.get(line);
-    if (entry === undefined) {
-      const row = parseSqueueLine(line);
-      if (row.kind === "Malformed") {
-        for (const l of added) memo.byLine.delete(l);
-        return row;
-      }
-      entry = { row: row.value, seen: generation };
-      memo.byLine.set(line, entry);
-      added.push(line);
-      distinct += 1;
-    } else if (entry.seen !== generation) {
-      entry.seen = generation;
-      distinct += 1;
-    }
-    entries[i] = entry;
-    rows[i] = entry.row;
-  }
-  if (distinct < memo.byLine.size) {
-    for (const [line, entry] of memo.byLine) {
-      if (entry.seen !== generation) memo.byLine.delete(line);
-    }
-  }
-  memo.last = { text: stdout, lines: all, entries, rows };
-  return { kind: "Parsed", value: rows };
-}
-
-export function parseSqueue(stdout: string, memo?: SqueueMemo): Parsed<readonly QueueRow[]> {
-  if (memo !== undefined) return parseSqueueMemo(stdout, memo);
-  const out: QueueRow[] = [];
-  for (const line of lines(stdout)) {
-    const row = parseSqueueLine(line);
-    if (row.kind === "Malformed") return row;
-    out.push(row.value);
-  }
-  return { kind: "Parsed", value: out };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -362,89 +213,6 @@ export function parseSacct(stdout: string): Parsed<readonly AccountingRow[]> {
     });
   }
   return { kind: "Parsed", value: out };
-}
-
-// ---------------------------------------------------------------------------------------
-// sacct usage (steps included): why a job ended, in numbers a person can act on
-// ---------------------------------------------------------------------------------------
-
-/** Per job: what it asked for and what it used. Every field is informational (null = unknown). */
-export interface JobUsage {
-  readonly jobId: string;
-  readonly requestedMemoryBytes: number | null;
-  /** The largest resident set of any of its steps. */
-  readonly maxRssBytes: number | null;
-  readonly elapsedSeconds: number | null;
-  readonly timeLimitSeconds: number | null;
-}
-
-/** `--format` for the usage query (job and step rows, `--parsable2`). */
-export const USAGE_FIELDS = ["JobID", "ReqMem", "MaxRSS", "ElapsedRaw", "TimelimitRaw"] as const;
-
-const SIZE_UNITS: Readonly<Record<string, number>> = {
-  "": 1,
-  K: 1024,
-  M: 1024 ** 2,
-  G: 1024 ** 3,
-  T: 1024 ** 4,
-};
-
-/**
- * sacct sizes: "317464K", "50M", "2G"; older versions append n (per node) or c (per CPU) to
- * ReqMem. Anything else (including the "16?" measured while a job was being written) is null.
- */
-export function parseSize(raw: string): number | null {
-  const match = /^([0-9]+(?:\.[0-9]+)?)([KMGT]?)[nc]?$/.exec(raw.trim());
-  if (!match) return null;
-  const unit = SIZE_UNITS[match[2] ?? ""];
-  return unit === undefined ? null : Math.round(Number(match[1]) * unit);
-}
-
-function parseWholeNumber(raw: string): number | null {
-  const t = raw.trim();
-  return /^[0-9]{1,12}$/.test(t) ? Number(t) : null;
-}
-
-/**
- * Rows are "123" (the job) and "123.batch", "123.0" (its steps). A job id that does not
- * parse makes the answer malformed, as everywhere; the numbers are read leniently.
- */
-export function parseUsage(stdout: string): Parsed<readonly JobUsage[]> {
-  const byJob = new Map<string, JobUsage>();
-  for (const line of lines(stdout)) {
-    const row = splitRow("sacct", line, USAGE_FIELDS.length);
-    if (row.kind === "Malformed") return row;
-    const [rawId, reqMem, maxRss, elapsed, limit] = row.value.map((p) => p.trim());
-    const match = /^([0-9]+)(?:\.[A-Za-z0-9_+]+)?$/.exec(rawId ?? "");
-    const jobId = match?.[1];
-    if (jobId === undefined || !isJobId(jobId)) {
-      return malformed(`sacct job id in ${excerpt(line)}`);
-    }
-    const previous = byJob.get(jobId) ?? {
-      jobId,
-      requestedMemoryBytes: null,
-      maxRssBytes: null,
-      elapsedSeconds: null,
-      timeLimitSeconds: null,
-    };
-    const rss = parseSize(maxRss ?? "");
-    const isJobRow = rawId === jobId;
-    const minutes = parseWholeNumber(limit ?? "");
-    byJob.set(jobId, {
-      jobId,
-      requestedMemoryBytes: isJobRow
-        ? (parseSize(reqMem ?? "") ?? previous.requestedMemoryBytes)
-        : previous.requestedMemoryBytes,
-      maxRssBytes: rss === null ? previous.maxRssBytes : Math.max(rss, previous.maxRssBytes ?? 0),
-      elapsedSeconds: isJobRow ? parseWholeNumber(elapsed ?? "") : previous.elapsedSeconds,
-      timeLimitSeconds: isJobRow
-        ? minutes === null
-          ? null
-          : minutes * 60
-        : previous.timeLimitSeconds,
-    });
-  }
-  return { kind: "Parsed", value: [...byJob.values()] };
 }
 
 // ---------------------------------------------------------------------------------------

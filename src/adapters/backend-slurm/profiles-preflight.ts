@@ -10,7 +10,8 @@
  */
 
 import type { ProgramRunner } from "../../lib/process-runner.ts";
-import { createSlurmBroker, isUnreachableMessage } from "./broker.ts";
+import { createSlurmBroker } from "./broker.ts";
+import { isUnreachableMessage } from "./broker-outcomes.ts";
 import { type ArgvBuild, type ClusterProfile, probeArgv } from "./profiles.ts";
 
 export type SbatchTestAnswer =

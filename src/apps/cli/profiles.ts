@@ -45,6 +45,7 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             "KINDS",
             "NODES",
             "TASKS",
+            "ARRAY",
             "CPUS",
             "GPUS",
             "MEMORY",
@@ -58,6 +59,8 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             String(p.resources.nodes),
             // The most tasks (`submit --tasks`) a BATCH may ask for; an older daemon: one.
             String(p.resources.maxTasks ?? 1),
+            // The largest `submit --array`; "-": no arrays (or an older daemon).
+            p.resources.maxArraySize ? String(p.resources.maxArraySize) : "-",
             String(p.resources.cpus),
             String(p.resources.gpus),
             p.resources.memoryMb === null ? "-" : `${p.resources.memoryMb} MB`,

@@ -137,6 +137,9 @@ const ProfileSchema = v.strictObject({
       maxTasks: integer(
         "Most tasks (MPI ranks) one BATCH workload may ask for; 1: a single command.",
       ),
+      maxArraySize: integer(
+        "Most elements one BATCH job array may have (the cluster's own limit); 0: it runs no arrays.",
+      ),
     }),
     d("What an attempt on this profile is granted."),
   ),

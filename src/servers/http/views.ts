@@ -311,6 +311,7 @@ export interface ProfileView {
     readonly memoryMb: number | null;
     readonly timeLimitSeconds: number | null;
     readonly maxTasks: number;
+    readonly maxArraySize: number;
   };
   /** "none": its jobs get their own network namespace, loopback only; "host": the machine's. */
   readonly network: "host" | "none";
@@ -329,6 +330,7 @@ export function profileView(p: ResourceProfile): ProfileView {
       memoryMb: p.resources.memoryMb,
       timeLimitSeconds: p.resources.timeLimitSeconds,
       maxTasks: p.maxTasks ?? 1,
+      maxArraySize: p.maxArraySize ?? 0,
     },
     network: p.network ?? "host",
   };

@@ -32,6 +32,7 @@ import {
   hiddenNamesOf,
   withPublicMessages,
 } from "../../../adapters/backend-slurm/public-messages.ts";
+import { createSiteArrayLimit } from "../../../adapters/backend-slurm/site-array-limit.ts";
 import { readTomlSubset } from "../../../adapters/backend-slurm/toml-cross-check.ts";
 import {
   verifiedInBackground,
@@ -186,9 +187,12 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       const extra = sandboxReadOnly(context);
       if (extra.kind === "ConfigError") return extra;
       const slurmConf = context.env["SLURM_CONF"];
+      const uid = process.getuid?.() ?? 0;
       const broker = createSlurmBroker({
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
         ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
+        // The account that submits every job: squeue lists its jobs and keeps ours.
+        listUid: uid,
       });
       const sweep = context.settings.orphanSweep;
       let ownerId: string;
@@ -204,7 +208,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           : createOrphanSweeper({
               broker,
               ownerId,
-              uid: process.getuid?.() ?? 0,
+              uid,
               policy: sweep.policy,
               intervalMs: sweep.intervalSeconds * 1000,
               knownTokens,
@@ -231,7 +235,10 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           ),
           hiddenNamesOf(placements.catalog),
         );
-      const slurmBackend = build(placements.catalog, true);
+      // The site's MaxArraySize, read from the controller in the background (a minute between
+      // tries until it answers): profiles show Slurm's default until then.
+      const arrayLimit = createSiteArrayLimit({ broker, log: context.log, retryMs: 60_000 });
+      const slurmBackend = build(arrayLimit.catalog(placements.catalog), true);
       // Sessions engine's wiring: the sandbox on the launch line, verified on the nodes by a
       // probe on its own smallest placement (a backend over a one-entry catalog).
       const probeBackend = (sessionProfile: string) =>
@@ -255,7 +262,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       return {
         kind: "Created",
         backend: isolated.backend,
-        services: [...isolated.services, ...(sweeper === null ? [] : [sweeper])],
+        services: [...isolated.services, arrayLimit, ...(sweeper === null ? [] : [sweeper])],
       };
     },
   },
