@@ -223,9 +223,15 @@ export interface ResourceProfile {
    * single command on the first node (the only form the local backend runs).
    */
   readonly maxTasks?: number;
+  /**
+   * Who its jobs run as: "allocation" (absent: the admin's choice at start, a uid per
+   * workload) or "owner" (a principal's job runs as the principal's own unix account).
+   */
+  readonly runAs?: ProfileRunAs;
 }
 
 export type ProfileNetwork = "host" | "none";
+export type ProfileRunAs = "allocation" | "owner";
 
 /** Processes per allocation when its profile names none: far above science code, far below pid_max. */
 export const DEFAULT_PIDS_MAX = 4096;

@@ -83,6 +83,17 @@ export interface SubmitRequest {
    * one token, each told its index. Absent: one job, as always.
    */
   readonly array?: ArrayRequest;
+  /**
+   * The principal that owns the workload (null or absent: the admin). On a profile whose
+   * work runs as its owner, it decides the unix account the job runs as.
+   */
+  readonly owner?: string | null;
+  /**
+   * Set by the launch wrapper, never by the reconciler: the unix account a cluster backend
+   * submits the job as (`sbatch --uid/--gid` from a root daemon), so the scheduler runs and
+   * charges it as that account. Absent: the daemon's own account submits, as always.
+   */
+  readonly submitAs?: { readonly account: string; readonly uid: number; readonly gid: number };
 }
 
 export interface Created {

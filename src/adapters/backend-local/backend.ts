@@ -404,6 +404,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
         spoolDir: options.spoolDir,
         workspaceDir: request.workspaceDir,
         credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
+        subject: { profile: request.profile, owner: request.owner ?? null },
       });
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare directories: ${String(error)}` };

@@ -8,15 +8,23 @@
  *    default is three quarters of this machine's memory, so one job cannot take the host);
  *  - OPENAI4S_LOCAL_PIDS_MAX: the processes each allocation may hold at once (4,096);
  *  - OPENAI4S_LOCAL_NETWORK: `host` (default) or `none` (its own network namespace, loopback
- *    only; needs the sandbox).
+ *    only; needs the sandbox);
+ *  - OPENAI4S_LOCAL_RUN_AS: `allocation` (default: the daemon's choice, a uid per workload)
+ *    or `owner` (a principal's job runs as the principal's unix account; a root daemon only).
  */
-import { DEFAULT_PIDS_MAX, type ProfileNetwork, type ResourceProfile } from "../../core/models.ts";
+import {
+  DEFAULT_PIDS_MAX,
+  type ProfileNetwork,
+  type ProfileRunAs,
+  type ResourceProfile,
+} from "../../core/models.ts";
 import { defaultLocalProfiles } from "./backend.ts";
 
 export const WARN_MINUTES_ENV = "OPENAI4S_WARN_MINUTES_BEFORE_LIMIT";
 export const MEMORY_MB_ENV = "OPENAI4S_LOCAL_MEMORY_MB";
 export const PIDS_MAX_ENV = "OPENAI4S_LOCAL_PIDS_MAX";
 export const NETWORK_ENV = "OPENAI4S_LOCAL_NETWORK";
+export const RUN_AS_PROFILE_ENV = "OPENAI4S_LOCAL_RUN_AS";
 /** The cluster profiles' own bound (about 18 hours, the scheduler signal's limit in minutes). */
 const MAX_WARN_MINUTES = 1_092;
 /** Below this a Python interpreter does not start; above pid_max it means nothing. */
@@ -61,12 +69,23 @@ function network(env: Readonly<Record<string, string | undefined>>): Knob<Profil
   return { kind: "Bad", message: `${NETWORK_ENV}=${JSON.stringify(raw)}: expected host or none` };
 }
 
+function runAs(env: Readonly<Record<string, string | undefined>>): Knob<ProfileRunAs> {
+  const raw = env[RUN_AS_PROFILE_ENV];
+  if (raw === undefined || raw === "") return { kind: "Unset" };
+  if (raw === "allocation" || raw === "owner") return { kind: "Set", value: raw };
+  return {
+    kind: "Bad",
+    message: `${RUN_AS_PROFILE_ENV}=${JSON.stringify(raw)}: expected allocation or owner`,
+  };
+}
+
 export function localProfiles(env: Readonly<Record<string, string | undefined>>): LocalProfiles {
   const warn = wholeNumber(env, WARN_MINUTES_ENV, 0, MAX_WARN_MINUTES, "minutes");
   const memory = wholeNumber(env, MEMORY_MB_ENV, MIN_MEMORY_MB, 2 ** 40, "MiB");
   const pids = wholeNumber(env, PIDS_MAX_ENV, MIN_PIDS, MAX_PIDS, "processes");
   const net = network(env);
-  for (const knob of [warn, memory, pids, net]) {
+  const who = runAs(env);
+  for (const knob of [warn, memory, pids, net, who]) {
     if (knob.kind === "Bad") return { kind: "ConfigError", message: knob.message };
   }
   const profiles = defaultLocalProfiles().map(
@@ -79,6 +98,7 @@ export function localProfiles(env: Readonly<Record<string, string | undefined>>)
       pidsMax: pids.kind === "Set" ? pids.value : (p.pidsMax ?? DEFAULT_PIDS_MAX),
       network: net.kind === "Set" ? net.value : (p.network ?? "host"),
       ...(warn.kind === "Set" ? { warnBeforeLimitSeconds: warn.value * 60 } : {}),
+      ...(who.kind === "Set" ? { runAs: who.value } : {}),
     }),
   );
   return { kind: "Valid", profiles };

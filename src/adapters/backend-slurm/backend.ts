@@ -518,6 +518,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         // credential-shaped names and values that would change the meaning of --export.
         env: { ...baseJobEnv, ...launch.env },
         array: request.array ?? null,
+        ...(request.submitAs === undefined ? {} : { submitAs: request.submitAs }),
       },
     };
   }

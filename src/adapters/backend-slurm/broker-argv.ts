@@ -51,6 +51,11 @@ export interface BatchSpec {
    * Absent or null: one job, exactly as before arrays existed.
    */
   readonly array?: { readonly size: number; readonly maxConcurrent: number | null } | null;
+  /**
+   * Submit for this account (`--uid`/`--gid`, which only root may pass): the job runs as it
+   * and accounting, fair share and limits charge it. Absent: the submitting account.
+   */
+  readonly submitAs?: { readonly uid: number; readonly gid: number } | null;
 }
 
 /** Slurm's own ceiling for MaxArraySize; a site's limit is checked before this, at admission. */
@@ -88,6 +93,15 @@ function taskOptions(tasks: BatchSpec["tasks"]): readonly string[] {
   ];
 }
 
+/** Never root's uid or group, whatever resolved them: the last wall before the scheduler. */
+function submitAsChecks(submitAs: BatchSpec["submitAs"]) {
+  if (submitAs === undefined || submitAs === null) return [];
+  return [
+    validateCount("uid to submit as", submitAs.uid, 1, 0xfffffffe),
+    validateCount("gid to submit as", submitAs.gid, 1, 0xfffffffe),
+  ];
+}
+
 export function sbatchArgv(spec: BatchSpec): ArgvResult {
   const check = firstInvalid([
     validateJobLabel("job name", spec.jobName),
@@ -115,6 +129,7 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ? VALID
       : validateCount("warning (s)", spec.warnBeforeLimitSeconds, 1, 65_535),
     ...arrayChecks(spec.array),
+    ...submitAsChecks(spec.submitAs),
   ]);
   if (check.kind === "Invalid") return check;
   const warn =
@@ -145,6 +160,9 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ...(spec.timeLimitMinutes === null ? [] : [`--time=${spec.timeLimitMinutes}`]),
       ...warn,
       ...arrayOption(spec.array),
+      ...(spec.submitAs === undefined || spec.submitAs === null
+        ? []
+        : [`--uid=${spec.submitAs.uid}`, `--gid=${spec.submitAs.gid}`]),
       // One attempt is one epoch: a requeue would rerun the attempt under the same identity
       // (and a burned credential). A node failure ends the job; the reconciler decides.
       "--no-requeue",

@@ -101,6 +101,10 @@ function mpiPlugin(value: TomlScalar): string | null {
     : "must name an MPI plugin as the cluster lists it with --mpi=list (e.g. pmi2, pmix)";
 }
 
+function runAsMode(value: TomlScalar): string | null {
+  return value === "allocation" || value === "owner" ? null : 'must be "allocation" or "owner"';
+}
+
 /** Defaults for every profile. */
 const CLUSTER_KEYS: Readonly<Record<string, KeySpec>> = {
   partition: { type: "string", check: schedulerName },
@@ -127,6 +131,8 @@ const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   max_tasks: { type: "integer", check: range(1, 1_000_000) },
   // srun's --mpi for those tasks (pmi2, pmix, ...); absent: the cluster's MpiDefault.
   mpi: { type: "string", check: mpiPlugin },
+  // Who jobs run as: "allocation" (the daemon's choice) or "owner" (the principal's account).
+  run_as: { type: "string", check: runAsMode },
 };
 
 const REQUIRED_PROFILE_KEYS = ["description"] as const;
@@ -453,6 +459,7 @@ function readProfile(
     // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
     ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
+    ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
   };
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }

@@ -16,7 +16,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { decorateBackend } from "../../core/decorate-backend.ts";
 import type { ProbeOutcome } from "../../core/isolation/background-verifier.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../../core/layout.ts";
@@ -39,7 +39,7 @@ import {
   type Sandbox,
   type SandboxPaths,
 } from "../../core/sandbox.ts";
-import { makeDirBeneath } from "../../lib/beneath-fs.ts";
+import { chmodDirBeneath, chownDirBeneath, makeDirBeneath } from "../../lib/beneath-fs.ts";
 import { type Clock, pause } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
@@ -376,7 +376,9 @@ export function wrappedBackend<B extends AllocationBackend>(
           spoolDir: options.spoolDir,
           workspaceDir: r.workspaceDir,
           credentialDir,
+          subject: { profile: r.profile, owner: r.owner ?? null },
         });
+        if (runAs?.account !== undefined) openToAccount(options.spoolDir, r.allocationDir, runAs);
       } catch (error) {
         // This request only (no free uid, a directory that cannot be made): the others of
         // the batch still go, and this one is answered, never submitted.
@@ -387,13 +389,20 @@ export function wrappedBackend<B extends AllocationBackend>(
         });
         continue;
       }
+      // An owner's job is submitted AS the owner: it starts with their uid already, so the
+      // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
+      // its own user namespace, exactly as for a daemon that is not root.
+      const account = runAs?.account;
       prepared.push({
         ...r,
+        ...(runAs !== null && account !== undefined
+          ? { submitAs: { account, uid: runAs.uid, gid: runAs.gid } }
+          : {}),
         launch: wrapLaunch(
           r.launch,
           wrapper,
           pathsOf(r.workspaceDir, credentialDir),
-          runAs,
+          account === undefined ? runAs : null,
           options,
         ),
       });
@@ -429,6 +438,20 @@ export function wrappedBackend<B extends AllocationBackend>(
     return backend.runTask(target, argv, taskOptions);
   };
   return decorateBackend(backend, { submit, runTask });
+}
+
+/**
+ * What a job submitted as its owner's account must reach on its own: the scheduler's step
+ * daemon opens the job's logs in the allocation directory and changes into the workspace as
+ * that account, not as root. The directories above them become searchable (0711: their names
+ * stay unlistable) and the allocation directory is the account's; the daemon reads the logs
+ * there with O_NOFOLLOW, so a link the job puts in their place is refused, never followed.
+ */
+function openToAccount(spoolDir: string, allocationDir: string, runAs: RunAs): void {
+  const allocations = dirname(allocationDir);
+  chmodDirBeneath(spoolDir, dirname(allocations), 0o711);
+  chmodDirBeneath(spoolDir, allocations, 0o711);
+  chownDirBeneath(spoolDir, allocationDir, runAs);
 }
 
 /** `wrappedBackend` in the sandbox, declaring SessionIsolationProvider with the node verdict. */

@@ -140,6 +140,12 @@ const ProfileSchema = v.strictObject({
     }),
     d("What an attempt on this profile is granted."),
   ),
+  runAs: v.pipe(
+    v.picklist(["allocation", "owner"]),
+    d(
+      "Who its jobs run as: `owner`, the submitting principal's own unix account (its files are yours, the cluster's accounting charges you); `allocation`, a service identity per workload.",
+    ),
+  ),
   placement: v.pipe(
     v.strictObject({
       SESSION: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts SESSION."))),

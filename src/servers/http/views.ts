@@ -11,6 +11,7 @@ import {
   type ConditionStatus,
   type ConditionType,
   type Phase,
+  type ProfileRunAs,
   type ResourceProfile,
   type TransitionEvent,
   type Workload,
@@ -312,6 +313,7 @@ export interface ProfileView {
     readonly timeLimitSeconds: number | null;
     readonly maxTasks: number;
   };
+  readonly runAs: ProfileRunAs;
 }
 
 /** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
@@ -328,6 +330,7 @@ export function profileView(p: ResourceProfile): ProfileView {
       timeLimitSeconds: p.resources.timeLimitSeconds,
       maxTasks: p.maxTasks ?? 1,
     },
+    runAs: p.runAs ?? "allocation",
   };
 }
 

@@ -5,9 +5,13 @@
  * no part itself.
  */
 import { join } from "node:path";
+import { ownerIdentities } from "../../../adapters/isolation-bwrap/owner-identities.ts";
 import {
   type IdentityChoice,
   type IdentityDatabase,
+  MIN_OWNER_UID_ENV,
+  ownerModeRefusal,
+  parseMinOwnerUid,
   systemIdentityDatabase,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import {
@@ -20,6 +24,7 @@ import { observeTransitions } from "../../../adapters/metrics/transition-observe
 import { batchPreparer } from "../../../adapters/spool/batch-preparer.ts";
 import { sessionsDisabledPreparer } from "../../../adapters/spool/session-preparer.ts";
 import type { StoreDeps } from "../../../adapters/store-sqlite/deps.ts";
+import { getPrincipal, isPrincipalUnixUser } from "../../../adapters/store-sqlite/ops/principals.ts";
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
@@ -87,7 +92,18 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const breaker = profileBreakerFromEnv(config.env);
   if (breaker.kind === "ConfigError") return breaker;
   const stores = bindStores(config.store);
-  const identities = jobIdentities(config.identity, layout);
+  const minOwnerUid = parseMinOwnerUid(config.env[MIN_OWNER_UID_ENV]);
+  if (typeof minOwnerUid !== "number") return { kind: "ConfigError", message: minOwnerUid.error };
+  // Filled once the backend has read its profiles (below), before anything is submitted.
+  const ownerProfiles = new Set<string>();
+  const identities = ownerIdentities({
+    base: jobIdentities(config.identity, layout),
+    runsAsOwner: (profile) => ownerProfiles.has(profile),
+    unixUserOf: (principal) => getPrincipal(config.store, principal)?.unixUser ?? null,
+    isPrincipalAccount: (user) => isPrincipalUnixUser(config.store, user),
+    identityDb: systemIdentityDatabase,
+    minUid: minOwnerUid,
+  });
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -103,6 +119,12 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   });
   if (created.kind === "ConfigError") {
     return { kind: "ConfigError", message: created.message };
+  }
+  for (const p of created.backend.profiles()) if (p.runAs === "owner") ownerProfiles.add(p.name);
+  const refusal = ownerModeRefusal(ownerProfiles, config.identity);
+  if (refusal !== null) {
+    await Promise.all((created.services ?? []).map((service) => service.stop()));
+    return { kind: "ConfigError", message: refusal };
   }
   // SESSIONs wait while any live allocation runs outside the verified sandbox; BATCH is
   // refused while its jobs would run as the daemon's own uid outside one.
