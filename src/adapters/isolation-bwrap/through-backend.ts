@@ -449,8 +449,10 @@ export function wrappedBackend<B extends AllocationBackend>(
  */
 function openToAccount(spoolDir: string, allocationDir: string, runAs: RunAs): void {
   const allocations = dirname(allocationDir);
-  chmodDirBeneath(spoolDir, dirname(allocations), 0o711);
-  chmodDirBeneath(spoolDir, allocations, 0o711);
+  const workload = dirname(allocations);
+  for (const dir of [dirname(workload), workload, allocations]) {
+    chmodDirBeneath(spoolDir, dir, 0o711);
+  }
   chownDirBeneath(spoolDir, allocationDir, runAs);
 }
 

@@ -1,0 +1,159 @@
+/**
+ * Run as the owner on the REAL cluster (issue 22): a principal's job on a profile with
+ * `run_as = "owner"` is submitted as the principal's unix account, so `sacct` shows the
+ * scientist as User; the job runs with the account's uid, primary gid and supplementary
+ * groups, and what it writes in its workspace is the scientist's. The admin, who has no
+ * account, is refused on such a profile with a message saying why. The test makes its own
+ * unix account and group (useradd/groupadd) and removes them after.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
+import { chmodSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { eventually } from "../support/eventually.ts";
+import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { makeTempDir, removeDir } from "../support/temp-dir.ts";
+
+const IS_ROOT = process.getuid?.() === 0;
+
+interface WorkloadView {
+  readonly phase: string;
+  readonly message: string | null;
+  readonly allocations: readonly { readonly backendJobId: string | null }[];
+}
+
+function run(cmd: readonly string[], env: Record<string, string> = {}): string {
+  const done = Bun.spawnSync({ cmd: [...cmd], env: { ...process.env, ...env }, stderr: "pipe" });
+  if (done.exitCode !== 0) throw new Error(`${cmd.join(" ")}: ${done.stderr.toString()}`);
+  return done.stdout.toString();
+}
+
+describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owner", () => {
+  const cluster = testCluster as TestCluster;
+  const suffix = randomBytes(3).toString("hex");
+  const user = `o4sown${suffix}`;
+  const lab = `o4slab${suffix}`;
+  let dir: string;
+  let daemon: RunningDaemon;
+  let base: string;
+  let adminToken: string;
+  let token: string;
+  let uid: number;
+  let labGid: number;
+  const slurmEnv = () => ({ SLURM_CONF: cluster.slurmConf, PATH: cluster.path });
+
+  const call = (method: string, path: string, bearer: string, body?: unknown) =>
+    fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+
+  const submit = async (bearer: string, command: readonly string[]) => {
+    const created = await call("POST", "/v1/workloads", bearer, {
+      kind: "BATCH",
+      profile: "mine",
+      command,
+    });
+    expect(created.status).toBe(201);
+    return String(((await created.json()) as { id: string }).id);
+  };
+
+  const ended = (id: string, bearer: string) =>
+    eventually(
+      async () => {
+        const view = (await (await call("GET", `/v1/workloads/${id}`, bearer)).json()) as
+          | WorkloadView
+          | undefined;
+        return view !== undefined && ["COMPLETED", "FAILED"].includes(view.phase) ? view : null;
+      },
+      { timeoutMs: 90_000, intervalMs: 250, what: `workload ${id} to end` },
+    ) as Promise<WorkloadView>;
+
+  beforeAll(async () => {
+    dir = makeTempDir("o4s-slurm-owner-");
+    // The spool's parent, as a site's would be: the job's account passes through to its own
+    // directories (mkdtemp made it 0700).
+    chmodSync(dir, 0o711);
+    run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-U", user]);
+    run(["groupadd", lab]);
+    run(["usermod", "-a", "-G", lab, user]);
+    uid = Number(run(["id", "-u", user]).trim());
+    labGid = Number(run(["getent", "group", lab]).split(":")[2]);
+    const config = join(dir, "cluster.toml");
+    writeFileSync(
+      config,
+      [
+        "[profiles.mine]",
+        'description = "one CPU, as its owner"',
+        'partition = "debug"',
+        "cpus = 1",
+        "memory_mb = 50",
+        "time_limit_minutes = 10",
+        "allow_batch = true",
+        'run_as = "owner"',
+        "",
+      ].join("\n"),
+    );
+    daemon = await startedDaemon(
+      clusterDaemonConfig(
+        cluster,
+        { dir, socket: join(dir, "api.sock"), clusterConfigPath: config },
+        {
+          listen: [
+            { kind: "unix", path: join(dir, "api.sock") },
+            { kind: "tcp", host: "127.0.0.1", port: 0 },
+          ],
+        },
+      ),
+    );
+    base = `http://${daemon.listening.find((l) => !l.startsWith("unix:"))}`;
+    adminToken = readFileSync(daemon.layout.adminToken, "utf8").trim();
+    const added = await call("POST", "/v1/principals", adminToken, { name: "sci", unixUser: user });
+    expect(added.status).toBe(201);
+    const issued = await call("POST", "/v1/principals/sci/tokens", adminToken, {});
+    expect(issued.status).toBe(201);
+    token = String(((await issued.json()) as { token: string }).token);
+  }, 60_000);
+
+  afterAll(async () => {
+    await daemon?.stop();
+    Bun.spawnSync({ cmd: ["scancel", `--user=${user}`], env: { ...process.env, ...slurmEnv() } });
+    Bun.spawnSync({ cmd: ["userdel", user], stderr: "pipe" });
+    Bun.spawnSync({ cmd: ["groupdel", lab], stderr: "pipe" });
+    if (dir) removeDir(dir);
+  });
+
+  test("sacct shows the scientist; the job has their ids and groups; its files are theirs", async () => {
+    const id = await submit(token, ["/bin/sh", "-c", "id -u; id -G; echo result > made.txt"]);
+    const view = await ended(id, token);
+    expect(view).toMatchObject({ phase: "COMPLETED" });
+    const jobId = view.allocations.at(-1)?.backendJobId ?? "";
+    expect(jobId).toMatch(/^\d+$/);
+    // Accounting catches up a moment after the job ends (and a restarted test cluster may
+    // hold an older job of the same id until then): asked until it names the job's user.
+    const sacctUser = () =>
+      run(["sacct", "-n", "-X", "-P", "-o", "User", "-j", jobId], slurmEnv()).trim();
+    await eventually(() => sacctUser() === user, {
+      timeoutMs: 30_000,
+      intervalMs: 250,
+      what: `sacct to name ${user} as the user of job ${jobId}`,
+    });
+    const workspace = join(daemon.layout.spool, "workloads", id, "workspace");
+    expect(lstatSync(join(workspace, "made.txt")).uid).toBe(uid);
+    expect(lstatSync(workspace).uid).toBe(uid);
+    const logs = await (await call("GET", `/v1/workloads/${id}/logs?stream=stdout`, token)).text();
+    const [idLine, groupLine] = logs.trim().split("\n");
+    expect(idLine).toBe(String(uid));
+    expect(groupLine?.split(" ").map(Number)).toContain(labGid);
+  }, 120_000);
+
+  test("the admin has no account: refused on an owner profile, saying why", async () => {
+    const id = await submit(adminToken, ["/bin/true"]);
+    const view = await ended(id, adminToken);
+    expect(view.phase).toBe("FAILED");
+    expect(view.message).toMatch(/runs work as its owner's unix account, and the admin has none/);
+  }, 120_000);
+});
