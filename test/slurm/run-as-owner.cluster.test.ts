@@ -7,12 +7,17 @@
  * unix account and group (useradd/groupadd) and removes them after.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/daemon/daemon.ts";
 import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
+import {
+  createOwnerAccount,
+  type OwnerAccount,
+  principalToken,
+  run,
+} from "../support/owner-account.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
@@ -24,24 +29,14 @@ interface WorkloadView {
   readonly allocations: readonly { readonly backendJobId: string | null }[];
 }
 
-function run(cmd: readonly string[], env: Record<string, string> = {}): string {
-  const done = Bun.spawnSync({ cmd: [...cmd], env: { ...process.env, ...env }, stderr: "pipe" });
-  if (done.exitCode !== 0) throw new Error(`${cmd.join(" ")}: ${done.stderr.toString()}`);
-  return done.stdout.toString();
-}
-
 describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owner", () => {
   const cluster = testCluster as TestCluster;
-  const suffix = randomBytes(3).toString("hex");
-  const user = `o4sown${suffix}`;
-  const lab = `o4slab${suffix}`;
+  let account: OwnerAccount;
   let dir: string;
   let daemon: RunningDaemon;
   let base: string;
   let adminToken: string;
   let token: string;
-  let uid: number;
-  let labGid: number;
   const slurmEnv = () => ({ SLURM_CONF: cluster.slurmConf, PATH: cluster.path });
 
   const call = (method: string, path: string, bearer: string, body?: unknown) =>
@@ -77,11 +72,7 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     // The spool's parent, as a site's would be: the job's account passes through to its own
     // directories (mkdtemp made it 0700).
     chmodSync(dir, 0o711);
-    run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-U", user]);
-    run(["groupadd", lab]);
-    run(["usermod", "-a", "-G", lab, user]);
-    uid = Number(run(["id", "-u", user]).trim());
-    labGid = Number(run(["getent", "group", lab]).split(":")[2]);
+    account = createOwnerAccount();
     const config = join(dir, "cluster.toml");
     writeFileSync(
       config,
@@ -111,18 +102,16 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     );
     base = `http://${daemon.listening.find((l) => !l.startsWith("unix:"))}`;
     adminToken = readFileSync(daemon.layout.adminToken, "utf8").trim();
-    const added = await call("POST", "/v1/principals", adminToken, { name: "sci", unixUser: user });
-    expect(added.status).toBe(201);
-    const issued = await call("POST", "/v1/principals/sci/tokens", adminToken, {});
-    expect(issued.status).toBe(201);
-    token = String(((await issued.json()) as { token: string }).token);
+    token = await principalToken(base, adminToken, "sci", account.user);
   }, 60_000);
 
   afterAll(async () => {
     await daemon?.stop();
-    Bun.spawnSync({ cmd: ["scancel", `--user=${user}`], env: { ...process.env, ...slurmEnv() } });
-    Bun.spawnSync({ cmd: ["userdel", user], stderr: "pipe" });
-    Bun.spawnSync({ cmd: ["groupdel", lab], stderr: "pipe" });
+    if (account) {
+      const env = { ...process.env, ...slurmEnv() };
+      Bun.spawnSync({ cmd: ["scancel", `--user=${account.user}`], env });
+      account.remove();
+    }
     if (dir) removeDir(dir);
   });
 
@@ -136,18 +125,19 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     // hold an older job of the same id until then): asked until it names the job's user.
     const sacctUser = () =>
       run(["sacct", "-n", "-X", "-P", "-o", "User", "-j", jobId], slurmEnv()).trim();
+    const user = account.user;
     await eventually(() => sacctUser() === user, {
       timeoutMs: 30_000,
       intervalMs: 250,
       what: `sacct to name ${user} as the user of job ${jobId}`,
     });
     const workspace = join(daemon.layout.spool, "workloads", id, "workspace");
-    expect(lstatSync(join(workspace, "made.txt")).uid).toBe(uid);
-    expect(lstatSync(workspace).uid).toBe(uid);
+    expect(lstatSync(join(workspace, "made.txt")).uid).toBe(account.uid);
+    expect(lstatSync(workspace).uid).toBe(account.uid);
     const logs = await (await call("GET", `/v1/workloads/${id}/logs?stream=stdout`, token)).text();
     const [idLine, groupLine] = logs.trim().split("\n");
-    expect(idLine).toBe(String(uid));
-    expect(groupLine?.split(" ").map(Number)).toContain(labGid);
+    expect(idLine).toBe(String(account.uid));
+    expect(groupLine?.split(" ").map(Number)).toContain(account.labGid);
   }, 120_000);
 
   test("the admin has no account: refused on an owner profile, saying why", async () => {
