@@ -29,7 +29,7 @@ describe.if(IS_ROOT)("local run as the owner", () => {
   let token: string;
   let account: OwnerAccount;
 
-  const call = (method: string, path: string, bearer: string, body?: BodyInit) =>
+  const call = (method: string, path: string, bearer: string, body?: string) =>
     fetch(`${base}${path}`, {
       method,
       headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
