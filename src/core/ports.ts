@@ -90,7 +90,7 @@ export interface SubmitRequest {
   readonly owner?: string | null;
   /**
    * Set by the launch wrapper, never by the reconciler: the unix account a cluster backend
-   * submits the job as (`sbatch --uid/--gid` from a root daemon), so the scheduler runs and
+   * submits the job as (only a root daemon may), so the scheduler runs and
    * charges it as that account. Absent: the daemon's own account submits, as always.
    */
   readonly submitAs?: { readonly account: string; readonly uid: number; readonly gid: number };

@@ -29,7 +29,7 @@ export interface RunAs {
   readonly groups?: readonly number[];
   /**
    * The unix account's name when the job runs as its owner (a profile's `run_as = "owner"`):
-   * a cluster backend then submits the job AS that account (`sbatch --uid`), so the
+   * a cluster backend then submits the job AS that account (root may), so the
    * scheduler's accounting, fair share and limits see the scientist, not the service.
    */
   readonly account?: string;

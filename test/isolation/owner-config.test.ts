@@ -5,10 +5,10 @@
  * of that account, never of root.
  */
 import { describe, expect, test } from "bun:test";
-import { profileView } from "../../src/api/views.ts";
-import { localProfiles } from "../../src/orchestration/local/profiles.ts";
-import { type BatchSpec, sbatchArgv } from "../../src/orchestration/slurm/broker-argv.ts";
-import { parseClusterConfig } from "../../src/orchestration/slurm/profiles.ts";
+import { localProfiles } from "../../src/adapters/backend-local/profiles.ts";
+import { type BatchSpec, sbatchArgv } from "../../src/adapters/backend-slurm/broker-argv.ts";
+import { parseClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts";
+import { profileView } from "../../src/servers/http/views.ts";
 
 const profile = (runAs: string) =>
   `[profiles.p]\ndescription = "d"\nallow_batch = true\nrun_as = "${runAs}"\n`;

@@ -9,15 +9,15 @@
 import { describe, expect, test } from "bun:test";
 import { chownSync, lstatSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { dropArgv } from "../../src/orchestration/isolation/launch-argv.ts";
-import { ownerIdentities } from "../../src/orchestration/isolation/owner-identities.ts";
+import { dropArgv } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import {
   type IdentityDatabase,
   ownerAccount,
   ownerModeRefusal,
   parseMinOwnerUid,
-} from "../../src/orchestration/isolation/run-as.ts";
-import { fixedIdentities } from "../../src/orchestration/isolation/uid-leases.ts";
+} from "../../src/adapters/isolation-bwrap/run-as.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
+import { ownerIdentities } from "../../src/adapters/isolation-bwrap/owner-identities.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const IS_ROOT = process.getuid?.() === 0;

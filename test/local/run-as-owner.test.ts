@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { lstatSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { createOwnerAccount, type OwnerAccount, principalToken } from "../support/owner-account.ts";

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/daemon/daemon.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import {

@@ -24,7 +24,10 @@ import { observeTransitions } from "../../../adapters/metrics/transition-observe
 import { batchPreparer } from "../../../adapters/spool/batch-preparer.ts";
 import { sessionsDisabledPreparer } from "../../../adapters/spool/session-preparer.ts";
 import type { StoreDeps } from "../../../adapters/store-sqlite/deps.ts";
-import { getPrincipal, isPrincipalUnixUser } from "../../../adapters/store-sqlite/ops/principals.ts";
+import {
+  getPrincipal,
+  isPrincipalUnixUser,
+} from "../../../adapters/store-sqlite/ops/principals.ts";
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";

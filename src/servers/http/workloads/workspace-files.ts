@@ -23,6 +23,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
+import type { LaunchSubject } from "../../../core/sandbox.ts";
 import {
   atFd,
   BeneathError,
@@ -30,7 +31,6 @@ import {
   type Owner,
   openDirBeneath,
 } from "../../../lib/beneath-fs.ts";
-import type { LaunchSubject } from "../../../core/sandbox.ts";
 import { ApiError } from "../problem.ts";
 
 /** What the files routes need of the daemon, bound by the composition. */
