@@ -13,7 +13,10 @@ import { formatDuration } from "./duration.ts";
 
 const HELP = `Usage: openai4s profiles
 
-List the profiles the daemon's backend offers: what each accepts and grants.
+List the profiles the daemon's backend offers: what each accepts and grants, and
+who its jobs run as (RUN AS "owner": your own unix account, so the files a job
+writes are yours and the cluster's accounting charges you; "allocation": a service
+identity of the workload's own).
 
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -49,6 +52,7 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             "GPUS",
             "MEMORY",
             "TIME LIMIT",
+            "RUN AS",
             "DESCRIPTION",
           ],
           profiles.map((p) => [
@@ -63,6 +67,8 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             p.resources.timeLimitSeconds === null
               ? "-"
               : formatDuration(p.resources.timeLimitSeconds),
+            // "owner": your own unix account; an older daemon says nothing: a service uid.
+            p.runAs ?? "allocation",
             p.description,
           ]),
         ),
