@@ -264,7 +264,15 @@ export interface TaskRunner {
   runTask(
     target: ObservationTarget,
     command: readonly string[],
-    options: { readonly timeoutMs: number },
+    options: {
+      readonly timeoutMs: number;
+      /**
+       * Set by the launch wrapper for a job submitted as its owner (see SubmitRequest's
+       * `submitAs`): the step is started as that account too, as the scheduler lets no other
+       * account, root included, start steps in it.
+       */
+      readonly submitAs?: { readonly uid: number; readonly gid: number };
+    },
   ): Promise<TaskResult>;
 }
 

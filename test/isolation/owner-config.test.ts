@@ -6,7 +6,11 @@
  */
 import { describe, expect, test } from "bun:test";
 import { localProfiles } from "../../src/adapters/backend-local/profiles.ts";
-import { type BatchSpec, sbatchArgv } from "../../src/adapters/backend-slurm/broker-argv.ts";
+import {
+  type BatchSpec,
+  sbatchArgv,
+  srunArgv,
+} from "../../src/adapters/backend-slurm/broker-argv.ts";
 import { parseClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts";
 import { profileView } from "../../src/servers/http/views.ts";
 
@@ -70,6 +74,24 @@ describe("sbatch for the owner", () => {
     const plain = sbatchArgv(SPEC);
     if (plain.kind !== "Valid") throw new Error(plain.message);
     expect(plain.argv.some((a) => a.startsWith("--uid") || a.startsWith("--gid"))).toBe(false);
+  });
+
+  test("a step in an owner's job is started as the owner too", () => {
+    const step = {
+      jobId: "42",
+      command: ["id"],
+      env: {},
+      workDir: null,
+      timeoutMs: 1000,
+      maxOutputBytes: 1000,
+      timeLimitMinutes: 1,
+    };
+    const as = srunArgv({ ...step, submitAs: { uid: 71001, gid: 71001 } });
+    if (as.kind !== "Valid") throw new Error(as.message);
+    expect(as.argv.slice(0, 3)).toEqual(["--jobid=42", "--uid=71001", "--gid=71001"]);
+    expect(srunArgv({ ...step, submitAs: { uid: 0, gid: 0 } }).kind).toBe("Invalid");
+    const plain = srunArgv(step);
+    expect(plain.kind === "Valid" && plain.argv.some((a) => a.startsWith("--uid"))).toBe(false);
   });
 
   test("never root's uid or group", () => {

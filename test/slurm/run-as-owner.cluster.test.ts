@@ -29,6 +29,22 @@ interface WorkloadView {
   readonly allocations: readonly { readonly backendJobId: string | null }[];
 }
 
+/** An unmapped group in a user namespace reads as the overflow gid (nogroup). */
+const OVERFLOW_GID = 65534;
+
+/**
+ * `id -G` of an owner's job: its primary gid and its lab group. Inside the sandbox (a user
+ * namespace the account made, as it is not root) a supplementary group is still held and
+ * still grants access on the host, but reads as the overflow gid, since only the account's
+ * own ids are mapped; outside it, as itself.
+ */
+function expectOwnerGroups(line: string | undefined, account: OwnerAccount): void {
+  const groups = (line ?? "").split(" ").map(Number);
+  expect(groups[0]).toBe(account.gid);
+  expect(groups).toHaveLength(2);
+  expect([account.labGid, OVERFLOW_GID]).toContain(groups[1] as number);
+}
+
 describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owner", () => {
   const cluster = testCluster as TestCluster;
   let account: OwnerAccount;
@@ -137,7 +153,26 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     const logs = await (await call("GET", `/v1/workloads/${id}/logs?stream=stdout`, token)).text();
     const [idLine, groupLine] = logs.trim().split("\n");
     expect(idLine).toBe(String(account.uid));
-    expect(groupLine?.split(" ").map(Number)).toContain(account.labGid);
+    expectOwnerGroups(groupLine, account);
+  }, 120_000);
+
+  test("a step in the owner's running job runs as the owner", async () => {
+    const id = await submit(token, ["/bin/sh", "-c", "sleep 120"]);
+    await eventually(
+      async () =>
+        ((await (await call("GET", `/v1/workloads/${id}`, token)).json()) as WorkloadView).phase ===
+        "RUNNING",
+      { timeoutMs: 60_000, intervalMs: 250, what: "the job to run" },
+    );
+    const step = await call("POST", `/v1/workloads/${id}/tasks`, token, {
+      command: ["/bin/sh", "-c", "id -u; id -G"],
+    });
+    const body = (await step.json()) as { exitCode: number; stdout: string; stderr: string };
+    expect(body).toMatchObject({ exitCode: 0 });
+    const [uid, groups] = body.stdout.trim().split("\n");
+    expect(uid).toBe(String(account.uid));
+    expectOwnerGroups(groups, account);
+    expect((await call("POST", `/v1/workloads/${id}/cancel`, token)).status).toBeLessThan(300);
   }, 120_000);
 
   test("the admin has no account: refused on an owner profile, saying why", async () => {

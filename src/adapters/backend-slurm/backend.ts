@@ -1062,7 +1062,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       return out;
     },
 
-    async runTask(target, command, { timeoutMs }): Promise<TaskResult> {
+    async runTask(target, command, { timeoutMs, submitAs }): Promise<TaskResult> {
       const queue = await broker.listQueue([target.token]);
       if (queue.kind === "Failed") {
         noteFailure(queue.error);
@@ -1092,6 +1092,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         maxOutputBytes: taskMaxOutputBytes,
         // The scheduler's own backstop, should this daemon die before its timer fires.
         timeLimitMinutes: Math.max(1, Math.ceil(timeoutMs / 60_000) + 1),
+        ...(submitAs === undefined ? {} : { submitAs }),
       });
       if (result.kind === "Answered") {
         const { exitCode, stdout, stderr } = result.value;

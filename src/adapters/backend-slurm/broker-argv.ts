@@ -294,6 +294,8 @@ export interface StepSpec {
   readonly maxOutputBytes: number;
   /** The scheduler-side limit too, in whole minutes, should we die before our timer fires. */
   readonly timeLimitMinutes: number;
+  /** Start it as this account (`--uid/--gid`): an owner's job takes steps from no one else. */
+  readonly submitAs?: { readonly uid: number; readonly gid: number };
 }
 
 export function srunArgv(spec: StepSpec): ArgvResult {
@@ -305,12 +307,16 @@ export function srunArgv(spec: StepSpec): ArgvResult {
     spec.workDir === null ? VALID : validatePath("working directory", spec.workDir),
     validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
     validateEnv(spec.env),
+    ...submitAsChecks(spec.submitAs),
   ]);
   if (check.kind === "Invalid") return check;
   return {
     kind: "Valid",
     argv: [
       `--jobid=${spec.jobId}`,
+      ...(spec.submitAs === undefined
+        ? []
+        : [`--uid=${spec.submitAs.uid}`, `--gid=${spec.submitAs.gid}`]),
       // Share the allocation's resources with the steps already running in it (the batch
       // step, the workers) instead of waiting for them to end.
       "--overlap",

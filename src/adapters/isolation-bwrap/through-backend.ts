@@ -429,13 +429,19 @@ export function wrappedBackend<B extends AllocationBackend>(
       return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
     }
     const paths = pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null);
+    // An owner's job takes its steps as the owner (as it was submitted): nothing to drop.
+    const account = runAs?.account;
     const argv = wrapper.wrap(
       command,
       paths,
       { vars: { ...options.baseEnv, HOME: homeOf(paths) } },
-      runAs,
+      account === undefined ? runAs : null,
     );
-    return backend.runTask(target, argv, taskOptions);
+    if (runAs === null || account === undefined) return backend.runTask(target, argv, taskOptions);
+    return backend.runTask(target, argv, {
+      ...taskOptions,
+      submitAs: { uid: runAs.uid, gid: runAs.gid },
+    });
   };
   return decorateBackend(backend, { submit, runTask });
 }
