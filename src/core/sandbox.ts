@@ -79,6 +79,17 @@ export interface SandboxPaths {
    * the node's directory before the sandbox starts.
    */
   readonly nodeTmp?: string;
+  /**
+   * The profile's mounts, their sources resolved on the host at launch: each bound at its
+   * target, read-only or writable as the admin declared. Only a Sandbox can honour these.
+   */
+  readonly mounts?: readonly SandboxMount[];
+}
+
+export interface SandboxMount {
+  readonly source: string;
+  readonly target: string;
+  readonly mode: "ro" | "rw";
 }
 
 /**

@@ -66,6 +66,7 @@ import type { Clock } from "../../lib/clock.ts";
 import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import { type FaultPoints, noFaultPoints } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
+import { boundMount, forbiddenRoots } from "../../lib/mount-sources.ts";
 import { createProgramRunner } from "../../lib/process-runner.ts";
 import { plainWrapper } from "../isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../isolation-bwrap/uid-leases.ts";
@@ -139,6 +140,11 @@ export interface LocalBackendOptions {
   readonly runAs?: RunAs | null;
   /** Without a sandbox: who each launch runs as; default: `runAs` for every one. */
   readonly identities?: JobIdentities;
+  /**
+   * The daemon's own trees (its state dir and spool), which no mount's source may resolve
+   * into; the host's /proc, /sys, /dev and /etc are added. Default: the spool and backendDir.
+   */
+  readonly mountForbidden?: readonly string[];
   /** Extra directories a sandboxed launch may read (e.g. the project root when from source). */
   readonly sandboxReadOnly?: readonly string[];
   readonly faults?: FaultPoints;
@@ -206,6 +212,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
   const wrapper: LaunchWrapper =
     sandbox ?? plainWrapper(options.identities ?? fixedIdentities(options.runAs ?? null));
   const faults = options.faults ?? noFaultPoints;
+  const mountForbidden = forbiddenRoots(options.mountForbidden ?? [options.spoolDir, backendDir]);
   const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
   const taskOutputCapBytes = options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES;
   const programs = createProgramRunner();
@@ -411,6 +418,12 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     }
     let record: JobRecord;
     try {
+      const declared = profileList.find((p) => p.name === request.profile)?.mounts ?? [];
+      const mounts = declared.map((m) => {
+        const bound = boundMount(m, runAs?.account ?? null, mountForbidden);
+        if ("error" in bound) throw new Error(bound.error);
+        return bound;
+      });
       record = buildJobRecord(
         request,
         {
@@ -424,6 +437,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
           workerSocket: options.workerSocket ?? null,
         },
         runAs,
+        mounts,
       );
     } catch (error) {
       return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };

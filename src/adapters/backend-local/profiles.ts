@@ -10,7 +10,9 @@
  *  - OPENAI4S_LOCAL_NETWORK: `host` (default) or `none` (its own network namespace, loopback
  *    only; needs the sandbox);
  *  - OPENAI4S_LOCAL_RUN_AS: `allocation` (default: the daemon's choice, a uid per workload)
- *    or `owner` (a principal's job runs as the principal's unix account; a root daemon only).
+ *    or `owner` (a principal's job runs as the principal's unix account; a root daemon only);
+ *  - OPENAI4S_LOCAL_MOUNTS: `SOURCE:TARGET:MODE,...` host directories bound into every job
+ *    (MODE `ro` or `rw`; SOURCE may use `{user}` with OPENAI4S_LOCAL_RUN_AS=owner).
  */
 import {
   DEFAULT_PIDS_MAX,
@@ -18,6 +20,12 @@ import {
   type ProfileRunAs,
   type ResourceProfile,
 } from "../../core/models.ts";
+import {
+  mountProblem,
+  overlappingTargets,
+  type ProfileMount,
+  parseMountList,
+} from "../../core/mounts.ts";
 import { defaultLocalProfiles } from "./backend.ts";
 
 export const WARN_MINUTES_ENV = "OPENAI4S_WARN_MINUTES_BEFORE_LIMIT";
@@ -25,6 +33,7 @@ export const MEMORY_MB_ENV = "OPENAI4S_LOCAL_MEMORY_MB";
 export const PIDS_MAX_ENV = "OPENAI4S_LOCAL_PIDS_MAX";
 export const NETWORK_ENV = "OPENAI4S_LOCAL_NETWORK";
 export const RUN_AS_PROFILE_ENV = "OPENAI4S_LOCAL_RUN_AS";
+export const MOUNTS_ENV = "OPENAI4S_LOCAL_MOUNTS";
 /** The cluster profiles' own bound (about 18 hours, the scheduler signal's limit in minutes). */
 const MAX_WARN_MINUTES = 1_092;
 /** Below this a Python interpreter does not start; above pid_max it means nothing. */
@@ -79,13 +88,31 @@ function runAs(env: Readonly<Record<string, string | undefined>>): Knob<ProfileR
   };
 }
 
+function mounts(
+  env: Readonly<Record<string, string | undefined>>,
+  runsAsOwner: boolean,
+): Knob<readonly ProfileMount[]> {
+  const raw = env[MOUNTS_ENV];
+  if (raw === undefined || raw === "") return { kind: "Unset" };
+  const parsed = parseMountList(raw);
+  if ("error" in parsed) return { kind: "Bad", message: `${MOUNTS_ENV}: ${parsed.error}` };
+  for (const m of parsed) {
+    const problem = mountProblem(m, runsAsOwner, `${MOUNTS_ENV} entry ${m.source}:${m.target}`);
+    if (problem !== null) return { kind: "Bad", message: problem };
+  }
+  const overlap = overlappingTargets(parsed);
+  if (overlap !== null) return { kind: "Bad", message: `${MOUNTS_ENV}: ${overlap}` };
+  return { kind: "Set", value: parsed };
+}
+
 export function localProfiles(env: Readonly<Record<string, string | undefined>>): LocalProfiles {
   const warn = wholeNumber(env, WARN_MINUTES_ENV, 0, MAX_WARN_MINUTES, "minutes");
   const memory = wholeNumber(env, MEMORY_MB_ENV, MIN_MEMORY_MB, 2 ** 40, "MiB");
   const pids = wholeNumber(env, PIDS_MAX_ENV, MIN_PIDS, MAX_PIDS, "processes");
   const net = network(env);
   const who = runAs(env);
-  for (const knob of [warn, memory, pids, net, who]) {
+  const bound = mounts(env, who.kind === "Set" && who.value === "owner");
+  for (const knob of [warn, memory, pids, net, who, bound]) {
     if (knob.kind === "Bad") return { kind: "ConfigError", message: knob.message };
   }
   const profiles = defaultLocalProfiles().map(
@@ -99,6 +126,7 @@ export function localProfiles(env: Readonly<Record<string, string | undefined>>)
       network: net.kind === "Set" ? net.value : (p.network ?? "host"),
       ...(warn.kind === "Set" ? { warnBeforeLimitSeconds: warn.value * 60 } : {}),
       ...(who.kind === "Set" ? { runAs: who.value } : {}),
+      ...(bound.kind === "Set" ? { mounts: bound.value } : {}),
     }),
   );
   return { kind: "Valid", profiles };

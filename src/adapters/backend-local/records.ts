@@ -102,6 +102,12 @@ export const jobRecordSchema = v.strictObject({
   limits: v.optional(jobLimitsSchema),
   /** The profile's network; steps beside the job get the same. Absent in older records: host. */
   network: v.optional(v.picklist(["host", "none"])),
+  /** The profile's mounts as resolved for the job; steps beside it get the same. */
+  mounts: v.optional(
+    v.array(
+      v.strictObject({ source: v.string(), target: v.string(), mode: v.picklist(["ro", "rw"]) }),
+    ),
+  ),
 });
 export type JobRecord = v.InferOutput<typeof jobRecordSchema>;
 

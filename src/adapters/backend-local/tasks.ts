@@ -52,7 +52,10 @@ export async function runStep(
       record.limits,
       options.wrapper.wrap(
         command,
-        sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
+        {
+          ...sandboxPaths(record.cwd, record.credentialDir, options.sandboxReadOnly),
+          ...(record.mounts === undefined ? {} : { mounts: record.mounts }),
+        },
         { vars },
         runAs,
         { network: record.network ?? "host" },

@@ -37,11 +37,13 @@ import {
   NODE_TMP_PLACEHOLDER,
   type RunAs,
   type Sandbox,
+  type SandboxMount,
   type SandboxPaths,
 } from "../../core/sandbox.ts";
 import { chmodDirBeneath, chownDirBeneath, makeDirBeneath } from "../../lib/beneath-fs.ts";
 import { type Clock, pause } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
+import { boundMount, forbiddenRoots } from "../../lib/mount-sources.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
 /**
@@ -316,6 +318,11 @@ export interface WrappedBackendOptions {
   readonly taskEnv?: readonly string[];
   /** What every job and step gets before its own variables (PATH). */
   readonly baseEnv: Readonly<Record<string, string>>;
+  /**
+   * The daemon's own trees (state dir, spool) no mount's source may resolve into; the host's
+   * /proc, /sys, /dev and /etc are added. Default: the spool.
+   */
+  readonly mountForbidden?: readonly string[];
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */
   readonly launchEnv?: readonly string[];
   /**
@@ -351,6 +358,7 @@ export function wrappedBackend<B extends AllocationBackend>(
   options: WrappedBackendOptions,
 ): AllocationBackend & Partial<TaskRunner> {
   const { wrapper } = options;
+  const mountForbidden = forbiddenRoots(options.mountForbidden ?? [options.spoolDir]);
   const submit: AllocationBackend["submit"] = async (requests) => {
     // The backend's environment rules, applied to what the job is given while it is still an
     // environment: once wrapped it is argv text the backend can no longer check. Admission
@@ -392,6 +400,11 @@ export function wrappedBackend<B extends AllocationBackend>(
       // An owner's job is submitted AS the owner: it starts with their uid already, so the
       // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
       // its own user namespace, exactly as for a daemon that is not root.
+      const mounts = mountsFor(backend, r.profile, runAs?.account ?? null, wrapper, mountForbidden);
+      if ("error" in mounts) {
+        refused.set(r.token, { kind: "Rejected", token: r.token, message: mounts.error });
+        continue;
+      }
       const account = runAs?.account;
       prepared.push({
         ...r,
@@ -401,7 +414,7 @@ export function wrappedBackend<B extends AllocationBackend>(
         launch: wrapLaunch(
           r.launch,
           wrapper,
-          pathsOf(r.workspaceDir, credentialDir),
+          { ...pathsOf(r.workspaceDir, credentialDir), ...mounts },
           account === undefined ? runAs : null,
           options,
         ),
@@ -444,6 +457,34 @@ export function wrappedBackend<B extends AllocationBackend>(
     });
   };
   return decorateBackend(backend, { submit, runTask });
+}
+
+/**
+ * The profile's mounts for a job of `account`, resolved on the daemon's host (the nodes see
+ * the same paths, as they see the spool), or why the launch is refused: a mount exists only
+ * in the sandbox's namespace, so without a verified sandbox there is nowhere to bind it.
+ */
+function mountsFor(
+  backend: AllocationBackend,
+  profile: string,
+  account: string | null,
+  wrapper: LaunchWrapper,
+  forbidden: readonly string[],
+): { readonly mounts?: readonly SandboxMount[] } | { readonly error: string } {
+  const declared = backend.profiles().find((p) => p.name === profile)?.mounts ?? [];
+  if (declared.length === 0) return {};
+  if (!wrapper.sandboxed) {
+    return {
+      error: `profile ${profile} declares mounts, and no sandbox is verified on the nodes to bind them in`,
+    };
+  }
+  const mounts: SandboxMount[] = [];
+  for (const m of declared) {
+    const bound = boundMount(m, account, forbidden);
+    if ("error" in bound) return bound;
+    mounts.push(bound);
+  }
+  return { mounts };
 }
 
 /**

@@ -314,6 +314,7 @@ export interface ProfileView {
     readonly maxTasks: number;
   };
   readonly runAs: ProfileRunAs;
+  readonly mounts: readonly { readonly target: string; readonly mode: "ro" | "rw" }[];
 }
 
 /** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
@@ -331,6 +332,8 @@ export function profileView(p: ResourceProfile): ProfileView {
       maxTasks: p.maxTasks ?? 1,
     },
     runAs: p.runAs ?? "allocation",
+    // Where and how, never from where: a host path is the admin's business.
+    mounts: (p.mounts ?? []).map((m) => ({ target: m.target, mode: m.mode })),
   };
 }
 

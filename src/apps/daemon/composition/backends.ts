@@ -92,6 +92,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         hostEnv: context.env,
         faults: context.faults,
         identities: context.identities,
+        mountForbidden: [context.layout.root, context.layout.spool],
       };
       const extra = sandboxReadOnly(context);
       if (extra.kind === "ConfigError") return extra;

@@ -31,6 +31,7 @@ import {
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
+import type { ResourceProfile } from "../../../core/models.ts";
 import type { AdmissionStore } from "../../../core/ports/admission-store.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { preparerByKind } from "../../../core/preparer-by-kind.ts";
@@ -39,6 +40,7 @@ import type { JobIdentities } from "../../../core/sandbox.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
+import { forbiddenRoots, startupSourceProblem } from "../../../lib/mount-sources.ts";
 import { createBackend } from "./backends.ts";
 import { binaryIdentity } from "./binary-identity.ts";
 import type { BackgroundService } from "./context.ts";
@@ -124,7 +126,9 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     return { kind: "ConfigError", message: created.message };
   }
   for (const p of created.backend.profiles()) if (p.runAs === "owner") ownerProfiles.add(p.name);
-  const refusal = ownerModeRefusal(ownerProfiles, config.identity);
+  const refusal =
+    ownerModeRefusal(ownerProfiles, config.identity) ??
+    mountsRefusal(created.backend.profiles(), forbiddenRoots([layout.root, layout.spool]));
   if (refusal !== null) {
     await Promise.all((created.services ?? []).map((service) => service.stop()));
     return { kind: "ConfigError", message: refusal };
@@ -203,6 +207,25 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       identities,
     },
   };
+}
+
+/**
+ * Every declared mount's source, checked before anything runs (a `{user}` source: the
+ * directory above `{user}`): a typo, or a source inside the state dir or the spool, stops the
+ * start naming the profile, rather than failing every job of the profile later.
+ */
+function mountsRefusal(
+  profiles: readonly ResourceProfile[],
+  forbidden: readonly string[],
+): string | null {
+  for (const p of profiles) {
+    for (const m of p.mounts ?? []) {
+      const problem = startupSourceProblem(m, forbidden);
+      if (problem !== null)
+        return `profile ${JSON.stringify(p.name)} mount ${m.target}: ${problem}`;
+    }
+  }
+  return null;
 }
 
 /** The admin's choice made into the identities launches claim (leases live in the spool). */
