@@ -10,6 +10,7 @@ import { describe, expect, test } from "bun:test";
 import { chownSync, lstatSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { dropArgv } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
+import { ownerIdentities } from "../../src/adapters/isolation-bwrap/owner-identities.ts";
 import {
   type IdentityDatabase,
   ownerAccount,
@@ -17,7 +18,6 @@ import {
   parseMinOwnerUid,
 } from "../../src/adapters/isolation-bwrap/run-as.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
-import { ownerIdentities } from "../../src/adapters/isolation-bwrap/owner-identities.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const IS_ROOT = process.getuid?.() === 0;
