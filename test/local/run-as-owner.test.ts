@@ -3,10 +3,12 @@
  * a principal's job drops to the principal's unix account (uid, primary gid and
  * supplementary groups) inside the sandbox, its workspace and what it writes are the
  * account's, an upload made before it starts is the account's too, and `GET /v1/profiles`
- * says so. The admin's own job is refused on such a profile, naming why.
+ * says so. The admin's own job is refused on such a profile, naming why. The profile's
+ * declared mounts are there: the `ro` one refuses writes inside the job, and what the job
+ * writes on the `rw` one (`{user}`: the owner's own directory) is the owner's.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { lstatSync, readFileSync } from "node:fs";
+import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
@@ -61,6 +63,10 @@ describe.if(IS_ROOT)("local run as the owner", () => {
   beforeAll(async () => {
     dir = makeTempDir("o4s-local-owner-");
     account = createOwnerAccount();
+    mkdirSync(join(dir, "ref"));
+    writeFileSync(join(dir, "ref", "in.txt"), "reference\n");
+    mkdirSync(join(dir, "data", account.user), { recursive: true });
+    chownSync(join(dir, "data", account.user), account.uid, account.gid);
     const stateDir = join(dir, "state");
     const defaults = localDaemonConfig(stateDir);
     daemon = await startedDaemon(
@@ -69,7 +75,11 @@ describe.if(IS_ROOT)("local run as the owner", () => {
           { kind: "unix", path: join(stateDir, "api.sock") },
           { kind: "tcp", host: "127.0.0.1", port: 0 },
         ],
-        env: { ...defaults.env, OPENAI4S_LOCAL_RUN_AS: "owner" },
+        env: {
+          ...defaults.env,
+          OPENAI4S_LOCAL_RUN_AS: "owner",
+          OPENAI4S_LOCAL_MOUNTS: `${dir}/ref:/ref:ro,${dir}/data/{user}:/data:rw`,
+        },
       }),
     );
     base = `http://${daemon.listening.find((l) => !l.startsWith("unix:"))}`;
@@ -83,12 +93,32 @@ describe.if(IS_ROOT)("local run as the owner", () => {
     if (dir) removeDir(dir);
   });
 
-  test("the profile says so", async () => {
+  test("the profile says so, and shows its mounts' targets and modes only", async () => {
     const listed = (await (await call("GET", "/v1/profiles", token)).json()) as {
-      profiles: { runAs: string }[];
+      profiles: { runAs: string; mounts: unknown }[];
     };
     expect(listed.profiles.map((p) => p.runAs)).toEqual(["owner"]);
+    expect(listed.profiles[0]?.mounts).toEqual([
+      { target: "/ref", mode: "ro" },
+      { target: "/data", mode: "rw" },
+    ]);
   });
+
+  test("an ro mount refuses writes inside the job; the rw one takes the owner's files", async () => {
+    const id = await submit(token, [
+      "/bin/sh",
+      "-c",
+      "cat /ref/in.txt; if echo x > /ref/new.txt; then echo ro-written; else echo ro-refused; fi; echo mine > /data/out.txt && echo rw-written",
+    ]);
+    expect((await ended(id, token)).phase).toBe("COMPLETED");
+    const logs = await (await call("GET", `/v1/workloads/${id}/logs?stream=stdout`, token)).text();
+    expect(logs.trim().split("\n")).toEqual(["reference", "ro-refused", "rw-written"]);
+    expect(existsSync(join(dir, "ref", "new.txt"))).toBe(false);
+    expect(lstatSync(join(dir, "data", account.user, "out.txt"))).toMatchObject({
+      uid: account.uid,
+      gid: account.gid,
+    });
+  }, 60_000);
 
   test("the job has the owner's ids and groups; its workspace and files are theirs", async () => {
     const id = await submit(token, [
