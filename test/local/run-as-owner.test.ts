@@ -65,6 +65,8 @@ describe.if(IS_ROOT)("local run as the owner", () => {
     account = createOwnerAccount();
     mkdirSync(join(dir, "ref"));
     writeFileSync(join(dir, "ref", "in.txt"), "reference\n");
+    // The owner's own directory: only the read-only bind, not a permission, stops a write.
+    chownSync(join(dir, "ref"), account.uid, account.gid);
     mkdirSync(join(dir, "data", account.user), { recursive: true });
     chownSync(join(dir, "data", account.user), account.uid, account.gid);
     const stateDir = join(dir, "state");
