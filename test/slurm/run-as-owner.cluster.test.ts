@@ -3,11 +3,21 @@
  * `run_as = "owner"` is submitted as the principal's unix account, so `sacct` shows the
  * scientist as User; the job runs with the account's uid, primary gid and supplementary
  * groups, and what it writes in its workspace is the scientist's. The admin, who has no
- * account, is refused on such a profile with a message saying why. The test makes its own
- * unix account and group (useradd/groupadd) and removes them after.
+ * account, is refused on such a profile with a message saying why. On a profile with declared
+ * mounts, once the nodes' sandbox is verified, the job writes a file owned by the scientist
+ * on its `rw` mount (`{user}`: their own directory) while its `ro` mount refuses writes. The
+ * test makes its own unix account and group (useradd/groupadd) and removes them after.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
@@ -62,10 +72,10 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
 
-  const submit = async (bearer: string, command: readonly string[]) => {
+  const submit = async (bearer: string, command: readonly string[], profile = "mine") => {
     const created = await call("POST", "/v1/workloads", bearer, {
       kind: "BATCH",
-      profile: "mine",
+      profile,
       command,
     });
     expect(created.status).toBe(201);
@@ -89,6 +99,12 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     // directories (mkdtemp made it 0700).
     chmodSync(dir, 0o711);
     account = createOwnerAccount();
+    // Both the account's own: only the read-only bind, not a permission, refuses a write.
+    for (const d of [join(dir, "ref"), join(dir, "data", account.user)]) {
+      mkdirSync(d, { recursive: true, mode: 0o755 });
+      chownSync(d, account.uid, account.gid);
+    }
+    chmodSync(join(dir, "data"), 0o711);
     const config = join(dir, "cluster.toml");
     writeFileSync(
       config,
@@ -101,6 +117,23 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
         "time_limit_minutes = 10",
         "allow_batch = true",
         'run_as = "owner"',
+        "",
+        "[profiles.mine-data]",
+        'description = "one CPU, as its owner, with data"',
+        'partition = "debug"',
+        "cpus = 1",
+        "memory_mb = 50",
+        "time_limit_minutes = 10",
+        "allow_batch = true",
+        'run_as = "owner"',
+        "[profiles.mine-data.mounts.ref]",
+        `source = "${dir}/ref"`,
+        'target = "/ref"',
+        'mode = "ro"',
+        "[profiles.mine-data.mounts.data]",
+        `source = "${dir}/data/{user}"`,
+        'target = "/data"',
+        'mode = "rw"',
         "",
       ].join("\n"),
     );
@@ -174,6 +207,34 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     expectOwnerGroups(groups, account);
     expect((await call("POST", `/v1/workloads/${id}/cancel`, token)).status).toBeLessThan(300);
   }, 120_000);
+
+  test("its rw mount takes the scientist's file; its ro mount refuses writes", async () => {
+    // Mounts exist only in the sandbox: wait until the nodes' sandbox is verified.
+    await eventually(
+      async () => {
+        const diagnostics = (await (await call("GET", "/v1/diagnostics", adminToken)).json()) as {
+          isolation?: { launchesSandboxed?: boolean };
+        };
+        return diagnostics.isolation?.launchesSandboxed === true;
+      },
+      { timeoutMs: 90_000, intervalMs: 500, what: "the nodes' sandbox to be verified" },
+    );
+    const script =
+      "if echo x > /ref/new.txt; then echo ro-written; else echo ro-refused; fi; echo mine > /data/out.txt && echo rw-written";
+    const id = await submit(token, ["/bin/sh", "-c", script], "mine-data");
+    const view = await ended(id, token);
+    const logs = await (await call("GET", `/v1/workloads/${id}/logs?stream=stdout`, token)).text();
+    expect({ phase: view.phase, message: view.message, lines: logs.trim().split("\n") }).toEqual({
+      phase: "COMPLETED",
+      message: view.message,
+      lines: ["ro-refused", "rw-written"],
+    });
+    expect(existsSync(join(dir, "ref", "new.txt"))).toBe(false);
+    expect(lstatSync(join(dir, "data", account.user, "out.txt"))).toMatchObject({
+      uid: account.uid,
+      gid: account.gid,
+    });
+  }, 150_000);
 
   test("the admin has no account: refused on an owner profile, saying why", async () => {
     const id = await submit(adminToken, ["/bin/true"]);
