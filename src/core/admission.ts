@@ -26,7 +26,12 @@ import {
   isJobEnvironmentPolicy,
   sessionIsolationVerdict,
 } from "./ports.ts";
-import { type LimitExceeded, limitExceeded, type PrincipalLimits } from "./principals.ts";
+import {
+  type LimitExceeded,
+  limitExceeded,
+  type PrincipalLimits,
+  resourcesHeld,
+} from "./principals.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -344,8 +349,8 @@ export async function admitWorkload(
     }
   }
   const resources = profiles.find((p) => p.name === submission.profile)?.resources;
-  const cpus = (resources?.cpus ?? 0) * (resources?.nodes ?? 1);
-  const gpus = (resources?.gpus ?? 0) * (resources?.nodes ?? 1);
+  const { cpus, gpus } =
+    resources === undefined ? { cpus: 0, gpus: 0 } : resourcesHeld(resources, submission.spec);
   const limits = submitter.limits;
   const created = deps.store.create({
     owner,
