@@ -219,6 +219,18 @@ describe("limits", () => {
     expect(await gpus.json()).toMatchObject({ limit: "gpus", current: 2, max: 4 });
   });
 
+  test("/metrics shows live work and held CPUs by owner", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", {});
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+    expect((await submitAs(h, ADMIN)).status).toBe(201);
+    const text = await (await call(h, "/metrics", {}, ADMIN)).text();
+    expect(text).toContain('openai4s_owner_live_workloads{owner="alice",kind="BATCH"} 2');
+    expect(text).toContain('openai4s_owner_held_cpus{owner="alice"} 4');
+    expect(text).toContain('openai4s_owner_live_workloads{owner="admin",kind="BATCH"} 1');
+  });
+
   test("a principal added without limits gets the daemon's defaults; null is unlimited", async () => {
     const h = make({
       principalDefaults: { maxSessions: 1, maxBatch: 2, maxCpus: null, maxGpus: 0 },

@@ -37,9 +37,11 @@ describe("health and profiles", () => {
       "degraded",
       "description",
       "kinds",
+      "mounts",
       "name",
       "placement",
       "resources",
+      "runAs",
     ]);
   });
 
