@@ -29,7 +29,7 @@
  * service account share a uid, and 0600 files do not separate them.
  */
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { closeSync, constants, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { createChangeFeed } from "../../core/change-feed.ts";
@@ -529,15 +529,18 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
    * the way from POST to the controller's queue counts.
    */
   function writeBatchScript(request: SubmitRequest, scriptPath: string, script: string): void {
+    // Never through a link: an owner's job has its allocation directory given to the owner's
+    // account (its logs are opened there as that account), and a link the owner planted as
+    // the script's name would have had root write wherever it points.
     try {
-      writeFileSync(scriptPath, script, { mode: 0o700 });
+      writeNoFollow(scriptPath, script);
       return;
     } catch (error) {
       if ((error as { readonly code?: unknown }).code !== "ENOENT") throw error;
     }
     mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
     mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
-    writeFileSync(scriptPath, script, { mode: 0o700 });
+    writeNoFollow(scriptPath, script);
   }
 
   async function submitOne(request: SubmitRequest): Promise<SubmitResult> {
@@ -1130,4 +1133,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       };
     },
   };
+}
+
+/** `text` into `path` (created 0700, or truncated), refusing a link there (ELOOP). */
+function writeNoFollow(path: string, text: string): void {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+  const fd = openSync(path, flags, 0o700);
+  try {
+    writeFileSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
 }

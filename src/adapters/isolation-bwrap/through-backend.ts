@@ -397,14 +397,14 @@ export function wrappedBackend<B extends AllocationBackend>(
         });
         continue;
       }
-      // An owner's job is submitted AS the owner: it starts with their uid already, so the
-      // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
-      // its own user namespace, exactly as for a daemon that is not root.
       const mounts = mountsFor(backend, r.profile, runAs?.account ?? null, wrapper, mountForbidden);
       if ("error" in mounts) {
         refused.set(r.token, { kind: "Rejected", token: r.token, message: mounts.error });
         continue;
       }
+      // An owner's job is submitted AS the owner: it starts with their uid already, so the
+      // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
+      // its own user namespace, exactly as for a daemon that is not root.
       const account = runAs?.account;
       prepared.push({
         ...r,
