@@ -426,6 +426,11 @@ function createClusterProfile(
         options.kind === "Valid"
           ? `sbatch ${options.argv.join(" ")}`
           : `invalid: ${options.message}`,
+        // The admin's eyes only: who jobs run as and what is bound in, sources included.
+        ...(publicView.runAs === "owner"
+          ? ["runs as the owning principal's unix account (sbatch --uid/--gid)"]
+          : []),
+        ...(publicView.mounts ?? []).map((m) => `mount ${m.source} at ${m.target} (${m.mode})`),
       ];
     },
   });
