@@ -120,6 +120,7 @@ function identities(ownerProfiles: readonly string[]) {
   return ownerIdentities({
     base: fixedIdentities({ uid: 65534, gid: 65534, label: "nobody" }),
     runsAsOwner: (p) => ownerProfiles.includes(p),
+    anyRunsAsOwner: () => ownerProfiles.length > 0,
     unixUserOf: (p) => principals.get(p) ?? null,
     isPrincipalAccount: (u) => [...principals.values()].includes(u),
     identityDb: () => DB,

@@ -19,6 +19,8 @@ export interface OwnerIdentitiesOptions {
   readonly base: JobIdentities;
   /** True for a profile whose work runs as its owner. */
   readonly runsAsOwner: (profile: string) => boolean;
+  /** True when any profile does (the description says so only then). */
+  readonly anyRunsAsOwner: () => boolean;
   /** The unix user a principal is (null: none, or no such principal any more). */
   readonly unixUserOf: (principal: string) => string | null;
   /** True when some principal is this unix user. */
@@ -75,7 +77,11 @@ export function ownerIdentities(options: OwnerIdentitiesOptions): JobIdentities 
 
   return {
     switchesUid: base.switchesUid,
-    description: `${base.description}; on run_as = "owner" profiles, the owner's own unix account`,
+    get description() {
+      return options.anyRunsAsOwner()
+        ? `${base.description}; on run_as = "owner" profiles, the owner's own unix account`
+        : base.description;
+    },
     probe: base.probe,
     claim(workspaceDir, subject) {
       if (subject === undefined) return ownerOfWorkspace(workspaceDir) ?? base.claim(workspaceDir);

@@ -104,6 +104,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const identities = ownerIdentities({
     base: jobIdentities(config.identity, layout),
     runsAsOwner: (profile) => ownerProfiles.has(profile),
+    anyRunsAsOwner: () => ownerProfiles.size > 0,
     unixUserOf: (principal) => getPrincipal(config.store, principal)?.unixUser ?? null,
     isPrincipalAccount: (user) => isPrincipalUnixUser(config.store, user),
     identityDb: systemIdentityDatabase,
