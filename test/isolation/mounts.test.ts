@@ -64,7 +64,7 @@ describe("the declaration", () => {
     if (ok.kind !== "Loaded") throw new Error(JSON.stringify(ok));
     const profile = ok.profiles[0]?.public();
     expect(ok.profiles[0]?.describeMapping().slice(2)).toEqual([
-      "runs as the owning principal's unix account (sbatch --uid/--gid)",
+      "runs as the owning principal's unix account (submitted with --uid/--gid)",
       "mount /srv/{user} at /data (rw)",
     ]);
     expect(profile?.mounts).toEqual([{ source: "/srv/{user}", target: "/data", mode: "rw" }]);

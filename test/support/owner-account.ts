@@ -11,6 +11,7 @@ export interface OwnerAccount {
   readonly gid: number;
   /** The supplementary group the account is in. */
   readonly labGid: number;
+  /** Deletes the account and its groups (a process of it still ending does not stop that). */
   remove(): void;
 }
 
@@ -20,16 +21,33 @@ export function run(cmd: readonly string[], env: Record<string, string> = {}): s
   return done.stdout.toString();
 }
 
+/** A uid (and gid) no account or group holds now, from a wide range. */
+function freshId(): number {
+  for (;;) {
+    const id = 30_000 + (randomBytes(2).readUInt16BE(0) % 20_000);
+    const taken = (db: string) => Bun.spawnSync({ cmd: ["getent", db, String(id)] }).exitCode === 0;
+    if (!taken("passwd") && !taken("group")) return id;
+  }
+}
+
+/**
+ * The ids are fresh ones from a wide range, not useradd's next free uid: Slurm caches a
+ * uid's groups, and a uid an earlier test's account had (useradd hands the same one out
+ * again after userdel) was seen with that account's groups, not this one's.
+ */
 export function createOwnerAccount(): OwnerAccount {
   const suffix = randomBytes(3).toString("hex");
   const user = `o4sown${suffix}`;
   const lab = `o4slab${suffix}`;
-  run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-U", user]);
+  const id = String(freshId());
+  run(["groupadd", "-g", id, user]);
+  run(["useradd", "-M", "-d", "/nonexistent", "-s", "/bin/sh", "-u", id, "-g", id, user]);
   try {
-    run(["groupadd", lab]);
+    run(["groupadd", "-g", String(freshId()), lab]);
     run(["usermod", "-a", "-G", lab, user]);
   } catch (error) {
     Bun.spawnSync({ cmd: ["userdel", user], stderr: "pipe" });
+    Bun.spawnSync({ cmd: ["groupdel", user], stderr: "pipe" });
     throw error;
   }
   return {
@@ -38,7 +56,9 @@ export function createOwnerAccount(): OwnerAccount {
     gid: Number(run(["id", "-g", user]).trim()),
     labGid: Number(run(["getent", "group", lab]).split(":")[2]),
     remove() {
-      Bun.spawnSync({ cmd: ["userdel", user], stderr: "pipe" });
+      // -f: a job's process the scheduler is still ending must not keep the account around.
+      Bun.spawnSync({ cmd: ["userdel", "-f", user], stderr: "pipe" });
+      Bun.spawnSync({ cmd: ["groupdel", user], stderr: "pipe" });
       Bun.spawnSync({ cmd: ["groupdel", lab], stderr: "pipe" });
     },
   };

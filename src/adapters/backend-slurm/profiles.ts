@@ -428,7 +428,7 @@ function createClusterProfile(
           : `invalid: ${options.message}`,
         // The admin's eyes only: who jobs run as and what is bound in, sources included.
         ...(publicView.runAs === "owner"
-          ? ["runs as the owning principal's unix account (sbatch --uid/--gid)"]
+          ? ["runs as the owning principal's unix account (submitted with --uid/--gid)"]
           : []),
         ...(publicView.mounts ?? []).map((m) => `mount ${m.source} at ${m.target} (${m.mode})`),
       ];
