@@ -17,6 +17,7 @@ import type {
   SubmissionToken,
   WorkloadKind,
 } from "./models.ts";
+import type { LaunchSubject } from "./sandbox.ts";
 
 /**
  * A COMMAND run as several tasks by the backend's in-allocation launcher, each in its own
@@ -272,6 +273,12 @@ export interface TaskRunner {
        * account, root included, start steps in it.
        */
       readonly submitAs?: { readonly uid: number; readonly gid: number };
+      /**
+       * Whose workload the step is in (its profile and owner): a launch wrapper binds the
+       * profile's mounts into the step as into the job. Absent: the workspace's owner decides
+       * who it runs as, and no mount is bound.
+       */
+      readonly subject?: LaunchSubject;
     },
   ): Promise<TaskResult>;
 }

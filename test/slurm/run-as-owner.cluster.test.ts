@@ -234,6 +234,20 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
       uid: account.uid,
       gid: account.gid,
     });
+    // A step in such a job sees the same mounts.
+    const held = await submit(token, ["/bin/sh", "-c", "sleep 120"], "mine-data");
+    await eventually(
+      async () =>
+        ((await (await call("GET", `/v1/workloads/${held}`, token)).json()) as WorkloadView)
+          .phase === "RUNNING",
+      { timeoutMs: 60_000, intervalMs: 250, what: "the job to run" },
+    );
+    const step = await call("POST", `/v1/workloads/${held}/tasks`, token, {
+      command: ["/bin/sh", "-c", "cat /data/out.txt && echo step > /data/step.txt"],
+    });
+    expect(await step.json()).toMatchObject({ exitCode: 0, stdout: "mine\n" });
+    expect(lstatSync(join(dir, "data", account.user, "step.txt")).uid).toBe(account.uid);
+    expect((await call("POST", `/v1/workloads/${held}/cancel`, token)).status).toBeLessThan(300);
   }, 150_000);
 
   test("the admin has no account: refused on an owner profile, saying why", async () => {

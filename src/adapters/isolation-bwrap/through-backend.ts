@@ -437,11 +437,20 @@ export function wrappedBackend<B extends AllocationBackend>(
     // The step runs as its allocation does: the workspace's lease (claimed at its submit).
     let runAs: RunAs | null;
     try {
-      runAs = wrapper.identities.claim(where.workspaceDir);
+      runAs = wrapper.identities.claim(where.workspaceDir, taskOptions.subject);
     } catch (error) {
       return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
     }
-    const paths = pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null);
+    const subject = taskOptions.subject;
+    const mounts =
+      subject === undefined
+        ? {}
+        : mountsFor(backend, subject.profile, runAs?.account ?? null, wrapper, mountForbidden);
+    if ("error" in mounts) return { kind: "Refused", message: mounts.error };
+    const paths = {
+      ...pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
+      ...mounts,
+    };
     // An owner's job takes its steps as the owner (as it was submitted): nothing to drop.
     const account = runAs?.account;
     const argv = wrapper.wrap(
