@@ -236,6 +236,26 @@ function canonicalJson(value: unknown): string {
  * The profile must exist, accept the kind, and allow the time limit asked for. Pure; the
  * refused fields, or none.
  */
+/**
+ * A profile that runs work as its owner's unix account cannot run the admin's (the admin
+ * is no account): refused here, naming the profile, rather than failing at its first attempt.
+ * A principal without an account is refused at the attempt, which reads the account then.
+ */
+function checkOwnerAccount(
+  submission: Submission,
+  profiles: readonly ResourceProfile[],
+  owner: string | null,
+): readonly RefusedField[] {
+  const profile = profiles.find((p) => p.name === submission.profile);
+  if (profile?.runAs !== "owner" || owner !== null) return [];
+  return [
+    {
+      path: "profile",
+      message: `profile "${profile.name}" runs work as its owner's unix account, and the admin has none: submit with a principal's token`,
+    },
+  ];
+}
+
 function checkAgainstProfile(
   submission: Submission,
   profiles: readonly ResourceProfile[],
@@ -333,6 +353,7 @@ export async function admitWorkload(
   const profiles = deps.backend.profiles();
   const fields = [
     ...checkAgainstProfile(submission, profiles),
+    ...checkOwnerAccount(submission, profiles, owner),
     ...checkAgainstBackendEnvRules(submission, deps.backend),
   ];
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };

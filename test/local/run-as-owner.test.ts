@@ -142,8 +142,13 @@ describe.if(IS_ROOT)("local run as the owner", () => {
   }, 60_000);
 
   test("the admin has no account: refused on an owner profile, saying why", async () => {
-    const view = await ended(await submit(adminToken, ["/bin/true"]), adminToken);
-    expect(view.phase).toBe("FAILED");
-    expect(view.message).toMatch(/runs work as its owner's unix account, and the admin has none/);
+    const refused = await call(
+      "POST",
+      "/v1/workloads",
+      adminToken,
+      JSON.stringify({ kind: "BATCH", profile: "default", command: ["/bin/true"] }),
+    );
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toMatch(/runs work as its owner's unix account, and the admin/);
   }, 60_000);
 });

@@ -251,9 +251,12 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
   }, 150_000);
 
   test("the admin has no account: refused on an owner profile, saying why", async () => {
-    const id = await submit(adminToken, ["/bin/true"]);
-    const view = await ended(id, adminToken);
-    expect(view.phase).toBe("FAILED");
-    expect(view.message).toMatch(/runs work as its owner's unix account, and the admin has none/);
+    const refused = await call("POST", "/v1/workloads", adminToken, {
+      kind: "BATCH",
+      profile: "mine",
+      command: ["/bin/true"],
+    });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toMatch(/runs work as its owner's unix account, and the admin/);
   }, 120_000);
 });
