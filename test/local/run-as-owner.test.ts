@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
+import { type RunningDaemon, startDaemon } from "../../src/apps/daemon/daemon.ts";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { createOwnerAccount, type OwnerAccount, principalToken } from "../support/owner-account.ts";
@@ -151,4 +151,28 @@ describe.if(IS_ROOT)("local run as the owner", () => {
     expect(refused.status).toBe(400);
     expect(await refused.text()).toMatch(/runs work as its owner's unix account, and the admin/);
   }, 60_000);
+});
+
+describe("a daemon that cannot switch uids", () => {
+  test("refuses to start with an owner profile, naming it", async () => {
+    const dir = makeTempDir("o4s-owner-refused-");
+    try {
+      const stateDir = join(dir, "state");
+      const defaults = localDaemonConfig(stateDir);
+      const started = await startDaemon(
+        localDaemonConfig(stateDir, {
+          // What a daemon not running as root is given: jobs keep its uid.
+          identity: { kind: "DaemonUid" },
+          env: { ...defaults.env, OPENAI4S_LOCAL_RUN_AS: "owner" },
+        }),
+      );
+      if (started.kind === "Started") await started.daemon.stop();
+      expect(started).toMatchObject({
+        kind: "ConfigError",
+        message: expect.stringMatching(/profile "default" runs work as its owner.*root/),
+      });
+    } finally {
+      removeDir(dir);
+    }
+  });
 });
