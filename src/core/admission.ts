@@ -21,7 +21,12 @@ import {
 } from "./models.ts";
 import type { AdmissionStore, AttemptIds, IdempotentMatch } from "./ports/admission-store.ts";
 import { type AllocationBackend, batchRefusal, sessionIsolationVerdict } from "./ports.ts";
-import { type LimitExceeded, limitExceeded, type PrincipalLimits } from "./principals.ts";
+import {
+  type LimitExceeded,
+  limitExceeded,
+  type PrincipalLimits,
+  resourcesHeld,
+} from "./principals.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -226,6 +231,26 @@ function canonicalJson(value: unknown): string {
  * The profile must exist, accept the kind, and allow the time limit asked for. Pure; the
  * refused fields, or none.
  */
+/**
+ * A profile that runs work as its owner's unix account cannot run the admin's (the admin
+ * is no account): refused here, naming the profile, rather than failing at its first attempt.
+ * A principal without an account is refused at the attempt, which reads the account then.
+ */
+function checkOwnerAccount(
+  submission: Submission,
+  profiles: readonly ResourceProfile[],
+  owner: string | null,
+): readonly RefusedField[] {
+  const profile = profiles.find((p) => p.name === submission.profile);
+  if (profile?.runAs !== "owner" || owner !== null) return [];
+  return [
+    {
+      path: "profile",
+      message: `profile "${profile.name}" runs work as its owner's unix account, and the admin has none: submit with a principal's token`,
+    },
+  ];
+}
+
 function checkAgainstProfile(
   submission: Submission,
   profiles: readonly ResourceProfile[],
@@ -324,6 +349,7 @@ export async function admitWorkload(
   const profiles = deps.backend.profiles();
   const fields = [
     ...checkAgainstProfile(submission, profiles),
+    ...checkOwnerAccount(submission, profiles, owner),
     ...checkAgainstBackendEnvRules(submission, deps.backend),
   ];
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
@@ -340,8 +366,8 @@ export async function admitWorkload(
     }
   }
   const resources = profiles.find((p) => p.name === submission.profile)?.resources;
-  const cpus = (resources?.cpus ?? 0) * (resources?.nodes ?? 1);
-  const gpus = (resources?.gpus ?? 0) * (resources?.nodes ?? 1);
+  const { cpus, gpus } =
+    resources === undefined ? { cpus: 0, gpus: 0 } : resourcesHeld(resources, submission.spec);
   const limits = submitter.limits;
   const created = deps.store.create({
     owner,

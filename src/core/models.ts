@@ -7,6 +7,7 @@
  * stale values (INV-7) is `executionEpoch`; the version of the declarative spec is
  * `specRevision`. The kernel layer's word for the former is never used here.
  */
+import type { ProfileMount } from "./mounts.ts";
 
 export const WORKLOAD_KINDS = ["SESSION", "BATCH"] as const;
 export type WorkloadKind = (typeof WORKLOAD_KINDS)[number];
@@ -224,9 +225,21 @@ export interface ResourceProfile {
    * single command on the first node (the only form the local backend runs).
    */
   readonly maxTasks?: number;
+  /**
+   * Who its jobs run as: "allocation" (absent: the admin's choice at start, a uid per
+   * workload) or "owner" (a principal's job runs as the principal's own unix account).
+   */
+  readonly runAs?: ProfileRunAs;
+  /**
+   * Host directories bound into every launch of the profile (the admin's, never a request's).
+   * Sources are the admin's business: the API shows targets and modes only.
+   */
+  readonly mounts?: readonly ProfileMount[];
 }
 
 export type ProfileNetwork = "host" | "none";
+export type { ProfileMount } from "./mounts.ts";
+export type ProfileRunAs = "allocation" | "owner";
 
 /** Processes per allocation when its profile names none: far above science code, far below pid_max. */
 export const DEFAULT_PIDS_MAX = 4096;

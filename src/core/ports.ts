@@ -17,6 +17,7 @@ import type {
   SubmissionToken,
   WorkloadKind,
 } from "./models.ts";
+import type { LaunchSubject } from "./sandbox.ts";
 
 /**
  * A COMMAND run as several tasks by the backend's in-allocation launcher, each in its own
@@ -83,6 +84,17 @@ export interface SubmitRequest {
    * one token, each told its index. Absent: one job, as always.
    */
   readonly array?: ArrayRequest;
+  /**
+   * The principal that owns the workload (null or absent: the admin). On a profile whose
+   * work runs as its owner, it decides the unix account the job runs as.
+   */
+  readonly owner?: string | null;
+  /**
+   * Set by the launch wrapper, never by the reconciler: the unix account a cluster backend
+   * submits the job as (only a root daemon may), so the scheduler runs and
+   * charges it as that account. Absent: the daemon's own account submits, as always.
+   */
+  readonly submitAs?: { readonly account: string; readonly uid: number; readonly gid: number };
 }
 
 export interface Created {
@@ -297,7 +309,21 @@ export interface TaskRunner {
   runTask(
     target: ObservationTarget,
     command: readonly string[],
-    options: { readonly timeoutMs: number },
+    options: {
+      readonly timeoutMs: number;
+      /**
+       * Set by the launch wrapper for a job submitted as its owner (see SubmitRequest's
+       * `submitAs`): the step is started as that account too, as the scheduler lets no other
+       * account, root included, start steps in it.
+       */
+      readonly submitAs?: { readonly uid: number; readonly gid: number };
+      /**
+       * Whose workload the step is in (its profile and owner): a launch wrapper binds the
+       * profile's mounts into the step as into the job. Absent: the workspace's owner decides
+       * who it runs as, and no mount is bound.
+       */
+      readonly subject?: LaunchSubject;
+    },
   ): Promise<TaskResult>;
 }
 

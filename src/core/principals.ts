@@ -69,6 +69,30 @@ export interface WorkloadAsk {
   readonly gpus: number;
 }
 
+/**
+ * What a workload's live allocations hold at most at once, which its owner's CPU and GPU
+ * limits count: per allocation, its tasks' CPUs (a multi-task BATCH: `tasks` x the profile's
+ * CPUs per task) or every node's CPUs, and every node's GPUs; times the array elements that
+ * may run at once (`maxConcurrent`, else all of them). Counting the profile's per-node
+ * figures once let a principal limited to 8 CPUs hold 8 x 100 through one array, or a
+ * 16-task job on 2-CPU tasks count as 2.
+ */
+export function resourcesHeld(
+  resources: { readonly nodes: number; readonly cpus: number; readonly gpus: number },
+  spec: {
+    readonly tasks?: number;
+    readonly array?: number;
+    readonly maxConcurrent?: number;
+  },
+): { readonly cpus: number; readonly gpus: number } {
+  const tasks = spec.tasks ?? 1;
+  const cpus = tasks > 1 ? tasks * resources.cpus : resources.cpus * resources.nodes;
+  const gpus = resources.gpus * resources.nodes;
+  const elements = spec.array ?? 1;
+  const atOnce = Math.min(elements, spec.maxConcurrent ?? elements);
+  return { cpus: cpus * atOnce, gpus: gpus * atOnce };
+}
+
 /** The first limit this workload would cross, or null when it fits. Pure. */
 export function limitExceeded(
   limits: PrincipalLimits,

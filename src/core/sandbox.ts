@@ -22,6 +22,27 @@ export interface RunAs {
   readonly gid: number;
   /** What the admin named (`nobody`, `65534`, `svc:900`), or the lease, for messages. */
   readonly label: string;
+  /**
+   * Supplementary groups (absent or empty: none, `setpriv --clear-groups`). Only an owner's
+   * account has any: a scientist's job must reach what their groups reach (a lab's share).
+   */
+  readonly groups?: readonly number[];
+  /**
+   * The unix account's name when the job runs as its owner (a profile's `run_as = "owner"`):
+   * a cluster backend then submits the job AS that account (root may), so the
+   * scheduler's accounting, fair share and limits see the scientist, not the service.
+   */
+  readonly account?: string;
+}
+
+/**
+ * Whose launch it is: its profile (which says whether work runs as its owner) and the
+ * principal that owns the workload (null: the admin). Absent when a caller cannot tell (an
+ * older caller): the workspace then keeps whoever already owns it.
+ */
+export interface LaunchSubject {
+  readonly profile: string;
+  readonly owner: string | null;
 }
 
 /**
@@ -40,9 +61,10 @@ export interface JobIdentities {
   /**
    * The identity the job of this workspace runs as (null: the daemon's own uid): the lease
    * the workspace already holds, else a new one, to which the workspace directory is given.
-   * Throws when none is free (broken infrastructure: the launch is refused, naming why).
+   * Throws when none is free (broken infrastructure: the launch is refused, naming why),
+   * and when `subject`'s profile runs work as its owner and the owner has no usable account.
    */
-  claim(workspaceDir: string): RunAs | null;
+  claim(workspaceDir: string, subject?: LaunchSubject): RunAs | null;
 }
 
 export interface SandboxPaths {
@@ -58,6 +80,17 @@ export interface SandboxPaths {
    * directory before the sandbox starts. Always a directory the daemon chose and made.
    */
   readonly nodeTmp?: string;
+  /**
+   * The profile's mounts, their sources resolved on the host at launch: each bound at its
+   * target, read-only or writable as the admin declared. Only a Sandbox can honour these.
+   */
+  readonly mounts?: readonly SandboxMount[];
+}
+
+export interface SandboxMount {
+  readonly source: string;
+  readonly target: string;
+  readonly mode: "ro" | "rw";
 }
 
 /**
@@ -86,6 +119,8 @@ export interface OwnedPaths {
   readonly spoolDir: string;
   readonly workspaceDir: string;
   readonly credentialDir: string | null;
+  /** Whose launch it is (see LaunchSubject). */
+  readonly subject?: LaunchSubject;
 }
 
 /**

@@ -250,6 +250,20 @@ describe("uploads that must leave nothing", () => {
     expect(readdirSync(workspace(h, id))).toEqual([]);
   });
 
+  test("an upload's owner is claimed for the workload's profile and owner (run as the owner)", async () => {
+    const asked: unknown[] = [];
+    const h = make({
+      claimIdentity: (_workspace, subject) => {
+        asked.push(subject);
+        return null;
+      },
+    });
+    const id = await submitted(h);
+    const res = await h.request(`/v1/workloads/${id}/files/in.txt`, { method: "PUT", body: "x" });
+    expect(res.status).toBe(201);
+    expect(asked).toEqual([{ profile: "default", owner: null }]);
+  });
+
   test("a hard link to a file that is not the workspace owner's is not served", async () => {
     const h = make();
     const id = await submitted(h);

@@ -4,9 +4,11 @@
  * under concurrent submissions; tokens are stored as hashes, expire and are revoked.
  */
 import { afterEach, describe, expect, test } from "bun:test";
+import type { ResourceProfile } from "../../src/core/models.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
 import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
+import { fakeBackend } from "../support/fake-backend.ts";
 
 const ADMIN_TOKEN = "admin-secret-token";
 /** A TCP listener's access; `Who` is the token a request presents on it. */
@@ -190,6 +192,43 @@ describe("limits", () => {
     // Another principal's usage is its own.
     const bob = await principal(h, "bob", { maxCpus: 2 });
     expect((await submitAs(h, bob.access)).status).toBe(201);
+  });
+
+  test("CPUs and GPUs its allocations hold at once: array elements at once, tasks x CPUs each", async () => {
+    const wide: ResourceProfile = {
+      name: "wide",
+      description: "arrays and tasks",
+      kinds: ["BATCH"],
+      resources: { nodes: 1, cpus: 2, gpus: 1, memoryMb: null, timeLimitSeconds: 3600 },
+      maxArraySize: 100,
+      maxTasks: 8,
+    };
+    const h = make({ backend: fakeBackend({ profiles: () => [wide] }) });
+    const alice = await principal(h, "alice", { maxCpus: 10, maxGpus: 4 });
+    const asked = (spec: Record<string, unknown>) =>
+      submitAs(h, alice.access, { ...batch, profile: "wide", ...spec });
+    // Ten elements, two at once: 2 x 2 CPUs and 2 GPUs held, not one element's 2 and 1.
+    expect((await asked({ array: 10, maxConcurrent: 2 })).status).toBe(201);
+    // Four tasks of 2 CPUs each: 8 CPUs, over the 10 with the 4 already held.
+    const tasks = await asked({ tasks: 4 });
+    expect(tasks.status).toBe(429);
+    expect(await tasks.json()).toMatchObject({ limit: "cpus", current: 4, max: 10 });
+    // Three elements at once: 3 GPUs, over the 4 with the 2 already held.
+    const gpus = await asked({ array: 3 });
+    expect(gpus.status).toBe(429);
+    expect(await gpus.json()).toMatchObject({ limit: "gpus", current: 2, max: 4 });
+  });
+
+  test("/metrics shows live work and held CPUs by owner", async () => {
+    const h = make();
+    const alice = await principal(h, "alice", {});
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+    expect((await submitAs(h, alice.access)).status).toBe(201);
+    expect((await submitAs(h, ADMIN)).status).toBe(201);
+    const text = await (await call(h, "/metrics", {}, ADMIN)).text();
+    expect(text).toContain('openai4s_owner_live_workloads{owner="alice",kind="BATCH"} 2');
+    expect(text).toContain('openai4s_owner_held_cpus{owner="alice"} 4');
+    expect(text).toContain('openai4s_owner_live_workloads{owner="admin",kind="BATCH"} 1');
   });
 
   test("a principal added without limits gets the daemon's defaults; null is unlimited", async () => {

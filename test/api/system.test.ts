@@ -37,10 +37,12 @@ describe("health and profiles", () => {
       "degraded",
       "description",
       "kinds",
+      "mounts",
       "name",
       "network",
       "placement",
       "resources",
+      "runAs",
     ]);
   });
 

@@ -4,7 +4,7 @@
  * accounting lag, a purged job). The real-cluster behaviour is in *.cluster.test.ts.
  */
 import { afterAll, beforeEach, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
@@ -124,6 +124,19 @@ describe("submit", () => {
     });
     const script = readFileSync(join(req.allocationDir, "job.sh"), "utf8");
     expect(script).toContain(`exec '/bin/echo' 'it'\\''s $HOME' 'a\n#SBATCH --export=ALL'`);
+  });
+
+  test("the batch script is never written through a link planted as its name", async () => {
+    const req = request(dir, command(["/bin/true"]));
+    mkdirSync(req.allocationDir, { recursive: true });
+    const victim = join(dir, "victim.txt");
+    writeFileSync(victim, "untouched");
+    // An owner's allocation directory is the owner's: they could plant this before submit.
+    symlinkSync(victim, join(req.allocationDir, "job.sh"));
+    const result = (await backend.submit([req])).get(req.token);
+    expect(result?.kind).not.toBe("Created");
+    expect(readFileSync(victim, "utf8")).toBe("untouched");
+    expect(cluster.jobs.size).toBe(0);
   });
 
   test("the profile's time limit is a ceiling, counted in whole minutes rounded up", async () => {

@@ -61,6 +61,8 @@ export function harness(
     /** Limits of principals added without their own (`serve --principal-max-*`). */
     readonly principalDefaults?: ApiDeps["principalDefaults"];
     readonly audit?: ApiDeps["audit"];
+    /** Who a workspace's uploads are given to (default: the daemon's own uid). */
+    readonly claimIdentity?: ApiDeps["files"]["claimIdentity"];
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -146,7 +148,7 @@ export function harness(
     files: {
       spool: stateLayout(dir).spool,
       workspaceDir: stateLayout(dir).workspaceDir,
-      claimIdentity: () => null,
+      claimIdentity: options.claimIdentity ?? (() => null),
       maxUploadBytes: options.maxUploadBytes ?? 1024 * 1024,
     },
     logPollMs: 20,

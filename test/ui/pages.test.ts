@@ -104,6 +104,24 @@ describe("/ui pages", () => {
     expect(linkOf(top, "prev")).toBeUndefined();
   });
 
+  test("filters by owner: a principal's workloads, or the admin's own; the owner is shown", async () => {
+    const h = make();
+    const mine = newWorkload(h.store, "BATCH", { command: ["true"] });
+    const theirs = newWorkload(h.store, "BATCH", { command: ["true"] });
+    const admins = newWorkload(h.store, "BATCH", { command: ["true"] });
+    h.sqlite.run("INSERT INTO principals (name, created_at) VALUES ('alice', 0), ('bob', 0)");
+    h.sqlite.run("UPDATE workloads SET owner = 'alice' WHERE id = ?", [mine]);
+    h.sqlite.run("UPDATE workloads SET owner = 'bob' WHERE id = ?", [theirs]);
+    const idsOf = (page: string) =>
+      [...page.matchAll(/<a href="\/ui\/workloads\/([^"?]+)">/g)].map((m) => m[1]).sort();
+    const alices = await html(h, "/ui/workloads?owner=alice");
+    expect(idsOf(alices)).toEqual([mine]);
+    expect(alices).toContain("<td>alice</td>");
+    expect(alices).toContain('<option value="bob">bob</option>');
+    expect(idsOf(await html(h, "/ui/workloads?owner=(admin)"))).toEqual([admins]);
+    expect(idsOf(await html(h, "/ui/workloads"))).toEqual([mine, theirs, admins].sort());
+  });
+
   test("filters by profile, phase and kind together; live counts by phase lead the list", async () => {
     const h = make();
     const a = newWorkload(h.store, "BATCH", { command: ["true"] });

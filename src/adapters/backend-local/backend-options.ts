@@ -61,6 +61,11 @@ export interface LocalBackendOptions {
   readonly runAs?: RunAs | null;
   /** Without a sandbox: who each launch runs as; default: `runAs` for every one. */
   readonly identities?: JobIdentities;
+  /**
+   * The daemon's own trees (its state dir and spool), which no mount's source may resolve
+   * into; the host's /proc, /sys, /dev and /etc are added. Default: the spool and backendDir.
+   */
+  readonly mountForbidden?: readonly string[];
   /** Extra directories a sandboxed launch may read (e.g. the project root when from source). */
   readonly sandboxReadOnly?: readonly string[];
   readonly faults?: FaultPoints;

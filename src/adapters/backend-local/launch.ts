@@ -9,7 +9,7 @@ import { allocationLogPath } from "../../core/layout.ts";
 import type { ResourceProfile } from "../../core/models.ts";
 import type { SubmitRequest } from "../../core/ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../../core/reconciler/runway.ts";
-import type { LaunchWrapper, RunAs, SandboxPaths } from "../../core/sandbox.ts";
+import type { LaunchWrapper, RunAs, SandboxMount, SandboxPaths } from "../../core/sandbox.ts";
 import { HELPER_ENV } from "../isolation-bwrap/launch-argv.ts";
 import { jobLimitsFor, limitArgv } from "./job-limits.ts";
 import type { LimitEnforcement } from "./limit-enforcement.ts";
@@ -50,6 +50,10 @@ export function validateLaunch(
   // Fail closed: a job promised no network never runs with the host's.
   if (profile.network === "none" && !sandboxed) {
     return `profile ${profile.name} has network "none", and this machine's backend has no sandbox to give a job its own network`;
+  }
+  // Fail closed likewise: the admin's mounts exist only in the sandbox's mount namespace.
+  if ((profile.mounts ?? []).length > 0 && !sandboxed) {
+    return `profile ${profile.name} declares mounts, and this machine's backend has no sandbox to bind them in`;
   }
   if (profile.network === "none" && request.launch.kind === "WORKER" && workerSocket === null) {
     return `profile ${profile.name} has network "none", and the worker gateway has no unix socket for its workers`;
@@ -111,6 +115,8 @@ export function buildJobRecord(
   context: RecordContext,
   /** Who the job runs as (`wrapper.prepare`'s answer); null: the daemon's uid. */
   runAs: RunAs | null,
+  /** The profile's mounts, resolved on the host for this job (see mount-sources.ts). */
+  mounts: readonly SandboxMount[] = [],
 ): JobRecord {
   const { wrapper, killGraceMs } = context;
   const launch = request.launch;
@@ -121,12 +127,18 @@ export function buildJobRecord(
   const { argv, env, credentialDir } = launchOf(request, context.baseEnv, socket);
   // Only a sandbox binds it: without one the job uses the host's /tmp like any process.
   const sharedTmp = wrapper.sandboxed ? sharedTmpDir(request.allocationDir) : null;
-  const paths = sandboxPaths(
-    request.workspaceDir,
-    credentialDir,
-    [...context.sandboxReadOnly, ...(socket === null || launch.kind !== "WORKER" ? [] : [socket])],
-    sharedTmp,
-  );
+  const paths = {
+    ...sandboxPaths(
+      request.workspaceDir,
+      credentialDir,
+      [
+        ...context.sandboxReadOnly,
+        ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
+      ],
+      sharedTmp,
+    ),
+    ...(mounts.length > 0 ? { mounts } : {}),
+  };
   const timeLimitSeconds = request.timeLimitSeconds ?? profile?.resources.timeLimitSeconds ?? null;
   const limits =
     profile === undefined
@@ -163,6 +175,7 @@ export function buildJobRecord(
     warnBeforeLimitSeconds: profile?.warnBeforeLimitSeconds ?? DEFAULT_WARN_BEFORE_LIMIT_SECONDS,
     killGraceMs,
     createdAt: context.now,
+    ...(mounts.length > 0 ? { mounts: [...mounts] } : {}),
     ...(limits === undefined ? {} : { limits }),
     network,
     ...(sharedTmp === null ? {} : { sharedTmpDir: sharedTmp }),

@@ -11,6 +11,7 @@ import type { LaunchWrapper, Sandbox } from "../../core/sandbox.ts";
 import type { Clock } from "../../lib/clock.ts";
 import { type FaultPoints, noFaultPoints } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
+import { forbiddenRoots } from "../../lib/mount-sources.ts";
 import { createProgramRunner, type ProgramRunner } from "../../lib/process-runner.ts";
 import {
   DEFAULT_KILL_GRACE_MS,
@@ -36,6 +37,8 @@ export interface LocalContext {
   readonly wrapper: LaunchWrapper;
   readonly faults: FaultPoints;
   readonly killGraceMs: number;
+  /** Where no declared mount's source may resolve (the daemon's trees and the host's). */
+  readonly mountForbidden: readonly string[];
   readonly taskOutputCapBytes: number;
   readonly programs: ProgramRunner;
   readonly profileList: readonly ResourceProfile[];
@@ -87,6 +90,9 @@ export function createLocalContext(
     wrapper,
     faults: options.faults ?? noFaultPoints,
     killGraceMs: options.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
+    mountForbidden: forbiddenRoots(
+      options.mountForbidden ?? [options.spoolDir, options.backendDir],
+    ),
     taskOutputCapBytes: options.taskOutputCapBytes ?? DEFAULT_TASK_OUTPUT_CAP_BYTES,
     programs: createProgramRunner(),
     profileList: options.profiles ?? defaultLocalProfiles(),

@@ -12,8 +12,24 @@
  * With a profiles file (`serve --local-profiles FILE`, profiles-file.ts) the knobs are the
  * defaults of every profile in it that leaves the key out; `network` left out there is `none`
  * unless OPENAI4S_LOCAL_NETWORK is set.
+ *  - OPENAI4S_LOCAL_RUN_AS: `allocation` (default: the daemon's choice, a uid per workload)
+ *    or `owner` (a principal's job runs as the principal's unix account; a root daemon only);
+ *  - OPENAI4S_LOCAL_MOUNTS: `SOURCE:TARGET:MODE,...` host directories bound into every job
+ *    (MODE `ro` or `rw`; SOURCE may use `{user}` with OPENAI4S_LOCAL_RUN_AS=owner).
+ * Those two apply to every profile, the file's included.
  */
-import { DEFAULT_PIDS_MAX, type ProfileNetwork, type ResourceProfile } from "../../core/models.ts";
+import {
+  DEFAULT_PIDS_MAX,
+  type ProfileNetwork,
+  type ProfileRunAs,
+  type ResourceProfile,
+} from "../../core/models.ts";
+import {
+  mountProblem,
+  overlappingTargets,
+  type ProfileMount,
+  parseMountList,
+} from "../../core/mounts.ts";
 import { defaultLocalProfiles } from "./backend-options.ts";
 import { localProfilesFromToml, type ProfilesTomlRead } from "./profiles-file.ts";
 
@@ -23,6 +39,8 @@ export const PIDS_MAX_ENV = "OPENAI4S_LOCAL_PIDS_MAX";
 export const NETWORK_ENV = "OPENAI4S_LOCAL_NETWORK";
 /** A file of `[profiles.NAME]` tables (profiles-file.ts), read by the composition root. */
 export const LOCAL_PROFILES_ENV = "OPENAI4S_LOCAL_PROFILES";
+export const RUN_AS_PROFILE_ENV = "OPENAI4S_LOCAL_RUN_AS";
+export const MOUNTS_ENV = "OPENAI4S_LOCAL_MOUNTS";
 /** The cluster profiles' own bound (about 18 hours, the scheduler signal's limit in minutes). */
 const MAX_WARN_MINUTES = 1_092;
 /** Below this a Python interpreter does not start; above pid_max it means nothing. */
@@ -67,6 +85,33 @@ function network(env: Readonly<Record<string, string | undefined>>): Knob<Profil
   return { kind: "Bad", message: `${NETWORK_ENV}=${JSON.stringify(raw)}: expected host or none` };
 }
 
+function runAs(env: Readonly<Record<string, string | undefined>>): Knob<ProfileRunAs> {
+  const raw = env[RUN_AS_PROFILE_ENV];
+  if (raw === undefined || raw === "") return { kind: "Unset" };
+  if (raw === "allocation" || raw === "owner") return { kind: "Set", value: raw };
+  return {
+    kind: "Bad",
+    message: `${RUN_AS_PROFILE_ENV}=${JSON.stringify(raw)}: expected allocation or owner`,
+  };
+}
+
+function mounts(
+  env: Readonly<Record<string, string | undefined>>,
+  runsAsOwner: boolean,
+): Knob<readonly ProfileMount[]> {
+  const raw = env[MOUNTS_ENV];
+  if (raw === undefined || raw === "") return { kind: "Unset" };
+  const parsed = parseMountList(raw);
+  if ("error" in parsed) return { kind: "Bad", message: `${MOUNTS_ENV}: ${parsed.error}` };
+  for (const m of parsed) {
+    const problem = mountProblem(m, runsAsOwner, `${MOUNTS_ENV} entry ${m.source}:${m.target}`);
+    if (problem !== null) return { kind: "Bad", message: problem };
+  }
+  const overlap = overlappingTargets(parsed);
+  if (overlap !== null) return { kind: "Bad", message: `${MOUNTS_ENV}: ${overlap}` };
+  return { kind: "Set", value: parsed };
+}
+
 /**
  * The profiles: from the admin's file when there is one (profiles-file.ts; the knobs above
  * are then what a profile that leaves a key out gets), else the one built-in `default`.
@@ -79,30 +124,40 @@ export function localProfiles(
   const memory = wholeNumber(env, MEMORY_MB_ENV, MIN_MEMORY_MB, 2 ** 40, "MiB");
   const pids = wholeNumber(env, PIDS_MAX_ENV, MIN_PIDS, MAX_PIDS, "processes");
   const net = network(env);
-  for (const knob of [warn, memory, pids, net]) {
+  const who = runAs(env);
+  const bound = mounts(env, who.kind === "Set" && who.value === "owner");
+  for (const knob of [warn, memory, pids, net, who, bound]) {
     if (knob.kind === "Bad") return { kind: "ConfigError", message: knob.message };
   }
+  const identity = (p: ResourceProfile): ResourceProfile => ({
+    ...p,
+    ...(who.kind === "Set" ? { runAs: who.value } : {}),
+    ...(bound.kind === "Set" ? { mounts: bound.value } : {}),
+  });
   const [builtIn] = defaultLocalProfiles();
   if (builtIn === undefined) throw new Error("no built-in local profile");
   if (file !== null) {
-    return localProfilesFromToml(file.name, file.read, {
+    const read = localProfilesFromToml(file.name, file.read, {
       memoryMb: memory.kind === "Set" ? memory.value : (builtIn.resources.memoryMb ?? 1024),
       pidsMax: pids.kind === "Set" ? pids.value : DEFAULT_PIDS_MAX,
       network: net.kind === "Set" ? net.value : null,
       warnBeforeLimitSeconds: warn.kind === "Set" ? warn.value * 60 : null,
     });
+    return read.kind === "Valid" ? { kind: "Valid", profiles: read.profiles.map(identity) } : read;
   }
-  const profiles = defaultLocalProfiles().map(
-    (p): ResourceProfile => ({
-      ...p,
-      resources: {
-        ...p.resources,
-        memoryMb: memory.kind === "Set" ? memory.value : p.resources.memoryMb,
-      },
-      pidsMax: pids.kind === "Set" ? pids.value : (p.pidsMax ?? DEFAULT_PIDS_MAX),
-      network: net.kind === "Set" ? net.value : (p.network ?? "host"),
-      ...(warn.kind === "Set" ? { warnBeforeLimitSeconds: warn.value * 60 } : {}),
-    }),
-  );
+  const profiles = defaultLocalProfiles()
+    .map(
+      (p): ResourceProfile => ({
+        ...p,
+        resources: {
+          ...p.resources,
+          memoryMb: memory.kind === "Set" ? memory.value : p.resources.memoryMb,
+        },
+        pidsMax: pids.kind === "Set" ? pids.value : (p.pidsMax ?? DEFAULT_PIDS_MAX),
+        network: net.kind === "Set" ? net.value : (p.network ?? "host"),
+        ...(warn.kind === "Set" ? { warnBeforeLimitSeconds: warn.value * 60 } : {}),
+      }),
+    )
+    .map(identity);
   return { kind: "Valid", profiles };
 }

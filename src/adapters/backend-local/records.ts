@@ -107,6 +107,12 @@ export const jobRecordSchema = v.strictObject({
    * its steps' /tmp and /dev/shm. Absent (older records, no sandbox): each launch its own.
    */
   sharedTmpDir: v.optional(v.string()),
+  /** The profile's mounts as resolved for the job; steps beside it get the same. */
+  mounts: v.optional(
+    v.array(
+      v.strictObject({ source: v.string(), target: v.string(), mode: v.picklist(["ro", "rw"]) }),
+    ),
+  ),
 });
 export type JobRecord = v.InferOutput<typeof jobRecordSchema>;
 

@@ -8,6 +8,7 @@ import { externalHandle } from "../../core/models.ts";
 import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
 import type { RunAs } from "../../core/sandbox.ts";
 import { chownDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
+import { boundMount } from "../../lib/mount-sources.ts";
 import { LOCAL_FAULT_POINTS } from "./backend-options.ts";
 import { buildJobRecord, sharedTmpDir, sharedTmpSubdirs, validateLaunch } from "./launch.ts";
 import type { LocalContext } from "./local-context.ts";
@@ -57,6 +58,7 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
       spoolDir: ctx.options.spoolDir,
       workspaceDir: request.workspaceDir,
       credentialDir: launch.kind === "WORKER" ? launch.credentialDir : null,
+      subject: { profile: request.profile, owner: request.owner ?? null },
     });
     if (ctx.wrapper.sandboxed) prepareSharedTmp(ctx, request.allocationDir, runAs);
   } catch (error) {
@@ -64,6 +66,12 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
   }
   let record: JobRecord;
   try {
+    const declared = ctx.profileList.find((p) => p.name === request.profile)?.mounts ?? [];
+    const mounts = declared.map((m) => {
+      const bound = boundMount(m, runAs?.account ?? null, ctx.mountForbidden);
+      if ("error" in bound) throw new Error(bound.error);
+      return bound;
+    });
     record = buildJobRecord(
       request,
       {
@@ -77,6 +85,7 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
         workerSocket: ctx.options.workerSocket ?? null,
       },
       runAs,
+      mounts,
     );
   } catch (error) {
     return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };

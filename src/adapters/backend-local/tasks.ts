@@ -52,13 +52,15 @@ export async function runStep(
       record.limits,
       options.wrapper.wrap(
         command,
-        // The job's own /tmp and /dev/shm: what it left there for its steps is there.
-        sandboxPaths(
-          record.cwd,
-          record.credentialDir,
-          options.sandboxReadOnly,
-          record.sharedTmpDir ?? null,
-        ),
+        {
+          ...sandboxPaths(
+            record.cwd,
+            record.credentialDir,
+            options.sandboxReadOnly,
+            record.sharedTmpDir ?? null,
+          ),
+          ...(record.mounts === undefined ? {} : { mounts: record.mounts }),
+        },
         { vars },
         runAs,
         { network: record.network ?? "host" },

@@ -29,7 +29,7 @@
  * service account share a uid, and 0600 files do not separate them.
  */
 
-import { mkdirSync, writeFileSync } from "node:fs";
+import { closeSync, constants, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { userInfo } from "node:os";
 import { join } from "node:path";
 import { createChangeFeed } from "../../core/change-feed.ts";
@@ -515,6 +515,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
         // credential-shaped names and values that would change the meaning of --export.
         env: { ...baseJobEnv, ...launch.env },
         array: request.array ?? null,
+        ...(request.submitAs === undefined ? {} : { submitAs: request.submitAs }),
       },
     };
   }
@@ -525,15 +526,18 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
    * the way from POST to the controller's queue counts.
    */
   function writeBatchScript(request: SubmitRequest, scriptPath: string, script: string): void {
+    // Never through a link: an owner's job has its allocation directory given to the owner's
+    // account (its logs are opened there as that account), and a link the owner planted as
+    // the script's name would have had root write wherever it points.
     try {
-      writeFileSync(scriptPath, script, { mode: 0o700 });
+      writeNoFollow(scriptPath, script);
       return;
     } catch (error) {
       if ((error as { readonly code?: unknown }).code !== "ENOENT") throw error;
     }
     mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
     mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
-    writeFileSync(scriptPath, script, { mode: 0o700 });
+    writeNoFollow(scriptPath, script);
   }
 
   async function submitOne(request: SubmitRequest): Promise<SubmitResult> {
@@ -1069,7 +1073,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
     capabilities: {
       ...NO_CAPABILITIES,
       tasks: {
-        async runTask(target, command, { timeoutMs }): Promise<TaskResult> {
+        async runTask(target, command, { timeoutMs, submitAs }): Promise<TaskResult> {
           const queue = await broker.listQueue([target.token]);
           if (queue.kind === "Failed") {
             noteFailure(queue.error);
@@ -1101,6 +1105,7 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
             maxOutputBytes: taskMaxOutputBytes,
             // The scheduler's own backstop, should this daemon die before its timer fires.
             timeLimitMinutes: Math.max(1, Math.ceil(timeoutMs / 60_000) + 1),
+            ...(submitAs === undefined ? {} : { submitAs }),
           });
           if (result.kind === "Answered") {
             const { exitCode, stdout, stderr } = result.value;
@@ -1130,4 +1135,15 @@ export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
       jobEnv: { jobEnvRefusals },
     },
   };
+}
+
+/** `text` into `path` (created 0700, or truncated), refusing a link there (ELOOP). */
+function writeNoFollow(path: string, text: string): void {
+  const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+  const fd = openSync(path, flags, 0o700);
+  try {
+    writeFileSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
 }

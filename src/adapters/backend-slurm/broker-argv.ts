@@ -53,6 +53,11 @@ export interface BatchSpec {
    * Absent or null: one job, exactly as before arrays existed.
    */
   readonly array?: { readonly size: number; readonly maxConcurrent: number | null } | null;
+  /**
+   * Submit for this account (`--uid`/`--gid`, which only root may pass): the job runs as it
+   * and accounting, fair share and limits charge it. Absent: the submitting account.
+   */
+  readonly submitAs?: { readonly uid: number; readonly gid: number } | null;
 }
 
 /** Slurm's own ceiling for MaxArraySize; a site's limit is checked before this, at admission. */
@@ -90,6 +95,15 @@ function taskOptions(tasks: BatchSpec["tasks"]): readonly string[] {
   ];
 }
 
+/** Never root's uid or group, whatever resolved them: the last wall before the scheduler. */
+function submitAsChecks(submitAs: BatchSpec["submitAs"]) {
+  if (submitAs === undefined || submitAs === null) return [];
+  return [
+    validateCount("uid to submit as", submitAs.uid, 1, 0xfffffffe),
+    validateCount("gid to submit as", submitAs.gid, 1, 0xfffffffe),
+  ];
+}
+
 export function sbatchArgv(spec: BatchSpec): ArgvResult {
   const check = firstInvalid([
     validateJobLabel("job name", spec.jobName),
@@ -117,6 +131,7 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ? VALID
       : validateCount("warning (s)", spec.warnBeforeLimitSeconds, 1, 65_535),
     ...arrayChecks(spec.array),
+    ...submitAsChecks(spec.submitAs),
   ]);
   if (check.kind === "Invalid") return check;
   const warn =
@@ -147,6 +162,9 @@ export function sbatchArgv(spec: BatchSpec): ArgvResult {
       ...(spec.timeLimitMinutes === null ? [] : [`--time=${spec.timeLimitMinutes}`]),
       ...warn,
       ...arrayOption(spec.array),
+      ...(spec.submitAs === undefined || spec.submitAs === null
+        ? []
+        : [`--uid=${spec.submitAs.uid}`, `--gid=${spec.submitAs.gid}`]),
       // One attempt is one epoch: a requeue would rerun the attempt under the same identity
       // (and a burned credential). A node failure ends the job; the reconciler decides.
       "--no-requeue",
@@ -200,11 +218,14 @@ export function listPieces(
  * alone. So one call per tick at any count, and no more work for the controller than before.
  */
 export function squeueArgv(query: {
-  readonly uid: number;
+  /** null: every account's jobs (jobs submitted as their owners belong to many accounts). */
+  readonly uid: number | null;
   readonly names: readonly string[];
 }): ArgvResult {
   const { uid, names } = query;
-  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
+  if (uid !== null && (!Number.isInteger(uid) || uid < 0)) {
+    return { kind: "Invalid", message: `bad uid ${uid}` };
+  }
   if (names.length === 0) return { kind: "Invalid", message: "no job names to list" };
   const check = firstInvalid(names.map((n) => validateJobLabel("job name", n)));
   if (check.kind === "Invalid") return check;
@@ -216,7 +237,7 @@ export function squeueArgv(query: {
       // Every state: a job that ended less than MinJobAge ago is still here, which is what
       // closes the gap while accounting has not caught up yet.
       "--states=all",
-      `--user=${uid}`,
+      ...(uid === null ? [] : [`--user=${uid}`]),
       `--Format=${format.join(",")}`,
     ],
   };
@@ -331,6 +352,8 @@ export interface StepSpec {
   readonly maxOutputBytes: number;
   /** The scheduler-side limit too, in whole minutes, should we die before our timer fires. */
   readonly timeLimitMinutes: number;
+  /** Start it as this account (`--uid/--gid`): an owner's job takes steps from no one else. */
+  readonly submitAs?: { readonly uid: number; readonly gid: number };
 }
 
 export function srunArgv(spec: StepSpec): ArgvResult {
@@ -342,12 +365,16 @@ export function srunArgv(spec: StepSpec): ArgvResult {
     spec.workDir === null ? VALID : validatePath("working directory", spec.workDir),
     validateCount("time limit (minutes)", spec.timeLimitMinutes, 1, 100_000_000),
     validateEnv(spec.env),
+    ...submitAsChecks(spec.submitAs),
   ]);
   if (check.kind === "Invalid") return check;
   return {
     kind: "Valid",
     argv: [
       `--jobid=${spec.jobId}`,
+      ...(spec.submitAs === undefined
+        ? []
+        : [`--uid=${spec.submitAs.uid}`, `--gid=${spec.submitAs.gid}`]),
       // Share the allocation's resources with the steps already running in it (the batch
       // step, the workers) instead of waiting for them to end.
       "--overlap",

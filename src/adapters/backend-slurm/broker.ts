@@ -140,8 +140,13 @@ export interface SlurmBrokerOptions {
    */
   readonly path: string;
   readonly slurmConf?: string;
-  /** The service account whose jobs squeue lists (the daemon's own uid by default). */
-  readonly listUid?: number;
+  /**
+   * The service account whose jobs squeue lists (the daemon's own uid by default); null: every
+   * account's, for a daemon that submits jobs as their owners (`run_as = "owner"`), whose jobs
+   * belong to the scientists and would be missing from the service account's list (read as
+   * gone, then LOST).
+   */
+  readonly listUid?: number | null;
   /** For squeue, sacct, scancel and sbatch. */
   readonly commandTimeoutMs?: number;
   readonly maxOutputBytes?: number;
@@ -209,7 +214,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
     return classifyOutcome(command, await runner.run(request), request);
   }
 
-  const listUid = options.listUid ?? process.getuid?.() ?? 0;
+  const listUid = options.listUid === undefined ? (process.getuid?.() ?? 0) : options.listUid;
   interface QueueQuery {
     readonly names: readonly string[];
     readonly argv: ArgvResult;

@@ -15,6 +15,7 @@
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import type { ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import { mountProblem, overlappingTargets, type ProfileMount } from "../../core/mounts.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type BatchSpec, sbatchArgv } from "./broker-argv.ts";
 import { SCHEDULER_NAME_PATTERN } from "./broker-validation.ts";
@@ -101,6 +102,77 @@ function mpiPlugin(value: TomlScalar): string | null {
     : "must name an MPI plugin as the cluster lists it with --mpi=list (e.g. pmi2, pmix)";
 }
 
+function runAsMode(value: TomlScalar): string | null {
+  return value === "allocation" || value === "owner" ? null : 'must be "allocation" or "owner"';
+}
+
+const MOUNT_KEYS: Readonly<Record<string, KeySpec>> = {
+  source: { type: "string" },
+  target: { type: "string" },
+  mode: {
+    type: "string",
+    check: (v) => (v === "ro" || v === "rw" ? null : 'must be "ro" or "rw"'),
+  },
+};
+
+/** `[profiles.NAME.mounts.LABEL]` tables: source, target and mode, each required. */
+function readMounts(
+  node: TomlNode,
+  path: readonly string[],
+  runsAsOwner: boolean,
+  problems: Problem[],
+): readonly ProfileMount[] {
+  const where = `[${joinKey(path)}]`;
+  if (node.kind !== "table") {
+    problems.push({
+      position: node.position,
+      key: joinKey(path),
+      message: `${joinKey(path)} must be tables: write ${where.slice(0, -1)}.LABEL] and source, target and mode under it`,
+    });
+    return [];
+  }
+  const mounts: ProfileMount[] = [];
+  for (const [label, entry] of node.entries) {
+    const at = [...path, label];
+    if (entry.kind !== "table") {
+      problems.push({
+        position: entry.position,
+        key: joinKey(at),
+        message: `${joinKey(at)} must be a table: write [${joinKey(at)}] and source, target and mode under it`,
+      });
+      continue;
+    }
+    const before = problems.length;
+    const values = readKeys(entry, at, MOUNT_KEYS, problems);
+    for (const required of ["source", "target", "mode"]) {
+      if (!entry.entries.has(required)) {
+        problems.push({
+          position: entry.position,
+          key: joinKey([...at, required]),
+          message: `[${joinKey(at)}] has no ${required}`,
+        });
+      }
+    }
+    if (problems.length > before) continue;
+    const mount: ProfileMount = {
+      source: str(values, "source") ?? "",
+      target: str(values, "target") ?? "",
+      mode: str(values, "mode") === "rw" ? "rw" : "ro",
+    };
+    const problem = mountProblem(mount, runsAsOwner, `[${joinKey(at)}]`);
+    if (problem !== null) {
+      problems.push({ position: entry.position, key: joinKey(at), message: problem });
+      continue;
+    }
+    mounts.push(mount);
+  }
+  const overlap = overlappingTargets(mounts);
+  if (overlap !== null) {
+    problems.push({ position: node.position, key: joinKey(path), message: `${where}: ${overlap}` });
+  }
+  return mounts;
+}
+
 /** Defaults for every profile. */
 const CLUSTER_KEYS: Readonly<Record<string, KeySpec>> = {
   partition: { type: "string", check: schedulerName },
@@ -127,6 +199,8 @@ const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   max_tasks: { type: "integer", check: range(1, 1_000_000) },
   // srun's --mpi for those tasks (pmi2, pmix, ...); absent: the cluster's MpiDefault.
   mpi: { type: "string", check: mpiPlugin },
+  // Who jobs run as: "allocation" (the daemon's choice) or "owner" (the principal's account).
+  run_as: { type: "string", check: runAsMode },
 };
 
 const REQUIRED_PROFILE_KEYS = ["description"] as const;
@@ -352,6 +426,11 @@ function createClusterProfile(
         options.kind === "Valid"
           ? `sbatch ${options.argv.join(" ")}`
           : `invalid: ${options.message}`,
+        // The admin's eyes only: who jobs run as and what is bound in, sources included.
+        ...(publicView.runAs === "owner"
+          ? ["runs as the owning principal's unix account (submitted with --uid/--gid)"]
+          : []),
+        ...(publicView.mounts ?? []).map((m) => `mount ${m.source} at ${m.target} (${m.mode})`),
       ];
     },
   });
@@ -382,7 +461,17 @@ function readProfile(
     return null;
   }
   const before = problems.length;
-  const values = readKeys(node, path, PROFILE_KEYS, problems);
+  // [profiles.NAME.mounts.LABEL] tables are read on their own; every other key as before.
+  const mountsNode = node.entries.get("mounts");
+  const plain: TomlTableNode = {
+    ...node,
+    entries: new Map([...node.entries].filter(([k]) => k !== "mounts")),
+  };
+  const values = readKeys(plain, path, PROFILE_KEYS, problems);
+  const mounts =
+    mountsNode === undefined
+      ? []
+      : readMounts(mountsNode, [...path, "mounts"], values.get("run_as") === "owner", problems);
   for (const required of REQUIRED_PROFILE_KEYS) {
     if (!node.entries.has(required)) {
       problems.push({
@@ -453,6 +542,8 @@ function readProfile(
     // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
     ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
+    ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
+    ...(mounts.length > 0 ? { mounts } : {}),
   };
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }

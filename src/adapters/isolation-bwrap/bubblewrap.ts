@@ -240,6 +240,11 @@ export function bubblewrapArgv(
   parents.clear();
   for (const dir of paths.writable) bindWithParents(out, parents, "--bind", checkedBind(dir));
   for (const dir of paths.readOnly) bindWithParents(out, parents, "--ro-bind", checkedBind(dir));
+  // The admin's mounts, last: at their own targets, never over what is bound above.
+  for (const m of paths.mounts ?? []) {
+    makeParents(out, parents, m.target);
+    out.push(m.mode === "ro" ? "--ro-bind" : "--bind", checkedBind(m.source), m.target);
+  }
   // Relative program names and paths mean the workspace, never where the daemon runs.
   const workdir = paths.writable[0];
   if (workdir !== undefined) out.push("--chdir", workdir);
@@ -289,6 +294,12 @@ function etcArgv(out: string[]): void {
  * exist already (a tmpfs, an earlier bind) are left as they are.
  */
 function bindWithParents(out: string[], made: Set<string>, flag: string, dir: string): void {
+  makeParents(out, made, dir);
+  out.push(flag, dir, dir);
+}
+
+/** The missing parents of `dir`, made 0755 (see bindWithParents). */
+function makeParents(out: string[], made: Set<string>, dir: string): void {
   const parts = dir.split("/").filter(Boolean);
   for (let i = 1; i < parts.length; i++) {
     const parent = `/${parts.slice(0, i).join("/")}`;
@@ -296,7 +307,6 @@ function bindWithParents(out: string[], made: Set<string>, flag: string, dir: st
     made.add(parent);
     out.push("--perms", "0755", "--dir", parent);
   }
-  out.push(flag, dir, dir);
 }
 
 /**

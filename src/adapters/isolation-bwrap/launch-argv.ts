@@ -62,13 +62,21 @@ export function envArgv(argv: readonly string[], env: JobEnv): readonly string[]
   ];
 }
 
-/** `setpriv` down to `runAs`: every capability set emptied, no_new_privs, no groups. */
+/**
+ * `setpriv` down to `runAs`: every capability set emptied, no_new_privs, and no groups but
+ * the account's own (an owner's: a lab's share must stay reachable; a lease has none).
+ */
 export function dropArgv(runAs: RunAs, argv: readonly string[]): readonly string[] {
+  const groups = runAs.groups ?? [];
+  // Refused where accounts are resolved too; here as the last wall before a launch.
+  if (groups.some((g) => !Number.isInteger(g) || g <= 0)) {
+    throw new Error(`refusing supplementary groups ${groups.join(",")}: never root's group`);
+  }
   return [
     SETPRIV_PROGRAM,
     `--reuid=${runAs.uid}`,
     `--regid=${runAs.gid}`,
-    "--clear-groups",
+    groups.length === 0 ? "--clear-groups" : `--groups=${groups.join(",")}`,
     "--no-new-privs",
     "--inh-caps=-all",
     "--bounding-set=-all",
@@ -93,7 +101,7 @@ export function prepareOwnership(runAs: RunAs | null, paths: OwnedPaths): void {
 
 /** The workspace's identity claimed, and given what the job must own (see prepareOwnership). */
 export function claimAndPrepare(identities: JobIdentities, paths: OwnedPaths): RunAs | null {
-  const runAs = identities.claim(paths.workspaceDir);
+  const runAs = identities.claim(paths.workspaceDir, paths.subject);
   prepareOwnership(runAs, paths);
   return runAs;
 }

@@ -179,3 +179,71 @@ export function chooseJobIdentity(
   }
   return { kind: "Chosen", identity: { kind: "Fixed", runAs: chosen.runAs } };
 }
+
+/** Below this, a uid is a system account (Debian's and RHEL's first user is 1000). */
+export const DEFAULT_MIN_OWNER_UID = 1000;
+export const MIN_OWNER_UID_ENV = "OPENAI4S_MIN_OWNER_UID";
+
+/** The gids of the groups of `group` that list `user` as a member (its fourth field). */
+function memberGids(group: string | null, user: string): number[] {
+  const gids: number[] = [];
+  for (const line of (group ?? "").split("\n")) {
+    const fields = line.split(":");
+    const gid = fields[2];
+    if (gid === undefined || !NUMBER.test(gid)) continue;
+    if ((fields[3] ?? "").split(",").includes(user)) gids.push(Number(gid));
+  }
+  return gids;
+}
+
+/**
+ * The account a principal's jobs run as on a `run_as = "owner"` profile: `user`'s uid,
+ * primary gid and supplementary groups from the password and group databases. Refused:
+ * no such account, uid 0, a uid below `minUid` (a system account: a principal mapped to
+ * `daemon` or `postgres` would run code that owns their files), nobody (shared by
+ * services), and root's group as primary or supplementary group.
+ */
+export function ownerAccount(user: string, db: IdentityDatabase, minUid: number): RunAsResolution {
+  const invalid = (why: string): RunAsResolution => ({
+    kind: "Invalid",
+    message: `unix user ${JSON.stringify(user)}: ${why}`,
+  });
+  if (!NAME.test(user)) return invalid("is not a user name");
+  const uid = lookup(db.passwd, user, 2);
+  const gid = lookup(db.passwd, user, 3);
+  if (uid === null || gid === null) return invalid("no such account on this machine");
+  if (uid === 0) return invalid("is uid 0: jobs must never run as root");
+  if (uid < minUid) {
+    return invalid(
+      `uid ${uid} is below the lowest uid jobs may run as (${minUid}, ${MIN_OWNER_UID_ENV}): a system account`,
+    );
+  }
+  if (uid === NOBODY_ID) return invalid("is nobody, which other services share");
+  const groups = [...new Set([gid, ...memberGids(db.group, user)])].sort((a, b) => a - b);
+  if (groups.includes(0)) return invalid("is in root's group (gid 0): jobs must never be");
+  return { kind: "Resolved", runAs: { uid, gid, groups, label: `${user} (owner)`, account: user } };
+}
+
+/** `OPENAI4S_MIN_OWNER_UID`: whole number from 1; default DEFAULT_MIN_OWNER_UID. */
+export function parseMinOwnerUid(raw: string | undefined): number | { readonly error: string } {
+  if (raw === undefined || raw === "") return DEFAULT_MIN_OWNER_UID;
+  const n = /^\d{1,10}$/.test(raw) ? Number(raw) : Number.NaN;
+  if (n >= 1 && n <= 0xfffffffe) return n;
+  return {
+    error: `${MIN_OWNER_UID_ENV}=${JSON.stringify(raw)}: expected a whole number from 1 (uid 0 is never a job's)`,
+  };
+}
+
+/**
+ * Running work as its owner needs a root daemon (no one else may switch uid): a profile that
+ * asks for it under any other daemon stops the start, naming the profile, rather than
+ * running the scientists' jobs as the service account they were promised they would not.
+ */
+export function ownerModeRefusal(
+  ownerProfiles: ReadonlySet<string>,
+  choice: IdentityChoice,
+): string | null {
+  if (ownerProfiles.size === 0 || choice.kind !== "DaemonUid") return null;
+  const names = [...ownerProfiles].map((p) => JSON.stringify(p)).join(", ");
+  return `profile ${names} runs work as its owner (run_as = "owner"), which needs the daemon to run as root (only root may start work as another uid)`;
+}

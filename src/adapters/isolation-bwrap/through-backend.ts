@@ -16,7 +16,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { decorateBackend } from "../../core/decorate-backend.ts";
 import type { ProbeOutcome } from "../../core/isolation/background-verifier.ts";
 import { allocationLogPath, type StateLayout, WORKLOADS_DIR } from "../../core/layout.ts";
@@ -35,11 +35,13 @@ import {
   NODE_TMP_PLACEHOLDER,
   type RunAs,
   type Sandbox,
+  type SandboxMount,
   type SandboxPaths,
 } from "../../core/sandbox.ts";
-import { makeDirBeneath } from "../../lib/beneath-fs.ts";
+import { chmodDirBeneath, chownDirBeneath, makeDirBeneath } from "../../lib/beneath-fs.ts";
 import { type Clock, pause } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
+import { boundMount, forbiddenRoots } from "../../lib/mount-sources.ts";
 import { createProbeLayout, judgeProbe, PROBE_ENV } from "./probe.ts";
 
 /**
@@ -314,6 +316,11 @@ export interface WrappedBackendOptions {
   readonly taskEnv?: readonly string[];
   /** What every job and step gets before its own variables (PATH). */
   readonly baseEnv: Readonly<Record<string, string>>;
+  /**
+   * The daemon's own trees (state dir, spool) no mount's source may resolve into; the host's
+   * /proc, /sys, /dev and /etc are added. Default: the spool.
+   */
+  readonly mountForbidden?: readonly string[];
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */
   readonly launchEnv?: readonly string[];
   /**
@@ -350,6 +357,7 @@ export function wrappedBackend<B extends AllocationBackend>(
 ): AllocationBackend {
   const { wrapper } = options;
   const { jobEnv, tasks } = backend.capabilities;
+  const mountForbidden = forbiddenRoots(options.mountForbidden ?? [options.spoolDir]);
   const submit: AllocationBackend["submit"] = async (requests) => {
     // The backend's environment rules, applied to what the job is given while it is still an
     // environment: once wrapped it is argv text the backend can no longer check. Admission
@@ -375,7 +383,9 @@ export function wrappedBackend<B extends AllocationBackend>(
           spoolDir: options.spoolDir,
           workspaceDir: r.workspaceDir,
           credentialDir,
+          subject: { profile: r.profile, owner: r.owner ?? null },
         });
+        if (runAs?.account !== undefined) openToAccount(options.spoolDir, r.allocationDir, runAs);
       } catch (error) {
         // This request only (no free uid, a directory that cannot be made): the others of
         // the batch still go, and this one is answered, never submitted.
@@ -386,13 +396,25 @@ export function wrappedBackend<B extends AllocationBackend>(
         });
         continue;
       }
+      const mounts = mountsFor(backend, r.profile, runAs?.account ?? null, wrapper, mountForbidden);
+      if ("error" in mounts) {
+        refused.set(r.token, { kind: "Rejected", token: r.token, message: mounts.error });
+        continue;
+      }
+      // An owner's job is submitted AS the owner: it starts with their uid already, so the
+      // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
+      // its own user namespace, exactly as for a daemon that is not root.
+      const account = runAs?.account;
       prepared.push({
         ...r,
+        ...(runAs !== null && account !== undefined
+          ? { submitAs: { account, uid: runAs.uid, gid: runAs.gid } }
+          : {}),
         launch: wrapLaunch(
           r.launch,
           wrapper,
-          pathsOf(r.workspaceDir, credentialDir),
-          runAs,
+          { ...pathsOf(r.workspaceDir, credentialDir), ...mounts },
+          account === undefined ? runAs : null,
           options,
         ),
       });
@@ -414,20 +436,79 @@ export function wrappedBackend<B extends AllocationBackend>(
     // The step runs as its allocation does: the workspace's lease (claimed at its submit).
     let runAs: RunAs | null;
     try {
-      runAs = wrapper.identities.claim(where.workspaceDir);
+      runAs = wrapper.identities.claim(where.workspaceDir, taskOptions.subject);
     } catch (error) {
       return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
     }
-    const paths = pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null);
+    const subject = taskOptions.subject;
+    const mounts =
+      subject === undefined
+        ? {}
+        : mountsFor(backend, subject.profile, runAs?.account ?? null, wrapper, mountForbidden);
+    if ("error" in mounts) return { kind: "Refused", message: mounts.error };
+    const paths = {
+      ...pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
+      ...mounts,
+    };
+    // An owner's job takes its steps as the owner (as it was submitted): nothing to drop.
+    const account = runAs?.account;
     const argv = wrapper.wrap(
       command,
       paths,
       { vars: { ...options.baseEnv, HOME: homeOf(paths) } },
-      runAs,
+      account === undefined ? runAs : null,
     );
-    return tasks.runTask(target, argv, taskOptions);
+    if (runAs === null || account === undefined) return tasks.runTask(target, argv, taskOptions);
+    return tasks.runTask(target, argv, {
+      ...taskOptions,
+      submitAs: { uid: runAs.uid, gid: runAs.gid },
+    });
   };
   return decorateBackend(backend, { submit }, { tasks: { runTask } });
+}
+
+/**
+ * The profile's mounts for a job of `account`, resolved on the daemon's host (the nodes see
+ * the same paths, as they see the spool), or why the launch is refused: a mount exists only
+ * in the sandbox's namespace, so without a verified sandbox there is nowhere to bind it.
+ */
+function mountsFor(
+  backend: AllocationBackend,
+  profile: string,
+  account: string | null,
+  wrapper: LaunchWrapper,
+  forbidden: readonly string[],
+): { readonly mounts?: readonly SandboxMount[] } | { readonly error: string } {
+  const declared = backend.profiles().find((p) => p.name === profile)?.mounts ?? [];
+  if (declared.length === 0) return {};
+  if (!wrapper.sandboxed) {
+    return {
+      error: `profile ${profile} declares mounts, and no sandbox is verified on the nodes to bind them in`,
+    };
+  }
+  const mounts: SandboxMount[] = [];
+  for (const m of declared) {
+    const bound = boundMount(m, account, forbidden);
+    if ("error" in bound) return bound;
+    mounts.push(bound);
+  }
+  return { mounts };
+}
+
+/**
+ * What a job submitted as its owner's account must reach on its own: the scheduler's step
+ * daemon opens the job's logs in the allocation directory and changes into the workspace as
+ * that account, not as root. The directories above them become searchable (0711: their names
+ * stay unlistable) and the allocation directory is the account's; the daemon reads the logs
+ * there with O_NOFOLLOW, so a link the job puts in their place is refused, never followed.
+ */
+function openToAccount(spoolDir: string, allocationDir: string, runAs: RunAs): void {
+  const allocations = dirname(allocationDir);
+  const workload = dirname(allocations);
+  for (const dir of [dirname(workload), workload, allocations]) {
+    chmodDirBeneath(spoolDir, dir, 0o711);
+  }
+  chownDirBeneath(spoolDir, allocationDir, runAs);
 }
 
 /** `wrappedBackend` in the sandbox, its record saying sessionIsolation with the node verdict. */

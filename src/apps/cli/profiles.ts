@@ -13,7 +13,10 @@ import { formatDuration } from "./duration.ts";
 
 const HELP = `Usage: openai4s profiles
 
-List the profiles the daemon's backend offers: what each accepts and grants.
+List the profiles the daemon's backend offers: what each accepts and grants, and
+who its jobs run as (RUN AS "owner": your own unix account, so the files a job
+writes are yours and the cluster's accounting charges you; "allocation": a service
+identity of the workload's own).
 
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -51,6 +54,7 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             "MEMORY",
             "TIME LIMIT",
             "NETWORK",
+            "RUN AS",
             "DESCRIPTION",
           ],
           profiles.map((p) => [
@@ -69,6 +73,8 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
               : formatDuration(p.resources.timeLimitSeconds),
             // An older daemon does not say: its jobs had the host's.
             p.network ?? "host",
+            // "owner": your own unix account; an older daemon says nothing: a service uid.
+            p.runAs ?? "allocation",
             p.description,
           ]),
         ),

@@ -333,7 +333,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     files: {
       spool: layout.spool,
       workspaceDir: layout.workspaceDir,
-      claimIdentity: (workspace) => identities.claim(workspace),
+      claimIdentity: (workspace, subject) => identities.claim(workspace, subject),
       maxUploadBytes,
     },
     version: config.version,

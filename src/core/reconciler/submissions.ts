@@ -250,6 +250,7 @@ function submitRequest(
     timeLimitSeconds: p.attempt.timeLimitSeconds,
     allocationDir: p.attempt.allocationDir,
     workspaceDir: p.attempt.workspaceDir,
+    owner: live.workload.owner ?? null,
     ...(env.fresh.has(live.allocation.id) ? { freshToken: true as const } : {}),
     ...arrayOf(live),
   };

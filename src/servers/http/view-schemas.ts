@@ -149,6 +149,23 @@ const ProfileSchema = v.strictObject({
       "What its jobs' network is: `host`, the machine's (on a cluster, the node's), loopback services included; `none`, a namespace of their own with loopback only.",
     ),
   ),
+  runAs: v.pipe(
+    v.picklist(["allocation", "owner"]),
+    d(
+      "Who its jobs run as: `owner`, the submitting principal's own unix account (its files are yours, the cluster's accounting charges you); `allocation`, a service identity per workload.",
+    ),
+  ),
+  mounts: v.pipe(
+    v.array(
+      v.strictObject({
+        target: text("Where the job sees the directory."),
+        mode: v.pipe(v.picklist(["ro", "rw"]), d("`ro`: read-only; `rw`: writable.")),
+      }),
+    ),
+    d(
+      "Directories the admin binds into every job of this profile (your data in, results out); where they come from on the host is not shown.",
+    ),
+  ),
   placement: v.pipe(
     v.strictObject({
       SESSION: v.optional(v.pipe(PlacementSchema, d("Present when the profile accepts SESSION."))),

@@ -11,6 +11,7 @@ import {
   type ConditionStatus,
   type ConditionType,
   type Phase,
+  type ProfileRunAs,
   type ResourceProfile,
   type TransitionEvent,
   type Workload,
@@ -315,6 +316,8 @@ export interface ProfileView {
   };
   /** "none": its jobs get their own network namespace, loopback only; "host": the machine's. */
   readonly network: "host" | "none";
+  readonly runAs: ProfileRunAs;
+  readonly mounts: readonly { readonly target: string; readonly mode: "ro" | "rw" }[];
 }
 
 /** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
@@ -333,6 +336,9 @@ export function profileView(p: ResourceProfile): ProfileView {
       maxArraySize: p.maxArraySize ?? 0,
     },
     network: p.network ?? "host",
+    runAs: p.runAs ?? "allocation",
+    // Where and how, never from where: a host path is the admin's business.
+    mounts: (p.mounts ?? []).map((m) => ({ target: m.target, mode: m.mode })),
   };
 }
 

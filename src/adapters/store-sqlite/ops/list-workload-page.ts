@@ -18,6 +18,8 @@ export interface WorkloadPageQuery {
   readonly kind?: WorkloadKind | undefined;
   readonly phase?: Phase | undefined;
   readonly profile?: string | undefined;
+  /** A principal's name, or null for the admin's own workloads. */
+  readonly owner?: string | null | undefined;
   readonly limit: number;
   /** Older than this key (the next page); ignored when `before` is given. */
   readonly after?: WorkloadKey | undefined;
@@ -36,7 +38,7 @@ const COLUMNS = `id, kind, name, profile, spec_json AS specJson,
   spec_revision AS specRevision, phase, reason, message, desired, stop_reason AS stopReason,
   stop_message AS stopMessage, execution_epoch AS executionEpoch, max_attempts AS maxAttempts,
   exit_code AS exitCode, idempotency_key AS idempotencyKey, request_hash AS requestHash,
-  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt`;
+  created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt, owner`;
 
 type Row = typeof workloads.$inferSelect;
 
@@ -45,6 +47,8 @@ function pageSql(query: WorkloadPageQuery, newer: boolean): string {
   if (query.kind !== undefined) where.push("kind = $kind");
   if (query.phase !== undefined) where.push("phase = $phase");
   if (query.profile !== undefined) where.push("profile = $profile");
+  if (query.owner === null) where.push("owner IS NULL");
+  else if (query.owner !== undefined) where.push("owner = $owner");
   if (newer) where.push("(created_at > $at OR (created_at = $at AND id > $id))");
   else if (query.after) where.push("(created_at < $at OR (created_at = $at AND id < $id))");
   const order = newer ? "ASC" : "DESC";
@@ -61,6 +65,7 @@ export function listWorkloadPage(deps: StoreDeps, query: WorkloadPageQuery): Two
   if (query.kind !== undefined) params["kind"] = query.kind;
   if (query.phase !== undefined) params["phase"] = query.phase;
   if (query.profile !== undefined) params["profile"] = query.profile;
+  if (typeof query.owner === "string") params["owner"] = query.owner;
   if (key) {
     params["at"] = key.createdAt;
     params["id"] = key.id;

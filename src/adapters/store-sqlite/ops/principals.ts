@@ -131,3 +131,12 @@ export function workloadOwner(deps: StoreDeps, id: string): string | null | unde
     .get(id);
   return row === null ? undefined : row.owner;
 }
+
+/** True when some principal is this unix account (run-as-owner: a workspace's owner). */
+export function isPrincipalUnixUser(deps: StoreDeps, unixUser: string): boolean {
+  return (
+    deps.db.$client
+      .query<{ one: number }, [string]>("SELECT 1 AS one FROM principals WHERE unix_user = ?")
+      .get(unixUser) !== null
+  );
+}

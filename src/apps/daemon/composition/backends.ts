@@ -131,6 +131,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         hostEnv: context.env,
         faults: context.faults,
         identities: context.identities,
+        mountForbidden: [context.layout.root, context.layout.spool],
       };
       const extra = sandboxReadOnly(context);
       if (extra.kind === "ConfigError") return extra;
@@ -191,8 +192,9 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       const broker = createSlurmBroker({
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
         ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
-        // The account that submits every job: squeue lists its jobs and keeps ours.
-        listUid: uid,
+        // The account that submits every job: squeue lists its jobs and keeps ours. Jobs
+        // submitted as their owners belong to the owners' accounts, so then every account's.
+        listUid: placements.catalog.profiles().some((p) => p.runAs === "owner") ? null : uid,
       });
       const sweep = context.settings.orphanSweep;
       let ownerId: string;

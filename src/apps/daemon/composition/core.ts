@@ -5,9 +5,13 @@
  * no part itself.
  */
 import { join } from "node:path";
+import { ownerIdentities } from "../../../adapters/isolation-bwrap/owner-identities.ts";
 import {
   type IdentityChoice,
   type IdentityDatabase,
+  MIN_OWNER_UID_ENV,
+  ownerModeRefusal,
+  parseMinOwnerUid,
   systemIdentityDatabase,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import {
@@ -20,9 +24,14 @@ import { observeTransitions } from "../../../adapters/metrics/transition-observe
 import { batchPreparer } from "../../../adapters/spool/batch-preparer.ts";
 import { sessionsDisabledPreparer } from "../../../adapters/spool/session-preparer.ts";
 import type { StoreDeps } from "../../../adapters/store-sqlite/deps.ts";
+import {
+  getPrincipal,
+  isPrincipalUnixUser,
+} from "../../../adapters/store-sqlite/ops/principals.ts";
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
+import type { ResourceProfile } from "../../../core/models.ts";
 import type { AdmissionStore } from "../../../core/ports/admission-store.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { preparerByKind } from "../../../core/preparer-by-kind.ts";
@@ -31,6 +40,7 @@ import type { JobIdentities } from "../../../core/sandbox.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
+import { forbiddenRoots, startupSourceProblem } from "../../../lib/mount-sources.ts";
 import type { DaemonSettings } from "../config.ts";
 import { createBackend } from "./backends.ts";
 import { binaryIdentity } from "./binary-identity.ts";
@@ -87,7 +97,19 @@ export type CoreResult =
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
   const stores = bindStores(config.store);
-  const identities = jobIdentities(config.identity, layout);
+  const minOwnerUid = parseMinOwnerUid(config.env[MIN_OWNER_UID_ENV]);
+  if (typeof minOwnerUid !== "number") return { kind: "ConfigError", message: minOwnerUid.error };
+  // Filled once the backend has read its profiles (below), before anything is submitted.
+  const ownerProfiles = new Set<string>();
+  const identities = ownerIdentities({
+    base: jobIdentities(config.identity, layout),
+    runsAsOwner: (profile) => ownerProfiles.has(profile),
+    anyRunsAsOwner: () => ownerProfiles.size > 0,
+    unixUserOf: (principal) => getPrincipal(config.store, principal)?.unixUser ?? null,
+    isPrincipalAccount: (user) => isPrincipalUnixUser(config.store, user),
+    identityDb: systemIdentityDatabase,
+    minUid: minOwnerUid,
+  });
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -104,6 +126,14 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   });
   if (created.kind === "ConfigError") {
     return { kind: "ConfigError", message: created.message };
+  }
+  for (const p of created.backend.profiles()) if (p.runAs === "owner") ownerProfiles.add(p.name);
+  const refusal =
+    ownerModeRefusal(ownerProfiles, config.identity) ??
+    mountsRefusal(created.backend.profiles(), forbiddenRoots([layout.root, layout.spool]));
+  if (refusal !== null) {
+    await Promise.all((created.services ?? []).map((service) => service.stop()));
+    return { kind: "ConfigError", message: refusal };
   }
   // SESSIONs wait while any live allocation runs outside the verified sandbox; BATCH is
   // refused while its jobs would run as the daemon's own uid outside one.
@@ -177,6 +207,25 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       identities,
     },
   };
+}
+
+/**
+ * Every declared mount's source, checked before anything runs (a `{user}` source: the
+ * directory above `{user}`): a typo, or a source inside the state dir or the spool, stops the
+ * start naming the profile, rather than failing every job of the profile later.
+ */
+function mountsRefusal(
+  profiles: readonly ResourceProfile[],
+  forbidden: readonly string[],
+): string | null {
+  for (const p of profiles) {
+    for (const m of p.mounts ?? []) {
+      const problem = startupSourceProblem(m, forbidden);
+      if (problem !== null)
+        return `profile ${JSON.stringify(p.name)} mount ${m.target}: ${problem}`;
+    }
+  }
+  return null;
 }
 
 /** The admin's choice made into the identities launches claim (leases live in the spool). */

@@ -237,7 +237,12 @@ export async function withClusterSessionIsolation(
   readonly services: readonly BackgroundService[];
 }> {
   const locate = locateInStateDir(context.layout);
-  const job = { ...jobEnv, locate, spoolDir: context.layout.spool };
+  const job = {
+    ...jobEnv,
+    locate,
+    spoolDir: context.layout.spool,
+    mountForbidden: [context.layout.root, context.layout.spool],
+  };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.
   const plain = wrappedBackend(backend, { ...job, wrapper: plainWrapper(context.identities) });

@@ -1,6 +1,9 @@
 import { Hono } from "hono";
 import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
-import { countLiveWorkloads } from "../../../adapters/store-sqlite/index.ts";
+import {
+  countLiveWorkloads,
+  countLiveWorkloadsByOwner,
+} from "../../../adapters/store-sqlite/index.ts";
 import {
   batchRefusal,
   type IsolationVerdict,
@@ -138,6 +141,7 @@ export function createSystemRoutes(
       version: deps.version,
       now: deps.clock.now(),
       workloads: countLiveWorkloads(deps.store),
+      owners: countLiveWorkloadsByOwner(deps.store),
       lastTick: deps.reconciler.lastTick(),
       requests,
       metrics,

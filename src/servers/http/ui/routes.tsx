@@ -13,6 +13,7 @@ import {
   countLiveWorkloadsByProfile,
   getWorkloadDetails,
   listEvents,
+  listPrincipals,
   listWorkloadDetails,
   listWorkloadPage,
   requestStop,
@@ -41,7 +42,7 @@ import {
   uiCaller,
 } from "./ui-auth.ts";
 import { WorkloadPage } from "./workload-page.tsx";
-import { WorkloadsPage } from "./workloads-page.tsx";
+import { ADMIN_OWNER_OPTION, WorkloadsPage } from "./workloads-page.tsx";
 
 type Ctx = Context<ApiEnv>;
 
@@ -226,6 +227,8 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
       );
     }
     if (profile !== undefined && profile.length > 200) return plain(c, "profile: too long", 400);
+    const owner = q["owner"] || undefined;
+    if (owner !== undefined && owner.length > 64) return plain(c, "owner: too long", 400);
     const after = parseKey(q["after"]);
     const before = parseKey(q["before"]);
     if (after === null || before === null) {
@@ -235,6 +238,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
       phase: phase as Phase | undefined,
       kind: kind as WorkloadKind | undefined,
       profile,
+      owner: owner === ADMIN_OWNER_OPTION ? null : owner,
       limit: PAGE_ROWS,
       after,
       before,
@@ -248,8 +252,9 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
       <WorkloadsPage
         nonce={nonce}
         logoutCsrf={admitted.logoutCsrf}
-        filters={{ phase, kind, profile }}
+        filters={{ phase, kind, profile, owner }}
         profiles={profiles}
+        owners={listPrincipals(deps.store).map((p) => p.name)}
         page={result}
         live={live}
         nowMs={deps.clock.now()}

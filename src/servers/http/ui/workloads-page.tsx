@@ -1,5 +1,5 @@
 /** @jsxImportSource hono/jsx */
-/** The workload list: newest first, filtered by phase, kind and profile, keyset-paged. */
+/** The workload list: newest first, filtered by phase, kind, profile and owner, keyset-paged. */
 
 import type { TwoWayWorkloadPage, WorkloadKey } from "../../../adapters/store-sqlite/index.ts";
 import { PHASES, WORKLOAD_KINDS, type Workload } from "../../../core/models.ts";
@@ -10,13 +10,20 @@ export interface ListFilters {
   readonly phase?: string | undefined;
   readonly kind?: string | undefined;
   readonly profile?: string | undefined;
+  /** A principal's name, or ADMIN_OWNER_OPTION for the admin's own workloads. */
+  readonly owner?: string | undefined;
 }
+
+/** The owner filter's choice for workloads the admin submitted (no principal is named so). */
+export const ADMIN_OWNER_OPTION = "(admin)";
 
 export interface WorkloadsPageProps {
   readonly nonce: string;
   readonly logoutCsrf: string | undefined;
   readonly filters: ListFilters;
   readonly profiles: readonly string[];
+  /** Principals' names, for the owner filter. */
+  readonly owners: readonly string[];
   readonly page: TwoWayWorkloadPage;
   /** Live workloads by phase, whatever the filters: what an admin looks at first. */
   readonly live: Readonly<Record<string, number>>;
@@ -35,6 +42,7 @@ function pageHref(filters: ListFilters, edge: "after" | "before", w: Workload): 
   if (filters.phase) q.set("phase", filters.phase);
   if (filters.kind) q.set("kind", filters.kind);
   if (filters.profile) q.set("profile", filters.profile);
+  if (filters.owner) q.set("owner", filters.owner);
   q.set(edge, keyText(w));
   return `/ui/workloads?${q.toString()}`;
 }
@@ -70,6 +78,7 @@ function Row(props: { readonly w: Workload; readonly nowMs: number }) {
       <td>{w.name}</td>
       <td>{w.kind}</td>
       <td>{w.profile}</td>
+      <td>{w.owner ?? ADMIN_OWNER_OPTION}</td>
       <td>
         <PhaseBadge phase={w.phase} />
       </td>
@@ -102,6 +111,12 @@ export function WorkloadsPage(props: WorkloadsPageProps) {
         <Select name="phase" label="Phase" options={PHASES} value={filters.phase} />
         <Select name="kind" label="Kind" options={WORKLOAD_KINDS} value={filters.kind} />
         <Select name="profile" label="Profile" options={props.profiles} value={filters.profile} />
+        <Select
+          name="owner"
+          label="Owner"
+          options={[ADMIN_OWNER_OPTION, ...props.owners]}
+          value={filters.owner}
+        />
         <button type="submit">Filter</button>
       </form>
       <table>
@@ -112,6 +127,7 @@ export function WorkloadsPage(props: WorkloadsPageProps) {
             <th scope="col">Name</th>
             <th scope="col">Kind</th>
             <th scope="col">Profile</th>
+            <th scope="col">Owner</th>
             <th scope="col">Phase</th>
             <th scope="col">Reason</th>
             <th scope="col">Created</th>
@@ -121,7 +137,7 @@ export function WorkloadsPage(props: WorkloadsPageProps) {
         <tbody>
           {page.items.length === 0 ? (
             <tr>
-              <td colspan={8} class="muted">
+              <td colspan={9} class="muted">
                 No workloads match.
               </td>
             </tr>

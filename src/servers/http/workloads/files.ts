@@ -7,6 +7,7 @@
 import { closeSync, read } from "node:fs";
 import { Hono } from "hono";
 import { getWorkload } from "../../../adapters/store-sqlite/index.ts";
+import type { Workload } from "../../../core/models.ts";
 import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound, validationFailed } from "../problem.ts";
@@ -47,8 +48,10 @@ function outOfSpace(error: unknown): ApiError | null {
   });
 }
 
-function requireWorkload(deps: ApiDeps, id: string): void {
-  if (!getWorkload(deps.store, id)) throw notFound(`no workload ${JSON.stringify(id)}`);
+function requireWorkload(deps: ApiDeps, id: string): Workload {
+  const workload = getWorkload(deps.store, id);
+  if (!workload) throw notFound(`no workload ${JSON.stringify(id)}`);
+  return workload;
 }
 
 function pathParts(raw: string): readonly string[] {
@@ -137,7 +140,7 @@ export function createFileRoutes(deps: ApiDeps) {
   app.put("/v1/workloads/:id/files/:path{.+}", async function upload(c) {
     const id = c.req.param("id");
     const query = parseWith(UploadQuery, c.req.query());
-    requireWorkload(deps, id);
+    const workload = requireWorkload(deps, id);
     const raw = c.req.param("path");
     const parts = pathParts(raw);
     const mode = query.mode === undefined ? DEFAULT_UPLOAD_MODE : Number.parseInt(query.mode, 8);
@@ -145,7 +148,9 @@ export function createFileRoutes(deps: ApiDeps) {
     if (declared !== undefined && Number(declared) > files.maxUploadBytes) {
       throw tooLarge(files.maxUploadBytes);
     }
-    const target = beginUpload(files, id, parts, mode, raw);
+    // Whose job it is decides who owns the upload: on a run_as = "owner" profile, the owner.
+    const subject = { profile: workload.profile, owner: workload.owner ?? null };
+    const target = beginUpload(files, id, subject, parts, mode, raw);
     try {
       const idleMs = c.env?.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS;
       await pumpBody(c.req.raw, files.maxUploadBytes, idleMs, (chunk) => target.write(chunk));

@@ -428,6 +428,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     touchActivity(deps.store, workload.id);
     const result = await runner.runTask(target, body.command, {
       timeoutMs: (body.timeoutSeconds ?? LIMITS.taskTimeoutDefaultSeconds) * 1000,
+      subject: { profile: workload.profile, owner: workload.owner ?? null },
     });
     touchActivity(deps.store, workload.id);
     switch (result.kind) {

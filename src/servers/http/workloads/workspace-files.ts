@@ -23,6 +23,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
+import type { LaunchSubject } from "../../../core/sandbox.ts";
 import {
   atFd,
   BeneathError,
@@ -40,7 +41,7 @@ export interface WorkspaceFilesDeps {
    * The identity the workload's job runs as, claimed now (a root daemon leases a uid per
    * workspace and gives it the directory); null: the daemon's own uid.
    */
-  readonly claimIdentity: (workspaceDir: string) => Owner | null;
+  readonly claimIdentity: (workspaceDir: string, subject: LaunchSubject) => Owner | null;
   /** The largest upload accepted (`serve --max-upload-size`). */
   readonly maxUploadBytes: number;
 }
@@ -98,10 +99,14 @@ function openParent(
  * Makes the workspace (an upload before the first attempt) and settles who owns it: the
  * identity its job will run as, so the job can read what was uploaded for it.
  */
-function prepareWorkspace(deps: WorkspaceFilesDeps, workloadId: string): Owner | null {
+function prepareWorkspace(
+  deps: WorkspaceFilesDeps,
+  workloadId: string,
+  subject: LaunchSubject,
+): Owner | null {
   const workspace = deps.workspaceDir(workloadId);
   makeDirBeneath(deps.spool, workspace, { mode: 0o700 });
-  const owner = deps.claimIdentity(workspace);
+  const owner = deps.claimIdentity(workspace, subject);
   if (owner !== null) {
     const fd = openDirBeneath(deps.spool, workspace);
     try {
@@ -134,6 +139,7 @@ export interface UploadTarget {
 export function beginUpload(
   deps: WorkspaceFilesDeps,
   workloadId: string,
+  subject: LaunchSubject,
   parts: readonly string[],
   mode: number,
   shown: string,
@@ -141,7 +147,7 @@ export function beginUpload(
   let dirFd: number;
   let owner: Owner | null;
   try {
-    owner = prepareWorkspace(deps, workloadId);
+    owner = prepareWorkspace(deps, workloadId, subject);
     dirFd = openParent(deps, workloadId, parts, { owner });
   } catch (error) {
     throw asFileProblem(error, shown);
