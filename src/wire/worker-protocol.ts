@@ -167,10 +167,32 @@ const InterruptRequestSchema = v.pipe(
   v.readonly(),
 );
 
+/** A Jupyter shell request (execute, complete, inspect, ...), run by the kernel in turn. */
+const JupyterRequestSchema = v.pipe(
+  v.object({
+    kind: v.literal("jupyter"),
+    msgType: v.pipe(v.string(), v.maxLength(100)),
+    content: v.record(v.string(), v.unknown()),
+    /** As exec's: names the cell, so an interrupt reaches this one and no other. */
+    cell: v.optional(v.string()),
+  }),
+  v.readonly(),
+);
+/** What the user typed for the running cell's input(); dropped when none is waiting. */
+const InputReplyRequestSchema = v.pipe(
+  v.object({ kind: v.literal("input_reply"), value: v.string() }),
+  v.readonly(),
+);
+/** A fresh interpreter in place of the current one: state cleared, same allocation. */
+const RestartRequestSchema = v.pipe(v.object({ kind: v.literal("restart") }), v.readonly());
+
 const WorkerRequestSchema = v.variant("kind", [
   ProbeWorkspaceRequestSchema,
   ExecRequestSchema,
   InterruptRequestSchema,
+  JupyterRequestSchema,
+  InputReplyRequestSchema,
+  RestartRequestSchema,
 ]);
 /** What the gateway can ask a worker to do. */
 export type WorkerRequest = v.InferOutput<typeof WorkerRequestSchema>;
@@ -210,6 +232,20 @@ export const CellEventSchema = v.variant("type", [
     v.readonly(),
   ),
   v.pipe(v.object({ type: v.literal("display_data"), data: MimeBundleSchema }), v.readonly()),
+  /**
+   * A Jupyter message of a `jupyter` request (iopub or stdin) other than a stream, content
+   * as the kernel made it: the daemon adds the headers. Untrusted, like everything here.
+   */
+  v.pipe(
+    v.object({
+      type: v.literal("jupyter"),
+      channel: v.picklist(["iopub", "stdin"]),
+      msgType: v.pipe(v.string(), v.maxLength(100)),
+      content: v.record(v.string(), v.unknown()),
+      metadata: v.optional(v.record(v.string(), v.unknown())),
+    }),
+    v.readonly(),
+  ),
 ]);
 export type CellEvent = v.InferOutput<typeof CellEventSchema>;
 
@@ -253,16 +289,49 @@ const ErrorResponseSchema = v.pipe(
   v.readonly(),
 );
 
+/** The shell reply of a `jupyter` request (its iopub messages came as events before it). */
+const JupyterResponseSchema = v.pipe(
+  v.object({
+    kind: v.literal("jupyter"),
+    msgType: v.pipe(v.string(), v.maxLength(100)),
+    content: v.record(v.string(), v.unknown()),
+    /** As exec's: this ran in a fresh interpreter because the previous one died. */
+    kernelRestarted: v.boolean(),
+  }),
+  v.readonly(),
+);
+const InputReplyResponseSchema = v.pipe(
+  v.object({
+    kind: v.literal("input_reply"),
+    /** False when no cell was waiting for input. */
+    delivered: v.boolean(),
+  }),
+  v.readonly(),
+);
+const RestartResponseSchema = v.pipe(
+  v.object({
+    kind: v.literal("restart"),
+    /** A fresh interpreter is running (false: it could not be started; message says why). */
+    restarted: v.boolean(),
+    message: v.pipe(v.string(), v.maxLength(1000)),
+  }),
+  v.readonly(),
+);
+
 const WorkerResponseSchema = v.variant("kind", [
   ProbeWorkspaceResponseSchema,
   ExecResponseSchema,
   InterruptResponseSchema,
   ErrorResponseSchema,
+  JupyterResponseSchema,
+  InputReplyResponseSchema,
+  RestartResponseSchema,
 ]);
 export type WorkerResponse = v.InferOutput<typeof WorkerResponseSchema>;
 export type ProbeWorkspaceResponse = v.InferOutput<typeof ProbeWorkspaceResponseSchema>;
 export type ExecResponse = v.InferOutput<typeof ExecResponseSchema>;
 export type InterruptResponse = v.InferOutput<typeof InterruptResponseSchema>;
+export type JupyterResponse = v.InferOutput<typeof JupyterResponseSchema>;
 /** The worker could not serve the request (e.g. a kind it does not know). */
 export type ErrorResponse = v.InferOutput<typeof ErrorResponseSchema>;
 

@@ -119,6 +119,9 @@ export function fakeGateway(): FakeGateway {
         case "interrupt":
           response = { kind: "interrupt", delivered: false };
           break;
+        default:
+          response = { kind: "error", message: "unsupported request" };
+          break;
       }
       return { kind: "Answered", response } as RequestOutcome<ResponseFor<R>>;
     },

@@ -27,6 +27,7 @@ import {
   MimeBundleSchema,
 } from "../../wire/worker-protocol.ts";
 import kernelSource from "./kernel.py" with { type: "text" };
+import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
 
 export interface KernelResult {
   readonly status: "OK" | "ERROR";
@@ -35,6 +36,13 @@ export interface KernelResult {
   readonly error: CellError | null;
   /** This cell ran in a fresh interpreter because the previous one died: state was lost. */
   readonly kernelRestarted: boolean;
+  /** The shell reply of a Jupyter request; null for a plain exec (or a kernel that failed). */
+  readonly jupyter: JupyterReply | null;
+}
+
+export interface JupyterReply {
+  readonly msgType: string;
+  readonly content: Readonly<Record<string, unknown>>;
 }
 
 export interface ExecOptions {
@@ -42,6 +50,8 @@ export interface ExecOptions {
   readonly onEvent?: (event: CellEvent) => void;
   /** A name for the cell, so `interrupt(cell)` cannot hit a different one. */
   readonly cell?: string;
+  /** Run this Jupyter shell request instead of `code` (kernel-jupyter.py answers it). */
+  readonly jupyter?: JupyterReply;
 }
 
 export type InterruptOutcome =
@@ -59,6 +69,13 @@ export interface Kernel {
   interrupt(cell?: string): InterruptOutcome;
   /** Starts the interpreter now, so the first cell does not pay for its start-up. */
   start(): void;
+  /** Hands `value` to the running cell's input(); false when no Jupyter cell is running. */
+  input(value: string): boolean;
+  /**
+   * Kills the interpreter (and what it started) and starts a fresh one: state cleared. The
+   * running and waiting cells are answered ERROR (KernelRestarted). Null, or why it failed.
+   */
+  restart(): Promise<string | null>;
   /** The interpreter's state now. */
   status(): KernelStatus;
   /** Kills the interpreter and everything it started. Pending cells are answered ERROR. */
@@ -88,6 +105,12 @@ const LineSchema = v.union([
       status: v.picklist(["OK", "ERROR"]),
       result: v.nullable(MimeBundleSchema),
       error: v.nullable(CellErrorSchema),
+      jupyter: v.optional(
+        v.object({
+          msgType: v.pipe(v.string(), v.maxLength(100)),
+          content: v.record(v.string(), v.unknown()),
+        }),
+      ),
     }),
   }),
 ]);
@@ -101,6 +124,7 @@ interface Cell {
   readonly id: number;
   readonly code: string;
   readonly name: string | undefined;
+  readonly jupyter: JupyterReply | undefined;
   readonly onEvent: ((event: CellEvent) => void) | undefined;
   readonly resolve: (result: KernelResult) => void;
 }
@@ -116,6 +140,7 @@ function failedResult(ename: string, message: string, kernelRestarted = false): 
     result: null,
     error: { ename, evalue: message, traceback: message },
     kernelRestarted,
+    jupyter: null,
   };
 }
 
@@ -134,6 +159,8 @@ export function createKernel(options: KernelOptions): Kernel {
   let freshAfterDeath = false;
   let oomKillsAtStart: number | null = null;
   let current: KernelStatus = { state: "stopped", message: "not started yet" };
+  /** The interpreter `restart()` is killing: its exit is no death. */
+  let restarting: KernelProcess | null = null;
 
   function setStatus(status: KernelStatus): void {
     current = status;
@@ -153,7 +180,15 @@ export function createKernel(options: KernelOptions): Kernel {
     let p: KernelProcess;
     try {
       p = Bun.spawn(
-        [python, "-u", "-c", kernelSource, String(maxOutputChars), String(maxMimeChars)],
+        [
+          python,
+          "-u",
+          "-c",
+          kernelSource,
+          String(maxOutputChars),
+          String(maxMimeChars),
+          kernelJupyterSource,
+        ],
         {
           ...(options.cwd !== undefined && { cwd: options.cwd }),
           stdin: "pipe",
@@ -233,14 +268,22 @@ export function createKernel(options: KernelOptions): Kernel {
       return;
     }
     running = null;
-    cell.resolve({ ...parsed.reply, kernelRestarted: cell.restarted });
+    cell.resolve({
+      status: parsed.reply.status,
+      result: parsed.reply.result,
+      error: parsed.reply.error,
+      kernelRestarted: cell.restarted,
+      jupyter: parsed.reply.jupyter ?? null,
+    });
     pump();
   }
 
   function onExit(p: KernelProcess): void {
     if (proc === p) proc = null;
     const how = describeExit(p, oomKillsAtStart, oomKillCount(options.fsRoot ?? "/"));
-    if (!closed) {
+    const restarted = restarting === p;
+    if (restarted) restarting = null;
+    if (!closed && !restarted) {
       diedBefore = true;
       setStatus({
         state: "dead",
@@ -253,13 +296,15 @@ export function createKernel(options: KernelOptions): Kernel {
       cell.resolve(
         closed
           ? failedResult("KernelShutDown", "the kernel was shut down")
-          : failedResult(
+          : restarted
+            ? failedResult("KernelRestarted", "the kernel was restarted while running this code")
+            : failedResult(
               "KernelDied",
               `the Python kernel died (${how}) while running this code; its state is lost, and the next exec starts a fresh interpreter`,
             ),
       );
       pump();
-    } else if (!closed) {
+    } else if (!closed && !restarted) {
       log.warn("kernel: the interpreter exited while idle; the next exec starts a fresh one", {
         how,
       });
@@ -286,7 +331,11 @@ export function createKernel(options: KernelOptions): Kernel {
     freshAfterDeath = false;
     running = { ...cell, proc: started, restarted };
     try {
-      started.stdin.write(`${JSON.stringify({ id: cell.id, code: cell.code })}\n`);
+      const line =
+        cell.jupyter !== undefined
+          ? { id: cell.id, jupyter: { msg_type: cell.jupyter.msgType, content: cell.jupyter.content } }
+          : { id: cell.id, code: cell.code };
+      started.stdin.write(`${JSON.stringify(line)}\n`);
       void started.stdin.flush();
     } catch (error) {
       log.error("kernel: cannot write to the interpreter", { error: String(error) });
@@ -301,6 +350,7 @@ export function createKernel(options: KernelOptions): Kernel {
           id: nextId++,
           code,
           name: execOptions.cell,
+          jupyter: execOptions.jupyter,
           onEvent: execOptions.onEvent,
           resolve,
         });
@@ -335,6 +385,36 @@ export function createKernel(options: KernelOptions): Kernel {
     },
 
     status: () => current,
+
+    input(value) {
+      const target = running;
+      if (!target || target.jupyter === undefined) return false;
+      try {
+        target.proc.stdin.write(`${JSON.stringify({ input_reply: value })}\n`);
+        void target.proc.stdin.flush();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+
+    async restart() {
+      if (closed) return "the kernel is shut down";
+      for (const cell of waiting.splice(0)) {
+        cell.resolve(failedResult("KernelRestarted", "the kernel was restarted before this ran"));
+      }
+      const p = proc;
+      if (p) {
+        restarting = p;
+        kill(p);
+        await p.exited;
+      }
+      diedBefore = false;
+      const started = spawn();
+      if (typeof started === "string") return started;
+      setStatus({ state: "running", message: "restarted on request; earlier state is cleared" });
+      return null;
+    },
 
     async close() {
       closed = true;

@@ -112,6 +112,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
       const cell = randomUUID();
       const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
       const onEvent = (event: CellEvent) => {
+        if (event.type === "jupyter") return; // only a Jupyter request's (jupyter/ relays them)
         const output = toOutput(event);
         appendOutput(collected, output);
         onOutput?.(output);
@@ -205,7 +206,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   };
 }
 
-function toOutput(event: CellEvent): ExecOutput {
+function toOutput(event: Exclude<CellEvent, { type: "jupyter" }>): ExecOutput {
   return event.type === "stream"
     ? { type: "stream", name: event.name, text: event.text }
     : { type: "display_data", data: event.data };
