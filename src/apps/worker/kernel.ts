@@ -299,9 +299,9 @@ export function createKernel(options: KernelOptions): Kernel {
           : restarted
             ? failedResult("KernelRestarted", "the kernel was restarted while running this code")
             : failedResult(
-              "KernelDied",
-              `the Python kernel died (${how}) while running this code; its state is lost, and the next exec starts a fresh interpreter`,
-            ),
+                "KernelDied",
+                `the Python kernel died (${how}) while running this code; its state is lost, and the next exec starts a fresh interpreter`,
+              ),
       );
       pump();
     } else if (!closed && !restarted) {
@@ -333,7 +333,10 @@ export function createKernel(options: KernelOptions): Kernel {
     try {
       const line =
         cell.jupyter !== undefined
-          ? { id: cell.id, jupyter: { msg_type: cell.jupyter.msgType, content: cell.jupyter.content } }
+          ? {
+              id: cell.id,
+              jupyter: { msg_type: cell.jupyter.msgType, content: cell.jupyter.content },
+            }
           : { id: cell.id, code: cell.code };
       started.stdin.write(`${JSON.stringify(line)}\n`);
       void started.stdin.flush();
