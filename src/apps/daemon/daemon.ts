@@ -37,6 +37,7 @@ import { faultPointsFromEnv } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
 import type { Access, ApiBindings } from "../../servers/http/deps.ts";
+import { bunWebSocket, type SocketHandlers } from "../../servers/http/jupyter/socket.ts";
 import { createCallRateHistory } from "../../servers/http/ui/call-rate-history.ts";
 import { declaresBody } from "../../servers/http/validation.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
@@ -347,6 +348,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     metrics,
     processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
+    ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
   });
@@ -362,15 +364,18 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const maxRequestBodySize = maxUploadBytes + 1024 * 1024;
   for (const address of config.listen) {
     // Set once the TCP listener exists: the audit log names a request's client address.
-    let tcpServer: Server<undefined> | null = null;
+    let tcpServer: Server<SocketHandlers> | null = null;
+    // Either listener's server, for the websockets of Jupyter's channels.
+    let anyServer: Server<SocketHandlers> | null = null;
     const bindings: ApiBindings = {
+      upgrade: (request, handlers) => anyServer?.upgrade(request, { data: handlers }) ?? false,
       access: accessFor(address, adminToken),
       ...(config.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: config.bodyTimeoutMs } : {}),
       ...(address.kind === "tcp"
         ? { peerOf: (request: Request) => tcpServer?.requestIP(request)?.address ?? null }
         : {}),
     };
-    const fetch = async (request: Request, server: Server<undefined>) => {
+    const fetch = async (request: Request, server: Server<SocketHandlers>) => {
       const response = closeIfBodyUnread(request, await app.fetch(request, bindings));
       // A streamed answer (a followed log, a streaming exec) can stay quiet for minutes while
       // the job or the cell works; Bun's 10 s idle timeout cut such streams (ECONNRESET in
@@ -388,10 +393,15 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
         const server = withPrivateSocket(address.path, () =>
           // Bun's types leave idleTimeout off the unix options; the runtime honours it
           // (the logs-live test fails without it).
-          Bun.serve({ unix: address.path, fetch, idleTimeout: 0, maxRequestBodySize } as Parameters<
-            typeof Bun.serve
-          >[0]),
-        );
+          Bun.serve({
+            unix: address.path,
+            fetch,
+            idleTimeout: 0,
+            maxRequestBodySize,
+            websocket: bunWebSocket,
+          } as Parameters<typeof Bun.serve>[0]),
+        ) as Server<SocketHandlers>;
+        anyServer = server;
         servers.push(server);
         cleanups.push(() => removeSocket(address.path));
         listening.push(formatListenAddress(address));
@@ -401,8 +411,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
           port: address.port,
           fetch,
           maxRequestBodySize,
+          websocket: bunWebSocket,
         });
         tcpServer = server;
+        anyServer = server;
         servers.push(server);
         listening.push(
           formatListenAddress({
