@@ -25,6 +25,7 @@ import { normalize, submitWorkload } from "../workloads/submit.ts";
 import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
 import type { SocketHandlers } from "./socket.ts";
+import { jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
 
 /** What jupyter_server's gateway client and JupyterLab read from `GET /api`. */
 const JUPYTER_API_VERSION = "2.14.0";
@@ -225,15 +226,20 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
       });
     }
     let connection: ReturnType<KernelHubs["connect"]> | null = null;
+    // Bun selects the first protocol a client offers; JupyterLab offers only v1.
+    const offered = c.req.header("sec-websocket-protocol")?.split(",")[0]?.trim() ?? "";
+    const v1 = offered === V1_PROTOCOL;
     const handlers: SocketHandlers = {
       open(ws) {
         connection = hubs.connect(w.id, {
-          send: (text) => void ws.send(text),
+          send: (text) => void ws.send(v1 ? jsonToV1(text) : text),
           close: (code, reason) => ws.close(code, reason),
         });
       },
       message(_ws, message) {
-        connection?.onMessage(typeof message === "string" ? message : message.toString("utf8"));
+        const text =
+          typeof message === "string" ? message : v1 ? v1ToJson(message) : message.toString("utf8");
+        if (text !== null) connection?.onMessage(text);
       },
       close() {
         connection?.onClose();
