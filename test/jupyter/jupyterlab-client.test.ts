@@ -66,6 +66,12 @@ function ofType(iopub: readonly IOPub[], type: string): IOPub[] {
   return iopub.filter((m) => m.header.msg_type === type);
 }
 
+/** The content of a message that must be there (a missing one fails the test, not a TypeError). */
+function contentOf<T>(msg: IOPub | undefined): T {
+  if (msg === undefined) throw new Error("expected message missing");
+  return msg.content as T;
+}
+
 function stdout(iopub: readonly IOPub[]): string {
   return ofType(iopub, "stream")
     .map((m) => m.content as { name: string; text: string })
@@ -151,16 +157,16 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
         (m) => "image/png" in (m.content as { data: object }).data,
       );
       expect(png).toBeDefined();
-      const data = (png?.content as { data: Record<string, string> }).data;
+      const data = contentOf<{ data: Record<string, string> }>(png).data;
       expect(
         Buffer.from(data["image/png"] ?? "", "base64")
           .subarray(1, 4)
           .toString(),
       ).toBe("PNG");
-      const result = ofType(iopub, "execute_result")[0]?.content as {
+      const result = contentOf<{
         data: Record<string, string>;
         execution_count: number;
-      };
+      }>(ofType(iopub, "execute_result")[0]);
       expect(result.data["text/plain"]).toBe("42");
       expect(result.execution_count).toBe(
         (reply.content as { execution_count: number }).execution_count,
@@ -173,7 +179,7 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
 
       const failed = await run(kernel, "1 / 0");
       expect(failed.reply.content.status).toBe("error");
-      const error = ofType(failed.iopub, "error")[0]?.content as { ename: string };
+      const error = contentOf<{ ename: string }>(ofType(failed.iopub, "error")[0]);
       expect(error.ename).toBe("ZeroDivisionError");
     },
     TIMEOUT_MS,
@@ -224,13 +230,13 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
       await kernel.interrupt();
       const reply = (await future.done) as KernelMessage.IExecuteReplyMsg;
       expect(reply.content.status).toBe("error");
-      expect((ofType(iopub, "error")[0]?.content as { ename: string }).ename).toBe(
+      expect(contentOf<{ ename: string }>(ofType(iopub, "error")[0]).ename).toBe(
         "KeyboardInterrupt",
       );
       const after = await run(kernel, "kept");
-      const result = ofType(after.iopub, "execute_result")[0]?.content as {
+      const result = contentOf<{
         data: Record<string, string>;
-      };
+      }>(ofType(after.iopub, "execute_result")[0]);
       expect(result.data["text/plain"]).toBe("'still here'");
     },
     TIMEOUT_MS,
@@ -244,7 +250,7 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
       expect(kernel.id).toBe(id);
       const { iopub, reply } = await run(kernel, "kept");
       expect(reply.content.status).toBe("error");
-      expect((ofType(iopub, "error")[0]?.content as { ename: string }).ename).toBe("NameError");
+      expect(contentOf<{ ename: string }>(ofType(iopub, "error")[0]).ename).toBe("NameError");
     },
     TIMEOUT_MS,
   );
