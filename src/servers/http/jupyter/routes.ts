@@ -14,6 +14,7 @@ import {
   touchActivity,
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Submitter } from "../../../core/admission.ts";
+import { envNameRefusal } from "../../../core/env-policy.ts";
 import { isTerminal, type ResourceProfile, type Workload } from "../../../core/models.ts";
 import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
@@ -26,6 +27,9 @@ import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
 import type { SocketHandlers } from "./socket.ts";
 import { jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
+
+/** Kernel names a client uses for "plain Python": the default profile's kernel. */
+const PYTHON_ALIASES: ReadonlySet<string> = new Set(["python3", "python"]);
 
 /** What jupyter_server's gateway client and JupyterLab read from `GET /api`. */
 const JUPYTER_API_VERSION = "2.14.0";
@@ -56,6 +60,17 @@ function unavailable(): ApiError {
     title: "Sessions are not enabled",
     detail: "kernels are sessions, and this daemon has no worker gateway (OPENAI4S_WORKER_LISTEN)",
   });
+}
+
+/** The KERNEL_* variables of a launch request that the env policy allows, as strings. */
+export function kernelEnv(given: unknown): Record<string, string> {
+  if (typeof given !== "object" || given === null) return {};
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(given)) {
+    if (!name.startsWith("KERNEL_") || envNameRefusal(name) !== null) continue;
+    if (typeof value === "string") out[name] = value;
+  }
+  return out;
 }
 
 export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: KernelHubs | null } {
@@ -133,18 +148,26 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     const given =
       typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
     const profiles = sessionProfiles(deps);
+    const fallback = (profiles.find((p) => p.name === "default") ?? profiles[0])?.name ?? "default";
+    const asked = typeof given["name"] === "string" ? given["name"] : "";
+    // "python3" is every notebook's (and jupyter_server's gateway client's) default kernel
+    // name: it means the default profile unless a profile has that name. Any other unknown
+    // name is refused by admission, naming the profile.
     const name =
-      typeof given["name"] === "string" && given["name"] !== ""
-        ? given["name"]
-        : ((profiles.find((p) => p.name === "default") ?? profiles[0])?.name ?? "default");
-    // The same schema and admission as POST /v1/workloads: a refused env name is a 400 that
-    // names it. `path` (the notebook's) chooses nothing on the host and is not used.
-    const env = given["env"];
+      asked === "" || (PYTHON_ALIASES.has(asked) && !profiles.some((p) => p.name === asked))
+        ? fallback
+        : asked;
+    // The same schema and admission as POST /v1/workloads. Gateway clients send the client's
+    // whole environment (nbclient: PATH, HOME, its own gateway token): as Kernel and
+    // Enterprise Gateway do, only KERNEL_* variables reach the kernel, and of those only
+    // names the env policy allows (a credential-shaped one is dropped, never forwarded).
+    // `path` (the notebook's) chooses nothing on the host and is not used.
+    const env = kernelEnv(given["env"]);
     const submission = normalize(
       parseWith(SubmitBody, {
         kind: "SESSION",
         profile: name,
-        ...(env !== undefined && env !== null ? { env } : {}),
+        ...(Object.keys(env).length > 0 ? { env } : {}),
       }),
     );
     const outcome = await submitWorkload(deps, submission, null, submitterFor(c.get("caller")));
