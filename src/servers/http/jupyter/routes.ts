@@ -25,6 +25,7 @@ import { SubmitBody } from "../workloads/schemas.ts";
 import { normalize, submitWorkload } from "../workloads/submit.ts";
 import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
+import { KernelStartBody } from "./schemas.ts";
 import type { SocketHandlers } from "./socket.ts";
 import { jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
 
@@ -144,9 +145,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
 
   app.post("/api/kernels", async function startKernel(c) {
     if (!jupyter) throw unavailable();
-    const body = (await readJson(c, { emptyIsNone: true })) ?? {};
-    const given =
-      typeof body === "object" && body !== null ? (body as Record<string, unknown>) : {};
+    const given = parseWith(KernelStartBody, (await readJson(c, { emptyIsNone: true })) ?? {});
     const profiles = sessionProfiles(deps);
     const fallback = (profiles.find((p) => p.name === "default") ?? profiles[0])?.name ?? "default";
     const asked = typeof given["name"] === "string" ? given["name"] : "";
