@@ -243,6 +243,23 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
   );
 
   test(
+    "a kernel that dies under a cell answers it (error, then idle); the next cell runs fresh",
+    async () => {
+      await run(kernel, "before_death = 1");
+      const died = await run(kernel, "import os\nos._exit(1)");
+      expect(died.reply.content.status).toBe("error");
+      expect((died.reply.content as { ename?: string }).ename).toBe("KernelDied");
+      const after = await run(kernel, "'before_death' in dir()");
+      expect(after.reply.content.status).toBe("ok");
+      const result = contentOf<{ data: Record<string, string> }>(
+        ofType(after.iopub, "execute_result")[0],
+      );
+      expect(result.data["text/plain"]).toBe("False");
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
     "restart gives a fresh interpreter with the same id: the state is cleared",
     async () => {
       const id = kernel.id;

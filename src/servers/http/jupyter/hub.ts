@@ -209,8 +209,14 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     deps.touch(h.id);
     const renew = setInterval(() => deps.touch(h.id), RENEW_ACTIVITY_MS);
     try {
+      let idle = false;
       const outcome = await deps.jupyter.request(h.id, request.msgType, request.content, {
-        onEvent: (event) => relay(h, socket, request, event),
+        onEvent: (event) => {
+          if (event.type === "jupyter" && event.msgType === "status") {
+            idle = event.content["execution_state"] === "idle";
+          }
+          relay(h, socket, request, event);
+        },
         cell: String(request.header["msg_id"]),
       });
       if (outcome.kind !== "Reply") {
@@ -221,6 +227,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       }
       if (outcome.msgType === "kernel_info_reply") h.kernelInfo = outcome.content;
       reply(h, socket, "shell", request, outcome.msgType, outcome.content);
+      // The interpreter died under the request (os._exit, a segfault, the OOM killer): it
+      // never said idle (maybe not even busy: its last lines die with it), and a client
+      // waits for idle as much as for the reply. The next request starts a fresh one.
+      if (!idle) status(h, "idle", request.header);
     } finally {
       clearInterval(renew);
       deps.touch(h.id);
