@@ -304,6 +304,38 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
   );
 
   test(
+    "a session cancelled elsewhere reaches a connected client: status dead, the socket closed with the reason",
+    async () => {
+      const other = await kernels.startNew({ name: "default" });
+      await other.info;
+      const ws = new WebSocket(
+        `ws://127.0.0.1:${port}/api/kernels/${other.id}/channels?token=${token}`,
+      );
+      const states: string[] = [];
+      const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+        ws.onclose = (event) => resolve({ code: event.code, reason: event.reason });
+      });
+      ws.onmessage = (event) => {
+        const m = JSON.parse(String(event.data)) as {
+          msg_type: string;
+          content: { execution_state?: string };
+        };
+        if (m.msg_type === "status") states.push(m.content.execution_state ?? "");
+      };
+      await new Promise((resolve) => {
+        ws.onopen = resolve;
+      });
+      const workloadId = `w-${other.id.slice(2).replaceAll("-", "")}`;
+      expect((await d.cli("cancel", workloadId)).code).toBe(0);
+      const end = await closed;
+      expect(states).toContain("dead");
+      expect(end.reason).toContain("CANCELLED");
+      other.dispose();
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
     "shutdown ends the session: the kernel is gone from the list",
     async () => {
       const id = kernel.id;
