@@ -243,6 +243,26 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
   );
 
   test(
+    "a failed cell aborts the cells queued behind it (stop_on_error, as Run All), not later ones",
+    async () => {
+      const first = kernel.requestExecute({
+        code: "import time\ntime.sleep(0.3)\n1 / 0",
+        stop_on_error: true,
+      });
+      const second = kernel.requestExecute({ code: "queued_after_error = 1" });
+      expect((await first.done).content.status).toBe("error");
+      expect((await second.done).content.status).toBe("aborted");
+      const after = await run(kernel, "'queued_after_error' in dir()");
+      expect(after.reply.content.status).toBe("ok");
+      const result = contentOf<{ data: Record<string, string> }>(
+        ofType(after.iopub, "execute_result")[0],
+      );
+      expect(result.data["text/plain"]).toBe("False");
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
     "a kernel that dies under a cell answers it (error, then idle); the next cell runs fresh",
     async () => {
       await run(kernel, "before_death = 1");

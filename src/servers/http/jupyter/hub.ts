@@ -72,6 +72,10 @@ interface Hub {
   lastActivityMs: number | null;
   kernelInfo: Readonly<Record<string, unknown>> | null;
   chain: Promise<void>;
+  /** Shell requests received so far (their order of arrival). */
+  received: number;
+  /** Execute requests received up to this one are aborted: an earlier cell failed. */
+  abortThrough: number;
   watch: ReturnType<typeof setInterval> | null;
 }
 
@@ -93,6 +97,8 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         lastActivityMs: null,
         kernelInfo: null,
         chain: Promise.resolve(),
+        received: 0,
+        abortThrough: 0,
         watch: null,
       };
       hubs.set(id, h);
@@ -204,7 +210,20 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     }
   }
 
-  async function runShell(h: Hub, socket: KernelSocket, request: ClientMessage): Promise<void> {
+  async function runShell(
+    h: Hub,
+    socket: KernelSocket,
+    request: ClientMessage,
+    arrival: number,
+  ): Promise<void> {
+    if (request.msgType === "execute_request" && arrival <= h.abortThrough) {
+      // Queued behind a cell that failed with stop_on_error ("Run All" stops at the error),
+      // as ipykernel answers such requests.
+      status(h, "busy", request.header);
+      reply(h, socket, "shell", request, "execute_reply", { status: "aborted" });
+      status(h, "idle", request.header);
+      return;
+    }
     if (!(await untilReady(h, socket, request))) return;
     deps.touch(h.id);
     const renew = setInterval(() => deps.touch(h.id), RENEW_ACTIVITY_MS);
@@ -226,6 +245,13 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         return;
       }
       if (outcome.msgType === "kernel_info_reply") h.kernelInfo = outcome.content;
+      if (
+        outcome.msgType === "execute_reply" &&
+        outcome.content["status"] === "error" &&
+        request.content["stop_on_error"] !== false
+      ) {
+        h.abortThrough = h.received;
+      }
       reply(h, socket, "shell", request, outcome.msgType, outcome.content);
       // The interpreter died under the request (os._exit, a segfault, the OOM killer): it
       // never said idle (maybe not even busy: its last lines die with it), and a client
@@ -288,7 +314,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       }
       case "kernel_info_request":
         if (answerKernelInfo(h, socket, request)) return;
-        h.chain = h.chain.then(() => runShell(h, socket, request));
+        {
+          const arrival = ++h.received;
+          h.chain = h.chain.then(() => runShell(h, socket, request, arrival));
+        }
         return;
       default:
         errorReply(
@@ -309,16 +338,19 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       return;
     }
     switch (request.channel) {
-      case "shell":
+      case "shell": {
         if (request.msgType === "kernel_info_request" && answerKernelInfo(h, socket, request))
           return;
-        // Serial, and never broken by one failure: the next request still runs.
+        // Serial, and never broken by one failure: the next request still runs. Numbered as
+        // they arrive: a failed cell aborts the executes queued behind it, not later ones.
+        const arrival = ++h.received;
         h.chain = h.chain
-          .then(() => runShell(h, socket, request))
+          .then(() => runShell(h, socket, request, arrival))
           .catch((error: unknown) => {
             deps.log.error("jupyter: shell request failed", { kernel: h.id, error: String(error) });
           });
         return;
+      }
       case "control":
         void runControl(h, socket, request).catch((error: unknown) => {
           deps.log.error("jupyter: control request failed", { kernel: h.id, error: String(error) });
