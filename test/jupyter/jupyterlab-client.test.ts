@@ -186,6 +186,20 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
   );
 
   test(
+    "what subprocesses and C code print lands in the cell, not the job log",
+    async () => {
+      const { iopub, reply } = await run(
+        kernel,
+        "import os, ctypes\nos.system('echo from-a-subprocess')\nctypes.CDLL(None).printf(b'from C\\n')",
+      );
+      expect(reply.content.status).toBe("ok");
+      expect(stdout(iopub)).toContain("from-a-subprocess\n");
+      expect(stdout(iopub)).toContain("from C\n");
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
     "input() asks the client and gets its answer",
     async () => {
       const { iopub, reply } = await run(kernel, "name = input('who? ')\nprint('hello', name)", [

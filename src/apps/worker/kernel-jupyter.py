@@ -207,6 +207,7 @@ class Jupyter:
         out, err = Stream(kernel, "stdout"), Stream(kernel, "stderr")
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
+        captures = [FdCapture(1, out), FdCapture(2, err)]
         try:
             kernel.running = True
             try:
@@ -223,6 +224,8 @@ class Jupyter:
             self.last_error = {"ename": "KeyboardInterrupt", "evalue": str(caught), "traceback": []}
             self.emit("iopub", "error", self.last_error)
         finally:
+            for capture in captures:
+                capture.stop()
             sys.stdout, sys.stderr = saved
         out.close_cell()
         err.close_cell()
@@ -316,6 +319,54 @@ class Jupyter:
         except (SyntaxError, ValueError, OverflowError):
             return {"status": "invalid"}
         return {"status": "complete"} if compiled is not None else {"status": "incomplete", "indent": ""}
+
+
+class FdCapture:
+    """What subprocesses and C code write to fd 1 or 2 during a cell, into the cell's stream.
+
+    The fd is pointed at a pipe for the cell (the kernel's own protocol channel is a private
+    duplicate, untouched); a thread forwards what arrives. At the end C's stdio buffers are
+    flushed, the fd restored, and the thread drains what is left. A background process that
+    outlives the cell keeps the pipe: the thread is not waited for beyond a moment, and what
+    it forwards later lands in the cell running then, as ipykernel does.
+    """
+
+    def __init__(self, fd, stream):
+        self.fd = fd
+        self.saved = None
+        self.thread = None
+        try:
+            read_end, write_end = os.pipe()
+            self.saved = os.dup(fd)
+            os.dup2(write_end, fd)
+            os.close(write_end)
+        except OSError:
+            self.saved = None
+            return
+        decoder = __import__("codecs").getincrementaldecoder("utf-8")("replace")
+
+        def forward():
+            with os.fdopen(read_end, "rb", buffering=0) as pipe:
+                while True:
+                    chunk = pipe.read(65536)
+                    if not chunk:
+                        break
+                    stream.write(decoder.decode(chunk))
+
+        self.thread = threading.Thread(target=forward, name="openai4s-fd%d" % fd, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        if self.saved is None:
+            return
+        try:
+            __import__("ctypes").CDLL(None).fflush(None)
+        except Exception:
+            pass
+        os.dup2(self.saved, self.fd)
+        os.close(self.saved)
+        self.saved = None
+        self.thread.join(0.2)
 
 
 def plain_matches(text, namespace):
