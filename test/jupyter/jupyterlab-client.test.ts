@@ -385,4 +385,28 @@ describe.skipIf(missing !== null)("JupyterLab's client library against the daemo
     },
     TIMEOUT_MS,
   );
+  test(
+    "a daemon that stops closes its kernels' websockets at once (clients reconnect), not after the drain",
+    async () => {
+      const other = await kernels.startNew({ name: "default" });
+      await other.info;
+      const ws = new WebSocket(
+        `ws://127.0.0.1:${port}/api/kernels/${other.id}/channels?token=${token}`,
+      );
+      await new Promise((resolve) => {
+        ws.onopen = resolve;
+      });
+      const closed = new Promise<string>((resolve) => {
+        ws.onclose = (event) => resolve(event.reason);
+      });
+      other.dispose();
+      const t0 = performance.now();
+      d.proc.kill("SIGTERM");
+      await d.proc.exited;
+      // The drain grace is 5 s: a daemon waiting on open websockets took all of it.
+      expect(performance.now() - t0).toBeLessThan(3000);
+      expect(await closed).toContain("the daemon is stopping");
+    },
+    TIMEOUT_MS,
+  );
 });

@@ -323,7 +323,9 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   cleanups.push(() => clearInterval(sampler));
 
   // 7. The API, once per listener; each listener says how it authenticates.
+  const beforeDrain: (() => void)[] = [];
   const app = createApp({
+    onDaemonStop: (close) => beforeDrain.push(close),
     schedulerCallHistory,
     store,
     admission,
@@ -356,6 +358,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const listening: string[] = [];
   const drainTimeoutMs = config.drainTimeoutMs ?? 5000;
   cleanups.push(async () => {
+    // Websockets (Jupyter's channels) would hold the drain for its whole grace: closed first.
+    for (const close of beforeDrain) close();
     // Stop accepting everywhere at once; in-flight requests get a grace period.
     await Promise.all(servers.map((server) => stopServer(server, drainTimeoutMs)));
   });

@@ -119,6 +119,11 @@ export interface ApiDeps {
   readonly sessions?: SessionService;
   /** Absent when sessions are not enabled: the Jupyter routes answer 409. */
   readonly jupyter?: JupyterService;
+  /**
+   * Registers what must happen as the daemon stops, before its listeners drain: open
+   * websockets are closed (clients reconnect to the next daemon) rather than waited for.
+   */
+  readonly onDaemonStop?: (close: () => void) => void;
   /** Scheduler calls sampled by the daemon for the cluster page; absent: not recorded. */
   readonly schedulerCallHistory?: CallRateHistory;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */

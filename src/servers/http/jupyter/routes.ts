@@ -96,6 +96,8 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
           log: deps.log,
         });
 
+  if (hubs) deps.onDaemonStop?.(() => hubs.closeAll("the daemon is stopping; reconnect"));
+
   function submitterFor(caller: Caller): Submitter {
     if (caller.kind === "Admin") return { owner: null, limits: null };
     const principal = getPrincipal(deps.store, caller.name);
