@@ -175,10 +175,29 @@ const InterruptRequestSchema = v.pipe(
 /** A fresh interpreter in place of the current one: state cleared, the cells it held fail. */
 const RestartRequestSchema = v.pipe(v.object({ kind: v.literal("restart") }), v.readonly());
 
+/** A Jupyter shell request (execute, complete, inspect, ...), run by the kernel in turn. */
+const JupyterRequestSchema = v.pipe(
+  v.object({
+    kind: v.literal("jupyter"),
+    msgType: v.pipe(v.string(), v.maxLength(100)),
+    content: v.record(v.string(), v.unknown()),
+    /** As exec's: names the cell, so an interrupt reaches this one and no other. */
+    cell: v.optional(v.string()),
+  }),
+  v.readonly(),
+);
+/** What the user typed for the running cell's input(); dropped when none is waiting. */
+const InputReplyRequestSchema = v.pipe(
+  v.object({ kind: v.literal("input_reply"), value: v.string() }),
+  v.readonly(),
+);
+
 const WorkerRequestSchema = v.variant("kind", [
   ProbeWorkspaceRequestSchema,
   ExecRequestSchema,
   InterruptRequestSchema,
+  JupyterRequestSchema,
+  InputReplyRequestSchema,
   RestartRequestSchema,
 ]);
 /** What the gateway can ask a worker to do. */
@@ -225,6 +244,20 @@ export const CellEventSchema = v.variant("type", [
       type: v.literal("kernel"),
       state: v.literal("restarting"),
       message: v.pipe(v.string(), v.maxLength(1000)),
+    }),
+    v.readonly(),
+  ),
+  /**
+   * A Jupyter message of a `jupyter` request (iopub or stdin) other than a stream, content
+   * as the kernel made it: the daemon adds the headers. Untrusted, like everything here.
+   */
+  v.pipe(
+    v.object({
+      type: v.literal("jupyter"),
+      channel: v.picklist(["iopub", "stdin"]),
+      msgType: v.pipe(v.string(), v.maxLength(100)),
+      content: v.record(v.string(), v.unknown()),
+      metadata: v.optional(v.record(v.string(), v.unknown())),
     }),
     v.readonly(),
   ),
@@ -285,17 +318,40 @@ const ErrorResponseSchema = v.pipe(
   v.readonly(),
 );
 
+/** The shell reply of a `jupyter` request (its iopub messages came as events before it). */
+const JupyterResponseSchema = v.pipe(
+  v.object({
+    kind: v.literal("jupyter"),
+    msgType: v.pipe(v.string(), v.maxLength(100)),
+    content: v.record(v.string(), v.unknown()),
+    /** As exec's: this ran in a fresh interpreter because the previous one died. */
+    kernelRestarted: v.boolean(),
+  }),
+  v.readonly(),
+);
+const InputReplyResponseSchema = v.pipe(
+  v.object({
+    kind: v.literal("input_reply"),
+    /** False when no cell was waiting for input. */
+    delivered: v.boolean(),
+  }),
+  v.readonly(),
+);
+
 const WorkerResponseSchema = v.variant("kind", [
   ProbeWorkspaceResponseSchema,
   ExecResponseSchema,
   InterruptResponseSchema,
   RestartResponseSchema,
   ErrorResponseSchema,
+  JupyterResponseSchema,
+  InputReplyResponseSchema,
 ]);
 export type WorkerResponse = v.InferOutput<typeof WorkerResponseSchema>;
 export type ProbeWorkspaceResponse = v.InferOutput<typeof ProbeWorkspaceResponseSchema>;
 export type ExecResponse = v.InferOutput<typeof ExecResponseSchema>;
 export type InterruptResponse = v.InferOutput<typeof InterruptResponseSchema>;
+export type JupyterResponse = v.InferOutput<typeof JupyterResponseSchema>;
 /** The worker could not serve the request (e.g. a kind it does not know). */
 export type ErrorResponse = v.InferOutput<typeof ErrorResponseSchema>;
 

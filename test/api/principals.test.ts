@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { ResourceProfile } from "../../src/core/models.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
+import { kernelIdOf } from "../../src/servers/http/jupyter/ids.ts";
 import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
@@ -114,6 +115,12 @@ describe("ownership", () => {
       "GET /v1/profiles",
       "GET /v1/workloads",
       "POST /v1/workloads",
+      // Jupyter's: the version, the kernelspecs (profiles), the caller's own kernels.
+      "GET /api",
+      "GET /api/kernelspecs",
+      "GET /api/kernelspecs/{name}",
+      "GET /api/kernels",
+      "POST /api/kernels",
     ]);
     let walked = 0;
     for (const [path, methods] of Object.entries(doc.paths)) {
@@ -122,6 +129,7 @@ describe("ownership", () => {
         const url = path
           .replace("/v1/tokens/{id}", `/v1/tokens/${alice.tokenId}`)
           .replace("{id}", mine.id)
+          .replace("{kid}", kernelIdOf(mine.id))
           .replace("{name}", "alice");
         const res = await call(
           h,
@@ -131,7 +139,7 @@ describe("ownership", () => {
         );
         expect({ route: `${method} ${path}`, status: res.status }).toEqual({
           route: `${method} ${path}`,
-          status: url.startsWith("/v1/workloads/") ? 404 : 403,
+          status: url.startsWith("/v1/workloads/") || url.startsWith("/api/kernels/") ? 404 : 403,
         });
         walked += 1;
       }

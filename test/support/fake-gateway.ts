@@ -122,6 +122,9 @@ export function fakeGateway(): FakeGateway {
         case "restart":
           response = { kind: "restart", restarted: true, message: "the interpreter is running" };
           break;
+        default:
+          response = { kind: "error", message: "unsupported request" };
+          break;
       }
       return { kind: "Answered", response } as RequestOutcome<ResponseFor<R>>;
     },

@@ -36,6 +36,7 @@ import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.t
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
 import type { Access, ApiBindings } from "../../servers/http/deps.ts";
+import { bunWebSocket, type SocketHandlers } from "../../servers/http/jupyter/socket.ts";
 import { createCallRateHistory } from "../../servers/http/ui/call-rate-history.ts";
 import { declaresBody } from "../../servers/http/validation.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
@@ -320,7 +321,9 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   cleanups.push(every(systemTimers, CALL_SAMPLE_INTERVAL_MS, sampleCalls));
 
   // 7. The API, once per listener; each listener says how it authenticates.
+  const beforeDrain: (() => void)[] = [];
   const app = createApp({
+    onDaemonStop: (close) => beforeDrain.push(close),
     schedulerCallHistory,
     store,
     admission,
@@ -345,6 +348,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     metrics,
     processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
+    ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
   });
@@ -352,6 +356,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const listening: string[] = [];
   const drainTimeoutMs = config.drainTimeoutMs ?? 5000;
   cleanups.push(async () => {
+    // Websockets (Jupyter's channels) would hold the drain for its whole grace: closed first.
+    for (const close of beforeDrain) close();
     // Stop accepting everywhere at once; in-flight requests get a grace period.
     await Promise.all(servers.map((server) => stopServer(server, drainTimeoutMs)));
   });
@@ -360,15 +366,18 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const maxRequestBodySize = maxUploadBytes + 1024 * 1024;
   for (const address of config.listen) {
     // Set once the TCP listener exists: the audit log names a request's client address.
-    let tcpServer: Server<undefined> | null = null;
+    let tcpServer: Server<SocketHandlers> | null = null;
+    // Either listener's server, for the websockets of Jupyter's channels.
+    let anyServer: Server<SocketHandlers> | null = null;
     const bindings: ApiBindings = {
+      upgrade: (request, handlers) => anyServer?.upgrade(request, { data: handlers }) ?? false,
       access: accessFor(address, adminToken),
       ...(config.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: config.bodyTimeoutMs } : {}),
       ...(address.kind === "tcp"
         ? { peerOf: (request: Request) => tcpServer?.requestIP(request)?.address ?? null }
         : {}),
     };
-    const fetch = async (request: Request, server: Server<undefined>) => {
+    const fetch = async (request: Request, server: Server<SocketHandlers>) => {
       const response = closeIfBodyUnread(request, await app.fetch(request, bindings));
       // A streamed answer (a followed log, a streaming exec) can stay quiet for minutes while
       // the job or the cell works; Bun's 10 s idle timeout cut such streams (ECONNRESET in
@@ -386,10 +395,15 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
         const server = withPrivateSocket(address.path, () =>
           // Bun's types leave idleTimeout off the unix options; the runtime honours it
           // (the logs-live test fails without it).
-          Bun.serve({ unix: address.path, fetch, idleTimeout: 0, maxRequestBodySize } as Parameters<
-            typeof Bun.serve
-          >[0]),
-        );
+          Bun.serve({
+            unix: address.path,
+            fetch,
+            idleTimeout: 0,
+            maxRequestBodySize,
+            websocket: bunWebSocket,
+          } as Parameters<typeof Bun.serve>[0]),
+        ) as Server<SocketHandlers>;
+        anyServer = server;
         servers.push(server);
         cleanups.push(() => removeSocket(address.path));
         listening.push(formatListenAddress(address));
@@ -399,8 +413,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
           port: address.port,
           fetch,
           maxRequestBodySize,
+          websocket: bunWebSocket,
         });
         tcpServer = server;
+        anyServer = server;
         servers.push(server);
         listening.push(
           formatListenAddress({

@@ -311,18 +311,22 @@ class Kernel:
     def display(self, *objects):
         """Notebook-style display(): each object's MIME bundle, in the order shown."""
         for obj in objects:
-            if self.displays >= MAX_DISPLAYS:
-                if self.displays == MAX_DISPLAYS:
-                    self.emit(
-                        {
-                            "type": "display_data",
-                            "data": {"text/plain": "[... more displays not shown: %d per cell]" % MAX_DISPLAYS},
-                        }
-                    )
-                self.displays += 1
-                continue
+            self.display_bundle(None if self.displays >= MAX_DISPLAYS else self.bundle(obj))
+
+    def display_bundle(self, data):
+        """One display_data event, or the note that the cell's displays are used up."""
+        if self.displays >= MAX_DISPLAYS or data is None:
+            if self.displays == MAX_DISPLAYS:
+                self.emit(
+                    {
+                        "type": "display_data",
+                        "data": {"text/plain": "[... more displays not shown: %d per cell]" % MAX_DISPLAYS},
+                    }
+                )
             self.displays += 1
-            self.emit({"type": "display_data", "data": self.bundle(obj)})
+            return
+        self.displays += 1
+        self.emit({"type": "display_data", "data": data})
 
     def show_figures(self):
         """Figures left open by the cell are shown and closed, as a notebook's inline backend does."""
@@ -409,6 +413,11 @@ def main():
     warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
     writer = Writer(replies)
     kernel = Kernel(limit, mime_limit, writer)
+    jupyter = None
+    if len(sys.argv) > 3 and sys.argv[3]:
+        # kernel-jupyter.py, handed over by the worker: Jupyter's messages, IPython if present.
+        exec(compile(sys.argv[3], "<openai4s-kernel-jupyter>", "exec"), globals())
+        jupyter = globals()["Jupyter"](kernel, requests)
     pid = os.getpid()
     signal.signal(signal.SIGINT, kernel.on_sigint)
     while True:
@@ -419,7 +428,17 @@ def main():
         if not line:
             return
         request = json.loads(line)
-        reply = kernel.run(request["id"], request["code"])
+        if "id" not in request:
+            continue  # an input_reply that came after its cell ended (interrupted): stale
+        if "jupyter" in request:
+            kernel.cell_id = request["id"]
+            reply = (
+                jupyter.handle(request["id"], request["jupyter"])
+                if jupyter is not None
+                else {"status": "ERROR", "result": None, "error": None}
+            )
+        else:
+            reply = kernel.run(request["id"], request["code"])
         if os.getpid() != pid:
             # The child of a cell's os.fork() came back here: were it to answer, it would
             # reply in the parent's place and then serve every later cell from a copy of the

@@ -36,6 +36,7 @@ import {
   MimeBundleSchema,
 } from "../../wire/worker-protocol.ts";
 import kernelSource from "./kernel.py" with { type: "text" };
+import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
 import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
 export interface KernelResult {
@@ -45,6 +46,13 @@ export interface KernelResult {
   readonly error: CellError | null;
   /** This cell ran in a fresh interpreter because the previous one died: state was lost. */
   readonly kernelRestarted: boolean;
+  /** The shell reply of a Jupyter request; null for a plain exec (or a kernel that failed). */
+  readonly jupyter: JupyterReply | null;
+}
+
+export interface JupyterReply {
+  readonly msgType: string;
+  readonly content: Readonly<Record<string, unknown>>;
 }
 
 export interface ExecOptions {
@@ -52,6 +60,8 @@ export interface ExecOptions {
   readonly onEvent?: (event: CellEvent) => void;
   /** A name for the cell, so `interrupt(cell)` cannot hit a different one. */
   readonly cell?: string;
+  /** Run this Jupyter shell request instead of `code` (kernel-jupyter.py answers it). */
+  readonly jupyter?: JupyterReply;
 }
 
 export type InterruptOutcome =
@@ -75,6 +85,8 @@ export interface Kernel {
   restart(why: string): Promise<KernelStatus>;
   /** Starts the interpreter now, so the first cell does not pay for its start-up. */
   start(): void;
+  /** Hands `value` to the running cell's input(); false when no Jupyter cell is running. */
+  input(value: string): boolean;
   /** The interpreter's state now. */
   status(): KernelStatus;
   /** Kills the interpreter and everything it started. Pending cells are answered ERROR. */
@@ -105,6 +117,12 @@ const LineSchema = v.union([
       status: v.picklist(["OK", "ERROR"]),
       result: v.nullable(MimeBundleSchema),
       error: v.nullable(CellErrorSchema),
+      jupyter: v.optional(
+        v.object({
+          msgType: v.pipe(v.string(), v.maxLength(100)),
+          content: v.record(v.string(), v.unknown()),
+        }),
+      ),
     }),
   }),
 ]);
@@ -118,6 +136,7 @@ interface Cell {
   readonly id: number;
   readonly code: string;
   readonly name: string | undefined;
+  readonly jupyter: JupyterReply | undefined;
   readonly onEvent: ((event: CellEvent) => void) | undefined;
   readonly resolve: (result: KernelResult) => void;
 }
@@ -140,6 +159,7 @@ function failedResult(ename: string, message: string, kernelRestarted = false): 
     result: null,
     error: { ename, evalue: message, traceback: message },
     kernelRestarted,
+    jupyter: null,
   };
 }
 
@@ -150,6 +170,7 @@ function restartedResult(message: string): KernelResult {
     result: null,
     error: { ename: "KernelRestarted", evalue: message, traceback: `KernelRestarted: ${message}` },
     kernelRestarted: false,
+    jupyter: null,
   };
 }
 
@@ -192,7 +213,15 @@ export function createKernel(options: KernelOptions): Kernel {
     let p: KernelProcess;
     try {
       p = Bun.spawn(
-        [python, "-u", "-c", kernelSource, String(maxOutputChars), String(maxMimeChars)],
+        [
+          python,
+          "-u",
+          "-c",
+          kernelSource,
+          String(maxOutputChars),
+          String(maxMimeChars),
+          kernelJupyterSource,
+        ],
         {
           ...(options.cwd !== undefined && { cwd: options.cwd }),
           stdin: "pipe",
@@ -281,7 +310,13 @@ export function createKernel(options: KernelOptions): Kernel {
     }
     running = null;
     cell.escalation?.();
-    cell.resolve({ ...parsed.reply, kernelRestarted: cell.restarted });
+    cell.resolve({
+      status: parsed.reply.status,
+      result: parsed.reply.result,
+      error: parsed.reply.error,
+      kernelRestarted: cell.restarted,
+      jupyter: parsed.reply.jupyter ?? null,
+    });
     pump();
   }
 
@@ -388,7 +423,14 @@ export function createKernel(options: KernelOptions): Kernel {
       escalation: null,
     };
     try {
-      started.stdin.write(`${JSON.stringify({ id: cell.id, code: cell.code })}\n`);
+      const line =
+        cell.jupyter !== undefined
+          ? {
+              id: cell.id,
+              jupyter: { msg_type: cell.jupyter.msgType, content: cell.jupyter.content },
+            }
+          : { id: cell.id, code: cell.code };
+      started.stdin.write(`${JSON.stringify(line)}\n`);
       void started.stdin.flush();
     } catch (error) {
       log.error("kernel: cannot write to the interpreter", { error: String(error) });
@@ -403,6 +445,7 @@ export function createKernel(options: KernelOptions): Kernel {
           id: nextId++,
           code,
           name: execOptions.cell,
+          jupyter: execOptions.jupyter,
           onEvent: execOptions.onEvent,
           resolve,
         });
@@ -462,6 +505,18 @@ export function createKernel(options: KernelOptions): Kernel {
     },
 
     status: () => current,
+
+    input(value) {
+      const target = running;
+      if (!target || target.jupyter === undefined) return false;
+      try {
+        target.proc.stdin.write(`${JSON.stringify({ input_reply: value })}\n`);
+        void target.proc.stdin.flush();
+        return true;
+      } catch {
+        return false;
+      }
+    },
 
     async close() {
       closed = true;

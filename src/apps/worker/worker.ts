@@ -30,7 +30,7 @@ import {
   type WorkerResponse,
 } from "../../wire/worker-protocol.ts";
 import { dialGateway, type GatewayTarget, type Link, type Welcome } from "./gateway-link.ts";
-import { createKernel, type Kernel } from "./kernel.ts";
+import { createKernel, type Kernel, type KernelResult } from "./kernel.ts";
 
 export interface WorkerOptions {
   readonly credentialDir: string;
@@ -312,7 +312,8 @@ async function handle(
         onEvent,
         ...(request.cell !== undefined && { cell: request.cell }),
       });
-      return { kind: "exec", ...result };
+      const { jupyter: _reply, ...exec } = result;
+      return { kind: "exec", ...exec };
     }
     case "probe_workspace":
       return probeWorkspace(request.path, request.expect);
@@ -320,6 +321,16 @@ async function handle(
       const outcome = kernel.interrupt(request.cell, request.restartAfterMs);
       return { kind: "interrupt", delivered: outcome.kind !== "NotRunning" };
     }
+    case "jupyter": {
+      const result = await kernel.exec("", {
+        onEvent,
+        jupyter: { msgType: request.msgType, content: request.content },
+        ...(request.cell !== undefined && { cell: request.cell }),
+      });
+      return jupyterResponse(request.msgType, result);
+    }
+    case "input_reply":
+      return { kind: "input_reply", delivered: kernel.input(request.value) };
     case "restart": {
       const status = await kernel.restart("a restart was asked for");
       return { kind: "restart", restarted: status.state === "running", message: status.message };
@@ -383,6 +394,31 @@ function fitResponse(id: number, response: WorkerResponse, maxFrameBytes: number
   return { kind: "error", message: "the answer does not fit in a frame" };
 }
 
+/**
+ * A Jupyter request's answer. A kernel that could not run it (it died, was restarted, could
+ * not start) answers the request type's error reply, so the client is never left waiting.
+ */
+function jupyterResponse(msgType: string, result: KernelResult): WorkerResponse {
+  if (result.jupyter !== null) {
+    return { kind: "jupyter", ...result.jupyter, kernelRestarted: result.kernelRestarted };
+  }
+  const replyType = msgType.endsWith("_request")
+    ? `${msgType.slice(0, -"_request".length)}_reply`
+    : "error_reply";
+  const error = result.error ?? { ename: "KernelError", evalue: "no reply", traceback: "" };
+  return {
+    kind: "jupyter",
+    msgType: replyType,
+    content: {
+      status: "error",
+      ename: error.ename,
+      evalue: error.evalue,
+      traceback: error.traceback === "" ? [] : [error.traceback],
+    },
+    kernelRestarted: result.kernelRestarted,
+  };
+}
+
 /** As fitResponse, for one output event: large MIME values go first, then text is cut. */
 function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
   const fits = (e: CellEvent) =>
@@ -392,10 +428,23 @@ function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
     const shrunk: CellEvent =
       event.type === "stream"
         ? { ...event, text: clip(event.text, limit) }
-        : { ...event, data: shrinkBundle(event.data, limit) };
+        : event.type === "display_data"
+          ? { ...event, data: shrinkBundle(event.data, limit) }
+          : shrinkJupyter(event, limit);
     if (fits(shrunk)) return shrunk;
   }
   return { type: "stream", name: "stderr", text: "[an output did not fit in a frame]\n" };
+}
+
+/** A Jupyter message's bundle (`data`) shrunk as a display's; other content is the kernel's. */
+function shrinkJupyter(event: Extract<CellEvent, { type: "jupyter" }>, limit: number): CellEvent {
+  const data = event.content["data"];
+  if (typeof data !== "object" || data === null) return event;
+  const text: Record<string, string> = {};
+  for (const [mime, value] of Object.entries(data)) {
+    text[mime] = typeof value === "string" ? value : JSON.stringify(value);
+  }
+  return { ...event, content: { ...event.content, data: shrinkBundle(text, limit) } };
 }
 
 /** Values over `limit` are left out, and text/plain says which, so loss is never silent. */

@@ -127,6 +127,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     const { onOutput } = execOptions;
     const collected: Collected = { outputs: [], chars: 0, dropped: 0 };
     const onEvent = (event: CellEvent) => {
+      if (event.type === "jupyter") return; // only a Jupyter request's (jupyter/ relays them)
       if (event.type === "kernel") {
         execOptions.onKernel?.(event.message);
         return;
@@ -269,7 +270,9 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   };
 }
 
-function toOutput(event: Exclude<CellEvent, { readonly type: "kernel" }>): ExecOutput {
+function toOutput(
+  event: Exclude<CellEvent, { readonly type: "kernel" } | { readonly type: "jupyter" }>,
+): ExecOutput {
   return event.type === "stream"
     ? { type: "stream", name: event.name, text: event.text }
     : { type: "display_data", data: event.data };

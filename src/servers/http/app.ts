@@ -10,6 +10,8 @@ import type { Caller } from "../../core/principals.ts";
 import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
+import { workloadIdOf } from "./jupyter/ids.ts";
+import { createJupyterRoutes } from "./jupyter/routes.ts";
 import { createPrincipalRoutes } from "./principals/routes.ts";
 import {
   ApiError,
@@ -53,6 +55,8 @@ const ADMIN_ONLY = /^\/(v1\/(principals|tokens|backup|diagnostics|audit)|metrics
 
 /** `/v1/workloads/{id}` and everything beneath it: the workload's id, decoded. */
 const WORKLOAD_PATH = /^\/v1\/workloads\/([^/]+)/;
+/** `/api/kernels/{kernel id}` and beneath it (Jupyter's API): a workload under another name. */
+const KERNEL_PATH = /^\/api\/kernels\/([^/]+)/;
 
 /**
  * Before any route runs, for a principal: an admin-only route answers 403, and another's
@@ -68,9 +72,10 @@ function refuseForeign(access: AccessCache, method: string, path: string, name: 
       detail: `${method} ${path} is for the admin only`,
     });
   }
+  const kernel = KERNEL_PATH.exec(path)?.[1];
   const match = WORKLOAD_PATH.exec(path);
-  if (!match?.[1]) return;
-  let id = match[1];
+  if (!match?.[1] && kernel === undefined) return;
+  let id = match?.[1] ?? kernel ?? "";
   if (id.includes("%")) {
     try {
       id = decodeURIComponent(id);
@@ -78,7 +83,26 @@ function refuseForeign(access: AccessCache, method: string, path: string, name: 
       // Not valid percent-encoding: looked up as written, which finds nothing.
     }
   }
+  if (kernel !== undefined) id = workloadIdOf(id);
   if (access.owner(id) !== name) throw notFound(`no workload ${JSON.stringify(id)}`);
+}
+
+/**
+ * Jupyter clients send `Authorization: token T`, or `?token=T` where they cannot set a header
+ * (a browser's websocket). Both are honoured under /api/ only, read as the bearer token
+ * they are: a token in a URL lands in proxies' logs, so the rest of the API keeps to headers.
+ */
+function jupyterAuthorization(
+  path: string,
+  header: string | undefined,
+  url: string,
+): string | undefined {
+  if (!path.startsWith("/api/") && path !== "/api") return header;
+  const scheme = /^\s*token\s+(\S+)\s*$/i.exec(header ?? "");
+  if (scheme) return `Bearer ${scheme[1]}`;
+  if (header !== undefined) return header;
+  const query = new URL(url).searchParams.get("token");
+  return query ? `Bearer ${query}` : undefined;
 }
 
 function problemResponse(error: ApiError): Response {
@@ -182,7 +206,7 @@ export function createApp(deps: ApiDeps) {
     if (!liveness || bindings === undefined) {
       const caller = authorize(
         bindings?.access,
-        c.req.header("authorization"),
+        jupyterAuthorization(c.req.path, c.req.header("authorization"), c.req.url),
         (id) => access.token(id),
         deps.clock.now(),
       );
@@ -206,6 +230,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createUiRoutes(deps));
   app.route("/", createPrincipalRoutes(deps, access));
   app.route("/", createAuditRoutes(deps));
+  app.route("/", createJupyterRoutes(deps).app);
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

@@ -13,9 +13,11 @@ import type { Allocation, Workload } from "../../core/models.ts";
 import type { AdmissionStore, AttemptIds } from "../../core/ports/admission-store.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { Caller, PrincipalLimits } from "../../core/principals.ts";
+import type { JupyterService } from "../../core/session/jupyter-service.ts";
 import type { SessionService } from "../../core/session/session-service.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
+import type { SocketHandlers } from "./jupyter/socket.ts";
 import type { CallRateHistory } from "./ui/call-rate-history.ts";
 import type { BreakerState } from "./views.ts";
 import type { WorkspaceFilesDeps } from "./workloads/workspace-files.ts";
@@ -117,6 +119,13 @@ export interface ApiDeps {
   readonly files: WorkspaceFilesDeps;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
+  /** Absent when sessions are not enabled: the Jupyter routes answer 409. */
+  readonly jupyter?: JupyterService;
+  /**
+   * Registers what must happen as the daemon stops, before its listeners drain: open
+   * websockets are closed (clients reconnect to the next daemon) rather than waited for.
+   */
+  readonly onDaemonStop?: (close: () => void) => void;
   /** Scheduler calls sampled by the daemon for the cluster page; absent: not recorded. */
   readonly schedulerCallHistory?: CallRateHistory;
   /** New workload ids; injectable so tests can force collisions or fixed ids. */
@@ -195,6 +204,11 @@ export interface ApiBindings {
   readonly bodyTimeoutMs?: number;
   /** The client's address, for the audit log; absent: a unix socket. */
   readonly peerOf?: (request: Request) => string | null;
+  /**
+   * Turns the request into a websocket served by `handlers` (Bun's `server.upgrade`); false
+   * when it is no websocket request. Absent: the listener serves no websockets.
+   */
+  readonly upgrade?: (request: Request, handlers: SocketHandlers) => boolean;
 }
 
 export interface ApiVariables {

@@ -57,6 +57,8 @@ export const PROBLEMS = {
   "not-a-session": "The workload is a BATCH; the operation needs a SESSION.",
   "workload-ended": "The workload has ended or is being stopped.",
   "session-not-ready": "The session is not READY yet; the message names the missing condition.",
+  "kernel-not-restarted": "The session's kernel could not be restarted; the message says why.",
+  "websocket-required": "This route is a websocket (Jupyter's channels): send Upgrade: websocket.",
   "tasks-unsupported": "The backend cannot run steps inside an allocation.",
   "no-live-allocation": "The workload has no running allocation.",
   "task-refused": "The backend refused to run the step.",

@@ -454,8 +454,8 @@ export function createWorkerGateway(options: WorkerGatewayOptions): WorkerGatewa
           break;
         case "event": {
           const pending = live.pending.get(message.id);
-          // Output of a request that timed out, or of a non-exec: nobody to give it to.
-          if (pending?.kind !== "exec") break;
+          // Output of a request that timed out, or of one without output: nobody to give it to.
+          if (pending?.kind !== "exec" && pending?.kind !== "jupyter") break;
           try {
             pending.onEvent?.(message.event);
           } catch (error) {

@@ -29,6 +29,10 @@ import type { GatewayEvent, WorkerGateway } from "../../../core/ports/worker-gat
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../../../core/reclaimer.ts";
 import type { BarrierHooks } from "../../../core/reconciler/types.ts";
+import {
+  createJupyterService,
+  type JupyterService,
+} from "../../../core/session/jupyter-service.ts";
 import { activityRenewMs, keepActiveWhileRunning } from "../../../core/session/keep-active.ts";
 import { createSessionReadiness, type SessionReadiness } from "../../../core/session/readiness.ts";
 import {
@@ -134,6 +138,8 @@ function gatewayTls(setting: GatewayTlsSetting, layout: StateLayout, log: Log): 
 export interface SessionEngine {
   readonly gateway: WorkerGateway;
   readonly service: SessionService;
+  /** The Jupyter gateway's way into the kernels (servers/http/jupyter/). */
+  readonly jupyter: JupyterService;
   readonly preparer: AttemptPreparer;
   readonly barrierHooks: BarrierHooks;
   readonly readiness: SessionReadiness;
@@ -229,6 +235,12 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     }),
     { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
   );
+  const jupyter = createJupyterService({
+    store: stores.sessions,
+    gateway,
+    log,
+    onWorkerLost: () => ready.trigger(),
+  });
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
   const loops = new AbortController();
@@ -238,6 +250,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   return {
     gateway,
     service,
+    jupyter,
     preparer,
     barrierHooks,
     readiness: ready,

@@ -16,6 +16,7 @@ import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import type { BarrierHooks } from "../../../core/reconciler.ts";
+import type { JupyterService } from "../../../core/session/jupyter-service.ts";
 import { markSessionsUnobserved } from "../../../core/session/readiness.ts";
 import type { SessionService } from "../../../core/session/session-service.ts";
 import type { Clock } from "../../../lib/clock.ts";
@@ -39,6 +40,8 @@ export interface SessionsContext {
 export interface SessionsComponent {
   /** What `POST /v1/workloads/{id}/exec` calls. */
   readonly service: SessionService;
+  /** What the Jupyter gateway (`/api/kernels`) calls. */
+  readonly jupyter?: JupyterService;
   /** Prepares SESSION attempts (credentials, workspace marker, worker launch). */
   readonly preparer: AttemptPreparer;
   /** Stages 2 and 3 of the cancel barrier: stop what runs inside the allocation. */
@@ -74,6 +77,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
   });
   return {
     service: timedSessionService(engine.service, context.metrics),
+    jupyter: engine.jupyter,
     preparer: engine.preparer,
     barrierHooks: engine.barrierHooks,
     attachReconciler: (reconciler) => engine.attachReconciler(reconciler),

@@ -6,6 +6,15 @@
  */
 import type * as v from "valibot";
 import {
+  JupyterApiSchema,
+  JupyterQuery,
+  KernelListSchema,
+  KernelSchema,
+  KernelStartBody,
+  KernelspecListSchema,
+  KernelspecSchema,
+} from "../jupyter/schemas.ts";
+import {
   IssuedTokenSchema,
   PrincipalBody,
   PrincipalListSchema,
@@ -64,6 +73,112 @@ export interface Operation {
 const json = (schema: v.GenericSchema, name: string): Body => ({ kind: "json", schema, name });
 const workload = json(WorkloadSchema, "Workload");
 const noSuchWorkload = { "404": "No such workload." };
+
+const jupyterQuery = { schema: JupyterQuery, name: "JupyterQuery" };
+const kernel = json(KernelSchema, "Kernel");
+const empty: Body = { kind: "raw", contentType: "text/plain", description: "No content." };
+const noSuchKernel = { "404": "No such kernel (or another principal's)." };
+
+/** Jupyter Server's REST API for gateway clients (servers/http/jupyter/). */
+const JUPYTER_OPERATIONS: readonly Operation[] = [
+  {
+    method: "GET",
+    path: "/api",
+    operationId: "jupyterApi",
+    summary: "Jupyter: the API version",
+    query: jupyterQuery,
+    ok: { "200": { description: "Version.", body: json(JupyterApiSchema, "JupyterApi") } },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/api/kernelspecs",
+    operationId: "listKernelspecs",
+    summary: "Jupyter: one kernelspec per profile that takes sessions",
+    query: jupyterQuery,
+    ok: {
+      "200": { description: "Kernelspecs.", body: json(KernelspecListSchema, "KernelspecList") },
+    },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/api/kernelspecs/{name}",
+    operationId: "getKernelspec",
+    summary: "Jupyter: one kernelspec",
+    query: jupyterQuery,
+    ok: { "200": { description: "The kernelspec.", body: json(KernelspecSchema, "Kernelspec") } },
+    problems: { "404": "No such kernelspec." },
+  },
+  {
+    method: "POST",
+    path: "/api/kernels",
+    operationId: "startKernel",
+    summary: "Jupyter: start a kernel (a SESSION workload); answers at once, while queued",
+    query: jupyterQuery,
+    body: { schema: KernelStartBody, name: "KernelStart" },
+    ok: { "201": { description: "Started (execution_state starting).", body: kernel } },
+    problems: {
+      "400": "Invalid profile or env.",
+      "409": "Sessions disabled.",
+      "429": "Over a limit.",
+    },
+  },
+  {
+    method: "GET",
+    path: "/api/kernels",
+    operationId: "listKernels",
+    summary: "Jupyter: the caller's live kernels",
+    query: jupyterQuery,
+    ok: { "200": { description: "Kernels.", body: json(KernelListSchema, "KernelList") } },
+    problems: {},
+  },
+  {
+    method: "GET",
+    path: "/api/kernels/{kid}",
+    operationId: "getKernel",
+    summary: "Jupyter: one kernel",
+    query: jupyterQuery,
+    ok: { "200": { description: "The kernel.", body: kernel } },
+    problems: noSuchKernel,
+  },
+  {
+    method: "DELETE",
+    path: "/api/kernels/{kid}",
+    operationId: "shutdownKernel",
+    summary: "Jupyter: shut the kernel down (cancels the session)",
+    query: jupyterQuery,
+    ok: { "204": { description: "Cancel requested.", body: empty } },
+    problems: noSuchKernel,
+  },
+  {
+    method: "POST",
+    path: "/api/kernels/{kid}/interrupt",
+    operationId: "interruptKernel",
+    summary: "Jupyter: interrupt the running cell",
+    query: jupyterQuery,
+    ok: { "204": { description: "Delivered, or nothing was running.", body: empty } },
+    problems: { ...noSuchKernel, "409": "Not READY." },
+  },
+  {
+    method: "POST",
+    path: "/api/kernels/{kid}/restart",
+    operationId: "restartKernel",
+    summary: "Jupyter: a fresh interpreter in the same allocation, state cleared",
+    query: jupyterQuery,
+    ok: { "200": { description: "Restarted.", body: kernel } },
+    problems: { ...noSuchKernel, "409": "Not READY, or the restart failed." },
+  },
+  {
+    method: "GET",
+    path: "/api/kernels/{kid}/channels",
+    operationId: "kernelChannels",
+    summary: "Jupyter: the kernel's channels (websocket, messaging protocol 5.3)",
+    query: jupyterQuery,
+    ok: { "101": { description: "Switching to the websocket.", body: empty } },
+    problems: { ...noSuchKernel, "400": "Not a websocket request." },
+  },
+];
 
 export const OPERATIONS: readonly Operation[] = [
   {
@@ -440,4 +555,5 @@ export const OPERATIONS: readonly Operation[] = [
     },
     problems: {},
   },
+  ...JUPYTER_OPERATIONS,
 ];

@@ -1,0 +1,200 @@
+/**
+ * The sessions engine as the Jupyter gateway (servers/http/jupyter/) needs it: where a
+ * session's kernel stands, a Jupyter shell request run by its kernel (rank 0 of the current
+ * attempt), the answer to an input() prompt, and a restart. The websocket and the REST routes
+ * are the server's; headers and channels too. The kernel answers with contents only.
+ */
+import type { Log } from "../../lib/log.ts";
+import type { CellEvent } from "../../wire/worker-protocol.ts";
+import type { Allocation } from "../models.ts";
+import { isTerminal } from "../models.ts";
+import type { SessionStore } from "../ports/session-store.ts";
+import type { WorkerGateway } from "../ports/worker-gateway.ts";
+import { KERNEL_DIED } from "./readiness-conditions.ts";
+
+export type KernelStanding =
+  /** READY (or only its interpreter died: the next request starts a fresh one). */
+  | { readonly kind: "Ready" }
+  /** Queued, starting, or not READY yet: requests wait. */
+  | { readonly kind: "Starting"; readonly message: string }
+  /** Stopping or ended: nothing will run here again. */
+  | { readonly kind: "Dead"; readonly message: string }
+  | { readonly kind: "NotFound" };
+
+export type JupyterOutcome =
+  | {
+      readonly kind: "Reply";
+      readonly msgType: string;
+      readonly content: Readonly<Record<string, unknown>>;
+      /** The previous interpreter had died: this ran in a fresh one, state lost. */
+      readonly kernelRestarted: boolean;
+    }
+  /** Not READY (any more): the caller waits, or tells the client. */
+  | { readonly kind: "NotReady"; readonly message: string }
+  | { readonly kind: "NotFound" };
+
+export type RestartOutcome =
+  | { readonly kind: "Restarted" }
+  | { readonly kind: "Failed"; readonly message: string }
+  | { readonly kind: "NotReady"; readonly message: string }
+  | { readonly kind: "NotFound" };
+
+export interface JupyterRequestOptions {
+  /** The request's iopub and stdin messages (and streams), in order, before the reply. */
+  readonly onEvent?: (event: CellEvent) => void;
+  /** Names the request, as exec's cell does. */
+  readonly cell?: string;
+}
+
+export interface JupyterService {
+  standing(workloadId: string): KernelStanding;
+  request(
+    workloadId: string,
+    msgType: string,
+    content: Readonly<Record<string, unknown>>,
+    options?: JupyterRequestOptions,
+  ): Promise<JupyterOutcome>;
+  /** The running cell's input() gets `value`; false when none waits (or not READY). */
+  inputReply(workloadId: string, value: string): Promise<boolean>;
+  restart(workloadId: string): Promise<RestartOutcome>;
+}
+
+/**
+ * No fixed limit on a Jupyter request: a cell runs as long as the session lets it (the
+ * client interrupts, the lifetime and idle clocks end it). The largest delay a timer takes.
+ */
+const NO_LIMIT_MS = 2_147_483_647;
+/** An input reply or a restart is a write to a pipe or a process start in the worker. */
+const CONTROL_TIMEOUT_MS = 30_000;
+
+export function createJupyterService(deps: {
+  readonly store: SessionStore;
+  readonly gateway: Pick<WorkerGateway, "request">;
+  readonly log: Log;
+  /** A worker was found gone: readiness is re-evaluated at once. */
+  readonly onWorkerLost?: () => void;
+}): JupyterService {
+  const { store, gateway } = deps;
+
+  type NotLocated = Exclude<KernelStanding, { kind: "Ready" }>;
+
+  function locate(
+    workloadId: string,
+  ): { readonly kind: "Located"; readonly allocation: Allocation } | NotLocated {
+    const workload = store.getWorkload(workloadId);
+    if (workload?.kind !== "SESSION") return { kind: "NotFound" };
+    if (isTerminal(workload.phase)) {
+      return { kind: "Dead", message: `the session is ${workload.phase}` };
+    }
+    if (workload.desired.kind === "STOP") {
+      return { kind: "Dead", message: `the session is stopping (${workload.desired.reason})` };
+    }
+    const conditions = store.listConditions(workloadId);
+    const ready = conditions.find((c) => c.type === "READY");
+    const kernel = conditions.find((c) => c.type === "KERNEL_RESPONSIVE");
+    const onlyKernelDied = ready?.reason === "KERNEL_RESPONSIVE" && kernel?.reason === KERNEL_DIED;
+    if (ready?.status !== "TRUE" && !onlyKernelDied) {
+      const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
+      return { kind: "Starting", message: `the session is ${workload.phase} (${why})` };
+    }
+    const current = store
+      .listAllocations(workloadId)
+      .find((a) => a.epoch === workload.executionEpoch);
+    if (current?.phase !== "RUNNING") {
+      return { kind: "Starting", message: "the session's allocation is not running" };
+    }
+    return { kind: "Located", allocation: current };
+  }
+
+  function notReady(located: NotLocated) {
+    return located.kind === "NotFound"
+      ? ({ kind: "NotFound" } as const)
+      : ({ kind: "NotReady", message: located.message } as const);
+  }
+
+  return {
+    standing(workloadId) {
+      const located = locate(workloadId);
+      return located.kind === "Located" ? { kind: "Ready" } : located;
+    },
+
+    async request(workloadId, msgType, content, options = {}) {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return notReady(located);
+      const a = located.allocation;
+      const outcome = await gateway.request(
+        a.id,
+        a.epoch,
+        0,
+        {
+          kind: "jupyter",
+          msgType,
+          content: { ...content },
+          ...(options.cell !== undefined && { cell: options.cell }),
+        },
+        NO_LIMIT_MS,
+        options.onEvent ? { onEvent: options.onEvent } : {},
+      );
+      switch (outcome.kind) {
+        case "Answered":
+          return {
+            kind: "Reply",
+            msgType: outcome.response.msgType,
+            content: outcome.response.content,
+            kernelRestarted: outcome.response.kernelRestarted,
+          };
+        case "NotConnected":
+        case "Disconnected":
+          deps.onWorkerLost?.();
+          return { kind: "NotReady", message: "the session's worker is not connected" };
+        case "TimedOut":
+          return { kind: "NotReady", message: "the kernel did not answer" };
+        case "WorkerError":
+          return { kind: "NotReady", message: `the worker could not run it: ${outcome.message}` };
+        case "TooLarge":
+          return { kind: "NotReady", message: `the request is too large (${outcome.bytes} bytes)` };
+        default: {
+          const never: never = outcome;
+          throw new Error(`unhandled jupyter outcome ${JSON.stringify(never)}`);
+        }
+      }
+    },
+
+    async inputReply(workloadId, value) {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return false;
+      const a = located.allocation;
+      const outcome = await gateway.request(
+        a.id,
+        a.epoch,
+        0,
+        { kind: "input_reply", value },
+        CONTROL_TIMEOUT_MS,
+      );
+      return outcome.kind === "Answered" && outcome.response.delivered;
+    },
+
+    async restart(workloadId) {
+      const located = locate(workloadId);
+      if (located.kind !== "Located") return notReady(located);
+      const a = located.allocation;
+      const outcome = await gateway.request(
+        a.id,
+        a.epoch,
+        0,
+        { kind: "restart" },
+        CONTROL_TIMEOUT_MS,
+      );
+      if (outcome.kind !== "Answered") {
+        return {
+          kind: "Failed",
+          message: `the worker did not restart the kernel (${outcome.kind})`,
+        };
+      }
+      deps.log.info("kernel restarted", { workloadId, restarted: outcome.response.restarted });
+      return outcome.response.restarted
+        ? { kind: "Restarted" }
+        : { kind: "Failed", message: outcome.response.message };
+    },
+  };
+}

@@ -1,0 +1,461 @@
+/**
+ * One hub per kernel: its websockets, its execution state, and the order of its shell
+ * requests. Shell requests run one after another (as a Jupyter kernel's shell does), each
+ * waiting until the session is READY: a kernel started on a busy cluster takes messages at
+ * once and answers them when its allocation runs. iopub goes to every socket of the kernel,
+ * a shell reply and an input prompt only to the socket that asked. Control (interrupt,
+ * shutdown) and stdin (input replies) never wait behind a running cell.
+ *
+ * While a kernel has sockets, its session is watched: when it ends (cancelled, idle
+ * reclaimed, lifetime, lost), every socket hears `status: dead` and is closed with the reason.
+ */
+import { randomUUID } from "node:crypto";
+import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";
+import type { InterruptOutcome } from "../../../core/session/session-service.ts";
+import { every, sleep, systemTimers } from "../../../lib/clock.ts";
+import type { Log } from "../../../lib/log.ts";
+import type { CellEvent } from "../../../wire/worker-protocol.ts";
+import {
+  type Channel,
+  type ClientMessage,
+  type Header,
+  jupyterBundle,
+  kernelMessage,
+  parseClientMessage,
+  replyType,
+} from "./messages.ts";
+
+/** The part of a server websocket the hub uses. */
+export interface KernelSocket {
+  send(text: string): void;
+  close(code: number, reason: string): void;
+}
+
+export type ExecutionState = "starting" | "idle" | "busy" | "restarting" | "dead";
+
+export interface KernelActivity {
+  readonly executionState: ExecutionState;
+  readonly connections: number;
+  /** Epoch ms of the last message either way; null when none since this daemon started. */
+  readonly lastActivityMs: number | null;
+}
+
+export interface KernelHubsDeps {
+  readonly jupyter: JupyterService;
+  readonly interrupt: (workloadId: string) => Promise<InterruptOutcome>;
+  /** Ends the session (a `shutdown_request` without restart). */
+  readonly shutdown: (workloadId: string) => void;
+  /** A user is present: the session's idle clock starts again. */
+  readonly touch: (workloadId: string) => void;
+  readonly now: () => number;
+  readonly log: Log;
+  /** How often a waiting request and a watched session look again (default 250 ms). */
+  readonly pollMs?: number;
+}
+
+export interface KernelHubs {
+  /** A new websocket of `workloadId`'s kernel: feed it the socket's frames and its close. */
+  connect(
+    workloadId: string,
+    socket: KernelSocket,
+  ): { onMessage(text: string): void; onClose(): void };
+  activity(workloadId: string): KernelActivity;
+  restart(workloadId: string): Promise<RestartOutcome>;
+  /** Closes every socket (the daemon is stopping: clients reconnect to the next one). */
+  closeAll(reason: string): void;
+}
+
+interface Hub {
+  readonly id: string;
+  readonly sockets: Set<KernelSocket>;
+  kernelSession: string;
+  executionState: ExecutionState;
+  lastActivityMs: number | null;
+  kernelInfo: Readonly<Record<string, unknown>> | null;
+  chain: Promise<void>;
+  /** Shell requests received so far (their order of arrival). */
+  received: number;
+  /** Execute requests received up to this one are aborted: an earlier cell failed. */
+  abortThrough: number;
+  /** Cancels the watch on the session (lib/clock `every`). */
+  watch: (() => void) | null;
+}
+
+/** How often a running request renews the session's activity (its idle clock). */
+const RENEW_ACTIVITY_MS = 10_000;
+
+export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
+  const hubs = new Map<string, Hub>();
+  const pollMs = deps.pollMs ?? 250;
+
+  function hubOf(id: string): Hub {
+    let h = hubs.get(id);
+    if (!h) {
+      h = {
+        id,
+        sockets: new Set(),
+        kernelSession: randomUUID(),
+        executionState: "idle",
+        lastActivityMs: null,
+        kernelInfo: null,
+        chain: Promise.resolve(),
+        received: 0,
+        abortThrough: 0,
+        watch: null,
+      };
+      hubs.set(id, h);
+    }
+    return h;
+  }
+
+  function broadcast(h: Hub, text: string): void {
+    for (const s of h.sockets) s.send(text);
+  }
+
+  function status(h: Hub, state: ExecutionState, parent: Header): void {
+    h.executionState = state;
+    broadcast(
+      h,
+      kernelMessage("iopub", "status", { execution_state: state }, parent, h.kernelSession),
+    );
+  }
+
+  function reply(
+    h: Hub,
+    socket: KernelSocket,
+    channel: Channel,
+    request: ClientMessage,
+    msgType: string,
+    content: Readonly<Record<string, unknown>>,
+  ): void {
+    socket.send(kernelMessage(channel, msgType, content, request.header, h.kernelSession));
+  }
+
+  function errorReply(
+    h: Hub,
+    socket: KernelSocket,
+    request: ClientMessage,
+    ename: string,
+    evalue: string,
+  ) {
+    const content = { status: "error", ename, evalue, traceback: [`${ename}: ${evalue}`] };
+    reply(h, socket, request.channel, request, replyType(request.msgType), content);
+  }
+
+  /** One of the request's outputs, to the sockets that should see it. */
+  function relay(h: Hub, socket: KernelSocket, request: ClientMessage, event: CellEvent): void {
+    h.lastActivityMs = deps.now();
+    const parent = request.header;
+    switch (event.type) {
+      case "stream":
+        broadcast(
+          h,
+          kernelMessage(
+            "iopub",
+            "stream",
+            { name: event.name, text: event.text },
+            parent,
+            h.kernelSession,
+          ),
+        );
+        return;
+      case "display_data": {
+        const content = { data: jupyterBundle(event.data), metadata: {}, transient: {} };
+        broadcast(h, kernelMessage("iopub", "display_data", content, parent, h.kernelSession));
+        return;
+      }
+      case "jupyter": {
+        const text = kernelMessage(
+          event.channel,
+          event.msgType,
+          event.content,
+          parent,
+          h.kernelSession,
+          event.metadata ?? {},
+        );
+        if (event.channel === "stdin") {
+          socket.send(text);
+          return;
+        }
+        if (event.msgType === "status") {
+          const state = event.content["execution_state"];
+          if (state === "busy" || state === "idle") h.executionState = state;
+        }
+        broadcast(h, text);
+        return;
+      }
+      case "kernel":
+        // The interpreter is being replaced (an interrupt did not stop the cell): front ends
+        // show "restarting"; the request's error reply follows when the cell is failed.
+        broadcast(
+          h,
+          kernelMessage(
+            "iopub",
+            "status",
+            { execution_state: "restarting" },
+            parent,
+            h.kernelSession,
+          ),
+        );
+        return;
+      default: {
+        const never: never = event;
+        throw new Error(`unhandled event ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  const pause = () => sleep(pollMs);
+
+  /** Waits until READY; false (and the client told) when the session will never be. */
+  async function untilReady(
+    h: Hub,
+    socket: KernelSocket,
+    request: ClientMessage,
+  ): Promise<boolean> {
+    for (;;) {
+      const standing = deps.jupyter.standing(h.id);
+      if (standing.kind === "Ready") return true;
+      if (standing.kind === "NotFound" || standing.kind === "Dead") {
+        const why = standing.kind === "Dead" ? standing.message : "no such kernel";
+        errorReply(h, socket, request, "KernelDead", why);
+        return false;
+      }
+      if (h.executionState !== "restarting") h.executionState = "starting";
+      await pause();
+    }
+  }
+
+  async function runShell(
+    h: Hub,
+    socket: KernelSocket,
+    request: ClientMessage,
+    arrival: number,
+  ): Promise<void> {
+    if (request.msgType === "execute_request" && arrival <= h.abortThrough) {
+      // Queued behind a cell that failed with stop_on_error ("Run All" stops at the error),
+      // as ipykernel answers such requests.
+      status(h, "busy", request.header);
+      reply(h, socket, "shell", request, "execute_reply", { status: "aborted" });
+      status(h, "idle", request.header);
+      return;
+    }
+    if (!(await untilReady(h, socket, request))) return;
+    deps.touch(h.id);
+    const renew = every(systemTimers, RENEW_ACTIVITY_MS, () => deps.touch(h.id));
+    try {
+      let idle = false;
+      const outcome = await deps.jupyter.request(h.id, request.msgType, request.content, {
+        onEvent: (event) => {
+          if (event.type === "jupyter" && event.msgType === "status") {
+            idle = event.content["execution_state"] === "idle";
+          }
+          relay(h, socket, request, event);
+        },
+        cell: String(request.header["msg_id"]),
+      });
+      if (outcome.kind !== "Reply") {
+        const message = outcome.kind === "NotReady" ? outcome.message : "no such kernel";
+        errorReply(h, socket, request, "KernelNotReady", message);
+        status(h, "idle", request.header);
+        return;
+      }
+      if (outcome.msgType === "kernel_info_reply") h.kernelInfo = outcome.content;
+      if (
+        outcome.msgType === "execute_reply" &&
+        outcome.content["status"] === "error" &&
+        request.content["stop_on_error"] !== false
+      ) {
+        h.abortThrough = h.received;
+      }
+      reply(h, socket, "shell", request, outcome.msgType, outcome.content);
+      // The interpreter died under the request (os._exit, a segfault, the OOM killer): it
+      // never said idle (maybe not even busy: its last lines die with it), and a client
+      // waits for idle as much as for the reply. The next request starts a fresh one.
+      if (!idle) status(h, "idle", request.header);
+    } finally {
+      renew();
+      deps.touch(h.id);
+    }
+  }
+
+  /** kernel_info from what the kernel said before: a reconnecting client is not held behind a cell. */
+  function answerKernelInfo(h: Hub, socket: KernelSocket, request: ClientMessage): boolean {
+    if (h.kernelInfo === null) return false;
+    const state = h.executionState;
+    socket.send(
+      kernelMessage(
+        "iopub",
+        "status",
+        { execution_state: "busy" },
+        request.header,
+        h.kernelSession,
+      ),
+    );
+    reply(h, socket, request.channel, request, "kernel_info_reply", h.kernelInfo);
+    socket.send(
+      kernelMessage(
+        "iopub",
+        "status",
+        { execution_state: state === "busy" ? "busy" : "idle" },
+        request.header,
+        h.kernelSession,
+      ),
+    );
+    return true;
+  }
+
+  async function runControl(h: Hub, socket: KernelSocket, request: ClientMessage): Promise<void> {
+    switch (request.msgType) {
+      case "interrupt_request": {
+        const outcome = await deps.interrupt(h.id);
+        if (outcome.kind === "Ok")
+          reply(h, socket, "control", request, "interrupt_reply", { status: "ok" });
+        else
+          errorReply(
+            h,
+            socket,
+            request,
+            "KernelNotReady",
+            outcome.kind === "NotReady" ? outcome.message : "no such kernel",
+          );
+        return;
+      }
+      case "shutdown_request": {
+        const restart = request.content["restart"] === true;
+        if (restart) await restartHub(h);
+        else deps.shutdown(h.id);
+        reply(h, socket, "control", request, "shutdown_reply", { status: "ok", restart });
+        return;
+      }
+      case "kernel_info_request":
+        if (answerKernelInfo(h, socket, request)) return;
+        {
+          const arrival = ++h.received;
+          h.chain = h.chain.then(() => runShell(h, socket, request, arrival));
+        }
+        return;
+      default:
+        errorReply(
+          h,
+          socket,
+          request,
+          "UnknownMessageType",
+          `no control message ${JSON.stringify(request.msgType)}`,
+        );
+    }
+  }
+
+  function onMessage(h: Hub, socket: KernelSocket, text: string): void {
+    h.lastActivityMs = deps.now();
+    const request = parseClientMessage(text);
+    if (typeof request === "string") {
+      deps.log.warn("jupyter: a message that is not one", { kernel: h.id, problem: request });
+      return;
+    }
+    switch (request.channel) {
+      case "shell": {
+        if (request.msgType === "kernel_info_request" && answerKernelInfo(h, socket, request))
+          return;
+        // Serial, and never broken by one failure: the next request still runs. Numbered as
+        // they arrive: a failed cell aborts the executes queued behind it, not later ones.
+        const arrival = ++h.received;
+        h.chain = h.chain
+          .then(() => runShell(h, socket, request, arrival))
+          .catch((error: unknown) => {
+            deps.log.error("jupyter: shell request failed", { kernel: h.id, error: String(error) });
+          });
+        return;
+      }
+      case "control":
+        void runControl(h, socket, request).catch((error: unknown) => {
+          deps.log.error("jupyter: control request failed", { kernel: h.id, error: String(error) });
+        });
+        return;
+      case "stdin":
+        if (request.msgType === "input_reply") {
+          void deps.jupyter.inputReply(h.id, String(request.content["value"] ?? ""));
+        }
+        return;
+      default: {
+        const never: never = request.channel;
+        throw new Error(`unhandled channel ${JSON.stringify(never)}`);
+      }
+    }
+  }
+
+  /** The session ended: every socket is told and closed, and the hub forgotten. */
+  function watch(h: Hub): void {
+    if (h.watch !== null) return;
+    h.watch = every(systemTimers, Math.max(pollMs, 1000), () => {
+      const standing = deps.jupyter.standing(h.id);
+      if (standing.kind === "Ready") {
+        if (h.executionState === "starting") h.executionState = "idle";
+        return;
+      }
+      if (standing.kind === "Starting") return;
+      const reason = standing.kind === "Dead" ? standing.message : "no such kernel";
+      status(h, "dead", {});
+      for (const s of h.sockets) s.close(1000, reason.slice(0, 120));
+      h.sockets.clear();
+      stopWatching(h);
+      hubs.delete(h.id);
+    });
+  }
+
+  function stopWatching(h: Hub): void {
+    h.watch?.();
+    h.watch = null;
+  }
+
+  async function restartHub(h: Hub): Promise<RestartOutcome> {
+    status(h, "restarting", {});
+    const outcome = await deps.jupyter.restart(h.id);
+    h.kernelSession = randomUUID();
+    status(h, outcome.kind === "Restarted" ? "starting" : "dead", {});
+    if (outcome.kind === "Restarted") status(h, "idle", {});
+    return outcome;
+  }
+
+  return {
+    connect(workloadId, socket) {
+      const h = hubOf(workloadId);
+      h.sockets.add(socket);
+      if (deps.jupyter.standing(workloadId).kind !== "Ready") h.executionState = "starting";
+      watch(h);
+      return {
+        onMessage: (text) => onMessage(h, socket, text),
+        onClose() {
+          h.sockets.delete(socket);
+          if (h.sockets.size === 0) stopWatching(h);
+        },
+      };
+    },
+    activity(workloadId) {
+      const h = hubs.get(workloadId);
+      const standing = deps.jupyter.standing(workloadId).kind;
+      const executionState: ExecutionState =
+        standing === "Ready"
+          ? (h?.executionState ?? "idle")
+          : standing === "Starting"
+            ? h?.executionState === "restarting"
+              ? "restarting"
+              : "starting"
+            : "dead";
+      return {
+        executionState,
+        connections: h?.sockets.size ?? 0,
+        lastActivityMs: h?.lastActivityMs ?? null,
+      };
+    },
+    restart: (workloadId) => restartHub(hubOf(workloadId)),
+    closeAll(reason) {
+      for (const h of hubs.values()) {
+        for (const s of h.sockets) s.close(1001, reason);
+        h.sockets.clear();
+        stopWatching(h);
+      }
+      hubs.clear();
+    },
+  };
+}

@@ -1,0 +1,52 @@
+/**
+ * What a kernel launch takes from a Jupyter client, and the kernel ids Jupyter Server routes.
+ */
+import { describe, expect, test } from "bun:test";
+import { kernelIdOf, workloadIdOf } from "../../src/servers/http/jupyter/ids.ts";
+import { kernelEnv } from "../../src/servers/http/jupyter/routes.ts";
+import { jsonToV1, v1ToJson } from "../../src/servers/http/jupyter/v1-framing.ts";
+
+describe("kernelEnv", () => {
+  test("only KERNEL_* names the env policy allows, with string values, reach the kernel", () => {
+    const env = kernelEnv({
+      KERNEL_USERNAME: "ada",
+      KERNEL_WORKING_DIR: "/home/ada/nb",
+      KERNEL_AUTH_TOKEN: "secret", // credential-shaped: never forwarded
+      JUPYTER_GATEWAY_AUTH_TOKEN: "secret", // the client's own token
+      PATH: "/opt/laptop/bin", // the client's machine, not the node
+      LD_PRELOAD: "/tmp/x.so",
+      KERNEL_LAUNCH_TIMEOUT: 40, // not a string
+    });
+    expect(env).toEqual({ KERNEL_USERNAME: "ada", KERNEL_WORKING_DIR: "/home/ada/nb" });
+    expect(kernelEnv(null)).toEqual({});
+    expect(kernelEnv("KERNEL_X=1")).toEqual({});
+  });
+});
+
+describe("kernel ids", () => {
+  test("a minted workload id is a five-group kernel id and back; others are themselves", () => {
+    const kernel = kernelIdOf("w-abcde0123456789vwxyz");
+    expect(kernel).toBe("w-abcde-01234-56789-vwxyz");
+    expect(kernel).toMatch(/^\w+-\w+-\w+-\w+-\w+$/);
+    expect(workloadIdOf(kernel)).toBe("w-abcde0123456789vwxyz");
+    expect(kernelIdOf("custom-id")).toBe("custom-id");
+    expect(workloadIdOf("custom-id")).toBe("custom-id");
+    expect(workloadIdOf("../../etc")).toBe("../../etc"); // looked up as written: finds nothing
+  });
+});
+
+describe("v1 websocket framing", () => {
+  test("a message survives the round trip; a frame that is not one is null", () => {
+    const text = JSON.stringify({
+      channel: "shell",
+      header: { msg_id: "m1", msg_type: "execute_request" },
+      parent_header: {},
+      metadata: {},
+      content: { code: "print('é')" },
+    });
+    const back = JSON.parse(v1ToJson(jsonToV1(text)) ?? "null");
+    expect(back).toEqual(JSON.parse(text));
+    expect(v1ToJson(new Uint8Array([1, 2, 3]))).toBeNull();
+    expect(v1ToJson(new Uint8Array(64).fill(255))).toBeNull();
+  });
+});
