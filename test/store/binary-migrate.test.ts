@@ -6,9 +6,11 @@
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
+import { migrate } from "../../src/adapters/store-sqlite/migrate.ts";
+import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
+import { TAGS_BEFORE_THE_RENAME } from "../support/released-migration-tags.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 beforeAll(() => ensureBuilt(), 120_000);
@@ -70,6 +72,31 @@ describe("the compiled binary migrates its database", () => {
     expect(db.query("SELECT COUNT(*) AS n FROM openai4s_migrations").get()).toEqual({
       n: JOURNAL_TAGS.length,
     });
+    db.close();
+  }, 60_000);
+
+  test("a database migrated under the migrations' old names opens and keeps its rows", async () => {
+    const stateDir = join(tempDir(), "state");
+    await serveOnce(stateDir);
+    const path = join(stateDir, "openai4s.db");
+    // Rebuilt as a release before the rename left it: every migration under its old tag.
+    const old = new Database(path);
+    old.run("DROP TABLE openai4s_migrations");
+    migrate(
+      old,
+      EMBEDDED_MIGRATIONS.map((m, i) => ({ tag: TAGS_BEFORE_THE_RENAME[i] ?? "", sql: "" })),
+    );
+    old.run(
+      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, reason, created_at, updated_at) VALUES ('w-old','BATCH','old','default','{\"command\":[\"true\"]}','COMPLETED','EXITED_ZERO',1,1)",
+    );
+    old.close();
+    await serveOnce(stateDir);
+    const db = new Database(path, { readonly: true });
+    expect(db.query("SELECT id FROM workloads WHERE id = 'w-old'").all()).toEqual([
+      { id: "w-old" },
+    ]);
+    const tags = db.query<{ tag: string }, []>("SELECT tag FROM openai4s_migrations").all();
+    expect(tags.map((t) => t.tag)).toEqual(expect.arrayContaining([...JOURNAL_TAGS]));
     db.close();
   }, 60_000);
 });

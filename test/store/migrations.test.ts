@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { migrate } from "../../src/adapters/store-sqlite/migrate.ts";
 import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
+import { TAGS_BEFORE_THE_RENAME } from "../support/released-migration-tags.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const MIGRATIONS_DIR = join(
@@ -83,6 +84,31 @@ describe("migrate", () => {
     expect(db.query("SELECT tag FROM openai4s_migrations WHERE tag = '9998_broken'").all()).toEqual(
       [],
     );
+    db.close();
+  });
+
+  test("a database that applied the migrations under their old names neither re-runs nor skips one", () => {
+    const path = dbPath();
+    const db = new Database(path);
+    const asReleased = EMBEDDED_MIGRATIONS.map((m, i) => ({
+      tag: TAGS_BEFORE_THE_RENAME[i] ?? "",
+      sql: m.sql,
+    }));
+    expect(migrate(db, asReleased).applied).toEqual([...TAGS_BEFORE_THE_RENAME]);
+    db.run(
+      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, created_at, updated_at) VALUES ('w1','BATCH','n','default','{}','PENDING',1,1)",
+    );
+    const report = migrate(db);
+    expect(report).toEqual({ applied: [], alreadyApplied: [...JOURNAL_TAGS] });
+    const tags = db.query<{ tag: string }, []>("SELECT tag FROM openai4s_migrations").all();
+    // The new names are recorded and the old rows kept (a rollback to the old binary).
+    expect(tags.map((t) => t.tag).sort()).toEqual(
+      [...new Set([...TAGS_BEFORE_THE_RENAME, ...JOURNAL_TAGS])].sort(),
+    );
+    expect(db.query("SELECT id FROM workloads").all()).toEqual([{ id: "w1" }]);
+    // A later migration still applies, once.
+    const later = [...EMBEDDED_MIGRATIONS, { tag: "9999_after", sql: "CREATE TABLE t2 (x int);" }];
+    expect(migrate(db, later).applied).toEqual(["9999_after"]);
     db.close();
   });
 });

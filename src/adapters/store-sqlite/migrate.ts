@@ -23,16 +23,24 @@ export function migrate(
   const isApplied = sqlite.query<{ tag: string }, [string]>(
     "SELECT tag FROM openai4s_migrations WHERE tag = ?",
   );
+  const record = (tag: string) =>
+    sqlite.run("INSERT INTO openai4s_migrations (tag, applied_at) VALUES (?, ?)", [
+      tag,
+      Date.now(),
+    ]);
   for (const migration of migrations) {
     const step = sqlite.transaction(() => {
       if (isApplied.get(migration.tag)) return false;
+      if (migration.formerTags?.some((former) => isApplied.get(former))) {
+        // Applied under its old name: recorded under the new one too, the old row kept, so a
+        // later release may drop the alias and a rollback to the old binary still sees it.
+        record(migration.tag);
+        return false;
+      }
       for (const statement of migration.sql.split("--> statement-breakpoint")) {
         if (statement.trim().length > 0) sqlite.run(statement);
       }
-      sqlite.run("INSERT INTO openai4s_migrations (tag, applied_at) VALUES (?, ?)", [
-        migration.tag,
-        Date.now(),
-      ]);
+      record(migration.tag);
       return true;
     });
     if (step.immediate()) applied.push(migration.tag);

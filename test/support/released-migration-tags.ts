@@ -1,0 +1,16 @@
+/**
+ * The tags as databases recorded them before the migrations were named for what they change:
+ * written out here, not derived from `formerTags`, so dropping an alias fails this file.
+ */
+export const TAGS_BEFORE_THE_RENAME: readonly string[] = [
+  "0000_init",
+  "0001_live_workloads_index",
+  "0002_containment",
+  "0003_never_stalls_change_log",
+  "0004_perf_view_cache_change_log",
+  "0005_runway",
+  "0006_perf2_index_predicates_without_in",
+  "0007_isolation_verdict",
+  "0008_job_arrays",
+  "0009_principals",
+];
