@@ -7,7 +7,7 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { migrate } from "../../src/adapters/store-sqlite/migrate.ts";
-import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
+import { JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
 import { TAGS_BEFORE_THE_RENAME } from "../support/released-migration-tags.ts";
@@ -84,7 +84,7 @@ describe("the compiled binary migrates its database", () => {
     old.run("DROP TABLE openai4s_migrations");
     migrate(
       old,
-      EMBEDDED_MIGRATIONS.map((m, i) => ({ tag: TAGS_BEFORE_THE_RENAME[i] ?? "", sql: "" })),
+      TAGS_BEFORE_THE_RENAME.map((tag) => ({ tag, sql: "" })),
     );
     old.run(
       "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, reason, created_at, updated_at) VALUES ('w-old','BATCH','old','default','{\"command\":[\"true\"]}','COMPLETED','EXITED_ZERO',1,1)",
