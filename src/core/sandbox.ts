@@ -166,3 +166,12 @@ export interface Sandbox extends LaunchWrapper {
    */
   verify(): Promise<IsolationVerdict>;
 }
+
+/**
+ * What host-side helpers (bwrap, setpriv, env, a job's supervisor) are started with: nothing
+ * a request chose. A policy value, here so every backend starts its helpers the same way.
+ */
+export const HELPER_ENV: Readonly<Record<string, string>> = {
+  PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
+  LANG: "C.UTF-8",
+};

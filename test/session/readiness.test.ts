@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createSessionAttempts } from "../../src/adapters/spool/session-attempts.ts";
 import {
   SESSION_ATTEMPT_FILE,
   workspaceMarker,
@@ -50,8 +51,7 @@ function readiness() {
   return createSessionReadiness({
     store: bindSessionStore(t.store),
     gateway: gw,
-    layout,
-    key,
+    attempts: createSessionAttempts({ layout, key }),
     clock: t.clock,
     log: silentLog,
   });
@@ -338,8 +338,7 @@ describe("readiness conditions", () => {
     createSessionReadiness({
       store: bindSessionStore(t.store),
       gateway: gw,
-      layout,
-      key,
+      attempts: createSessionAttempts({ layout, key }),
       clock: t.clock,
       log: silentLog,
       intervalMs: 60_000,

@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { randomBytes } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createSessionAttempts } from "../../src/adapters/spool/session-attempts.ts";
 import { SESSION_ATTEMPT_FILE } from "../../src/adapters/spool/session-preparer.ts";
 import {
   applyTransition,
@@ -18,6 +20,7 @@ import {
 } from "../../src/core/session/service.ts";
 import { manualTimeline } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
+import { signingKeyFromBytes } from "../../src/wire/credential.ts";
 import { eventually } from "../support/eventually.ts";
 import { execAnswer, type FakeGateway, fakeGateway } from "../support/fake-gateway.ts";
 import {
@@ -330,9 +333,15 @@ describe("session service: exec", () => {
   });
 });
 
+/** The expectations read only attempt records; the marker (and its key) is not asked. */
+const key = signingKeyFromBytes(randomBytes(32));
+
 describe("gateway expectations", () => {
   test("only the current, active, wanted attempt of a SESSION is expected", () => {
-    const expectations = createGatewayExpectations({ store: bindSessionStore(t.store), layout });
+    const expectations = createGatewayExpectations({
+      store: bindSessionStore(t.store),
+      attempts: createSessionAttempts({ layout, key }),
+    });
     expect(expectations.lookup("unknown")).toBeNull();
 
     const batch = newWorkload(t.store, "BATCH");
@@ -356,7 +365,10 @@ describe("gateway expectations", () => {
   });
 
   test("STOPPING fences, and an attempt never prepared as a session is not expected", () => {
-    const expectations = createGatewayExpectations({ store: bindSessionStore(t.store), layout });
+    const expectations = createGatewayExpectations({
+      store: bindSessionStore(t.store),
+      attempts: createSessionAttempts({ layout, key }),
+    });
     const id = newWorkload(t.store);
     const a = startAttempt(t.store, id);
     expect(expectations.lookup(a)).toBeNull();

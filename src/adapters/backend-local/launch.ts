@@ -10,7 +10,7 @@ import type { ResourceProfile } from "../../core/models.ts";
 import type { SubmitRequest } from "../../core/ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../../core/reconciler/runway.ts";
 import type { LaunchWrapper, RunAs, SandboxMount, SandboxPaths } from "../../core/sandbox.ts";
-import { HELPER_ENV } from "../isolation-bwrap/launch-argv.ts";
+import { HELPER_ENV } from "../../core/sandbox.ts";
 import { jobLimitsFor, limitArgv } from "./job-limits.ts";
 import type { LimitEnforcement } from "./limit-enforcement.ts";
 import type { JobRecord } from "./records.ts";

@@ -8,8 +8,8 @@
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import type { TaskResult } from "../../core/ports.ts";
 import type { LaunchWrapper, RunAs } from "../../core/sandbox.ts";
+import { HELPER_ENV } from "../../core/sandbox.ts";
 import type { ProgramRunner } from "../../lib/process-runner.ts";
-import { HELPER_ENV } from "../isolation-bwrap/launch-argv.ts";
 import { limitArgv } from "./job-limits.ts";
 import { signalNumber } from "./job-state.ts";
 import { sandboxPaths } from "./launch.ts";

@@ -24,12 +24,6 @@ import { chownDirBeneath } from "../../lib/beneath-fs.ts";
 const ENV_PROGRAM = "/usr/bin/env";
 const SETPRIV_PROGRAM = "/usr/bin/setpriv";
 
-/** What host-side helpers (bwrap, setpriv, env) are started with: nothing a request chose. */
-export const HELPER_ENV: Readonly<Record<string, string>> = {
-  PATH: "/usr/sbin:/usr/bin:/sbin:/bin",
-  LANG: "C.UTF-8",
-};
-
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**

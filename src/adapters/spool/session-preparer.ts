@@ -15,6 +15,11 @@ import * as v from "valibot";
 import type { AttemptPreparer, PrepareResult } from "../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
+import {
+  SESSION_MAX_RANKS,
+  type SessionAttemptRead,
+  type SessionAttemptRecord,
+} from "../../core/ports/session-attempts.ts";
 import { type AllocationBackend, sessionIsolationVerdict } from "../../core/ports.ts";
 import { makeDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
 import { readTextCapped } from "../../lib/bounded-read.ts";
@@ -27,11 +32,6 @@ import { FINGERPRINT_FILE, writeGatewayFingerprint } from "../../wire/gateway-tl
 const WORKSPACE_MARKER_FILE = ".openai4s-workspace-marker";
 /** What the preparer records about an attempt, in its allocation directory. */
 export const SESSION_ATTEMPT_FILE = "session-attempt.json";
-
-export interface SessionAttemptRecord {
-  /** How many workers (one per node) this attempt was launched with. */
-  readonly ranks: number;
-}
 
 /** `<allocationDir>/credentials`: the directory whose path (only) is handed to the backend. */
 function credentialDirOf(allocationDir: string): string {
@@ -61,22 +61,9 @@ export function workspaceMarker(key: SigningKey, allocationId: string, epoch: nu
  */
 const SESSION_ATTEMPT_MAX_BYTES = 4096;
 
-/**
- * The most ranks any record may claim whatever the profile: a bound before the profile's
- * own, so a record is never trusted to size an array (issue 8: `{"ranks": 20000000}` cost
- * gigabytes of memory and 100 % CPU on every start).
- */
-export const SESSION_MAX_RANKS = 4096;
-
 const sessionAttemptSchema = v.strictObject({
   ranks: v.pipe(v.number(), v.safeInteger(), v.minValue(1), v.maxValue(SESSION_MAX_RANKS)),
 });
-
-export type SessionAttemptRead =
-  /** This allocation was never prepared as a session (or its record is gone). */
-  | { readonly kind: "Missing" }
-  | { readonly kind: "Invalid"; readonly message: string }
-  | { readonly kind: "Valid"; readonly record: SessionAttemptRecord };
 
 /**
  * The attempt record, from the PRIVATE attempt dir (layout.attemptRecordDir), which no

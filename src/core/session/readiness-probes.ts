@@ -4,11 +4,9 @@
  * (KERNEL_RESPONSIVE). Each answers a ProbeResult; the loop (readiness.ts) remembers it.
  */
 
-import { workspaceMarker, workspaceMarkerPath } from "../../adapters/spool/session-preparer.ts";
-import type { SigningKey } from "../../wire/credential.ts";
 import type { WorkerResponse } from "../../wire/worker-protocol.ts";
-import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
+import type { SessionAttempts } from "../ports/session-attempts.ts";
 import type { RequestOutcome, WorkerGateway } from "../ports/worker-gateway.ts";
 import type { ProbeResult } from "./readiness-conditions.ts";
 
@@ -19,22 +17,20 @@ export interface ReadinessProbes {
 
 export function createReadinessProbes(options: {
   readonly gateway: Pick<WorkerGateway, "request">;
-  readonly layout: StateLayout;
-  readonly key: SigningKey;
+  readonly attempts: Pick<SessionAttempts, "workspaceMarker">;
   /** Per probe_workspace request. */
   readonly probeTimeoutMs: number;
   /** For the `1+1` probe, which may include the kernel's start. */
   readonly kernelTimeoutMs: number;
 }): ReadinessProbes {
-  const { gateway, layout, key, probeTimeoutMs, kernelTimeoutMs } = options;
+  const { gateway, attempts, probeTimeoutMs, kernelTimeoutMs } = options;
 
   async function probeWorkspace(
     workload: Workload,
     a: Allocation,
     ranks: number,
   ): Promise<ProbeResult> {
-    const path = workspaceMarkerPath(layout.workspaceDir(workload.id));
-    const expect = workspaceMarker(key, a.id, a.epoch);
+    const { path, expect } = attempts.workspaceMarker(workload.id, a.id, a.epoch);
     const answers = await Promise.all(
       Array.from({ length: ranks }, (_, rank) =>
         gateway.request(

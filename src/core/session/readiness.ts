@@ -15,12 +15,10 @@
  * (`trigger`), so READY follows the last worker's connection by one pass, not one period.
  */
 
-import { readSessionAttempt, SESSION_MAX_RANKS } from "../../adapters/spool/session-preparer.ts";
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
-import type { SigningKey } from "../../wire/credential.ts";
-import type { StateLayout } from "../layout.ts";
 import { type Allocation, type ConditionType, isTerminal, type Workload } from "../models.ts";
+import { SESSION_MAX_RANKS, type SessionAttempts } from "../ports/session-attempts.ts";
 import type { SessionStore } from "../ports/session-store.ts";
 import type { WorkerGateway } from "../ports/worker-gateway.ts";
 import {
@@ -41,8 +39,8 @@ export type SessionGateway = Pick<WorkerGateway, "connected" | "connection" | "r
 export interface SessionReadinessOptions {
   readonly store: SessionStore;
   readonly gateway: SessionGateway;
-  readonly layout: StateLayout;
-  readonly key: SigningKey;
+  /** The attempt records and workspace markers the preparer wrote. */
+  readonly attempts: SessionAttempts;
   readonly clock: Clock;
   readonly log: Log;
   /** Period of `run`. Default 200 ms: READY within a second of the allocation running. */
@@ -129,13 +127,13 @@ export function markSessionsUnobserved(store: SessionStore, why: string): void {
 }
 
 export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
-  const { store, gateway, layout, key, log } = options;
+  const { store, gateway, attempts, log } = options;
   const intervalMs = options.intervalMs ?? 200;
   const timers = options.timers ?? systemTimers;
   const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
   const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
   const probeRetryMs = options.probeRetryMs ?? 1000;
-  const probes = createReadinessProbes({ gateway, layout, key, probeTimeoutMs, kernelTimeoutMs });
+  const probes = createReadinessProbes({ gateway, attempts, probeTimeoutMs, kernelTimeoutMs });
   const { clock } = options;
 
   /** What the probes learnt, per attempt, while all its workers stayed connected. */
@@ -171,7 +169,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
     if (known !== undefined) return known;
     if (invalidAttempts.has(allocation.id)) return null;
     const maxRanks = options.maxRanksOf?.(workload) ?? SESSION_MAX_RANKS;
-    const read = readSessionAttempt(layout.attemptRecordDir(workload.id, allocation.id), maxRanks);
+    const read = attempts.read(workload.id, allocation.id, maxRanks);
     switch (read.kind) {
       case "Missing":
         return null;

@@ -4,12 +4,11 @@
  * dial in), and the session half of the cancel barrier.
  */
 import { randomUUID } from "node:crypto";
-import { readSessionAttempt, SESSION_MAX_RANKS } from "../../adapters/spool/session-preparer.ts";
 import { systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { CellEvent, ExecResponse } from "../../wire/worker-protocol.ts";
-import type { StateLayout } from "../layout.ts";
 import type { Allocation, Workload } from "../models.ts";
+import { SESSION_MAX_RANKS, type SessionAttempts } from "../ports/session-attempts.ts";
 import type { SessionStore } from "../ports/session-store.ts";
 import type {
   GatewayExpectation,
@@ -366,7 +365,7 @@ function joinOutput(outputs: readonly ExecOutput[]): string {
  */
 export function createGatewayExpectations(deps: {
   readonly store: SessionStore;
-  readonly layout: StateLayout;
+  readonly attempts: Pick<SessionAttempts, "read">;
   /** The most ranks an attempt of this workload can have (its profile's nodes). */
   readonly maxRanksOf?: (workload: Workload) => number;
 }): GatewayExpectations {
@@ -379,8 +378,9 @@ export function createGatewayExpectations(deps: {
       if (workload?.kind !== "SESSION") return null;
       let ranks = ranksCache.get(allocationId);
       if (ranks === undefined) {
-        const read = readSessionAttempt(
-          deps.layout.attemptRecordDir(workload.id, allocationId),
+        const read = deps.attempts.read(
+          workload.id,
+          allocationId,
           deps.maxRanksOf?.(workload) ?? SESSION_MAX_RANKS,
         );
         // Missing or invalid (readiness logs it): no worker of this attempt is admitted.

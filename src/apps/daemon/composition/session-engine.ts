@@ -14,16 +14,15 @@
  */
 import { randomBytes } from "node:crypto";
 import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
-import {
-  createSessionPreparer,
-  SESSION_MAX_RANKS,
-} from "../../../adapters/spool/session-preparer.ts";
+import { createSessionAttempts } from "../../../adapters/spool/session-attempts.ts";
+import { createSessionPreparer } from "../../../adapters/spool/session-preparer.ts";
 import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { Workload } from "../../../core/models.ts";
 import type { ActivityRecorder } from "../../../core/ports/activity-recorder.ts";
 import type { NonceBurner } from "../../../core/ports/nonce-burner.ts";
 import type { ReclaimerStore } from "../../../core/ports/reclaimer-store.ts";
+import { SESSION_MAX_RANKS } from "../../../core/ports/session-attempts.ts";
 import type { SessionStore } from "../../../core/ports/session-store.ts";
 import type { GatewayEvent, WorkerGateway } from "../../../core/ports/worker-gateway.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
@@ -152,6 +151,7 @@ export interface SessionEngine {
 export function startSessionEngine(options: SessionEngineOptions): SessionEngine {
   const { layout, stores, backend, clock, log } = options;
   const key = loadOrCreateSigningKey(layout.signingKey);
+  const attempts = createSessionAttempts({ layout, key });
   // What the preparer wrote an attempt record under: one rank per node of the profile. A
   // profile no longer offered keeps the global bound (a record is still never unbounded).
   const maxRanksOf = (workload: Workload): number =>
@@ -171,7 +171,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     key,
     clock,
     log,
-    expectations: createGatewayExpectations({ store: stores.sessions, layout, maxRanksOf }),
+    expectations: createGatewayExpectations({ store: stores.sessions, attempts, maxRanksOf }),
     onEvent(event) {
       countGatewayEvent(options.metrics, event);
       if (
@@ -190,9 +190,8 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   readiness = createSessionReadiness({
     store: stores.sessions,
     gateway,
-    layout,
+    attempts,
     maxRanksOf,
-    key,
     clock,
     log,
     onReady: (workload, readyAt) =>
