@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
+import { createClient } from "../../src/apps/cli/api-client.ts";
 import {
-  createClient,
   problemExitCode,
   renderProblem,
   resolveServer,

@@ -4,29 +4,28 @@
  * `$OPENAI4S_TOKEN`), one request function that turns transport failures and problem+json
  * into values, and the rendering of problems for humans.
  */
-import { join, resolve } from "node:path";
 import type { ParseArgsConfig } from "node:util";
 import { sleep } from "../../lib/clock.ts";
-import {
-  type Command,
-  type CommandIo,
-  ConnectionLost,
-  UsageError,
-} from "../../lib/command/command.ts";
+import { type Command, type CommandIo, UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
+import { joinPath, resolvePath } from "../../lib/posix-path.ts";
 import type { EventView, ListedProfileView, WorkloadView } from "../../servers/http/views.ts";
 import { resolveStateDir } from "../daemon/state-dir-path.ts";
+import {
+  type ApiClient,
+  type ApiResult,
+  type ClientFetch,
+  createClient,
+  type Problem,
+  SERVER_ENV,
+  type ServerAddress,
+} from "./api-client.ts";
 
-const SERVER_ENV = "OPENAI4S_SERVER";
 const TOKEN_ENV = "OPENAI4S_TOKEN";
-
-export type ServerAddress =
-  | { readonly kind: "unix"; readonly path: string }
-  | { readonly kind: "http"; readonly baseUrl: string };
 
 /** The process-level things a client command touches, injectable for tests. */
 export interface ClientRuntime {
-  readonly fetch: (url: string, init: RequestInit & { unix?: string }) => Promise<Response>;
+  readonly fetch: ClientFetch;
   readonly homeDir: () => string;
   readonly cwd: () => string;
   readonly readFile: (path: string) => string;
@@ -152,13 +151,13 @@ export function resolveServer(
       homeDir: runtime.homeDir(),
       cwd: runtime.cwd(),
     });
-    return { kind: "unix", path: join(stateDir.path, "api.sock") };
+    return { kind: "unix", path: joinPath(stateDir.path, "api.sock") };
   }
   const where = fromFlag ? "--server" : `$${SERVER_ENV}`;
   if (raw.startsWith("unix:")) {
     const path = raw.slice("unix:".length);
     if (path === "") throw new UsageError(`${where}: unix: needs a socket path`);
-    return { kind: "unix", path: resolve(runtime.cwd(), path) };
+    return { kind: "unix", path: resolvePath(runtime.cwd(), path) };
   }
   let url: URL;
   try {
@@ -180,7 +179,7 @@ export function resolveToken(
   if (flag !== undefined) {
     let text: string;
     try {
-      text = runtime.readFile(resolve(runtime.cwd(), flag));
+      text = runtime.readFile(resolvePath(runtime.cwd(), flag));
     } catch (error) {
       throw new UsageError(`--token-file: cannot read ${flag}: ${(error as Error).message}`);
     }
@@ -190,246 +189,6 @@ export function resolveToken(
   }
   const fromEnv = env[TOKEN_ENV];
   return fromEnv === undefined || fromEnv === "" ? null : fromEnv.trim();
-}
-
-export interface Problem {
-  readonly type: string;
-  readonly title: string;
-  readonly status: number;
-  readonly detail: string;
-  readonly errors?: readonly { readonly path: string; readonly message: string }[];
-  readonly reason?: string;
-}
-
-export type ApiResult<T> =
-  | { readonly kind: "Ok"; readonly status: number; readonly body: T }
-  | { readonly kind: "Problem"; readonly status: number; readonly problem: Problem }
-  /** No HTTP answer at all: the daemon is not running, the socket is wrong, a proxy died. */
-  | { readonly kind: "Unreachable"; readonly message: string };
-
-export type StreamResult =
-  | {
-      readonly kind: "Ok";
-      readonly status: number;
-      readonly body: ReadableStream<Uint8Array>;
-      readonly headers: Headers;
-    }
-  | Exclude<ApiResult<never>, { readonly kind: "Ok" }>;
-
-export interface ApiClient {
-  readonly server: ServerAddress;
-  request<T>(
-    method: "GET" | "POST" | "DELETE",
-    path: string,
-    options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
-  ): Promise<ApiResult<T>>;
-  /**
-   * As `request`, but a success is the Response itself, its body unread: for answers that
-   * stream (server-sent events). Failures are read and returned as problems, as `request` does.
-   */
-  open(
-    method: "GET" | "POST" | "DELETE",
-    path: string,
-    options?: { readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> },
-  ): Promise<ApiResult<Response>>;
-  /** A request whose successful body is streamed (job output, a backup), not parsed. */
-  stream(path: string, method?: "GET" | "POST"): Promise<StreamResult>;
-  /** A raw body (a file, streamed by the runtime) sent with `method`; the answer parsed. */
-  send<T>(method: "PUT" | "DELETE", path: string, body: Blob | null): Promise<ApiResult<T>>;
-}
-
-function describeServer(server: ServerAddress): string {
-  return server.kind === "unix" ? `unix:${server.path}` : server.baseUrl;
-}
-
-export function createClient(
-  server: ServerAddress,
-  token: string | null,
-  runtime: Pick<ClientRuntime, "fetch">,
-): ApiClient {
-  async function send(
-    method: "GET" | "POST" | "PUT" | "DELETE",
-    path: string,
-    options: RequestOptions,
-  ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
-    const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
-    if (token !== null) headers["Authorization"] = `Bearer ${token}`;
-    if (options.body !== undefined) headers["Content-Type"] = "application/json";
-    if (options.raw !== undefined) headers["Content-Type"] = "application/octet-stream";
-    const init: RequestInit & { unix?: string } = {
-      method,
-      headers,
-      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-      ...(options.raw !== undefined ? { body: options.raw } : {}),
-      ...(server.kind === "unix" ? { unix: server.path } : {}),
-    };
-    // Over a unix socket the host part is a formality; the path is what routes.
-    const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
-    try {
-      return await runtime.fetch(url, init);
-    } catch (error) {
-      return { kind: "Unreachable", message: unreachableMessage(server, error) };
-    }
-  }
-
-  async function parsed<T>(
-    method: "GET" | "POST" | "PUT" | "DELETE",
-    path: string,
-    options: RequestOptions,
-  ): Promise<ApiResult<T>> {
-    const response = await send(method, path, options);
-    if (!(response instanceof Response)) return response;
-    const text = await readText(response, server);
-    if (typeof text !== "string") return text;
-    let body: unknown;
-    try {
-      body = text === "" ? null : JSON.parse(text);
-    } catch {
-      body = null;
-    }
-    if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
-    return toProblem(response, text, body);
-  }
-
-  return {
-    server,
-    send<T>(method: "PUT" | "DELETE", path: string, body: Blob | null) {
-      return parsed<T>(method, path, body === null ? {} : { raw: body });
-    },
-    async request<T>(
-      method: "GET" | "POST" | "DELETE",
-      path: string,
-      options: RequestOptions = {},
-    ): Promise<ApiResult<T>> {
-      return parsed<T>(method, path, options);
-    },
-    async open(method: "GET" | "POST", path: string, options: RequestOptions = {}) {
-      const response = await send(method, path, options);
-      if (!(response instanceof Response)) return response;
-      if (response.ok) {
-        const body = response.body === null ? null : guarded(response.body, server);
-        return { kind: "Ok", status: response.status, body: new Response(body, response) };
-      }
-      return readProblem(response, server);
-    },
-    async stream(path: string, method: "GET" | "POST" = "GET") {
-      const response = await send(method, path, {});
-      if (!(response instanceof Response)) return response;
-      if (response.ok && response.body !== null) {
-        return {
-          kind: "Ok",
-          status: response.status,
-          body: guarded(response.body, server),
-          headers: response.headers,
-        };
-      }
-      return readProblem(response, server);
-    },
-  };
-}
-
-type RequestOptions = {
-  readonly body?: unknown;
-  /** A raw body (an upload): Bun streams a file-backed Blob from disk. */
-  readonly raw?: Blob;
-  readonly headers?: Readonly<Record<string, string>>;
-};
-
-/** The message for an answer cut off mid-way. */
-function lostMessage(server: ServerAddress, error: unknown): string {
-  const code = (error as { readonly code?: unknown } | null)?.code;
-  return `the connection to the daemon at ${describeServer(server)} was lost before its answer was complete${typeof code === "string" ? ` (${code})` : ""}; it may have stopped or restarted`;
-}
-
-/** A whole answer as text, or Unreachable when the connection dropped mid-body. */
-async function readText(
-  response: Response,
-  server: ServerAddress,
-): Promise<string | { readonly kind: "Unreachable"; readonly message: string }> {
-  try {
-    return await response.text();
-  } catch (error) {
-    return { kind: "Unreachable", message: lostMessage(server, error) };
-  }
-}
-
-/**
- * A streamed answer whose read error, when the connection drops, is a ConnectionLost (one
- * line, exit 1) instead of the runtime's TypeError, which crashed the command with a
- * source listing.
- */
-function guarded(
-  body: ReadableStream<Uint8Array>,
-  server: ServerAddress,
-): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      let next: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        next = await reader.read();
-      } catch (error) {
-        throw new ConnectionLost(lostMessage(server, error));
-      }
-      if (next.done) controller.close();
-      else controller.enqueue(next.value);
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  });
-}
-
-/** A failed answer's body as a problem (JSON when it is JSON, else its text). */
-async function readProblem(response: Response, server: ServerAddress) {
-  const text = await readText(response, server);
-  if (typeof text !== "string") return text;
-  let body: unknown = null;
-  try {
-    body = JSON.parse(text);
-  } catch {}
-  return toProblem(response, text, body);
-}
-
-function toProblem(
-  response: Response,
-  text: string,
-  body: unknown,
-): { readonly kind: "Problem"; readonly status: number; readonly problem: Problem } {
-  if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
-  return {
-    kind: "Problem",
-    status: response.status,
-    problem: {
-      type: "about:blank",
-      title: response.statusText || "Error",
-      status: response.status,
-      detail: text.slice(0, 500) || `HTTP ${response.status}`,
-    },
-  };
-}
-
-/**
- * No HTTP answer. The usual cause over a unix socket is a daemon that is not running there
- * (no socket file, or a stale one nobody listens on): say that, and how to point the client
- * elsewhere, instead of the runtime's guess about typos in a URL.
- */
-function unreachableMessage(server: ServerAddress, error: unknown): string {
-  const code = (error as { readonly code?: unknown } | null)?.code;
-  const where = describeServer(server);
-  if (server.kind === "unix" && (code === "ENOENT" || code === "ECONNREFUSED")) {
-    return `no daemon is running at ${where} (start one with \`openai4s serve\`, or point at it with --server unix:PATH or $${SERVER_ENV})`;
-  }
-  if (server.kind === "http" && code === "ECONNREFUSED") {
-    return `no daemon is listening at ${where} (check --server or $${SERVER_ENV})`;
-  }
-  return `cannot reach the daemon at ${where}: ${(error as Error).message}`;
-}
-
-function isProblem(body: unknown): body is Problem {
-  if (body === null || typeof body !== "object") return false;
-  const b = body as Record<string, unknown>;
-  return typeof b["title"] === "string" && typeof b["status"] === "number";
 }
 
 /** Connection flags to a client; usage errors name the flag. */

@@ -2,8 +2,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Command, type CommandIo, UsageError } from "../../lib/command/command.ts";
 import type { ExecResponseBody } from "../../servers/http/workloads/exec-schemas.ts";
+import type { ApiClient } from "./api-client.ts";
 import {
-  type ApiClient,
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
   createClientCommand,

@@ -4,8 +4,8 @@
  * state-dir.ts (which creates the directory and makes it private) so that a client command
  * finding the default socket loads no filesystem code (start-up: bench/startup.bench.ts).
  */
-import { isAbsolute, join, resolve } from "node:path";
 import { UsageError } from "../../lib/command/command.ts";
+import { isAbsolutePath, joinPath, resolvePath } from "../../lib/posix-path.ts";
 
 const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
 
@@ -33,13 +33,13 @@ export function resolveStateDir(inputs: StateDirInputs): ResolvedStateDir {
   // default: silently using ~/.local/state would start a second, empty daemon.
   if (inputs.flag === "") throw new UsageError("--state-dir must not be empty");
   const flag = nonEmpty(inputs.flag);
-  if (flag !== undefined) return { path: resolve(inputs.cwd, flag), source: "flag" };
+  if (flag !== undefined) return { path: resolvePath(inputs.cwd, flag), source: "flag" };
   const env = nonEmpty(inputs.env[STATE_DIR_ENV]);
-  if (env !== undefined) return { path: resolve(inputs.cwd, env), source: "env" };
+  if (env !== undefined) return { path: resolvePath(inputs.cwd, env), source: "env" };
   // The XDG spec says a relative XDG_STATE_HOME is invalid and must be ignored.
   const xdg = nonEmpty(inputs.env["XDG_STATE_HOME"]);
-  if (xdg !== undefined && isAbsolute(xdg)) {
-    return { path: join(xdg, "openai4s"), source: "xdg" };
+  if (xdg !== undefined && isAbsolutePath(xdg)) {
+    return { path: joinPath(xdg, "openai4s"), source: "xdg" };
   }
-  return { path: join(inputs.homeDir, ".local", "state", "openai4s"), source: "home" };
+  return { path: joinPath(inputs.homeDir, ".local", "state", "openai4s"), source: "home" };
 }
