@@ -64,7 +64,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   { what: "servers/http/system/metrics.ts", why: NOT_YET },
   { what: "servers/http/view-schemas.ts", why: NOT_YET },
   { what: "servers/http/workloads/routes.ts", why: NOT_YET },
-  { what: "wire/worker-protocol.ts", why: NOT_YET },
 ];
 
 describe("sizes on the real tree", () => {

@@ -7,17 +7,16 @@
 import type { Socket, SocketHandler } from "bun";
 import { systemTimers } from "../../lib/clock.ts";
 import type { Credential } from "../../wire/credential.ts";
+import type { HostPort } from "../../wire/host-port.ts";
+import { createSocketWriter, type SocketWriter } from "../../wire/socket-writer.ts";
 import {
   createFrameDecoder,
-  createSocketWriter,
   DEFAULT_MAX_FRAME_BYTES,
   encodeFrame,
   type GatewayMessage,
-  type HostPort,
   MAX_CREDENTIAL_FRAME_BYTES,
   parseGatewayMessage,
   REFUSED_BYTES,
-  type SocketWriter,
   type WorkerMessage,
 } from "../../wire/worker-protocol.ts";
 

@@ -16,6 +16,7 @@ import { type Clock, every, pause, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../../wire/credential.ts";
 import { readGatewayFingerprint } from "../../wire/gateway-tls.ts";
+import { parseHostPort } from "../../wire/host-port.ts";
 import {
   type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
@@ -25,7 +26,6 @@ import {
   type MimeBundle,
   type ProbeWorkspaceResponse,
   parseGatewayMessage,
-  parseHostPort,
   type WorkerRequest,
   type WorkerResponse,
 } from "../../wire/worker-protocol.ts";

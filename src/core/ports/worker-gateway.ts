@@ -3,6 +3,8 @@
  * service): expectations it is given, events it emits, the outcomes of its calls, and whether
  * it listens at all (`OPENAI4S_WORKER_LISTEN`). The gateway itself is worker-gateway.ts.
  */
+
+import { formatHostPort, parseHostPort } from "../../wire/host-port.ts";
 import type {
   CellEvent,
   KernelStatus,
@@ -10,7 +12,6 @@ import type {
   WorkerRequest,
   WorkerResponse,
 } from "../../wire/worker-protocol.ts";
-import { formatHostPort, parseHostPort } from "../../wire/worker-protocol.ts";
 
 /** What the daemon currently expects of an allocation's workers. */
 export interface GatewayExpectation {

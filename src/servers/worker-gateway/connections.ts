@@ -19,13 +19,13 @@ import {
   type SigningKey,
   signCredential,
 } from "../../wire/credential.ts";
+import type { SocketWriter } from "../../wire/socket-writer.ts";
 import {
   type CellEvent,
   encodeFrame,
   type FrameDecoder,
   type GatewayMessage,
   type KernelStatus,
-  type SocketWriter,
   type WorkerRequest,
   type WorkerResponse,
 } from "../../wire/worker-protocol.ts";

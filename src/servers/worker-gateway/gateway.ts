@@ -44,11 +44,10 @@ import type {
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { RandomBytes, SigningKey } from "../../wire/credential.ts";
+import { formatHostPort, parseHostPort } from "../../wire/host-port.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES,
-  formatHostPort,
   LIVENESS_INTERVALS,
-  parseHostPort,
   type ResponseFor,
   type WorkerRequest,
 } from "../../wire/worker-protocol.ts";

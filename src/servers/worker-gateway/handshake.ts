@@ -6,9 +6,9 @@
  */
 import type { Socket } from "bun";
 import type { Credential } from "../../wire/credential.ts";
+import { createSocketWriter } from "../../wire/socket-writer.ts";
 import {
   createFrameDecoder,
-  createSocketWriter,
   type FrameDecoder,
   MAX_CREDENTIAL_FRAME_BYTES,
   REFUSED_BYTES,
