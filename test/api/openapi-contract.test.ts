@@ -6,13 +6,12 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import * as v from "valibot";
+import { DiagnosticsSchema, HealthSchema } from "../../src/servers/http/diagnostics-schema.ts";
 import { PROBLEMS, type ProblemSlug, problemReason } from "../../src/servers/http/problem.ts";
 import { jsonSchemaOf, openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import {
-  DiagnosticsSchema,
   EventListSchema,
   ExecResultSchema,
-  HealthSchema,
   InterruptResultSchema,
   ProblemSchema,
   ProfileListSchema,

@@ -62,7 +62,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   { what: "core/session/readiness.ts#evaluate", why: NOT_YET },
   { what: "core/session/service.ts#exec", why: NOT_YET },
   { what: "servers/http/system/metrics.ts", why: NOT_YET },
-  { what: "servers/http/view-schemas.ts", why: NOT_YET },
   { what: "servers/http/workloads/routes.ts", why: NOT_YET },
 ];
 

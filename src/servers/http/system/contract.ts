@@ -5,6 +5,7 @@
  * schemas) and holds it to itself (every field has a description).
  */
 import type * as v from "valibot";
+import { DiagnosticsSchema, HealthSchema } from "../diagnostics-schema.ts";
 import {
   JupyterApiSchema,
   JupyterQuery,
@@ -23,11 +24,9 @@ import {
   TokenBody,
 } from "../principals/schemas.ts";
 import {
-  DiagnosticsSchema,
   EventListSchema,
   ExecResultSchema,
   FileListSchema,
-  HealthSchema,
   InterruptResultSchema,
   ProfileListSchema,
   RestartResultSchema,
