@@ -57,7 +57,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   { what: "apps/worker/worker.ts", why: NOT_YET },
   { what: "apps/worker/worker.ts#runWorker", why: NOT_YET },
   { what: "core/ports.ts", why: NOT_YET },
-  { what: "core/reconciler/decisions.ts", why: NOT_YET },
   { what: "core/session/readiness.ts", why: NOT_YET },
   { what: "core/session/readiness.ts#evaluate", why: NOT_YET },
   { what: "core/session/service.ts#exec", why: NOT_YET },

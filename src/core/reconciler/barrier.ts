@@ -27,6 +27,8 @@ import {
 } from "../models.ts";
 import type { ReconcileItem } from "../ports/reconciler-store.ts";
 import type { AllocationObservation, ObservationTarget } from "../ports.ts";
+import { type TickEnv, write } from "./env.ts";
+import type { BackendReads } from "./reads.ts";
 import {
   fence,
   markStopped,
@@ -34,9 +36,7 @@ import {
   type StopEnding,
   type StopIntent,
   stopWithoutAllocation,
-} from "./decisions.ts";
-import { type TickEnv, write } from "./env.ts";
-import type { BackendReads } from "./reads.ts";
+} from "./stop-decisions.ts";
 
 interface Stopping {
   readonly workload: Workload;
