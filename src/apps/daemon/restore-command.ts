@@ -27,7 +27,7 @@ import {
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { openDatabase, requestStop } from "../../adapters/store-sqlite/index.ts";
-import { stateLayout } from "../../core/layout.ts";
+import { type StateLayout, stateLayout } from "../../core/layout.ts";
 import { TERMINAL_PHASES } from "../../core/models.ts";
 import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
@@ -172,6 +172,31 @@ function adjust(path: string, cancelPending: boolean): Adjusted {
   }
 }
 
+/**
+ * The checked backup made the state dir's database: copied beside it, adjusted, owned like
+ * the state dir, and renamed over it; the database it replaces is kept with a timestamp.
+ */
+function swapIn(
+  source: string,
+  stateDir: string,
+  cancelPending: boolean,
+): { readonly layout: StateLayout; readonly adjusted: Adjusted; readonly stamp: string } {
+  const layout = stateLayout(stateDir);
+  const staged = `${layout.database}.restoring`;
+  rmSync(staged, { force: true });
+  copyFileSync(source, staged);
+  const adjusted = adjust(staged, cancelPending);
+  for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
+  ownLikeStateDir(staged, stateDir);
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  for (const suffix of ["", "-wal", "-shm"]) {
+    const file = `${layout.database}${suffix}`;
+    if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
+  }
+  renameSync(staged, layout.database);
+  return { layout, adjusted, stamp };
+}
+
 async function restore(args: readonly string[], io: CommandIo): Promise<number> {
   const parsed = parseStrict("restore", args, {
     "state-dir": { type: "string" },
@@ -219,19 +244,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
       io.stderr(`openai4s restore: ${backup} fails integrity_check: ${check}\n`);
       return 1;
     }
-    const layout = stateLayout(stateDir);
-    const staged = `${layout.database}.restoring`;
-    rmSync(staged, { force: true });
-    copyFileSync(source, staged);
-    const adjusted = adjust(staged, parsed.values["cancel-pending"] === true);
-    for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
-    ownLikeStateDir(staged, stateDir);
-    const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-    for (const suffix of ["", "-wal", "-shm"]) {
-      const file = `${layout.database}${suffix}`;
-      if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
-    }
-    renameSync(staged, layout.database);
+    const { layout, adjusted, stamp } = swapIn(
+      source,
+      stateDir,
+      parsed.values["cancel-pending"] === true,
+    );
     const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
     const jobs = await unknownJobs(
       layout.backendDir("local"),

@@ -38,50 +38,15 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
       if (exceeded !== null) return { kind: "OverLimit", exceeded };
     }
     const specJson = JSON.stringify(input.spec);
-    const inserted = sqlite
-      .query<
-        never,
-        [
-          string,
-          string,
-          string,
-          string,
-          string,
-          string,
-          string | null,
-          number,
-          number,
-          string | null,
-          string | null,
-          number,
-          number,
-          number | null,
-          string | null,
-          number,
-          number,
-        ]
-      >(
-        "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
-      )
-      .run(
-        input.id,
-        input.kind,
-        input.name,
-        input.profile,
-        specJson,
-        phase,
-        message,
-        epoch,
-        input.maxAttempts,
-        input.idempotencyKey,
-        input.requestHash,
-        now,
-        now,
-        lastActiveAt,
-        owner,
-        input.cpus ?? 0,
-        input.gpus ?? 0,
-      );
+    const inserted = insertWorkloadRow(sqlite, input, {
+      specJson,
+      phase,
+      message,
+      epoch,
+      now,
+      lastActiveAt,
+      owner,
+    });
     if (inserted.changes === 0) return keyTaken(deps, input.idempotencyKey);
     sqlite
       .query<never, [string, number]>(
@@ -113,6 +78,67 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
     };
     return { kind: "Created", workload, attempt };
   })();
+}
+
+/** The workload's row; `changes` is 0 when its idempotency key was taken meanwhile. */
+function insertWorkloadRow(
+  sqlite: StoreDeps["db"]["$client"],
+  input: CreateWorkloadInput,
+  row: {
+    readonly specJson: string;
+    readonly phase: string;
+    readonly message: string | null;
+    readonly epoch: number;
+    readonly now: number;
+    readonly lastActiveAt: number | null;
+    readonly owner: string | null;
+  },
+): { readonly changes: number } {
+  const { specJson, phase, message, epoch, now, lastActiveAt, owner } = row;
+  return sqlite
+    .query<
+      never,
+      [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string | null,
+        number,
+        number,
+        string | null,
+        string | null,
+        number,
+        number,
+        number | null,
+        string | null,
+        number,
+        number,
+      ]
+    >(
+      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+    )
+    .run(
+      input.id,
+      input.kind,
+      input.name,
+      input.profile,
+      specJson,
+      phase,
+      message,
+      epoch,
+      input.maxAttempts,
+      input.idempotencyKey,
+      input.requestHash,
+      now,
+      now,
+      lastActiveAt,
+      owner,
+      input.cpus ?? 0,
+      input.gpus ?? 0,
+    );
 }
 
 /** The owner's live workloads and what they hold, over the workloads_owner_live index. */
