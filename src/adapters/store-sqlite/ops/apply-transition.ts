@@ -51,6 +51,49 @@ type Binding = string | number | null;
 const INSERT_EVENT =
   "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message) VALUES (?, ?, ?, ?, ?, ?)";
 
+/** The allocation's SET clause and its values (the id is pushed by the caller). */
+function allocationUpdate(a: NonNullable<Transition["allocation"]>): {
+  readonly sets: string;
+  readonly values: Binding[];
+} {
+  // Optional fields: undefined leaves the column as it is; null (exitCode) clears it.
+  let sets = "phase = ?, reason = ?, message = ?";
+  const values: Binding[] = [a.phase, a.reason, a.message];
+  if (a.handle !== undefined) {
+    sets += ", handle = ?";
+    values.push(a.handle);
+  }
+  if (a.exitCode !== undefined) {
+    sets += ", exit_code = ?";
+    values.push(a.exitCode);
+  }
+  if (a.submittedAt !== undefined) {
+    sets += ", submitted_at = ?";
+    values.push(a.submittedAt);
+  }
+  if (a.startedAt !== undefined) {
+    sets += ", started_at = ?";
+    values.push(a.startedAt);
+  }
+  if (a.endedAt !== undefined) {
+    sets += ", ended_at = ?";
+    values.push(a.endedAt);
+  }
+  if (a.launchSandboxed !== undefined) {
+    sets += ", launch_sandboxed = ?";
+    values.push(a.launchSandboxed ? 1 : 0);
+  }
+  if (a.deadlineAt !== undefined) {
+    sets += ", deadline_at = ?";
+    values.push(a.deadlineAt);
+  }
+  if (a.deadlineWarnedAt !== undefined) {
+    sets += ", deadline_warned_at = ?";
+    values.push(a.deadlineWarnedAt);
+  }
+  return { sets, values };
+}
+
 function applyInTransaction(sqlite: Database, transition: Transition, now: number): boolean {
   const a = transition.allocation;
   const w = transition.workload;
@@ -80,41 +123,7 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
       .run(eventWorkloadId, a?.id ?? null, p.at, p.phase, p.reason, p.message);
   }
   if (a && aRow) {
-    // Optional fields: undefined leaves the column as it is; null (exitCode) clears it.
-    let sets = "phase = ?, reason = ?, message = ?";
-    const values: Binding[] = [a.phase, a.reason, a.message];
-    if (a.handle !== undefined) {
-      sets += ", handle = ?";
-      values.push(a.handle);
-    }
-    if (a.exitCode !== undefined) {
-      sets += ", exit_code = ?";
-      values.push(a.exitCode);
-    }
-    if (a.submittedAt !== undefined) {
-      sets += ", submitted_at = ?";
-      values.push(a.submittedAt);
-    }
-    if (a.startedAt !== undefined) {
-      sets += ", started_at = ?";
-      values.push(a.startedAt);
-    }
-    if (a.endedAt !== undefined) {
-      sets += ", ended_at = ?";
-      values.push(a.endedAt);
-    }
-    if (a.launchSandboxed !== undefined) {
-      sets += ", launch_sandboxed = ?";
-      values.push(a.launchSandboxed ? 1 : 0);
-    }
-    if (a.deadlineAt !== undefined) {
-      sets += ", deadline_at = ?";
-      values.push(a.deadlineAt);
-    }
-    if (a.deadlineWarnedAt !== undefined) {
-      sets += ", deadline_warned_at = ?";
-      values.push(a.deadlineWarnedAt);
-    }
+    const { sets, values } = allocationUpdate(a);
     values.push(a.id);
     sqlite.query<never, Binding[]>(`UPDATE allocations SET ${sets} WHERE id = ?`).run(...values);
     // Allocation-only transitions are recorded against the workload's event stream too,
