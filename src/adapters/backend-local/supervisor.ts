@@ -102,30 +102,18 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
   }
 }
 
-async function superviseJob(
+type JobProcess = Bun.Subprocess<"ignore", number, number>;
+
+/**
+ * The job's process, in its own session and group, its output appended to its logs; null
+ * when it could not start (its exit record then says why, as the shell would).
+ */
+function startJob(
   dir: string,
   record: JobRecord,
+  deadline: number | null,
   deps: SupervisorDeps,
-  setOnStop: (onStop: (reason: StopReason) => void) => void,
-): Promise<number> {
-  let proc: Bun.Subprocess<"ignore", number, number>;
-  const startedAt = deps.now();
-  const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
-  const limits = jobCgroupGuard(record.limits, deps.log);
-  try {
-    limits?.start();
-  } catch (error) {
-    // Fail closed: a job whose cgroup cannot be made does not run unlimited.
-    writeExit(dir, {
-      reason: "LAUNCH_FAILED",
-      exitCode: 126,
-      signal: null,
-      message: `could not create the job's cgroup: ${String(error)}`,
-      startedAt: null,
-      endedAt: deps.now(),
-    });
-    return 0;
-  }
+): JobProcess | null {
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
@@ -133,7 +121,7 @@ async function superviseJob(
     const out = openSync(record.stdoutPath, LOG_FLAGS, 0o600);
     const err = openSync(record.stderrPath, LOG_FLAGS, 0o600);
     try {
-      proc = Bun.spawn([...record.argv], {
+      return Bun.spawn([...record.argv], {
         cwd: record.cwd,
         // The launch argv copies the deadline into the job's environment by name.
         env:
@@ -161,8 +149,79 @@ async function superviseJob(
       startedAt: null,
       endedAt: deps.now(),
     });
+    return null;
+  }
+}
+
+/** The exit record: how the job ended, why, and what the limits and the spool had to do with it. */
+function writeJobEnd(
+  dir: string,
+  record: JobRecord,
+  deps: SupervisorDeps,
+  ended: {
+    readonly proc: JobProcess;
+    readonly finalReason: ExitReason;
+    readonly usage: Awaited<
+      ReturnType<NonNullable<ReturnType<typeof jobCgroupGuard>>["finish"]>
+    > | null;
+    readonly outOfMemory: boolean;
+    readonly startedAt: number;
+  },
+): void {
+  const { proc, finalReason, usage, outOfMemory, startedAt } = ended;
+  const signal = signalName(proc.signalCode);
+  const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
+  const why =
+    finalReason === "TIME_LIMIT"
+      ? ` after its time limit of ${record.timeLimitSeconds} s`
+      : finalReason === "CANCELLED"
+        ? " after a cancel request"
+        : finalReason === "TERMINATED"
+          ? " after its supervisor was signalled"
+          : "";
+  const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
+  const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
+  const note = usage === null || record.limits === undefined ? "" : pidsNote(record.limits, usage);
+  writeExit(dir, {
+    reason: full === null ? finalReason : "SPOOL_FULL",
+    exitCode: proc.exitCode,
+    signal,
+    message:
+      full !== null
+        ? `${how}; ${full}`
+        : outOfMemory && record.limits !== undefined && usage !== null
+          ? outOfMemoryMessage(record.limits, usage)
+          : `${how}${why}${note}`,
+    startedAt,
+    endedAt: deps.now(),
+  });
+}
+
+async function superviseJob(
+  dir: string,
+  record: JobRecord,
+  deps: SupervisorDeps,
+  setOnStop: (onStop: (reason: StopReason) => void) => void,
+): Promise<number> {
+  const startedAt = deps.now();
+  const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
+  const limits = jobCgroupGuard(record.limits, deps.log);
+  try {
+    limits?.start();
+  } catch (error) {
+    // Fail closed: a job whose cgroup cannot be made does not run unlimited.
+    writeExit(dir, {
+      reason: "LAUNCH_FAILED",
+      exitCode: 126,
+      signal: null,
+      message: `could not create the job's cgroup: ${String(error)}`,
+      startedAt: null,
+      endedAt: deps.now(),
+    });
     return 0;
   }
+  const proc = startJob(dir, record, deadline, deps);
+  if (proc === null) return 0;
   const group = proc.pid;
   const leaderStat = readProcStat(group);
   const jobStart: JobStart = {
@@ -217,32 +276,7 @@ async function superviseJob(
   const outOfMemory = state.stopReason === null && usage !== null && usage.oomKills > 0;
 
   const finalReason: ExitReason = state.stopReason ?? (outOfMemory ? "OUT_OF_MEMORY" : "EXITED");
-  const signal = signalName(proc.signalCode);
-  const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
-  const why =
-    finalReason === "TIME_LIMIT"
-      ? ` after its time limit of ${record.timeLimitSeconds} s`
-      : finalReason === "CANCELLED"
-        ? " after a cancel request"
-        : finalReason === "TERMINATED"
-          ? " after its supervisor was signalled"
-          : "";
-  const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
-  const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
-  const note = usage === null || record.limits === undefined ? "" : pidsNote(record.limits, usage);
-  writeExit(dir, {
-    reason: full === null ? finalReason : "SPOOL_FULL",
-    exitCode: proc.exitCode,
-    signal,
-    message:
-      full !== null
-        ? `${how}; ${full}`
-        : outOfMemory && record.limits !== undefined && usage !== null
-          ? outOfMemoryMessage(record.limits, usage)
-          : `${how}${why}${note}`,
-    startedAt,
-    endedAt: deps.now(),
-  });
+  writeJobEnd(dir, record, deps, { proc, finalReason, usage, outOfMemory, startedAt });
   deps.log.info("job ended", {
     reason: finalReason,
     exitCode: proc.exitCode,
