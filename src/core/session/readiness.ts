@@ -18,9 +18,10 @@
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Allocation, type ConditionType, isTerminal, type Workload } from "../models.ts";
-import { SESSION_MAX_RANKS, type SessionAttempts } from "../ports/session-attempts.ts";
+import type { SessionAttempts } from "../ports/session-attempts.ts";
 import type { SessionStore } from "../ports/session-store.ts";
 import type { WorkerGateway } from "../ports/worker-gateway.ts";
+import { createAttemptRanks } from "./attempt-ranks.ts";
 import {
   type ConditionValue,
   endedConditions,
@@ -33,6 +34,13 @@ import {
   readyCondition,
 } from "./readiness-conditions.ts";
 import { createReadinessProbes } from "./readiness-probes.ts";
+import {
+  allocationRunningCondition,
+  notChecked,
+  unprobed,
+  workerConnectedCondition,
+  workerMissing,
+} from "./readiness-values.ts";
 
 export type SessionGateway = Pick<WorkerGateway, "connected" | "connection" | "request">;
 
@@ -138,8 +146,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
 
   /** What the probes learnt, per attempt, while all its workers stayed connected. */
   const knowledge = new Map<string, AttemptKnowledge>();
-  /** Ranks per allocation, from the preparer's record (immutable once written). */
-  const ranksByAllocation = new Map<string, number>();
+  const ranksOf = createAttemptRanks(attempts, log, options.maxRanksOf);
   /** The last conditions written per workload, so an unchanged pass writes nothing. */
   const written = new Map<string, Map<ConditionType, string>>();
   /** Sessions whose first READY was reported to `onReady` (forgotten when they end). */
@@ -160,36 +167,6 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       if (mine.get(v.type) === fingerprint) continue;
       store.setCondition(workloadId, v);
       mine.set(v.type, fingerprint);
-    }
-  }
-
-  const invalidAttempts = new Set<string>();
-  function ranksOf(workload: Workload, allocation: Allocation): number | null {
-    const known = ranksByAllocation.get(allocation.id);
-    if (known !== undefined) return known;
-    if (invalidAttempts.has(allocation.id)) return null;
-    const maxRanks = options.maxRanksOf?.(workload) ?? SESSION_MAX_RANKS;
-    const read = attempts.read(workload.id, allocation.id, maxRanks);
-    switch (read.kind) {
-      case "Missing":
-        return null;
-      case "Invalid":
-        // Logged once: the record does not change by itself, and a line every 200 ms
-        // (issue 8) buries everything else in the log.
-        invalidAttempts.add(allocation.id);
-        log.error("session attempt record refused; its workers will not be admitted", {
-          workloadId: workload.id,
-          allocationId: allocation.id,
-          problem: read.message,
-        });
-        return null;
-      case "Valid":
-        ranksByAllocation.set(allocation.id, read.record.ranks);
-        return read.record.ranks;
-      default: {
-        const never: never = read;
-        throw new Error(`unhandled read ${JSON.stringify(never)}`);
-      }
     }
   }
 
@@ -221,73 +198,21 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
   }
 
   function evaluate(workload: Workload, a: Allocation | null): readonly ConditionValue[] {
-    const allocationRunning: ConditionValue =
-      a?.phase === "RUNNING"
-        ? {
-            type: "ALLOCATION_RUNNING",
-            status: "TRUE",
-            reason: "ALLOCATION_RUNNING",
-            message: `allocation ${a.id} (epoch ${a.epoch}) is RUNNING`,
-          }
-        : {
-            type: "ALLOCATION_RUNNING",
-            status: "FALSE",
-            reason: "ALLOCATION_NOT_RUNNING",
-            message: a
-              ? `allocation ${a.id} (epoch ${a.epoch}) is ${a.phase}`
-              : `no allocation yet; the session is ${workload.phase}`,
-          };
-    const notChecked = (type: ProbedConditionType, why: string): ConditionValue => ({
-      type,
-      status: "UNKNOWN",
-      reason: PROBED_REASONS[type].failed,
-      message: `not checked: ${why}`,
-    });
+    const allocationRunning = allocationRunningCondition(workload, a);
     const ranks = a ? ranksOf(workload, a) : null;
     if (a === null || ranks === null) {
       const why = a === null ? "no allocation yet" : "the attempt is not prepared yet";
-      const four = [
-        allocationRunning,
-        {
-          type: "WORKER_CONNECTED",
-          status: "FALSE",
-          reason: "WORKER_MISSING",
-          message: why,
-        } as const,
-        notChecked("WORKSPACE_VISIBLE", why),
-        notChecked("KERNEL_RESPONSIVE", why),
-      ];
-      return [...four, readyCondition(four)];
+      return unprobed(allocationRunning, workerMissing(why), why);
     }
 
     const connected = gateway.connected(a.id, a.epoch);
     const missing = Array.from({ length: ranks }, (_, r) => r).filter((r) => !connected.has(r));
     const k = attemptKey(a);
-    const workerConnected: ConditionValue =
-      missing.length === 0
-        ? {
-            type: "WORKER_CONNECTED",
-            status: "TRUE",
-            reason: "WORKER_CONNECTED",
-            message: `${ranks === 1 ? "the worker" : `all ${ranks} workers`} of epoch ${a.epoch} connected`,
-          }
-        : {
-            type: "WORKER_CONNECTED",
-            status: "FALSE",
-            reason: "WORKER_MISSING",
-            message: `${ranks - missing.length} of ${ranks} workers of epoch ${a.epoch} connected; waiting for rank${missing.length === 1 ? "" : "s"} ${missing.join(", ")}`,
-          };
+    const workerConnected = workerConnectedCondition(a, ranks, missing);
     if (missing.length > 0) {
       // What a previous connection proved says nothing about its replacement.
       knowledge.delete(k);
-      const why = "waiting for every worker to connect";
-      const four = [
-        allocationRunning,
-        workerConnected,
-        notChecked("WORKSPACE_VISIBLE", why),
-        notChecked("KERNEL_RESPONSIVE", why),
-      ];
-      return [...four, readyCondition(four)];
+      return unprobed(allocationRunning, workerConnected, "waiting for every worker to connect");
     }
 
     let known = knowledge.get(k);
