@@ -27,8 +27,6 @@ import {
   endedConditions,
   KERNEL_DIED,
   KERNEL_RESTARTED,
-  PROBED_REASONS,
-  type ProbedConditionType,
   type ProbeResult,
   probedCondition,
   readyCondition,
