@@ -25,7 +25,7 @@ import { createProfileRoutes } from "./profiles/routes.ts";
 import { checkRequestShape } from "./request-shape.ts";
 import { createAuditRoutes } from "./system/audit.ts";
 import { createBackupRoutes } from "./system/backup.ts";
-import { createRequestCounter } from "./system/metrics.ts";
+import { createRequestCounter } from "./system/exposition.ts";
 import { createSystemRoutes } from "./system/routes.ts";
 import { createUiRoutes } from "./ui/routes.tsx";
 import { createFileRoutes } from "./workloads/files.ts";

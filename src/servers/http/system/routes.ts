@@ -15,7 +15,8 @@ import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { breakerStates, degradedView, iso } from "../views.ts";
 import { DEFAULT_DIAGNOSTICS_TIMEOUT_MS, readBackendHealth } from "./backend-health.ts";
-import { PROMETHEUS_CONTENT_TYPE, type RequestCounter, renderMetrics } from "./metrics.ts";
+import type { RequestCounter } from "./exposition.ts";
+import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi.ts";
 
 /**
