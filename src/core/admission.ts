@@ -8,6 +8,8 @@
  *
  * A rule, not a handler: it returns a union and the edges translate it (the API to
  * problem+json), so the CLI path and tests use it without a web server.
+ *
+ * Over 400 lines because admission is one sequence of checks before anything is written, with its limits; the next split moves the principal limits out.
  */
 import { createHash } from "node:crypto";
 import { checkArrayRequest } from "./array/array-request.ts";

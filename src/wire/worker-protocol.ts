@@ -20,6 +20,8 @@
  *   gateway → worker   `heartbeat_ack` (carrying a fresh resume credential), `request`, `stop`.
  * Either side treats 3 heartbeat intervals without any frame from the other as a dead
  * connection (LIVENESS_INTERVALS), which catches half-open TCP that no FIN will ever announce.
+ *
+ * Over 400 lines because it is the protocol: every frame schema in one place, so both sides read the same file.
  */
 import * as v from "valibot";
 import { type Credential, CredentialSchema } from "./credential.ts";

@@ -34,6 +34,8 @@
  *
  * `verify()` proves all of that before anyone relies on it (see `probe`), and fails closed:
  * a missing bwrap, an error, a timeout or any unexpected answer is Unverified.
+ *
+ * Over 400 lines because the bind set, the argv and the checks that keep a job from choosing a bind are one reading, top to bottom.
  */
 import { accessSync, constants } from "node:fs";
 import { isAbsolute, normalize, resolve } from "node:path";

@@ -20,6 +20,8 @@
  * The interpreter gets its own process group, so closing the kernel also kills whatever the
  * user's code started; the worker closes it on every way out (stop, grace expiry, signals),
  * and the interpreter also exits by itself when its stdin closes, i.e. when the worker dies.
+ *
+ * Over 400 lines because one state machine over one interpreter (cells, interrupts held until a cell starts, escalation, restart, death); split it with its tests next.
  */
 import { readFileSync } from "node:fs";
 import type { Subprocess } from "bun";

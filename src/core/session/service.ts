@@ -2,6 +2,8 @@
  * What the API and the reconciler need from the sessions engine at run time: running code in
  * a READY session (`exec`), the gateway's expectations (which allocations may have workers
  * dial in), and the session half of the cancel barrier.
+ *
+ * Over 400 lines because the exec path (timeouts, escalation, restart, the cell log) shares one closure over the gateway; to be split with the cells work.
  */
 import { randomUUID } from "node:crypto";
 import { systemTimers, type Timers } from "../../lib/clock.ts";

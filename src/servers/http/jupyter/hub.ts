@@ -8,6 +8,8 @@
  *
  * While a kernel has sockets, its session is watched: when it ends (cancelled, idle
  * reclaimed, lifetime, lost), every socket hears `status: dead` and is closed with the reason.
+ *
+ * Over 400 lines because one kernel's websockets, execution state and shell order share one factory; the relay of messages is the next split.
  */
 import { randomUUID } from "node:crypto";
 import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";

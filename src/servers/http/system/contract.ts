@@ -3,6 +3,8 @@
  * output: the one source `/openapi.json` is generated from. The contract test holds the app
  * to it (every registered route is here and the reverse; real responses parse with these
  * schemas) and holds it to itself (every field has a description).
+ *
+ * Over 400 lines because it is a table: one entry per route with its schemas, the source of /openapi.json.
  */
 import type * as v from "valibot";
 import { DiagnosticsSchema, HealthSchema } from "../diagnostics-schema.ts";
