@@ -30,56 +30,68 @@ type Prepared =
   | { readonly kind: "Rejected"; readonly message: string; readonly byRequest?: true }
   | { readonly kind: "Unknown"; readonly message: string };
 
+/** The batch script's body for a launch, and how many nodes it takes. */
+function batchBody(
+  ctx: SlurmContext,
+  launch: SubmitRequest["launch"],
+  placement: SlurmPlacement,
+): { readonly body: BatchBody; readonly nodes: number } {
+  switch (launch.kind) {
+    case "COMMAND":
+      return {
+        body:
+          launch.tasks === undefined
+            ? { kind: "COMMAND", command: launch.command }
+            : {
+                kind: "TASKS",
+                launcher: ctx.launcher,
+                count: launch.tasks.count,
+                perNode: launch.tasks.perNode,
+                mpi: placement.mpi ?? null,
+                owner: launch.tasks.owner ?? null,
+                command: launch.command,
+              },
+        nodes: placement.nodes,
+      };
+    case "WORKER":
+      return {
+        body: {
+          kind: "WORKER",
+          launcher: ctx.launcher,
+          ranks: launch.ranks,
+          workerCommand: launch.workerCommand,
+          rankEnv: RANK_ENV,
+        },
+        nodes: launch.ranks,
+      };
+    default: {
+      const never: never = launch;
+      throw new Error(`unhandled launch ${JSON.stringify(never)}`);
+    }
+  }
+}
+
+/** The profile's limit is a ceiling ("a workload may ask for less"), never raised here. */
+function timeLimitOf(request: SubmitRequest, placement: SlurmPlacement): number | null {
+  return request.timeLimitSeconds === null
+    ? placement.timeLimitSeconds
+    : placement.timeLimitSeconds === null
+      ? request.timeLimitSeconds
+      : Math.min(request.timeLimitSeconds, placement.timeLimitSeconds);
+}
+
 function prepare(ctx: SlurmContext, request: SubmitRequest): Prepared {
   const placement = ctx.placements.placement(request.profile);
   if (placement === null) {
     return { kind: "Rejected", message: `no such profile: ${JSON.stringify(request.profile)}` };
   }
   const launch = request.launch;
-  let body: BatchBody;
-  let nodes: number;
-  switch (launch.kind) {
-    case "COMMAND":
-      body =
-        launch.tasks === undefined
-          ? { kind: "COMMAND", command: launch.command }
-          : {
-              kind: "TASKS",
-              launcher: ctx.launcher,
-              count: launch.tasks.count,
-              perNode: launch.tasks.perNode,
-              mpi: placement.mpi ?? null,
-              owner: launch.tasks.owner ?? null,
-              command: launch.command,
-            };
-      nodes = placement.nodes;
-      break;
-    case "WORKER":
-      body = {
-        kind: "WORKER",
-        launcher: ctx.launcher,
-        ranks: launch.ranks,
-        workerCommand: launch.workerCommand,
-        rankEnv: RANK_ENV,
-      };
-      nodes = launch.ranks;
-      break;
-    default: {
-      const never: never = launch;
-      throw new Error(`unhandled launch ${JSON.stringify(never)}`);
-    }
-  }
+  const { body, nodes } = batchBody(ctx, launch, placement);
   const rendered = renderBatchScript(body, { array: request.array !== undefined });
   if (rendered.kind === "Invalid") {
     return { kind: "Rejected", message: rendered.message, byRequest: true };
   }
-  // The profile's limit is a ceiling ("a workload may ask for less"), never raised here.
-  const timeLimitSeconds =
-    request.timeLimitSeconds === null
-      ? placement.timeLimitSeconds
-      : placement.timeLimitSeconds === null
-        ? request.timeLimitSeconds
-        : Math.min(request.timeLimitSeconds, placement.timeLimitSeconds);
+  const timeLimitSeconds = timeLimitOf(request, placement);
   const scriptPath = join(request.allocationDir, SCRIPT_NAME);
   try {
     writeBatchScript(request, scriptPath, rendered.script);
