@@ -15,6 +15,7 @@
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import type { ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import type { ProfileMount } from "../../core/mounts.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type ClusterProfile, createClusterProfile } from "./cluster-profile.ts";
 import { resourceOptions } from "./profiles-argv.ts";
@@ -34,7 +35,13 @@ import {
   TOP_LEVEL,
 } from "./profiles-schema.ts";
 import { readTomlSubset } from "./toml-cross-check.ts";
-import { joinKey, type TomlNode, type TomlRefusal, type TomlTableNode } from "./toml-subset.ts";
+import {
+  joinKey,
+  type TomlNode,
+  type TomlRefusal,
+  type TomlScalar,
+  type TomlTableNode,
+} from "./toml-subset.ts";
 
 /** A cluster.toml is a page of text; anything larger is not one. */
 export const MAX_CLUSTER_CONFIG_BYTES = 1024 * 1024;
@@ -59,6 +66,67 @@ export { type ArgvBuild, probeArgv, resourceOptions } from "./profiles-argv.ts";
 // ---------------------------------------------------------------------------------------------
 // Profiles
 // ---------------------------------------------------------------------------------------------
+
+/** A profile's placement from its keys, the [cluster] defaults filling what it leaves out. */
+function placementOf(
+  values: ReadonlyMap<string, TomlScalar>,
+  defaults: Defaults,
+): { readonly placement: SlurmPlacement; readonly inherited: ReadonlySet<MappedField> } {
+  const inherited = new Set<MappedField>();
+  const mapped = (field: MappedField): string | null => {
+    const own = str(values, field);
+    if (own !== null) return own;
+    if (defaults[field] !== null) inherited.add(field);
+    return defaults[field];
+  };
+  const minutes = int(values, "time_limit_minutes");
+  const warnMinutes = int(values, "warn_minutes_before_limit");
+  const maxTasks = int(values, "max_tasks");
+  const mpi = str(values, "mpi");
+  const placement: SlurmPlacement = {
+    partition: mapped("partition"),
+    qos: mapped("qos"),
+    account: mapped("account"),
+    nodes: int(values, "nodes") ?? 1,
+    cpus: int(values, "cpus") ?? 1,
+    gpus: int(values, "gpus") ?? 0,
+    memoryMb: int(values, "memory_mb"),
+    timeLimitSeconds: minutes === null ? null : minutes * 60,
+    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    // Only when set: a profile without them is the one-task placement it always was.
+    ...(maxTasks === null ? {} : { maxTasks }),
+    ...(mpi === null ? {} : { mpi }),
+  };
+  return { placement, inherited };
+}
+
+/** What scientists see of a profile: no partition, no QoS, no account. */
+function publicViewOf(
+  name: string,
+  values: ReadonlyMap<string, TomlScalar>,
+  kinds: readonly WorkloadKind[],
+  placement: SlurmPlacement,
+  mounts: readonly ProfileMount[],
+): ResourceProfile {
+  const warnMinutes = int(values, "warn_minutes_before_limit");
+  return {
+    name,
+    description: str(values, "description") ?? "",
+    kinds,
+    resources: {
+      nodes: placement.nodes,
+      cpus: placement.cpus,
+      gpus: placement.gpus,
+      memoryMb: placement.memoryMb,
+      timeLimitSeconds: placement.timeLimitSeconds,
+    },
+    // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
+    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
+    ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
+    ...(mounts.length > 0 ? { mounts } : {}),
+  };
+}
 
 function readProfile(
   name: string,
@@ -117,31 +185,7 @@ function readProfile(
   }
   if (problems.length > before) return null;
 
-  const inherited = new Set<MappedField>();
-  const mapped = (field: MappedField): string | null => {
-    const own = str(values, field);
-    if (own !== null) return own;
-    if (defaults[field] !== null) inherited.add(field);
-    return defaults[field];
-  };
-  const minutes = int(values, "time_limit_minutes");
-  const warnMinutes = int(values, "warn_minutes_before_limit");
-  const maxTasks = int(values, "max_tasks");
-  const mpi = str(values, "mpi");
-  const placement: SlurmPlacement = {
-    partition: mapped("partition"),
-    qos: mapped("qos"),
-    account: mapped("account"),
-    nodes: int(values, "nodes") ?? 1,
-    cpus: int(values, "cpus") ?? 1,
-    gpus: int(values, "gpus") ?? 0,
-    memoryMb: int(values, "memory_mb"),
-    timeLimitSeconds: minutes === null ? null : minutes * 60,
-    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
-    // Only when set: a profile without them is the one-task placement it always was.
-    ...(maxTasks === null ? {} : { maxTasks }),
-    ...(mpi === null ? {} : { mpi }),
-  };
+  const { placement, inherited } = placementOf(values, defaults);
   // The broker is the last word on what can be submitted: ask it now, not at queue time.
   const options = resourceOptions(placement);
   if (options.kind === "Invalid") {
@@ -152,23 +196,7 @@ function readProfile(
     });
     return null;
   }
-  const publicView: ResourceProfile = {
-    name,
-    description: str(values, "description") ?? "",
-    kinds,
-    resources: {
-      nodes: placement.nodes,
-      cpus: placement.cpus,
-      gpus: placement.gpus,
-      memoryMb: placement.memoryMb,
-      timeLimitSeconds: placement.timeLimitSeconds,
-    },
-    // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
-    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
-    ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
-    ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
-    ...(mounts.length > 0 ? { mounts } : {}),
-  };
+  const publicView = publicViewOf(name, values, kinds, placement, mounts);
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
 
