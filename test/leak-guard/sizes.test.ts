@@ -25,11 +25,6 @@ const NOT_YET = "not split yet (issue 20)";
 
 export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   // The Slurm adapter and the local backend's port: their own helpers split them.
-  { what: "adapters/backend-slurm/backend.ts", why: SPLIT_ELSEWHERE },
-  { what: "adapters/backend-slurm/backend.ts#createSlurmBackend", why: SPLIT_ELSEWHERE },
-  { what: "adapters/backend-slurm/backend.ts#prepare", why: SPLIT_ELSEWHERE },
-  { what: "adapters/backend-slurm/profiles.ts", why: SPLIT_ELSEWHERE },
-  { what: "adapters/backend-slurm/profiles.ts#readProfile", why: SPLIT_ELSEWHERE },
   { what: "adapters/backend-slurm/toml-subset.ts", why: SPLIT_ELSEWHERE },
   { what: "adapters/backend-slurm/toml-subset.ts#parseWithStatements", why: SPLIT_ELSEWHERE },
   // The reconciler's loop is reworked on another branch.

@@ -15,38 +15,36 @@
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import type { ResourceProfile, WorkloadKind } from "../../core/models.ts";
-import { mountProblem, overlappingTargets, type ProfileMount } from "../../core/mounts.ts";
+import type { ProfileMount } from "../../core/mounts.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
-import { type BatchSpec, sbatchArgv } from "./broker-argv.ts";
-import { SCHEDULER_NAME_PATTERN } from "./broker-validation.ts";
+import { type ClusterProfile, createClusterProfile } from "./cluster-profile.ts";
+import { resourceOptions } from "./profiles-argv.ts";
+import {
+  bool,
+  CLUSTER_KEYS,
+  type Defaults,
+  int,
+  type MappedField,
+  PROFILE_KEYS,
+  PROFILE_NAME_PATTERN,
+  type Problem,
+  REQUIRED_PROFILE_KEYS,
+  readKeys,
+  readMounts,
+  str,
+  TOP_LEVEL,
+} from "./profiles-schema.ts";
 import { readTomlSubset } from "./toml-cross-check.ts";
 import {
   joinKey,
   type TomlNode,
-  type TomlPosition,
   type TomlRefusal,
   type TomlScalar,
   type TomlTableNode,
 } from "./toml-subset.ts";
 
-const PROFILE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-const MAX_DESCRIPTION_CHARS = 200;
 /** A cluster.toml is a page of text; anything larger is not one. */
 export const MAX_CLUSTER_CONFIG_BYTES = 1024 * 1024;
-
-export interface ClusterProfile {
-  readonly name: string;
-  /** The line of its [profiles.NAME] header. */
-  readonly line: number;
-  /** The administrator's side: where work on this profile is placed. */
-  readonly placement: SlurmPlacement;
-  /** What scientists see: no partition, no QoS, no account. */
-  public(): ResourceProfile;
-  /** Where it lands, in words, for `check-config` (one string per output line). */
-  describeMapping(): readonly string[];
-  /** Serialising a profile yields the public view, never the mapping. */
-  toJSON(): ResourceProfile;
-}
 
 export type ClusterConfigLoad =
   | {
@@ -61,379 +59,73 @@ export type ClusterConfigLoad =
 
 type Refused = TomlRefusal;
 
-// ---------------------------------------------------------------------------------------------
-// The schema
-// ---------------------------------------------------------------------------------------------
+export { type ClusterProfile, DEFAULT_MAX_ARRAY_SIZE } from "./cluster-profile.ts";
 
-type KeyType = "string" | "integer" | "boolean";
-
-interface KeySpec {
-  readonly type: KeyType;
-  /** A reason the value is not acceptable, or null. */
-  readonly check?: (value: TomlScalar) => string | null;
-}
-
-function schedulerName(value: TomlScalar): string | null {
-  return SCHEDULER_NAME_PATTERN.test(String(value))
-    ? null
-    : `must match ${SCHEDULER_NAME_PATTERN.source} (letters, digits, . _ -; no commas, spaces or colons)`;
-}
-
-function range(min: number, max: number): (value: TomlScalar) => string | null {
-  return (value) =>
-    typeof value === "number" && value >= min && value <= max
-      ? null
-      : `must be an integer in ${min}..${max}`;
-}
-
-function description(value: TomlScalar): string | null {
-  const text = String(value);
-  if (text.trim() === "") return "must not be empty";
-  if (text.length > MAX_DESCRIPTION_CHARS)
-    return `must be at most ${MAX_DESCRIPTION_CHARS} characters`;
-  // Printed one per line by `check-config` and `openai4s profiles`.
-  if (/[\u0000-\u001f\u007f]/.test(text)) return "must be one line without control characters";
-  return null;
-}
-
-function mpiPlugin(value: TomlScalar): string | null {
-  return /^[a-z][a-z0-9_]{0,31}$/.test(String(value))
-    ? null
-    : "must name an MPI plugin as the cluster lists it with --mpi=list (e.g. pmi2, pmix)";
-}
-
-function runAsMode(value: TomlScalar): string | null {
-  return value === "allocation" || value === "owner" ? null : 'must be "allocation" or "owner"';
-}
-
-const MOUNT_KEYS: Readonly<Record<string, KeySpec>> = {
-  source: { type: "string" },
-  target: { type: "string" },
-  mode: {
-    type: "string",
-    check: (v) => (v === "ro" || v === "rw" ? null : 'must be "ro" or "rw"'),
-  },
-};
-
-/** `[profiles.NAME.mounts.LABEL]` tables: source, target and mode, each required. */
-function readMounts(
-  node: TomlNode,
-  path: readonly string[],
-  runsAsOwner: boolean,
-  problems: Problem[],
-): readonly ProfileMount[] {
-  const where = `[${joinKey(path)}]`;
-  if (node.kind !== "table") {
-    problems.push({
-      position: node.position,
-      key: joinKey(path),
-      message: `${joinKey(path)} must be tables: write ${where.slice(0, -1)}.LABEL] and source, target and mode under it`,
-    });
-    return [];
-  }
-  const mounts: ProfileMount[] = [];
-  for (const [label, entry] of node.entries) {
-    const at = [...path, label];
-    if (entry.kind !== "table") {
-      problems.push({
-        position: entry.position,
-        key: joinKey(at),
-        message: `${joinKey(at)} must be a table: write [${joinKey(at)}] and source, target and mode under it`,
-      });
-      continue;
-    }
-    const before = problems.length;
-    const values = readKeys(entry, at, MOUNT_KEYS, problems);
-    for (const required of ["source", "target", "mode"]) {
-      if (!entry.entries.has(required)) {
-        problems.push({
-          position: entry.position,
-          key: joinKey([...at, required]),
-          message: `[${joinKey(at)}] has no ${required}`,
-        });
-      }
-    }
-    if (problems.length > before) continue;
-    const mount: ProfileMount = {
-      source: str(values, "source") ?? "",
-      target: str(values, "target") ?? "",
-      mode: str(values, "mode") === "rw" ? "rw" : "ro",
-    };
-    const problem = mountProblem(mount, runsAsOwner, `[${joinKey(at)}]`);
-    if (problem !== null) {
-      problems.push({ position: entry.position, key: joinKey(at), message: problem });
-      continue;
-    }
-    mounts.push(mount);
-  }
-  const overlap = overlappingTargets(mounts);
-  if (overlap !== null) {
-    problems.push({ position: node.position, key: joinKey(path), message: `${where}: ${overlap}` });
-  }
-  return mounts;
-}
-
-/** Defaults for every profile. */
-const CLUSTER_KEYS: Readonly<Record<string, KeySpec>> = {
-  partition: { type: "string", check: schedulerName },
-  qos: { type: "string", check: schedulerName },
-  account: { type: "string", check: schedulerName },
-};
-
-// The ranges are the broker's own (sbatchArgv), so the two can never disagree about a count.
-const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
-  description: { type: "string", check: description },
-  partition: { type: "string", check: schedulerName },
-  qos: { type: "string", check: schedulerName },
-  account: { type: "string", check: schedulerName },
-  nodes: { type: "integer", check: range(1, 100_000) },
-  cpus: { type: "integer", check: range(1, 1_000_000) },
-  gpus: { type: "integer", check: range(0, 1_000) },
-  memory_mb: { type: "integer", check: range(1, 2 ** 30) },
-  time_limit_minutes: { type: "integer", check: range(1, 100_000_000) },
-  // Minutes before the time limit a job is warned (SIGURG); 0 turns the warning off.
-  warn_minutes_before_limit: { type: "integer", check: range(0, 1_092) },
-  allow_batch: { type: "boolean" },
-  allow_sessions: { type: "boolean" },
-  // The most tasks (MPI ranks) one BATCH workload may ask for; absent: 1 (one command).
-  max_tasks: { type: "integer", check: range(1, 1_000_000) },
-  // srun's --mpi for those tasks (pmi2, pmix, ...); absent: the cluster's MpiDefault.
-  mpi: { type: "string", check: mpiPlugin },
-  // Who jobs run as: "allocation" (the daemon's choice) or "owner" (the principal's account).
-  run_as: { type: "string", check: runAsMode },
-};
-
-const REQUIRED_PROFILE_KEYS = ["description"] as const;
-
-const TOP_LEVEL = ["cluster", "profiles"] as const;
-
-interface Problem {
-  readonly position: TomlPosition;
-  readonly key: string | null;
-  readonly message: string;
-}
-
-function typeOf(node: TomlNode): string {
-  if (node.kind === "table") return "a table";
-  switch (typeof node.value) {
-    case "string":
-      return "a string";
-    case "number":
-      return "an integer";
-    case "boolean":
-      return "a boolean";
-    default:
-      return "something else";
-  }
-}
-
-function hasType(value: TomlScalar, type: KeyType): boolean {
-  switch (type) {
-    case "string":
-      return typeof value === "string";
-    case "integer":
-      return typeof value === "number";
-    case "boolean":
-      return typeof value === "boolean";
-    default: {
-      const never: never = type;
-      throw new Error(`unhandled key type ${String(never)}`);
-    }
-  }
-}
-
-function article(type: KeyType): string {
-  return type === "integer" ? "an integer" : `a ${type}`;
-}
-
-/**
- * The scalar keys of one table, checked against a schema. Unknown keys and wrong types are
- * problems; valid values are returned by name.
- */
-function readKeys(
-  table: TomlTableNode,
-  path: readonly string[],
-  schema: Readonly<Record<string, KeySpec>>,
-  problems: Problem[],
-): Map<string, TomlScalar> {
-  const values = new Map<string, TomlScalar>();
-  const where = `[${joinKey(path)}]`;
-  for (const [key, node] of table.entries) {
-    const full = joinKey([...path, key]);
-    const spec = Object.hasOwn(schema, key) ? schema[key] : undefined;
-    if (spec === undefined) {
-      problems.push({
-        position: node.position,
-        key: full,
-        message:
-          node.kind === "table"
-            ? `unknown table [${full}]: ${where} takes no sub-tables`
-            : `unknown key ${JSON.stringify(key)} in ${where} (known keys: ${Object.keys(schema).join(", ")})`,
-      });
-      continue;
-    }
-    if (node.kind === "table" || !hasType(node.value, spec.type)) {
-      problems.push({
-        position: node.position,
-        key: full,
-        message: `${full} must be ${article(spec.type)}, not ${typeOf(node)}`,
-      });
-      continue;
-    }
-    const reason = spec.check?.(node.value) ?? null;
-    if (reason !== null) {
-      problems.push({ position: node.position, key: full, message: `${full} ${reason}` });
-      continue;
-    }
-    values.set(key, node.value);
-  }
-  return values;
-}
-
-function str(values: ReadonlyMap<string, TomlScalar>, key: string): string | null {
-  const v = values.get(key);
-  return typeof v === "string" ? v : null;
-}
-
-function int(values: ReadonlyMap<string, TomlScalar>, key: string): number | null {
-  const v = values.get(key);
-  return typeof v === "number" ? v : null;
-}
-
-function bool(values: ReadonlyMap<string, TomlScalar>, key: string): boolean {
-  return values.get(key) === true;
-}
-
-type MappedField = "partition" | "qos" | "account";
-
-interface Defaults {
-  readonly partition: string | null;
-  readonly qos: string | null;
-  readonly account: string | null;
-}
+export { type ArgvBuild, probeArgv, resourceOptions } from "./profiles-argv.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Profiles
 // ---------------------------------------------------------------------------------------------
 
-/** The placement as the broker will submit it, with bookkeeping values that always pass. */
-function probeSpec(placement: SlurmPlacement): BatchSpec {
-  return {
-    jobName: "o4s-preflight",
-    comment: "o4s-preflight",
-    scriptPath: "/dev/null",
-    workDir: "/",
-    stdoutPath: "/dev/null",
-    stderrPath: "/dev/null",
-    partition: placement.partition,
-    qos: placement.qos,
-    account: placement.account,
-    nodes: placement.nodes,
-    cpusPerTask: placement.cpus,
-    gpusPerNode: placement.gpus,
-    memoryMb: placement.memoryMb,
-    timeLimitMinutes:
-      placement.timeLimitSeconds === null
-        ? null
-        : Math.max(1, Math.ceil(placement.timeLimitSeconds / 60)),
-    env: {},
+/** A profile's placement from its keys, the [cluster] defaults filling what it leaves out. */
+function placementOf(
+  values: ReadonlyMap<string, TomlScalar>,
+  defaults: Defaults,
+): { readonly placement: SlurmPlacement; readonly inherited: ReadonlySet<MappedField> } {
+  const inherited = new Set<MappedField>();
+  const mapped = (field: MappedField): string | null => {
+    const own = str(values, field);
+    if (own !== null) return own;
+    if (defaults[field] !== null) inherited.add(field);
+    return defaults[field];
   };
+  const minutes = int(values, "time_limit_minutes");
+  const warnMinutes = int(values, "warn_minutes_before_limit");
+  const maxTasks = int(values, "max_tasks");
+  const mpi = str(values, "mpi");
+  const placement: SlurmPlacement = {
+    partition: mapped("partition"),
+    qos: mapped("qos"),
+    account: mapped("account"),
+    nodes: int(values, "nodes") ?? 1,
+    cpus: int(values, "cpus") ?? 1,
+    gpus: int(values, "gpus") ?? 0,
+    memoryMb: int(values, "memory_mb"),
+    timeLimitSeconds: minutes === null ? null : minutes * 60,
+    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    // Only when set: a profile without them is the one-task placement it always was.
+    ...(maxTasks === null ? {} : { maxTasks }),
+    ...(mpi === null ? {} : { mpi }),
+  };
+  return { placement, inherited };
 }
 
-/** Options that say nothing about where or on what a job runs. */
-const BOOKKEEPING_OPTIONS = [
-  "--parsable",
-  "--job-name=",
-  "--comment=",
-  "--chdir=",
-  "--output=",
-  "--error=",
-  "--export=",
-  "--no-requeue",
-];
-
-export type ArgvBuild =
-  | { readonly kind: "Valid"; readonly argv: readonly string[] }
-  | { readonly kind: "Invalid"; readonly message: string };
-
-/**
- * The sbatch argv (without the script) a job on this placement is submitted with: built by
- * the broker itself, so check-config shows and preflight tests the real request rather than
- * a second rendering of it.
- */
-export function probeArgv(placement: SlurmPlacement): ArgvBuild {
-  const spec = probeSpec(placement);
-  const built = sbatchArgv(spec);
-  if (built.kind === "Invalid") return built;
-  const argv = built.argv;
-  if (argv[argv.length - 1] !== spec.scriptPath) {
-    throw new Error("sbatchArgv no longer ends with the script path: update probeArgv");
-  }
-  return { kind: "Valid", argv: argv.slice(0, -1) };
-}
-
-/** probeArgv minus bookkeeping: only what says where and on what the job runs. */
-export function resourceOptions(placement: SlurmPlacement): ArgvBuild {
-  const built = probeArgv(placement);
-  if (built.kind === "Invalid") return built;
-  const bookkeeping = (arg: string) =>
-    BOOKKEEPING_OPTIONS.some((b) => arg === b || (b.endsWith("=") && arg.startsWith(b)));
-  return { kind: "Valid", argv: built.argv.filter((arg) => !bookkeeping(arg)) };
-}
-
-/**
- * The most elements one array may have: Slurm's default MaxArraySize (1001, indices 0..1000),
- * which a site may raise but rarely lowers. A larger array is refused at admission, naming
- * `array`, rather than by sbatch after a round trip.
- */
-export const DEFAULT_MAX_ARRAY_SIZE = 1001;
-
-function createClusterProfile(
+/** What scientists see of a profile: no partition, no QoS, no account. */
+function publicViewOf(
   name: string,
-  line: number,
-  publicView: ResourceProfile,
+  values: ReadonlyMap<string, TomlScalar>,
+  kinds: readonly WorkloadKind[],
   placement: SlurmPlacement,
-  inherited: ReadonlySet<MappedField>,
-): ClusterProfile {
-  const frozenPublic: ResourceProfile = Object.freeze({
-    ...publicView,
-    ...(publicView.kinds.includes("BATCH") ? { maxArraySize: DEFAULT_MAX_ARRAY_SIZE } : {}),
-    kinds: Object.freeze([...publicView.kinds]),
-    resources: Object.freeze({ ...publicView.resources }),
-  });
-  const from = (field: MappedField) => (inherited.has(field) ? " (from [cluster])" : "");
-  return Object.freeze({
+  mounts: readonly ProfileMount[],
+): ResourceProfile {
+  const warnMinutes = int(values, "warn_minutes_before_limit");
+  return {
     name,
-    line,
-    placement: Object.freeze({ ...placement }),
-    public: () => frozenPublic,
-    toJSON: () => frozenPublic,
-    describeMapping(): readonly string[] {
-      const where = [
-        placement.partition === null
-          ? "the cluster's default partition"
-          : `partition ${placement.partition}${from("partition")}`,
-        placement.qos === null
-          ? "no QoS given (the default)"
-          : `QoS ${placement.qos}${from("qos")}`,
-        placement.account === null
-          ? "the submitter's default account"
-          : `account ${placement.account}${from("account")}`,
-      ].join(", ");
-      const options = resourceOptions(placement);
-      return [
-        where,
-        options.kind === "Valid"
-          ? `sbatch ${options.argv.join(" ")}`
-          : `invalid: ${options.message}`,
-        // The admin's eyes only: who jobs run as and what is bound in, sources included.
-        ...(publicView.runAs === "owner"
-          ? ["runs as the owning principal's unix account (submitted with --uid/--gid)"]
-          : []),
-        ...(publicView.mounts ?? []).map((m) => `mount ${m.source} at ${m.target} (${m.mode})`),
-      ];
+    description: str(values, "description") ?? "",
+    kinds,
+    resources: {
+      nodes: placement.nodes,
+      cpus: placement.cpus,
+      gpus: placement.gpus,
+      memoryMb: placement.memoryMb,
+      timeLimitSeconds: placement.timeLimitSeconds,
     },
-  });
+    // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
+    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
+    ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
+    ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
+    ...(mounts.length > 0 ? { mounts } : {}),
+  };
 }
 
 function readProfile(
@@ -493,31 +185,7 @@ function readProfile(
   }
   if (problems.length > before) return null;
 
-  const inherited = new Set<MappedField>();
-  const mapped = (field: MappedField): string | null => {
-    const own = str(values, field);
-    if (own !== null) return own;
-    if (defaults[field] !== null) inherited.add(field);
-    return defaults[field];
-  };
-  const minutes = int(values, "time_limit_minutes");
-  const warnMinutes = int(values, "warn_minutes_before_limit");
-  const maxTasks = int(values, "max_tasks");
-  const mpi = str(values, "mpi");
-  const placement: SlurmPlacement = {
-    partition: mapped("partition"),
-    qos: mapped("qos"),
-    account: mapped("account"),
-    nodes: int(values, "nodes") ?? 1,
-    cpus: int(values, "cpus") ?? 1,
-    gpus: int(values, "gpus") ?? 0,
-    memoryMb: int(values, "memory_mb"),
-    timeLimitSeconds: minutes === null ? null : minutes * 60,
-    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
-    // Only when set: a profile without them is the one-task placement it always was.
-    ...(maxTasks === null ? {} : { maxTasks }),
-    ...(mpi === null ? {} : { mpi }),
-  };
+  const { placement, inherited } = placementOf(values, defaults);
   // The broker is the last word on what can be submitted: ask it now, not at queue time.
   const options = resourceOptions(placement);
   if (options.kind === "Invalid") {
@@ -528,23 +196,7 @@ function readProfile(
     });
     return null;
   }
-  const publicView: ResourceProfile = {
-    name,
-    description: str(values, "description") ?? "",
-    kinds,
-    resources: {
-      nodes: placement.nodes,
-      cpus: placement.cpus,
-      gpus: placement.gpus,
-      memoryMb: placement.memoryMb,
-      timeLimitSeconds: placement.timeLimitSeconds,
-    },
-    // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
-    ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
-    ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
-    ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
-    ...(mounts.length > 0 ? { mounts } : {}),
-  };
+  const publicView = publicViewOf(name, values, kinds, placement, mounts);
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
 

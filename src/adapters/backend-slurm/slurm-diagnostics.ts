@@ -1,0 +1,13 @@
+/** What diagnostics say of the scheduler: the last call's outcome, the call counts, orphans. */
+import type { BackendDiagnostics } from "../../core/ports.ts";
+import type { SlurmContext } from "./slurm-context.ts";
+
+export function slurmDiagnostics(ctx: SlurmContext): BackendDiagnostics {
+  return {
+    backend: "slurm",
+    healthy: ctx.health.healthy,
+    message: ctx.health.message,
+    calls: ctx.broker.callCounts(),
+    ...(ctx.options.orphanReport === undefined ? {} : { orphans: ctx.options.orphanReport() }),
+  };
+}
