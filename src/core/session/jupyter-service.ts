@@ -10,7 +10,7 @@ import type { Allocation } from "../models.ts";
 import { isTerminal } from "../models.ts";
 import type { SessionStore } from "../ports/session-store.ts";
 import type { WorkerGateway } from "../ports/worker-gateway.ts";
-import { KERNEL_DIED } from "./readiness-conditions.ts";
+import { codeMayRun, runningCurrentAllocation } from "./code-may-run.ts";
 
 export type KernelStanding =
   /** READY (or only its interpreter died: the next request starts a fresh one). */
@@ -89,18 +89,12 @@ export function createJupyterService(deps: {
     if (workload.desired.kind === "STOP") {
       return { kind: "Dead", message: `the session is stopping (${workload.desired.reason})` };
     }
-    const conditions = store.listConditions(workloadId);
-    const ready = conditions.find((c) => c.type === "READY");
-    const kernel = conditions.find((c) => c.type === "KERNEL_RESPONSIVE");
-    const onlyKernelDied = ready?.reason === "KERNEL_RESPONSIVE" && kernel?.reason === KERNEL_DIED;
-    if (ready?.status !== "TRUE" && !onlyKernelDied) {
-      const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
-      return { kind: "Starting", message: `the session is ${workload.phase} (${why})` };
+    const may = codeMayRun(store, workloadId);
+    if (may.kind === "No") {
+      return { kind: "Starting", message: `the session is ${workload.phase} (${may.why})` };
     }
-    const current = store
-      .listAllocations(workloadId)
-      .find((a) => a.epoch === workload.executionEpoch);
-    if (current?.phase !== "RUNNING") {
+    const current = runningCurrentAllocation(store, workload);
+    if (current === null) {
       return { kind: "Starting", message: "the session's allocation is not running" };
     }
     return { kind: "Located", allocation: current };

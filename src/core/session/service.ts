@@ -18,7 +18,7 @@ import type {
   WorkerGateway,
 } from "../ports/worker-gateway.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
-import { KERNEL_DIED } from "./readiness-conditions.ts";
+import { codeMayRun, runningCurrentAllocation } from "./code-may-run.ts";
 import type {
   ExecOptions,
   ExecOutcome,
@@ -78,24 +78,18 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   function locate(workloadId: string): Located {
     const workload = store.getWorkload(workloadId);
     if (workload?.kind !== "SESSION") return { kind: "NotFound" };
-    const conditions = store.listConditions(workloadId);
-    const ready = conditions.find((c) => c.type === "READY");
-    const kernel = conditions.find((c) => c.type === "KERNEL_RESPONSIVE");
-    const onlyKernelDied = ready?.reason === "KERNEL_RESPONSIVE" && kernel?.reason === KERNEL_DIED;
-    if (ready?.status !== "TRUE" && !onlyKernelDied) {
-      const why = ready ? `${ready.reason}: ${ready.message}` : "readiness not evaluated yet";
+    const may = codeMayRun(store, workloadId);
+    if (may.kind === "No") {
       return {
         kind: "NotReady",
-        message: `the session is ${workload.phase} and not READY (${why})`,
+        message: `the session is ${workload.phase} and not READY (${may.why})`,
       };
     }
     if (workload.desired.kind === "STOP") {
       return { kind: "NotReady", message: `the session is stopping (${workload.desired.reason})` };
     }
-    const current = store
-      .listAllocations(workloadId)
-      .find((a) => a.epoch === workload.executionEpoch);
-    if (current?.phase !== "RUNNING") {
+    const current = runningCurrentAllocation(store, workload);
+    if (current === null) {
       return { kind: "NotReady", message: "the session's allocation is not running" };
     }
     return { kind: "Located", allocation: current };
