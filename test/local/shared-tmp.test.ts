@@ -132,10 +132,20 @@ function sharedTmpSuite(
       ensureBuilt();
       d = await start();
       job = await submit(d, JOB);
-      await eventually(async () => (await d.show(job)).phase === "RUNNING", {
-        what: `${job} RUNNING`,
-        timeoutMs: 60_000,
-      });
+      // A job that never runs says why: its phase and reason, and the daemon's log (a CI run
+      // once timed out here with nothing but "last: false" to go on).
+      try {
+        await eventually(
+          async () => {
+            const view = await d.show(job);
+            if (view.phase === "RUNNING") return true;
+            throw new Error(`${view.phase} (${view.reason ?? "no reason"})`);
+          },
+          { what: `${job} RUNNING`, timeoutMs: 60_000 },
+        );
+      } catch (error) {
+        throw new Error(`${String(error)}\n${d.log()}`);
+      }
       const allocation = (await d.show(job)).allocations[0]?.id ?? "none";
       shared = sharedTmpOf(d, job, allocation);
       await eventually(() => existsSync(join(shared, "shm", "y")), {
