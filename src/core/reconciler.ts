@@ -102,17 +102,27 @@ const noHooks: BarrierHooks = {
 /** Why a wait ended. */
 type Resume = "timer" | "wake" | "abort";
 
-export function createReconciler(options: ReconcilerOptions): Reconciler {
+/** The injected parts a reconciler runs with, each optional one given its default. */
+function withDefaults(options: ReconcilerOptions) {
   const minIntervalMs = Math.max(0, options.minIntervalMs ?? DEFAULT_MIN_INTERVAL_MS);
-  const maxIntervalMs = Math.max(minIntervalMs, options.maxIntervalMs ?? DEFAULT_MAX_INTERVAL_MS);
-  const hooks = options.barrierHooks ?? noHooks;
   const randomBytes =
     options.randomBytes ?? ((n: number) => crypto.getRandomValues(new Uint8Array(n)));
-  const mintToken = (): SubmissionToken => mintSubmissionToken(randomBytes);
-  const newAllocationId = options.newAllocationId ?? (() => crypto.randomUUID());
-  const timers = options.timers ?? systemTimers;
-  const monotonicMs = options.monotonicMs ?? (() => performance.now());
-  const faultPoint = options.faultPoint ?? (() => {});
+  return {
+    minIntervalMs,
+    maxIntervalMs: Math.max(minIntervalMs, options.maxIntervalMs ?? DEFAULT_MAX_INTERVAL_MS),
+    hooks: options.barrierHooks ?? noHooks,
+    mintToken: (): SubmissionToken => mintSubmissionToken(randomBytes),
+    newAllocationId: options.newAllocationId ?? (() => crypto.randomUUID()),
+    timers: options.timers ?? systemTimers,
+    monotonicMs: options.monotonicMs ?? (() => performance.now()),
+    faultPoint: options.faultPoint ?? (() => {}),
+  };
+}
+
+export function createReconciler(options: ReconcilerOptions): Reconciler {
+  const given = withDefaults(options);
+  const { minIntervalMs, maxIntervalMs, hooks, mintToken, newAllocationId } = given;
+  const { timers, monotonicMs, faultPoint } = given;
   const { log, clock } = options;
   const reportedUnknownFacts = new Set<string>();
   const watch = createBackendWatch({

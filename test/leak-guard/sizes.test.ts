@@ -27,8 +27,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   // The Slurm adapter and the local backend's port: their own helpers split them.
   { what: "adapters/backend-slurm/toml-subset.ts", why: SPLIT_ELSEWHERE },
   { what: "adapters/backend-slurm/toml-subset.ts#parseWithStatements", why: SPLIT_ELSEWHERE },
-  // The reconciler's loop is reworked on another branch.
-  { what: "core/reconciler.ts#createReconciler", why: SPLIT_ELSEWHERE },
   // This branch's remainder.
   { what: "adapters/backend-local/tasks.ts#runStep", why: NOT_YET },
   { what: "adapters/isolation-bwrap/through-backend.ts", why: NOT_YET },
@@ -44,7 +42,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   { what: "servers/http/system/metrics.ts", why: NOT_YET },
   { what: "servers/http/workloads/routes.ts", why: NOT_YET },
   { what: "apps/daemon/composition/session-engine.ts#startSessionEngine", why: NOT_YET },
-  { what: "core/session/service.ts#runCell", why: NOT_YET },
 ];
 
 describe("sizes on the real tree", () => {

@@ -163,27 +163,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
           limit.timedOut && outcome.response.status === "ERROR"
             ? overTimeout(outcome.response, limitSeconds ?? 0)
             : outcome.response;
-        const final = finalOutput(response);
-        const outputs = collected.outputs;
-        if (collected.dropped > 0) {
-          outputs.push({
-            type: "stream",
-            name: "stderr",
-            text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
-          });
-        }
-        if (final) {
-          outputs.push(final);
-          onOutput?.(final);
-        }
-        return {
-          kind: "Ok",
-          status: response.status,
-          output: joinOutput(outputs),
-          error: response.error?.traceback ?? null,
-          outputs,
-          kernelRestarted: response.kernelRestarted,
-        };
+        return answeredOutcome(response, collected, onOutput);
       }
       case "NotConnected":
       case "Disconnected":
@@ -340,6 +320,35 @@ function appendOutput(collected: Collected, output: ExecOutput): void {
 }
 
 /** stdout and stderr as they came, then the last expression's text: what a terminal shows. */
+/** A cell's answer, with what it printed on the way and its final value. */
+function answeredOutcome(
+  response: ExecResponse,
+  collected: Collected,
+  onOutput: ExecOptions["onOutput"],
+): ExecOutcome {
+  const final = finalOutput(response);
+  const outputs = collected.outputs;
+  if (collected.dropped > 0) {
+    outputs.push({
+      type: "stream",
+      name: "stderr",
+      text: `\n[... ${collected.dropped} outputs not shown: an exec answer holds at most ${MAX_COLLECTED_CHARS} characters]\n`,
+    });
+  }
+  if (final) {
+    outputs.push(final);
+    onOutput?.(final);
+  }
+  return {
+    kind: "Ok",
+    status: response.status,
+    output: joinOutput(outputs),
+    error: response.error?.traceback ?? null,
+    outputs,
+    kernelRestarted: response.kernelRestarted,
+  };
+}
+
 function joinOutput(outputs: readonly ExecOutput[]): string {
   let out = "";
   for (const o of outputs) {
