@@ -9,11 +9,40 @@ import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import type { TaskResult } from "../../core/ports.ts";
 import type { LaunchWrapper, RunAs } from "../../core/sandbox.ts";
 import { HELPER_ENV } from "../../core/sandbox.ts";
-import type { ProgramRunner } from "../../lib/process-runner.ts";
+import type { ProcessOutcome, ProgramRunner } from "../../lib/process-runner.ts";
 import { limitArgv } from "./job-limits.ts";
 import { signalNumber } from "./job-state.ts";
 import { sandboxPaths } from "./launch.ts";
 import type { JobRecord } from "./records.ts";
+
+/**
+ * The step's command wrapped like its allocation's launch, in the allocation's own cgroup:
+ * a step counts against the job's memory and processes.
+ */
+function stepArgv(
+  record: JobRecord,
+  command: readonly string[],
+  options: { readonly wrapper: LaunchWrapper; readonly sandboxReadOnly: readonly string[] },
+  vars: Readonly<Record<string, string>>,
+  runAs: RunAs | null,
+): readonly string[] {
+  const paths = sandboxPaths(
+    record.cwd,
+    record.credentialDir,
+    options.sandboxReadOnly,
+    record.sharedTmpDir ?? null,
+  );
+  return limitArgv(
+    record.limits,
+    options.wrapper.wrap(
+      command,
+      { ...paths, ...(record.mounts === undefined ? {} : { mounts: record.mounts }) },
+      { vars },
+      runAs,
+      { network: record.network ?? "host" },
+    ),
+  );
+}
 
 export async function runStep(
   record: JobRecord,
@@ -46,28 +75,7 @@ export async function runStep(
   } catch (error) {
     return { kind: "Refused", message: `cannot tell who the step runs as: ${String(error)}` };
   }
-  // In the allocation's own cgroup: a step counts against the job's memory and processes.
-  const argv = [
-    ...limitArgv(
-      record.limits,
-      options.wrapper.wrap(
-        command,
-        {
-          ...sandboxPaths(
-            record.cwd,
-            record.credentialDir,
-            options.sandboxReadOnly,
-            record.sharedTmpDir ?? null,
-          ),
-          ...(record.mounts === undefined ? {} : { mounts: record.mounts }),
-        },
-        { vars },
-        runAs,
-        { network: record.network ?? "host" },
-      ),
-    ),
-  ];
-  const [program, ...args] = argv;
+  const [program, ...args] = stepArgv(record, command, options, vars, runAs);
   if (program === undefined) return { kind: "Refused", message: "empty command" };
   const outcome = await options.programs.run({
     program,
@@ -96,6 +104,14 @@ export async function runStep(
       throw new Error(`unhandled outcome ${JSON.stringify(never)}`);
     }
   }
+  return stepResult(outcome, options);
+}
+
+/** A step that ran (to its end or its timeout) as its TaskResult, cuts and kill noted. */
+function stepResult(
+  outcome: Extract<ProcessOutcome, { readonly kind: "Exited" | "TimedOut" }>,
+  options: { readonly timeoutMs: number; readonly outputCapBytes: number },
+): TaskResult {
   const timedOut = outcome.kind === "TimedOut";
   const signalled =
     outcome.kind === "Exited" && outcome.signal !== null ? signalNumber(outcome.signal) : null;
