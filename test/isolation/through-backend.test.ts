@@ -8,12 +8,12 @@ import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
+import { verifyThroughBackend } from "../../src/adapters/isolation-bwrap/backend-probe.ts";
 import { createBubblewrapSandbox } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
 import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import {
   locateInStateDir,
   sandboxedBackend,
-  verifyThroughBackend,
   wrappedBackend,
 } from "../../src/adapters/isolation-bwrap/through-backend.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
