@@ -24,9 +24,6 @@ const SPLIT_ELSEWHERE = "split on another branch this round (issue 20); delete a
 const NOT_YET = "not split yet (issue 20)";
 
 export const SIZE_EXCEPTIONS: readonly SizeException[] = [
-  // The Slurm adapter and the local backend's port: their own helpers split them.
-  { what: "adapters/backend-slurm/toml-subset.ts", why: SPLIT_ELSEWHERE },
-  { what: "adapters/backend-slurm/toml-subset.ts#parseWithStatements", why: SPLIT_ELSEWHERE },
   // This branch's remainder.
   { what: "apps/daemon/composition/core.ts#composeCore", why: NOT_YET },
   { what: "apps/daemon/daemon.ts", why: NOT_YET },
