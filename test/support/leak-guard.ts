@@ -54,6 +54,7 @@ export const CONTRACT_MODULES = [
   "core/index.ts",
   "core/models.ts",
   "core/ports.ts",
+  "core/ports/backend-capabilities.ts",
   "core/attempt-preparer.ts",
   "core/sandbox.ts",
 ] as const;
