@@ -11,7 +11,10 @@ import { checkRules, PROMTOOL, skipLine } from "../support/promtool.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const RULES = join(ROOT, "deploy", "prometheus", "openai4s-rules.yml");
-const RENDERER = join(ROOT, "src", "servers", "http", "system", "metrics.ts");
+/** The renderer's files: every metric name is written out in one of them. */
+const RENDERERS = ["metrics.ts", "metrics-workloads.ts"].map((f) =>
+  join(ROOT, "src", "servers", "http", "system", f),
+);
 
 describe("deploy/prometheus/openai4s-rules.yml", () => {
   test("promtool check rules passes (and fails on a broken copy)", async () => {
@@ -42,7 +45,7 @@ describe("deploy/prometheus/openai4s-rules.yml", () => {
 
   test("every openai4s metric a rule names is one the daemon renders", () => {
     const rules = readFileSync(RULES, "utf8");
-    const renderer = readFileSync(RENDERER, "utf8");
+    const renderer = RENDERERS.map((f) => readFileSync(f, "utf8")).join("\n");
     const named = new Set(
       [...rules.matchAll(/\b(openai4s_[a-z0-9_]+|process_[a-z_]+)/g)].map((m) =>
         (m[1] ?? "").replace(/_(bucket|sum|count)$/, ""),

@@ -4,7 +4,7 @@
  * past MAX_OWNER_SERIES owners the busiest keep their series and the rest are summed.
  */
 import { describe, expect, test } from "bun:test";
-import { OTHER_OWNERS, ownerSeries } from "../../src/servers/http/system/metrics.ts";
+import { OTHER_OWNERS, ownerSeries } from "../../src/servers/http/system/metrics-workloads.ts";
 
 describe("series by owner", () => {
   test("an owner's kinds are summed; the admin's own work is `admin`", () => {
