@@ -1,3 +1,18 @@
+/**
+ * Isolation for a backend whose allocations run somewhere else (compute nodes): the sandbox
+ * is put on the launch line of every allocation, and it is verified ON THE NODES, by running
+ * the isolation probe as an allocation of that very backend. A check on the daemon's host
+ * would prove nothing about a node that lacks bwrap or forbids namespaces.
+ *
+ * Both work through the AllocationBackend port only, so no backend has to know about them:
+ *  - `sandboxedBackend` (here) rewrites each submitted launch into its sandboxed form
+ *    (paths: the workspace writable, the credential directory read-only; never the
+ *    allocation dir) and its capability record says sessionIsolation, with the node verdict;
+ *  - `verifyThroughBackend` (backend-probe.ts) runs the probe as one short allocation of
+ *    that backend, under a directory the nodes see at the same path (the spool is shared
+ *    with the nodes, or workers could not read their credentials), and judges what it
+ *    printed exactly as the local probe does.
+ */
 import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { decorateBackend } from "../../core/decorate-backend.ts";
