@@ -32,7 +32,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   { what: "apps/daemon/serve-command.ts#help", why: NOT_YET },
   { what: "apps/worker/worker.ts", why: NOT_YET },
   { what: "apps/worker/worker.ts#runWorker", why: NOT_YET },
-  { what: "servers/http/workloads/routes.ts", why: NOT_YET },
   { what: "apps/daemon/composition/session-engine.ts#startSessionEngine", why: NOT_YET },
 ];
 
