@@ -9,14 +9,14 @@
  * A rule, not a handler: it returns a union and the edges translate it (the API to
  * problem+json), so the CLI path and tests use it without a web server.
  *
- * Over 400 lines because admission is one sequence of checks before anything is written, with its limits; the next split moves the principal limits out.
+ * What a submission must fit (its profile, its owner's account, the backend's environment
+ * rules) is admission-checks.ts.
  */
 import { createHash } from "node:crypto";
-import { checkArrayRequest } from "./array/array-request.ts";
+import { fieldRefusals } from "./admission-checks.ts";
 import {
   type Allocation,
   attemptMessage,
-  type ResourceProfile,
   type Workload,
   type WorkloadKind,
   type WorkloadSpec,
@@ -229,98 +229,6 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/**
- * The profile must exist, accept the kind, and allow the time limit asked for. Pure; the
- * refused fields, or none.
- */
-/**
- * A profile that runs work as its owner's unix account cannot run the admin's (the admin
- * is no account): refused here, naming the profile, rather than failing at its first attempt.
- * A principal without an account is refused at the attempt, which reads the account then.
- */
-function checkOwnerAccount(
-  submission: Submission,
-  profiles: readonly ResourceProfile[],
-  owner: string | null,
-): readonly RefusedField[] {
-  const profile = profiles.find((p) => p.name === submission.profile);
-  if (profile?.runAs !== "owner" || owner !== null) return [];
-  return [
-    {
-      path: "profile",
-      message: `profile "${profile.name}" runs work as its owner's unix account, and the admin has none: submit with a principal's token`,
-    },
-  ];
-}
-
-function checkAgainstProfile(
-  submission: Submission,
-  profiles: readonly ResourceProfile[],
-): readonly RefusedField[] {
-  const profile = profiles.find((p) => p.name === submission.profile);
-  if (!profile) {
-    const known = profiles.map((p) => p.name).join(", ") || "none";
-    return [
-      { path: "profile", message: `unknown profile "${submission.profile}" (known: ${known})` },
-    ];
-  }
-  const fields: RefusedField[] = [];
-  if (!profile.kinds.includes(submission.kind)) {
-    fields.push({
-      path: "profile",
-      message: `profile "${profile.name}" does not accept ${submission.kind} (it accepts ${profile.kinds.join(", ")})`,
-    });
-  }
-  const limit = profile.resources.timeLimitSeconds;
-  const asked = submission.spec.timeLimitSeconds;
-  if (limit !== null && asked !== undefined && asked > limit) {
-    fields.push({
-      path: "timeLimitSeconds",
-      message: `profile "${profile.name}" allows at most ${limit} seconds`,
-    });
-  }
-  const tasks = submission.spec.tasks ?? 1;
-  const maxTasks = profile.maxTasks ?? 1;
-  if (tasks > maxTasks) {
-    fields.push({
-      path: "tasks",
-      message:
-        maxTasks === 1
-          ? `profile "${profile.name}" runs a single task (it sets no max_tasks)`
-          : `profile "${profile.name}" allows at most ${maxTasks} tasks`,
-    });
-  }
-  return [...fields, ...checkArray(submission.spec, profile)];
-}
-
-/** An array fits the profile's limit, its cap fits the array; nothing to say without one. */
-function checkArray(spec: WorkloadSpec, profile: ResourceProfile): readonly RefusedField[] {
-  if (spec.array === undefined) return [];
-  if (profile.maxArraySize === undefined) {
-    return [{ path: "array", message: `profile "${profile.name}" does not run job arrays` }];
-  }
-  const check = checkArrayRequest(spec.array, spec.maxConcurrent, profile.maxArraySize);
-  return check.kind === "Invalid" ? [{ path: check.field, message: check.message }] : [];
-}
-
-/**
- * The backend's own rules for a job's environment (a scheduler's reserved names, values its
- * tools would re-read as lists), one refused field per variable. At admission, so a bad
- * variable is a 400 naming it rather than a workload that fails at its first submission.
- */
-function checkAgainstBackendEnvRules(
-  submission: Submission,
-  backend: AllocationBackend,
-): readonly RefusedField[] {
-  const env = submission.spec.env;
-  const policy = backend.capabilities.jobEnv;
-  if (env === undefined || policy === null) return [];
-  return policy.jobEnvRefusals(env).map((r) => ({
-    path: `env.${r.name}`,
-    message: `on the ${backend.name} backend: ${r.message}`,
-  }));
-}
-
 /** The earlier request's workload when it was this request, else the refusal. */
 function replayOrRefuse(
   key: string,
@@ -349,11 +257,7 @@ export async function admitWorkload(
     if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash, owner);
   }
   const profiles = deps.backend.profiles();
-  const fields = [
-    ...checkAgainstProfile(submission, profiles),
-    ...checkOwnerAccount(submission, profiles, owner),
-    ...checkAgainstBackendEnvRules(submission, deps.backend),
-  ];
+  const fields = fieldRefusals(submission, profiles, owner, deps.backend);
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
   if (submission.kind === "SESSION") {
     // Before any write: a missing, Unverified or throwing check all refuse the same way.
