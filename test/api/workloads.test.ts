@@ -407,6 +407,7 @@ describe("POST /v1/workloads/{id}/exec", () => {
     const id = await session(h);
     for (const [path, headers] of [
       [`/v1/workloads/${id}/exec?stream=1`, {}],
+      [`/v1/workloads/${id}/exec?stream=true`, {}],
       [`/v1/workloads/${id}/exec`, { Accept: "text/event-stream" }],
     ] as const) {
       const res = await h.post(path, { code: "x" }, headers);
