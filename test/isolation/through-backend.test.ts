@@ -149,6 +149,59 @@ describe("verifyThroughBackend", () => {
     expect(cancelled).toHaveLength(1);
   }, 30_000);
 
+  /**
+   * The deadline, on a clock that jumps: a probe never seen leaving the queue says nothing
+   * about the nodes (Inconclusive, so an earlier good verdict stands), while one that ran and
+   * never ended is Unverified. Either way the allocation is cancelled.
+   */
+  for (const [phase, kind, says] of [
+    ["QUEUED", "Inconclusive", "still queued: no result within 1 s"],
+    ["RUNNING", "Unverified", "no result within 1 s"],
+  ] as const) {
+    test(`a probe still ${phase} at the deadline is ${kind}, and cancelled`, async () => {
+      const { layout, backend, sandbox } = setup();
+      const cancelled: string[] = [];
+      const stuck = decorateBackend(backend, {
+        observe: async (targets) => ({
+          kind: "Observed",
+          observations: new Map(
+            targets.map((t) => [
+              t.allocationId,
+              {
+                kind: "Observed",
+                phase,
+                reason: null,
+                message: null,
+                exitCode: null,
+                startedAt: null,
+                endedAt: null,
+              },
+            ]),
+          ),
+        }),
+        cancel: async (targets) => {
+          cancelled.push(...targets.map((t) => t.allocationId));
+          return backend.cancel(targets);
+        },
+      });
+      let nowMs = 0;
+      const verdict = await verifyThroughBackend({
+        backend: stuck,
+        sandbox,
+        probeRoot: join(layout.backendSpoolDir("local"), "isolation-probe"),
+        profile: "default",
+        // Each look at the clock is 400 ms later: past the 1 s deadline on the third poll.
+        clock: { now: () => (nowMs += 400) },
+        log: silentLog,
+        timeoutMs: 1000,
+        pollIntervalMs: 1,
+      });
+      expect(verdict.kind).toBe(kind);
+      if (verdict.kind !== "Verified") expect(verdict.message).toContain(says);
+      expect(cancelled).toHaveLength(1);
+    }, 30_000);
+  }
+
   test("a probe asked for after the stop submits nothing", async () => {
     const { layout, backend, sandbox } = setup();
     let submitted = 0;
