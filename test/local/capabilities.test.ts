@@ -7,9 +7,10 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
+import { defaultLocalProfiles } from "../../src/adapters/backend-local/backend-options.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { sessionIsolationVerdict } from "../../src/core/ports.ts";
-import type { Sandbox, SandboxPaths } from "../../src/core/sandbox.ts";
+import type { LaunchReach, Sandbox, SandboxPaths } from "../../src/core/sandbox.ts";
 import {
   backendOptions,
   cleanUpStates,
@@ -228,5 +229,34 @@ describe("local backend: the sandbox seam", () => {
       },
     );
     expect(result).toMatchObject({ kind: "Completed", exitCode: 0, stdout: "1\n" });
+  });
+
+  test("a task gets its allocation's network: none stays none", async () => {
+    const state = makeState();
+    const reaches: (LaunchReach | undefined)[] = [];
+    const sandbox = envPrefixSandbox([]);
+    const [base] = defaultLocalProfiles();
+    if (base === undefined) throw new Error("no default profile");
+    const backend = createLocalBackend({
+      ...backendOptions(state),
+      profiles: [{ ...base, network: "none" }],
+      sandbox: {
+        ...sandbox,
+        wrap(argv, paths, env, runAs, reach) {
+          reaches.push(reach);
+          return sandbox.wrap(argv, paths, env, runAs, reach);
+        },
+      },
+    });
+    const request = makeRequest(state, ["sleep", "300"]);
+    await backend.submit([request]);
+    await waitForPhase(backend, request, ["RUNNING"]);
+    const result = await backend.capabilities.tasks.runTask(targetOf(request), ["true"], {
+      timeoutMs: 5_000,
+    });
+    expect(result).toMatchObject({ kind: "Completed", exitCode: 0 });
+    // The job's launch, then the step's: a step run with the host's network would reach
+    // every loopback service the job was kept from.
+    expect(reaches).toEqual([{ network: "none" }, { network: "none" }]);
   });
 });
