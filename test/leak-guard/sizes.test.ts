@@ -34,8 +34,6 @@ export const SIZE_EXCEPTIONS: readonly SizeException[] = [
   { what: "adapters/isolation-bwrap/through-backend.ts", why: NOT_YET },
   { what: "adapters/isolation-bwrap/through-backend.ts#verifyThroughBackend", why: NOT_YET },
   { what: "apps/daemon/composition/core.ts#composeCore", why: NOT_YET },
-  { what: "apps/worker/worker.ts", why: NOT_YET },
-  { what: "apps/worker/worker.ts#runWorker", why: NOT_YET },
   { what: "core/ports.ts", why: NOT_YET },
   { what: "servers/http/system/metrics.ts", why: NOT_YET },
   { what: "servers/http/workloads/routes.ts", why: NOT_YET },
