@@ -49,6 +49,7 @@ describe("the daemon's settings from its environment", () => {
       bwrapPath: null,
       sandboxReadOnly: [],
       faults: noFaultPoints,
+      minOwnerUid: 1000,
     });
   });
 
@@ -68,6 +69,7 @@ describe("the daemon's settings from its environment", () => {
       OPENAI4S_BWRAP: "/opt/bwrap",
       [SANDBOX_READONLY_ENV]: "/opt/conda::/usr/share/fonts",
       [WORKER_TLS_ENV]: "",
+      OPENAI4S_MIN_OWNER_UID: "500",
     });
     expect(s).toEqual({
       workerListen: "0.0.0.0:7001",
@@ -82,6 +84,7 @@ describe("the daemon's settings from its environment", () => {
       bwrapPath: "/opt/bwrap",
       sandboxReadOnly: ["/opt/conda", "/usr/share/fonts"],
       faults: noFaultPoints,
+      minOwnerUid: 500,
     });
     expect(settings({ [WORKER_TLS_ENV]: "off" }).sessions.tls).toEqual({ kind: "Off" });
   });
@@ -108,6 +111,8 @@ describe("the daemon's settings from its environment", () => {
       { [ORPHAN_POLICY_ENV]: "ignore" },
       { [ORPHAN_SWEEP_SECONDS_ENV]: "0" },
       { [ORPHAN_SWEEP_SECONDS_ENV]: "86401" },
+      { OPENAI4S_MIN_OWNER_UID: "0" },
+      { OPENAI4S_MIN_OWNER_UID: "1k" },
     ]) {
       const parsed = parseDaemonSettings(env, SELF);
       const name = Object.keys(env)[0] ?? "";

@@ -13,6 +13,7 @@
  * environment itself.
  */
 import * as v from "valibot";
+import { MIN_OWNER_UID_ENV, parseMinOwnerUid } from "../../adapters/isolation-bwrap/run-as.ts";
 import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../../core/ports/worker-gateway.ts";
 import type { OrphanPolicy } from "../../core/ports.ts";
 import type { ReclaimerDefaults } from "../../core/reclaimer.ts";
@@ -52,6 +53,8 @@ export interface DaemonSettings {
   readonly sandboxReadOnly: readonly string[];
   /** `OPENAI4S_FAULT_POINT`: where a crash test kills the daemon (lib/fault-point.ts). */
   readonly faults: FaultPoints;
+  /** `OPENAI4S_MIN_OWNER_UID`: the lowest uid a job may run as under `run_as = "owner"`. */
+  readonly minOwnerUid: number;
 }
 
 export interface SettingError {
@@ -179,6 +182,10 @@ export function parseDaemonSettings(
   const errors: SettingError[] = [];
   const listen = workerGatewayListenFromEnv(env);
   if (listen.kind === "Invalid") errors.push({ variable: WORKER_LISTEN_ENV, ...listen });
+  const minOwnerUid = parseMinOwnerUid(env[MIN_OWNER_UID_ENV]);
+  if (typeof minOwnerUid !== "number") {
+    errors.push({ variable: MIN_OWNER_UID_ENV, message: minOwnerUid.error });
+  }
   const parsed = v.safeParse(Environment, raw, { abortPipeEarly: true });
   if (!parsed.success) {
     for (const issue of parsed.issues) {
@@ -194,7 +201,12 @@ export function parseDaemonSettings(
   const e = parsed.output;
   const tls = tlsSetting(e[WORKER_TLS_ENV], e[WORKER_TLS_KEY_ENV], e[WORKER_TLS_CERT_ENV]);
   if (tls.kind === "Invalid") errors.push({ variable: tls.variable, message: tls.message });
-  if (errors.length > 0 || tls.kind === "Invalid" || listen.kind === "Invalid") {
+  if (
+    errors.length > 0 ||
+    tls.kind === "Invalid" ||
+    listen.kind === "Invalid" ||
+    typeof minOwnerUid !== "number"
+  ) {
     return { kind: "Invalid", errors };
   }
   const backoffMs =
@@ -224,6 +236,7 @@ export function parseDaemonSettings(
       bwrapPath: e[BWRAP_ENV] ?? null,
       sandboxReadOnly: (e[SANDBOX_READONLY_ENV] ?? "").split(":").filter((d) => d !== ""),
       faults: faultPointsFromEnv(env),
+      minOwnerUid,
     },
   };
 }
