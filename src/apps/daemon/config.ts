@@ -23,6 +23,7 @@ import {
 } from "../../core/reconciler/profile-breaker.ts";
 import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/service.ts";
 import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
+import { type LocalSettings, parseLocalSettings } from "./composition/local-settings.ts";
 
 /** How sessions run: the worker command, the default lease, the exec grace, the gateway's TLS. */
 export interface SessionSettings {
@@ -55,6 +56,8 @@ export interface DaemonSettings {
   readonly faults: FaultPoints;
   /** `OPENAI4S_MIN_OWNER_UID`: the lowest uid a job may run as under `run_as = "owner"`. */
   readonly minOwnerUid: number;
+  /** The local backend's knobs, profiles file and cgroup root (local-settings.ts). */
+  readonly local: LocalSettings;
 }
 
 export interface SettingError {
@@ -186,6 +189,8 @@ export function parseDaemonSettings(
   if (typeof minOwnerUid !== "number") {
     errors.push({ variable: MIN_OWNER_UID_ENV, message: minOwnerUid.error });
   }
+  const local = parseLocalSettings(env);
+  if (local.kind === "Invalid") errors.push(...local.errors);
   const parsed = v.safeParse(Environment, raw, { abortPipeEarly: true });
   if (!parsed.success) {
     for (const issue of parsed.issues) {
@@ -205,7 +210,8 @@ export function parseDaemonSettings(
     errors.length > 0 ||
     tls.kind === "Invalid" ||
     listen.kind === "Invalid" ||
-    typeof minOwnerUid !== "number"
+    typeof minOwnerUid !== "number" ||
+    local.kind === "Invalid"
   ) {
     return { kind: "Invalid", errors };
   }
@@ -237,6 +243,7 @@ export function parseDaemonSettings(
       sandboxReadOnly: (e[SANDBOX_READONLY_ENV] ?? "").split(":").filter((d) => d !== ""),
       faults: faultPointsFromEnv(env),
       minOwnerUid,
+      local: local.local,
     },
   };
 }
