@@ -1,6 +1,7 @@
 /**
- * The daemon's settings from its environment, parsed and validated once, at start, into one
- * typed object the composition receives (`composition/`). The failure it replaces: each
+ * The daemon's configuration, parsed and validated once, at start: `serve`'s flags
+ * (serve-flags.ts) and the settings from its environment, into one typed object the daemon
+ * and the composition receive (`composition/`). The failure it replaces: each
  * composition file read `env[...]` and parsed its own variables, some twice (the gateway's
  * address in four places), some only on the path that happened to need them, so a typo in
  * one variable surfaced minutes later or never.
@@ -24,6 +25,7 @@ import {
 import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/service.ts";
 import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
 import { type LocalSettings, parseLocalSettings } from "./composition/local-settings.ts";
+import { parseServeArgs, type ServeOptions } from "./serve-flags.ts";
 
 /** How sessions run: the worker command, the default lease, the exec grace, the gateway's TLS. */
 export interface SessionSettings {
@@ -280,4 +282,39 @@ function tlsSetting(
 /** One line for a refused start: every bad variable, each named. */
 export function settingErrorsMessage(errors: readonly SettingError[]): string {
   return errors.map((e) => e.message).join("; ");
+}
+
+/** `openai4s serve`'s whole configuration: its flags (with the variables that stand in for them) and the daemon's settings. */
+export type ServeConfigResult =
+  | { readonly kind: "Help" }
+  | {
+      readonly kind: "Parsed";
+      readonly options: ServeOptions;
+      readonly settings: DaemonSettings;
+    }
+  /** The flags were fine; these variables are not (exit 2, before anything is touched). */
+  | {
+      readonly kind: "Invalid";
+      readonly options: ServeOptions;
+      readonly errors: readonly SettingError[];
+    };
+
+/**
+ * Flags and environment, parsed once into one typed object before the daemon starts. A bad
+ * flag throws a UsageError naming it (exit 2, with a pointer to --help); bad variables come
+ * back all together, each named.
+ */
+export function parseServeConfig(
+  args: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+  homeDir: string,
+  selfCommand: readonly string[],
+): ServeConfigResult {
+  const options = parseServeArgs(args, env, cwd, homeDir);
+  if (options === "help") return { kind: "Help" };
+  const parsed = parseDaemonSettings(env, selfCommand);
+  return parsed.kind === "Invalid"
+    ? { kind: "Invalid", options, errors: parsed.errors }
+    : { kind: "Parsed", options, settings: parsed.settings };
 }

@@ -59,8 +59,10 @@ export interface DaemonConfig {
   readonly backend: string;
   readonly clusterConfigPath: string | null;
   readonly version: string;
-  /** The daemon's environment, read once here and passed down. */
+  /** The daemon's environment: what its children inherit, and where its settings come from. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /** The settings, already parsed from `env` (serve parses them with its flags); absent: parsed here. */
+  readonly settings?: DaemonSettings;
   readonly selfCommand: readonly string[];
   readonly clock: Clock;
   readonly log: Log;
@@ -131,7 +133,10 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
 
   // 0. The settings in the environment, parsed once: a bad variable stops the start here,
   // every one of them named, before anything is read or written.
-  const parsed = parseDaemonSettings(config.env, config.selfCommand);
+  const parsed =
+    config.settings !== undefined
+      ? { kind: "Parsed" as const, settings: config.settings }
+      : parseDaemonSettings(config.env, config.selfCommand);
   if (parsed.kind === "Invalid") {
     return fail({ kind: "ConfigError", message: settingErrorsMessage(parsed.errors) });
   }
