@@ -49,6 +49,8 @@ describe("the daemon's settings from its environment", () => {
       bwrapPath: null,
       sandboxReadOnly: [],
       faults: noFaultPoints,
+      minOwnerUid: 1000,
+      local: { knobs: {}, profilesFile: null, cgroupRoot: null },
     });
   });
 
@@ -68,6 +70,11 @@ describe("the daemon's settings from its environment", () => {
       OPENAI4S_BWRAP: "/opt/bwrap",
       [SANDBOX_READONLY_ENV]: "/opt/conda::/usr/share/fonts",
       [WORKER_TLS_ENV]: "",
+      OPENAI4S_MIN_OWNER_UID: "500",
+      OPENAI4S_LOCAL_MEMORY_MB: "300",
+      OPENAI4S_LOCAL_NETWORK: "none",
+      OPENAI4S_LOCAL_PROFILES: "/etc/o4s/local.toml",
+      OPENAI4S_CGROUP_ROOT: "off",
     });
     expect(s).toEqual({
       workerListen: "0.0.0.0:7001",
@@ -82,6 +89,12 @@ describe("the daemon's settings from its environment", () => {
       bwrapPath: "/opt/bwrap",
       sandboxReadOnly: ["/opt/conda", "/usr/share/fonts"],
       faults: noFaultPoints,
+      minOwnerUid: 500,
+      local: {
+        knobs: { memoryMb: 300, network: "none" },
+        profilesFile: "/etc/o4s/local.toml",
+        cgroupRoot: "off",
+      },
     });
     expect(settings({ [WORKER_TLS_ENV]: "off" }).sessions.tls).toEqual({ kind: "Off" });
   });
@@ -108,6 +121,14 @@ describe("the daemon's settings from its environment", () => {
       { [ORPHAN_POLICY_ENV]: "ignore" },
       { [ORPHAN_SWEEP_SECONDS_ENV]: "0" },
       { [ORPHAN_SWEEP_SECONDS_ENV]: "86401" },
+      { OPENAI4S_MIN_OWNER_UID: "0" },
+      { OPENAI4S_MIN_OWNER_UID: "1k" },
+      { OPENAI4S_LOCAL_MEMORY_MB: "2G" },
+      { OPENAI4S_LOCAL_PIDS_MAX: "3" },
+      { OPENAI4S_LOCAL_NETWORK: "off" },
+      { OPENAI4S_LOCAL_RUN_AS: "me" },
+      { OPENAI4S_LOCAL_MOUNTS: "relative:/a:ro" },
+      { OPENAI4S_WARN_MINUTES_BEFORE_LIMIT: "5m" },
     ]) {
       const parsed = parseDaemonSettings(env, SELF);
       const name = Object.keys(env)[0] ?? "";
@@ -120,11 +141,23 @@ describe("the daemon's settings from its environment", () => {
 
   test("every bad variable is named at once, not one per start", () => {
     const parsed = parseDaemonSettings(
-      { [ORPHAN_POLICY_ENV]: "ignore", [IDLE_TIMEOUT_ENV]: "soon", [WORKER_LISTEN_ENV]: "x" },
+      {
+        [ORPHAN_POLICY_ENV]: "ignore",
+        [IDLE_TIMEOUT_ENV]: "soon",
+        [WORKER_LISTEN_ENV]: "x",
+        OPENAI4S_LOCAL_MEMORY_MB: "lots",
+        OPENAI4S_LOCAL_NETWORK: "off",
+      },
       SELF,
     );
     expect(parsed.kind === "Invalid" ? parsed.errors.map((e) => e.variable).sort() : []).toEqual(
-      [IDLE_TIMEOUT_ENV, ORPHAN_POLICY_ENV, WORKER_LISTEN_ENV].sort(),
+      [
+        IDLE_TIMEOUT_ENV,
+        ORPHAN_POLICY_ENV,
+        WORKER_LISTEN_ENV,
+        "OPENAI4S_LOCAL_MEMORY_MB",
+        "OPENAI4S_LOCAL_NETWORK",
+      ].sort(),
     );
   });
 });

@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { localProfiles, WARN_MINUTES_ENV } from "../../src/adapters/backend-local/profiles.ts";
+import { WARN_MINUTES_ENV } from "../../src/apps/daemon/composition/local-settings.ts";
 import {
   type DaemonConfig,
   type RunningDaemon,
@@ -15,6 +15,7 @@ import {
 } from "../../src/apps/daemon/daemon.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { localProfilesFromEnv } from "../support/local-profiles.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const daemons: RunningDaemon[] = [];
@@ -114,7 +115,7 @@ describe("runway on the local backend", () => {
       expect(result.kind).toBe("ConfigError");
       expect(result.kind === "ConfigError" && result.message).toContain(WARN_MINUTES_ENV);
     }
-    const ok = localProfiles({ [WARN_MINUTES_ENV]: "10" });
+    const ok = localProfilesFromEnv({ [WARN_MINUTES_ENV]: "10" });
     expect(ok.kind === "Valid" && ok.profiles.map((p) => p.warnBeforeLimitSeconds)).toEqual([600]);
   });
 });

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { BACKENDS } from "../../src/apps/daemon/composition/index.ts";
-import { parseServeArgs } from "../../src/apps/daemon/serve-command.ts";
+import { parseServeConfig } from "../../src/apps/daemon/config.ts";
+import { parseServeArgs } from "../../src/apps/daemon/serve-flags.ts";
 import { UsageError } from "../../src/lib/command/command.ts";
 import { main } from "../../src/main.ts";
 import { captureIo } from "../support/cli-runtime.ts";
@@ -214,5 +216,46 @@ describe("serve flags", () => {
       expect(io.out()).toContain(entry.describe);
     }
     expect(io.out()).toContain("--allow-remote");
+  });
+});
+
+describe("serve's configuration: flags and environment in one parse", () => {
+  const config = (args: string[], env: Record<string, string>) =>
+    parseServeConfig(args, env, "/srv/o4s", "/home/ada", ["/opt/openai4s"]);
+
+  test("the flags' options and the environment's settings, typed, in one object", () => {
+    const parsed = config(["--state-dir", "/s", "--poll-min-ms", "500"], {
+      OPENAI4S_ORPHAN_POLICY: "cancel",
+      OPENAI4S_LOCAL_MEMORY_MB: "300",
+    });
+    expect(parsed.kind).toBe("Parsed");
+    if (parsed.kind !== "Parsed") return;
+    expect(parsed.options).toMatchObject({ stateDir: "/s", pacing: { minIntervalMs: 500 } });
+    expect(parsed.settings.orphanSweep.policy).toBe("cancel");
+    expect(parsed.settings.local.knobs).toEqual({ memoryMb: 300 });
+    expect(parsed.settings.sessions.workerCommand).toEqual(["/opt/openai4s", "worker"]);
+  });
+
+  test("--help is help, whatever the environment holds", () => {
+    expect(config(["--help"], { OPENAI4S_ORPHAN_POLICY: "ignore" })).toEqual({ kind: "Help" });
+  });
+
+  test("a bad flag is a usage error naming it; bad variables are all named together", () => {
+    expect(() => config(["--poll-min-ms", "0"], {})).toThrow(/--poll-min-ms/);
+    const parsed = config([], { OPENAI4S_ORPHAN_POLICY: "ignore", OPENAI4S_LOCAL_NETWORK: "off" });
+    expect(parsed.kind).toBe("Invalid");
+    if (parsed.kind !== "Invalid") return;
+    expect(parsed.errors.map((e) => e.variable).sort()).toEqual([
+      "OPENAI4S_LOCAL_NETWORK",
+      "OPENAI4S_ORPHAN_POLICY",
+    ]);
+  });
+
+  test("through main: a bad variable exits 2 naming it, before the state dir is made", async () => {
+    const io = captureIo({ OPENAI4S_LOCAL_PIDS_MAX: "lots" });
+    const stateDir = "/nonexistent-o4s-serve-config/state";
+    expect(await main("openai4s", ["serve", "--state-dir", stateDir], io)).toBe(2);
+    expect(io.err()).toContain("OPENAI4S_LOCAL_PIDS_MAX");
+    expect(existsSync("/nonexistent-o4s-serve-config")).toBe(false);
   });
 });

@@ -8,12 +8,12 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { localProfiles } from "../../src/adapters/backend-local/profiles.ts";
 import { parseClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts";
 import { bubblewrapArgv } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
 import { mountProblem, parseMountList, sourceFor } from "../../src/core/mounts.ts";
 import { boundMount, forbiddenRoots, startupSourceProblem } from "../../src/lib/mount-sources.ts";
 import { profileView } from "../../src/servers/http/views.ts";
+import { localProfilesFromEnv } from "../support/local-profiles.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tmp = tempDirs("o4s-mounts-", "each");
@@ -50,9 +50,9 @@ describe("the declaration", () => {
     ]);
     expect(parseMountList("/srv/a:/a")).toHaveProperty("error");
     expect(parseMountList("/srv/a:/a:rx")).toHaveProperty("error");
-    const local = localProfiles({ OPENAI4S_LOCAL_MOUNTS: "/srv/a:/a:ro,/srv/b:/a/b:rw" });
+    const local = localProfilesFromEnv({ OPENAI4S_LOCAL_MOUNTS: "/srv/a:/a:ro,/srv/b:/a/b:rw" });
     expect(local).toMatchObject({ kind: "ConfigError", message: expect.stringMatching(/overlap/) });
-    const user = localProfiles({ OPENAI4S_LOCAL_MOUNTS: "/srv/{user}:/a:ro" });
+    const user = localProfilesFromEnv({ OPENAI4S_LOCAL_MOUNTS: "/srv/{user}:/a:ro" });
     expect(user).toMatchObject({ kind: "ConfigError", message: expect.stringMatching(/owner/) });
   });
 

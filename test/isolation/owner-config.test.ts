@@ -5,7 +5,6 @@
  * of that account, never of root.
  */
 import { describe, expect, test } from "bun:test";
-import { localProfiles } from "../../src/adapters/backend-local/profiles.ts";
 import {
   type BatchSpec,
   sbatchArgv,
@@ -13,6 +12,7 @@ import {
 } from "../../src/adapters/backend-slurm/broker-argv.ts";
 import { parseClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts";
 import { profileView } from "../../src/servers/http/views.ts";
+import { localProfilesFromEnv } from "../support/local-profiles.ts";
 
 const profile = (runAs: string) =>
   `[profiles.p]\ndescription = "d"\nallow_batch = true\nrun_as = "${runAs}"\n`;
@@ -34,13 +34,13 @@ describe("run_as in the configuration", () => {
   });
 
   test("the local profile: OPENAI4S_LOCAL_RUN_AS", () => {
-    const owner = localProfiles({ OPENAI4S_LOCAL_RUN_AS: "owner" });
+    const owner = localProfilesFromEnv({ OPENAI4S_LOCAL_RUN_AS: "owner" });
     if (owner.kind !== "Valid") throw new Error(owner.message);
     expect(owner.profiles.every((p) => p.runAs === "owner")).toBe(true);
-    const unset = localProfiles({});
+    const unset = localProfilesFromEnv({});
     if (unset.kind !== "Valid") throw new Error(unset.message);
     expect(unset.profiles.every((p) => p.runAs === undefined)).toBe(true);
-    expect(localProfiles({ OPENAI4S_LOCAL_RUN_AS: "me" })).toEqual({
+    expect(localProfilesFromEnv({ OPENAI4S_LOCAL_RUN_AS: "me" })).toEqual({
       kind: "ConfigError",
       message: 'OPENAI4S_LOCAL_RUN_AS="me": expected allocation or owner',
     });

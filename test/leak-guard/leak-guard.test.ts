@@ -6,6 +6,7 @@ import {
   findBackendImports,
   findContractLeaks,
   findCoreIo,
+  findEnvReads,
   findLayerImports,
   findSchedulerWords,
   formatViolations,
@@ -23,6 +24,10 @@ describe("INV-2 leak guard on the real tree", () => {
 
   test("the core does no I/O: no fs, spawn, sockets or process.env", () => {
     expect(formatViolations(findCoreIo(SRC))).toBe("");
+  });
+
+  test("the environment is read in one place; every other module is handed it", () => {
+    expect(formatViolations(findEnvReads(SRC))).toBe("");
   });
 
   test("the contracts' index reaches only contract modules", () => {
@@ -219,6 +224,45 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
     expect(violations.length).toBeGreaterThan(0);
     expect(violations.every((v) => v.file === "core/reconciler/decisions.ts")).toBe(true);
     expect(violations.map((v) => v.detail).join("\n")).toContain(expected);
+  });
+
+  test.each([
+    [
+      "process.env in the local backend",
+      ["adapters", "backend-local", "profiles.ts"],
+      'export const m = process.env["OPENAI4S_LOCAL_MEMORY_MB"];\n',
+    ],
+    [
+      "process.env in the composition",
+      ["apps", "daemon", "composition", "core.ts"],
+      "export const e = process.env;\n",
+    ],
+    [
+      "Bun.env in the worker",
+      ["apps", "worker", "worker.ts"],
+      'export const r = Bun.env["RANK"];\n',
+    ],
+    [
+      "destructured in a server",
+      ["servers", "http", "app.ts"],
+      "export const { env } = process;\n",
+    ],
+    ["bracketed in the CLI", ["apps", "cli", "client.ts"], 'export const e = process["env"];\n'],
+  ])("reading the environment outside its one reader: %s", (_label, path, planted) => {
+    const copy = copyOfSrc();
+    const name = path.join("/");
+    appendFileSync(join(copy, ...path), planted);
+    const violations = findEnvReads(copy);
+    expect(violations.map((v) => `${v.file} ${v.rule}`)).toEqual([`${name} env-read`]);
+  });
+
+  test("a comment naming process.env is not a read", () => {
+    const copy = copyOfSrc();
+    appendFileSync(
+      join(copy, "adapters", "backend-local", "profiles.ts"),
+      "// process.env is read only at the entry\n/**\n * nor process.env here\n */\n",
+    );
+    expect(findEnvReads(copy)).toEqual([]);
   });
 
   test.each([

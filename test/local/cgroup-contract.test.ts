@@ -39,7 +39,7 @@ function realDriver(version: "v1" | "v2"): CgroupDriver | string {
   const present = version === "v2" ? hasV2() : hasV1();
   if (!present) return `no cgroup ${version} with memory, pids and cpu on this machine`;
   const backendDir = backendDirs();
-  const found = detectLimitEnforcement({ env: {}, backendDir });
+  const found = detectLimitEnforcement({ cgroupRoot: null, backendDir });
   if (found.kind !== "Cgroup") return `cannot create cgroups here: ${found.why}`;
   if (found.driver.version !== version)
     return `this machine's daemon would use ${found.driver.version}`;
@@ -201,7 +201,7 @@ describe("choosing an adapter", () => {
     for (const c of ["memory", "pids", "cpu"]) Bun.write(join(v1Mount, c, "cgroup.procs"), "");
     const self = join(fake, "self-cgroup");
     Bun.write(self, "4:memory:/svc/a\n8:pids:/\n1:cpu,cpuacct:/svc\n0::/\n");
-    const options = { env: {}, backendDir: "/state/backends/local", selfCgroupFile: self };
+    const options = { cgroupRoot: null, backendDir: "/state/backends/local", selfCgroupFile: self };
     const v2 = cgroupDriver({ ...options, mount: v2Mount });
     const v1 = cgroupDriver({ ...options, mount: v1Mount });
     expect(v2.kind === "Driver" && v2.driver.version).toBe("v2");
@@ -220,7 +220,7 @@ describe("choosing an adapter", () => {
     const delegated = cgroupDriver({
       ...options,
       mount: v2Mount,
-      env: { OPENAI4S_CGROUP_ROOT: "/user.slice/o4s" },
+      cgroupRoot: "/user.slice/o4s",
     });
     expect(delegated.kind === "Driver" && delegated.driver.where).toMatch(
       new RegExp(`^${v2Mount}/user.slice/o4s/openai4s-`),
@@ -229,7 +229,11 @@ describe("choosing an adapter", () => {
 
   test("no cgroups: rlimits through prlimit when it is there, else none; each says why", () => {
     const fake = backendDirs();
-    const base = { env: {}, backendDir: "/state/backends/local", mount: join(fake, "nothing") };
+    const base = {
+      cgroupRoot: null,
+      backendDir: "/state/backends/local",
+      mount: join(fake, "nothing"),
+    };
     const rlimit = detectLimitEnforcement({ ...base, prlimitPath: "/bin/sh" });
     expect(rlimit.kind).toBe("Rlimit");
     expect(rlimit.kind === "Rlimit" && rlimit.why).toContain("no memory, pids and cpu controllers");
@@ -238,7 +242,7 @@ describe("choosing an adapter", () => {
     const off = detectLimitEnforcement({
       ...base,
       mount: MOUNT,
-      env: { OPENAI4S_CGROUP_ROOT: "off" },
+      cgroupRoot: "off",
       prlimitPath: "/bin/sh",
     });
     expect(off.kind === "Rlimit" && off.why).toBe("OPENAI4S_CGROUP_ROOT=off");

@@ -18,13 +18,13 @@ import {
 import { exitObservation } from "../../src/adapters/backend-local/job-state.ts";
 import { buildJobRecord } from "../../src/adapters/backend-local/launch.ts";
 import { ownV1Paths } from "../../src/adapters/backend-local/limit-enforcement.ts";
-import { localProfiles } from "../../src/adapters/backend-local/profiles.ts";
 import type { JobLimits } from "../../src/adapters/backend-local/records.ts";
 import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { DEFAULT_PIDS_MAX, type ResourceProfile, submissionToken } from "../../src/core/models.ts";
 import type { SubmitRequest } from "../../src/core/ports.ts";
 import { hintFor } from "../../src/core/reason-hints.ts";
+import { localProfilesFromEnv } from "../support/local-profiles.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const dirs = tempDirs("o4s-job-limits-");
@@ -222,7 +222,7 @@ describe("an out-of-memory ending", () => {
 
 describe("the local profiles' knobs", () => {
   test("defaults: a memory size below the machine's, 4,096 processes, host network", () => {
-    const r = localProfiles({});
+    const r = localProfilesFromEnv({});
     if (r.kind !== "Valid") throw new Error(r.message);
     const [p] = r.profiles;
     expect(p?.resources.memoryMb).toBeGreaterThan(0);
@@ -231,7 +231,7 @@ describe("the local profiles' knobs", () => {
   });
 
   test("set by the environment", () => {
-    const r = localProfiles({
+    const r = localProfilesFromEnv({
       OPENAI4S_LOCAL_MEMORY_MB: "300",
       OPENAI4S_LOCAL_PIDS_MAX: "64",
       OPENAI4S_LOCAL_NETWORK: "none",
@@ -249,7 +249,7 @@ describe("the local profiles' knobs", () => {
       ["OPENAI4S_LOCAL_PIDS_MAX", "3"],
       ["OPENAI4S_LOCAL_NETWORK", "off"],
     ] as const) {
-      const r = localProfiles({ [name]: bad });
+      const r = localProfilesFromEnv({ [name]: bad });
       expect(r.kind === "ConfigError" && r.message).toContain(`${name}=${JSON.stringify(bad)}`);
     }
   });

@@ -117,7 +117,10 @@ describe.skipIf(!IS_ROOT)("per-job limits through the binary, root daemon, cgrou
     "diagnostics name the cgroups in force, and no job cgroup outlives its job",
     async () => {
       expect(await diagnostics(d)).toContain("limits: cgroup v1 per job");
-      const found = cgroupDriver({ env: {}, backendDir: join(d.stateDir, "backends", "local") });
+      const found = cgroupDriver({
+        cgroupRoot: null,
+        backendDir: join(d.stateDir, "backends", "local"),
+      });
       if (found.kind !== "Driver") throw new Error("no cgroup driver");
       expect(found.driver.jobNames()).toEqual([]);
     },
@@ -127,7 +130,10 @@ describe.skipIf(!IS_ROOT)("per-job limits through the binary, root daemon, cgrou
   test(
     "once its jobs ended, no cgroup directory of the daemon is left, its root included",
     async () => {
-      const found = cgroupDriver({ env: {}, backendDir: join(d.stateDir, "backends", "local") });
+      const found = cgroupDriver({
+        cgroupRoot: null,
+        backendDir: join(d.stateDir, "backends", "local"),
+      });
       if (found.kind !== "Driver") throw new Error("no cgroup driver");
       const roots = found.driver.where.split(", ");
       // Checked with the daemon running: the harness's own cleanup at stop would hide a leak.

@@ -9,15 +9,19 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { LOCAL_PROFILES_ENV, localProfiles } from "../../src/adapters/backend-local/profiles.ts";
 import { readTomlSubset } from "../../src/adapters/backend-slurm/toml-cross-check.ts";
+import { LOCAL_PROFILES_ENV } from "../../src/apps/daemon/composition/local-settings.ts";
 import { BINARY, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
+import { localProfilesFromEnv } from "../support/local-profiles.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tempDir = tempDirs("o4s-local-profiles-", "each");
 
 function load(text: string, env: Record<string, string> = {}) {
-  return localProfiles(env, { name: "/etc/openai4s/local.toml", read: readTomlSubset(text) });
+  return localProfilesFromEnv(env, {
+    name: "/etc/openai4s/local.toml",
+    read: readTomlSubset(text),
+  });
 }
 
 const TWO = `# two profiles
@@ -78,7 +82,7 @@ describe("a profiles file", () => {
   });
 
   test("without a file: the one default profile, network host as before", () => {
-    const loaded = localProfiles({});
+    const loaded = localProfilesFromEnv({});
     expect(loaded.kind === "Valid" && loaded.profiles.map((p) => [p.name, p.network])).toEqual([
       ["default", "host"],
     ]);

@@ -180,7 +180,7 @@ export async function startDaemon(options: {
  * Removed here, or every such test would leave directories in the host's hierarchy.
  */
 export function removeJobCgroups(backendDir: string): void {
-  const found = cgroupDriver({ env: {}, backendDir });
+  const found = cgroupDriver({ cgroupRoot: null, backendDir });
   if (found.kind !== "Driver") return;
   const driver = found.driver;
   try {

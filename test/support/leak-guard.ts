@@ -17,7 +17,9 @@
  *  (b) the import graph from the contracts' index reaches only contract modules;
  *  (c) no module outside the composition root imports a backend package;
  *  (d) every import respects the layers above (type-only, dynamic and re-exports included);
- *  (e) the core names no I/O module or global.
+ *  (e) the core names no I/O module or global;
+ *  (f) the process's environment is read in one place (ENV_READERS), and every command gets
+ *      it from there: the daemon parses its settings from that once (apps/daemon/config.ts).
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
@@ -155,7 +157,8 @@ export interface Violation {
     | "contracts-import"
     | "backend-import"
     | "layer-import"
-    | "core-io";
+    | "core-io"
+    | "env-read";
   readonly file: string;
   readonly line: number;
   readonly detail: string;
@@ -394,6 +397,54 @@ export function findCoreIo(srcRoot: string): Violation[] {
   return violations;
 }
 
+/**
+ * The files that may read the process's environment, each with its reason. Everything else
+ * gets the environment it needs passed in: a module reading a variable on its own is how a
+ * setting escapes the one parse that names every bad value at start (issue 20).
+ */
+export const ENV_READERS: readonly { readonly file: string; readonly why: string }[] = [
+  {
+    file: "lib/command/command.ts",
+    why: "the process's one CommandIo: every command (serve, the CLI, the worker) receives its environment from here",
+  },
+];
+
+/** Reads of the environment in code (comments do not count): `process.env`, `Bun.env`, ... */
+const ENV_READ_PATTERNS: readonly RegExp[] = [
+  /\bprocess\s*\.\s*env\b/,
+  /\bprocess\s*\[\s*["'`]env["'`]\s*\]/,
+  /\bBun\s*\.\s*env\b/,
+  /\bimport\.meta\.env\b/,
+  /\{[^}]*\benv\b[^}]*\}\s*=\s*process\b/,
+];
+
+/** (f) No file outside ENV_READERS reads the process's environment. */
+export function findEnvReads(srcRoot: string): Violation[] {
+  const allowed = new Set(ENV_READERS.map((r) => r.file));
+  const violations: Violation[] = [];
+  for (const file of walk(srcRoot)) {
+    if (!/\.(ts|tsx|js|mjs|cjs)$/.test(file)) continue;
+    const name = rel(srcRoot, file);
+    if (allowed.has(name)) continue;
+    readFileSync(file, "utf8")
+      .split("\n")
+      .forEach((text, i) => {
+        const trimmed = text.trim();
+        if (trimmed.startsWith("*") || trimmed.startsWith("/*")) return;
+        const code = text.replace(/\/\/.*$/, "");
+        if (ENV_READ_PATTERNS.some((pattern) => pattern.test(code))) {
+          violations.push({
+            rule: "env-read",
+            file: name,
+            line: i + 1,
+            detail: `reads the process's environment (${trimmed}); take it from the caller (ENV_READERS)`,
+          });
+        }
+      });
+  }
+  return violations;
+}
+
 export function checkLeaks(srcRoot: string): Violation[] {
   return [
     ...findSchedulerWords(srcRoot),
@@ -401,6 +452,7 @@ export function checkLeaks(srcRoot: string): Violation[] {
     ...findBackendImports(srcRoot),
     ...findLayerImports(srcRoot, KNOWN_LAYER_IMPORTS),
     ...findCoreIo(srcRoot),
+    ...findEnvReads(srcRoot),
   ];
 }
 

@@ -26,7 +26,8 @@ export type LimitEnforcement =
   | { readonly kind: "None"; readonly why: string };
 
 export interface DetectOptions {
-  readonly env: Readonly<Record<string, string | undefined>>;
+  /** `OPENAI4S_CGROUP_ROOT` as the admin wrote it (the daemon's settings); null: unset. */
+  readonly cgroupRoot: string | null;
   /** The backend's private dir: names this daemon's cgroups, so two daemons never share. */
   readonly backendDir: string;
   readonly mount?: string;
@@ -79,7 +80,7 @@ type Found =
 /** The adapter for this machine's hierarchy, rooted where this daemon's jobs go. */
 export function cgroupDriver(options: DetectOptions): Found {
   const mount = options.mount ?? "/sys/fs/cgroup";
-  const configured = options.env[CGROUP_ROOT_ENV];
+  const configured = options.cgroupRoot ?? undefined;
   if (configured === "off") return { kind: "NoCgroups", why: `${CGROUP_ROOT_ENV}=off` };
   if (configured !== undefined && configured !== "" && !isAbsolute(configured)) {
     return { kind: "NoCgroups", why: `${CGROUP_ROOT_ENV} must be absolute, inside the hierarchy` };

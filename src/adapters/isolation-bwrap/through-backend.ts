@@ -38,10 +38,6 @@ import {
 import { chmodDirBeneath, chownDirBeneath, makeDirBeneath } from "../../lib/beneath-fs.ts";
 import { boundMount, forbiddenRoots } from "../../lib/mount-sources.ts";
 
-// The daemon's composition imports the probe from here; it moved to backend-probe.ts, and the
-// composition (split on another branch this round) is left untouched until that merges.
-export { type BackendProbeOptions, verifyThroughBackend } from "./backend-probe.ts";
-
 /**
  * HOME inside: the workspace, the one place the job can write (the service account's home
  * is not in the sandbox, and jobs writing caches there failed).

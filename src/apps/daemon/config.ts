@@ -1,6 +1,7 @@
 /**
- * The daemon's settings from its environment, parsed and validated once, at start, into one
- * typed object the composition receives (`composition/`). The failure it replaces: each
+ * The daemon's configuration, parsed and validated once, at start: `serve`'s flags
+ * (serve-flags.ts) and the settings from its environment, into one typed object the daemon
+ * and the composition receive (`composition/`). The failure it replaces: each
  * composition file read `env[...]` and parsed its own variables, some twice (the gateway's
  * address in four places), some only on the path that happened to need them, so a typo in
  * one variable surfaced minutes later or never.
@@ -13,6 +14,7 @@
  * environment itself.
  */
 import * as v from "valibot";
+import { MIN_OWNER_UID_ENV, parseMinOwnerUid } from "../../adapters/isolation-bwrap/run-as.ts";
 import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../../core/ports/worker-gateway.ts";
 import type { OrphanPolicy } from "../../core/ports.ts";
 import type { ReclaimerDefaults } from "../../core/reclaimer.ts";
@@ -22,6 +24,8 @@ import {
 } from "../../core/reconciler/profile-breaker.ts";
 import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/service.ts";
 import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
+import { type LocalSettings, parseLocalSettings } from "./composition/local-settings.ts";
+import { parseServeArgs, type ServeOptions } from "./serve-flags.ts";
 
 /** How sessions run: the worker command, the default lease, the exec grace, the gateway's TLS. */
 export interface SessionSettings {
@@ -52,6 +56,10 @@ export interface DaemonSettings {
   readonly sandboxReadOnly: readonly string[];
   /** `OPENAI4S_FAULT_POINT`: where a crash test kills the daemon (lib/fault-point.ts). */
   readonly faults: FaultPoints;
+  /** `OPENAI4S_MIN_OWNER_UID`: the lowest uid a job may run as under `run_as = "owner"`. */
+  readonly minOwnerUid: number;
+  /** The local backend's knobs, profiles file and cgroup root (local-settings.ts). */
+  readonly local: LocalSettings;
 }
 
 export interface SettingError {
@@ -179,6 +187,12 @@ export function parseDaemonSettings(
   const errors: SettingError[] = [];
   const listen = workerGatewayListenFromEnv(env);
   if (listen.kind === "Invalid") errors.push({ variable: WORKER_LISTEN_ENV, ...listen });
+  const minOwnerUid = parseMinOwnerUid(env[MIN_OWNER_UID_ENV]);
+  if (typeof minOwnerUid !== "number") {
+    errors.push({ variable: MIN_OWNER_UID_ENV, message: minOwnerUid.error });
+  }
+  const local = parseLocalSettings(env);
+  if (local.kind === "Invalid") errors.push(...local.errors);
   const parsed = v.safeParse(Environment, raw, { abortPipeEarly: true });
   if (!parsed.success) {
     for (const issue of parsed.issues) {
@@ -194,7 +208,13 @@ export function parseDaemonSettings(
   const e = parsed.output;
   const tls = tlsSetting(e[WORKER_TLS_ENV], e[WORKER_TLS_KEY_ENV], e[WORKER_TLS_CERT_ENV]);
   if (tls.kind === "Invalid") errors.push({ variable: tls.variable, message: tls.message });
-  if (errors.length > 0 || tls.kind === "Invalid" || listen.kind === "Invalid") {
+  if (
+    errors.length > 0 ||
+    tls.kind === "Invalid" ||
+    listen.kind === "Invalid" ||
+    typeof minOwnerUid !== "number" ||
+    local.kind === "Invalid"
+  ) {
     return { kind: "Invalid", errors };
   }
   const backoffMs =
@@ -224,6 +244,8 @@ export function parseDaemonSettings(
       bwrapPath: e[BWRAP_ENV] ?? null,
       sandboxReadOnly: (e[SANDBOX_READONLY_ENV] ?? "").split(":").filter((d) => d !== ""),
       faults: faultPointsFromEnv(env),
+      minOwnerUid,
+      local: local.local,
     },
   };
 }
@@ -260,4 +282,39 @@ function tlsSetting(
 /** One line for a refused start: every bad variable, each named. */
 export function settingErrorsMessage(errors: readonly SettingError[]): string {
   return errors.map((e) => e.message).join("; ");
+}
+
+/** `openai4s serve`'s whole configuration: its flags (with the variables that stand in for them) and the daemon's settings. */
+export type ServeConfigResult =
+  | { readonly kind: "Help" }
+  | {
+      readonly kind: "Parsed";
+      readonly options: ServeOptions;
+      readonly settings: DaemonSettings;
+    }
+  /** The flags were fine; these variables are not (exit 2, before anything is touched). */
+  | {
+      readonly kind: "Invalid";
+      readonly options: ServeOptions;
+      readonly errors: readonly SettingError[];
+    };
+
+/**
+ * Flags and environment, parsed once into one typed object before the daemon starts. A bad
+ * flag throws a UsageError naming it (exit 2, with a pointer to --help); bad variables come
+ * back all together, each named.
+ */
+export function parseServeConfig(
+  args: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+  homeDir: string,
+  selfCommand: readonly string[],
+): ServeConfigResult {
+  const options = parseServeArgs(args, env, cwd, homeDir);
+  if (options === "help") return { kind: "Help" };
+  const parsed = parseDaemonSettings(env, selfCommand);
+  return parsed.kind === "Invalid"
+    ? { kind: "Invalid", options, errors: parsed.errors }
+    : { kind: "Parsed", options, settings: parsed.settings };
 }

@@ -11,26 +11,22 @@
  * When the grace period runs out the worker exits, and the session is the reconciler's to
  * judge. `stop` from the gateway ends it at once.
  */
-import { isAbsolute } from "node:path";
 import { type Clock, every, pause, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../../wire/credential.ts";
 import { readGatewayFingerprint } from "../../wire/gateway-tls.ts";
 import { parseHostPort } from "../../wire/host-port.ts";
 import {
-  type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
-  encodeFrame,
   type KernelStatus,
   LIVENESS_INTERVALS,
-  type MimeBundle,
-  type ProbeWorkspaceResponse,
   parseGatewayMessage,
-  type WorkerRequest,
   type WorkerResponse,
 } from "../../wire/worker-protocol.ts";
+import { fitEvent, fitResponse } from "./frame-fit.ts";
 import { dialGateway, type GatewayTarget, type Link, type Welcome } from "./gateway-link.ts";
-import { createKernel, type Kernel, type KernelResult } from "./kernel.ts";
+import { createKernel, type Kernel } from "./kernel.ts";
+import { handle } from "./worker-requests.ts";
 
 export interface WorkerOptions {
   readonly credentialDir: string;
@@ -83,28 +79,12 @@ export function workerExitCode(exit: WorkerExit): number {
 }
 
 const FIRST_BACKOFF_MS = 100;
-const PROBE_READ_BYTES = 4096;
 
 export async function runWorker(options: WorkerOptions, signal: AbortSignal): Promise<WorkerExit> {
   const { log, clock, rank } = options;
-  const read = readCredentialFile(credentialPath(options.credentialDir, rank));
-  if (read.kind !== "Read") return { kind: "BadCredential", message: read.message };
-  const { credential: initial, gateway } = read.file;
-  if (initial.rank !== rank) {
-    return {
-      kind: "BadCredential",
-      message: `the credential file for rank ${rank} holds a credential for rank ${initial.rank}`,
-    };
-  }
-  const pinned = readGatewayFingerprint(options.credentialDir);
-  if (pinned.kind === "Invalid") return { kind: "BadCredential", message: pinned.message };
-  const pin = pinned.kind === "Pinned" ? pinned.fingerprint : undefined;
-  const tcp = parseHostPort(gateway);
-  const address: GatewayTarget | null =
-    options.gatewaySocket !== undefined ? { unix: options.gatewaySocket } : tcp;
-  if (!address || ("port" in address && address.port === 0)) {
-    return { kind: "BadCredential", message: `the credential names no usable gateway address` };
-  }
+  const start = readStart(options);
+  if (start.kind !== "Ready") return start;
+  const { initial, gateway, address, pin } = start;
   log.info("worker: starting", {
     allocationId: initial.allocationId,
     epoch: initial.epoch,
@@ -169,6 +149,42 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
   } finally {
     await kernel.close();
   }
+}
+
+type Start =
+  | {
+      readonly kind: "Ready";
+      readonly initial: Credential;
+      /** The gateway address the credential names. */
+      readonly gateway: string;
+      readonly address: GatewayTarget;
+      /** The certificate fingerprint to pin; undefined without TLS. */
+      readonly pin: string | undefined;
+    }
+  | Extract<WorkerExit, { readonly kind: "BadCredential" }>;
+
+/** This rank's credential, the gateway it names (or the socket given) and the pin. */
+function readStart(options: WorkerOptions): Start {
+  const { rank } = options;
+  const read = readCredentialFile(credentialPath(options.credentialDir, rank));
+  if (read.kind !== "Read") return { kind: "BadCredential", message: read.message };
+  const { credential: initial, gateway } = read.file;
+  if (initial.rank !== rank) {
+    return {
+      kind: "BadCredential",
+      message: `the credential file for rank ${rank} holds a credential for rank ${initial.rank}`,
+    };
+  }
+  const pinned = readGatewayFingerprint(options.credentialDir);
+  if (pinned.kind === "Invalid") return { kind: "BadCredential", message: pinned.message };
+  const pin = pinned.kind === "Pinned" ? pinned.fingerprint : undefined;
+  const tcp = parseHostPort(gateway);
+  const address: GatewayTarget | null =
+    options.gatewaySocket !== undefined ? { unix: options.gatewaySocket } : tcp;
+  if (!address || ("port" in address && address.port === 0)) {
+    return { kind: "BadCredential", message: `the credential names no usable gateway address` };
+  }
+  return { kind: "Ready", initial, gateway, address, pin };
 }
 
 type DialUntilResult =
@@ -301,168 +317,10 @@ function serve(
   });
 }
 
-async function handle(
-  request: WorkerRequest,
-  kernel: Kernel,
-  onEvent: (event: CellEvent) => void,
-): Promise<WorkerResponse> {
-  switch (request.kind) {
-    case "exec": {
-      const result = await kernel.exec(request.code, {
-        onEvent,
-        ...(request.cell !== undefined && { cell: request.cell }),
-      });
-      const { jupyter: _reply, ...exec } = result;
-      return { kind: "exec", ...exec };
-    }
-    case "probe_workspace":
-      return probeWorkspace(request.path, request.expect);
-    case "interrupt": {
-      const outcome = kernel.interrupt(request.cell, request.restartAfterMs);
-      return { kind: "interrupt", delivered: outcome.kind !== "NotRunning" };
-    }
-    case "jupyter": {
-      const result = await kernel.exec("", {
-        onEvent,
-        jupyter: { msgType: request.msgType, content: request.content },
-        ...(request.cell !== undefined && { cell: request.cell }),
-      });
-      return jupyterResponse(request.msgType, result);
-    }
-    case "input_reply":
-      return { kind: "input_reply", delivered: kernel.input(request.value) };
-    case "restart": {
-      const status = await kernel.restart("a restart was asked for");
-      return { kind: "restart", restarted: status.state === "running", message: status.message };
-    }
-    default: {
-      const never: never = request;
-      throw new Error(`unhandled request ${JSON.stringify(never)}`);
-    }
-  }
-}
-
-/**
- * Reads the marker the daemon wrote into the session's workspace. Finding it with the
- * expected content proves this node sees the user's files where the daemon put them (the
- * workspace is shared storage, not a copy).
- */
-async function probeWorkspace(path: string, expect: string): Promise<ProbeWorkspaceResponse> {
-  if (!isAbsolute(path)) return { kind: "probe_workspace", found: false, content: null };
-  try {
-    const content = await Bun.file(path).slice(0, PROBE_READ_BYTES).text();
-    return { kind: "probe_workspace", found: content === expect, content };
-  } catch {
-    return { kind: "probe_workspace", found: false, content: null };
-  }
-}
-
 function unknownRequestId(frame: unknown): number | null {
   if (typeof frame !== "object" || frame === null) return null;
   const { kind, id } = frame as { kind?: unknown; id?: unknown };
   return kind === "request" && Number.isSafeInteger(id) && (id as number) >= 0
     ? (id as number)
     : null;
-}
-
-/**
- * The kernel caps each field, but a cell's output escaped into JSON can still exceed the
- * frame cap, and an over-cap frame would cost the whole connection. Shrink the fields until
- * the answer fits, saying so in the text.
- */
-function fitResponse(id: number, response: WorkerResponse, maxFrameBytes: number): WorkerResponse {
-  const fits = (r: WorkerResponse) =>
-    encodeFrame({ kind: "response", id, response: r }, maxFrameBytes) !== null;
-  if (fits(response)) return response;
-  if (response.kind === "exec") {
-    for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
-      const shrunk = {
-        ...response,
-        result: response.result === null ? null : shrinkBundle(response.result, limit),
-        error:
-          response.error === null
-            ? null
-            : {
-                ename: clip(response.error.ename, limit),
-                evalue: clip(response.error.evalue, limit),
-                traceback: clip(response.error.traceback, limit),
-              },
-      };
-      if (fits(shrunk)) return shrunk;
-    }
-  }
-  return { kind: "error", message: "the answer does not fit in a frame" };
-}
-
-/**
- * A Jupyter request's answer. A kernel that could not run it (it died, was restarted, could
- * not start) answers the request type's error reply, so the client is never left waiting.
- */
-function jupyterResponse(msgType: string, result: KernelResult): WorkerResponse {
-  if (result.jupyter !== null) {
-    return { kind: "jupyter", ...result.jupyter, kernelRestarted: result.kernelRestarted };
-  }
-  const replyType = msgType.endsWith("_request")
-    ? `${msgType.slice(0, -"_request".length)}_reply`
-    : "error_reply";
-  const error = result.error ?? { ename: "KernelError", evalue: "no reply", traceback: "" };
-  return {
-    kind: "jupyter",
-    msgType: replyType,
-    content: {
-      status: "error",
-      ename: error.ename,
-      evalue: error.evalue,
-      traceback: error.traceback === "" ? [] : [error.traceback],
-    },
-    kernelRestarted: result.kernelRestarted,
-  };
-}
-
-/** As fitResponse, for one output event: large MIME values go first, then text is cut. */
-function fitEvent(event: CellEvent, maxFrameBytes: number): CellEvent {
-  const fits = (e: CellEvent) =>
-    encodeFrame({ kind: "event", id: Number.MAX_SAFE_INTEGER, event: e }, maxFrameBytes) !== null;
-  if (fits(event) || event.type === "kernel") return event; // a kernel event is bounded
-  for (let limit = 256 * 1024; limit >= 1024; limit = Math.floor(limit / 2)) {
-    const shrunk: CellEvent =
-      event.type === "stream"
-        ? { ...event, text: clip(event.text, limit) }
-        : event.type === "display_data"
-          ? { ...event, data: shrinkBundle(event.data, limit) }
-          : shrinkJupyter(event, limit);
-    if (fits(shrunk)) return shrunk;
-  }
-  return { type: "stream", name: "stderr", text: "[an output did not fit in a frame]\n" };
-}
-
-/** A Jupyter message's bundle (`data`) shrunk as a display's; other content is the kernel's. */
-function shrinkJupyter(event: Extract<CellEvent, { type: "jupyter" }>, limit: number): CellEvent {
-  const data = event.content["data"];
-  if (typeof data !== "object" || data === null) return event;
-  const text: Record<string, string> = {};
-  for (const [mime, value] of Object.entries(data)) {
-    text[mime] = typeof value === "string" ? value : JSON.stringify(value);
-  }
-  return { ...event, content: { ...event.content, data: shrinkBundle(text, limit) } };
-}
-
-/** Values over `limit` are left out, and text/plain says which, so loss is never silent. */
-function shrinkBundle(bundle: MimeBundle, limit: number): MimeBundle {
-  const kept: Record<string, string> = {};
-  const omitted: string[] = [];
-  for (const [mime, value] of Object.entries(bundle)) {
-    if (mime === "text/plain") continue;
-    if (value.length > limit) omitted.push(`${mime} of ${value.length} characters`);
-    else kept[mime] = value;
-  }
-  const note = omitted.length > 0 ? `\n[output not shown: ${omitted.join(", ")}, too large]` : "";
-  kept["text/plain"] = clip(bundle["text/plain"] ?? "", limit) + note;
-  return kept;
-}
-
-function clip(text: string, limit: number): string {
-  return text.length <= limit
-    ? text
-    : `${text.slice(0, limit)}\n[... ${text.length - limit} more characters not shown]`;
 }

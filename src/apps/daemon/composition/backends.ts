@@ -12,7 +12,7 @@ import { isAbsolute } from "node:path";
 import { createLocalBackend } from "../../../adapters/backend-local/backend.ts";
 import { LOCAL_BACKEND_NAME } from "../../../adapters/backend-local/backend-options.ts";
 import { detectLimitEnforcement } from "../../../adapters/backend-local/limit-enforcement.ts";
-import { LOCAL_PROFILES_ENV, localProfiles } from "../../../adapters/backend-local/profiles.ts";
+import { localProfiles } from "../../../adapters/backend-local/profiles.ts";
 import { rewriteRecordPaths } from "../../../adapters/backend-local/records.ts";
 import {
   createSlurmBackend,
@@ -49,6 +49,7 @@ import {
   type BackgroundService,
   verifierService,
 } from "./context.ts";
+import { LOCAL_PROFILES_ENV, type LocalSettings } from "./local-settings.ts";
 import { type SandboxReadOnly, sandboxReadOnlyDirs } from "./sandbox-read-only.ts";
 import {
   LOCAL_ISOLATION_INTERVAL_MS,
@@ -76,11 +77,9 @@ const MAX_LOCAL_PROFILES_BYTES = 1024 * 1024;
  * subset (and through the same cross-checked reader) the cluster config uses, so a file
  * that two TOML readers would read differently is refused rather than guessed at.
  */
-function configuredLocalProfiles(
-  env: Readonly<Record<string, string | undefined>>,
-): ReturnType<typeof localProfiles> {
-  const path = env[LOCAL_PROFILES_ENV];
-  if (path === undefined || path === "") return localProfiles(env);
+function configuredLocalProfiles(local: LocalSettings): ReturnType<typeof localProfiles> {
+  const path = local.profilesFile;
+  if (path === null) return localProfiles(local.knobs);
   const named = `${LOCAL_PROFILES_ENV}=${JSON.stringify(path)}`;
   if (!isAbsolute(path)) return { kind: "ConfigError", message: `${named}: not an absolute path` };
   let text: string;
@@ -98,7 +97,7 @@ function configuredLocalProfiles(
     const why = typeof code === "string" ? code : "not UTF-8 text";
     return { kind: "ConfigError", message: `${named}: cannot read it (${why})` };
   }
-  return localProfiles(env, { name: path, read: readTomlSubset(text) });
+  return localProfiles(local.knobs, { name: path, read: readTomlSubset(text) });
 }
 
 export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
@@ -112,10 +111,13 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           message: `--cluster-config is for a cluster backend; the ${LOCAL_BACKEND_NAME} backend takes none`,
         };
       }
-      const configured = configuredLocalProfiles(context.env);
+      const configured = configuredLocalProfiles(context.settings.local);
       if (configured.kind === "ConfigError") return configured;
       const backendDir = context.layout.backendDir(LOCAL_BACKEND_NAME);
-      const limits = detectLimitEnforcement({ env: context.env, backendDir });
+      const limits = detectLimitEnforcement({
+        cgroupRoot: context.settings.local.cgroupRoot,
+        backendDir,
+      });
       const options = {
         profiles: configured.profiles,
         backendDir,

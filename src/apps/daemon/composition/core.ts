@@ -9,9 +9,7 @@ import { ownerIdentities } from "../../../adapters/isolation-bwrap/owner-identit
 import {
   type IdentityChoice,
   type IdentityDatabase,
-  MIN_OWNER_UID_ENV,
   ownerModeRefusal,
-  parseMinOwnerUid,
   systemIdentityDatabase,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import {
@@ -35,7 +33,11 @@ import type { ResourceProfile } from "../../../core/models.ts";
 import type { AdmissionStore } from "../../../core/ports/admission-store.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { preparerByKind } from "../../../core/preparer-by-kind.ts";
-import { createReconciler, type Reconciler } from "../../../core/reconciler.ts";
+import {
+  createReconciler,
+  type Reconciler,
+  type ReconcilerOptions,
+} from "../../../core/reconciler.ts";
 import type { JobIdentities } from "../../../core/sandbox.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
@@ -97,19 +99,9 @@ export type CoreResult =
 export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const { layout, clock, log, faults } = config;
   const stores = bindStores(config.store);
-  const minOwnerUid = parseMinOwnerUid(config.env[MIN_OWNER_UID_ENV]);
-  if (typeof minOwnerUid !== "number") return { kind: "ConfigError", message: minOwnerUid.error };
   // Filled once the backend has read its profiles (below), before anything is submitted.
   const ownerProfiles = new Set<string>();
-  const identities = ownerIdentities({
-    base: jobIdentities(config.identity, layout),
-    runsAsOwner: (profile) => ownerProfiles.has(profile),
-    anyRunsAsOwner: () => ownerProfiles.size > 0,
-    unixUserOf: (principal) => getPrincipal(config.store, principal)?.unixUser ?? null,
-    isPrincipalAccount: (user) => isPrincipalUnixUser(config.store, user),
-    identityDb: systemIdentityDatabase,
-    minUid: minOwnerUid,
-  });
+  const identities = composeIdentities(config, ownerProfiles);
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -165,14 +157,61 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     return { kind: "ConfigError", message: `sessions: ${String(error)}` };
   }
 
+  const reconciler = composeReconciler(config, { store: stores.reconciler, backend, sessions });
+  sessions?.attachReconciler?.(reconciler);
+  return {
+    kind: "Composed",
+    core: {
+      backend,
+      reconciler,
+      sessions,
+      services: created.services ?? [],
+      admission: stores.admission,
+      jobIdentity: identities.description,
+      identities,
+    },
+  };
+}
+
+/**
+ * Who jobs run as: the admin's choice, except a principal's work under a profile that runs
+ * as its owner (`ownerProfiles`, filled once the backend has read its profiles).
+ */
+function composeIdentities(config: CoreConfig, ownerProfiles: ReadonlySet<string>): JobIdentities {
+  return ownerIdentities({
+    base: jobIdentities(config.identity, config.layout),
+    runsAsOwner: (profile) => ownerProfiles.has(profile),
+    anyRunsAsOwner: () => ownerProfiles.size > 0,
+    unixUserOf: (principal) => getPrincipal(config.store, principal)?.unixUser ?? null,
+    isPrincipalAccount: (user) => isPrincipalUnixUser(config.store, user),
+    identityDb: systemIdentityDatabase,
+    minUid: config.settings.minOwnerUid,
+  });
+}
+
+/**
+ * The reconciler over the store's port, its transitions observed for the metrics, preparing
+ * BATCH and (when sessions are on) SESSION attempts. Admission hands a POST's first attempt
+ * to a lane before any view load has the workload; the observer learns it here to measure
+ * that submit.
+ */
+function composeReconciler(
+  config: CoreConfig,
+  parts: {
+    readonly store: ReconcilerOptions["store"];
+    readonly backend: AllocationBackend;
+    readonly sessions: SessionsComponent | null;
+  },
+): Reconciler {
+  const { clock, log, faults, metrics, layout } = config;
+  const { backend, sessions } = parts;
   const preparer = preparerByKind({
     BATCH: gatedBatchPreparer(batchPreparer({ layout }), backend),
     SESSION:
       sessions?.preparer ??
       sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
   });
-  const { metrics } = config;
-  const observer = observeTransitions(stores.reconciler, metrics);
+  const observer = observeTransitions(parts.store, metrics);
   const running = createReconciler({
     store: observer.store,
     onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
@@ -185,26 +224,11 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     ...(sessions?.barrierHooks ? { barrierHooks: sessions.barrierHooks } : {}),
     ...config.pacing,
   });
-  // Admission hands a POST's first attempt to a lane before any view load has the workload;
-  // the observer learns it here to measure that submit.
-  const reconciler: Reconciler = {
+  return {
     ...running,
     admitted(workload, attempt) {
       observer.admitted(workload);
       running.admitted(workload, attempt);
-    },
-  };
-  sessions?.attachReconciler?.(reconciler);
-  return {
-    kind: "Composed",
-    core: {
-      backend,
-      reconciler,
-      sessions,
-      services: created.services ?? [],
-      admission: stores.admission,
-      jobIdentity: identities.description,
-      identities,
     },
   };
 }

@@ -43,7 +43,7 @@ import type { SessionService } from "../../../core/session/session-service.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import { createWorkerGateway } from "../../../servers/worker-gateway/gateway.ts";
-import { loadOrCreateSigningKey } from "../../../wire/credential.ts";
+import { loadOrCreateSigningKey, type SigningKey } from "../../../wire/credential.ts";
 import {
   type GatewayTls,
   type GatewayTlsResult,
@@ -161,32 +161,14 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   let readiness: SessionReadiness | null = null;
   let reconciler: { wake(): void } | null = null;
 
-  if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
-  const gateway = createWorkerGateway({
-    listen: options.listen,
-    ...(options.unixSocket !== undefined ? { unixSocket: options.unixSocket } : {}),
-    tls,
-    ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
-    store: stores.nonces,
+  const gateway = openGateway(options, {
     key,
-    clock,
-    log,
+    tls,
     expectations: createGatewayExpectations({ store: stores.sessions, attempts, maxRanksOf }),
-    onEvent(event) {
-      countGatewayEvent(options.metrics, event);
-      if (
-        event.kind === "WorkerConnected" ||
-        event.kind === "WorkerDisconnected" ||
-        event.kind === "KernelStatus"
-      ) {
-        readiness?.trigger();
-      }
-      // A worker that dialled in is running, whatever the backend's last answer said: a tick
-      // now records RUNNING without waiting out the reconciler's period.
-      if (event.kind === "WorkerConnected") reconciler?.wake();
-    },
+    // Gateway events trigger a readiness pass; a connection also wakes the reconciler.
+    readiness: () => readiness,
+    reconciler: () => reconciler,
   });
-  if (options.unixSocket !== undefined) openWorkerSocketToJobs(options.unixSocket);
   readiness = createSessionReadiness({
     store: stores.sessions,
     gateway,
@@ -222,24 +204,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
     backend,
   });
-  const service = keepActiveWhileRunning(
-    createSessionService({
-      store: stores.sessions,
-      gateway,
-      log,
-      onWorkerLost: () => ready.trigger(),
-      ...(options.interruptGraceMs !== undefined && {
-        interruptGraceMs: options.interruptGraceMs,
-      }),
-    }),
-    { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
-  );
-  const jupyter = createJupyterService({
-    store: stores.sessions,
-    gateway,
-    log,
-    onWorkerLost: () => ready.trigger(),
-  });
+  const { service, jupyter } = execServices(options, gateway, () => ready.trigger());
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
   const loops = new AbortController();
@@ -266,4 +231,68 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
       return stopping;
     },
   };
+}
+
+interface GatewayParts {
+  readonly key: SigningKey;
+  readonly tls: GatewayTls | null;
+  readonly expectations: ReturnType<typeof createGatewayExpectations>;
+  /** Read at each event: the readiness loop and the reconciler exist only later. */
+  readonly readiness: () => SessionReadiness | null;
+  readonly reconciler: () => { wake(): void } | null;
+}
+
+/** The worker gateway, listening (and on its unix socket for jobs without network). */
+function openGateway(options: SessionEngineOptions, parts: GatewayParts): WorkerGateway {
+  const { stores, clock, log } = options;
+  if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
+  const gateway = createWorkerGateway({
+    listen: options.listen,
+    ...(options.unixSocket !== undefined ? { unixSocket: options.unixSocket } : {}),
+    tls: parts.tls,
+    ...(options.advertiseHost !== undefined ? { advertiseHost: options.advertiseHost } : {}),
+    store: stores.nonces,
+    key: parts.key,
+    clock,
+    log,
+    expectations: parts.expectations,
+    onEvent(event) {
+      countGatewayEvent(options.metrics, event);
+      if (
+        event.kind === "WorkerConnected" ||
+        event.kind === "WorkerDisconnected" ||
+        event.kind === "KernelStatus"
+      ) {
+        parts.readiness()?.trigger();
+      }
+      // A worker that dialled in is running, whatever the backend's last answer said: a tick
+      // now records RUNNING without waiting out the reconciler's period.
+      if (event.kind === "WorkerConnected") parts.reconciler()?.wake();
+    },
+  });
+  if (options.unixSocket !== undefined) openWorkerSocketToJobs(options.unixSocket);
+  return gateway;
+}
+
+/** The exec service (kept active while a cell runs) and the Jupyter kernels' service. */
+function execServices(
+  options: SessionEngineOptions,
+  gateway: WorkerGateway,
+  onWorkerLost: () => void,
+): { readonly service: SessionService; readonly jupyter: JupyterService } {
+  const { stores, log } = options;
+  const service = keepActiveWhileRunning(
+    createSessionService({
+      store: stores.sessions,
+      gateway,
+      log,
+      onWorkerLost,
+      ...(options.interruptGraceMs !== undefined && {
+        interruptGraceMs: options.interruptGraceMs,
+      }),
+    }),
+    { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
+  );
+  const jupyter = createJupyterService({ store: stores.sessions, gateway, log, onWorkerLost });
+  return { service, jupyter };
 }

@@ -15,10 +15,10 @@ import { realpathSync } from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
 import { createBubblewrapSandbox } from "../../../adapters/isolation-bwrap/bubblewrap.ts";
 import { plainWrapper } from "../../../adapters/isolation-bwrap/launch-argv.ts";
+import { verifyThroughBackend } from "../../../adapters/isolation-bwrap/backend-probe.ts";
 import {
   locateInStateDir,
   sandboxedBackend,
-  verifyThroughBackend,
   wrappedBackend,
 } from "../../../adapters/isolation-bwrap/through-backend.ts";
 import { createBackgroundVerifier } from "../../../core/isolation/background-verifier.ts";
