@@ -13,9 +13,9 @@
 
 import { realpathSync } from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
+import { verifyThroughBackend } from "../../../adapters/isolation-bwrap/backend-probe.ts";
 import { createBubblewrapSandbox } from "../../../adapters/isolation-bwrap/bubblewrap.ts";
 import { plainWrapper } from "../../../adapters/isolation-bwrap/launch-argv.ts";
-import { verifyThroughBackend } from "../../../adapters/isolation-bwrap/backend-probe.ts";
 import {
   locateInStateDir,
   sandboxedBackend,
