@@ -1,0 +1,107 @@
+/**
+ * A job array on the local backend through the BUILT binary, as a user types it:
+ * `submit --array 5 --max-concurrent 2`, then `show` (one phase, the failed index named) and
+ * `logs --index K` (each element's own output). The elements mark their start and end in
+ * their shared workspace, so the cap is measured from inside the sandbox, and the profile's
+ * `maxArraySize` is what `GET /v1/profiles` shows.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { cgroupDriver } from "../../src/adapters/backend-local/limit-enforcement.ts";
+import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
+
+const TIMEOUT_MS = 90_000;
+// Small per-element limits, so five elements never weigh on the host.
+const LIMITS = { OPENAI4S_LOCAL_MEMORY_MB: "200", OPENAI4S_LOCAL_PIDS_MAX: "64" };
+
+const ELEMENT = [
+  'echo "+ $OPENAI4S_ARRAY_INDEX" >> "$HOME/marks"',
+  "sleep 0.4",
+  'echo "element $OPENAI4S_ARRAY_INDEX"',
+  'echo "- $OPENAI4S_ARRAY_INDEX" >> "$HOME/marks"',
+  // Which cgroup it runs in: each element its own, named for its index.
+  "grep memory /proc/self/cgroup >&2",
+  '[ "$OPENAI4S_ARRAY_INDEX" != 3 ] || exit 7',
+].join("; ");
+
+describe("local job arrays through the binary", () => {
+  let d: Daemon;
+  beforeAll(async () => {
+    await ensureBuilt();
+    d = await startDaemon({ gateway: false, env: LIMITS });
+  }, TIMEOUT_MS);
+  afterAll(async () => {
+    await d?.stop();
+  });
+
+  test(
+    "submit --array 5 --max-concurrent 2: at most 2 at once, index 3 named, logs --index K",
+    async () => {
+      const profiles = await fetch("http://localhost/v1/profiles", { unix: d.socket });
+      const listed = (await profiles.json()) as {
+        profiles: { name: string; resources: { maxArraySize: number } }[];
+      };
+      expect(listed.profiles.find((p) => p.name === "default")?.resources.maxArraySize).toBe(1000);
+
+      const submitted = await d.cli(
+        "submit",
+        "--profile",
+        "default",
+        "--array",
+        "5",
+        "--max-concurrent",
+        "2",
+        "--",
+        "/bin/sh",
+        "-c",
+        ELEMENT,
+      );
+      expect(submitted.code).toBe(0);
+      const id = submitted.stdout.trim().split(/\s+/).at(-1) ?? "";
+      await d.cli("wait", id, "--timeout", "60s");
+      const view = await d.show(id);
+      expect(view).toMatchObject({ phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 7 });
+      expect(view.message).toContain("1 of 5 elements failed (index 3)");
+
+      for (const index of [0, 3, 4]) {
+        const log = await d.cli("logs", id, "--index", String(index));
+        expect(log).toMatchObject({ code: 0, stdout: `element ${index}\n` });
+      }
+      const noIndex = await d.cli("logs", id);
+      expect(noIndex.code).not.toBe(0);
+      expect(noIndex.stderr).toContain("index");
+
+      const marks = await fetch(`http://localhost/v1/workloads/${id}/files/marks`, {
+        unix: d.socket,
+      });
+      expect(marks.status).toBe(200);
+      let running = 0;
+      let most = 0;
+      const started: string[] = [];
+      for (const line of (await marks.text()).split("\n").filter((l) => l !== "")) {
+        const [sign, index] = line.split(" ");
+        if (sign === "+") started.push(String(index));
+        running += sign === "+" ? 1 : -1;
+        most = Math.max(most, running);
+      }
+      expect(most).toBe(2);
+      expect(started.sort()).toEqual(["0", "1", "2", "3", "4"]);
+
+      const diagnostics = await fetch("http://localhost/v1/diagnostics", { unix: d.socket });
+      if (!JSON.stringify(await diagnostics.json()).includes("cgroup")) return;
+      // Under cgroups each element is held in its own, with the profile's limits, and none
+      // is left once the array ended.
+      for (const index of [1, 4]) {
+        const own = await d.cli("logs", id, "--stderr", "--index", String(index));
+        expect(own.stdout).toMatch(new RegExp(`/o4s-[a-z0-9]+\\.${index}\n`));
+      }
+      const found = cgroupDriver({ env: {}, backendDir: join(d.stateDir, "backends", "local") });
+      if (found.kind !== "Driver") throw new Error("no cgroup driver");
+      await eventually(() => found.driver.jobNames().length === 0, {
+        what: "every element's cgroup removed",
+      });
+    },
+    TIMEOUT_MS,
+  );
+});
