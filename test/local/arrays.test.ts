@@ -7,15 +7,19 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend-options.ts";
+import { isTerminal } from "../../src/core/models.ts";
 import type { AllocationObservation, SubmitRequest } from "../../src/core/ports.ts";
 import {
   cleanUpStates,
+  crashAt,
   lines,
   makeBackend,
   makeRequest,
   makeState,
   observeOne,
   processAlive,
+  SimulatedCrash,
   type TestState,
   targetOf,
   waitFor,
@@ -156,6 +160,54 @@ describe("local job arrays", () => {
     expect([...starts.values()]).toEqual([1, 1, 1, 1, 1]);
     // The restarted backend started no second supervisor for a claimed array.
     expect((await restarted.diagnostics()).calls["spawnSupervisor"]).toBeUndefined();
+  });
+
+  test("a crash after the record, before the supervisor: the restart runs the array once", async () => {
+    const state = makeState();
+    const { request, marks } = arrayRequest(state, "true", 3, 2);
+    const crashing = makeBackend(state, {
+      faults: crashAt(LOCAL_FAULT_POINTS.afterRecordBeforeSpawn),
+    });
+    await expect(crashing.submit([request])).rejects.toBeInstanceOf(SimulatedCrash);
+    const restarted = makeBackend(state);
+    // The lost answer resolves to the one array, never to one element (INV-8).
+    const found = (await restarted.findByToken([request.token])).get(request.token);
+    expect(found).toMatchObject({ kind: "Found", observation: { phase: "QUEUED" } });
+    if (found?.kind === "Found" && found.observation.kind === "Observed") {
+      expect(found.observation.array?.counts).toEqual({ QUEUED: 3 });
+    }
+    expect((await waitForPhase(restarted, request, ENDED)).kind).toBe("Observed");
+    expect(await observeOne(restarted, request)).toMatchObject({ phase: "COMPLETED" });
+    expect([...readMarks(marks).starts.values()]).toEqual([1, 1, 1]);
+  });
+
+  test("the change feed reports an array's progress and its end", async () => {
+    const state = makeState();
+    const backend = makeBackend(state);
+    const release = join(state.scratch, "release");
+    const { request } = arrayRequest(state, `while [ ! -e ${release} ]; do sleep 0.05; done`, 2, 1);
+    await backend.submit([request]);
+    await waitForPhase(backend, request, ["RUNNING"]);
+    const feed = backend.capabilities.changes;
+    if (feed === null) throw new Error("the local backend has a change feed");
+    const opened = await feed.observeChanges(null, [targetOf(request)]);
+    if (opened.kind !== "Observed") throw new Error(JSON.stringify(opened));
+    let cursor = opened.cursor;
+    writeFileSync(release, "");
+    const seen: AllocationObservation[] = [];
+    await waitFor(
+      async () => {
+        const next = await feed.observeChanges(cursor, []);
+        if (next.kind !== "Observed") throw new Error(JSON.stringify(next));
+        cursor = next.cursor;
+        seen.push(...next.changes.map((c) => c.observation));
+        return seen.at(-1);
+      },
+      (last) => last !== undefined && last.kind === "Observed" && isTerminal(last.phase),
+    );
+    const last = seen.at(-1);
+    expect(last).toMatchObject({ phase: "COMPLETED" });
+    if (last !== undefined) expect(summaryOf(last).counts).toEqual({ COMPLETED: 2 });
   });
 });
 
