@@ -8,17 +8,22 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend-options.ts";
+import type { CgroupDriver } from "../../src/adapters/backend-local/cgroup-port.ts";
+import { sweepJobCgroups } from "../../src/adapters/backend-local/cgroup-sweep.ts";
 import { isTerminal } from "../../src/core/models.ts";
 import type { AllocationObservation, SubmitRequest } from "../../src/core/ports.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import {
   cleanUpStates,
   crashAt,
+  jobFile,
   lines,
   makeBackend,
   makeRequest,
   makeState,
   observeOne,
   processAlive,
+  readJson,
   SimulatedCrash,
   type TestState,
   targetOf,
@@ -209,7 +214,69 @@ describe("local job arrays", () => {
     expect(last).toMatchObject({ phase: "COMPLETED" });
     if (last !== undefined) expect(summaryOf(last).counts).toEqual({ COMPLETED: 2 });
   });
+
+  test("its supervisor killed: every unfinished element is LOST and its process group stopped", async () => {
+    const state = makeState();
+    const backend = makeBackend(state);
+    const { request, marks } = arrayRequest(state, "sleep 60", 3, 1);
+    await backend.submit([request]);
+    await waitFor(
+      () => readMarks(marks).starts.size,
+      (n) => n === 1,
+    );
+    const pid = elementPid(state, request, 0);
+    const claim = readJson(jobFile(state, request.token, "claim.json"));
+    process.kill(Number(claim["pid"]), "SIGKILL");
+    const done = await waitForPhase(backend, request, ENDED);
+    // Never COMPLETED: nobody recorded how any of them ended, or whether they ran.
+    expect(done).toMatchObject({ phase: "FAILED", reason: "NOT_FOUND_BY_BACKEND" });
+    expect(summaryOf(done).counts).toEqual({ LOST: 3 });
+    await waitFor(
+      () => processAlive(pid),
+      (alive) => !alive,
+    );
+  });
+
+  test("the cgroup sweep keeps a live array's element cgroups (TOKEN.K) and removes the rest", async () => {
+    const state = makeState();
+    const crashing = makeBackend(state, {
+      faults: crashAt(LOCAL_FAULT_POINTS.afterRecordBeforeSpawn),
+    });
+    const { request } = arrayRequest(state, "true", 8, 1);
+    // Recorded, never started (nothing looks at it here): a record the sweep must honour.
+    await expect(crashing.submit([request])).rejects.toBeInstanceOf(SimulatedCrash);
+    const removed: string[] = [];
+    const names = [`${request.token}.0`, `${request.token}.7`, "o4s-gone", "o4s-gone.3"];
+    const driver = fakeCgroups(names, removed);
+    // Unclaimed (its supervisor is starting): its limits are still needed.
+    await sweepJobCgroups(driver, state.backendDir, "another-boot", silentLog);
+    expect(removed).toEqual(["o4s-gone", "o4s-gone.3"]);
+  });
 });
+
+/** A cgroup driver over names only: what the sweep removes is recorded. */
+function fakeCgroups(names: readonly string[], removed: string[]): CgroupDriver {
+  const job = (name: string) => ({
+    version: "v2" as const,
+    mount: "/none",
+    dirs: [`/none/${name}`],
+  });
+  return {
+    version: "v2",
+    where: "/none",
+    jobCgroup: job,
+    jobNames: () => names,
+    create() {},
+    usage: () => ({ oomKills: 0, peakMemoryBytes: null, pidsRefused: 0 }),
+    processes: () => [],
+    kill() {},
+    remove(cgroup) {
+      removed.push(String(cgroup.dirs[0]).slice("/none/".length));
+      return true;
+    },
+    removeRoot: () => false,
+  };
+}
 
 function elementPid(state: TestState, request: SubmitRequest, index: number): number {
   const path = join(state.backendDir, "jobs", request.token, "elements.jsonl");
