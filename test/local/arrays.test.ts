@@ -215,6 +215,21 @@ describe("local job arrays", () => {
     if (last !== undefined) expect(summaryOf(last).counts).toEqual({ COMPLETED: 2 });
   });
 
+  test("the time limit is each element's own, from its own start", async () => {
+    const state = makeState();
+    const backend = makeBackend(state);
+    const { request, marks } = arrayRequest(state, "sleep 30", 2, 1);
+    await backend.submit([{ ...request, timeLimitSeconds: 1 }]);
+    const done = await waitForPhase(backend, request, ENDED);
+    expect(done).toMatchObject({ phase: "FAILED", reason: "TIME_LIMIT_EXCEEDED" });
+    expect(summaryOf(done).counts).toEqual({ FAILED: 2 });
+    // One after the other, each given its full second: the second was not cut by the first's.
+    expect(readMarks(marks).starts.size).toBe(2);
+    if (done.kind === "Observed") {
+      expect((done.endedAt ?? 0) - (done.startedAt ?? 0)).toBeGreaterThanOrEqual(2_000);
+    }
+  });
+
   test("its supervisor killed: every unfinished element is LOST and its process group stopped", async () => {
     const state = makeState();
     const backend = makeBackend(state);
