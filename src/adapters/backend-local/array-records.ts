@@ -8,10 +8,10 @@
  * Also each element's own names: its logs beside the allocation's (`stdout.log.K`, the name
  * `logs --index K` reads on every backend) and its cgroup beside the array's (`TOKEN.K`).
  */
-import { closeSync, constants, fsyncSync, openSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
-import { readTextCapped } from "../../lib/bounded-read.ts";
+import { errorCode } from "../../lib/durable-fs.ts";
 import {
   type ExitRecord,
   exitRecordSchema,
@@ -65,40 +65,83 @@ export function recordElementExit(dir: string, index: number, exit: ExitRecord):
 }
 
 /**
- * Every element the log names, by index. A last line cut short (the supervisor died
- * mid-write) is ignored: that element's step is simply not recorded. Anything else that does
- * not parse throws, like any corrupt record: the caller reports Indeterminate, never a phase.
+ * What a reader already folded of one array's elements.jsonl: the file (its inode), how far,
+ * and the elements so far. The file only grows, so the next read starts where this one
+ * stopped: an observation of a 1,000-element array reads what was appended since the last
+ * tick, not the whole file (and never allocates the cap, as a capped whole-file read does).
  */
-export function readElements(dir: string, size: number): Map<number, ElementRecord> {
+export interface ElementsSeen {
+  readonly ino: number;
+  readonly offset: number;
+  readonly elements: ReadonlyMap<number, ElementRecord>;
+}
+/** By job directory: the backend's own (local-context.ts), an array forgotten with its record. */
+export type ElementsCache = Map<string, ElementsSeen>;
+
+const NEWLINE = 0x0a;
+
+/**
+ * Every element the log names, by index. A last line cut short (the supervisor died
+ * mid-write) is left unread: that element's step is simply not recorded. Anything else that
+ * does not parse throws, like any corrupt record: the caller reports Indeterminate, never a
+ * phase. Not a regular file, or over the cap, throws too.
+ */
+export function readElements(
+  dir: string,
+  size: number,
+  cache?: ElementsCache,
+): ReadonlyMap<number, ElementRecord> {
   const path = join(dir, JOB_FILES.elements);
-  const read = readTextCapped(path, size * ELEMENTS_MAX_BYTES_PER_ELEMENT);
-  const elements = new Map<number, ElementRecord>();
-  switch (read.kind) {
-    case "Missing":
-      return elements;
-    case "TooLarge":
-      throw new Error(`${path} is ${read.sizeBytes} bytes: not a record this backend wrote`);
-    case "NotAFile":
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (error) {
+    if (errorCode(error) !== "ENOENT") throw error;
+    return new Map();
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile())
       throw new Error(`${path} is not a regular file: not a record this backend wrote`);
-    case "Read":
-      break;
-    default: {
-      const never: never = read;
-      throw new Error(`unhandled read ${JSON.stringify(never)}`);
+    if (stat.size > size * ELEMENTS_MAX_BYTES_PER_ELEMENT) {
+      throw new Error(`${path} is ${stat.size} bytes: not a record this backend wrote`);
     }
+    const cached = cache?.get(dir);
+    const from: ElementsSeen =
+      cached !== undefined && cached.ino === stat.ino && cached.offset <= stat.size
+        ? cached
+        : { ino: stat.ino, offset: 0, elements: new Map() };
+    const chunk = readFrom(fd, from.offset, stat.size - from.offset);
+    // Whole lines only: after the last newline is nothing, or a line cut short.
+    const end = chunk.lastIndexOf(NEWLINE);
+    if (end < 0) return from.elements;
+    const elements = new Map(from.elements);
+    for (const text of chunk.subarray(0, end).toString("utf8").split("\n")) {
+      const line = v.parse(lineSchema, JSON.parse(text));
+      if (line.index >= size) throw new Error(`${path} names element ${line.index} of ${size}`);
+      const known = elements.get(line.index) ?? { start: null, exit: null };
+      elements.set(
+        line.index,
+        "start" in line ? { ...known, start: line.start } : { ...known, exit: line.exit },
+      );
+    }
+    cache?.set(dir, { ino: stat.ino, offset: from.offset + end + 1, elements });
+    return elements;
+  } finally {
+    closeSync(fd);
   }
-  // Whole lines only: after the last newline is "" or a line cut short.
-  const complete = read.text.split("\n").slice(0, -1);
-  for (const text of complete) {
-    const line = v.parse(lineSchema, JSON.parse(text));
-    if (line.index >= size) throw new Error(`${path} names element ${line.index} of ${size}`);
-    const known = elements.get(line.index) ?? { start: null, exit: null };
-    elements.set(
-      line.index,
-      "start" in line ? { ...known, start: line.start } : { ...known, exit: line.exit },
-    );
+}
+
+/** Up to `length` bytes from `offset` (fewer if the file is shorter by now). */
+function readFrom(fd: number, offset: number, length: number): Buffer {
+  const buffer = Buffer.alloc(Math.max(0, length));
+  let got = 0;
+  while (got < buffer.length) {
+    const n = readSync(fd, buffer, got, buffer.length - got, offset + got);
+    if (n === 0) break;
+    got += n;
   }
-  return elements;
+  return buffer.subarray(0, got);
 }
 
 /** Element `index`'s log: the allocation's, suffixed with its index, as on a cluster. */

@@ -10,7 +10,7 @@
 import { constants } from "node:os";
 import { arrayObservation, type TimedElementState } from "../../core/array/array-observation.ts";
 import type { AllocationObservation } from "../../core/ports.ts";
-import { type ElementRecord, readElements } from "./array-records.ts";
+import { type ElementRecord, type ElementsCache, readElements } from "./array-records.ts";
 import { isAlive } from "./proc.ts";
 import {
   type CancelRequest,
@@ -54,7 +54,12 @@ export type JobSnapshot =
     };
 
 /** Throws on I/O or format errors: the caller turns that into Indeterminate, never LOST. */
-export function readJobSnapshot(dir: string, currentBootId: string): JobSnapshot {
+export function readJobSnapshot(
+  dir: string,
+  currentBootId: string,
+  /** A job array's elements read so far, to read only what was appended since. */
+  elementsCache?: ElementsCache,
+): JobSnapshot {
   const record = readJobFile(dir, JOB_FILES.record, jobRecordSchema);
   if (record === null) return { kind: "Absent" };
   const claim = readJobFile(dir, JOB_FILES.claim, claimSchema);
@@ -66,7 +71,8 @@ export function readJobSnapshot(dir: string, currentBootId: string): JobSnapshot
   const exit = readJobFile(dir, JOB_FILES.exit, exitRecordSchema);
   // After the liveness read, like exit.json: an element's end is appended before its
   // supervisor could exit, so "alive, then no end" never hides an end that happened.
-  const elements = record.array === undefined ? null : readElements(dir, record.array.size);
+  const elements =
+    record.array === undefined ? null : readElements(dir, record.array.size, elementsCache);
   return { kind: "Claimed", record, claim, supervisorAlive, job, exit, cancel, elements };
 }
 

@@ -13,6 +13,7 @@ import { type FaultPoints, noFaultPoints } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
 import { forbiddenRoots } from "../../lib/mount-sources.ts";
 import { createProgramRunner, type ProgramRunner } from "../../lib/process-runner.ts";
+import type { ElementsCache } from "./array-records.ts";
 import {
   DEFAULT_KILL_GRACE_MS,
   DEFAULT_PATH,
@@ -59,6 +60,8 @@ export interface LocalContext {
    * (the claim is exclusive) and is exactly how a record orphaned by a crash gets run.
    */
   readonly launching: Map<string, Bun.Subprocess>;
+  /** What observations already read of each job array's elements (array-records.ts). */
+  readonly elementsCache: ElementsCache;
   /** Stale cgroups of this daemon go at start, and again whenever a job is forgotten. */
   sweepCgroups(): void;
 }
@@ -113,6 +116,7 @@ export function createLocalContext(
       calls[name] = (calls[name] ?? 0) + 1;
     },
     launching: new Map(),
+    elementsCache: new Map(),
     sweepCgroups() {
       if (cgroups === null) return;
       sweepJobCgroups(cgroups, backendDir, bootId, log).catch((error) =>

@@ -90,7 +90,7 @@ export function stopOrphan(
 /** One read of one record; `settle` lets it start or withdraw a pending launch. */
 export function look(ctx: LocalContext, token: string, settle: boolean): Looked {
   const dir = jobDir(ctx.backendDir, token);
-  let snapshot = readJobSnapshot(dir, ctx.bootId);
+  let snapshot = readJobSnapshot(dir, ctx.bootId, ctx.elementsCache);
   if (snapshot.kind === "Unclaimed" && settle)
     snapshot = settleUnclaimed(ctx, token, dir, snapshot);
   if (snapshot.kind === "Absent") return { kind: "Absent" };
