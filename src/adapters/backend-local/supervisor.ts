@@ -7,7 +7,8 @@
  *
  * Exactly-once: a supervisor first claims the job with link(2); a second supervisor for the
  * same record (a daemon that restarted while the first was still starting) loses the race
- * and exits without starting anything.
+ * and exits without starting anything. A job array has one supervisor too, which runs each
+ * element through the same code as a single job (array-supervisor.ts).
  */
 import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -229,7 +230,7 @@ function writeJobEnd(
   });
 }
 
-export async function superviseJob(
+async function superviseJob(
   run: SupervisedRun,
   deps: SupervisorDeps,
   setOnStop: (onStop: (reason: StopReason) => void) => void,
