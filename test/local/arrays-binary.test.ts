@@ -105,3 +105,70 @@ describe("local job arrays through the binary", () => {
     TIMEOUT_MS,
   );
 });
+
+describe("a local job array across a daemon restart, through the binary", () => {
+  let first: Daemon | undefined;
+  let second: Daemon | undefined;
+  afterAll(async () => {
+    await second?.stop();
+    await first?.stop();
+  });
+
+  test(
+    "stopped and started mid-array: every element runs once, never more than the cap",
+    async () => {
+      await ensureBuilt();
+      const d = await startDaemon({ gateway: false, env: LIMITS });
+      first = d;
+      const wait = 'while [ ! -e "$HOME/release" ]; do sleep 0.05; done';
+      const element = `echo "+ $OPENAI4S_ARRAY_INDEX" >> "$HOME/marks"; ${wait}; echo "- $OPENAI4S_ARRAY_INDEX" >> "$HOME/marks"`;
+      const submitted = await d.cli(
+        "submit",
+        "--array",
+        "4",
+        "--max-concurrent",
+        "2",
+        "--",
+        "/bin/sh",
+        "-c",
+        element,
+      );
+      expect(submitted.code).toBe(0);
+      const id = submitted.stdout.trim().split(/\s+/).at(-1) ?? "";
+      const marksOf = async (daemon: Daemon) => {
+        const res = await fetch(`http://localhost/v1/workloads/${id}/files/marks`, {
+          unix: daemon.socket,
+        });
+        return res.status === 200 ? await res.text() : "";
+      };
+      await eventually(async () => (await marksOf(d)).split("\n").length - 1 === 2, {
+        what: "two elements started",
+      });
+      // Stopped the way an admin stops it: the array's supervisor is not the daemon's child.
+      d.proc.kill("SIGTERM");
+      await d.proc.exited;
+      const restarted = await startDaemon({ gateway: false, env: LIMITS, stateDir: d.stateDir });
+      second = restarted;
+      const put = await fetch(`http://localhost/v1/workloads/${id}/files/release`, {
+        unix: restarted.socket,
+        method: "PUT",
+        body: "",
+      });
+      expect(put.status).toBe(201);
+      expect((await restarted.cli("wait", id, "--timeout", "60s")).code).toBe(0);
+      expect(await restarted.show(id)).toMatchObject({ phase: "COMPLETED" });
+      let running = 0;
+      let most = 0;
+      const started: string[] = [];
+      for (const line of (await marksOf(restarted)).split("\n").filter((l) => l !== "")) {
+        const [sign, index] = line.split(" ");
+        if (sign === "+") started.push(String(index));
+        running += sign === "+" ? 1 : -1;
+        most = Math.max(most, running);
+      }
+      expect(most).toBe(2);
+      expect(started.sort()).toEqual(["0", "1", "2", "3"]);
+    },
+    TIMEOUT_MS,
+  );
+});
