@@ -8,7 +8,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { cgroupDriver } from "../../src/adapters/backend-local/limit-enforcement.ts";
-import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
+import {
+  type Daemon,
+  ensureBuilt,
+  processesMentioning,
+  startDaemon,
+} from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 
 const TIMEOUT_MS = 90_000;
@@ -101,6 +106,57 @@ describe("local job arrays through the binary", () => {
       await eventually(() => found.driver.jobNames().length === 0, {
         what: "every element's cgroup removed",
       });
+    },
+    TIMEOUT_MS,
+  );
+});
+
+describe("cancelling a local job array through the binary", () => {
+  let d: Daemon | undefined;
+  afterAll(async () => {
+    await d?.stop();
+  });
+
+  test(
+    "cancel ends the running elements and the waiting ones never start",
+    async () => {
+      await ensureBuilt();
+      const daemon = await startDaemon({ gateway: false, env: LIMITS });
+      d = daemon;
+      const submitted = await daemon.cli(
+        "submit",
+        "--array",
+        "6",
+        "--max-concurrent",
+        "2",
+        "--",
+        "/bin/sh",
+        "-c",
+        'echo "+ $OPENAI4S_ARRAY_INDEX" >> "$HOME/marks"; exec sleep 600',
+      );
+      const id = submitted.stdout.trim().split(/\s+/).at(-1) ?? "";
+      const workspace = join("workloads", id, "workspace");
+      const marks = async () => {
+        const res = await fetch(`http://localhost/v1/workloads/${id}/files/marks`, {
+          unix: daemon.socket,
+        });
+        return res.status === 200 ? (await res.text()).trim().split("\n") : [];
+      };
+      await eventually(async () => (await marks()).length === 2, { what: "two elements started" });
+      expect((await daemon.cli("cancel", id)).code).toBe(0);
+      expect((await daemon.cli("wait", id, "--timeout", "60s")).code).not.toBe(0);
+      expect(await daemon.show(id)).toMatchObject({ phase: "CANCELLED" });
+      await eventually(() => processesMentioning(workspace).length === 0, {
+        what: "no element left running",
+      });
+      expect(await marks()).toHaveLength(2);
+      // A started element has its log, even empty; the waiting ones were never started.
+      expect((await daemon.cli("logs", id, "--index", "1")).code).toBe(0);
+      for (const index of ["2", "5"]) {
+        const log = await daemon.cli("logs", id, "--index", index);
+        expect(log.code).not.toBe(0);
+        expect(log.stderr).toContain("no stdout log");
+      }
     },
     TIMEOUT_MS,
   );
