@@ -6,8 +6,12 @@
  */
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism, totalmem } from "node:os";
 import { join } from "node:path";
-import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend-options.ts";
+import {
+  defaultLocalProfiles,
+  LOCAL_FAULT_POINTS,
+} from "../../src/adapters/backend-local/backend-options.ts";
 import type { CgroupDriver } from "../../src/adapters/backend-local/cgroup-port.ts";
 import { sweepJobCgroups } from "../../src/adapters/backend-local/cgroup-sweep.ts";
 import { isTerminal } from "../../src/core/models.ts";
@@ -103,6 +107,20 @@ describe("local job arrays", () => {
     const found = (await backend.findByToken([request.token])).get(request.token);
     expect(found).toMatchObject({ kind: "Found", observation: { phase: "COMPLETED" } });
     expect((await backend.submit([request])).get(request.token)?.kind).toBe("Existing");
+  });
+
+  test("without maxConcurrent, as many run at once as this machine holds by the profile's size", async () => {
+    const state = makeState();
+    const [builtIn] = defaultLocalProfiles();
+    if (builtIn === undefined) throw new Error("no built-in profile");
+    const small = { ...builtIn, resources: { ...builtIn.resources, cpus: 1, memoryMb: 64 } };
+    const backend = makeBackend(state, { profiles: [small] });
+    const { request } = arrayRequest(state, "true", 4, null);
+    await backend.submit([request]);
+    const hostFits = Math.min(availableParallelism(), Math.floor(totalmem() / 1024 ** 2 / 64));
+    const record = readJson(jobFile(state, request.token, "record.json"));
+    expect(record["array"]).toEqual({ size: 4, maxConcurrent: Math.min(4, hostFits) });
+    await waitForPhase(backend, request, ENDED);
   });
 
   test("one failing element makes the array FAILED, naming its index and exit code", async () => {

@@ -3,7 +3,6 @@
  * pass on this machine, the wrapped command line and its environment, and the paths the
  * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
  */
-import { availableParallelism, totalmem } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { ARRAY_INDEX_ENV } from "../../core/array/array-env.ts";
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
@@ -37,6 +36,8 @@ export function sharedTmpSubdirs(dir: string): readonly string[] {
   return [join(dir, "tmp"), join(dir, "shm")];
 }
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** A host with no room beside one element: one at a time. */
+const ROOM_FOR_ONE: HostCapacity = { cpus: 0, memoryMb: 0 };
 
 /** Why this request cannot run here, or null. */
 export function validateLaunch(
@@ -112,7 +113,10 @@ export interface RecordContext {
   readonly limits: LimitEnforcement;
   /** The worker gateway's unix socket, for workers of profiles without network. */
   readonly workerSocket?: string | null;
-  /** This machine's size, for how many elements of an array run at once (absent: its own). */
+  /**
+   * This machine's size, for how many elements of an array run at once without a
+   * `maxConcurrent`. Absent: room for one (the backend always gives it).
+   */
   readonly host?: HostCapacity;
 }
 
@@ -156,7 +160,7 @@ export function buildJobRecord(
       ? undefined
       : {
           size: request.array.size,
-          maxConcurrent: arrayConcurrency(request.array, profile, context.host ?? thisHost()),
+          maxConcurrent: arrayConcurrency(request.array, profile, context.host ?? ROOM_FOR_ONE),
         };
   // Copied in by name from the supervisor's launch of each run: the deadline is each run's
   // own, and an element's index is its own.
@@ -257,8 +261,4 @@ export function sandboxPaths(
 
 function unique(values: readonly string[]): string[] {
   return [...new Set(values)];
-}
-
-function thisHost(): HostCapacity {
-  return { cpus: availableParallelism(), memoryMb: Math.floor(totalmem() / 1024 ** 2) };
 }
