@@ -7,6 +7,7 @@
  */
 import { afterEach } from "bun:test";
 import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
+import { envArgv } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { gatedUnsandboxedBatch } from "../../src/core/isolation/batch-gate.ts";
 import type { Sandbox } from "../../src/core/sandbox.ts";
@@ -21,10 +22,9 @@ const standIn: Sandbox = {
   mechanism: "env-clearing stand-in (test)",
   sandboxed: true,
   identities: fixedIdentities(null),
-  wrap(argv, _paths, env) {
-    const vars = Object.entries(env.vars).map(([k, v]) => `${k}=${v}`);
-    return ["/usr/bin/env", "-i", ...vars, ...argv];
-  },
+  // The plain launch's own env line: the job's variables, and those inherited by name (an
+  // array element's index) from the supervisor's launch.
+  wrap: (argv, _paths, env) => envArgv(argv, env),
   prepare: () => null,
   verify: async () => ({ kind: "Verified", mechanism: "env-clearing stand-in (test)" }),
 };
@@ -41,6 +41,7 @@ backendContract({
     jobEnv: false,
   },
   phaseTimeoutMs: 20_000,
+  arrays: true,
   make() {
     const state = makeState();
     const local = createLocalBackend({ ...backendOptions(state), sandbox: standIn });

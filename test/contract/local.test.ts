@@ -22,6 +22,7 @@ backendContract({
     jobEnv: false,
   },
   phaseTimeoutMs: 20_000,
+  arrays: true,
   make() {
     const state = makeState();
     return {

@@ -32,6 +32,7 @@ memory_mb = 512
 pids_max = 64
 time_limit_minutes = 30
 warn_minutes_before_limit = 2
+max_array_size = 0
 allow_batch = true
 
 [profiles.open]
@@ -42,6 +43,19 @@ allow_sessions = true
 `;
 
 describe("a profiles file", () => {
+  test("max_array_size: absent, the default 1000; 0, no arrays; a number, that limit", () => {
+    const limit = (line: string) => {
+      const loaded = load(`[profiles.a]\ndescription = "a"\n${line}\nallow_batch = true\n`);
+      return loaded.kind === "Valid" ? loaded.profiles[0]?.maxArraySize : loaded.message;
+    };
+    expect(limit("")).toBe(1000);
+    expect(limit("max_array_size = 0")).toBeUndefined();
+    expect(limit("max_array_size = 25")).toBe(25);
+    expect(limit("max_array_size = 10001")).toContain(
+      ":3: profiles.a.max_array_size must be from 0 to 10000",
+    );
+  });
+
   test("each key lands in its profile; network left out is none", () => {
     const loaded = load(TWO, { OPENAI4S_LOCAL_MEMORY_MB: "2048" });
     expect(loaded.kind).toBe("Valid");
@@ -70,6 +84,7 @@ describe("a profiles file", () => {
       },
       pidsMax: 4096,
       network: "host",
+      maxArraySize: 1000,
     });
   });
 

@@ -112,6 +112,7 @@ const snapshotArb: fc.Arbitrary<Exclude<JobSnapshot, { kind: "Absent" }>> = fc.o
     job: fc.option(fc.constant({ ...identity, startedAt: 1 }), { nil: null }),
     exit: fc.option(exitArb, { nil: null }),
     cancel: fc.option(fc.record({ requestedAt: fc.nat() }), { nil: null }),
+    elements: fc.constant(null),
   }),
 );
 

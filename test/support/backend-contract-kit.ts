@@ -49,6 +49,12 @@ export interface ContractFactory {
   readonly phaseTimeoutMs: number;
   /** A variable this backend's job-environment rules refuse (when its record has them). */
   readonly refusedEnvName?: string;
+  /**
+   * Runs job arrays: the subject's profile has a `maxArraySize` (what admission checks), and
+   * an array is one job with its elements summarised. Absent: the profile has none, so
+   * admission refuses every array before the backend sees it.
+   */
+  readonly arrays?: true;
   make(): ContractSubject;
 }
 

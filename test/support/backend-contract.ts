@@ -13,8 +13,8 @@
  * lacks is refused the way the core's callers word it (backend-contract-capabilities.ts).
  */
 import { describe, expect, test } from "bun:test";
-import { isTerminal } from "../../src/core/models.ts";
-import type { ObservationTarget } from "../../src/core/ports.ts";
+import { type ExternalHandle, isTerminal } from "../../src/core/models.ts";
+import type { ObservationTarget, SubmitRequest } from "../../src/core/ports.ts";
 import { capabilityTests } from "./backend-contract-capabilities.ts";
 import {
   CAPABILITIES,
@@ -109,6 +109,39 @@ export function backendContract(factory: ContractFactory): void {
       testMs,
     );
 
+    test(`job arrays: ${factory.arrays === true ? "its profile has a limit" : "its profile runs none"}`, () =>
+      withBareSubject(factory, (s) => {
+        const name = s.request(SCRIPTS.succeeds).profile;
+        const limit = s.backend.profiles().find((p) => p.name === name)?.maxArraySize;
+        if (factory.arrays === true) expect(limit).toBeGreaterThanOrEqual(3);
+        else expect(limit).toBeUndefined();
+      }));
+
+    if (factory.arrays === true) {
+      test(
+        "job arrays: one submission runs every element, one failure names its index (INV-8: the token finds the array)",
+        withSubject(async (s) => {
+          const script = '[ "$OPENAI4S_ARRAY_INDEX" != 1 ] || exit 3';
+          const request = { ...s.request(script), array: { size: 3, maxConcurrent: 2 } };
+          const created = (await s.backend.submit([request])).get(request.token);
+          if (created?.kind !== "Created") throw new Error(JSON.stringify(created));
+          const target = { ...targetOf(request, created.handle), arraySize: 3 };
+          try {
+            const end = await endOf(s, target);
+            expect(end).toMatchObject({ phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 });
+            if (end.kind !== "Observed") return;
+            expect(end.message).toContain("1 of 3 elements failed (index 1)");
+            expect(end.array?.counts).toEqual({ COMPLETED: 2, FAILED: 1 });
+            const found = (await s.backend.findByToken([request.token])).get(request.token);
+            expect(found).toMatchObject({ kind: "Found", handle: created.handle });
+          } finally {
+            await s.backend.cancel([target]).catch(() => undefined);
+          }
+        }),
+        testMs,
+      );
+    }
+
     test("its capability record holds exactly what it declares", () =>
       withBareSubject(factory, (s) => {
         const held = Object.fromEntries(
@@ -121,4 +154,8 @@ export function backendContract(factory: ContractFactory): void {
       capabilityTests(run);
     });
   });
+}
+
+function targetOf(request: SubmitRequest, handle: ExternalHandle): ObservationTarget {
+  return { allocationId: request.allocationId, token: request.token, handle };
 }

@@ -216,6 +216,22 @@ function killQuietly(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** A job array's element groups (elements.jsonl start lines), this incarnation's only. */
+function killElementGroups(dir: string): void {
+  for (const line of lines(join(dir, "elements.jsonl"))) {
+    let start: Record<string, unknown> | undefined;
+    try {
+      start = (JSON.parse(line) as { start?: Record<string, unknown> }).start;
+    } catch {
+      continue; // a line cut short
+    }
+    const pid = Number(start?.["pid"]);
+    if (start === undefined || !Number.isInteger(pid) || pid <= 1) continue;
+    const identity = { pid, startTicks: String(start["startTicks"]), bootId: BOOT_ID };
+    if (groupMayBeOurs(identity, BOOT_ID)) killQuietly(-pid, "SIGKILL");
+  }
+}
+
 /** Kills every supervisor and job group recorded under the state dirs, then removes them. */
 export function cleanUpStates(): void {
   for (const root of created.splice(0)) {
@@ -234,6 +250,7 @@ export function cleanUpStates(): void {
             killQuietly(-pid, "SIGKILL");
           if (name === "claim.json" && isAlive(identity, BOOT_ID)) killQuietly(pid, "SIGKILL");
         }
+        killElementGroups(join(jobs, token));
       }
     }
     rmSync(dirname(root), { recursive: true, force: true });

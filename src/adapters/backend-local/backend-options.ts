@@ -92,6 +92,14 @@ export type IsolatingLocalBackend = BackendWith<
  * daemon's, the page cache's and whoever else uses this machine (a job past it ends
  * OUT_OF_MEMORY where cgroups are in force, instead of the host's OOM killer picking).
  */
+/**
+ * The most elements one job array may have on a local profile that does not say
+ * (`max_array_size` in a profiles file; 0 there: no arrays). Every element has a line pair in
+ * its array's record, read on each observation: ten thousand is the file's ceiling.
+ */
+export const DEFAULT_LOCAL_MAX_ARRAY_SIZE = 1_000;
+export const LOCAL_MAX_ARRAY_SIZE_CEILING = 10_000;
+
 export function defaultLocalProfiles(): readonly ResourceProfile[] {
   return [
     {
@@ -107,6 +115,7 @@ export function defaultLocalProfiles(): readonly ResourceProfile[] {
       },
       pidsMax: DEFAULT_PIDS_MAX,
       network: "host",
+      maxArraySize: DEFAULT_LOCAL_MAX_ARRAY_SIZE,
     },
   ];
 }

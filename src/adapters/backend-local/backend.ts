@@ -10,6 +10,10 @@
  * is QUEUED, and the next look at it starts a supervisor; supervisors claim with link(2), so
  * however many get started for one record, the job runs once.
  *
+ * A job array is one record and one token like any job (findByToken finds the array, never
+ * an element); its one supervisor runs the elements, at most `maxConcurrent` at once, and
+ * observe sums them up (array-supervisor.ts, array-records.ts).
+ *
  * Every launch goes through a LaunchWrapper (src/core/sandbox.ts): the job's
  * variables are applied inside it, never given to a host-side process, and a daemon running
  * as root runs jobs as the RunAs uid. It does not isolate sessions by itself. Given a

@@ -6,6 +6,7 @@
  * daemon's root goes with its last job cgroup.
  */
 import type { Log } from "../../lib/log.ts";
+import { cgroupOwnerToken } from "./array-records.ts";
 import type { CgroupDriver } from "./cgroup-port.ts";
 import { readJobSnapshot } from "./job-state.ts";
 import { jobDir } from "./records.ts";
@@ -19,7 +20,8 @@ export async function sweepJobCgroups(
 ): Promise<number> {
   let removed = 0;
   for (const name of driver.jobNames()) {
-    if (!name.startsWith(".") && stillNeeded(backendDir, name, bootId)) continue;
+    // An array element's cgroup (TOKEN.K) lives as long as its array's record says.
+    if (!name.startsWith(".") && stillNeeded(backendDir, cgroupOwnerToken(name), bootId)) continue;
     await drainAndRemove(driver, driver.jobCgroup(name), log);
     removed += 1;
   }

@@ -8,7 +8,9 @@
  * and a COMPLETED job would be reported LOST.
  */
 import { constants } from "node:os";
+import { arrayObservation, type TimedElementState } from "../../core/array/array-observation.ts";
 import type { AllocationObservation } from "../../core/ports.ts";
+import { type ElementRecord, type ElementsCache, readElements } from "./array-records.ts";
 import { isAlive } from "./proc.ts";
 import {
   type CancelRequest,
@@ -47,10 +49,17 @@ export type JobSnapshot =
       readonly job: JobStart | null;
       readonly exit: ExitRecord | null;
       readonly cancel: CancelRequest | null;
+      /** A job array's elements (array-records.ts); null for a single job. */
+      readonly elements: ReadonlyMap<number, ElementRecord> | null;
     };
 
 /** Throws on I/O or format errors: the caller turns that into Indeterminate, never LOST. */
-export function readJobSnapshot(dir: string, currentBootId: string): JobSnapshot {
+export function readJobSnapshot(
+  dir: string,
+  currentBootId: string,
+  /** A job array's elements read so far, to read only what was appended since. */
+  elementsCache?: ElementsCache,
+): JobSnapshot {
   const record = readJobFile(dir, JOB_FILES.record, jobRecordSchema);
   if (record === null) return { kind: "Absent" };
   const claim = readJobFile(dir, JOB_FILES.claim, claimSchema);
@@ -60,7 +69,11 @@ export function readJobSnapshot(dir: string, currentBootId: string): JobSnapshot
   const job = readJobFile(dir, JOB_FILES.job, jobStartSchema);
   const supervisorAlive = isAlive(claim, currentBootId);
   const exit = readJobFile(dir, JOB_FILES.exit, exitRecordSchema);
-  return { kind: "Claimed", record, claim, supervisorAlive, job, exit, cancel };
+  // After the liveness read, like exit.json: an element's end is appended before its
+  // supervisor could exit, so "alive, then no end" never hides an end that happened.
+  const elements =
+    record.array === undefined ? null : readElements(dir, record.array.size, elementsCache);
+  return { kind: "Claimed", record, claim, supervisorAlive, job, exit, cancel, elements };
 }
 
 /**
@@ -188,6 +201,15 @@ export function exitObservation(exit: ExitRecord): AllocationObservation {
 export function observationOf(
   snapshot: Exclude<JobSnapshot, { readonly kind: "Absent" }>,
 ): AllocationObservation {
+  const size = snapshot.record.array?.size;
+  if (size !== undefined) return arrayObservationOf(snapshot, size);
+  return singleObservationOf(snapshot);
+}
+
+/** What a single job's record (or an array's as a whole, before its elements) stands for. */
+function singleObservationOf(
+  snapshot: Exclude<JobSnapshot, { readonly kind: "Absent" }>,
+): AllocationObservation {
   switch (snapshot.kind) {
     case "Unclaimed":
       return observed({
@@ -259,4 +281,48 @@ export function observationOf(
       throw new Error(`unhandled snapshot ${JSON.stringify(unreachable)}`);
     }
   }
+}
+
+type Claimed = Extract<JobSnapshot, { readonly kind: "Claimed" }>;
+
+/**
+ * A job array: each element read like a single job (its own end, else its start and the
+ * supervisor's liveness), then summed up by the core's rules. Before a supervisor claimed it
+ * (or when it was withdrawn) every element is what the whole array is.
+ */
+function arrayObservationOf(
+  snapshot: Exclude<JobSnapshot, { readonly kind: "Absent" }>,
+  size: number,
+): AllocationObservation {
+  const states = new Map<number, TimedElementState>();
+  if (snapshot.kind !== "Claimed") {
+    const whole = timed(singleObservationOf(snapshot));
+    for (let index = 0; index < size; index += 1) states.set(index, whole);
+    return arrayObservation(size, states);
+  }
+  for (let index = 0; index < size; index += 1) {
+    states.set(index, elementState(snapshot, snapshot.elements?.get(index)));
+  }
+  return arrayObservation(size, states);
+}
+
+function elementState(snapshot: Claimed, element: ElementRecord | undefined): TimedElementState {
+  if (element !== undefined && element.exit !== null) return timed(exitObservation(element.exit));
+  // Ended as a whole with no end of its own: stopped before this element started.
+  if (snapshot.exit !== null) return timed(exitObservation(snapshot.exit));
+  const startedAt = element?.start?.startedAt ?? null;
+  const at = { startedAt, endedAt: null };
+  if (!snapshot.supervisorAlive) {
+    // Never success: it may have run, ended or still run, and nobody recorded which.
+    return { phase: "LOST", reason: "NOT_FOUND_BY_BACKEND", exitCode: null, ...at };
+  }
+  if (startedAt === null) return { phase: "QUEUED", reason: null, exitCode: null, ...at };
+  const phase = snapshot.cancel === null ? "RUNNING" : "STOPPING";
+  return { phase, reason: null, exitCode: null, ...at };
+}
+
+function timed(observation: AllocationObservation): TimedElementState {
+  if (observation.kind !== "Observed") throw new Error("an element is always observed");
+  const { phase, reason, exitCode, startedAt, endedAt } = observation;
+  return { phase, reason, exitCode, startedAt, endedAt };
 }

@@ -4,6 +4,7 @@
  * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
  */
 import { isAbsolute, join } from "node:path";
+import { ARRAY_INDEX_ENV } from "../../core/array/array-env.ts";
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
 import { allocationLogPath } from "../../core/layout.ts";
 import type { ResourceProfile } from "../../core/models.ts";
@@ -11,6 +12,7 @@ import type { SubmitRequest } from "../../core/ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../../core/reconciler/runway.ts";
 import type { LaunchWrapper, RunAs, SandboxMount, SandboxPaths } from "../../core/sandbox.ts";
 import { HELPER_ENV } from "../../core/sandbox.ts";
+import { arrayConcurrency, arrayProblem, type HostCapacity } from "./array-launch.ts";
 import { jobLimitsFor, limitArgv } from "./job-limits.ts";
 import type { LimitEnforcement } from "./limit-enforcement.ts";
 import type { JobRecord } from "./records.ts";
@@ -34,6 +36,8 @@ export function sharedTmpSubdirs(dir: string): readonly string[] {
   return [join(dir, "tmp"), join(dir, "shm")];
 }
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+/** A host with no room beside one element: one at a time. */
+const ROOM_FOR_ONE: HostCapacity = { cpus: 0, memoryMb: 0 };
 
 /** Why this request cannot run here, or null. */
 export function validateLaunch(
@@ -55,6 +59,8 @@ export function validateLaunch(
   if ((profile.mounts ?? []).length > 0 && !sandboxed) {
     return `profile ${profile.name} declares mounts, and this machine's backend has no sandbox to bind them in`;
   }
+  const array = arrayProblem(request, profile);
+  if (array !== null) return array;
   if (profile.network === "none" && request.launch.kind === "WORKER" && workerSocket === null) {
     return `profile ${profile.name} has network "none", and the worker gateway has no unix socket for its workers`;
   }
@@ -107,6 +113,11 @@ export interface RecordContext {
   readonly limits: LimitEnforcement;
   /** The worker gateway's unix socket, for workers of profiles without network. */
   readonly workerSocket?: string | null;
+  /**
+   * This machine's size, for how many elements of an array run at once without a
+   * `maxConcurrent`. Absent: room for one (the backend always gives it).
+   */
+  readonly host?: HostCapacity;
 }
 
 /** The durable job record a supervisor runs: the wrapped argv, its environment, its paths. */
@@ -144,25 +155,34 @@ export function buildJobRecord(
     profile === undefined
       ? undefined
       : jobLimitsFor(request.token, profile, context.profiles, context.limits);
+  const array =
+    request.array === undefined || profile === undefined
+      ? undefined
+      : {
+          size: request.array.size,
+          maxConcurrent: arrayConcurrency(request.array, profile, context.host ?? ROOM_FOR_ONE),
+        };
+  // Copied in by name from the supervisor's launch of each run: the deadline is each run's
+  // own, and an element's index is its own.
+  const inherit = [
+    ...(timeLimitSeconds === null ? [] : [DEADLINE_ENV]),
+    ...(array === undefined ? [] : [ARRAY_INDEX_ENV]),
+  ];
+  const wrapped = wrapper.wrap(
+    argv,
+    paths,
+    inherit.length === 0 ? { vars: env } : { vars: env, inherit },
+    runAs,
+    { network },
+  );
   return {
     version: 1,
     token: request.token,
     allocationId: request.allocationId,
     workloadId: request.workloadId,
     epoch: request.epoch,
-    // With a limit, the supervisor sets the deadline as it starts the job; copied in by name.
-    argv: [
-      ...limitArgv(
-        limits,
-        wrapper.wrap(
-          argv,
-          paths,
-          timeLimitSeconds === null ? { vars: env } : { vars: env, inherit: [DEADLINE_ENV] },
-          runAs,
-          { network },
-        ),
-      ),
-    ],
+    // An array's elements each get their own cgroup: the supervisor puts each under it.
+    argv: [...(array === undefined ? limitArgv(limits, wrapped) : wrapped)],
     env: { ...HELPER_ENV },
     jobEnv: env,
     cwd: request.workspaceDir,
@@ -177,6 +197,7 @@ export function buildJobRecord(
     createdAt: context.now,
     ...(mounts.length > 0 ? { mounts: [...mounts] } : {}),
     ...(limits === undefined ? {} : { limits }),
+    ...(array === undefined ? {} : { array }),
     network,
     ...(sharedTmp === null ? {} : { sharedTmpDir: sharedTmp }),
   };

@@ -5,6 +5,7 @@
  * not claimed their job yet.
  */
 import { mkdirSync } from "node:fs";
+import { availableParallelism, totalmem } from "node:os";
 import { dirname, isAbsolute } from "node:path";
 import type { ResourceProfile } from "../../core/models.ts";
 import type { LaunchWrapper, Sandbox } from "../../core/sandbox.ts";
@@ -13,6 +14,8 @@ import { type FaultPoints, noFaultPoints } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
 import { forbiddenRoots } from "../../lib/mount-sources.ts";
 import { createProgramRunner, type ProgramRunner } from "../../lib/process-runner.ts";
+import type { HostCapacity } from "./array-launch.ts";
+import type { ElementsCache } from "./array-records.ts";
 import {
   DEFAULT_KILL_GRACE_MS,
   DEFAULT_PATH,
@@ -59,6 +62,10 @@ export interface LocalContext {
    * (the claim is exclusive) and is exactly how a record orphaned by a crash gets run.
    */
   readonly launching: Map<string, Bun.Subprocess>;
+  /** This machine's CPUs and memory: how many array elements fit at once by default. */
+  readonly host: HostCapacity;
+  /** What observations already read of each job array's elements (array-records.ts). */
+  readonly elementsCache: ElementsCache;
   /** Stale cgroups of this daemon go at start, and again whenever a job is forgotten. */
   sweepCgroups(): void;
 }
@@ -113,6 +120,8 @@ export function createLocalContext(
       calls[name] = (calls[name] ?? 0) + 1;
     },
     launching: new Map(),
+    host: { cpus: availableParallelism(), memoryMb: Math.floor(totalmem() / 1024 ** 2) },
+    elementsCache: new Map(),
     sweepCgroups() {
       if (cgroups === null) return;
       sweepJobCgroups(cgroups, backendDir, bootId, log).catch((error) =>

@@ -13,6 +13,7 @@
  */
 import { availableParallelism } from "node:os";
 import type { ProfileNetwork, ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import { DEFAULT_LOCAL_MAX_ARRAY_SIZE, LOCAL_MAX_ARRAY_SIZE_CEILING } from "./backend-options.ts";
 
 /** The shape of the subset reader's tree (structurally the same type; no import needed). */
 export interface ProfilesTomlPosition {
@@ -74,6 +75,8 @@ const KEYS: Readonly<Record<string, Spec>> = {
   pids_max: { type: "integer", min: 16, max: () => 4_194_304 },
   time_limit_minutes: { type: "integer", min: 1, max: () => 100_000_000 },
   warn_minutes_before_limit: { type: "integer", min: 0, max: () => 1_092 },
+  // 0: the profile runs no job arrays. Absent: DEFAULT_LOCAL_MAX_ARRAY_SIZE.
+  max_array_size: { type: "integer", min: 0, max: () => LOCAL_MAX_ARRAY_SIZE_CEILING },
   allow_batch: { type: "boolean" },
   allow_sessions: { type: "boolean" },
 };
@@ -174,9 +177,16 @@ function readProfile(
       timeLimitSeconds: minutes === null ? null : minutes * 60,
     },
     pidsMax: num("pids_max") ?? defaults.pidsMax,
+    ...arrayLimit(num("max_array_size")),
     network: (values.get("network") as ProfileNetwork | undefined) ?? defaults.network ?? "none",
     ...(warnSeconds === null ? {} : { warnBeforeLimitSeconds: warnSeconds }),
   };
+}
+
+/** `max_array_size`: absent, the default; 0, no arrays (admission then refuses `array`). */
+function arrayLimit(maxArraySize: number | null): Pick<ResourceProfile, "maxArraySize"> {
+  const size = maxArraySize ?? DEFAULT_LOCAL_MAX_ARRAY_SIZE;
+  return size === 0 ? {} : { maxArraySize: size };
 }
 
 /** The profiles of a file the subset reader has read; `file` names it in every refusal. */

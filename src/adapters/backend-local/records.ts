@@ -12,6 +12,8 @@
  *   exit.json     how it ended (supervisor), written before the supervisor exits
  *   cancel.json   a durable cancel request (backend), so a signal lost in a crash is not a
  *                 cancel lost
+ *   elements.jsonl a job array's element starts and ends, appended by its supervisor
+ *                 (array-records.ts); exit.json follows once every element has ended
  *   supervisor.log the supervisor's own stdout/stderr: never a pipe to the daemon, which may die
  */
 import { readdirSync } from "node:fs";
@@ -26,6 +28,7 @@ export const JOB_FILES = {
   job: "job.json",
   exit: "exit.json",
   cancel: "cancel.json",
+  elements: "elements.jsonl",
   supervisorLog: "supervisor.log",
 } as const;
 
@@ -107,6 +110,17 @@ export const jobRecordSchema = v.strictObject({
    * its steps' /tmp and /dev/shm. Absent (older records, no sandbox): each launch its own.
    */
   sharedTmpDir: v.optional(v.string()),
+  /**
+   * A job array (array-records.ts): `size` elements of this one launch, at most
+   * `maxConcurrent` at once, run by the one supervisor. `argv` is then NOT under the limits
+   * yet: each element gets its own cgroup (`limits` names the array's, suffixed per element).
+   */
+  array: v.optional(
+    v.strictObject({
+      size: v.pipe(v.number(), v.integer(), v.minValue(1)),
+      maxConcurrent: v.pipe(v.number(), v.integer(), v.minValue(1)),
+    }),
+  ),
   /** The profile's mounts as resolved for the job; steps beside it get the same. */
   mounts: v.optional(
     v.array(

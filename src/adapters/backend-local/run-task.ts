@@ -23,6 +23,10 @@ export async function runTaskOne(
   }
   if (looked.kind === "Absent") return { kind: "Refused", message: "no such allocation here" };
   const snapshot = looked.snapshot;
+  // Its elements are separate processes in separate cgroups: there is no one job to join.
+  if (snapshot.record.array !== undefined) {
+    return { kind: "Refused", message: "a job array has no single allocation to run a step in" };
+  }
   const observation = observationOf(snapshot);
   if (snapshot.kind !== "Claimed" || observation.kind !== "Observed") {
     return { kind: "Refused", message: "the allocation is not running" };

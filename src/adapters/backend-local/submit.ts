@@ -83,6 +83,7 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
         now: ctx.clock.now(),
         limits: ctx.limits,
         workerSocket: ctx.options.workerSocket ?? null,
+        host: ctx.host,
       },
       runAs,
       mounts,

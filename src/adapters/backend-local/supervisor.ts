@@ -7,7 +7,8 @@
  *
  * Exactly-once: a supervisor first claims the job with link(2); a second supervisor for the
  * same record (a daemon that restarted while the first was still starting) loses the race
- * and exits without starting anything.
+ * and exits without starting anything. A job array has one supervisor too, which runs each
+ * element through the same code as a single job (array-supervisor.ts).
  */
 import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -16,6 +17,7 @@ import { systemTimers } from "../../lib/clock.ts";
 import { publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
+import { superviseArray } from "./array-supervisor.ts";
 import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
@@ -39,7 +41,32 @@ export interface SupervisorDeps {
   readonly statfs?: StatFs;
 }
 
-type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
+export type StopReason = Extract<ExitReason, "TIME_LIMIT" | "CANCELLED" | "TERMINATED">;
+
+/**
+ * One process the supervisor runs to its end, and where its start and end are recorded: the
+ * job itself (job.json, exit.json), or one element of an array (array-supervisor.ts).
+ */
+export interface SupervisedRun {
+  /** What runs: its argv, environment, logs, limits and time limit. */
+  readonly record: JobRecord;
+  /** Set in the launch's host-side environment, copied into the job by name (its index). */
+  readonly extraEnv: Readonly<Record<string, string>>;
+  readonly cancelRequested: () => boolean;
+  readonly started: (start: JobStart) => void;
+  readonly ended: (exit: ExitRecord) => void;
+}
+
+/** The job's own run: recorded in its directory's job.json and exit.json. */
+function singleRun(dir: string, record: JobRecord): SupervisedRun {
+  return {
+    record,
+    extraEnv: {},
+    cancelRequested: () => existsSync(join(dir, JOB_FILES.cancel)),
+    started: (start) => writeFileDurable(join(dir, JOB_FILES.job), JSON.stringify(start)),
+    ended: (exit) => writeExit(dir, exit),
+  };
+}
 
 const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
 /** Append, create 0600, never through a link (`"a"` would follow one). */
@@ -89,9 +116,15 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
         });
         return 0;
       }
-      return await superviseJob(dir, record, deps, (install) => {
+      const setOnStop = (install: (reason: StopReason) => void) => {
         onStop = install;
-      });
+      };
+      if (record.array !== undefined) {
+        return await superviseArray(dir, record, deps, setOnStop, (run, install) =>
+          superviseJob(run, deps, install),
+        );
+      }
+      return await superviseJob(singleRun(dir, record), deps, setOnStop);
     } finally {
       // After the exit record, so the end is reported without waiting for a large /tmp.
       if (record.sharedTmpDir !== undefined) removeSharedTmp(record, deps.log);
@@ -109,11 +142,11 @@ type JobProcess = Bun.Subprocess<"ignore", number, number>;
  * when it could not start (its exit record then says why, as the shell would).
  */
 function startJob(
-  dir: string,
-  record: JobRecord,
+  run: SupervisedRun,
   deadline: number | null,
   deps: SupervisorDeps,
 ): JobProcess | null {
+  const record = run.record;
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
@@ -126,8 +159,8 @@ function startJob(
         // The launch argv copies the deadline into the job's environment by name.
         env:
           deadline === null
-            ? { ...record.env }
-            : { ...record.env, [DEADLINE_ENV]: deadlineEnvValue(deadline) },
+            ? { ...record.env, ...run.extraEnv }
+            : { ...record.env, ...run.extraEnv, [DEADLINE_ENV]: deadlineEnvValue(deadline) },
         stdio: ["ignore", out, err],
         // Its own session and process group: cancel and time limits signal the group, so
         // grandchildren die with it.
@@ -139,7 +172,7 @@ function startJob(
     }
   } catch (error) {
     const code = (error as { readonly code?: unknown }).code;
-    writeExit(dir, {
+    run.ended({
       // No room for even its log files: the spool's fault, not the command's.
       reason: code === "ENOSPC" ? "SPOOL_FULL" : "LAUNCH_FAILED",
       // The shell's conventions: 127 "command not found", 126 "cannot execute".
@@ -155,8 +188,7 @@ function startJob(
 
 /** The exit record: how the job ended, why, and what the limits and the spool had to do with it. */
 function writeJobEnd(
-  dir: string,
-  record: JobRecord,
+  run: SupervisedRun,
   deps: SupervisorDeps,
   ended: {
     readonly proc: JobProcess;
@@ -169,6 +201,7 @@ function writeJobEnd(
   },
 ): void {
   const { proc, finalReason, usage, outOfMemory, startedAt } = ended;
+  const record = run.record;
   const signal = signalName(proc.signalCode);
   const how = signal !== null ? `killed by ${signal}` : `exited with code ${proc.exitCode}`;
   const why =
@@ -182,7 +215,7 @@ function writeJobEnd(
   const failed = finalReason === "EXITED" && (signal !== null || proc.exitCode !== 0);
   const full = failed ? spoolFullNote(dirname(record.stdoutPath), deps.statfs) : null;
   const note = usage === null || record.limits === undefined ? "" : pidsNote(record.limits, usage);
-  writeExit(dir, {
+  run.ended({
     reason: full === null ? finalReason : "SPOOL_FULL",
     exitCode: proc.exitCode,
     signal,
@@ -198,11 +231,11 @@ function writeJobEnd(
 }
 
 async function superviseJob(
-  dir: string,
-  record: JobRecord,
+  run: SupervisedRun,
   deps: SupervisorDeps,
   setOnStop: (onStop: (reason: StopReason) => void) => void,
 ): Promise<number> {
+  const record = run.record;
   const startedAt = deps.now();
   const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
   const limits = jobCgroupGuard(record.limits, deps.log);
@@ -210,7 +243,7 @@ async function superviseJob(
     limits?.start();
   } catch (error) {
     // Fail closed: a job whose cgroup cannot be made does not run unlimited.
-    writeExit(dir, {
+    run.ended({
       reason: "LAUNCH_FAILED",
       exitCode: 126,
       signal: null,
@@ -220,7 +253,7 @@ async function superviseJob(
     });
     return 0;
   }
-  const proc = startJob(dir, record, deadline, deps);
+  const proc = startJob(run, deadline, deps);
   if (proc === null) return 0;
   const group = proc.pid;
   const leaderStat = readProcStat(group);
@@ -230,7 +263,7 @@ async function superviseJob(
     bootId: deps.bootId,
     startedAt,
   };
-  writeFileDurable(join(dir, JOB_FILES.job), JSON.stringify(jobStart));
+  run.started(jobStart);
   deps.log.info("started job", { pid: group, argv0: record.argv[0] });
 
   // Mutated from signal handlers and timers; an object so the compiler does not narrow it.
@@ -249,7 +282,7 @@ async function superviseJob(
   };
   setOnStop(beginStop);
   // A signal that arrived while the job was being started is honoured now.
-  if (existsSync(join(dir, JOB_FILES.cancel))) beginStop("CANCELLED");
+  if (run.cancelRequested()) beginStop("CANCELLED");
   // Armed for the deadline the job was told and observers report, not for a full limit
   // from now: the start above took time, and the job must not outlive what it was told.
   const cancelLimit =
@@ -276,7 +309,7 @@ async function superviseJob(
   const outOfMemory = state.stopReason === null && usage !== null && usage.oomKills > 0;
 
   const finalReason: ExitReason = state.stopReason ?? (outOfMemory ? "OUT_OF_MEMORY" : "EXITED");
-  writeJobEnd(dir, record, deps, { proc, finalReason, usage, outOfMemory, startedAt });
+  writeJobEnd(run, deps, { proc, finalReason, usage, outOfMemory, startedAt });
   deps.log.info("job ended", {
     reason: finalReason,
     exitCode: proc.exitCode,

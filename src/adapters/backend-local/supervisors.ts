@@ -10,7 +10,7 @@ import { type JobSnapshot, readJobSnapshot } from "./job-state.ts";
 import type { LocalContext, Looked } from "./local-context.ts";
 import { groupMayBeOurs, signalGroup } from "./proc.ts";
 import { withdraw } from "./record-store.ts";
-import { JOB_FILES, jobDir } from "./records.ts";
+import { JOB_FILES, type JobStart, jobDir } from "./records.ts";
 
 export function startSupervisor(ctx: LocalContext, token: string, dir: string): void {
   ctx.count("spawnSupervisor");
@@ -64,14 +64,21 @@ export function settleUnclaimed(
   return readJobSnapshot(dir, ctx.bootId);
 }
 
-/** A LOST job may still be running unsupervised; stop it so a new attempt is alone. */
+/**
+ * A LOST job may still be running unsupervised; stop it so a new attempt is alone. For an
+ * array: every element that started and has no end of its own.
+ */
 export function stopOrphan(
   ctx: LocalContext,
   snapshot: Extract<JobSnapshot, { kind: "Claimed" }>,
 ): void {
-  const job = snapshot.job;
-  if (job === null || !groupMayBeOurs(job, ctx.bootId)) return;
-  if (signalGroup(job.pid, "SIGKILL")) {
+  const groups: JobStart[] = [];
+  if (snapshot.job !== null) groups.push(snapshot.job);
+  for (const element of snapshot.elements?.values() ?? []) {
+    if (element.start !== null && element.exit === null) groups.push(element.start);
+  }
+  for (const job of groups) {
+    if (!groupMayBeOurs(job, ctx.bootId) || !signalGroup(job.pid, "SIGKILL")) continue;
     ctx.count("signal");
     ctx.log.warn("killed the process group of a job whose supervisor is gone", {
       token: snapshot.record.token,
@@ -83,7 +90,7 @@ export function stopOrphan(
 /** One read of one record; `settle` lets it start or withdraw a pending launch. */
 export function look(ctx: LocalContext, token: string, settle: boolean): Looked {
   const dir = jobDir(ctx.backendDir, token);
-  let snapshot = readJobSnapshot(dir, ctx.bootId);
+  let snapshot = readJobSnapshot(dir, ctx.bootId, ctx.elementsCache);
   if (snapshot.kind === "Unclaimed" && settle)
     snapshot = settleUnclaimed(ctx, token, dir, snapshot);
   if (snapshot.kind === "Absent") return { kind: "Absent" };

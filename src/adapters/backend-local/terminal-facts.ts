@@ -45,8 +45,10 @@ export function acknowledgeTerminal(ctx: LocalContext, token: SubmissionToken): 
   // Renamed away first: a crash half way through deleting must not leave a record
   // without its claim, which would read as "never started" and run the job again.
   const trash = join(ctx.jobs, `.trash-${token}-${randomBytes(6).toString("hex")}`);
-  renameSync(jobDir(ctx.backendDir, token), trash);
+  const dir = jobDir(ctx.backendDir, token);
+  renameSync(dir, trash);
   fsyncDir(ctx.jobs);
+  ctx.elementsCache.delete(dir);
   rmSync(trash, { recursive: true, force: true });
   ctx.sweepCgroups();
 }

@@ -136,7 +136,7 @@ const ProfileSchema = v.strictObject({
         "Most tasks (MPI ranks) one BATCH workload may ask for; 1: a single command.",
       ),
       maxArraySize: integer(
-        "Most elements one BATCH job array may have (the cluster's own limit); 0: it runs no arrays.",
+        "Most elements one BATCH job array may have (a cluster's own limit, or a local profile's max_array_size); 0: it runs no arrays.",
       ),
     }),
     d("What an attempt on this profile is granted."),
