@@ -3,9 +3,14 @@
  * jobs on the cluster that carry our token but have no allocation row. Nothing else finds
  * them, and they hold nodes until their time limit.
  *
- * One squeue of the service account's live jobs per sweep, whatever their number; a job is
- * ours only when its comment is `TOKEN.OWNER` with THIS daemon's owner id (one per state dir),
- * so a second daemon on the same cluster and account never has its jobs touched. A job with
+ * One squeue of the live jobs per sweep, whatever their number, of the accounts the observe
+ * path lists (the broker's listUid): the service account's, or every account's once a profile
+ * runs jobs as their owners (`run_as = "owner"`), whose jobs belong to the scientists and
+ * were never seen by a sweep of the service account alone. A job is ours only when its
+ * comment is `TOKEN.OWNER` with THIS daemon's owner id (one per state dir), so a second
+ * daemon on the same cluster and account, and a scientist's own jobs in the every-account
+ * listing, are never touched. Only a job's own account (or root) can set its comment, so a
+ * comment forged to look like ours can at worst get its forger's own job cancelled. A job with
  * no row is reported (policy `report`, the default) or cancelled (`cancel`), never adopted:
  * adopting would attach work to a workload the restored store no longer describes.
  *
@@ -63,7 +68,6 @@ export function loadOwnerId(dir: string): string {
 export interface OrphanSweeperOptions {
   readonly broker: SlurmBroker;
   readonly ownerId: string;
-  readonly uid: number;
   readonly policy: OrphanPolicy;
   readonly intervalMs: number;
   /** The tokens among these that have an allocation row (one store query). */
@@ -91,7 +95,7 @@ export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweepe
   let stopped = false;
 
   async function sweepOnce(): Promise<OrphanReport> {
-    const listed = await broker.listLiveJobs(options.uid);
+    const listed = await broker.listLiveJobs();
     if (listed.kind === "Failed") {
       last = {
         policy,
