@@ -7,7 +7,10 @@
 import { describe, expect, test } from "bun:test";
 import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import { liveJobsArgv, squeueArgv } from "../../src/adapters/backend-slurm/broker-argv.ts";
-import { createOrphanSweeper, jobComment } from "../../src/adapters/backend-slurm/orphan-sweeper.ts";
+import {
+  createOrphanSweeper,
+  jobComment,
+} from "../../src/adapters/backend-slurm/orphan-sweeper.ts";
 import { manualClock } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import type { ProcessOutcome, ProgramRunner } from "../../src/lib/process-runner.ts";
