@@ -13,7 +13,7 @@ import {
 } from "../../src/adapters/backend-slurm/orphan-sweeper.ts";
 import { manualClock } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
-import type { ProcessOutcome, ProgramRunner } from "../../src/lib/process-runner.ts";
+import { recordingRunner } from "../support/recording-runner.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
 
 function argvOf(uid: number | null): readonly string[] {
@@ -38,26 +38,6 @@ describe("squeue lists the accounts the daemon's jobs belong to", () => {
   });
 });
 
-/** A stand-in squeue printing `live` for the sweep's listing; scancel succeeds. */
-function recordingRunner(live: string) {
-  const calls: { program: string; args: readonly string[] }[] = [];
-  const runner: ProgramRunner = {
-    async run(request): Promise<ProcessOutcome> {
-      calls.push({ program: request.program, args: request.args });
-      return {
-        kind: "Exited",
-        exitCode: 0,
-        signal: null,
-        stdout: request.program === "squeue" ? live : "",
-        stderr: "",
-        truncated: [],
-        durationMs: 0,
-      };
-    },
-  };
-  return { runner, calls };
-}
-
 describe("the orphan sweep lists what the observe path lists", () => {
   const OWNER_ID = "abcdefghijkl";
   const orphan = newToken();
@@ -76,7 +56,8 @@ describe("the orphan sweep lists what the observe path lists", () => {
   ].join("\n");
 
   function sweeperOver(listUid: number | null) {
-    const { runner, calls } = recordingRunner(listing);
+    // squeue prints the listing; scancel succeeds.
+    const { runner, calls } = recordingRunner((r) => (r.program === "squeue" ? listing : ""));
     const sweeper = createOrphanSweeper({
       broker: createSlurmBroker({ runner, path: "/usr/bin:/bin", listUid }),
       ownerId: OWNER_ID,
