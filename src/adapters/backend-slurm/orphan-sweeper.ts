@@ -23,6 +23,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isSubmissionToken, type SubmissionToken } from "../../core/models.ts";
 import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports.ts";
+import { backgroundLoop } from "../../lib/background-loop.ts";
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";
@@ -89,10 +90,6 @@ export interface OrphanSweeper {
 export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweeper {
   const { broker, ownerId, policy, clock, log } = options;
   let last: OrphanReport | null = null;
-  const timers = options.timers ?? systemTimers;
-  let cancelTimer: (() => void) | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = false;
 
   async function sweepOnce(): Promise<OrphanReport> {
     const listed = await broker.listLiveJobs();
@@ -138,29 +135,20 @@ export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweepe
     return last;
   }
 
-  function schedule(delayMs: number): void {
-    if (stopped) return;
-    cancelTimer = timers.after(delayMs, () => {
-      running = sweepOnce()
-        .catch((error: unknown) => log.error("orphan sweep failed", { error: String(error) }))
-        .finally(() => {
-          running = null;
-          schedule(options.intervalMs);
-        });
-    });
-  }
+  const loop = backgroundLoop({
+    timers: options.timers ?? systemTimers,
+    run: async () => {
+      await sweepOnce();
+      return options.intervalMs;
+    },
+    onError: (error) => log.error("orphan sweep failed", { error: String(error) }),
+    afterErrorMs: options.intervalMs,
+  });
 
   return {
     sweepOnce,
     report: () => last,
-    start() {
-      stopped = false;
-      schedule(0);
-    },
-    async stop() {
-      stopped = true;
-      cancelTimer?.();
-      await running;
-    },
+    start: () => loop.start(),
+    stop: () => loop.stop(),
   };
 }
