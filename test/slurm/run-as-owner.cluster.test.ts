@@ -12,7 +12,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import { clusterDaemonFor, OWNER_PROFILE_TOML, tcpBase } from "../support/cluster-daemon.ts";
+import {
+  clusterDaemonFor,
+  OWNER_PROFILE_TOML,
+  ownerProfileToml,
+  tcpBase,
+} from "../support/cluster-daemon.ts";
 import { startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import {
@@ -102,14 +107,7 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
       clusterDaemonFor(cluster, dir, join(dir, "api.sock"), {
         toml: [
           OWNER_PROFILE_TOML,
-          "[profiles.mine-data]",
-          'description = "one CPU, as its owner, with data"',
-          'partition = "debug"',
-          "cpus = 1",
-          "memory_mb = 50",
-          "time_limit_minutes = 10",
-          "allow_batch = true",
-          'run_as = "owner"',
+          ownerProfileToml("mine-data", "one CPU, as its owner, with data"),
           "[profiles.mine-data.mounts.ref]",
           `source = "${dir}/ref"`,
           'target = "/ref"',

@@ -16,18 +16,23 @@ import { makeTempDir, removeDir } from "./temp-dir.ts";
 
 export { type ApiAnswer, type SocketApi, socketApi, waitForPhase } from "./socket-api.ts";
 
-/** A one-CPU BATCH profile `mine` whose jobs run as their owners (`run_as = "owner"`). */
-export const OWNER_PROFILE_TOML = [
-  "[profiles.mine]",
-  'description = "one CPU, as its owner"',
-  'partition = "debug"',
-  "cpus = 1",
-  "memory_mb = 50",
-  "time_limit_minutes = 10",
-  "allow_batch = true",
-  'run_as = "owner"',
-  "",
-].join("\n");
+/** A one-CPU BATCH profile whose jobs run as their owners (`run_as = "owner"`). */
+export function ownerProfileToml(name: string, description: string): string {
+  return [
+    `[profiles.${name}]`,
+    `description = "${description}"`,
+    'partition = "debug"',
+    "cpus = 1",
+    "memory_mb = 50",
+    "time_limit_minutes = 10",
+    "allow_batch = true",
+    'run_as = "owner"',
+    "",
+  ].join("\n");
+}
+
+/** The owner-mode profile the tests submit to: `mine`. */
+export const OWNER_PROFILE_TOML = ownerProfileToml("mine", "one CPU, as its owner");
 
 export interface ClusterDaemon {
   readonly dir: string;
