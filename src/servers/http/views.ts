@@ -306,12 +306,8 @@ export interface ProfileView {
   readonly name: string;
   readonly description: string;
   readonly kinds: readonly WorkloadKind[];
-  readonly resources: {
-    readonly nodes: number;
-    readonly cpus: number;
-    readonly gpus: number;
-    readonly memoryMb: number | null;
-    readonly timeLimitSeconds: number | null;
+  /** The profile's own resources, with its task and array limits filled in. */
+  readonly resources: ResourceProfile["resources"] & {
     readonly maxTasks: number;
     readonly maxArraySize: number;
   };
