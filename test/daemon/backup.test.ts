@@ -17,6 +17,7 @@ import { main } from "../../src/main.ts";
 import { captureIo } from "../support/cli-runtime.ts";
 import { localDaemonConfig } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
+import { socketApi, waitForPhase } from "../support/socket-api.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const daemons: RunningDaemon[] = [];
@@ -33,29 +34,11 @@ async function start(stateDir: string): Promise<RunningDaemon> {
   return result.daemon;
 }
 
-async function api(socket: string, method: string, path: string, body?: unknown) {
-  const response = await fetch(`http://localhost${path}`, {
-    unix: socket,
-    method,
-    ...(body === undefined
-      ? {}
-      : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-  } as RequestInit);
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
+const api = (socket: string, method: string, path: string, body?: unknown) =>
+  socketApi(socket)(method, path, body);
 
-async function waitPhase(socket: string, id: string, phases: readonly string[]) {
-  const inPhase = async () => {
-    const { body } = await api(socket, "GET", `/v1/workloads/${id}`);
-    if (!phases.includes(String(body["phase"]))) throw new Error(`still ${body["phase"]}`);
-    return body;
-  };
-  return await eventually(inPhase, {
-    what: `workload ${id} in ${phases.join("|")}`,
-    timeoutMs: 60_000,
-    intervalMs: 100,
-  });
-}
+const waitPhase = (socket: string, id: string, phases: readonly string[]) =>
+  waitForPhase(socketApi(socket), id, phases, 60_000, 100);
 
 async function backup(socket: string, dest: string) {
   const io = captureIo({ OPENAI4S_SERVER: `unix:${socket}` });

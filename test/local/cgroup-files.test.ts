@@ -89,3 +89,31 @@ describe("v1", () => {
     expect(driver.usage(job)).toEqual({ oomKills: 3, peakMemoryBytes: 1048576, pidsRefused: 0 });
   });
 });
+
+describe("the CPU quota, one rule for both versions", () => {
+  test("no quota when the profile sets no CPUs; never under 1 ms a period", () => {
+    const mount = dirs();
+    const v1 = createCgroupV1({
+      mount,
+      memory: join(mount, "memory", "o"),
+      pids: join(mount, "pids", "o"),
+      cpu: join(mount, "cpu", "o"),
+    });
+    writeFileSync(join(mount, "cgroup.subtree_control"), "");
+    const v2 = createCgroupV2({ mount, root: join(mount, "o") });
+    const quotas = (cpus: number | null) => {
+      const name = `job-${String(cpus)}`.replace(".", "_");
+      const one = v1.jobCgroup(name);
+      const two = v2.jobCgroup(name);
+      v1.create(one, { memoryBytes: null, pidsMax: 8, cpus });
+      v2.create(two, { memoryBytes: null, pidsMax: 8, cpus });
+      return [
+        read(one.dirs[2] as string, "cpu.cfs_quota_us"),
+        read(two.dirs[0] as string, "cpu.max"),
+      ];
+    };
+    expect(quotas(null)).toEqual(["-1", "max 100000"]);
+    expect(quotas(0.001)).toEqual(["1000", "1000 100000"]);
+    expect(quotas(4)).toEqual(["400000", "400000 100000"]);
+  });
+});

@@ -3,59 +3,18 @@
  * REAL cluster: one POST, each element told its index inside the sandbox, the array's phase
  * by the documented rules with the failed index named, and cancel ending every element.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import {
-  clusterDaemonConfig,
-  startedDaemon,
-  writeSmallClusterConfig,
-} from "../support/daemon-config.ts";
-import { eventually } from "../support/eventually.ts";
+import { clusterDaemonForBlock, waitForPhase } from "../support/cluster-daemon.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
-import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster daemon: job arrays", () => {
   const cluster = testCluster as TestCluster;
-  let dir: string;
-  let socket: string;
-  let daemon: RunningDaemon;
-
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`http://localhost${path}`, {
-      unix: socket,
-      method,
-      ...(body === undefined
-        ? {}
-        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-  };
-
+  const harness = clusterDaemonForBlock(cluster, "o4s-slurm-arrays-daemon-");
+  const { api } = harness;
   const waitFor = (id: string, phases: readonly string[], deadlineMs: number) =>
-    eventually(
-      async () => {
-        const { body } = await api("GET", `/v1/workloads/${id}`);
-        if (phases.includes(String(body["phase"]))) return body;
-        throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
-      },
-      { timeoutMs: deadlineMs, intervalMs: 250 },
-    );
-
-  beforeAll(async () => {
-    dir = makeTempDir("o4s-slurm-arrays-daemon-");
-    socket = join(dir, "api.sock");
-    const config = writeSmallClusterConfig(dir);
-    daemon = await startedDaemon(
-      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
-    );
-  });
-
-  afterAll(async () => {
-    await daemon?.stop();
-    removeDir(dir);
-  });
+    waitForPhase(api, id, phases, deadlineMs);
 
   test("one failed element: FAILED, naming its index; each element logs its own index", async () => {
     const created = await api("POST", "/v1/workloads", {
@@ -109,7 +68,7 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon: job arrays", () => 
 
   /** The allocation directory of the workload's one attempt. */
   function logDir(id: string): string {
-    const attempts = daemon.layout.workloadDir(id);
+    const attempts = harness.daemon.layout.workloadDir(id);
     const [allocation] = readdirSync(join(attempts, "allocations"));
     return join(attempts, "allocations", String(allocation));
   }

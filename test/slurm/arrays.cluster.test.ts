@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
-import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import { allocationLogPath } from "../../src/core/layout.ts";
 import type {
@@ -14,10 +14,9 @@ import type {
   ObservationTarget,
   SubmitResult,
 } from "../../src/core/ports.ts";
-import { systemClock } from "../../src/lib/clock.ts";
-import { silentLog } from "../../src/lib/log.ts";
 import {
   answerLosingRunner,
+  clusterBackend,
   forgetfulController,
   inPhase,
   realBroker,
@@ -55,10 +54,6 @@ function counting(broker: SlurmBroker) {
   return { broker: counted, calls };
 }
 
-function backendOn(broker: SlurmBroker): SlurmBackend {
-  return createSlurmBackend({ broker, placements: PLACEMENTS, clock: systemClock, log: silentLog });
-}
-
 function arrayTarget(
   req: Parameters<typeof target>[0],
   result: SubmitResult | undefined,
@@ -80,7 +75,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job arrays", () => {
 
   beforeAll(() => {
     dir = makeTempDir("o4s-slurm-arrays-");
-    backend = backendOn(realBroker(cluster));
+    backend = clusterBackend(realBroker(cluster), PLACEMENTS);
   });
 
   afterAll(async () => {
@@ -91,7 +86,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job arrays", () => {
 
   test("1,000 elements: one sbatch, one squeue per observation, all COMPLETED", async () => {
     const { broker, calls } = counting(realBroker(cluster));
-    const counted = backendOn(broker);
+    const counted = clusterBackend(broker, PLACEMENTS);
     const req = request(
       dir,
       command(["/bin/sh", "-c", ELEMENT_SCRIPT], { FAIL_AT: "no-element" }),
@@ -154,7 +149,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job arrays", () => {
 
     // Once the controller has forgotten the elements (MinJobAge), accounting alone says the
     // same: every element read from sacct, the failure still named by its index.
-    const viaAccounting = backendOn(forgetfulController(realBroker(cluster)));
+    const viaAccounting = clusterBackend(forgetfulController(realBroker(cluster)), PLACEMENTS);
     const again = await waitForObservation(viaAccounting, t, inPhase("FAILED"), 60_000);
     if (again.kind !== "Observed") return;
     expect(again.message).toContain("1 of 6 elements failed (index 3)");
@@ -162,7 +157,10 @@ describe.skipIf(testCluster === null)("slurm-cluster job arrays", () => {
   }, 330_000);
 
   test("a lost sbatch answer still leaves exactly one array, found by its token (INV-8)", async () => {
-    const losing = backendOn(realBroker(cluster, { runner: answerLosingRunner() }));
+    const losing = clusterBackend(
+      realBroker(cluster, { runner: answerLosingRunner() }),
+      PLACEMENTS,
+    );
     const req = request(dir, command(["/bin/sleep", "600"]), {
       array: { size: 4, maxConcurrent: 1 },
     });

@@ -9,16 +9,16 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
-import type { ObservationTarget, SubmitResult } from "../../src/core/ports.ts";
+import type { ObservationTarget } from "../../src/core/ports.ts";
 import { hintFor } from "../../src/core/reason-hints.ts";
-import { systemClock } from "../../src/lib/clock.ts";
-import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,
+  clusterBackend,
   forgetfulController,
+  handleOf,
   inPhase,
   realBroker,
   type TestCluster,
@@ -35,17 +35,6 @@ const PLACEMENTS = catalog({
   short: { ...BASE_PLACEMENT, timeLimitSeconds: 60 },
 });
 
-function backendOn(broker: SlurmBroker): SlurmBackend {
-  return createSlurmBackend({ broker, placements: PLACEMENTS, clock: systemClock, log: silentLog });
-}
-
-function handleOf(result: SubmitResult | undefined): string {
-  if (result?.kind !== "Created" && result?.kind !== "Existing") {
-    throw new Error(`expected a job, got ${JSON.stringify(result)}`);
-  }
-  return result.handle;
-}
-
 describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
   const cluster = testCluster as TestCluster;
   let dir: string;
@@ -56,7 +45,7 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
   beforeAll(async () => {
     dir = makeTempDir("o4s-slurm-cluster-");
     broker = realBroker(cluster);
-    backend = backendOn(broker);
+    backend = clusterBackend(broker, PLACEMENTS);
     const req = request(dir, command(["/bin/sleep", "600"]), { profile: "short" });
     timeLimited = target(req, handleOf((await backend.submit([req])).get(req.token)));
   });
@@ -141,7 +130,10 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
   }, 90_000);
 
   test("a lost sbatch answer: Unknown, then findByToken resolves it to the one job in accounting", async () => {
-    const losing = backendOn(realBroker(cluster, { runner: answerLosingRunner() }));
+    const losing = clusterBackend(
+      realBroker(cluster, { runner: answerLosingRunner() }),
+      PLACEMENTS,
+    );
     const req = request(dir, command(["/bin/true"]));
     const first = (await losing.submit([req])).get(req.token);
     expect(first?.kind).toBe("Unknown");
@@ -171,7 +163,7 @@ describe.skipIf(testCluster === null)("slurm-cluster backend", () => {
     expect(rows[0]?.comment).toBe(req.token); // this cluster stores comments (job_comment on)
 
     // The accounting half of the lookup on its own (the controller "forgot" the job).
-    const viaAccounting = backendOn(forgetfulController(broker));
+    const viaAccounting = clusterBackend(forgetfulController(broker), PLACEMENTS);
     const again = (await viaAccounting.findByToken([req.token])).get(req.token);
     expect(again).toMatchObject({
       kind: "Found",

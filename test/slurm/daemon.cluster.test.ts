@@ -2,58 +2,16 @@
  * `serve --backend slurm --cluster-config FILE`, in process, against the REAL cluster: the
  * composition root's slurm entry, the reconciler and the API on top of the backend.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import {
-  clusterDaemonConfig,
-  startedDaemon,
-  writeSmallClusterConfig,
-} from "../support/daemon-config.ts";
+import { describe, expect, test } from "bun:test";
+import { clusterDaemonForBlock, waitForPhase } from "../support/cluster-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
-import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster daemon", () => {
   const cluster = testCluster as TestCluster;
-  let dir: string;
-  let socket: string;
-  let daemon: RunningDaemon;
-
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`http://localhost${path}`, {
-      unix: socket,
-      method,
-      ...(body === undefined
-        ? {}
-        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-  };
-
+  const { api } = clusterDaemonForBlock(cluster, "o4s-slurm-daemon-");
   const waitFor = (id: string, phases: readonly string[], deadlineMs: number) =>
-    eventually(
-      async () => {
-        const { body } = await api("GET", `/v1/workloads/${id}`);
-        if (phases.includes(String(body["phase"]))) return body;
-        throw new Error(`workload ${id} still ${JSON.stringify(body)}`);
-      },
-      { timeoutMs: deadlineMs, intervalMs: 250 },
-    );
-
-  beforeAll(async () => {
-    dir = makeTempDir("o4s-slurm-daemon-");
-    socket = join(dir, "api.sock");
-    const config = writeSmallClusterConfig(dir);
-    daemon = await startedDaemon(
-      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
-    );
-  });
-
-  afterAll(async () => {
-    await daemon?.stop();
-    removeDir(dir);
-  });
+    waitForPhase(api, id, phases, deadlineMs);
 
   test("profiles show no scheduler vocabulary; diagnostics name the backend", async () => {
     const profiles = await api("GET", "/v1/profiles");

@@ -3,40 +3,17 @@
  * input uploaded through the API (0600, as a secret would be) is read by the job on its node,
  * and what the job wrote is downloaded through the API, whole and by range.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import {
-  clusterDaemonConfig,
-  startedDaemon,
-  writeSmallClusterConfig,
-} from "../support/daemon-config.ts";
+import { describe, expect, test } from "bun:test";
+import { clusterDaemonForBlock } from "../support/cluster-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
-import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster workspace files", () => {
   const cluster = testCluster as TestCluster;
-  let dir: string;
-  let socket: string;
-  let daemon: RunningDaemon;
-
+  const harness = clusterDaemonForBlock(cluster, "o4s-slurm-files-");
+  // Raw requests: an upload's body is the file, and a download's answer is read as text.
   const call = (method: string, path: string, init: RequestInit = {}) =>
-    fetch(`http://localhost${path}`, { unix: socket, method, ...init });
-
-  beforeAll(async () => {
-    dir = makeTempDir("o4s-slurm-files-");
-    socket = join(dir, "api.sock");
-    const config = writeSmallClusterConfig(dir);
-    daemon = await startedDaemon(
-      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
-    );
-  });
-
-  afterAll(async () => {
-    await daemon?.stop();
-    removeDir(dir);
-  });
+    fetch(`http://localhost${path}`, { unix: harness.socket, method, ...init });
 
   test("an uploaded input is read by the job; its output is downloaded", async () => {
     const created = await call("POST", "/v1/workloads", {

@@ -8,11 +8,11 @@
  * within 2 s of being started (it then waits QUEUED behind the job), not refuse it.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { freePort } from "../support/binary-daemon.ts";
-import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { clusterDaemonFor, socketApi } from "../support/cluster-daemon.ts";
+import { startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
@@ -57,30 +57,12 @@ describe.skipIf(testCluster === null)("slurm-cluster: isolation verdict across a
     const root = makeTempDir("o4s-isolation-restart-");
     dir = root;
     const socket = join(root, "api.sock");
-    const clusterConfigPath = join(root, "cluster.toml");
-    writeFileSync(clusterConfigPath, CLUSTER_TOML);
     const port = await freePort();
-    const config = clusterDaemonConfig(
-      cluster,
-      { dir: root, socket, clusterConfigPath },
-      {
-        env: {
-          PATH: cluster.path,
-          SLURM_CONF: cluster.slurmConf,
-          OPENAI4S_WORKER_LISTEN: `127.0.0.1:${port}`,
-        },
-      },
-    );
-    const api = async (method: string, path: string, body?: unknown) => {
-      const response = await fetch(`http://localhost${path}`, {
-        unix: socket,
-        method,
-        ...(body === undefined
-          ? {}
-          : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-      });
-      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-    };
+    const config = clusterDaemonFor(cluster, root, socket, {
+      toml: CLUSTER_TOML,
+      env: { OPENAI4S_WORKER_LISTEN: `127.0.0.1:${port}` },
+    });
+    const api = socketApi(socket);
     const sessionPlaceable = async () => {
       const { body } = await api("GET", "/v1/profiles");
       const profiles = body["profiles"] as { placement: { SESSION?: { placeable: boolean } } }[];

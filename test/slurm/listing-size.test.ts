@@ -13,7 +13,7 @@ import {
   listPieces,
 } from "../../src/adapters/backend-slurm/broker-argv.ts";
 import { createSqueueMemo, parseSqueue } from "../../src/adapters/backend-slurm/parse-squeue.ts";
-import type { ProcessOutcome, ProgramRunner } from "../../src/lib/process-runner.ts";
+import { recordingRunner } from "../support/recording-runner.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
 import { tempDir } from "../support/temp-dir.ts";
 
@@ -23,25 +23,6 @@ const MAX_ARG_STRLEN = 32 * 4096;
 
 const line = (id: string, name: string, comment = `${name}.owner`) =>
   `${id}|${name}|RUNNING|0|1700000000|1700086400|None|/spool/w|${comment}\n`;
-
-function recordingRunner(stdout: (args: readonly string[]) => string) {
-  const calls: { program: string; args: readonly string[] }[] = [];
-  const runner: ProgramRunner = {
-    async run(request): Promise<ProcessOutcome> {
-      calls.push({ program: request.program, args: request.args });
-      return {
-        kind: "Exited",
-        exitCode: 0,
-        signal: null,
-        stdout: stdout(request.args),
-        stderr: "",
-        truncated: [],
-        durationMs: 0,
-      };
-    },
-  };
-  return { runner, calls };
-}
 
 describe("10,000 live jobs", () => {
   test("one squeue lists them: a real exec, every argument under the kernel's limit", async () => {

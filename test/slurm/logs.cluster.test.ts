@@ -3,50 +3,18 @@
  * `GET .../logs?follow=true` (and `openai4s logs --follow`) shows it while the job runs and
  * ends when the attempt ends.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createLogsCommand } from "../../src/apps/cli/logs.ts";
-import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import { captureIo } from "../support/cli-runtime.ts";
-import {
-  clusterDaemonConfig,
-  startedDaemon,
-  writeSmallClusterConfig,
-} from "../support/daemon-config.ts";
+import { clusterDaemonForBlock } from "../support/cluster-daemon.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
-import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
   const cluster = testCluster as TestCluster;
-  let dir: string;
-  let socket: string;
-  let daemon: RunningDaemon;
-
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`http://localhost${path}`, {
-      unix: socket,
-      method,
-      ...(body === undefined
-        ? {}
-        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-  };
-
-  beforeAll(async () => {
-    dir = makeTempDir("o4s-slurm-logs-");
-    socket = join(dir, "api.sock");
-    const config = writeSmallClusterConfig(dir);
-    daemon = await startedDaemon(
-      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
-    );
-  });
-
-  afterAll(async () => {
-    await daemon?.stop();
-    removeDir(dir);
-  });
+  const harness = clusterDaemonForBlock(cluster, "o4s-slurm-logs-");
+  const { api } = harness;
 
   test("follow shows the output while the job runs and ends with the attempt", async () => {
     // The job waits for a file this test creates in its workspace (all a sandboxed job
@@ -64,7 +32,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
     expect(created.status).toBe(201);
     const id = String(created.body["id"]);
     const response = await fetch(`http://localhost/v1/workloads/${id}/logs?follow=true`, {
-      unix: socket,
+      unix: harness.socket,
     });
     expect(response.status).toBe(200);
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
@@ -79,7 +47,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
     // The store may still say QUEUED (the job printed before the next observation): the
     // point is that it has not ended.
     expect(["QUEUED", "RUNNING"]).toContain(String(midway.body["phase"]));
-    writeFileSync(join(daemon.layout.workspaceDir(id), "gate"), "");
+    writeFileSync(join(harness.daemon.layout.workspaceDir(id), "gate"), "");
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
@@ -89,7 +57,7 @@ describe.skipIf(testCluster === null)("slurm-cluster job logs", () => {
     const after = await api("GET", `/v1/workloads/${id}`);
     expect(after.body["phase"]).toBe("COMPLETED");
 
-    const io = captureIo({ OPENAI4S_SERVER: `unix:${socket}` });
+    const io = captureIo({ OPENAI4S_SERVER: `unix:${harness.socket}` });
     expect(await createLogsCommand().run([id, "--stderr", "--follow"], io)).toBe(0);
     expect(io.out()).toBe("oops\n");
   }, 120_000);

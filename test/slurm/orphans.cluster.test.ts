@@ -8,12 +8,16 @@
 
 import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { type RunningDaemon, startDaemon } from "../../src/apps/daemon/daemon.ts";
-import { systemClock } from "../../src/lib/clock.ts";
-import { silentLog } from "../../src/lib/log.ts";
-import { writeSmallClusterConfig } from "../support/daemon-config.ts";
+import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
+import {
+  backUpStore,
+  clusterDaemonFor,
+  restoreStore,
+  socketApi,
+} from "../support/cluster-daemon.ts";
+import { startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
@@ -21,7 +25,6 @@ import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
   const cluster = testCluster as TestCluster;
   let dir: string;
-  let config: string;
   const running: RunningDaemon[] = [];
   const jobIds: string[] = [];
 
@@ -30,28 +33,14 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     policy: string,
   ): Promise<{ daemon: RunningDaemon; socket: string }> {
     const socket = join(dir, `${name}-${running.length}.sock`);
-    const started = await startDaemon({
-      stateDir: join(dir, name),
-      // The nodes of the test cluster are this machine: any spool is "shared".
-      spoolDir: join(dir, `${name}-spool`),
-      listen: [{ kind: "unix", path: socket }],
-      backend: "slurm",
-      clusterConfigPath: config,
-      version: "test",
-      env: {
-        PATH: cluster.path,
-        SLURM_CONF: cluster.slurmConf,
-        OPENAI4S_ORPHAN_POLICY: policy,
-        OPENAI4S_ORPHAN_SWEEP_SECONDS: "1",
-      },
-      selfCommand: [process.execPath, join(import.meta.dir, "../../src/main.ts")],
-      clock: systemClock,
-      log: silentLog,
-      pacing: { minIntervalMs: 250, maxIntervalMs: 250 },
-    });
-    if (started.kind !== "Started") throw new Error(`daemon: ${started.kind}: ${started.message}`);
-    running.push(started.daemon);
-    return { daemon: started.daemon, socket };
+    const daemon = await startedDaemon(
+      clusterDaemonFor(cluster, dir, socket, {
+        env: { OPENAI4S_ORPHAN_POLICY: policy, OPENAI4S_ORPHAN_SWEEP_SECONDS: "1" },
+        overrides: () => ({ stateDir: join(dir, name), spoolDir: join(dir, `${name}-spool`) }),
+      }),
+    );
+    running.push(daemon);
+    return { daemon, socket };
   }
 
   async function stop(daemon: RunningDaemon): Promise<void> {
@@ -59,21 +48,8 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     running.splice(running.indexOf(daemon), 1);
   }
 
-  async function api(socket: string, method: string, path: string, body?: unknown) {
-    const response = await fetch(`http://localhost${path}`, {
-      unix: socket,
-      method,
-      ...(body === undefined
-        ? {}
-        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return {
-      status: response.status,
-      text,
-      json: () => JSON.parse(text) as Record<string, unknown>,
-    };
-  }
+  const api = (socket: string, method: string, path: string, body?: unknown) =>
+    socketApi(socket)(method, path, body);
 
   /** Submits a sleeper and waits until it runs; returns its job id (read from the store). */
   async function runningJob(socket: string, stateDir: string): Promise<string> {
@@ -83,12 +59,10 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
       command: ["/bin/sleep", "300"],
     });
     expect(created.status).toBe(201);
-    const id = String(created.json()["id"]);
+    const id = String(created.body["id"]);
     await eventually(
       async () =>
-        (await api(socket, "GET", `/v1/workloads/${id}`)).json()["phase"] === "RUNNING"
-          ? true
-          : null,
+        (await api(socket, "GET", `/v1/workloads/${id}`)).body["phase"] === "RUNNING" ? true : null,
       { what: `workload ${id} RUNNING`, timeoutMs: 30_000, intervalMs: 250 },
     );
     const db = new Database(join(stateDir, "openai4s.db"), { readonly: true });
@@ -105,7 +79,7 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
   }
 
   async function orphansOf(socket: string) {
-    const body = (await api(socket, "GET", "/v1/diagnostics")).json();
+    const { body } = await api(socket, "GET", "/v1/diagnostics");
     const backend = body["backend"] as {
       orphans?: { lastSweepAt: string | null; jobs: { handle: string; action: string }[] } | null;
     };
@@ -124,7 +98,6 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
 
   beforeAll(() => {
     dir = makeTempDir("o4s-slurm-orphans-");
-    config = writeSmallClusterConfig(dir);
   });
 
   afterAll(async () => {
@@ -140,21 +113,15 @@ describe.skipIf(testCluster === null)("slurm-cluster orphan sweep", () => {
     // The backup: taken with the daemon stopped, as a nightly copy of a quiet store would be.
     await stop(a.daemon);
     const backup = join(dir, "backup");
-    for (const suffix of ["", "-wal", "-shm"]) {
-      const from = join(stateDir, `openai4s.db${suffix}`);
-      if (existsSync(from)) copyFileSync(from, `${backup}${suffix}`);
-    }
+    mkdirSync(backup);
+    backUpStore(stateDir, backup);
     a = await start("a", "report");
     const forgotten = await runningJob(a.socket, stateDir);
     // A second daemon on the same cluster and account, with a job of its own.
     const other = await start("b", "cancel");
     const othersJob = await runningJob(other.socket, join(dir, "b"));
     await stop(a.daemon);
-    for (const suffix of ["", "-wal", "-shm"]) {
-      const target = join(stateDir, `openai4s.db${suffix}`);
-      rmSync(target, { force: true });
-      if (existsSync(`${backup}${suffix}`)) copyFileSync(`${backup}${suffix}`, target);
-    }
+    restoreStore(backup, stateDir);
 
     a = await start("a", "report");
     const reported = await eventually(

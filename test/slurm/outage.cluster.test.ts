@@ -4,15 +4,14 @@
  * after the other, and each restores the cluster in a `finally` whatever happens.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import type { SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import type { Phase } from "../../src/core/models.ts";
 import type { ObservationTarget, ObserveResult } from "../../src/core/ports.ts";
-import { systemClock } from "../../src/lib/clock.ts";
-import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,
+  clusterBackend,
   clusterScript,
   forgetfulController,
   inPhase,
@@ -25,10 +24,6 @@ import { BASE_PLACEMENT, catalog, command, request, target } from "../support/sl
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 const PLACEMENTS = catalog({ cpu: BASE_PLACEMENT });
-
-function backendOn(broker: SlurmBroker): SlurmBackend {
-  return createSlurmBackend({ broker, placements: PLACEMENTS, clock: systemClock, log: silentLog });
-}
 
 /** What a reconciler does with an observation: only an Observed phase moves anything. */
 function apply(phases: Map<string, Phase>, result: ObserveResult): void {
@@ -45,7 +40,7 @@ describe.skipIf(testCluster === null)("slurm-cluster outage and accounting flags
   beforeAll(() => {
     dir = makeTempDir("o4s-slurm-outage-");
     broker = realBroker(cluster);
-    backend = backendOn(broker);
+    backend = clusterBackend(broker, PLACEMENTS);
   });
 
   afterAll(() => removeDir(dir));
@@ -106,7 +101,10 @@ describe.skipIf(testCluster === null)("slurm-cluster outage and accounting flags
   test("with job_comment off, a lost submission is still found in accounting by JobName", async () => {
     clusterScript(cluster, "restart-ctld", "--job-comment=off");
     try {
-      const losing = backendOn(realBroker(cluster, { runner: answerLosingRunner() }));
+      const losing = clusterBackend(
+        realBroker(cluster, { runner: answerLosingRunner() }),
+        PLACEMENTS,
+      );
       const req = request(dir, command(["/bin/true"]));
       expect((await losing.submit([req])).get(req.token)?.kind).toBe("Unknown");
 
@@ -126,7 +124,7 @@ describe.skipIf(testCluster === null)("slurm-cluster outage and accounting flags
       expect(rows[0]?.comment).toBe("");
       const jobId = rows[0]?.jobId;
 
-      const viaAccounting = backendOn(forgetfulController(broker));
+      const viaAccounting = clusterBackend(forgetfulController(broker), PLACEMENTS);
       expect((await viaAccounting.findByToken([req.token])).get(req.token)).toMatchObject({
         kind: "Found",
         handle: jobId,

@@ -6,14 +6,8 @@
  * presently disabled"). The daemon then starts a new attempt, epoch + 1 with a new token,
  * while attempts remain, and the events tell the whole story.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import {
-  clusterDaemonConfig,
-  startedDaemon,
-  writeSmallClusterConfig,
-} from "../support/daemon-config.ts";
+import { describe, expect, test } from "bun:test";
+import { clusterDaemonForBlock } from "../support/cluster-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   adminCommand,
@@ -21,42 +15,20 @@ import {
   type TestCluster,
   testCluster,
 } from "../support/slurm-cluster.ts";
-import { makeTempDir, removeDir } from "../support/temp-dir.ts";
 
 describe.skipIf(testCluster === null)("slurm-cluster preemption", () => {
   const cluster = testCluster as TestCluster;
-  let dir: string;
-  let socket: string;
-  let daemon: RunningDaemon | null = null;
   const adminJobs: string[] = [];
 
   const admin = (...args: string[]) => adminCommand(cluster, ...args).trim();
 
-  const api = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`http://localhost${path}`, {
-      unix: socket,
-      method,
-      ...(body === undefined
-        ? {}
-        : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-    });
-    return (await response.json()) as Record<string, unknown>;
-  };
-
-  beforeAll(async () => {
-    dir = makeTempDir("o4s-slurm-preempt-");
-    socket = join(dir, "api.sock");
-    const config = writeSmallClusterConfig(dir);
-    daemon = await startedDaemon(
-      clusterDaemonConfig(cluster, { dir, socket, clusterConfigPath: config }),
-    );
+  const { api: call } = clusterDaemonForBlock(cluster, "o4s-slurm-preempt-", {
+    cleanup: () => {
+      if (adminJobs.length > 0) admin("scancel", ...adminJobs);
+    },
   });
-
-  afterAll(async () => {
-    if (adminJobs.length > 0) admin("scancel", ...adminJobs);
-    await daemon?.stop();
-    removeDir(dir);
-  });
+  const api = async (method: string, path: string, body?: unknown) =>
+    (await call(method, path, body)).body;
 
   test("a preempted job becomes attempt 2 (new job), and the events show the whole story", async () => {
     const created = await api("POST", "/v1/workloads", {

@@ -7,10 +7,10 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { clusterDaemonFor, socketApi } from "../support/cluster-daemon.ts";
+import { startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
@@ -57,7 +57,6 @@ describe.skipIf(testCluster === null)(
       const root = makeTempDir("o4s-breaker-");
       dir = root;
       const socket = join(root, "api.sock");
-      const clusterConfigPath = join(root, "cluster.toml");
       const profile = (name: string, part: string) =>
         [
           `[profiles.${name}]`,
@@ -69,37 +68,16 @@ describe.skipIf(testCluster === null)(
           "allow_batch = true",
           "",
         ].join("\n");
-      writeFileSync(clusterConfigPath, profile("small", "debug") + profile("broken", partition));
       daemon = await startedDaemon(
-        clusterDaemonConfig(
-          cluster,
-          { dir: root, socket, clusterConfigPath },
-          {
-            env: {
-              PATH: cluster.path,
-              SLURM_CONF: cluster.slurmConf,
-              OPENAI4S_PROFILE_BREAKER_THRESHOLD: String(THRESHOLD),
-              OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS: "2",
-            },
+        clusterDaemonFor(cluster, root, socket, {
+          toml: profile("small", "debug") + profile("broken", partition),
+          env: {
+            OPENAI4S_PROFILE_BREAKER_THRESHOLD: String(THRESHOLD),
+            OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS: "2",
           },
-        ),
+        }),
       );
-      const api = async (method: string, path: string, body?: unknown) => {
-        const response = await fetch(`http://localhost${path}`, {
-          unix: socket,
-          method,
-          ...(body === undefined
-            ? {}
-            : { headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
-        });
-        const text = await response.text();
-        const json = response.headers.get("content-type")?.includes("json") === true;
-        return {
-          status: response.status,
-          text,
-          body: (json ? JSON.parse(text) : {}) as Record<string, unknown>,
-        };
-      };
+      const api = socketApi(socket);
       const submit = async (name: string) => {
         const res = await api("POST", "/v1/workloads", {
           kind: "BATCH",

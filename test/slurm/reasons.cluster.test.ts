@@ -6,13 +6,14 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
-import type { ObservationTarget, SubmitResult } from "../../src/core/ports.ts";
+import type { ObservationTarget } from "../../src/core/ports.ts";
 import { hintFor } from "../../src/core/reason-hints.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   adminCommand,
+  handleOf,
   inPhase,
   realBroker,
   type TestCluster,
@@ -28,13 +29,6 @@ const PLACEMENTS = catalog({
   // Never submitted to: the profile an out-of-memory end should point to.
   "big-mem": { ...BASE_PLACEMENT, memoryMb: 4_000 },
 });
-
-function handleOf(result: SubmitResult | undefined): string {
-  if (result?.kind !== "Created" && result?.kind !== "Existing") {
-    throw new Error(`expected a job, got ${JSON.stringify(result)}`);
-  }
-  return result.handle;
-}
 
 describe.skipIf(testCluster === null)("slurm-cluster reasons", () => {
   const cluster = testCluster as TestCluster;

@@ -9,18 +9,16 @@
  * test makes its own unix account and group (useradd/groupadd) and removes them after.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import {
-  chmodSync,
-  chownSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  readFileSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
-import { clusterDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import {
+  clusterDaemonFor,
+  OWNER_PROFILE_TOML,
+  ownerProfileToml,
+  tcpBase,
+} from "../support/cluster-daemon.ts";
+import { startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   createOwnerAccount,
@@ -105,51 +103,25 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
       chownSync(d, account.uid, account.gid);
     }
     chmodSync(join(dir, "data"), 0o711);
-    const config = join(dir, "cluster.toml");
-    writeFileSync(
-      config,
-      [
-        "[profiles.mine]",
-        'description = "one CPU, as its owner"',
-        'partition = "debug"',
-        "cpus = 1",
-        "memory_mb = 50",
-        "time_limit_minutes = 10",
-        "allow_batch = true",
-        'run_as = "owner"',
-        "",
-        "[profiles.mine-data]",
-        'description = "one CPU, as its owner, with data"',
-        'partition = "debug"',
-        "cpus = 1",
-        "memory_mb = 50",
-        "time_limit_minutes = 10",
-        "allow_batch = true",
-        'run_as = "owner"',
-        "[profiles.mine-data.mounts.ref]",
-        `source = "${dir}/ref"`,
-        'target = "/ref"',
-        'mode = "ro"',
-        "[profiles.mine-data.mounts.data]",
-        `source = "${dir}/data/{user}"`,
-        'target = "/data"',
-        'mode = "rw"',
-        "",
-      ].join("\n"),
-    );
     daemon = await startedDaemon(
-      clusterDaemonConfig(
-        cluster,
-        { dir, socket: join(dir, "api.sock"), clusterConfigPath: config },
-        {
-          listen: [
-            { kind: "unix", path: join(dir, "api.sock") },
-            { kind: "tcp", host: "127.0.0.1", port: 0 },
-          ],
-        },
-      ),
+      clusterDaemonFor(cluster, dir, join(dir, "api.sock"), {
+        toml: [
+          OWNER_PROFILE_TOML,
+          ownerProfileToml("mine-data", "one CPU, as its owner, with data"),
+          "[profiles.mine-data.mounts.ref]",
+          `source = "${dir}/ref"`,
+          'target = "/ref"',
+          'mode = "ro"',
+          "[profiles.mine-data.mounts.data]",
+          `source = "${dir}/data/{user}"`,
+          'target = "/data"',
+          'mode = "rw"',
+          "",
+        ].join("\n"),
+        tcp: true,
+      }),
     );
-    base = `http://${daemon.listening.find((l) => !l.startsWith("unix:"))}`;
+    base = tcpBase(daemon);
     adminToken = readFileSync(daemon.layout.adminToken, "utf8").trim();
     token = await principalToken(base, adminToken, "sci", account.user);
   }, 60_000);

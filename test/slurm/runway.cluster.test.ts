@@ -21,22 +21,15 @@ import {
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
 import { isTerminal } from "../../src/core/models.ts";
-import type { ObservationTarget, SubmitResult } from "../../src/core/ports.ts";
+import type { ObservationTarget } from "../../src/core/ports.ts";
 import { createReconciler } from "../../src/core/reconciler.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { workloadView } from "../../src/servers/http/views.ts";
 import { eventually } from "../support/eventually.ts";
-import { realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
+import { handleOf, realBroker, type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog, command, request, target } from "../support/slurm-fixtures.ts";
 import { makeTempDir, removeDir } from "../support/temp-dir.ts";
-
-function handleOf(result: SubmitResult | undefined): string {
-  if (result?.kind !== "Created" && result?.kind !== "Existing") {
-    throw new Error(`expected a job, got ${JSON.stringify(result)}`);
-  }
-  return result.handle;
-}
 
 describe.skipIf(testCluster === null)("slurm-cluster runway", () => {
   const cluster = testCluster as TestCluster;

@@ -8,12 +8,8 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import {
-  clusterDaemonConfig,
-  startedDaemon,
-  writeSmallClusterConfig,
-} from "../support/daemon-config.ts";
-import { eventually } from "../support/eventually.ts";
+import { clusterDaemonFor, socketApi, waitForPhase } from "../support/cluster-daemon.ts";
+import { startedDaemon } from "../support/daemon-config.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { tempDir } from "../support/temp-dir.ts";
 
@@ -45,34 +41,23 @@ describe.skipIf(testCluster === null || !isRoot)("slurm-cluster: a full spool is
     const unmount = mountTmpfs(join(base.path, "mnt"), "8m");
     try {
       const socket = join(base.path, "api.sock");
-      const config = clusterDaemonConfig(
-        cluster,
-        { dir: base.path, socket, clusterConfigPath: writeSmallClusterConfig(base.path) },
-        { spoolDir: join(base.path, "mnt", "spool"), spoolLowWaterBytes: 2 * MIB },
-      );
+      const config = clusterDaemonFor(cluster, base.path, socket, {
+        overrides: (dir) => ({
+          spoolDir: join(dir, "mnt", "spool"),
+          spoolLowWaterBytes: 2 * MIB,
+        }),
+      });
+      const api = socketApi(socket);
       const daemon = await startedDaemon(config);
       try {
-        const created = await fetch("http://localhost/v1/workloads", {
-          unix: socket,
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({
-            kind: "BATCH",
-            profile: "small",
-            command: ["/bin/sh", "-c", "head -c 16777216 /dev/zero > big"],
-          }),
+        const created = await api("POST", "/v1/workloads", {
+          kind: "BATCH",
+          profile: "small",
+          command: ["/bin/sh", "-c", "head -c 16777216 /dev/zero > big"],
         });
-        const body = (await created.json()) as Record<string, unknown>;
         expect(created.status).toBe(201);
-        const id = String(body["id"]);
-        const ended = await eventually(
-          async () => {
-            const r = await fetch(`http://localhost/v1/workloads/${id}`, { unix: socket });
-            const w = (await r.json()) as Record<string, unknown>;
-            return ["COMPLETED", "FAILED", "CANCELLED"].includes(String(w["phase"])) ? w : null;
-          },
-          { what: `workload ${id} ending`, timeoutMs: 90_000 },
-        );
+        const id = String(created.body["id"]);
+        const ended = await waitForPhase(api, id, ["COMPLETED", "FAILED", "CANCELLED"], 90_000);
         expect({ phase: ended["phase"], reason: ended["reason"] }).toEqual({
           phase: "FAILED",
           reason: "SPOOL_FULL",

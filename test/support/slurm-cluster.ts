@@ -4,13 +4,21 @@
  * skipped otherwise with one line saying how to enable them.
  */
 import { join } from "node:path";
+import {
+  createSlurmBackend,
+  type PlacementCatalog,
+  type SlurmBackend,
+} from "../../src/adapters/backend-slurm/backend.ts";
 import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import type {
   AllocationBackend,
   AllocationObservation,
   ObservationTarget,
+  SubmitResult,
 } from "../../src/core/ports.ts";
+import { systemClock } from "../../src/lib/clock.ts";
+import { silentLog } from "../../src/lib/log.ts";
 import type { ProgramRunner } from "../../src/lib/process-runner.ts";
 import { createProgramRunner } from "../../src/lib/process-runner.ts";
 import { eventually } from "./eventually.ts";
@@ -143,3 +151,16 @@ export const inPhase =
   (...phases: string[]) =>
   (o: AllocationObservation) =>
     o.kind === "Observed" && phases.includes(o.phase);
+
+/** The Slurm backend over `broker` and these placements, on the system clock, logging nothing. */
+export function clusterBackend(broker: SlurmBroker, placements: PlacementCatalog): SlurmBackend {
+  return createSlurmBackend({ broker, placements, clock: systemClock, log: silentLog });
+}
+
+/** The job a submission created or found again; throws naming what came back instead. */
+export function handleOf(result: SubmitResult | undefined): string {
+  if (result?.kind !== "Created" && result?.kind !== "Existing") {
+    throw new Error(`expected a job, got ${JSON.stringify(result)}`);
+  }
+  return result.handle;
+}

@@ -13,6 +13,17 @@ import {
 import { join } from "node:path";
 import { errorCode } from "../../lib/durable-fs.ts";
 
+/** The CFS period a CPU quota is counted in (the kernel's default, 100 ms), both versions. */
+export const CPU_PERIOD_US = 100_000;
+
+/**
+ * The CPU quota per period for `cpus` CPUs (2 = two full CPUs), never under 1 ms (the
+ * kernel refuses less); null: no quota.
+ */
+export function cpuQuotaUs(cpus: number | null): number | null {
+  return cpus === null ? null : Math.max(1000, Math.round(cpus * CPU_PERIOD_US));
+}
+
 export function writeControl(dir: string, file: string, value: string): void {
   try {
     writeFileSync(join(dir, file), value);

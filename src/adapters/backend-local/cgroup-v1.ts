@@ -6,7 +6,9 @@
  */
 import { join } from "node:path";
 import {
+  CPU_PERIOD_US,
   childDirs,
+  cpuQuotaUs,
   ensureDir,
   killPids,
   pidsIn,
@@ -17,9 +19,6 @@ import {
   writeControlIfPresent,
 } from "./cgroup-files.ts";
 import type { CgroupDriver, CgroupLimits, CgroupUsage, JobCgroup } from "./cgroup-port.ts";
-
-/** The CFS period the quota is counted in (the kernel's default, 100 ms). */
-const CPU_PERIOD_US = 100_000;
 
 /** This daemon's root directory in each controller's hierarchy. */
 export interface V1Roots {
@@ -59,9 +58,8 @@ export function createCgroupV1(roots: V1Roots): CgroupDriver {
       }
       writeControl(d.pids, "pids.max", String(limits.pidsMax));
       writeControl(d.cpu, "cpu.cfs_period_us", String(CPU_PERIOD_US));
-      const quota =
-        limits.cpus === null ? -1 : Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US));
-      writeControl(d.cpu, "cpu.cfs_quota_us", String(quota));
+      // -1: no quota.
+      writeControl(d.cpu, "cpu.cfs_quota_us", String(cpuQuotaUs(limits.cpus) ?? -1));
     },
     usage(job): CgroupUsage {
       const d = parts(job);

@@ -7,7 +7,9 @@
 import { existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import {
+  CPU_PERIOD_US,
   childDirs,
+  cpuQuotaUs,
   ensureDir,
   killPids,
   pidsIn,
@@ -19,7 +21,6 @@ import {
 } from "./cgroup-files.ts";
 import type { CgroupDriver, CgroupLimits, CgroupUsage, JobCgroup } from "./cgroup-port.ts";
 
-const CPU_PERIOD_US = 100_000;
 const CONTROLLERS = "+memory +pids +cpu";
 
 export interface V2Roots {
@@ -63,11 +64,7 @@ export function createCgroupV2(roots: V2Roots): CgroupDriver {
         writeControl(dir, "memory.oom.group", "1");
       }
       writeControl(dir, "pids.max", String(limits.pidsMax));
-      const quota =
-        limits.cpus === null
-          ? "max"
-          : String(Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US)));
-      writeControl(dir, "cpu.max", `${quota} ${CPU_PERIOD_US}`);
+      writeControl(dir, "cpu.max", `${cpuQuotaUs(limits.cpus) ?? "max"} ${CPU_PERIOD_US}`);
     },
     usage(job): CgroupUsage {
       const dir = dirOf(job);

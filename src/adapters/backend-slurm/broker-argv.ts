@@ -297,17 +297,23 @@ export function sacctArgv(query: AccountingQuery): ArgvResult {
 }
 
 /**
- * Every job of the service account the controller holds that has not ended (squeue's default
- * states): one call, whatever the count, for the orphan sweep.
+ * Every job the controller holds that has not ended (squeue's default states), of the account
+ * `uid` or (null) of every account: one call, whatever the count, for the orphan sweep.
  */
-export function liveJobsArgv(uid: number): ArgvResult {
-  if (!Number.isInteger(uid) || uid < 0) return { kind: "Invalid", message: `bad uid ${uid}` };
+export function liveJobsArgv(uid: number | null): ArgvResult {
+  if (uid !== null && (!Number.isInteger(uid) || uid < 0)) {
+    return { kind: "Invalid", message: `bad uid ${uid}` };
+  }
   const format = LIVE_JOB_FIELDS.map(
     (f, i) => `${f}:0${i < LIVE_JOB_FIELDS.length - 1 ? "|" : ""}`,
   );
   return {
     kind: "Valid",
-    argv: ["--noheader", `--user=${uid}`, `--Format=${format.join(",")}`],
+    argv: [
+      "--noheader",
+      ...(uid === null ? [] : [`--user=${uid}`]),
+      `--Format=${format.join(",")}`,
+    ],
   };
 }
 

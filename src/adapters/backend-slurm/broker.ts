@@ -109,8 +109,12 @@ export interface SlurmBroker {
   ): Promise<BrokerResult<readonly QueueRow[]>>;
   /** One sacct call (one per piece when the names or ids overflow one argument). */
   listAccounting(query: AccountingQuery): Promise<BrokerResult<readonly AccountingRow[]>>;
-  /** One squeue for every live job of this uid (any name: the sweep reads the comment). */
-  listLiveJobs(uid: number): Promise<BrokerResult<readonly LiveJobRow[]>>;
+  /**
+   * One squeue for every live job of the accounts listQueue lists (listUid: the service
+   * account's, or every account's when jobs run as their owners), any name: the sweep reads
+   * the comment.
+   */
+  listLiveJobs(): Promise<BrokerResult<readonly LiveJobRow[]>>;
   /**
    * One sacct for what these ended jobs asked for and used (for a person-readable hint); one
    * per piece when the ids overflow one argument.
@@ -144,7 +148,7 @@ export interface SlurmBrokerOptions {
    * The service account whose jobs squeue lists (the daemon's own uid by default); null: every
    * account's, for a daemon that submits jobs as their owners (`run_as = "owner"`), whose jobs
    * belong to the scientists and would be missing from the service account's list (read as
-   * gone, then LOST).
+   * gone, then LOST, or never found by the orphan sweep). Both listings follow it.
    */
   readonly listUid?: number | null;
   /** For squeue, sacct, scancel and sbatch. */
@@ -283,7 +287,7 @@ export function createSlurmBroker(options: SlurmBrokerOptions): SlurmBroker {
         ? piecewise(q.names, (names) => query("sacct", sacctArgv({ ...q, names }), parseSacct))
         : piecewise(q.jobIds, (jobIds) => query("sacct", sacctArgv({ ...q, jobIds }), parseSacct)),
     listUsage: (ids) => piecewise(ids, (piece) => query("sacct", usageArgv(piece), parseUsage)),
-    listLiveJobs: (uid) => query("squeue", liveJobsArgv(uid), parseLiveJobs),
+    listLiveJobs: () => query("squeue", liveJobsArgv(listUid), parseLiveJobs),
 
     async cancelJobs(jobIds) {
       const ran = await run("scancel", scancelArgv(jobIds));

@@ -3,9 +3,14 @@
  * jobs on the cluster that carry our token but have no allocation row. Nothing else finds
  * them, and they hold nodes until their time limit.
  *
- * One squeue of the service account's live jobs per sweep, whatever their number; a job is
- * ours only when its comment is `TOKEN.OWNER` with THIS daemon's owner id (one per state dir),
- * so a second daemon on the same cluster and account never has its jobs touched. A job with
+ * One squeue of the live jobs per sweep, whatever their number, of the accounts the observe
+ * path lists (the broker's listUid): the service account's, or every account's once a profile
+ * runs jobs as their owners (`run_as = "owner"`), whose jobs belong to the scientists and
+ * were never seen by a sweep of the service account alone. A job is ours only when its
+ * comment is `TOKEN.OWNER` with THIS daemon's owner id (one per state dir), so a second
+ * daemon on the same cluster and account, and a scientist's own jobs in the every-account
+ * listing, are never touched. Only a job's own account (or root) can set its comment, so a
+ * comment forged to look like ours can at worst get its forger's own job cancelled. A job with
  * no row is reported (policy `report`, the default) or cancelled (`cancel`), never adopted:
  * adopting would attach work to a workload the restored store no longer describes.
  *
@@ -18,6 +23,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isSubmissionToken, type SubmissionToken } from "../../core/models.ts";
 import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports.ts";
+import { backgroundLoop } from "../../lib/background-loop.ts";
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";
@@ -63,7 +69,6 @@ export function loadOwnerId(dir: string): string {
 export interface OrphanSweeperOptions {
   readonly broker: SlurmBroker;
   readonly ownerId: string;
-  readonly uid: number;
   readonly policy: OrphanPolicy;
   readonly intervalMs: number;
   /** The tokens among these that have an allocation row (one store query). */
@@ -85,13 +90,9 @@ export interface OrphanSweeper {
 export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweeper {
   const { broker, ownerId, policy, clock, log } = options;
   let last: OrphanReport | null = null;
-  const timers = options.timers ?? systemTimers;
-  let cancelTimer: (() => void) | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = false;
 
   async function sweepOnce(): Promise<OrphanReport> {
-    const listed = await broker.listLiveJobs(options.uid);
+    const listed = await broker.listLiveJobs();
     if (listed.kind === "Failed") {
       last = {
         policy,
@@ -134,29 +135,20 @@ export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweepe
     return last;
   }
 
-  function schedule(delayMs: number): void {
-    if (stopped) return;
-    cancelTimer = timers.after(delayMs, () => {
-      running = sweepOnce()
-        .catch((error: unknown) => log.error("orphan sweep failed", { error: String(error) }))
-        .finally(() => {
-          running = null;
-          schedule(options.intervalMs);
-        });
-    });
-  }
+  const loop = backgroundLoop({
+    timers: options.timers ?? systemTimers,
+    run: async () => {
+      await sweepOnce();
+      return options.intervalMs;
+    },
+    onError: (error) => log.error("orphan sweep failed", { error: String(error) }),
+    afterErrorMs: options.intervalMs,
+  });
 
   return {
     sweepOnce,
     report: () => last,
-    start() {
-      stopped = false;
-      schedule(0);
-    },
-    async stop() {
-      stopped = true;
-      cancelTimer?.();
-      await running;
-    },
+    start: () => loop.start(),
+    stop: () => loop.stop(),
   };
 }

@@ -8,6 +8,7 @@
  * (MaxArraySize=0) shows profiles that run no arrays, so admission refuses `array` by name.
  */
 import type { ResourceProfile } from "../../core/models.ts";
+import { backgroundLoop } from "../../lib/background-loop.ts";
 import { backgroundTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { PlacementCatalog } from "./backend.ts";
@@ -34,9 +35,6 @@ export function createSiteArrayLimit(options: {
   const { broker, log } = options;
   const timers = options.timers ?? backgroundTimers;
   let limit: number | null = null;
-  let cancelTimer: (() => void) | null = null;
-  let running: Promise<unknown> | null = null;
-  let stopped = true;
 
   async function readOnce(): Promise<boolean> {
     const answer = await broker.readSiteConfig();
@@ -52,20 +50,13 @@ export function createSiteArrayLimit(options: {
     return true;
   }
 
-  function schedule(delayMs: number): void {
-    if (stopped) return;
-    cancelTimer = timers.after(delayMs, () => {
-      running = readOnce()
-        .catch((error: unknown) => {
-          log.error("reading the site's configuration failed", { error: String(error) });
-          return false;
-        })
-        .then((answered) => {
-          running = null;
-          if (!answered) schedule(options.retryMs);
-        });
-    });
-  }
+  const loop = backgroundLoop({
+    timers,
+    run: async () => ((await readOnce()) ? null : options.retryMs),
+    onError: (error) =>
+      log.error("reading the site's configuration failed", { error: String(error) }),
+    afterErrorMs: options.retryMs,
+  });
 
   const withLimit = (profile: ResourceProfile): ResourceProfile => {
     if (limit === null || profile.maxArraySize === undefined) return profile;
@@ -93,14 +84,7 @@ export function createSiteArrayLimit(options: {
     },
     known: () => limit,
     readOnce,
-    start() {
-      stopped = false;
-      schedule(0);
-    },
-    async stop() {
-      stopped = true;
-      cancelTimer?.();
-      await running;
-    },
+    start: () => loop.start(),
+    stop: () => loop.stop(),
   };
 }

@@ -1,4 +1,5 @@
 import { type Command, UsageError } from "../../lib/command/command.ts";
+import type { AuditEntry } from "../../servers/http/deps.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -23,16 +24,6 @@ Options:
   --principal NAME   Only this principal's requests (\`admin\` for the admin's).
   --limit N          The newest N entries, 1-10000 (default 1000).
 ${CLIENT_OPTIONS_HELP}`;
-
-interface AuditItem {
-  readonly at: string;
-  readonly principal: string | null;
-  readonly tokenId: string | null;
-  readonly action: string;
-  readonly workload: string | null;
-  readonly status: number;
-  readonly peer: string;
-}
 
 function sinceIso(text: string | undefined, nowMs: number): string | undefined {
   if (text === undefined) return undefined;
@@ -66,7 +57,7 @@ export function createAuditCommand(runtime: ClientRuntime = systemRuntime): Comm
       const limit = parseIntegerFlag("audit", "--limit", values.limit, { min: 1, max: 10_000 });
       if (limit !== undefined) query.set("limit", String(limit));
       const qs = query.toString();
-      const result = await connect().request<{ items: AuditItem[] }>(
+      const result = await connect().request<{ items: AuditEntry[] }>(
         "GET",
         `/v1/audit${qs ? `?${qs}` : ""}`,
       );

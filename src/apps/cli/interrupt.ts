@@ -1,14 +1,6 @@
 import type { Command } from "../../lib/command/command.ts";
-import {
-  CLIENT_OPTIONS_HELP,
-  type ClientRuntime,
-  createClientCommand,
-  encodeId,
-  oneId,
-  printJson,
-  reportFailure,
-  systemRuntime,
-} from "./client.ts";
+import { CLIENT_OPTIONS_HELP, type ClientRuntime, systemRuntime } from "./client.ts";
+import { createWorkloadActionCommand } from "./workload-action.ts";
 
 const HELP = `Usage: openai4s interrupt ID
 
@@ -21,22 +13,11 @@ Prints whether a cell was running. Exit status 1 when the session is not READY.
 ${CLIENT_OPTIONS_HELP}`;
 
 export function createInterruptCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return createClientCommand(runtime, {
+  return createWorkloadActionCommand<{ interrupted: boolean }>(runtime, {
     name: "interrupt",
     summary: "Interrupt the code running in a session",
     help: HELP,
-    options: {},
-    async run({ positionals, io, json, connect }) {
-      const id = oneId("interrupt", positionals);
-      const result = await connect().request<{ interrupted: boolean }>(
-        "POST",
-        `/v1/workloads/${encodeId(id)}/interrupt`,
-      );
-      if (result.kind !== "Ok") return reportFailure("interrupt", result, io, json);
-      if (json) printJson(io, result.body);
-      else io.stdout(result.body.interrupted ? "interrupted\n" : "nothing was running\n");
-      return 0;
-    },
+    print: (body, io) => io.stdout(body.interrupted ? "interrupted\n" : "nothing was running\n"),
   });
 }
 

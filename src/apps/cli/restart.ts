@@ -1,14 +1,6 @@
 import type { Command } from "../../lib/command/command.ts";
-import {
-  CLIENT_OPTIONS_HELP,
-  type ClientRuntime,
-  createClientCommand,
-  encodeId,
-  oneId,
-  printJson,
-  reportFailure,
-  systemRuntime,
-} from "./client.ts";
+import { CLIENT_OPTIONS_HELP, type ClientRuntime, systemRuntime } from "./client.ts";
+import { createWorkloadActionCommand } from "./workload-action.ts";
 
 const HELP = `Usage: openai4s restart ID
 
@@ -21,23 +13,16 @@ READY or the fresh kernel could not start.
 ${CLIENT_OPTIONS_HELP}`;
 
 export function createRestartCommand(runtime: ClientRuntime = systemRuntime): Command {
-  return createClientCommand(runtime, {
+  return createWorkloadActionCommand<{ running: boolean; message: string }>(runtime, {
     name: "restart",
     summary: "Restart a session's kernel",
     help: HELP,
-    options: {},
-    async run({ positionals, io, json, connect }) {
-      const id = oneId("restart", positionals);
-      const result = await connect().request<{ running: boolean; message: string }>(
-        "POST",
-        `/v1/workloads/${encodeId(id)}/restart`,
-      );
-      if (result.kind !== "Ok") return reportFailure("restart", result, io, json);
-      if (json) printJson(io, result.body);
-      else if (result.body.running) io.stdout("restarted: a fresh kernel is running\n");
-      else io.stderr(`openai4s restart: ${result.body.message}\n`);
-      return result.body.running ? 0 : 1;
+    print: (body, io) => {
+      if (body.running) io.stdout("restarted: a fresh kernel is running\n");
+      else io.stderr(`openai4s restart: ${body.message}\n`);
     },
+    // Not READY, or the fresh kernel could not start.
+    status: (body) => (body.running ? 0 : 1),
   });
 }
 

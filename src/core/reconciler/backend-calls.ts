@@ -21,7 +21,7 @@ import {
   type TerminalFact,
 } from "../ports.ts";
 import type { PhaseConfirmations } from "./confirmations.ts";
-import type { BackendOperation } from "./types.ts";
+import { type BackendOperation, zeroBackendCounts } from "./types.ts";
 import type { BackendWatch } from "./watch.ts";
 
 export interface TickBackend {
@@ -56,14 +56,7 @@ export function tickBackend(
   confirm?: { readonly confirmations: PhaseConfirmations; readonly nowMs: () => number },
 ): TickBackend {
   const { changes, terminalFacts } = backend.capabilities;
-  const calls: Record<BackendOperation, number> = {
-    observe: 0,
-    findByToken: 0,
-    submit: 0,
-    cancel: 0,
-    pendingTerminalFacts: 0,
-    acknowledgeTerminal: 0,
-  };
+  const calls = zeroBackendCounts();
   let unavailable = false;
   const broken = (operation: BackendOperation, error: unknown): string => {
     unavailable = true;

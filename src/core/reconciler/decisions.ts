@@ -45,25 +45,25 @@ interface Ending {
   readonly endedAt: number | null;
 }
 
-export function endingOf(obs: Observed & { readonly phase: TerminalPhase }): Ending {
+/**
+ * How an attempt ended, from an observation or from the allocation's own record: both carry
+ * the same fields, and a missing reason is the phase's default.
+ */
+export function endingOf(
+  ended: Pick<
+    Observed | Allocation,
+    "reason" | "message" | "exitCode" | "startedAt" | "endedAt"
+  > & {
+    readonly phase: TerminalPhase;
+  },
+): Ending {
   return {
-    phase: obs.phase,
-    reason: obs.reason ?? DEFAULT_TERMINAL_REASON[obs.phase],
-    message: obs.message,
-    exitCode: obs.exitCode,
-    startedAt: obs.startedAt,
-    endedAt: obs.endedAt,
-  };
-}
-
-function endingOfAllocation(a: Allocation & { readonly phase: TerminalPhase }): Ending {
-  return {
-    phase: a.phase,
-    reason: a.reason ?? DEFAULT_TERMINAL_REASON[a.phase],
-    message: a.message,
-    exitCode: a.exitCode,
-    startedAt: a.startedAt,
-    endedAt: a.endedAt,
+    phase: ended.phase,
+    reason: ended.reason ?? DEFAULT_TERMINAL_REASON[ended.phase],
+    message: ended.message,
+    exitCode: ended.exitCode,
+    startedAt: ended.startedAt,
+    endedAt: ended.endedAt,
   };
 }
 
@@ -253,7 +253,7 @@ export function settleEnded(w: Workload, a: Allocation & { readonly phase: Termi
   // Refused while its profile was degraded (submissions.ts): not this workload's ending. It
   // waits PENDING for the profile, and its next attempt is minted when the breaker allows.
   if (w.phase === "PENDING" && w.reason === "PROFILE_DEGRADED") return null;
-  const outcome = outcomeOfAttempt(w, endingOfAllocation(a));
+  const outcome = outcomeOfAttempt(w, endingOf(a));
   if (outcome.kind === "Retry") {
     if (w.phase === "PENDING") return null;
     return {

@@ -106,6 +106,14 @@ export const BACKEND_OPERATIONS = [
 ] as const;
 export type BackendOperation = (typeof BACKEND_OPERATIONS)[number];
 
+/** A counter per backend operation, all zero: an operation added above is counted at once. */
+export function zeroBackendCounts(): Record<BackendOperation, number> {
+  return Object.fromEntries(BACKEND_OPERATIONS.map((op) => [op, 0])) as Record<
+    BackendOperation,
+    number
+  >;
+}
+
 /** What one tick did, for `/v1/diagnostics`, metrics and the benchmark. */
 export interface TickReport {
   /** Clock time (epoch ms) the tick started. */

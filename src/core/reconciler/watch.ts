@@ -8,7 +8,7 @@
  * later call succeeds.
  */
 import type { WatchedHealth } from "../backend-health.ts";
-import type { BackendOperation } from "./types.ts";
+import { type BackendOperation, zeroBackendCounts } from "./types.ts";
 
 /** The watch's witness (a name kept for the reconciler's callers). */
 export type BackendHealth = WatchedHealth;
@@ -35,14 +35,7 @@ export function createBackendWatch(options: BackendWatchOptions): BackendWatch {
   const startedAtMs = monotonicMs();
   const inFlight = new Map<number, { operation: BackendOperation; sinceMs: number }>();
   const recent: number[] = [];
-  const totals: Record<BackendOperation, number> = {
-    observe: 0,
-    findByToken: 0,
-    submit: 0,
-    cancel: 0,
-    pendingTerminalFacts: 0,
-    acknowledgeTerminal: 0,
-  };
+  const totals = zeroBackendCounts();
   let nextId = 0;
   let failure: string | null = null;
 

@@ -18,6 +18,7 @@ import {
   type WorkloadKind,
 } from "../../core/models.ts";
 import { hintFor, type RanOutOfTime } from "../../core/reason-hints.ts";
+import type { ProfileBreakerState } from "../../core/reconciler/profile-breaker.ts";
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -305,12 +306,8 @@ export interface ProfileView {
   readonly name: string;
   readonly description: string;
   readonly kinds: readonly WorkloadKind[];
-  readonly resources: {
-    readonly nodes: number;
-    readonly cpus: number;
-    readonly gpus: number;
-    readonly memoryMb: number | null;
-    readonly timeLimitSeconds: number | null;
+  /** The profile's own resources, with its task and array limits filled in. */
+  readonly resources: ResourceProfile["resources"] & {
     readonly maxTasks: number;
     readonly maxArraySize: number;
   };
@@ -360,15 +357,7 @@ export interface DegradedProfileView {
 }
 
 /** The breaker of one profile as the reconciler keeps it (profile-breaker.ts). */
-export type BreakerState =
-  | { readonly kind: "Closed"; readonly consecutiveRejections: number }
-  | {
-      readonly kind: "Open";
-      readonly consecutiveRejections: number;
-      readonly message: string;
-      readonly openedAtMs: number;
-      readonly retryAtMs: number;
-    };
+export type BreakerState = ProfileBreakerState;
 
 /** Each profile's breaker by name, read once per request (absent from the map: closed, none). */
 export function breakerStates(reconciler: {

@@ -212,7 +212,6 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           : createOrphanSweeper({
               broker,
               ownerId,
-              uid,
               policy: sweep.policy,
               intervalMs: sweep.intervalSeconds * 1000,
               knownTokens,
