@@ -15,6 +15,14 @@ through IPython's InteractiveShell: magics, `!cmd`, top-level await, In/Out, `;`
 clear_output, any MIME bundle, IPython's completer and inspector. Elsewhere the plain kernel
 runs them and completion is rlcompleter's. kernel_info says which (`implementation`).
 
+Comms (ipywidgets, and any comm target a library registers): ipykernel's Comm and
+CommManager (6.x) publish through `Kernel.instance().session.send` and find targets in its
+`comm_manager`. A stand-in kernel (CommKernel below) is registered as that singleton, made the
+first time something asks for it (`get_ipython().kernel`, a comm message from the client):
+what it publishes goes out as iopub messages, in a cell or between cells alike. Without
+IPython a client's comm_open is answered with its comm_close (no target can exist), and
+comm_info lists nothing. Binary buffers are not carried.
+
 `input()` asks the client (an input_request on stdin) and blocks reading the next line of the
 private request channel, which the worker fills with {"input_reply": "..."} only while a cell
 waits for it: cells run one at a time, so nothing else can arrive meanwhile.
@@ -74,6 +82,7 @@ class Jupyter:
         self.shell = None
         self.ipython_version = None
         self.ipython_display = None
+        self.comm_kernel = None  # made on first use (make_comm_kernel)
         try:
             self.shell = make_shell(self)
         except Exception as error:  # IPython missing or broken: the plain kernel serves
@@ -127,9 +136,14 @@ class Jupyter:
             "inspect_request": self.inspect,
             "is_complete_request": self.is_complete,
             "history_request": lambda c: {"status": "ok", "history": []},
-            "comm_info_request": lambda c: {"status": "ok", "comms": {}},
+            "comm_info_request": self.comm_info,
+            "comm_open": lambda c: self.comm(msg_type, c),
+            "comm_msg": lambda c: self.comm(msg_type, c),
+            "comm_close": lambda c: self.comm(msg_type, c),
         }.get(msg_type)
         reply_type = msg_type[: -len("_request")] + "_reply" if msg_type.endswith("_request") else "error_reply"
+        if msg_type.startswith("comm_") and not msg_type.endswith("_request"):
+            reply_type = ""  # the protocol has no reply to a comm message: the daemon sends none
         self.emit("iopub", "status", {"execution_state": "busy"})
         self.active = True
         native_display = builtins.display
@@ -153,6 +167,40 @@ class Jupyter:
         # Idle goes out before the reply line: the daemon relays both in this order.
         self.emit("iopub", "status", {"execution_state": "idle"})
         return {"status": "OK", "result": None, "error": None, "jupyter": {"msgType": reply_type, "content": reply}}
+
+    def comm_manager(self):
+        """ipykernel's CommManager, made on first use; None without IPython."""
+        if self.comm_kernel is None and self.shell is not None:
+            self.comm_kernel = make_comm_kernel(self, self.shell)
+        return None if self.comm_kernel is None else self.comm_kernel.comm_manager
+
+    def comm(self, msg_type, content):
+        """A comm message from the client, dispatched as ipykernel does (a target's callback,
+        a comm's on_msg). A comm_open nobody can take is closed again, never left hanging."""
+        manager = self.comm_manager()
+        if manager is None:
+            if msg_type == "comm_open":
+                self.emit("iopub", "comm_close", {"comm_id": str(content.get("comm_id", "")), "data": {}})
+            return {}
+        message = {
+            "header": {"msg_type": msg_type},
+            "parent_header": {},
+            "metadata": {},
+            "content": dict(content),
+            "buffers": [],
+        }
+        getattr(manager, msg_type)(None, None, message)
+        return {}
+
+    def comm_info(self, content):
+        target = content.get("target_name")
+        manager = self.comm_manager() if self.comm_kernel is not None else None
+        comms = {}
+        if manager is not None:
+            for comm_id, comm in list(manager.comms.items()):
+                if target is None or comm.target_name == target:
+                    comms[comm_id] = {"target_name": comm.target_name}
+        return {"status": "ok", "comms": comms}
 
     def kernel_info(self):
         ipython = self.shell is not None
@@ -204,10 +252,7 @@ class Jupyter:
         self.last_error = None
         kernel.displays = 0
         kernel.shown_figures = set()
-        out, err = Stream(kernel, "stdout"), Stream(kernel, "stderr")
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err
-        captures = [FdCapture(1, out), FdCapture(2, err)]
+        captures = [FdCapture(1, kernel.stdout), FdCapture(2, kernel.stderr)]
         try:
             # From here a SIGINT interrupts the cell, and the worker is told so (it holds an
             # interrupt that arrives before this line: sent earlier, it would be ignored).
@@ -228,9 +273,6 @@ class Jupyter:
         finally:
             for capture in captures:
                 capture.stop()
-            sys.stdout, sys.stderr = saved
-        out.close_cell()
-        err.close_cell()
         count = shell.execution_count - 1 if store_history else shell.execution_count
         if result is not None and result.success:
             return {"status": "ok", "execution_count": count, "user_expressions": expressions, "payload": []}
@@ -384,6 +426,34 @@ def plain_matches(text, namespace):
     return matches
 
 
+def make_comm_kernel(layer, shell):
+    """The singleton ipykernel's Comm and CommManager talk to (see the top): its session.send
+    is our iopub, its comm_manager the one registry of targets and open comms."""
+    from ipykernel.comm import CommManager
+    from ipykernel.kernelbase import Kernel
+    from traitlets import Any
+
+    class Session:
+        def send(self, stream, msg_type, content=None, parent=None, ident=None, buffers=None, metadata=None, **kwargs):
+            # Serialised now, as ipykernel's session does: the writer thread dumps it later,
+            # and a widget's state dict may change meanwhile.
+            content = json.loads(json.dumps(content or {}, default=str))
+            layer.emit("iopub", msg_type, content, json.loads(json.dumps(metadata or {}, default=str)))
+
+    class CommKernel(Kernel):
+        session = Any()
+        shell = Any()
+
+    # What ipykernel logs (a comm target that raised, an unknown comm) goes to the job log,
+    # as ipykernel's goes to its terminal, not into the user's cell.
+    log = __import__("logging").getLogger("openai4s.kernel.comm")
+    log.addHandler(__import__("logging").StreamHandler(sys.__stderr__))
+    log.propagate = False
+    kernel = CommKernel.instance(session=Session(), shell=shell, log=log)
+    kernel.comm_manager = CommManager(parent=kernel, kernel=kernel, log=log)
+    return kernel
+
+
 def make_shell(layer):
     """An InteractiveShell over the kernel's __main__, whose output goes out as Jupyter's."""
     import IPython
@@ -429,6 +499,12 @@ def make_shell(layer):
             self.pending = None
 
     class Shell(InteractiveShell):
+        @property
+        def kernel(self):
+            """ipywidgets and other comm users look for `get_ipython().kernel.comm_manager`."""
+            layer.comm_manager()
+            return layer.comm_kernel
+
         def _showtraceback(self, etype, evalue, stb):
             sys.stdout.flush()
             sys.stderr.flush()

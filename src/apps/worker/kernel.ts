@@ -17,6 +17,12 @@
  * it (a `kernel` event, then a KernelRestarted error), and so do the cells queued behind it,
  * which never ran: their code was written against state that is gone.
  *
+ * Output between cells (a thread a cell started prints on, a widget changes) is not lost: it
+ * goes to `onIdleEvent` at once, named by the cell that ran last (Jupyter's parent), and the
+ * streams and displays of it wait (bounded) for the next plain exec, which gets them first.
+ * A Jupyter request drops that backlog: its client had them live. What the interpreter wrote
+ * just before dying is read to the end before its death is reported.
+ *
  * The interpreter gets its own process group, so closing the kernel also kills whatever the
  * user's code started; the worker closes it on every way out (stop, grace expiry, signals),
  * and the interpreter also exits by itself when its stdin closes, i.e. when the worker dies.
@@ -26,7 +32,7 @@
 import { readFileSync } from "node:fs";
 import type { Subprocess } from "bun";
 import * as v from "valibot";
-import { systemTimers } from "../../lib/clock.ts";
+import { sleep, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import {
   type CellError,
@@ -108,10 +114,16 @@ export interface KernelOptions {
   readonly onStatus?: (status: KernelStatus) => void;
   /** Where the cgroup files are (tests); default "/". */
   readonly fsRoot?: string;
+  /**
+   * Output while no cell runs, as it happens, with the name of the cell that ran last
+   * (undefined: none, or it had no name).
+   */
+  readonly onIdleEvent?: (event: CellEvent, cell: string | undefined) => void;
 }
 
 const LineSchema = v.union([
   v.object({ id: v.number(), event: CellEventSchema }),
+  v.object({ idle: v.number(), event: CellEventSchema }),
   v.object({ id: v.number(), started: v.literal(true) }),
   v.object({
     id: v.number(),
@@ -131,6 +143,13 @@ const LineSchema = v.union([
 
 /** A reply line longer than this means the interpreter's protocol is broken. */
 const MAX_REPLY_CHARS = 32 * 1024 * 1024;
+/**
+ * After the interpreter exits, how long its last lines may take to be read before its death
+ * is reported: a forked child that kept the pipe open must not hold the answer forever.
+ */
+const DRAIN_AFTER_EXIT_MS = 500;
+/** Names of this many recent cells are kept, to name the parent of output between cells. */
+const RECENT_CELLS = 16;
 
 type KernelProcess = Subprocess<"pipe", "pipe", "inherit">;
 
@@ -196,6 +215,12 @@ export function createKernel(options: KernelOptions): Kernel {
   /** How the previous interpreter ended, for the status of the one that replaces it. */
   let replaced: string | null = null;
   const budget = createRestartBudget();
+  /** Each interpreter's end, handled (its last lines read, onExit run). */
+  const handled = new WeakMap<KernelProcess, Promise<void>>();
+  const recentNames = new Map<number, string | undefined>();
+  /** Output between cells, kept for the next plain exec (bounded: see keepIdle). */
+  let backlog: CellEvent[] = [];
+  let backlogChars = 0;
 
   function setStatus(status: KernelStatus): void {
     current = status;
@@ -239,8 +264,13 @@ export function createKernel(options: KernelOptions): Kernel {
     freshAfterDeath = diedBefore;
     diedBefore = false;
     oomKillsAtStart = oomKillCount(options.fsRoot ?? "/");
-    void readLines(p);
-    void p.exited.then(() => onExit(p));
+    const reading = readLines(p);
+    handled.set(
+      p,
+      p.exited
+        .then(() => Promise.race([reading, sleep(DRAIN_AFTER_EXIT_MS)]))
+        .then(() => onExit(p)),
+    );
     setStatus(
       replaced === null
         ? { state: "running", message: "the interpreter is running" }
@@ -289,6 +319,10 @@ export function createKernel(options: KernelOptions): Kernel {
     } catch {
       // not JSON: handled below like any other broken line
     }
+    if (parsed && "idle" in parsed) {
+      if (proc === p) onIdle(parsed.event, recentNames.get(parsed.idle));
+      return;
+    }
     const cell = running;
     if (!parsed || !cell || cell.proc !== p || parsed.id !== cell.id) {
       // Something wrote into the protocol channel. Its state can no longer be trusted to
@@ -320,6 +354,29 @@ export function createKernel(options: KernelOptions): Kernel {
       jupyter: parsed.reply.jupyter ?? null,
     });
     pump();
+  }
+
+  function onIdle(event: CellEvent, name: string | undefined): void {
+    try {
+      options.onIdleEvent?.(event, name);
+    } catch (error) {
+      log.error("kernel: idle event listener failed", { error: String(error) });
+    }
+    if (event.type !== "stream" && event.type !== "display_data") return;
+    const chars = event.type === "stream" ? event.text.length : JSON.stringify(event.data).length;
+    // The interpreter caps what it prints between two cells; this bounds what waits here even
+    // when nobody runs a cell for days.
+    if (backlogChars + chars > 2 * maxOutputChars + maxMimeChars) return;
+    backlog.push(event);
+    backlogChars += chars;
+  }
+
+  /** What waited since the last cell: the plain exec starting now gets it first. */
+  function takeBacklog(): CellEvent[] {
+    const taken = backlog;
+    backlog = [];
+    backlogChars = 0;
+    return taken;
   }
 
   function onExit(p: KernelProcess): void {
@@ -416,6 +473,21 @@ export function createKernel(options: KernelOptions): Kernel {
     }
     const restarted = freshAfterDeath;
     freshAfterDeath = false;
+    recentNames.set(cell.id, cell.name);
+    for (const id of recentNames.keys()) {
+      if (recentNames.size <= RECENT_CELLS) break;
+      recentNames.delete(id);
+    }
+    const waited = takeBacklog();
+    if (cell.jupyter === undefined) {
+      for (const event of waited) {
+        try {
+          cell.onEvent?.(event);
+        } catch (error) {
+          log.error("kernel: event listener failed", { error: String(error) });
+        }
+      }
+    }
     running = {
       ...cell,
       proc: started,
@@ -486,7 +558,7 @@ export function createKernel(options: KernelOptions): Kernel {
       const p = proc;
       if (p) {
         replace(p, why, running?.proc === p ? running : null);
-        await p.exited; // its exit (onExit, registered first) started the fresh one
+        await handled.get(p); // its exit (onExit) started the fresh one
         return current;
       }
       // Dead and left dead, or never started: nothing to kill.
