@@ -16,6 +16,7 @@
  *                      below 16 MiB), `refused` with 'r' (0x72).
  *   worker  → gateway  `heartbeat` every `heartbeatIntervalMs`; `response` to each request,
  *                      preceded by the `event`s (output, displays) of an `exec`;
+ *                      `kernel_output` for output while no request runs;
  *                      `kernel_status` whenever the kernel starts or dies.
  *   gateway → worker   `heartbeat_ack` (carrying a fresh resume credential), `request`, `stop`.
  * Either side treats 3 heartbeat intervals without any frame from the other as a dead
@@ -387,6 +388,19 @@ const WorkerMessageSchema = v.variant("kind", [
   v.pipe(v.object({ kind: v.literal("heartbeat") }), v.readonly()),
   /** Output of the `exec` request `id`, sent before its `response`, in order. */
   v.pipe(v.object({ kind: v.literal("event"), id: count, event: CellEventSchema }), v.readonly()),
+  /**
+   * Output while no request runs (a thread a cell started prints on, a widget changes), as
+   * it happens. `cell` names the request that ran last (its `cell`), whose output it joins
+   * as ipykernel's does; absent when there was none. Dropped while disconnected.
+   */
+  v.pipe(
+    v.object({
+      kind: v.literal("kernel_output"),
+      cell: v.optional(v.pipe(v.string(), v.maxLength(200))),
+      event: CellEventSchema,
+    }),
+    v.readonly(),
+  ),
   /** The kernel started or died: sent at once on every change, and after each welcome. */
   v.pipe(v.object({ kind: v.literal("kernel_status"), status: KernelStatusSchema }), v.readonly()),
   v.pipe(

@@ -159,6 +159,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     SESSION_MAX_RANKS;
   const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
   let readiness: SessionReadiness | null = null;
+  let jupyterService: JupyterService | null = null;
   let reconciler: { wake(): void } | null = null;
 
   if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
@@ -174,6 +175,11 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     expectations: createGatewayExpectations({ store: stores.sessions, attempts, maxRanksOf }),
     onEvent(event) {
       countGatewayEvent(options.metrics, event);
+      // Output between cells: to the Jupyter sockets of its session, live.
+      if (event.kind === "KernelOutput") {
+        jupyterService?.kernelOutput(event);
+        return;
+      }
       if (
         event.kind === "WorkerConnected" ||
         event.kind === "WorkerDisconnected" ||
@@ -240,6 +246,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     log,
     onWorkerLost: () => ready.trigger(),
   });
+  jupyterService = jupyter;
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
   const loops = new AbortController();
