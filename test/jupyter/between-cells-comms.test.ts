@@ -176,14 +176,15 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
       );
       expect(shown.reply.content.status).toBe("ok");
       const slider = opened.find((o) => o.data["_model_name"] === "IntSliderModel");
-      expect(slider?.data["value"]).toBe(3);
+      if (slider === undefined) throw new Error("no IntSliderModel comm was opened");
+      expect(slider.data["value"]).toBe(3);
       // ipywidgets 6's protocol (Debian bookworm): a backbone sync sets the kernel's state.
-      slider?.comm.send({ method: "backbone", sync_data: { value: 7 } });
+      slider.comm.send({ method: "backbone", sync_data: { value: 7 } });
       const after = await run(kernel, "print(s.value)");
       expect(stdout(after.iopub)).toBe("7\n");
       const info = await kernel.requestCommInfo({ target_name: "jupyter.widget" });
       const comms = (info.content as { comms: Record<string, { target_name: string }> }).comms;
-      expect(Object.keys(comms)).toContain(slider?.comm.commId);
+      expect(Object.keys(comms)).toContain(slider.comm.commId);
     },
     TIMEOUT_MS,
   );
