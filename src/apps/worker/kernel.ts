@@ -29,7 +29,6 @@
  *
  * Over 400 lines because one state machine over one interpreter (cells, interrupts held until a cell starts, escalation, restart, death); split it with its tests next.
  */
-import { readFileSync } from "node:fs";
 import type { Subprocess } from "bun";
 import * as v from "valibot";
 import { sleep, systemTimers } from "../../lib/clock.ts";
@@ -45,6 +44,8 @@ import {
 } from "../../wire/worker-protocol.ts";
 import kernelSource from "./kernel.py" with { type: "text" };
 import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
+import { describeExit, oomKillCount } from "./kernel-exit.ts";
+import { createIdleOutput } from "./kernel-idle.ts";
 import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
 export interface KernelResult {
@@ -148,8 +149,6 @@ const MAX_REPLY_CHARS = 32 * 1024 * 1024;
  * is reported: a forked child that kept the pipe open must not hold the answer forever.
  */
 const DRAIN_AFTER_EXIT_MS = 500;
-/** Names of this many recent cells are kept, to name the parent of output between cells. */
-const RECENT_CELLS = 16;
 
 type KernelProcess = Subprocess<"pipe", "pipe", "inherit">;
 
@@ -217,10 +216,11 @@ export function createKernel(options: KernelOptions): Kernel {
   const budget = createRestartBudget();
   /** Each interpreter's end, handled (its last lines read, onExit run). */
   const handled = new WeakMap<KernelProcess, Promise<void>>();
-  const recentNames = new Map<number, string | undefined>();
-  /** Output between cells, kept for the next plain exec (bounded: see keepIdle). */
-  let backlog: CellEvent[] = [];
-  let backlogChars = 0;
+  const idle = createIdleOutput({
+    maxKeptChars: 2 * maxOutputChars + maxMimeChars,
+    onIdleEvent: options.onIdleEvent,
+    log,
+  });
 
   function setStatus(status: KernelStatus): void {
     current = status;
@@ -320,7 +320,7 @@ export function createKernel(options: KernelOptions): Kernel {
       // not JSON: handled below like any other broken line
     }
     if (parsed && "idle" in parsed) {
-      if (proc === p) onIdle(parsed.event, recentNames.get(parsed.idle));
+      if (proc === p) idle.received(parsed.event, parsed.idle);
       return;
     }
     const cell = running;
@@ -354,29 +354,6 @@ export function createKernel(options: KernelOptions): Kernel {
       jupyter: parsed.reply.jupyter ?? null,
     });
     pump();
-  }
-
-  function onIdle(event: CellEvent, name: string | undefined): void {
-    try {
-      options.onIdleEvent?.(event, name);
-    } catch (error) {
-      log.error("kernel: idle event listener failed", { error: String(error) });
-    }
-    if (event.type !== "stream" && event.type !== "display_data") return;
-    const chars = event.type === "stream" ? event.text.length : JSON.stringify(event.data).length;
-    // The interpreter caps what it prints between two cells; this bounds what waits here even
-    // when nobody runs a cell for days.
-    if (backlogChars + chars > 2 * maxOutputChars + maxMimeChars) return;
-    backlog.push(event);
-    backlogChars += chars;
-  }
-
-  /** What waited since the last cell: the plain exec starting now gets it first. */
-  function takeBacklog(): CellEvent[] {
-    const taken = backlog;
-    backlog = [];
-    backlogChars = 0;
-    return taken;
   }
 
   function onExit(p: KernelProcess): void {
@@ -473,12 +450,8 @@ export function createKernel(options: KernelOptions): Kernel {
     }
     const restarted = freshAfterDeath;
     freshAfterDeath = false;
-    recentNames.set(cell.id, cell.name);
-    for (const id of recentNames.keys()) {
-      if (recentNames.size <= RECENT_CELLS) break;
-      recentNames.delete(id);
-    }
-    const waited = takeBacklog();
+    idle.started(cell.id, cell.name);
+    const waited = idle.take();
     if (cell.jupyter === undefined) {
       for (const event of waited) {
         try {
@@ -608,42 +581,4 @@ export function createKernel(options: KernelOptions): Kernel {
 /** "10 s", "0.5 s". */
 function seconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(3))} s`;
-}
-
-/** "exit code 1", "signal SIGSEGV", "signal SIGKILL, by the out-of-memory killer". */
-function describeExit(p: KernelProcess, oomBefore: number | null, oomAfter: number | null): string {
-  if (!p.signalCode) return `exit code ${p.exitCode}`;
-  const oom = oomBefore !== null && oomAfter !== null && oomAfter > oomBefore;
-  return `signal ${p.signalCode}${oom ? ", by the out-of-memory killer" : ""}`;
-}
-
-/**
- * The OOM kills counted by this process's memory cgroup (v2 `memory.events`, v1
- * `memory.oom_control`), or null when the node does not say. A SIGKILL during which the count
- * rose was the OOM killer's: the one cause a user cannot otherwise tell from `kill -9`.
- */
-function oomKillCount(fsRoot: string): number | null {
-  try {
-    const lines = readFileSync(`${fsRoot}proc/self/cgroup`, "utf8").split("\n");
-    for (const line of lines) {
-      const [, controllers, path] = line.split(":");
-      if (path === undefined) continue;
-      const file =
-        controllers === ""
-          ? `${fsRoot}sys/fs/cgroup${path}/memory.events`
-          : controllers?.split(",").includes("memory")
-            ? `${fsRoot}sys/fs/cgroup/memory${path}/memory.oom_control`
-            : null;
-      if (file === null) continue;
-      try {
-        const match = /^oom_kill (\d+)$/m.exec(readFileSync(file, "utf8"));
-        if (match) return Number(match[1]);
-      } catch {
-        // this hierarchy does not have it; try the next
-      }
-    }
-  } catch {
-    // no /proc: nothing to say
-  }
-  return null;
 }

@@ -105,6 +105,15 @@ function isComm(msgType: string): boolean {
 /** How often a running request renews the session's activity (its idle clock). */
 const RENEW_ACTIVITY_MS = 10_000;
 
+function rememberParent(h: Hub, header: Header): void {
+  h.lastParent = header;
+  h.parents.set(String(header["msg_id"]), header);
+  for (const id of h.parents.keys()) {
+    if (h.parents.size <= RECENT_PARENTS) break;
+    h.parents.delete(id);
+  }
+}
+
 export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const hubs = new Map<string, Hub>();
   const pollMs = deps.pollMs ?? 250;
@@ -305,15 +314,6 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     } finally {
       renew();
       deps.touch(h.id);
-    }
-  }
-
-  function rememberParent(h: Hub, header: Header): void {
-    h.lastParent = header;
-    h.parents.set(String(header["msg_id"]), header);
-    for (const id of h.parents.keys()) {
-      if (h.parents.size <= RECENT_PARENTS) break;
-      h.parents.delete(id);
     }
   }
 
