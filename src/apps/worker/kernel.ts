@@ -43,9 +43,9 @@ import {
   MimeBundleSchema,
 } from "../../wire/worker-protocol.ts";
 import kernelSource from "./kernel.py" with { type: "text" };
-import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
 import { describeExit, oomKillCount } from "./kernel-exit.ts";
 import { createIdleOutput } from "./kernel-idle.ts";
+import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
 import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
 export interface KernelResult {
