@@ -3,7 +3,8 @@
  * printed is lost (a thread's lines between cells reach iopub parented to the last cell, and
  * the native exec API's next cell; a flushed print right before os._exit reaches its cell),
  * and comms work both ways (an ipywidgets slider set from the client, a comm target the
- * kernel registered echoing what the client sends, comm_info listing the kernel's comms).
+ * kernel registered echoing what the client sends, comm_info listing the kernel's comms, a
+ * widget changed from a thread between cells reaching the client).
  *
  * The kernel's interpreter is Debian's python3 (PATH puts /usr/bin first), with ipykernel,
  * matplotlib and ipywidgets, which CI installs.
@@ -185,6 +186,17 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
       const info = await kernel.requestCommInfo({ target_name: "jupyter.widget" });
       const comms = (info.content as { comms: Record<string, { target_name: string }> }).comms;
       expect(Object.keys(comms)).toContain(slider.comm.commId);
+
+      // The kernel changes the widget from a thread while no cell runs: the client hears it.
+      const updates: unknown[] = [];
+      slider.comm.onMsg = (msg) => {
+        updates.push(msg.content.data);
+      };
+      const release = join(workspace, "go-widget");
+      expect((await run(kernel, thread(release, "s.value = 9"))).reply.content.status).toBe("ok");
+      writeFileSync(release, "");
+      await eventually(() => updates.length > 0, { timeoutMs: 20_000 });
+      expect(updates[0]).toMatchObject({ method: "update", state: { value: 9 } });
     },
     TIMEOUT_MS,
   );
