@@ -372,7 +372,7 @@ class FdCapture:
     duplicate, untouched); a thread forwards what arrives. At the end C's stdio buffers are
     flushed, the fd restored, and the thread drains what is left. A background process that
     outlives the cell keeps the pipe: the thread is not waited for beyond a moment, and what
-    it forwards later lands in the cell running then, as ipykernel does.
+    it forwards later lands in the cell running then, or goes out as output between cells.
     """
 
     def __init__(self, fd, stream):
