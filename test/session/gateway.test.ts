@@ -633,7 +633,13 @@ describe("kernel status and exec output from the worker", () => {
     expect(w.link.send({ kind: "kernel_output", event })).toBe(true);
     expect(w.link.send({ kind: "heartbeat" })).toBe(true);
     await until(() => w.frames.some((f) => (f as { kind?: string }).kind === "heartbeat_ack"));
-    const base = { kind: "KernelOutput", allocationId: "alloc-1", epoch: 2, rank: 0, event };
+    const base = {
+      kind: "KernelOutput" as const,
+      allocationId: "alloc-1",
+      epoch: 2,
+      rank: 0,
+      event,
+    };
     expect(h.events.filter((e) => e.kind === "KernelOutput")).toEqual([
       { ...base, cell: "cell-7" },
       { ...base, cell: null },
