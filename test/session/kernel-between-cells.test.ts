@@ -98,3 +98,20 @@ test("print(..., flush=True) right before os._exit reaches the cell's output", a
   expect(died.error?.ename).toBe("KernelDied");
   expect(text(died.events)).toBe("last words\n");
 });
+
+test("a flush in the child of a cell's fork returns at once (no writer thread survived the fork)", async () => {
+  const { k } = kernel();
+  const code = [
+    "import os, time",
+    "t0 = time.monotonic()",
+    "pid = os.fork()",
+    "if pid == 0:",
+    "    print('child', flush=True)",
+    "    os._exit(0)",
+    "os.waitpid(pid, 0)",
+    "print(round(time.monotonic() - t0))",
+  ].join("\n");
+  const r = await run(k, code);
+  expect(r.status).toBe("OK");
+  expect(text(r.events)).toBe("0\n");
+});

@@ -95,7 +95,9 @@ class Writer:
     def flush(self, timeout=10.0):
         """Returns once everything put before it is written (or after `timeout` s, so a worker
         that stopped reading cannot hang the cell's flush() forever)."""
-        if threading.current_thread() is self._thread:
+        if threading.current_thread() is self._thread or not self._thread.is_alive():
+            # The writer itself, or the child of a cell's os.fork(), where no writer thread
+            # survived: waiting would cost every flush (multiprocessing flushes at exit) 10 s.
             return
         done = threading.Event()
         self._queue.put(done)
