@@ -7,7 +7,7 @@
  * shutdown) and stdin (input replies) never wait behind a running cell.
  *
  * Output while no request runs (a thread a cell started prints on, a widget changes) reaches
- * every socket as it happens, parented to the request that ran last (ipykernel's parent), so
+ * every socket as it happens, parented to the cell that ran last (ipykernel's parent), so
  * a front end shows it under the cell that started the thread. Comm messages from a client
  * (comm_open, comm_msg, comm_close) run in shell order, as ipykernel's do, and get no reply.
  *
