@@ -28,6 +28,7 @@ export function createIdleOutput(options: {
   const names = new Map<number, string | undefined>();
   let kept: CellEvent[] = [];
   let keptChars = 0;
+  let dropped = 0;
   return {
     started(id, name) {
       names.set(id, name);
@@ -44,15 +45,23 @@ export function createIdleOutput(options: {
       }
       if (event.type !== "stream" && event.type !== "display_data") return;
       const chars = event.type === "stream" ? event.text.length : JSON.stringify(event.data).length;
-      // Bounded even when nobody runs a cell for days.
-      if (keptChars + chars > options.maxKeptChars) return;
+      // Bounded even when nobody runs a cell for days; what is not kept is counted, and said.
+      if (keptChars + chars > options.maxKeptChars) {
+        dropped += 1;
+        return;
+      }
       kept.push(event);
       keptChars += chars;
     },
     take() {
       const taken = kept;
+      if (dropped > 0) {
+        const text = `\n[... ${dropped} more outputs between cells not kept: over ${options.maxKeptChars} characters]\n`;
+        taken.push({ type: "stream", name: "stderr", text });
+      }
       kept = [];
       keptChars = 0;
+      dropped = 0;
       return taken;
     },
   };
