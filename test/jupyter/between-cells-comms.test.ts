@@ -25,13 +25,13 @@ import { eventually } from "../support/eventually.ts";
 const TIMEOUT_MS = 30_000;
 const PYTHON = "/usr/bin/python3";
 
-const probe = spawnSync(PYTHON, ["-c", "import IPython, ipykernel, ipywidgets"], {
+const probe = spawnSync(PYTHON, ["-c", "import IPython, ipykernel, ipywidgets, comm"], {
   encoding: "utf8",
 });
 const missing =
   probe.status === 0
     ? null
-    : `${PYTHON} lacks IPython/ipykernel/ipywidgets (apt-get install python3-ipykernel python3-ipywidgets)`;
+    : `${PYTHON} lacks IPython/ipykernel/ipywidgets/comm (apt-get install python3-ipykernel python3-ipywidgets python3-comm)`;
 if (missing !== null) console.log(`skipping the between-cells and comms test: ${missing}`);
 
 type IOPub = KernelMessage.IIOPubMessage;
@@ -230,6 +230,24 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
       await other.open({}).done;
       // No target: the kernel closes it again, as ipykernel does, instead of leaving it hanging.
       await eventually(() => closed.length > 0, { timeoutMs: 10_000 });
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "a comm made through the comm package (as ipywidgets 8 makes them) reaches the client",
+    async () => {
+      const opened: Record<string, unknown>[] = [];
+      kernel.registerCommTarget("from-comm-package", (_comm, msg) => {
+        opened.push(msg.content.data as Record<string, unknown>);
+      });
+      const made = await run(
+        kernel,
+        "import comm\npkg = comm.create_comm(target_name='from-comm-package', data={'a': 1})",
+      );
+      expect(made.reply.content.status).toBe("ok");
+      await eventually(() => opened.length > 0, { timeoutMs: 10_000 });
+      expect(opened[0]).toEqual({ a: 1 });
     },
     TIMEOUT_MS,
   );

@@ -19,7 +19,9 @@ Comms (ipywidgets, and any comm target a library registers): ipykernel's Comm an
 CommManager (6.x) publish through `Kernel.instance().session.send` and find targets in its
 `comm_manager`. A stand-in kernel (CommKernel below) is registered as that singleton, made the
 first time something asks for it (`get_ipython().kernel`, a comm message from the client):
-what it publishes goes out as iopub messages, in a cell or between cells alike. Without
+what it publishes goes out as iopub messages, in a cell or between cells alike. The `comm`
+package's create_comm and get_comm_manager (ipywidgets 8) are pointed at the same, as
+ipykernel does. Without
 IPython a client's comm_open is answered with its comm_close (no target can exist), and
 comm_info lists nothing. Binary buffers are not carried.
 
@@ -539,4 +541,25 @@ def make_shell(layer):
         return base64.b64encode(figure_png(figure)).decode("ascii")
 
     png.for_type_by_name("matplotlib.figure", "Figure", figure_png_base64)
+    hook_comm_package(layer)
     return shell
+
+
+def hook_comm_package(layer):
+    """Libraries written for the `comm` package (ipywidgets 8) call comm.create_comm and
+    comm.get_comm_manager, which ipykernel replaces when it starts; without that they get a
+    comm that sends nothing. Replaced here the same way, onto the stand-in kernel (made on
+    first use). Absent package: nothing to hook."""
+    try:
+        import comm
+    except ImportError:
+        return
+
+    def create_comm(*args, **kwargs):
+        layer.comm_manager()
+        from ipykernel.comm import Comm
+
+        return Comm(*args, **kwargs)
+
+    comm.create_comm = create_comm
+    comm.get_comm_manager = layer.comm_manager
