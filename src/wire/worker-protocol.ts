@@ -184,6 +184,8 @@ const JupyterRequestSchema = v.pipe(
     kind: v.literal("jupyter"),
     msgType: v.pipe(v.string(), v.maxLength(100)),
     content: v.record(v.string(), v.unknown()),
+    /** The message's binary buffers (a comm message's), base64. */
+    buffers: v.optional(v.array(v.string())),
     /** As exec's: names the cell, so an interrupt reaches this one and no other. */
     cell: v.optional(v.string()),
   }),
@@ -261,6 +263,8 @@ export const CellEventSchema = v.variant("type", [
       msgType: v.pipe(v.string(), v.maxLength(100)),
       content: v.record(v.string(), v.unknown()),
       metadata: v.optional(v.record(v.string(), v.unknown())),
+      /** Binary buffers (a comm message's), base64. */
+      buffers: v.optional(v.array(v.string())),
     }),
     v.readonly(),
   ),

@@ -3,7 +3,7 @@
  * printed is lost (a thread's lines between cells reach iopub parented to the last cell, and
  * the native exec API's next cell; a flushed print right before os._exit reaches its cell),
  * and comms work both ways (an ipywidgets slider set from the client, a comm target the
- * kernel registered echoing what the client sends, comm_info listing the kernel's comms, a
+ * kernel registered echoing what the client sends, binary buffers included, comm_info listing the kernel's comms, a
  * widget changed from a thread between cells reaching the client).
  *
  * The kernel's interpreter is Debian's python3 (PATH puts /usr/bin first), with ipykernel,
@@ -208,20 +208,29 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
         kernel,
         [
           "def on_open(comm, msg):",
-          "    comm.on_msg(lambda m: comm.send({'echo': m['content']['data']}))",
+          "    comm.on_msg(lambda m: comm.send({'echo': m['content']['data']},",
+          "                                    buffers=[bytes(b)[::-1] for b in m['buffers']]))",
           "get_ipython().kernel.comm_manager.register_target('echo', on_open)",
         ].join("\n"),
       );
       expect(registered.reply.content.status).toBe("ok");
       const comm = kernel.createComm("echo");
-      const echoed: unknown[] = [];
+      const echoed: { data: unknown; buffers: number[][] }[] = [];
       comm.onMsg = (msg) => {
-        echoed.push(msg.content.data);
+        const buffers = (msg.buffers ?? []).map((b) =>
+          Array.from(
+            b instanceof ArrayBuffer
+              ? new Uint8Array(b)
+              : new Uint8Array(b.buffer, b.byteOffset, b.byteLength),
+          ),
+        );
+        echoed.push({ data: msg.content.data, buffers });
       };
       await comm.open({}).done;
-      await comm.send({ hello: "kernel" }).done;
+      // Binary buffers both ways (JupyterLab's v1 frames): the target sends them back reversed.
+      await comm.send({ hello: "kernel" }, undefined, [new Uint8Array([1, 2, 3])]).done;
       await eventually(() => echoed.length > 0, { timeoutMs: 10_000 });
-      expect(echoed[0]).toEqual({ echo: { hello: "kernel" } });
+      expect(echoed[0]).toEqual({ data: { echo: { hello: "kernel" } }, buffers: [[3, 2, 1]] });
       const closed: unknown[] = [];
       const other = kernel.createComm("no-such-target");
       other.onClose = (msg) => {

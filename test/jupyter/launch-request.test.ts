@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { kernelIdOf, workloadIdOf } from "../../src/servers/http/jupyter/ids.ts";
 import { kernelEnv } from "../../src/servers/http/jupyter/routes.ts";
-import { jsonToV1, v1ToJson } from "../../src/servers/http/jupyter/v1-framing.ts";
+import { jsonFraming, jsonToV1, v1ToJson } from "../../src/servers/http/jupyter/v1-framing.ts";
 
 describe("kernelEnv", () => {
   test("only KERNEL_* names the env policy allows, with string values, reach the kernel", () => {
@@ -43,10 +43,27 @@ describe("v1 websocket framing", () => {
       parent_header: {},
       metadata: {},
       content: { code: "print('é')" },
+      buffers: [],
     });
     const back = JSON.parse(v1ToJson(jsonToV1(text)) ?? "null");
     expect(back).toEqual(JSON.parse(text));
     expect(v1ToJson(new Uint8Array([1, 2, 3]))).toBeNull();
     expect(v1ToJson(new Uint8Array(64).fill(255))).toBeNull();
+  });
+
+  test("a comm message's binary buffers ride the v1 frame (base64 inside), not a JSON frame", () => {
+    const bytes = (...b: number[]) => Buffer.from(b).toString("base64");
+    const text = JSON.stringify({
+      channel: "iopub",
+      header: { msg_id: "m2", msg_type: "comm_msg" },
+      parent_header: {},
+      metadata: {},
+      content: { comm_id: "c", data: {} },
+      buffers: [bytes(1, 2, 3), bytes(), bytes(255)],
+    });
+    expect(JSON.parse(v1ToJson(jsonToV1(text)) ?? "null")).toEqual(JSON.parse(text));
+    expect(JSON.parse(jsonFraming(text)).buffers).toEqual([]);
+    const plain = JSON.stringify({ channel: "iopub", content: {}, buffers: [] });
+    expect(jsonFraming(plain)).toBe(plain);
   });
 });

@@ -23,7 +23,7 @@ what it publishes goes out as iopub messages, in a cell or between cells alike. 
 package's create_comm and get_comm_manager (ipywidgets 8) are pointed at the same, as
 ipykernel does. Without
 IPython a client's comm_open is answered with its comm_close (no target can exist), and
-comm_info lists nothing. Binary buffers are not carried.
+comm_info lists nothing. Binary buffers travel base64 both ways.
 
 `input()` asks the client (an input_request on stdin) and blocks reading the next line of the
 private request channel, which the worker fills with {"input_reply": "..."} only while a cell
@@ -92,10 +92,11 @@ class Jupyter:
 
     # -- out ---------------------------------------------------------------------------
 
-    def emit(self, channel, msg_type, content, metadata=None):
-        self.kernel.emit(
-            {"type": "jupyter", "channel": channel, "msgType": msg_type, "content": content, "metadata": metadata or {}}
-        )
+    def emit(self, channel, msg_type, content, metadata=None, buffers=None):
+        event = {"type": "jupyter", "channel": channel, "msgType": msg_type, "content": content, "metadata": metadata or {}}
+        if buffers:
+            event["buffers"] = [base64.b64encode(bytes(b)).decode("ascii") for b in buffers]
+        self.kernel.emit(event)
 
     def publish(self, data, metadata, transient, update):
         limit = self.kernel.mime_limit
@@ -139,9 +140,9 @@ class Jupyter:
             "is_complete_request": self.is_complete,
             "history_request": lambda c: {"status": "ok", "history": []},
             "comm_info_request": self.comm_info,
-            "comm_open": lambda c: self.comm(msg_type, c),
-            "comm_msg": lambda c: self.comm(msg_type, c),
-            "comm_close": lambda c: self.comm(msg_type, c),
+            "comm_open": lambda c: self.comm(msg_type, c, message.get("buffers")),
+            "comm_msg": lambda c: self.comm(msg_type, c, message.get("buffers")),
+            "comm_close": lambda c: self.comm(msg_type, c, message.get("buffers")),
         }.get(msg_type)
         reply_type = msg_type[: -len("_request")] + "_reply" if msg_type.endswith("_request") else "error_reply"
         if msg_type.startswith("comm_") and not msg_type.endswith("_request"):
@@ -176,7 +177,7 @@ class Jupyter:
             self.comm_kernel = make_comm_kernel(self, self.shell)
         return None if self.comm_kernel is None else self.comm_kernel.comm_manager
 
-    def comm(self, msg_type, content):
+    def comm(self, msg_type, content, buffers=None):
         """A comm message from the client, dispatched as ipykernel does (a target's callback,
         a comm's on_msg). A comm_open nobody can take is closed again, never left hanging."""
         manager = self.comm_manager()
@@ -189,7 +190,7 @@ class Jupyter:
             "parent_header": {},
             "metadata": {},
             "content": dict(content),
-            "buffers": [],
+            "buffers": [base64.b64decode(b) for b in buffers or []],
         }
         getattr(manager, msg_type)(None, None, message)
         return {}
@@ -440,7 +441,8 @@ def make_comm_kernel(layer, shell):
             # Serialised now, as ipykernel's session does: the writer thread dumps it later,
             # and a widget's state dict may change meanwhile.
             content = json.loads(json.dumps(content or {}, default=str))
-            layer.emit("iopub", msg_type, content, json.loads(json.dumps(metadata or {}, default=str)))
+            metadata = json.loads(json.dumps(metadata or {}, default=str))
+            layer.emit("iopub", msg_type, content, metadata, buffers)
 
     class CommKernel(Kernel):
         session = Any()

@@ -62,6 +62,8 @@ export interface KernelResult {
 export interface JupyterReply {
   readonly msgType: string;
   readonly content: Readonly<Record<string, unknown>>;
+  /** A request's binary buffers (a comm message's), base64. */
+  readonly buffers?: readonly string[];
 }
 
 export interface ExecOptions {
@@ -474,7 +476,11 @@ export function createKernel(options: KernelOptions): Kernel {
         cell.jupyter !== undefined
           ? {
               id: cell.id,
-              jupyter: { msg_type: cell.jupyter.msgType, content: cell.jupyter.content },
+              jupyter: {
+                msg_type: cell.jupyter.msgType,
+                content: cell.jupyter.content,
+                buffers: cell.jupyter.buffers ?? [],
+              },
             }
           : { id: cell.id, code: cell.code };
       started.stdin.write(`${JSON.stringify(line)}\n`);

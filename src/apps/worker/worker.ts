@@ -336,7 +336,11 @@ async function handle(
     case "jupyter": {
       const result = await kernel.exec("", {
         onEvent,
-        jupyter: { msgType: request.msgType, content: request.content },
+        jupyter: {
+          msgType: request.msgType,
+          content: request.content,
+          ...(request.buffers !== undefined && { buffers: request.buffers }),
+        },
         ...(request.cell !== undefined && { cell: request.cell }),
       });
       return jupyterResponse(request.msgType, result);

@@ -49,6 +49,8 @@ export interface JupyterRequestOptions {
   readonly onEvent?: (event: CellEvent) => void;
   /** Names the request, as exec's cell does. */
   readonly cell?: string;
+  /** The request's binary buffers (a comm message's), base64. */
+  readonly buffers?: readonly string[];
 }
 
 export interface JupyterService {
@@ -162,6 +164,8 @@ export function createJupyterService(deps: {
           msgType,
           content: { ...content },
           ...(options.cell !== undefined && { cell: options.cell }),
+          ...(options.buffers !== undefined &&
+            options.buffers.length > 0 && { buffers: [...options.buffers] }),
         },
         NO_LIMIT_MS,
         options.onEvent ? { onEvent: options.onEvent } : {},

@@ -206,6 +206,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
           parent,
           h.kernelSession,
           event.metadata ?? {},
+          event.buffers ?? [],
         );
         if (event.channel === "stdin") {
           socket?.send(text);
@@ -288,6 +289,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
           relay(h, socket, request.header, event);
         },
         cell: String(request.header["msg_id"]),
+        buffers: request.buffers,
       });
       if (outcome.kind !== "Reply") {
         const message = outcome.kind === "NotReady" ? outcome.message : "no such kernel";
