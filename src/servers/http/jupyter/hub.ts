@@ -293,7 +293,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       });
       if (outcome.kind !== "Reply") {
         const message = outcome.kind === "NotReady" ? outcome.message : "no such kernel";
-        if (!isComm(request.msgType)) errorReply(h, socket, request, "KernelNotReady", message);
+        // A comm message has no reply to carry the refusal (too large, kernel gone): logged.
+        if (isComm(request.msgType))
+          deps.log.warn("jupyter: comm message not delivered", { kernel: h.id, message });
+        else errorReply(h, socket, request, "KernelNotReady", message);
         status(h, "idle", request.header);
         return;
       }
