@@ -85,6 +85,7 @@ class Jupyter:
         self.ipython_version = None
         self.ipython_display = None
         self.comm_kernel = None  # made on first use (make_comm_kernel)
+        self.no_comms = False  # ipykernel would not import: not tried again
         try:
             self.shell = make_shell(self)
         except Exception as error:  # IPython missing or broken: the plain kernel serves
@@ -172,9 +173,14 @@ class Jupyter:
         return {"status": "OK", "result": None, "error": None, "jupyter": {"msgType": reply_type, "content": reply}}
 
     def comm_manager(self):
-        """ipykernel's CommManager, made on first use; None without IPython."""
-        if self.comm_kernel is None and self.shell is not None:
-            self.comm_kernel = make_comm_kernel(self, self.shell)
+        """ipykernel's CommManager, made on first use; None without IPython or ipykernel
+        (then a client's comm_open is closed again, as in the plain kernel)."""
+        if self.comm_kernel is None and self.shell is not None and not self.no_comms:
+            try:
+                self.comm_kernel = make_comm_kernel(self, self.shell)
+            except Exception as error:
+                self.no_comms = True
+                sys.__stderr__.write("openai4s kernel: no comms (%s)\n" % error)
         return None if self.comm_kernel is None else self.comm_kernel.comm_manager
 
     def comm(self, msg_type, content, buffers=None):
@@ -505,8 +511,10 @@ def make_shell(layer):
     class Shell(InteractiveShell):
         @property
         def kernel(self):
-            """ipywidgets and other comm users look for `get_ipython().kernel.comm_manager`."""
-            layer.comm_manager()
+            """ipywidgets and other comm users look for `get_ipython().kernel.comm_manager`;
+            without ipykernel there is none (hasattr says so)."""
+            if layer.comm_manager() is None:
+                raise AttributeError("kernel")
             return layer.comm_kernel
 
         def _showtraceback(self, etype, evalue, stb):
