@@ -83,6 +83,6 @@ test.skipIf(!hasIPython)(
       code: "hasattr(get_ipython(), 'kernel')",
     });
     const result = asked.iopub.find((m) => m.msgType === "execute_result");
-    expect((result?.content["data"] as Record<string, string>)["text/plain"]).toBe("False");
+    expect(result?.content["data"]).toEqual({ "text/plain": "False" });
   },
 );
