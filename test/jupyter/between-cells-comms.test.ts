@@ -19,6 +19,7 @@ import {
   type KernelMessage,
   ServerConnection,
 } from "@jupyterlab/services";
+import { binaryToJson, jsonFraming } from "../../src/servers/http/jupyter/v1-framing.ts";
 import { type Daemon, ensureBuilt, freePort, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 
@@ -77,15 +78,17 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
   const seen: IOPub[] = [];
   /** The session's workspace: the one directory both the test and the sandboxed kernel see. */
   let workspace: string;
+  let port: number;
+  let token: string;
 
   beforeAll(async () => {
     ensureBuilt();
-    const port = await freePort();
+    port = await freePort();
     d = await startDaemon({
       env: { PATH: `/usr/bin:/bin:${process.env["PATH"] ?? ""}` },
       args: ["--listen", `127.0.0.1:${port}`],
     });
-    const token = readFileSync(join(d.stateDir, "admin-token"), "utf8").trim();
+    token = readFileSync(join(d.stateDir, "admin-token"), "utf8").trim();
     const settings = ServerConnection.makeSettings({
       baseUrl: `http://127.0.0.1:${port}/`,
       wsUrl: `ws://127.0.0.1:${port}/`,
@@ -239,6 +242,50 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
       await other.open({}).done;
       // No target: the kernel closes it again, as ipykernel does, instead of leaving it hanging.
       await eventually(() => closed.length > 0, { timeoutMs: 10_000 });
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "on the JSON framing (Jupyter Server's gateway client), buffers travel as binary messages",
+    async () => {
+      // The echo target registered by the test before.
+      const ws = new WebSocket(
+        `ws://127.0.0.1:${port}/api/kernels/${kernel.id}/channels?token=${token}`,
+      );
+      ws.binaryType = "arraybuffer";
+      const binary: Record<string, unknown>[] = [];
+      ws.onmessage = (event) => {
+        if (typeof event.data === "string") return;
+        binary.push(JSON.parse(binaryToJson(new Uint8Array(event.data)) ?? "null"));
+      };
+      await new Promise((resolve) => {
+        ws.onopen = resolve;
+      });
+      const message = (msgType: string, content: object, buffers: string[] = []) =>
+        JSON.stringify({
+          channel: "shell",
+          header: { msg_id: `raw-${msgType}`, msg_type: msgType, session: "raw" },
+          parent_header: {},
+          metadata: {},
+          content,
+          buffers,
+        });
+      ws.send(message("comm_open", { comm_id: "raw1", target_name: "echo", data: {} }));
+      const sent = jsonFraming(
+        message("comm_msg", { comm_id: "raw1", data: { n: 1 } }, [
+          Buffer.from([7, 8, 9]).toString("base64"),
+        ]),
+      );
+      expect(typeof sent).not.toBe("string");
+      ws.send(sent);
+      await eventually(() => binary.length > 0, { timeoutMs: 10_000 });
+      expect(binary[0]).toMatchObject({
+        msg_type: "comm_msg",
+        content: { comm_id: "raw1", data: { echo: { n: 1 } } },
+        buffers: [Buffer.from([9, 8, 7]).toString("base64")],
+      });
+      ws.close();
     },
     TIMEOUT_MS,
   );

@@ -27,7 +27,7 @@ import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
 import { KernelStartBody } from "./schemas.ts";
 import type { SocketHandlers } from "./socket.ts";
-import { jsonFraming, jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
+import { binaryToJson, jsonFraming, jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
 
 /** Kernel names a client uses for "plain Python": the default profile's kernel. */
 const PYTHON_ALIASES: ReadonlySet<string> = new Set(["python3", "python"]);
@@ -262,7 +262,11 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
       },
       message(_ws, message) {
         const text =
-          typeof message === "string" ? message : v1 ? v1ToJson(message) : message.toString("utf8");
+          typeof message === "string"
+            ? message
+            : v1
+              ? v1ToJson(message)
+              : (binaryToJson(message) ?? message.toString("utf8"));
         if (text !== null) connection?.onMessage(text);
       },
       close() {

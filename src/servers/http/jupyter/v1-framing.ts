@@ -3,6 +3,10 @@
  * little-endian uint64 count of offsets, the offsets, then channel, header, parent header,
  * metadata and content (JSON), then any buffers. JupyterLab offers it, and Bun's server
  * selects an offered protocol by itself, so a connection that offered it speaks it.
+ *
+ * The JSON framing's own binary message (a message with buffers, as Jupyter Server sends it
+ * and jupyter_server's gateway client relays it) is here too: jsonFraming, binaryToJson.
+ * Inside the daemon a message is the JSON framing's text, its buffers base64 in `buffers`.
  */
 export const V1_PROTOCOL = "v1.kernel.websocket.jupyter.org";
 
@@ -64,11 +68,49 @@ export function jsonToV1(text: string): Uint8Array {
 }
 
 /**
- * A message for a socket of the JSON framing, which has no place for binary buffers (base64
- * strings there would reach a client as buffers that are not): they are left out.
+ * A message for a socket of the JSON framing: its text, or, when it carries binary buffers,
+ * the binary message Jupyter Server sends then (and jupyter_server's gateway client passes
+ * on): a big-endian uint32 count of parts, each part's offset, the message as JSON (buffers
+ * left out), then the buffers.
  */
-export function jsonFraming(text: string): string {
+export function jsonFraming(text: string): string | Uint8Array {
   if (!text.includes('"buffers":["')) return text;
-  const m = JSON.parse(text) as Record<string, unknown>;
-  return JSON.stringify({ ...m, buffers: [] });
+  const { buffers, ...m } = JSON.parse(text) as Record<string, unknown>;
+  const parts = [
+    encoder.encode(JSON.stringify(m)),
+    ...(Array.isArray(buffers) ? buffers : []).map((b) => Buffer.from(String(b), "base64")),
+  ];
+  const head = 4 * (parts.length + 1);
+  const frame = new Uint8Array(head + parts.reduce((n, p) => n + p.length, 0));
+  const view = new DataView(frame.buffer);
+  view.setUint32(0, parts.length);
+  let offset = head;
+  parts.forEach((p, i) => {
+    view.setUint32(4 * (i + 1), offset);
+    frame.set(p, offset);
+    offset += p.length;
+  });
+  return frame;
+}
+
+/**
+ * A binary message of the JSON framing (as jsonFraming makes them) as text, buffers base64;
+ * null when the frame is not one (a client that sent its JSON text as a binary frame).
+ */
+export function binaryToJson(frame: Uint8Array): string | null {
+  try {
+    const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+    const count = view.getUint32(0);
+    if (count < 1 || count > 1000 || 4 * (count + 1) > frame.byteLength) return null;
+    const offsets: number[] = [];
+    for (let i = 0; i < count; i++) offsets.push(view.getUint32(4 * (i + 1)));
+    offsets.push(frame.byteLength);
+    const bytes = (i: number) => frame.subarray(offsets[i], offsets[i + 1]);
+    const m = JSON.parse(decoder.decode(bytes(0))) as Record<string, unknown>;
+    const buffers: string[] = [];
+    for (let i = 1; i < count; i++) buffers.push(Buffer.from(bytes(i)).toString("base64"));
+    return JSON.stringify({ ...m, buffers });
+  } catch {
+    return null;
+  }
 }
