@@ -16,6 +16,7 @@
  *                      below 16 MiB), `refused` with 'r' (0x72).
  *   worker  → gateway  `heartbeat` every `heartbeatIntervalMs`; `response` to each request,
  *                      preceded by the `event`s (output, displays) of an `exec`;
+ *                      `kernel_output` for output while no request runs;
  *                      `kernel_status` whenever the kernel starts or dies.
  *   gateway → worker   `heartbeat_ack` (carrying a fresh resume credential), `request`, `stop`.
  * Either side treats 3 heartbeat intervals without any frame from the other as a dead
@@ -183,6 +184,8 @@ const JupyterRequestSchema = v.pipe(
     kind: v.literal("jupyter"),
     msgType: v.pipe(v.string(), v.maxLength(100)),
     content: v.record(v.string(), v.unknown()),
+    /** The message's binary buffers (a comm message's), base64. */
+    buffers: v.optional(v.array(v.string())),
     /** As exec's: names the cell, so an interrupt reaches this one and no other. */
     cell: v.optional(v.string()),
   }),
@@ -260,6 +263,8 @@ export const CellEventSchema = v.variant("type", [
       msgType: v.pipe(v.string(), v.maxLength(100)),
       content: v.record(v.string(), v.unknown()),
       metadata: v.optional(v.record(v.string(), v.unknown())),
+      /** Binary buffers (a comm message's), base64. */
+      buffers: v.optional(v.array(v.string())),
     }),
     v.readonly(),
   ),
@@ -387,6 +392,19 @@ const WorkerMessageSchema = v.variant("kind", [
   v.pipe(v.object({ kind: v.literal("heartbeat") }), v.readonly()),
   /** Output of the `exec` request `id`, sent before its `response`, in order. */
   v.pipe(v.object({ kind: v.literal("event"), id: count, event: CellEventSchema }), v.readonly()),
+  /**
+   * Output while no request runs (a thread a cell started prints on, a widget changes), as
+   * it happens. `cell` names the request that ran last (its `cell`), whose output it joins
+   * as ipykernel's does; absent when there was none. Dropped while disconnected.
+   */
+  v.pipe(
+    v.object({
+      kind: v.literal("kernel_output"),
+      cell: v.optional(v.pipe(v.string(), v.maxLength(200))),
+      event: CellEventSchema,
+    }),
+    v.readonly(),
+  ),
   /** The kernel started or died: sent at once on every change, and after each welcome. */
   v.pipe(v.object({ kind: v.literal("kernel_status"), status: KernelStatusSchema }), v.readonly()),
   v.pipe(

@@ -625,6 +625,28 @@ describe("kernel status and exec output from the worker", () => {
     expect(await until(() => w.closedReason() !== null)).toBe(true);
   });
 
+  test("output between requests is announced with the cell it follows, whoever asked nothing", async () => {
+    const h = setup();
+    const w = await fakeWorker(h, good(h));
+    const event = { type: "stream", name: "stdout", text: "from a thread\n" } as const;
+    expect(w.link.send({ kind: "kernel_output", cell: "cell-7", event })).toBe(true);
+    expect(w.link.send({ kind: "kernel_output", event })).toBe(true);
+    expect(w.link.send({ kind: "heartbeat" })).toBe(true);
+    await until(() => w.frames.some((f) => (f as { kind?: string }).kind === "heartbeat_ack"));
+    const base = {
+      kind: "KernelOutput" as const,
+      allocationId: "alloc-1",
+      epoch: 2,
+      rank: 0,
+      event,
+    };
+    expect(h.events.filter((e) => e.kind === "KernelOutput")).toEqual([
+      { ...base, cell: "cell-7" },
+      { ...base, cell: null },
+    ]);
+    expect(w.closedReason()).toBeNull();
+  });
+
   test("exec output events reach the requester in order, before the answer", async () => {
     const h = setup();
     const w = await fakeWorker(h, good(h));

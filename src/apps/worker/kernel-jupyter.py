@@ -15,6 +15,16 @@ through IPython's InteractiveShell: magics, `!cmd`, top-level await, In/Out, `;`
 clear_output, any MIME bundle, IPython's completer and inspector. Elsewhere the plain kernel
 runs them and completion is rlcompleter's. kernel_info says which (`implementation`).
 
+Comms (ipywidgets, and any comm target a library registers): ipykernel's Comm and
+CommManager (6.x) publish through `Kernel.instance().session.send` and find targets in its
+`comm_manager`. A stand-in kernel (CommKernel below) is registered as that singleton, made the
+first time something asks for it (`get_ipython().kernel`, a comm message from the client):
+what it publishes goes out as iopub messages, in a cell or between cells alike. The `comm`
+package's create_comm and get_comm_manager (ipywidgets 8) are pointed at the same, as
+ipykernel does. Without
+IPython a client's comm_open is answered with its comm_close (no target can exist), and
+comm_info lists nothing. Binary buffers travel base64 both ways.
+
 `input()` asks the client (an input_request on stdin) and blocks reading the next line of the
 private request channel, which the worker fills with {"input_reply": "..."} only while a cell
 waits for it: cells run one at a time, so nothing else can arrive meanwhile.
@@ -74,6 +84,8 @@ class Jupyter:
         self.shell = None
         self.ipython_version = None
         self.ipython_display = None
+        self.comm_kernel = None  # made on first use (make_comm_kernel)
+        self.no_comms = False  # ipykernel would not import: not tried again
         try:
             self.shell = make_shell(self)
         except Exception as error:  # IPython missing or broken: the plain kernel serves
@@ -81,10 +93,11 @@ class Jupyter:
 
     # -- out ---------------------------------------------------------------------------
 
-    def emit(self, channel, msg_type, content, metadata=None):
-        self.kernel.emit(
-            {"type": "jupyter", "channel": channel, "msgType": msg_type, "content": content, "metadata": metadata or {}}
-        )
+    def emit(self, channel, msg_type, content, metadata=None, buffers=None):
+        event = {"type": "jupyter", "channel": channel, "msgType": msg_type, "content": content, "metadata": metadata or {}}
+        if buffers:
+            event["buffers"] = [base64.b64encode(bytes(b)).decode("ascii") for b in buffers]
+        self.kernel.emit(event)
 
     def publish(self, data, metadata, transient, update):
         limit = self.kernel.mime_limit
@@ -127,9 +140,14 @@ class Jupyter:
             "inspect_request": self.inspect,
             "is_complete_request": self.is_complete,
             "history_request": lambda c: {"status": "ok", "history": []},
-            "comm_info_request": lambda c: {"status": "ok", "comms": {}},
+            "comm_info_request": self.comm_info,
+            "comm_open": lambda c: self.comm(msg_type, c, message.get("buffers")),
+            "comm_msg": lambda c: self.comm(msg_type, c, message.get("buffers")),
+            "comm_close": lambda c: self.comm(msg_type, c, message.get("buffers")),
         }.get(msg_type)
         reply_type = msg_type[: -len("_request")] + "_reply" if msg_type.endswith("_request") else "error_reply"
+        if msg_type.startswith("comm_") and not msg_type.endswith("_request"):
+            reply_type = ""  # the protocol has no reply to a comm message: the daemon sends none
         self.emit("iopub", "status", {"execution_state": "busy"})
         self.active = True
         native_display = builtins.display
@@ -153,6 +171,45 @@ class Jupyter:
         # Idle goes out before the reply line: the daemon relays both in this order.
         self.emit("iopub", "status", {"execution_state": "idle"})
         return {"status": "OK", "result": None, "error": None, "jupyter": {"msgType": reply_type, "content": reply}}
+
+    def comm_manager(self):
+        """ipykernel's CommManager, made on first use; None without IPython or ipykernel
+        (then a client's comm_open is closed again, as in the plain kernel)."""
+        if self.comm_kernel is None and self.shell is not None and not self.no_comms:
+            try:
+                self.comm_kernel = make_comm_kernel(self, self.shell)
+            except Exception as error:
+                self.no_comms = True
+                sys.__stderr__.write("openai4s kernel: no comms (%s)\n" % error)
+        return None if self.comm_kernel is None else self.comm_kernel.comm_manager
+
+    def comm(self, msg_type, content, buffers=None):
+        """A comm message from the client, dispatched as ipykernel does (a target's callback,
+        a comm's on_msg). A comm_open nobody can take is closed again, never left hanging."""
+        manager = self.comm_manager()
+        if manager is None:
+            if msg_type == "comm_open":
+                self.emit("iopub", "comm_close", {"comm_id": str(content.get("comm_id", "")), "data": {}})
+            return {}
+        message = {
+            "header": {"msg_type": msg_type},
+            "parent_header": {},
+            "metadata": {},
+            "content": dict(content),
+            "buffers": [base64.b64decode(b) for b in buffers or []],
+        }
+        getattr(manager, msg_type)(None, None, message)
+        return {}
+
+    def comm_info(self, content):
+        target = content.get("target_name")
+        manager = self.comm_manager() if self.comm_kernel is not None else None
+        comms = {}
+        if manager is not None:
+            for comm_id, comm in list(manager.comms.items()):
+                if target is None or comm.target_name == target:
+                    comms[comm_id] = {"target_name": comm.target_name}
+        return {"status": "ok", "comms": comms}
 
     def kernel_info(self):
         ipython = self.shell is not None
@@ -204,10 +261,7 @@ class Jupyter:
         self.last_error = None
         kernel.displays = 0
         kernel.shown_figures = set()
-        out, err = Stream(kernel, "stdout"), Stream(kernel, "stderr")
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err
-        captures = [FdCapture(1, out), FdCapture(2, err)]
+        captures = [FdCapture(1, kernel.stdout), FdCapture(2, kernel.stderr)]
         try:
             # From here a SIGINT interrupts the cell, and the worker is told so (it holds an
             # interrupt that arrives before this line: sent earlier, it would be ignored).
@@ -228,9 +282,6 @@ class Jupyter:
         finally:
             for capture in captures:
                 capture.stop()
-            sys.stdout, sys.stderr = saved
-        out.close_cell()
-        err.close_cell()
         count = shell.execution_count - 1 if store_history else shell.execution_count
         if result is not None and result.success:
             return {"status": "ok", "execution_count": count, "user_expressions": expressions, "payload": []}
@@ -330,7 +381,7 @@ class FdCapture:
     duplicate, untouched); a thread forwards what arrives. At the end C's stdio buffers are
     flushed, the fd restored, and the thread drains what is left. A background process that
     outlives the cell keeps the pipe: the thread is not waited for beyond a moment, and what
-    it forwards later lands in the cell running then, as ipykernel does.
+    it forwards later lands in the cell running then, or goes out as output between cells.
     """
 
     def __init__(self, fd, stream):
@@ -384,6 +435,35 @@ def plain_matches(text, namespace):
     return matches
 
 
+def make_comm_kernel(layer, shell):
+    """The singleton ipykernel's Comm and CommManager talk to (see the top): its session.send
+    is our iopub, its comm_manager the one registry of targets and open comms."""
+    from ipykernel.comm import CommManager
+    from ipykernel.kernelbase import Kernel
+    from traitlets import Any
+
+    class Session:
+        def send(self, stream, msg_type, content=None, parent=None, ident=None, buffers=None, metadata=None, **kwargs):
+            # Serialised now, as ipykernel's session does: the writer thread dumps it later,
+            # and a widget's state dict may change meanwhile.
+            content = json.loads(json.dumps(content or {}, default=str))
+            metadata = json.loads(json.dumps(metadata or {}, default=str))
+            layer.emit("iopub", msg_type, content, metadata, buffers)
+
+    class CommKernel(Kernel):
+        session = Any()
+        shell = Any()
+
+    # What ipykernel logs (a comm target that raised, an unknown comm) goes to the job log,
+    # as ipykernel's goes to its terminal, not into the user's cell.
+    log = __import__("logging").getLogger("openai4s.kernel.comm")
+    log.addHandler(__import__("logging").StreamHandler(sys.__stderr__))
+    log.propagate = False
+    kernel = CommKernel.instance(session=Session(), shell=shell, log=log)
+    kernel.comm_manager = CommManager(parent=kernel, kernel=kernel, log=log)
+    return kernel
+
+
 def make_shell(layer):
     """An InteractiveShell over the kernel's __main__, whose output goes out as Jupyter's."""
     import IPython
@@ -429,6 +509,14 @@ def make_shell(layer):
             self.pending = None
 
     class Shell(InteractiveShell):
+        @property
+        def kernel(self):
+            """ipywidgets and other comm users look for `get_ipython().kernel.comm_manager`;
+            without ipykernel there is none (hasattr says so)."""
+            if layer.comm_manager() is None:
+                raise AttributeError("kernel")
+            return layer.comm_kernel
+
         def _showtraceback(self, etype, evalue, stb):
             sys.stdout.flush()
             sys.stderr.flush()
@@ -463,4 +551,25 @@ def make_shell(layer):
         return base64.b64encode(figure_png(figure)).decode("ascii")
 
     png.for_type_by_name("matplotlib.figure", "Figure", figure_png_base64)
+    hook_comm_package(layer)
     return shell
+
+
+def hook_comm_package(layer):
+    """Libraries written for the `comm` package (ipywidgets 8) call comm.create_comm and
+    comm.get_comm_manager, which ipykernel replaces when it starts; without that they get a
+    comm that sends nothing. Replaced here the same way, onto the stand-in kernel (made on
+    first use). Absent package: nothing to hook."""
+    try:
+        import comm
+    except ImportError:
+        return
+
+    def create_comm(*args, **kwargs):
+        layer.comm_manager()
+        from ipykernel.comm import Comm
+
+        return Comm(*args, **kwargs)
+
+    comm.create_comm = create_comm
+    comm.get_comm_manager = layer.comm_manager

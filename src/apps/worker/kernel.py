@@ -14,6 +14,8 @@ Protocol, private to the worker: one JSON object per line.
       {"id": N, "reply": {"status": "OK"|"ERROR",
                           "result": {MIME: str, ...} | null,     # the last expression
                           "error": {"ename", "evalue", "traceback"} | null}}
+  out, while no cell runs (a thread the last cell started prints, a widget changes):
+      {"idle": M, "event": {...}}   M: the last cell's id (0 before the first)
 The shapes are Jupyter's (stream, display_data, execute_result, error) so that a Jupyter
 client maps onto them one to one. A bundle always has "text/plain"; "text/html",
 "application/json" (JSON text), "image/png" (base64) are added when the object provides them
@@ -25,6 +27,14 @@ protocol keeps private duplicates: neither the user's code nor a subprocess it s
 the next request or print into a reply. Python-level output is streamed as it is written, and
 capped per cell (MAX_CHARS per stream: its first and last halves, see HeadTail), so a cell
 printing gigabytes costs MAX_CHARS.
+
+sys.stdout and sys.stderr are one pair of Stream objects for the kernel's whole life (as
+ipykernel's), not one per cell: a thread a cell started, or a logging handler it made, keeps
+writing into them after the cell ended, and that output goes out as "idle" lines (capped at
+MAX_CHARS between two cells) instead of into the job log. Which of the two a write becomes is
+decided under one lock with the reply's place in the queue, so no line of cell N can follow
+its reply. flush() waits until the writer thread wrote everything before it: a
+`print(..., flush=True)` right before os._exit() reaches the worker.
 
 Only one thread writes the protocol (the writer thread, fed by a queue). SIGINT raises
 KeyboardInterrupt in the main thread between any two bytecodes; were the main thread to write
@@ -76,10 +86,22 @@ class Writer:
     def __init__(self, replies):
         self._replies = replies
         self._queue = queue.SimpleQueue()
-        threading.Thread(target=self._run, name="openai4s-protocol", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name="openai4s-protocol", daemon=True)
+        self._thread.start()
 
     def put(self, message):
         self._queue.put(message)
+
+    def flush(self, timeout=10.0):
+        """Returns once everything put before it is written (or after `timeout` s, so a worker
+        that stopped reading cannot hang the cell's flush() forever)."""
+        if threading.current_thread() is self._thread or not self._thread.is_alive():
+            # The writer itself, or the child of a cell's os.fork(), where no writer thread
+            # survived: waiting would cost every flush (multiprocessing flushes at exit) 10 s.
+            return
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait(timeout)
 
     def _run(self):
         while True:
@@ -91,11 +113,15 @@ class Writer:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+            flushed = [m for m in batch if isinstance(m, threading.Event)]
             lines = []
-            for message in merge(batch):
+            for message in merge([m for m in batch if not isinstance(m, threading.Event)]):
                 lines.append(json.dumps(message, ensure_ascii=False).encode("utf-8", "replace"))
-            self._replies.write(b"\n".join(lines) + b"\n")
-            self._replies.flush()
+            if lines:
+                self._replies.write(b"\n".join(lines) + b"\n")
+                self._replies.flush()
+            for done in flushed:
+                done.set()
 
 
 def merge(batch):
@@ -107,7 +133,8 @@ def merge(batch):
             last is not None
             and event is not None
             and event["type"] == "stream"
-            and last.get("id") == message["id"]
+            and last.get("id") == message.get("id")
+            and last.get("idle") == message.get("idle")
             and last.get("event", {}).get("type") == "stream"
             and last["event"]["name"] == event["name"]
             and len(last["event"]["text"]) + len(event["text"]) <= STREAM_CHUNK_CHARS
@@ -171,7 +198,8 @@ class HeadTail:
 
 
 class Stream(io.TextIOBase):
-    """sys.stdout / sys.stderr of a cell: sends what is written, up to `limit` characters.
+    """sys.stdout / sys.stderr: sends what is written, up to `limit` characters per cell
+    (and per stretch between two cells, see Kernel.idle_write).
 
     A TextIOBase, as the real streams are: libraries probe for fileno() (which says
     UnsupportedOperation here), isatty(), encoding.
@@ -192,25 +220,34 @@ class Stream(io.TextIOBase):
         return False
 
     def flush(self):
-        pass
+        self._kernel.writer.flush()
 
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not " + type(text).__name__)
-        now, note = self._cap.take(text)
-        self._send(now)
-        if note is not None:
-            self._send(note)
+        with self._kernel.lock:
+            if self._kernel.cell_id is None:
+                self._kernel.idle_write(self._name, text)
+                return len(text)
+            now, note = self._cap.take(text)
+            self._send(now)
+            if note is not None:
+                self._send(note)
         return len(text)
+
+    def open_cell(self):
+        self._cap = HeadTail(self._kernel.limit)
 
     def _send(self, piece):
         for i in range(0, len(piece), STREAM_CHUNK_CHARS):
             self._kernel.emit({"type": "stream", "name": self._name, "text": piece[i : i + STREAM_CHUNK_CHARS]})
 
     def close_cell(self):
-        rest = self._cap.end()
-        if rest is not None:
-            self._send(rest)
+        with self._kernel.lock:
+            rest = self._cap.end()
+            if rest is not None:
+                self._send(rest)
+            self._cap = HeadTail(self._kernel.limit)
 
 
 def figure_png(obj):
@@ -236,6 +273,13 @@ class Kernel:
         self.writer = writer
         self.cells = 0
         self.cell_id = None
+        # The cell that ran last: output between cells is tagged with it (ipykernel's parent).
+        self.last_cell_id = 0
+        self.idle_chars = 0
+        # Routing (cell or idle) and the reply's place in the writer's queue, decided together.
+        self.lock = threading.RLock()
+        self.stdout = Stream(self, "stdout")
+        self.stderr = Stream(self, "stderr")
         self.displays = 0
         self.shown_figures = set()
         self.running = False
@@ -259,8 +303,51 @@ class Kernel:
         self.writer.put({"id": self.cell_id, "started": True})
 
     def emit(self, event):
-        if self.cell_id is not None:
-            self.writer.put({"id": self.cell_id, "event": event})
+        with self.lock:
+            if self.cell_id is not None:
+                self.writer.put({"id": self.cell_id, "event": event})
+            else:
+                self.writer.put({"idle": self.last_cell_id, "event": event})
+
+    def idle_write(self, name, text):
+        """Text written while no cell runs: out at once, up to `limit` characters until the
+        next cell (a thread printing forever between cells must not flood the channel)."""
+        if self.idle_chars > self.limit or not text:
+            return  # cut already, and said so
+        piece = text[: self.limit - self.idle_chars]
+        self.idle_chars += len(piece)
+        for i in range(0, len(piece), STREAM_CHUNK_CHARS):
+            self.emit({"type": "stream", "name": name, "text": piece[i : i + STREAM_CHUNK_CHARS]})
+        if len(piece) < len(text):
+            self.idle_chars = self.limit + 1
+            self.emit(
+                {
+                    "type": "stream",
+                    "name": "stderr",
+                    "text": "\n[... output between cells over %d characters: the rest is left out until the next cell]\n"
+                    % self.limit,
+                }
+            )
+
+    def open_cell(self, cell_id):
+        """From here what is written belongs to cell `cell_id` (its caps start afresh)."""
+        with self.lock:
+            self.cell_id = cell_id
+            self.idle_chars = 0
+            self.stdout.open_cell()
+            self.stderr.open_cell()
+        # A cell that replaced sys.stdout (redirect_stdout left open) does not take the
+        # kernel's streams from every later cell.
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+
+    def close_cell(self, reply):
+        """The streams' kept tails, then the reply; what is written after goes out as idle."""
+        self.stdout.close_cell()
+        self.stderr.close_cell()
+        with self.lock:
+            self.writer.put({"id": self.cell_id, "reply": reply})
+            self.last_cell_id = self.cell_id
+            self.cell_id = None
 
     def bundle(self, obj):
         """The MIME bundle of `obj`. A hostile _repr_*_ costs its own entry, never the cell."""
@@ -361,17 +448,14 @@ class Kernel:
         }
 
     def run(self, cell_id, code):
+        """Runs one native cell; open_cell(cell_id) came first, close_cell follows."""
         self.cells += 1
-        self.cell_id = cell_id
         self.displays = 0
         self.shown_figures = set()
         filename = "<cell-%d>" % self.cells
         # Registered so tracebacks show the offending source lines.
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        out, err = Stream(self, "stdout"), Stream(self, "stderr")
         status, result, error = "OK", None, None
-        saved = sys.stdout, sys.stderr
-        sys.stdout, sys.stderr = out, err
         try:
             try:
                 tree = ast.parse(code, filename, "exec")
@@ -394,9 +478,6 @@ class Kernel:
                 error = self.format_error(caught, filename)
         finally:
             self.running = False
-            sys.stdout, sys.stderr = saved
-        out.close_cell()
-        err.close_cell()
         return {"status": status, "result": result, "error": error}
 
 
@@ -418,6 +499,7 @@ def main():
         # kernel-jupyter.py, handed over by the worker: Jupyter's messages, IPython if present.
         exec(compile(sys.argv[3], "<openai4s-kernel-jupyter>", "exec"), globals())
         jupyter = globals()["Jupyter"](kernel, requests)
+    sys.stdout, sys.stderr = kernel.stdout, kernel.stderr
     pid = os.getpid()
     signal.signal(signal.SIGINT, kernel.on_sigint)
     while True:
@@ -430,8 +512,8 @@ def main():
         request = json.loads(line)
         if "id" not in request:
             continue  # an input_reply that came after its cell ended (interrupted): stale
+        kernel.open_cell(request["id"])
         if "jupyter" in request:
-            kernel.cell_id = request["id"]
             reply = (
                 jupyter.handle(request["id"], request["jupyter"])
                 if jupyter is not None
@@ -445,8 +527,7 @@ def main():
             # state while the real kernel waits for it. It ends silently, as a forked child
             # of multiprocessing does.
             os._exit(0)
-        kernel.cell_id = None
-        writer.put({"id": request["id"], "reply": reply})
+        kernel.close_cell(reply)
 
 
 main()

@@ -17,16 +17,21 @@
  * it (a `kernel` event, then a KernelRestarted error), and so do the cells queued behind it,
  * which never ran: their code was written against state that is gone.
  *
+ * Output between cells (a thread a cell started prints on, a widget changes) is not lost: it
+ * goes to `onIdleEvent` at once, named by the cell that ran last (Jupyter's parent), and the
+ * streams and displays of it wait (bounded) for the next plain exec, which gets them first.
+ * A Jupyter request drops that backlog: its client had them live. What the interpreter wrote
+ * just before dying is read to the end before its death is reported.
+ *
  * The interpreter gets its own process group, so closing the kernel also kills whatever the
  * user's code started; the worker closes it on every way out (stop, grace expiry, signals),
  * and the interpreter also exits by itself when its stdin closes, i.e. when the worker dies.
  *
  * Over 400 lines because one state machine over one interpreter (cells, interrupts held until a cell starts, escalation, restart, death); split it with its tests next.
  */
-import { readFileSync } from "node:fs";
 import type { Subprocess } from "bun";
 import * as v from "valibot";
-import { systemTimers } from "../../lib/clock.ts";
+import { sleep, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import {
   type CellError,
@@ -38,6 +43,8 @@ import {
   MimeBundleSchema,
 } from "../../wire/worker-protocol.ts";
 import kernelSource from "./kernel.py" with { type: "text" };
+import { describeExit, oomKillCount } from "./kernel-exit.ts";
+import { createIdleOutput } from "./kernel-idle.ts";
 import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
 import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
@@ -55,6 +62,8 @@ export interface KernelResult {
 export interface JupyterReply {
   readonly msgType: string;
   readonly content: Readonly<Record<string, unknown>>;
+  /** A request's binary buffers (a comm message's), base64. */
+  readonly buffers?: readonly string[];
 }
 
 export interface ExecOptions {
@@ -108,10 +117,16 @@ export interface KernelOptions {
   readonly onStatus?: (status: KernelStatus) => void;
   /** Where the cgroup files are (tests); default "/". */
   readonly fsRoot?: string;
+  /**
+   * Output while no cell runs, as it happens, with the name of the cell that ran last
+   * (undefined: none, or it had no name).
+   */
+  readonly onIdleEvent?: (event: CellEvent, cell: string | undefined) => void;
 }
 
 const LineSchema = v.union([
   v.object({ id: v.number(), event: CellEventSchema }),
+  v.object({ idle: v.number(), event: CellEventSchema }),
   v.object({ id: v.number(), started: v.literal(true) }),
   v.object({
     id: v.number(),
@@ -131,6 +146,11 @@ const LineSchema = v.union([
 
 /** A reply line longer than this means the interpreter's protocol is broken. */
 const MAX_REPLY_CHARS = 32 * 1024 * 1024;
+/**
+ * After the interpreter exits, how long its last lines may take to be read before its death
+ * is reported: a forked child that kept the pipe open must not hold the answer forever.
+ */
+const DRAIN_AFTER_EXIT_MS = 500;
 
 type KernelProcess = Subprocess<"pipe", "pipe", "inherit">;
 
@@ -196,6 +216,13 @@ export function createKernel(options: KernelOptions): Kernel {
   /** How the previous interpreter ended, for the status of the one that replaces it. */
   let replaced: string | null = null;
   const budget = createRestartBudget();
+  /** Each interpreter's end, handled (its last lines read, onExit run). */
+  const handled = new WeakMap<KernelProcess, Promise<void>>();
+  const idle = createIdleOutput({
+    maxKeptChars: 2 * maxOutputChars + maxMimeChars,
+    onIdleEvent: options.onIdleEvent,
+    log,
+  });
 
   function setStatus(status: KernelStatus): void {
     current = status;
@@ -239,8 +266,13 @@ export function createKernel(options: KernelOptions): Kernel {
     freshAfterDeath = diedBefore;
     diedBefore = false;
     oomKillsAtStart = oomKillCount(options.fsRoot ?? "/");
-    void readLines(p);
-    void p.exited.then(() => onExit(p));
+    const reading = readLines(p);
+    handled.set(
+      p,
+      p.exited
+        .then(() => Promise.race([reading, sleep(DRAIN_AFTER_EXIT_MS)]))
+        .then(() => onExit(p)),
+    );
     setStatus(
       replaced === null
         ? { state: "running", message: "the interpreter is running" }
@@ -288,6 +320,10 @@ export function createKernel(options: KernelOptions): Kernel {
       if (result.success) parsed = result.output;
     } catch {
       // not JSON: handled below like any other broken line
+    }
+    if (parsed && "idle" in parsed) {
+      if (proc === p) idle.received(parsed.event, parsed.idle);
+      return;
     }
     const cell = running;
     if (!parsed || !cell || cell.proc !== p || parsed.id !== cell.id) {
@@ -416,6 +452,17 @@ export function createKernel(options: KernelOptions): Kernel {
     }
     const restarted = freshAfterDeath;
     freshAfterDeath = false;
+    idle.started(cell.id, cell.name);
+    const waited = idle.take();
+    if (cell.jupyter === undefined) {
+      for (const event of waited) {
+        try {
+          cell.onEvent?.(event);
+        } catch (error) {
+          log.error("kernel: event listener failed", { error: String(error) });
+        }
+      }
+    }
     running = {
       ...cell,
       proc: started,
@@ -429,7 +476,11 @@ export function createKernel(options: KernelOptions): Kernel {
         cell.jupyter !== undefined
           ? {
               id: cell.id,
-              jupyter: { msg_type: cell.jupyter.msgType, content: cell.jupyter.content },
+              jupyter: {
+                msg_type: cell.jupyter.msgType,
+                content: cell.jupyter.content,
+                buffers: cell.jupyter.buffers ?? [],
+              },
             }
           : { id: cell.id, code: cell.code };
       started.stdin.write(`${JSON.stringify(line)}\n`);
@@ -486,7 +537,7 @@ export function createKernel(options: KernelOptions): Kernel {
       const p = proc;
       if (p) {
         replace(p, why, running?.proc === p ? running : null);
-        await p.exited; // its exit (onExit, registered first) started the fresh one
+        await handled.get(p); // its exit (onExit) started the fresh one
         return current;
       }
       // Dead and left dead, or never started: nothing to kill.
@@ -536,42 +587,4 @@ export function createKernel(options: KernelOptions): Kernel {
 /** "10 s", "0.5 s". */
 function seconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(3))} s`;
-}
-
-/** "exit code 1", "signal SIGSEGV", "signal SIGKILL, by the out-of-memory killer". */
-function describeExit(p: KernelProcess, oomBefore: number | null, oomAfter: number | null): string {
-  if (!p.signalCode) return `exit code ${p.exitCode}`;
-  const oom = oomBefore !== null && oomAfter !== null && oomAfter > oomBefore;
-  return `signal ${p.signalCode}${oom ? ", by the out-of-memory killer" : ""}`;
-}
-
-/**
- * The OOM kills counted by this process's memory cgroup (v2 `memory.events`, v1
- * `memory.oom_control`), or null when the node does not say. A SIGKILL during which the count
- * rose was the OOM killer's: the one cause a user cannot otherwise tell from `kill -9`.
- */
-function oomKillCount(fsRoot: string): number | null {
-  try {
-    const lines = readFileSync(`${fsRoot}proc/self/cgroup`, "utf8").split("\n");
-    for (const line of lines) {
-      const [, controllers, path] = line.split(":");
-      if (path === undefined) continue;
-      const file =
-        controllers === ""
-          ? `${fsRoot}sys/fs/cgroup${path}/memory.events`
-          : controllers?.split(",").includes("memory")
-            ? `${fsRoot}sys/fs/cgroup/memory${path}/memory.oom_control`
-            : null;
-      if (file === null) continue;
-      try {
-        const match = /^oom_kill (\d+)$/m.exec(readFileSync(file, "utf8"));
-        if (match) return Number(match[1]);
-      } catch {
-        // this hierarchy does not have it; try the next
-      }
-    }
-  } catch {
-    // no /proc: nothing to say
-  }
-  return null;
 }

@@ -36,7 +36,11 @@ export async function handle(
     case "jupyter": {
       const result = await kernel.exec("", {
         onEvent,
-        jupyter: { msgType: request.msgType, content: request.content },
+        jupyter: {
+          msgType: request.msgType,
+          content: request.content,
+          ...(request.buffers !== undefined && { buffers: request.buffers }),
+        },
         ...(request.cell !== undefined && { cell: request.cell }),
       });
       return jupyterResponse(request.msgType, result);
@@ -77,9 +81,12 @@ function jupyterResponse(msgType: string, result: KernelResult): WorkerResponse 
   if (result.jupyter !== null) {
     return { kind: "jupyter", ...result.jupyter, kernelRestarted: result.kernelRestarted };
   }
+  // A comm message has no reply in the protocol: "" tells the daemon to send none.
   const replyType = msgType.endsWith("_request")
     ? `${msgType.slice(0, -"_request".length)}_reply`
-    : "error_reply";
+    : msgType.startsWith("comm_")
+      ? ""
+      : "error_reply";
   const error = result.error ?? { ename: "KernelError", evalue: "no reply", traceback: "" };
   return {
     kind: "jupyter",

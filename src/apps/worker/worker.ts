@@ -17,6 +17,7 @@ import { type Credential, credentialPath, readCredentialFile } from "../../wire/
 import { readGatewayFingerprint } from "../../wire/gateway-tls.ts";
 import { parseHostPort } from "../../wire/host-port.ts";
 import {
+  type CellEvent,
   DEFAULT_MAX_FRAME_BYTES,
   type KernelStatus,
   LIVENESS_INTERVALS,
@@ -95,10 +96,14 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
 
   // The kernel outlives connections; its status goes to whichever one is current, at once.
   let reportStatus: ((status: KernelStatus) => void) | null = null;
+  // Output between cells goes to the current connection at once; none: Jupyter drops iopub
+  // nobody listens to, and the kernel keeps it for the next plain exec anyway.
+  let reportOutput: ((event: CellEvent, cell: string | undefined) => void) | null = null;
   const kernel = createKernel({
     python: options.python,
     log,
     onStatus: (status) => reportStatus?.(status),
+    onIdleEvent: (event, cell) => reportOutput?.(event, cell),
   });
   try {
     let credential = initial;
@@ -127,10 +132,18 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
             heartbeatIntervalMs: dialed.welcome.heartbeatIntervalMs,
           });
           reportStatus = (status) => dialed.link.send({ kind: "kernel_status", status });
+          const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+          reportOutput = (event, cell) =>
+            dialed.link.send({
+              kind: "kernel_output",
+              ...(cell !== undefined && { cell: cell.slice(0, 200) }),
+              event: fitEvent(event, maxFrameBytes),
+            });
           // A death while disconnected (or before this daemon started) is news to this one.
           reportStatus(kernel.status());
           const ended = await serve(options, dialed.link, dialed.welcome, kernel, signal);
           reportStatus = null;
+          reportOutput = null;
           if (ended.kind === "Stopped") return ended;
           credential = ended.resume;
           deadline = Math.min(clock.now() + options.graceMs, ended.resume.expiresAt);

@@ -50,6 +50,18 @@ export type GatewayEvent =
     }
   /** Someone was refused. Deliberately carries no reason (see the module comment). */
   | { readonly kind: "CredentialRefused"; readonly remoteAddress: string }
+  /**
+   * A worker's kernel produced output while no request ran (a thread a cell started, a
+   * widget): `cell` names the request that ran last, whose output it belongs to.
+   */
+  | {
+      readonly kind: "KernelOutput";
+      readonly allocationId: string;
+      readonly epoch: number;
+      readonly rank: number;
+      readonly cell: string | null;
+      readonly event: CellEvent;
+    }
   /** A worker reported its kernel started or died (at once: the worker watches it). */
   | {
       readonly kind: "KernelStatus";

@@ -3,14 +3,19 @@
  * session's kernel stands, a Jupyter shell request run by its kernel (rank 0 of the current
  * attempt), the answer to an input() prompt, and a restart. The websocket and the REST routes
  * are the server's; headers and channels too. The kernel answers with contents only.
+ *
+ * Output between requests (a thread a cell started, a widget changed from one) comes from the
+ * gateway's KernelOutput events, fed in by the composition (`kernelOutput`), and goes to the
+ * listeners (`onOutput`) under the session it belongs to: rank 0 of its current attempt only.
  */
 import type { Log } from "../../lib/log.ts";
 import type { CellEvent } from "../../wire/worker-protocol.ts";
 import type { Allocation } from "../models.ts";
 import { isTerminal } from "../models.ts";
 import type { SessionStore } from "../ports/session-store.ts";
-import type { WorkerGateway } from "../ports/worker-gateway.ts";
+import type { GatewayEvent, WorkerGateway } from "../ports/worker-gateway.ts";
 import { codeMayRun, runningCurrentAllocation } from "./code-may-run.ts";
+import { restartKernel } from "./restart-kernel.ts";
 
 export type KernelStanding =
   /** READY (or only its interpreter died: the next request starts a fresh one). */
@@ -44,6 +49,8 @@ export interface JupyterRequestOptions {
   readonly onEvent?: (event: CellEvent) => void;
   /** Names the request, as exec's cell does. */
   readonly cell?: string;
+  /** The request's binary buffers (a comm message's), base64. */
+  readonly buffers?: readonly string[];
 }
 
 export interface JupyterService {
@@ -57,14 +64,24 @@ export interface JupyterService {
   /** The running cell's input() gets `value`; false when none waits (or not READY). */
   inputReply(workloadId: string, value: string): Promise<boolean>;
   restart(workloadId: string): Promise<RestartOutcome>;
+  /**
+   * Output while no request of the session runs, with the name (`cell`) of the request that
+   * ran last. Returns the unsubscribe.
+   */
+  onOutput(listener: OutputListener): () => void;
+  /** The gateway's news of such output (the composition passes each one on). */
+  kernelOutput(event: KernelOutputEvent): void;
 }
+
+export type KernelOutputEvent = Extract<GatewayEvent, { readonly kind: "KernelOutput" }>;
+export type OutputListener = (workloadId: string, cell: string | null, event: CellEvent) => void;
 
 /**
  * No fixed limit on a Jupyter request: a cell runs as long as the session lets it (the
  * client interrupts, the lifetime and idle clocks end it). The largest delay a timer takes.
  */
 const NO_LIMIT_MS = 2_147_483_647;
-/** An input reply or a restart is a write to a pipe or a process start in the worker. */
+/** An input reply is a write to a pipe in the worker. */
 const CONTROL_TIMEOUT_MS = 30_000;
 
 export function createJupyterService(deps: {
@@ -75,6 +92,7 @@ export function createJupyterService(deps: {
   readonly onWorkerLost?: () => void;
 }): JupyterService {
   const { store, gateway } = deps;
+  const listeners = new Set<OutputListener>();
 
   type NotLocated = Exclude<KernelStanding, { kind: "Ready" }>;
 
@@ -107,6 +125,27 @@ export function createJupyterService(deps: {
   }
 
   return {
+    onOutput(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+
+    kernelOutput(event) {
+      // Only the kernel the requests go to; a superseded attempt's worker says nothing here.
+      if (event.rank !== 0) return;
+      const allocation = store.getAllocation(event.allocationId);
+      if (allocation === null || allocation.epoch !== event.epoch) return;
+      const workload = store.getWorkload(allocation.workloadId);
+      if (workload?.kind !== "SESSION" || workload.executionEpoch !== event.epoch) return;
+      for (const listener of listeners) {
+        try {
+          listener(workload.id, event.cell, event.event);
+        } catch (error) {
+          deps.log.error("jupyter: output listener failed", { error: String(error) });
+        }
+      }
+    },
+
     standing(workloadId) {
       const located = locate(workloadId);
       return located.kind === "Located" ? { kind: "Ready" } : located;
@@ -125,6 +164,8 @@ export function createJupyterService(deps: {
           msgType,
           content: { ...content },
           ...(options.cell !== undefined && { cell: options.cell }),
+          ...(options.buffers !== undefined &&
+            options.buffers.length > 0 && { buffers: [...options.buffers] }),
         },
         NO_LIMIT_MS,
         options.onEvent ? { onEvent: options.onEvent } : {},
@@ -171,24 +212,19 @@ export function createJupyterService(deps: {
     async restart(workloadId) {
       const located = locate(workloadId);
       if (located.kind !== "Located") return notReady(located);
-      const a = located.allocation;
-      const outcome = await gateway.request(
-        a.id,
-        a.epoch,
-        0,
-        { kind: "restart" },
-        CONTROL_TIMEOUT_MS,
-      );
-      if (outcome.kind !== "Answered") {
-        return {
-          kind: "Failed",
-          message: `the worker did not restart the kernel (${outcome.kind})`,
-        };
+      const restarted = await restartKernel(gateway, located.allocation);
+      if (restarted.kind === "WorkerGone") deps.onWorkerLost?.();
+      if (restarted.kind !== "Answered") {
+        const message =
+          restarted.kind === "NoAnswer"
+            ? restarted.message
+            : "the session's worker is not connected";
+        return { kind: "Failed", message: `the kernel was not restarted: ${message}` };
       }
-      deps.log.info("kernel restarted", { workloadId, restarted: outcome.response.restarted });
-      return outcome.response.restarted
+      deps.log.info("kernel restarted", { workloadId, restarted: restarted.running });
+      return restarted.running
         ? { kind: "Restarted" }
-        : { kind: "Failed", message: outcome.response.message };
+        : { kind: "Failed", message: restarted.message };
     },
   };
 }

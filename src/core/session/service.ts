@@ -19,6 +19,7 @@ import type {
 } from "../ports/worker-gateway.ts";
 import type { BarrierHooks } from "../reconciler/types.ts";
 import { codeMayRun, runningCurrentAllocation } from "./code-may-run.ts";
+import { restartKernel } from "./restart-kernel.ts";
 import type {
   ExecOptions,
   ExecOutcome,
@@ -52,8 +53,6 @@ export interface SessionServiceOptions {
 
 /** An interrupt is one signal in the worker: an answer this slow means the worker is gone. */
 const INTERRUPT_TIMEOUT_MS = 5000;
-/** A restart kills an interpreter and starts one (Python's start-up, on a loaded node). */
-const RESTART_TIMEOUT_MS = 60_000;
 export const DEFAULT_INTERRUPT_GRACE_MS = 10_000;
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); longer ones fire at once. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -211,34 +210,18 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
     async restart(workloadId: string): Promise<RestartOutcome> {
       const located = locate(workloadId);
       if (located.kind !== "Located") return located;
-      const a = located.allocation;
-      const outcome = await gateway.request(
-        a.id,
-        a.epoch,
-        0,
-        { kind: "restart" },
-        RESTART_TIMEOUT_MS,
-      );
-      switch (outcome.kind) {
+      const restarted = await restartKernel(gateway, located.allocation);
+      switch (restarted.kind) {
         case "Answered":
-          return {
-            kind: "Ok",
-            running: outcome.response.restarted,
-            message: outcome.response.message,
-          };
-        case "NotConnected":
-        case "Disconnected":
+          return { kind: "Ok", running: restarted.running, message: restarted.message };
+        case "WorkerGone":
           options.onWorkerLost?.();
           return { kind: "NotReady", message: "the session's worker is not connected" };
-        case "TimedOut":
-          return { kind: "NotReady", message: "the worker did not answer the restart in time" };
-        case "WorkerError":
-          return { kind: "NotReady", message: `the worker could not restart: ${outcome.message}` };
-        case "TooLarge":
-          throw new Error("a restart request cannot be too large");
+        case "NoAnswer":
+          return { kind: "NotReady", message: restarted.message };
         default: {
-          const unreachable: never = outcome;
-          throw new Error(`unhandled restart outcome ${JSON.stringify(unreachable)}`);
+          const unreachable: never = restarted;
+          throw new Error(`unhandled restart ${JSON.stringify(unreachable)}`);
         }
       }
     },

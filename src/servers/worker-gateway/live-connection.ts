@@ -94,6 +94,18 @@ const RELAY: Relay = {
     return "kept";
   },
 
+  kernel_output(room, _conn, live, message) {
+    room.emit({
+      kind: "KernelOutput",
+      allocationId: live.allocationId,
+      epoch: live.epoch,
+      rank: live.rank,
+      cell: message.cell ?? null,
+      event: message.event,
+    });
+    return "kept";
+  },
+
   kernel_status(room, _conn, live, message) {
     // Only a change is news: a worker repeating itself must not drive readiness passes.
     if (

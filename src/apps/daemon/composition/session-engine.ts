@@ -159,6 +159,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     SESSION_MAX_RANKS;
   const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
   let readiness: SessionReadiness | null = null;
+  let jupyterService: JupyterService | null = null;
   let reconciler: { wake(): void } | null = null;
 
   const gateway = openGateway(options, {
@@ -168,6 +169,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     // Gateway events trigger a readiness pass; a connection also wakes the reconciler.
     readiness: () => readiness,
     reconciler: () => reconciler,
+    jupyter: () => jupyterService,
   });
   readiness = createSessionReadiness({
     store: stores.sessions,
@@ -205,6 +207,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     backend,
   });
   const { service, jupyter } = execServices(options, gateway, () => ready.trigger());
+  jupyterService = jupyter;
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
   const loops = new AbortController();
@@ -240,6 +243,7 @@ interface GatewayParts {
   /** Read at each event: the readiness loop and the reconciler exist only later. */
   readonly readiness: () => SessionReadiness | null;
   readonly reconciler: () => { wake(): void } | null;
+  readonly jupyter: () => JupyterService | null;
 }
 
 /** The worker gateway, listening (and on its unix socket for jobs without network). */
@@ -258,6 +262,11 @@ function openGateway(options: SessionEngineOptions, parts: GatewayParts): Worker
     expectations: parts.expectations,
     onEvent(event) {
       countGatewayEvent(options.metrics, event);
+      // Output between cells: to the Jupyter sockets of its session, live.
+      if (event.kind === "KernelOutput") {
+        parts.jupyter()?.kernelOutput(event);
+        return;
+      }
       if (
         event.kind === "WorkerConnected" ||
         event.kind === "WorkerDisconnected" ||

@@ -6,6 +6,11 @@
  * a shell reply and an input prompt only to the socket that asked. Control (interrupt,
  * shutdown) and stdin (input replies) never wait behind a running cell.
  *
+ * Output while no request runs (a thread a cell started prints on, a widget changes) reaches
+ * every socket as it happens, parented to the cell that ran last (ipykernel's parent), so
+ * a front end shows it under the cell that started the thread. Comm messages from a client
+ * (comm_open, comm_msg, comm_close) run in shell order, as ipykernel's do, and get no reply.
+ *
  * While a kernel has sockets, its session is watched: when it ends (cancelled, idle
  * reclaimed, lifetime, lost), every socket hears `status: dead` and is closed with the reason.
  *
@@ -81,10 +86,33 @@ interface Hub {
   abortThrough: number;
   /** Cancels the watch on the session (lib/clock `every`). */
   watch: (() => void) | null;
+  /**
+   * Headers of recent execute requests by msg_id: the parents of output between requests
+   * (a cell's, never a completion's, which no front end shows).
+   */
+  readonly parents: Map<string, Header>;
+  lastParent: Header;
+}
+
+/** Headers kept to parent output between requests (the newest ones). */
+const RECENT_PARENTS = 64;
+
+/** A comm message has no reply in the protocol (the kernel answers it with iopub, if at all). */
+function isComm(msgType: string): boolean {
+  return msgType === "comm_open" || msgType === "comm_msg" || msgType === "comm_close";
 }
 
 /** How often a running request renews the session's activity (its idle clock). */
 const RENEW_ACTIVITY_MS = 10_000;
+
+function rememberParent(h: Hub, header: Header): void {
+  h.lastParent = header;
+  h.parents.set(String(header["msg_id"]), header);
+  for (const id of h.parents.keys()) {
+    if (h.parents.size <= RECENT_PARENTS) break;
+    h.parents.delete(id);
+  }
+}
 
 export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const hubs = new Map<string, Hub>();
@@ -104,6 +132,8 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         received: 0,
         abortThrough: 0,
         watch: null,
+        parents: new Map(),
+        lastParent: {},
       };
       hubs.set(id, h);
     }
@@ -144,10 +174,12 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     reply(h, socket, request.channel, request, replyType(request.msgType), content);
   }
 
-  /** One of the request's outputs, to the sockets that should see it. */
-  function relay(h: Hub, socket: KernelSocket, request: ClientMessage, event: CellEvent): void {
+  /**
+   * One output, to the sockets that should see it: a request's (`socket` asked it), or one
+   * made while no request ran (`socket` null: there is nobody to ask for input).
+   */
+  function relay(h: Hub, socket: KernelSocket | null, parent: Header, event: CellEvent): void {
     h.lastActivityMs = deps.now();
-    const parent = request.header;
     switch (event.type) {
       case "stream":
         broadcast(
@@ -174,9 +206,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
           parent,
           h.kernelSession,
           event.metadata ?? {},
+          event.buffers ?? [],
         );
         if (event.channel === "stdin") {
-          socket.send(text);
+          socket?.send(text);
           return;
         }
         if (event.msgType === "status") {
@@ -243,6 +276,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       return;
     }
     if (!(await untilReady(h, socket, request))) return;
+    if (request.msgType === "execute_request") rememberParent(h, request.header);
     deps.touch(h.id);
     const renew = every(systemTimers, RENEW_ACTIVITY_MS, () => deps.touch(h.id));
     try {
@@ -252,13 +286,17 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
           if (event.type === "jupyter" && event.msgType === "status") {
             idle = event.content["execution_state"] === "idle";
           }
-          relay(h, socket, request, event);
+          relay(h, socket, request.header, event);
         },
         cell: String(request.header["msg_id"]),
+        buffers: request.buffers,
       });
       if (outcome.kind !== "Reply") {
         const message = outcome.kind === "NotReady" ? outcome.message : "no such kernel";
-        errorReply(h, socket, request, "KernelNotReady", message);
+        // A comm message has no reply to carry the refusal (too large, kernel gone): logged.
+        if (isComm(request.msgType))
+          deps.log.warn("jupyter: comm message not delivered", { kernel: h.id, message });
+        else errorReply(h, socket, request, "KernelNotReady", message);
         status(h, "idle", request.header);
         return;
       }
@@ -270,7 +308,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       ) {
         h.abortThrough = h.received;
       }
-      reply(h, socket, "shell", request, outcome.msgType, outcome.content);
+      // "": a comm message, which the protocol answers with no reply.
+      if (outcome.msgType !== "") {
+        reply(h, socket, "shell", request, outcome.msgType, outcome.content);
+      }
       // The interpreter died under the request (os._exit, a segfault, the OOM killer): it
       // never said idle (maybe not even busy: its last lines die with it), and a client
       // waits for idle as much as for the reply. The next request starts a fresh one.
@@ -280,6 +321,14 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       deps.touch(h.id);
     }
   }
+
+  // Output between requests: parented to the cell that ran last, as ipykernel does.
+  const unsubscribe = deps.jupyter.onOutput((workloadId, cell, event) => {
+    const h = hubs.get(workloadId);
+    if (h === undefined || h.sockets.size === 0) return;
+    const parent = (cell !== null ? h.parents.get(cell) : undefined) ?? h.lastParent;
+    relay(h, null, parent, event);
+  });
 
   /** kernel_info from what the kernel said before: a reconnecting client is not held behind a cell. */
   function answerKernelInfo(h: Hub, socket: KernelSocket, request: ClientMessage): boolean {
@@ -452,6 +501,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     },
     restart: (workloadId) => restartHub(hubOf(workloadId)),
     closeAll(reason) {
+      unsubscribe();
       for (const h of hubs.values()) {
         for (const s of h.sockets) s.close(1001, reason);
         h.sockets.clear();

@@ -20,6 +20,8 @@ const ClientMessageSchema = v.looseObject({
   header: HeaderSchema,
   content: v.optional(v.record(v.string(), v.unknown()), {}),
   channel: v.picklist(["shell", "control", "stdin"]),
+  /** Base64, as v1ToJson puts a binary frame's buffers; a JSON frame's are not carried. */
+  buffers: v.optional(v.pipe(v.array(v.unknown()), v.maxLength(100))),
 });
 
 export type Header = Readonly<Record<string, unknown>>;
@@ -29,6 +31,8 @@ export interface ClientMessage {
   readonly msgType: string;
   readonly header: Header;
   readonly content: Readonly<Record<string, unknown>>;
+  /** Binary buffers (a comm message's), base64. */
+  readonly buffers: readonly string[];
 }
 
 /** A client's message, or why it is not one (the socket is then told, not dropped). */
@@ -42,7 +46,14 @@ export function parseClientMessage(text: string): ClientMessage | string {
   const parsed = v.safeParse(ClientMessageSchema, raw);
   if (!parsed.success) return "not a Jupyter message (header, content, channel)";
   const m = parsed.output;
-  return { channel: m.channel, msgType: m.header.msg_type, header: m.header, content: m.content };
+  const buffers = (m.buffers ?? []).filter((b): b is string => typeof b === "string");
+  return {
+    channel: m.channel,
+    msgType: m.header.msg_type,
+    header: m.header,
+    content: m.content,
+    buffers,
+  };
 }
 
 /** A message from the kernel side, parented to `parent` (a request's header, or {}). */
@@ -53,6 +64,7 @@ export function kernelMessage(
   parent: Header,
   kernelSession: string,
   metadata: Readonly<Record<string, unknown>> = {},
+  buffers: readonly string[] = [],
 ): string {
   const header = {
     msg_id: randomUUID(),
@@ -69,7 +81,7 @@ export function kernelMessage(
     parent_header: parent,
     metadata,
     content,
-    buffers: [],
+    buffers,
     channel,
   });
 }

@@ -27,7 +27,7 @@ import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
 import { KernelStartBody } from "./schemas.ts";
 import type { SocketHandlers } from "./socket.ts";
-import { jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
+import { binaryToJson, jsonFraming, jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
 
 /** Kernel names a client uses for "plain Python": the default profile's kernel. */
 const PYTHON_ALIASES: ReadonlySet<string> = new Set(["python3", "python"]);
@@ -256,13 +256,17 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     const handlers: SocketHandlers = {
       open(ws) {
         connection = hubs.connect(w.id, {
-          send: (text) => void ws.send(v1 ? jsonToV1(text) : text),
+          send: (text) => void ws.send(v1 ? jsonToV1(text) : jsonFraming(text)),
           close: (code, reason) => ws.close(code, reason),
         });
       },
       message(_ws, message) {
         const text =
-          typeof message === "string" ? message : v1 ? v1ToJson(message) : message.toString("utf8");
+          typeof message === "string"
+            ? message
+            : v1
+              ? v1ToJson(message)
+              : (binaryToJson(message) ?? message.toString("utf8"));
         if (text !== null) connection?.onMessage(text);
       },
       close() {
