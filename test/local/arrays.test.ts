@@ -233,6 +233,38 @@ describe("local job arrays", () => {
     if (last !== undefined) expect(summaryOf(last).counts).toEqual({ COMPLETED: 2 });
   });
 
+  test("an element's planted FIFO, link or hard link at a later element's log name: refused, never opened through", async () => {
+    // An owner's allocation directory is the owner's (run_as = "owner"), so an element (or
+    // the scientist's shell) can put anything where the root supervisor will open a later
+    // element's log: a FIFO would block its open() forever (no element's time limit, cancel
+    // or end handled again), a link or a hard link would aim its writes at a host file.
+    const state = makeState();
+    const backend = makeBackend(state);
+    const host = join(state.scratch, "host-file");
+    writeFileSync(host, "host\n");
+    // The element finds the directory as an attacker would: where its own stdout points.
+    const dir = '"$(dirname "$(readlink /proc/$$/fd/1)")"';
+    const plant = `if [ "$OPENAI4S_ARRAY_INDEX" = 0 ]; then d=${dir}; mkfifo "$d/stdout.log.1" && ln -s ${host} "$d/stdout.log.2" && ln ${host} "$d/stdout.log.3"; fi`;
+    const { request, marks } = arrayRequest(state, plant, 4, 1);
+    await backend.submit([request]);
+    const done = await waitForPhase(backend, request, ENDED);
+    expect(done).toMatchObject({ phase: "FAILED" });
+    // 126, the shell's "cannot execute": each was refused at its start.
+    expect(summaryOf(done).elements.map((e) => [e.index, e.exitCode])).toEqual([
+      [1, 126],
+      [2, 126],
+      [3, 126],
+    ]);
+    // None of them ran, and nothing reached the host file.
+    expect(readMarks(marks).starts.size).toBe(1);
+    expect(readFileSync(host, "utf8")).toBe("host\n");
+    const refusals = lines(jobFile(state, request.token, "elements.jsonl"))
+      .map((line) => JSON.parse(line) as { index: number; exit?: { message: string } })
+      .filter((line) => line.index > 0 && line.exit !== undefined)
+      .map((line) => line.exit?.message.replace(/^.*\(/, "").replace(/\).*$/, ""));
+    expect(refusals).toEqual(["a FIFO or socket", "a symbolic link", "a hard link, 2 names"]);
+  });
+
   test("the time limit is each element's own, from its own start", async () => {
     const state = makeState();
     const backend = makeBackend(state);

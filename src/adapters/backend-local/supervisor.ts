@@ -10,7 +10,7 @@
  * and exits without starting anything. A job array has one supervisor too, which runs each
  * element through the same code as a single job (array-supervisor.ts).
  */
-import { closeSync, constants, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import { systemTimers } from "../../lib/clock.ts";
@@ -19,6 +19,7 @@ import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
 import { superviseArray } from "./array-supervisor.ts";
 import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
+import { openJobLog } from "./job-log.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
@@ -69,9 +70,6 @@ function singleRun(dir: string, record: JobRecord): SupervisedRun {
 }
 
 const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
-/** Append, create 0600, never through a link (`"a"` would follow one). */
-const LOG_FLAGS =
-  constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW;
 
 /** Runs one job to its end. Returns the supervisor's own exit code. */
 export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<number> {
@@ -150,9 +148,14 @@ function startJob(
   try {
     mkdirSync(dirname(record.stdoutPath), { recursive: true, mode: 0o700 });
     mkdirSync(dirname(record.stderrPath), { recursive: true, mode: 0o700 });
-    // O_NOFOLLOW: a log name that is a link is refused rather than appended through.
-    const out = openSync(record.stdoutPath, LOG_FLAGS, 0o600);
-    const err = openSync(record.stderrPath, LOG_FLAGS, 0o600);
+    const out = openJobLog(record.stdoutPath);
+    let err: number;
+    try {
+      err = openJobLog(record.stderrPath);
+    } catch (error) {
+      closeSync(out);
+      throw error;
+    }
     try {
       return Bun.spawn([...record.argv], {
         cwd: record.cwd,
