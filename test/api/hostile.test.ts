@@ -55,6 +55,31 @@ describe("validation names the field and says what is wrong with it", () => {
   );
 });
 
+describe("a job array's array and maxConcurrent", () => {
+  // The largest a request may ask for at all (Slurm's MaxArraySize ceiling); a profile's own
+  // limit is checked at admission.
+  const max = 4_000_001;
+  test.each([
+    ["array", 0],
+    ["array", -1],
+    ["array", 1.5],
+    ["array", "3"],
+    ["array", max + 1],
+    ["array", null],
+    ["array", 1e300],
+    ["maxConcurrent", 0],
+    ["maxConcurrent", 2.5],
+    ["maxConcurrent", "1"],
+    ["maxConcurrent", max + 1],
+    ["maxConcurrent", true],
+  ] as const)("%s = %p is a 400 naming the field, writing nothing", async (field, value) => {
+    h = harness();
+    const body = { ...BATCH, array: 2, maxConcurrent: 1, [field]: value };
+    const problem = await refusedWithoutWrites(h.post("/v1/workloads", body), 400);
+    expect(problem.errors.map((e) => e.path)).toEqual([field]);
+  });
+});
+
 describe("media type", () => {
   test.each([
     "application/xml",

@@ -329,6 +329,29 @@ describe("a job array's logs, one per element", () => {
     expect(io.out()).toBe("two\n");
   });
 
+  test("a hostile index (negative, fractional, a path, exponent, hex, huge) is a 400 naming index", async () => {
+    const h = make();
+    const a = await arrayWorkload(h, 3);
+    writeFileSync(`${a.stdout}.1`, "one\n");
+    const hostile = [
+      "-1",
+      "1.5",
+      "..%2Fstdout.log",
+      "1%2F..",
+      "1e0",
+      "0x1",
+      "%201",
+      "1%00",
+      "99999999999999999",
+    ];
+    for (const index of hostile) {
+      const refused = await h.request(`/v1/workloads/${a.id}/logs?index=${index}`);
+      expect([index, refused.status]).toEqual([index, 400]);
+      const body = (await refused.json()) as { errors?: readonly { path?: string }[] };
+      expect([index, body.errors?.map((e) => e.path)]).toEqual([index, ["index"]]);
+    }
+  });
+
   test("a workload that is no array refuses an index", async () => {
     const h = make();
     const id = await submit(h);
