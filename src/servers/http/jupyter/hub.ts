@@ -102,6 +102,56 @@ function isComm(msgType: string): boolean {
   return msgType === "comm_open" || msgType === "comm_msg" || msgType === "comm_close";
 }
 
+/**
+ * What one socket may have waiting in its kernel's shell queue: each request sits in the
+ * daemon's memory until the cell ahead of it ends, so a client flooding comm_msgs or 16 MB
+ * execute_requests behind a long cell would otherwise make the daemon hold all of it. ZMQ's
+ * default high-water mark, and the outbound side's backpressure limit (socket.ts).
+ */
+const MAX_QUEUED_REQUESTS = 1000;
+const MAX_QUEUED_BYTES = 64 * 1024 * 1024;
+
+/** One socket's requests still waiting in (or running from) the shell queue. */
+interface Queued {
+  count: number;
+  bytes: number;
+}
+
+/**
+ * Serial, and never broken by one failure: the next request still runs. Numbered as they
+ * arrive: a failed cell aborts the executes queued behind it, not later ones. False (nothing
+ * queued) when the socket is over its share; its earlier requests stay queued.
+ */
+function queueShell(
+  h: Hub,
+  queued: Queued,
+  bytes: number,
+  run: (arrival: number) => Promise<void>,
+  log: Log,
+): boolean {
+  if (queued.count >= MAX_QUEUED_REQUESTS || queued.bytes + bytes > MAX_QUEUED_BYTES) {
+    log.warn("jupyter: a client queued too many requests; closing its socket", {
+      kernel: h.id,
+      queued: queued.count,
+      queuedBytes: queued.bytes,
+    });
+    return false;
+  }
+  queued.count += 1;
+  queued.bytes += bytes;
+  const arrival = ++h.received;
+  h.chain = h.chain
+    .then(() => run(arrival))
+    .catch((error: unknown) => {
+      log.error("jupyter: shell request failed", { kernel: h.id, error: String(error) });
+    })
+    .then(() => {
+      queued.count -= 1;
+      queued.bytes -= bytes;
+    });
+  return true;
+}
+
 /** How often a running request renews the session's activity (its idle clock). */
 const RENEW_ACTIVITY_MS = 10_000;
 
@@ -379,13 +429,6 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         reply(h, socket, "control", request, "shutdown_reply", { status: "ok", restart });
         return;
       }
-      case "kernel_info_request":
-        if (answerKernelInfo(h, socket, request)) return;
-        {
-          const arrival = ++h.received;
-          h.chain = h.chain.then(() => runShell(h, socket, request, arrival));
-        }
-        return;
       default:
         errorReply(
           h,
@@ -397,31 +440,34 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     }
   }
 
-  function onMessage(h: Hub, socket: KernelSocket, text: string): void {
+  function onMessage(h: Hub, socket: KernelSocket, text: string, queued: Queued): void {
     h.lastActivityMs = deps.now();
     const request = parseClientMessage(text);
     if (typeof request === "string") {
       deps.log.warn("jupyter: a message that is not one", { kernel: h.id, problem: request });
       return;
     }
+    // In the kernel's shell order (kernel_info from what it said before, when it did); the
+    // socket closed (1008) when over its share of the queue.
+    const toShell = () => {
+      if (request.msgType === "kernel_info_request" && answerKernelInfo(h, socket, request)) return;
+      const run = (arrival: number) => runShell(h, socket, request, arrival);
+      if (!queueShell(h, queued, text.length, run, deps.log))
+        socket.close(1008, "too many requests queued behind the running cell");
+    };
     switch (request.channel) {
-      case "shell": {
-        if (request.msgType === "kernel_info_request" && answerKernelInfo(h, socket, request))
-          return;
-        // Serial, and never broken by one failure: the next request still runs. Numbered as
-        // they arrive: a failed cell aborts the executes queued behind it, not later ones.
-        const arrival = ++h.received;
-        h.chain = h.chain
-          .then(() => runShell(h, socket, request, arrival))
-          .catch((error: unknown) => {
-            deps.log.error("jupyter: shell request failed", { kernel: h.id, error: String(error) });
-          });
+      case "shell":
+        toShell();
         return;
-      }
       case "control":
-        void runControl(h, socket, request).catch((error: unknown) => {
-          deps.log.error("jupyter: control request failed", { kernel: h.id, error: String(error) });
-        });
+        if (request.msgType === "kernel_info_request") toShell();
+        else
+          void runControl(h, socket, request).catch((error: unknown) => {
+            deps.log.error("jupyter: control request failed", {
+              kernel: h.id,
+              error: String(error),
+            });
+          });
         return;
       case "stdin":
         if (request.msgType === "input_reply") {
@@ -474,8 +520,9 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       h.sockets.add(socket);
       if (deps.jupyter.standing(workloadId).kind !== "Ready") h.executionState = "starting";
       watch(h);
+      const queued: Queued = { count: 0, bytes: 0 };
       return {
-        onMessage: (text) => onMessage(h, socket, text),
+        onMessage: (text) => onMessage(h, socket, text, queued),
         onClose() {
           h.sockets.delete(socket);
           if (h.sockets.size === 0) stopWatching(h);

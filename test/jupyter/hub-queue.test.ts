@@ -1,0 +1,86 @@
+/**
+ * A websocket client that keeps sending shell requests (a widget's comm_msg flood, or 16 MB
+ * execute_requests) while a cell runs: each waits its turn in the daemon's memory, so the
+ * queue is bounded, and the client that overruns it is closed (1008), not buffered for. Another
+ * socket of the same kernel, and its requests, are not affected.
+ */
+import { describe, expect, test } from "bun:test";
+import type { JupyterOutcome, JupyterService } from "../../src/core/session/jupyter-service.ts";
+import { silentLog } from "../../src/lib/log.ts";
+import { createKernelHubs, type KernelSocket } from "../../src/servers/http/jupyter/hub.ts";
+import { eventually } from "../support/eventually.ts";
+
+/** A kernel whose requests never answer until `release` (the first cell runs forever). */
+function stuckKernel() {
+  const waiting: (() => void)[] = [];
+  let released = false;
+  const answer: JupyterOutcome = { kind: "NotReady", message: "released" };
+  const service: Pick<JupyterService, "standing" | "request" | "onOutput" | "restart"> = {
+    standing: () => ({ kind: "Ready" }),
+    request() {
+      if (released) return Promise.resolve(answer);
+      return new Promise<JupyterOutcome>((resolve) => waiting.push(() => resolve(answer)));
+    },
+    onOutput: () => () => {},
+    restart: async () => ({ kind: "Restarted" }),
+  };
+  const release = () => {
+    released = true;
+    for (const resolve of waiting.splice(0)) resolve();
+  };
+  return { service: service as JupyterService, release };
+}
+
+function fakeSocket() {
+  const sent: string[] = [];
+  const closed: { code: number; reason: string }[] = [];
+  const socket: KernelSocket = {
+    send: (text) => void sent.push(text),
+    close: (code, reason) => void closed.push({ code, reason }),
+  };
+  return { socket, sent, closed };
+}
+
+function commMsg(n: number, data: string): string {
+  return JSON.stringify({
+    channel: "shell",
+    header: { msg_id: `m${n}`, msg_type: "comm_msg", session: "s" },
+    content: { comm_id: "c", data: { value: data } },
+  });
+}
+
+describe("the kernel hub's shell queue", () => {
+  test("a client flooding requests behind a running cell is closed at the cap, not buffered for", async () => {
+    const kernel = stuckKernel();
+    const hubs = createKernelHubs({
+      jupyter: kernel.service,
+      interrupt: async () => ({ kind: "Ok", interrupted: false }),
+      shutdown: () => {},
+      touch: () => {},
+      now: () => 0,
+      log: silentLog,
+    });
+    const flooder = fakeSocket();
+    const other = fakeSocket();
+    const a = hubs.connect("w-1", flooder.socket);
+    const b = hubs.connect("w-1", other.socket);
+    const payload = "x".repeat(1024 * 1024);
+    // 1 GiB offered; the daemon must refuse long before holding it.
+    for (let n = 0; n < 1024 && flooder.closed.length === 0; n += 1)
+      a.onMessage(commMsg(n, payload));
+    expect(flooder.closed).toHaveLength(1);
+    expect(flooder.closed[0]?.code).toBe(1008);
+    expect(other.closed).toEqual([]);
+    // The other socket's request is still taken, and answered once the cell ends.
+    b.onMessage(
+      JSON.stringify({
+        channel: "shell",
+        header: { msg_id: "info", msg_type: "kernel_info_request", session: "s" },
+        content: {},
+      }),
+    );
+    kernel.release();
+    await eventually(() => other.sent.some((text) => text.includes('"kernel_info_reply"')));
+    hubs.closeAll("test over");
+  });
+});
