@@ -4,7 +4,7 @@
  * problems, and a job's planted symlink or FIFO never followed.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { appendFileSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, linkSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { applyTransition, mintAttempt } from "../../src/adapters/store-sqlite/index.ts";
 import { createLogsCommand } from "../../src/apps/cli/logs.ts";
@@ -350,6 +350,19 @@ describe("a job array's logs, one per element", () => {
       const body = (await refused.json()) as { errors?: readonly { path?: string }[] };
       expect([index, body.errors?.map((e) => e.path)]).toEqual([index, ["index"]]);
     }
+  });
+
+  test("a job's hard link to a host file in place of an element's log is refused, never read", async () => {
+    // Where fs.protected_hardlinks is off, an owner's job (its allocation directory is the
+    // owner's) can hard-link a file only root may read; the daemon reads logs as root.
+    const h = make();
+    const a = await arrayWorkload(h, 2);
+    const secret = `${h.dir}/signing-key-like`;
+    writeFileSync(secret, "TOP SECRET\n", { mode: 0o600 });
+    linkSync(secret, `${a.stdout}.1`);
+    const viaLink = await h.request(`/v1/workloads/${a.id}/logs?index=1`);
+    expect(viaLink.status).toBe(404);
+    expect((await problemOf(viaLink)).detail).toContain("not a regular file");
   });
 
   test("a workload that is no array refuses an index", async () => {

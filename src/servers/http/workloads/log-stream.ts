@@ -7,7 +7,8 @@
  * The file sits in a directory the job can write to, so its name is hostile ground: the job
  * can replace `stdout.log` with a symlink to a file only the daemon may read, or with a FIFO
  * that would block the daemon's open() forever. The open refuses a symlink (O_NOFOLLOW),
- * does not block (O_NONBLOCK), and anything but a regular file is refused after fstat.
+ * does not block (O_NONBLOCK), and anything but a regular file with one name (no hard link)
+ * is refused after fstat.
  */
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
@@ -17,7 +18,7 @@ const LOG_CHUNK_BYTES = 64 * 1024;
 export type OpenedLog =
   | { readonly kind: "Opened"; readonly handle: FileHandle; readonly sizeBytes: number }
   | { readonly kind: "Missing" }
-  /** A symlink, FIFO, directory or device where the log should be: never read. */
+  /** A symlink, FIFO, directory, device or hard link where the log should be: never read. */
   | { readonly kind: "NotAFile" };
 
 export async function openLog(path: string): Promise<OpenedLog> {
@@ -32,7 +33,9 @@ export async function openLog(path: string): Promise<OpenedLog> {
     throw error;
   }
   const stat = await handle.stat();
-  if (!stat.isFile()) {
+  // A second name is a hard link the job made (an owner's allocation directory is the
+  // owner's): where fs.protected_hardlinks is off, to a file only this daemon may read.
+  if (!stat.isFile() || stat.nlink !== 1) {
     await handle.close();
     return { kind: "NotAFile" };
   }
