@@ -291,6 +291,49 @@ describe.skipIf(missing !== null)("between cells and comms, through JupyterLab's
   );
 
   test(
+    "malformed comm messages from a client are ignored or refused, never a hang, a crash or a restart",
+    async () => {
+      expect((await run(kernel, "survivor = 41")).reply.content.status).toBe("ok");
+      const ws = new WebSocket(
+        `ws://127.0.0.1:${port}/api/kernels/${kernel.id}/channels?token=${token}`,
+      );
+      await new Promise((resolve) => {
+        ws.onopen = resolve;
+      });
+      const raw = (msgType: string, content: unknown, buffers: unknown[] = []) =>
+        JSON.stringify({
+          channel: "shell",
+          header: { msg_id: `bad-${msgType}-${Math.random()}`, msg_type: msgType, session: "bad" },
+          parent_header: {},
+          metadata: {},
+          content,
+          buffers,
+        });
+      const hostile = [
+        raw("comm_msg", { data: { x: 1 } }), // no comm_id
+        raw("comm_msg", { comm_id: "nobody", data: "not an object" }),
+        raw("comm_msg", { comm_id: { nested: true }, data: [] }),
+        raw("comm_open", { comm_id: "bad1" }), // no target_name
+        raw("comm_open", { comm_id: "bad2", target_name: "no-such-target", data: 7 }),
+        raw("comm_open", { comm_id: "bad3", target_name: "echo", data: {} }, ["%%% not base64"]),
+        raw("comm_close", { comm_id: 12 }),
+        raw("comm_msg", ["content", "is", "a", "list"]),
+        raw("comm_msg", { comm_id: "raw1", data: {} }, [{ not: "a string" }]),
+        "{ not json",
+      ];
+      for (const text of hostile) ws.send(text);
+      // Queued behind all of them on the same kernel, through the other (JupyterLab's) socket:
+      // answered, by the same interpreter (nothing restarted it).
+      const after = await run(kernel, "survivor + 1");
+      expect(after.reply.content.status).toBe("ok");
+      const result = after.iopub.find((m) => m.header.msg_type === "execute_result");
+      expect(result?.content).toMatchObject({ data: { "text/plain": "42" } });
+      ws.close();
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
     "a comm made through the comm package (as ipywidgets 8 makes them) reaches the client",
     async () => {
       const opened: Record<string, unknown>[] = [];
