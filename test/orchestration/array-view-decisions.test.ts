@@ -11,6 +11,7 @@ import {
 import type { Phase } from "../../src/core/models.ts";
 import type { Observed } from "../../src/core/reconciler/decisions.ts";
 import { followObservation } from "../../src/core/reconciler/decisions.ts";
+import { markStopped } from "../../src/core/reconciler/stop-decisions.ts";
 import { harnessPerTest } from "../support/reconciler-harness.ts";
 
 const make = harnessPerTest();
@@ -71,5 +72,29 @@ describe("an array's elements in the reconciler's steps", () => {
     expect(JSON.parse(ended?.allocation?.arrayViewJson ?? "null").elements).toEqual([
       { index: 1, phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 },
     ]);
+  });
+
+  test("a cancelled array keeps its last elements: which had completed before the stop", () => {
+    const h = make();
+    const { id, attempt } = h.admit({ handOver: false });
+    const w = {
+      ...h.workload(id),
+      phase: "STOPPING" as const,
+      reason: "USER_CANCELLED" as const,
+    };
+    const a = { ...attempt, phase: "STOPPING" as const, reason: "USER_CANCELLED" as const };
+    const observation = observe("COMPLETED", "CANCELLED", "CANCELLED");
+    if (observation.phase !== "CANCELLED") throw new Error("the array should end CANCELLED");
+    const t = markStopped(
+      w,
+      a,
+      { reason: "USER_CANCELLED", message: "" },
+      { kind: "Ended", observation: { ...observation, phase: "CANCELLED" } },
+      9,
+    );
+    expect(JSON.parse(t.allocation?.arrayViewJson ?? "null").indices).toEqual({
+      COMPLETED: "0",
+      CANCELLED: "1-2",
+    });
   });
 });
