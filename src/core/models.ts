@@ -324,6 +324,11 @@ export interface Allocation {
    * or null: one job. What tells the backend to read the allocation as an array.
    */
   readonly arraySize?: number | null;
+  /**
+   * A job array's elements as last observed (core/array/array-view.ts, as JSON text); absent
+   * or null: one job, or not observed yet.
+   */
+  readonly arrayViewJson?: string | null;
 }
 
 export const CONDITION_TYPES = [

@@ -107,6 +107,7 @@ describe("GET /v1/workloads/{id} and events", () => {
         deadline: null,
         // What an admin matches against the backend's own tools (issue 21).
         backendJobId: "4242",
+        array: null,
       },
     ]);
     // No time limit reported by the backend: no TIME_REMAINING.

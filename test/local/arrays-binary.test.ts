@@ -68,6 +68,20 @@ describe("local job arrays through the binary", () => {
       const view = await d.show(id);
       expect(view).toMatchObject({ phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 7 });
       expect(view.message).toContain("1 of 5 elements failed (index 3)");
+      // Every element's state reaches the view (issue 21): counts and indices by phase, and
+      // the element that failed with its reason and exit code.
+      expect(view.allocations.at(-1)?.array).toEqual({
+        size: 5,
+        maxConcurrent: 2,
+        counts: { COMPLETED: 4, FAILED: 1 },
+        indices: { COMPLETED: "0-2,4", FAILED: "3" },
+        elements: [{ index: 3, phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 7 }],
+        elementsOmitted: 0,
+      });
+      const shown = await d.cli("show", id);
+      expect(shown.stdout).toContain("Array:       5 elements, at most 2 at once");
+      expect(shown.stdout).toContain("Elements:    4 completed, 1 failed (3)");
+      expect(shown.stdout).toMatch(/^3 +FAILED +NONZERO_EXIT +7$/m);
 
       for (const index of [0, 3, 4]) {
         const log = await d.cli("logs", id, "--index", String(index));

@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { listUnsandboxedLiveAllocations } from "../../src/adapters/store-sqlite/ops/list-unsandboxed-live-allocations.ts";
 import { externalHandle } from "../../src/core/models.ts";
-import { recordSubmitResult } from "../../src/core/reconciler/decisions.ts";
+import { recordSubmitResult } from "../../src/core/reconciler/submit-decisions.ts";
 import { harnessPerTest } from "../support/reconciler-harness.ts";
 
 const make = harnessPerTest();

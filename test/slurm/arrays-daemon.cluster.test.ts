@@ -34,6 +34,16 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon: job arrays", () => 
     const end = await waitFor(id, ["COMPLETED", "FAILED", "CANCELLED", "LOST"], 120_000);
     expect(end).toMatchObject({ phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 });
     expect(String(end["message"])).toContain("1 of 6 elements failed (index 3)");
+    // Every element's state in the view, the failed one with its exit code (issue 21).
+    const [attempt] = end["allocations"] as readonly { readonly array: unknown }[];
+    expect(attempt?.array).toEqual({
+      size: 6,
+      maxConcurrent: 3,
+      counts: { COMPLETED: 5, FAILED: 1 },
+      indices: { COMPLETED: "0-2,4-5", FAILED: "3" },
+      elements: [{ index: 3, phase: "FAILED", reason: "NONZERO_EXIT", exitCode: 3 }],
+      elementsOmitted: 0,
+    });
     const logs = readFileSync(join(logDir(id), "stdout.log.4"), "utf8");
     expect(logs).toBe("index=4 task=4\n");
   }, 150_000);
@@ -64,6 +74,8 @@ describe.skipIf(testCluster === null)("slurm-cluster daemon: job arrays", () => 
     expect((await api("POST", `/v1/workloads/${id}/cancel`)).status).toBe(202);
     const end = await waitFor(id, ["CANCELLED", "FAILED", "COMPLETED", "LOST"], 90_000);
     expect(end).toMatchObject({ phase: "CANCELLED" });
+    const [attempt] = end["allocations"] as readonly { readonly array: unknown }[];
+    expect(attempt?.array).toMatchObject({ size: 4, maxConcurrent: 1, counts: { CANCELLED: 4 } });
   }, 180_000);
 
   /** The allocation directory of the workload's one attempt. */

@@ -70,6 +70,8 @@ export interface WorkloadView {
     readonly epoch: number;
     readonly phase: string;
     readonly startedAt: string | number | null;
+    /** A job array's elements (the API's `array`); absent from daemons before it. */
+    readonly array?: unknown;
   }[];
 }
 

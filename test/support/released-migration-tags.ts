@@ -13,4 +13,5 @@ export const TAGS_BEFORE_THE_RENAME: readonly string[] = [
   "0007_isolation_verdict",
   "0008_job_arrays",
   "0009_principals",
+  "0010_array_summary",
 ];

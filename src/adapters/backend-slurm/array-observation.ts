@@ -1,18 +1,16 @@
 /**
  * A job array's rows (the queue's, then accounting's for elements the controller has
- * already forgotten) into one observation: each element read by the same state table as a
- * single job, then summarised by the core's rules (array/array-summary.ts). Pure: the backend
- * does the two listings, this only reads them.
+ * already forgotten) into its elements: each element read by the same state table as a
+ * single job. Pure: the backend does the two listings, this only reads them; the core's
+ * `arrayObservation` (core/array/array-observation.ts) sums the elements up, the same for
+ * every backend.
  */
-import { type ElementState, summarizeArray } from "../../core/array/array-summary.ts";
-import { isTerminal } from "../../core/models.ts";
+import type { TimedElementState } from "../../core/array/array-observation.ts";
 import type { AllocationObservation } from "../../core/ports.ts";
 import type { ArrayTask } from "./array-job-id.ts";
 
-export interface ArrayElementState extends ElementState {
-  readonly startedAt: number | null;
-  readonly endedAt: number | null;
-}
+/** An element's state and times: the core's, so the core's `arrayObservation` sums it up. */
+export type ArrayElementState = TimedElementState;
 
 /**
  * Adds the elements these rows show to `into`, never replacing one already there (the queue
@@ -42,31 +40,4 @@ export function collectElements<R extends { readonly arrayTask?: ArrayTask }>(
     };
     for (const i of fresh) into.set(i, state);
   }
-}
-
-/** The array's observation: its phase by the summary's rules, its times from its elements. */
-export function arrayObservation(
-  size: number,
-  elements: ReadonlyMap<number, ArrayElementState>,
-): AllocationObservation {
-  const summary = summarizeArray(size, elements);
-  let startedAt: number | null = null;
-  let endedAt: number | null = null;
-  for (const e of elements.values()) {
-    if (e.startedAt !== null && (startedAt === null || e.startedAt < startedAt)) {
-      startedAt = e.startedAt;
-    }
-    if (e.endedAt !== null && (endedAt === null || e.endedAt > endedAt)) endedAt = e.endedAt;
-  }
-  const ended = isTerminal(summary.phase);
-  return {
-    kind: "Observed",
-    phase: summary.phase,
-    reason: summary.reason,
-    message: summary.message,
-    exitCode: summary.exitCode,
-    startedAt: summary.phase === "QUEUED" ? null : startedAt,
-    endedAt: ended ? endedAt : null,
-    array: summary,
-  };
 }

@@ -3,8 +3,10 @@
  * shared with single jobs for the elements the controller has already forgotten (MinJobAge
  * after each element ended).
  */
+
+import { arrayObservation } from "../../core/array/array-observation.ts";
 import type { AllocationObservation, ObservationTarget } from "../../core/ports.ts";
-import { type ArrayElementState, arrayObservation, collectElements } from "./array-observation.ts";
+import { type ArrayElementState, collectElements } from "./array-observation.ts";
 import { absent } from "./observe-accounting.ts";
 import { carries, fromAccounting, fromQueue } from "./observe-rows.ts";
 import type { AccountingRow } from "./parse.ts";

@@ -99,6 +99,7 @@ export function toAllocation(row: AllocationRow): Allocation {
     deadlineAt: row.deadlineAt,
     deadlineWarnedAt: row.deadlineWarnedAt,
     ...(row.arraySize === null ? {} : { arraySize: row.arraySize }),
+    ...(row.arrayViewJson === null ? {} : { arrayViewJson: row.arrayViewJson }),
   };
 }
 

@@ -117,6 +117,12 @@ export const allocations = sqliteTable(
      * every spec each tick. NULL: one job.
      */
     arraySize: integer("array_size"),
+    /**
+     * A job array's elements as last observed: counts and indices by phase and the elements
+     * that did not complete (core/array/array-view.ts), JSON. Rewritten only when they change.
+     * NULL: one job, or an array not observed yet.
+     */
+    arrayViewJson: text("array_view_json"),
   },
   (t) => [
     uniqueIndex("allocations_token").on(t.token),

@@ -13,6 +13,7 @@ import {
   type WorkloadBody,
 } from "./client.ts";
 import { messageBesideReason } from "./reason-message.ts";
+import { renderArray } from "./show-array.ts";
 
 const HELP = `Usage: openai4s show ID
 
@@ -20,7 +21,9 @@ Show workload ID: its phase and reason, when the backend last confirmed that pha
 by the backend since the daemon started" until it answers again after a restart), its
 deadline and the time left before it while it runs with a time limit, its conditions
 (sessions), its allocations (one per attempt, each with the backend's own job id: "list
---backend-job-id" goes the other way) and its transitions (a TIME_LIMIT_NEAR event warns
+--backend-job-id" goes the other way), a job array's elements (counts by phase, the indices
+that did not complete, and each element that failed with its reason and exit code) and its
+transitions (a TIME_LIMIT_NEAR event warns
 before the limit). --json prints the workload exactly as the API does.
 
 ${CLIENT_OPTIONS_HELP}`;
@@ -89,7 +92,7 @@ function renderWorkload(w: WorkloadBody): string {
       ]),
     )}`;
   }
-  return out;
+  return out + renderArray(w);
 }
 
 export function createShowCommand(runtime: ClientRuntime = systemRuntime): Command {

@@ -33,6 +33,8 @@ export interface AllocationChange {
   readonly deadlineAt?: number | null;
   /** When the near-the-limit warning was written (the warning's own event is `notice`). */
   readonly deadlineWarnedAt?: number;
+  /** A job array's elements (core/array/array-view.ts); written only when they changed. */
+  readonly arrayViewJson?: string;
 }
 
 export interface WorkloadChange {

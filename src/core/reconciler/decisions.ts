@@ -3,7 +3,9 @@
  * compare-and-set transition to write (or null when nothing changed, so a steady tick writes
  * nothing). Every transition names the phase and epoch it expects, which is what makes a
  * step re-executable: re-run after a crash, it either applies once or finds the world moved.
+ * The submit answer's steps are in submit-decisions.ts.
  */
+import { changedArrayView } from "../array/array-view.ts";
 import {
   type Allocation,
   type ExternalHandle,
@@ -15,7 +17,7 @@ import {
   type Workload,
 } from "../models.ts";
 import type { Transition } from "../ports/reconciler-store.ts";
-import type { AllocationObservation, FindResult, SubmitResult } from "../ports.ts";
+import type { AllocationObservation, FindResult } from "../ports.ts";
 
 export type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
 
@@ -149,6 +151,20 @@ function isActiveRunning(phase: Phase): boolean {
   return phase === "RUNNING" || phase === "STOPPING";
 }
 
+/** An observed ending, with the array's last elements: which ones failed is what a user asks. */
+function observedEnd(
+  w: Workload,
+  a: Allocation,
+  obs: Observed & { readonly phase: TerminalPhase },
+  now: number,
+  handle?: ExternalHandle,
+): Transition {
+  const t = endAttempt(w, a, endingOf(obs), now, handle);
+  const arrayJson = changedArrayView(a.arrayViewJson, obs.array);
+  if (arrayJson === undefined || t.allocation === undefined) return t;
+  return { ...t, allocation: { ...t.allocation, arrayViewJson: arrayJson } };
+}
+
 /** Mirror a live observation onto the allocation and its workload. */
 function progress(
   w: Workload,
@@ -160,12 +176,21 @@ function progress(
   // A new reason within the same phase (a queued job now HELD, or LIMIT_REACHED) is news
   // for the user; a missing reason is not a change.
   const sameReason = obs.reason === null || obs.reason === w.reason;
+  // An array's elements moved (one more completed, one failed): the view and the message
+  // (its counts) are news even while the array's own phase stays RUNNING.
+  const arrayJson = changedArrayView(a.arrayViewJson, obs.array);
   // The backend's end time: undefined when it does not say (keep what is stored).
   const deadline =
     obs.deadlineAt === undefined || obs.deadlineAt === a.deadlineAt
       ? {}
       : { deadlineAt: obs.deadlineAt };
-  if (handle === undefined && obs.phase === a.phase && obs.phase === w.phase && sameReason) {
+  if (
+    handle === undefined &&
+    obs.phase === a.phase &&
+    obs.phase === w.phase &&
+    sameReason &&
+    arrayJson === undefined
+  ) {
     if (deadline.deadlineAt === undefined) return null;
     // Only the end time moved (first seen running, or the limit was changed): no event.
     return {
@@ -190,6 +215,7 @@ function progress(
       message: obs.message,
       ...startedAt,
       ...deadline,
+      ...(arrayJson === undefined ? {} : { arrayViewJson: arrayJson }),
       ...(handle !== undefined ? { handle, submittedAt: now } : {}),
     },
     workload: {
@@ -211,7 +237,7 @@ export function followObservation(
   now: number,
 ): Transition | null {
   const phase = obs.phase;
-  if (isTerminal(phase)) return endAttempt(w, a, endingOf({ ...obs, phase }), now);
+  if (isTerminal(phase)) return observedEnd(w, a, { ...obs, phase }, now);
   return progress(w, a, obs, now);
 }
 
@@ -229,7 +255,7 @@ export function recordFound(
   const obs = found.observation;
   if (obs.kind === "Observed" && isObservablePhase(obs.phase)) {
     const phase = obs.phase;
-    if (isTerminal(phase)) return endAttempt(w, a, endingOf({ ...obs, phase }), now, found.handle);
+    if (isTerminal(phase)) return observedEnd(w, a, { ...obs, phase }, now, found.handle);
     return progress(w, a, obs, now, found.handle);
   }
   const queued: Observed = {
@@ -279,107 +305,4 @@ export function settleEnded(w: Workload, a: Allocation & { readonly phase: Termi
       exitCode: e.exitCode,
     },
   } satisfies Transition;
-}
-
-/** The submit answer for one freshly minted or re-submitted attempt. */
-export function recordSubmitResult(
-  w: Workload,
-  a: Allocation,
-  result: SubmitResult,
-  now: number,
-  /** Whether the backend launched it in its verified sandbox (asked before submitting). */
-  sandboxed = false,
-): Transition {
-  const expectW = { id: w.id, expectedPhase: w.phase, expectedEpoch: w.executionEpoch };
-  switch (result.kind) {
-    case "Created":
-    case "Existing": {
-      const message =
-        result.kind === "Created"
-          ? `attempt ${a.epoch} submitted`
-          : `attempt ${a.epoch} was already submitted`;
-      return {
-        allocation: {
-          id: a.id,
-          expectedPhase: a.phase,
-          phase: "QUEUED",
-          reason: "SUBMITTED",
-          message,
-          handle: result.handle,
-          submittedAt: now,
-          // Existing: submitted by an earlier call whose answer was lost, perhaps by a
-          // daemon configured otherwise; unknown, so recorded as not sandboxed.
-          launchSandboxed: result.kind === "Created" && sandboxed,
-        },
-        workload: { ...expectW, phase: "QUEUED", reason: "SUBMITTED", message },
-      };
-    }
-    case "Rejected":
-      return {
-        allocation: {
-          id: a.id,
-          expectedPhase: a.phase,
-          phase: "FAILED",
-          reason: "SUBMIT_REJECTED",
-          message: result.message,
-          endedAt: now,
-        },
-        workload: {
-          ...expectW,
-          phase: "FAILED",
-          reason: "SUBMIT_REJECTED",
-          message: result.message,
-        },
-      };
-    case "Unknown":
-      // The phase stays SUBMITTING: that, with no handle, is what sends the next tick to
-      // findByToken first. The reason is only for operators reading the events.
-      return {
-        allocation: {
-          id: a.id,
-          expectedPhase: a.phase,
-          phase: "SUBMITTING",
-          reason: "SUBMIT_UNKNOWN",
-          message: result.message,
-        },
-        workload: {
-          ...expectW,
-          phase: "SUBMITTING",
-          reason: "SUBMIT_UNKNOWN",
-          message: result.message,
-        },
-      };
-    default: {
-      const unreachable: never = result;
-      throw new Error(`unhandled submit result ${JSON.stringify(unreachable)}`);
-    }
-  }
-}
-
-/** The preparer refused the attempt: it ends FAILED without ever being submitted. */
-export function refuseAttempt(
-  w: Workload,
-  a: Allocation,
-  reason: Reason,
-  message: string,
-  now: number,
-): Transition {
-  return {
-    allocation: {
-      id: a.id,
-      expectedPhase: a.phase,
-      phase: "FAILED",
-      reason,
-      message,
-      endedAt: now,
-    },
-    workload: {
-      id: w.id,
-      expectedPhase: w.phase,
-      expectedEpoch: w.executionEpoch,
-      phase: "FAILED",
-      reason,
-      message,
-    },
-  };
 }

@@ -3,6 +3,7 @@
  * and the workload ended CANCELLED with the reason it was asked to stop for (barrier.ts
  * runs them in order). Pure, compare-and-set, as decisions.ts.
  */
+import { changedArrayView } from "../array/array-view.ts";
 import type { Allocation, ExternalHandle, Reason, TerminalPhase, Workload } from "../models.ts";
 import type { Transition } from "../ports/reconciler-store.ts";
 import { endingOf, type Observed } from "./decisions.ts";
@@ -92,6 +93,8 @@ export function markStopped(
   switch (ending.kind) {
     case "Ended": {
       const e = endingOf(ending.observation);
+      // A cancelled array keeps its last elements: which ones had finished before the stop.
+      const arrayJson = changedArrayView(a.arrayViewJson, ending.observation.array);
       const byTheStop =
         e.phase === "CANCELLED" || (w.kind === "SESSION" && e.phase === "COMPLETED");
       return {
@@ -105,6 +108,7 @@ export function markStopped(
           endedAt: e.endedAt ?? now,
           ...(a.startedAt === null && e.startedAt !== null ? { startedAt: e.startedAt } : {}),
           ...(ending.handle !== undefined ? { handle: ending.handle, submittedAt: now } : {}),
+          ...(arrayJson === undefined ? {} : { arrayViewJson: arrayJson }),
         },
         workload: { ...workload, exitCode: byTheStop ? null : e.exitCode },
       };

@@ -14,9 +14,9 @@ import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, attemptMessage, type Workload } from "../models.ts";
 import type { Transition, WorkloadChange } from "../ports/reconciler-store.ts";
 import type { SubmitRequest } from "../ports.ts";
-import { recordSubmitResult, refuseAttempt } from "./decisions.ts";
 import { type TickEnv, write } from "./env.ts";
 import type { LaneOutcome } from "./lanes.ts";
+import { recordSubmitResult, refuseAttempt } from "./submit-decisions.ts";
 
 export interface Live {
   readonly workload: Workload;

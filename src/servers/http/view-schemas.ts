@@ -44,6 +44,35 @@ const ConditionSchema = v.strictObject({
   lastTransitionTime: time("When the status last changed."),
 });
 
+const elementCounts = (what: string) =>
+  v.pipe(v.record(v.string(), v.pipe(v.number(), v.integer())), d(what));
+
+const ArrayElementSchema = v.strictObject({
+  index: integer("The element's index (OPENAI4S_ARRAY_INDEX), from 0."),
+  phase,
+  reason: reasonCode("Why the element is where it is."),
+  exitCode: nullableInteger("Its exit status once it ended, when the backend knows it."),
+});
+
+const ArraySchema = v.strictObject({
+  size: integer("How many elements the array has (0..size-1)."),
+  maxConcurrent: nullableInteger("The most elements running at once, as asked; null: no cap."),
+  counts: elementCounts(
+    "Elements per phase (COMPLETED, FAILED, LOST, CANCELLED, RUNNING, STOPPING, QUEUED, or UNKNOWN for one the backend did not report); phases with none are left out.",
+  ),
+  indices: v.pipe(
+    v.record(v.string(), v.string()),
+    d('The indices in each phase as ranges, e.g. {"COMPLETED": "0-16,18-999", "FAILED": "17"}.'),
+  ),
+  elements: v.pipe(
+    v.array(ArrayElementSchema),
+    d(
+      "The elements that did not (or not yet) complete, lowest index first, at most 100: a failed one's reason and exit code.",
+    ),
+  ),
+  elementsOmitted: integer("How many such elements `elements` leaves out."),
+});
+
 const AllocationSchema = v.strictObject({
   id: text("The attempt's id."),
   epoch: integer("The attempt's number, 1 for the first; `logs --attempt N` takes it."),
@@ -57,6 +86,12 @@ const AllocationSchema = v.strictObject({
   ),
   backendJobId: nullableText(
     "The backend's own id for this attempt (a scheduler's job id), to match it in the backend's tools; `GET /v1/workloads?backendJobId=` finds the workload from it. Null before the attempt was handed to the backend.",
+  ),
+  array: v.pipe(
+    v.nullable(ArraySchema),
+    d(
+      "A job array's elements as last observed: counts and indices by phase and each element that did not complete, with its reason and exit code. Null for one job, or before the backend was first asked.",
+    ),
   ),
 });
 

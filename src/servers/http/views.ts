@@ -4,6 +4,7 @@
  * spread from a row: a column added to the store (a submission token, a backend handle)
  * must not appear in a response by accident.
  */
+
 import {
   type Allocation,
   CONDITION_TYPES,
@@ -19,6 +20,7 @@ import {
 } from "../../core/models.ts";
 import { hintFor, type RanOutOfTime } from "../../core/reason-hints.ts";
 import type { ProfileBreakerState } from "../../core/reconciler/profile-breaker.ts";
+import { type ArrayAllocationView, arrayAllocationView, arrayCap } from "./array-view.ts";
 
 export function iso(ms: number): string {
   return new Date(ms).toISOString();
@@ -52,6 +54,8 @@ export interface AllocationView {
    * backend's tools and in `GET /v1/workloads?backendJobId=`; null before it was handed over.
    */
   readonly backendJobId: string | null;
+  /** A job array's elements as last observed; null for one job (or before the first look). */
+  readonly array: ArrayAllocationView | null;
 }
 
 export interface WorkloadView {
@@ -194,7 +198,7 @@ function scheduledCondition(workload: Workload, allocations: readonly Allocation
   };
 }
 
-function allocationView(a: Allocation): AllocationView {
+function allocationView(a: Allocation, maxConcurrent: number | null): AllocationView {
   return {
     id: a.id,
     epoch: a.epoch,
@@ -205,6 +209,7 @@ function allocationView(a: Allocation): AllocationView {
     endedAt: isoOrNull(a.endedAt),
     deadline: isoOrNull(a.deadlineAt),
     backendJobId: a.handle,
+    array: arrayAllocationView(a, maxConcurrent),
   };
 }
 
@@ -279,7 +284,7 @@ export function stableWorkloadView(
     lastActiveAt: isoOrNull(workload.lastActiveAt),
     exitCode: workload.exitCode,
     conditions: conditionViews(workload, conditions, allocations),
-    allocations: allocations.map(allocationView),
+    allocations: allocations.map((a) => allocationView(a, arrayCap(workload, a))),
     deadline: isoOrNull(workloadDeadlineMs(workload, allocations)),
   };
 }

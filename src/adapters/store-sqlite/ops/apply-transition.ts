@@ -87,6 +87,10 @@ function allocationUpdate(a: NonNullable<Transition["allocation"]>): {
     sets += ", deadline_at = ?";
     values.push(a.deadlineAt);
   }
+  if (a.arrayViewJson !== undefined) {
+    sets += ", array_view_json = ?";
+    values.push(a.arrayViewJson);
+  }
   if (a.deadlineWarnedAt !== undefined) {
     sets += ", deadline_warned_at = ?";
     values.push(a.deadlineWarnedAt);

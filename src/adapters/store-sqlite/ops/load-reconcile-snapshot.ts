@@ -40,7 +40,7 @@ SELECT
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
   a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at, a.deadline_at,
-  a.deadline_warned_at, a.array_size, w.owner
+  a.deadline_warned_at, a.array_size, w.owner, a.array_view_json
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE ${LIVE_PREDICATE_SQL}
@@ -83,6 +83,7 @@ type SnapshotRow = [
   aArraySize: number | null,
   // Last, so the columns before it keep their places.
   owner: string | null,
+  aArrayViewJson: string | null,
 ];
 
 /**
@@ -203,5 +204,6 @@ function decodeAllocation(r: SnapshotRow): Allocation | null {
     deadlineAt: r[31],
     deadlineWarnedAt: r[32],
     ...(r[33] === null ? {} : { arraySize: r[33] }),
+    ...(r[35] === null ? {} : { arrayViewJson: r[35] }),
   };
 }

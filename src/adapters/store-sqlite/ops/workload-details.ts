@@ -43,7 +43,8 @@ const WORKLOAD_COLUMNS = `id, kind, name, profile, spec_json AS specJson,
 const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, handle, phase,
   reason, message, exit_code AS exitCode, submitted_at AS submittedAt,
   started_at AS startedAt, ended_at AS endedAt, acknowledged_at AS acknowledgedAt,
-  created_at AS createdAt, deadline_at AS deadlineAt, deadline_warned_at AS deadlineWarnedAt
+  created_at AS createdAt, deadline_at AS deadlineAt, deadline_warned_at AS deadlineWarnedAt,
+  array_size AS arraySize, array_view_json AS arrayViewJson
 FROM allocations WHERE workload_id IN (SELECT value FROM json_each(?1))
 ORDER BY workload_id, epoch`;
 

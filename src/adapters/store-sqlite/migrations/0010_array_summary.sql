@@ -1,0 +1,1 @@
+ALTER TABLE `allocations` ADD `array_view_json` text;
