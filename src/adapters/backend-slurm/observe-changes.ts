@@ -147,10 +147,9 @@ export async function observeChanges(
     const entry = id === undefined ? undefined : watched.get(id);
     if (entry !== undefined) reread.set(entry.target.allocationId, entry.target);
   }
-  for (const [id, entry] of watched) {
-    if (entry.last === undefined || entry.last.kind === "Indeterminate") {
-      reread.set(id, entry.target);
-    }
+  for (const id of state.feed.unsettled()) {
+    const entry = watched.get(id);
+    if (entry !== undefined) reread.set(id, entry.target);
   }
   const result = await observeListed(ctx, [...reread.values()], state.listed, (handle) => [
     ...(state.listedElements.get(handle)?.values() ?? []),
