@@ -5,7 +5,8 @@
  * inserted, removed, repeated, someone else's multi-line records, garbage, another name set)
  * every answer must be exactly the plain parser's, a line that stayed must keep its row
  * object (the change feed tells "unchanged" by identity), and the memo must hold exactly the
- * lines of the last listing that parsed. An answer once given never changes after.
+ * lines of the last listing that parsed. An answer once given never changes after, and a
+ * patch names exactly the rows in which its answer differs from the one before.
  */
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
@@ -112,6 +113,14 @@ describe("the squeue memo against the plain parser", () => {
           for (const [given, copy] of answers) expect(given).toEqual(copy);
           if (memoed.kind === "Parsed") {
             answers.push([memoed.value, [...memoed.value]]);
+            // A patch says truly where its answer differs from the one it was made from.
+            const patch = memo.patched;
+            if (patch !== null) {
+              expect(patch.to).toBe(memoed.value);
+              expect(patch.to).toHaveLength(patch.from.length);
+              const differ = patch.to.flatMap((r, i) => (r === patch.from[i] ? [] : [i]));
+              expect([...patch.indices].sort((a, b) => a - b)).toEqual(differ);
+            }
             // As the parser reads it: no line after a final newline (nor in an empty text).
             kept = listing === "" ? [] : listing.replace(/\n$/, "").split("\n");
             const now = rowsByLine(kept, memoed.value, names);

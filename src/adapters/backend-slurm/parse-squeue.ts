@@ -96,14 +96,24 @@ export interface SqueueMemo {
   readonly byLine: Map<string, MemoEntry>;
   /** The last listing parsed whole (null after a failed parse: its counts are not kept). */
   last: MemoListing | null;
+  /**
+   * When the last parse patched the listing before it in place: the rows it started from,
+   * the rows it answered, and the only indices at which they differ. A caller holding `from`
+   * takes `to` in by these alone (the change feed), instead of comparing 10,000 rows.
+   */
+  patched: {
+    readonly from: readonly QueueRow[];
+    readonly to: readonly QueueRow[];
+    readonly indices: readonly number[];
+  } | null;
 }
 
 interface MemoListing {
   readonly text: string;
   /** The names it was filtered by (the same set object, or none). */
   readonly names: ReadonlySet<string> | undefined;
-  /** One per line, in order. */
-  readonly entries: readonly MemoEntry[];
+  /** One per line, in order (patched in place by the next listing read in place). */
+  readonly entries: MemoEntry[];
   readonly rows: readonly QueueRow[];
   /** Per line, the index of its row in `rows`, or -1 for a line that is not one of ours. */
   readonly rowOf: Int32Array;
@@ -131,7 +141,7 @@ interface MemoEntry {
 const BLOCK_LINES = 64;
 
 export function createSqueueMemo(): SqueueMemo {
-  return { generation: 0, byLine: new Map(), last: null };
+  return { generation: 0, byLine: new Map(), last: null, patched: null };
 }
 
 /** A JobArrayID as squeue prints it: "517", "517_3", "517_[4-999%10]" (array-job-id.ts). */
@@ -202,6 +212,7 @@ function parseSqueueMemo(
     return { kind: "Parsed", value: last.rows };
   }
   memo.generation += 1;
+  memo.patched = null;
   if (last !== null && last.names === names) {
     const rows = inPlace(stdout, memo, last, names);
     if (rows !== null) return { kind: "Parsed", value: rows };
@@ -323,8 +334,9 @@ function inPlace(
     change.entry = entry;
   }
   // Nothing below can fail: the memo becomes this listing.
-  const entries = last.entries.slice();
+  const entries = last.entries;
   const rows = changes.length === 0 ? last.rows : last.rows.slice();
+  const indices: number[] = [];
   for (const { index, entry } of changes) {
     const gone = last.entries[index] as MemoEntry;
     gone.uses -= 1;
@@ -333,9 +345,12 @@ function inPlace(
     if (entry.uses === 0) memo.byLine.set(entry.line, entry);
     entry.uses += 1;
     entries[index] = entry;
-    (rows as QueueRow[])[last.rowOf[index] as number] = entry.row as QueueRow;
+    const at = last.rowOf[index] as number;
+    (rows as QueueRow[])[at] = entry.row as QueueRow;
+    indices.push(at);
   }
   memo.last = { text: stdout, names, entries, rows, rowOf: last.rowOf, blockStarts };
+  memo.patched = { from: last.rows, to: rows, indices };
   return rows;
 }
 
