@@ -36,6 +36,8 @@ import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 import { BASE_PLACEMENT, catalog, newToken } from "../test/support/slurm-fixtures.ts";
 
 const quick = process.env["O4S_BENCH_QUICK"] === "1";
+/** Issue 21: the steady tick at 10,000 live workloads through this backend, median ms. */
+const TARGET_TICK_MS = 5;
 const JOBS = 10_000;
 const START_S = 1_700_000_000;
 
@@ -313,6 +315,8 @@ if (import.meta.main) {
   const withFeed = await steadyTicks(quick ? 20 : 60, "slurm");
   const withoutFeed = await steadyTicks(quick ? 10 : 30, "slurm-without-feed");
   const reference = await steadyTicks(quick ? 20 : 60, "simulated");
+  const tickMs = median(withFeed.tick);
+  const verdict = tickMs <= TARGET_TICK_MS ? "met" : "MISSED";
   const table = [
     {
       metric: `squeue listing of 10,000 jobs: cold parse ms median (${(pd.bytes / 2 ** 20).toFixed(1)} MiB)`,
@@ -328,8 +332,8 @@ if (import.meta.main) {
     },
     {
       metric: "tick ms median / p95, 10,000 live through the Slurm backend, 1 % changing",
-      value: `${f(median(withFeed.tick))} / ${f(p95(withFeed.tick))}`,
-      target: "≤ 5 median",
+      value: `${f(tickMs)} / ${f(p95(withFeed.tick))}`,
+      target: `≤ ${TARGET_TICK_MS} median: ${verdict}`,
     },
     {
       metric: "  of which the backend's observeChanges (one squeue: parse, diff, answer), ms",
@@ -343,10 +347,17 @@ if (import.meta.main) {
       metric: "  the same churn, simulated backend reporting changes from memory (reference)",
       value: `${f(median(reference.tick))} / ${f(p95(reference.tick))}`,
     },
+    {
+      metric: "  the Slurm backend's own share: tick median minus the reference's, ms",
+      value: f(tickMs - median(reference.tick)),
+    },
   ];
   for (const row of table) {
     console.log(`  ${row.metric}: ${row.value}${"target" in row ? ` (target ${row.target})` : ""}`);
   }
+  console.log(
+    `target: steady tick ≤ ${TARGET_TICK_MS} ms median at 10,000 live through the Slurm backend: ${verdict} (${f(tickMs)} ms)`,
+  );
   console.log(JSON.stringify({ bench: "slurm-feed", table }));
   process.exit(0);
 }
