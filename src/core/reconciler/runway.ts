@@ -109,7 +109,8 @@ interface Due {
  * and a steady tick asks `dueNow` and `run` asks `nextAfter` after every tick: a scan of
  * all of them each time cost the Slurm backend's steady tick about 1 ms. So the earliest due
  * time is kept: nothing is due before it, and it is the next one when it lies ahead. It is
- * found again by one scan only after the entry holding it left or moved later.
+ * found again by one scan only after the entry holding it left or moved later, and an entry
+ * whose limit has passed leaves at the first scan that sees it so.
  */
 export function createRunwaySchedule(): RunwaySchedule {
   const due = new Map<string, Due>();
@@ -158,7 +159,14 @@ export function createRunwaySchedule(): RunwaySchedule {
     dueNow(now) {
       const out: string[] = [];
       if (lowest() > now) return out;
-      for (const [id, d] of due) if (d.dueAt <= now && now < d.deadlineAt) out.push(id);
+      for (const [id, d] of due) {
+        if (now < d.dueAt) continue;
+        if (now < d.deadlineAt) out.push(id);
+        // Past its limit: no warning will ever be due (the backend is ending it), and kept it
+        // would hold the earliest due time in the past, a scan of every entry each tick. A
+        // clock set back finds it again at the next full tick, which notes every live one.
+        else remove(id);
+      }
       return out;
     },
     nextAfter(after) {
