@@ -36,6 +36,10 @@ import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 import { BASE_PLACEMENT, catalog, newToken } from "../test/support/slurm-fixtures.ts";
 
 const quick = process.env["O4S_BENCH_QUICK"] === "1";
+/** Issue 21: the steady tick at 10,000 live workloads through this backend, median ms. */
+const TARGET_TICK_MS = 5;
+/** Ticks run before the measured ones, each with its 1 % starting (at most 100 in all). */
+const WARMUP_TICKS = 10;
 const JOBS = 10_000;
 const START_S = 1_700_000_000;
 
@@ -45,12 +49,16 @@ interface RecordedJob {
   readonly comment: string;
   readonly workDir: string;
   running: boolean;
+  /** Its line as last rendered, and for which state. */
+  rendered?: { readonly running: boolean; readonly line: string };
 }
 
 /**
  * A scheduler that answers from a recorded listing. sbatch adds a row; `settle()` renders
  * the listing once after the bench changed rows, outside the measured tick (that is the
- * controller's work, not ours); squeue returns the text as it stands.
+ * controller's work, not ours); squeue returns the text as it stands. A row's line is
+ * rendered again only when its job changed, so what the measured tick's garbage collector
+ * finds of the controller's work is the one new text, as with a real squeue's output.
  */
 function recordedScheduler() {
   const jobs: RecordedJob[] = [];
@@ -104,7 +112,14 @@ function recordedScheduler() {
     runner,
     jobs,
     settle() {
-      text = jobs.map((j) => `${line(j)}\n`).join("");
+      text = jobs
+        .map((j) => {
+          if (j.rendered?.running !== j.running) {
+            j.rendered = { running: j.running, line: `${line(j)}\n` };
+          }
+          return j.rendered.line;
+        })
+        .join("");
     },
     text: () => text,
   };
@@ -287,20 +302,38 @@ async function steadyTicks(ticks: number, flavour: Flavour) {
     scheduler.settle();
     await r.reconcileOnce();
     await r.reconcileOnce();
+    // The 10,000 batch scripts the submissions wrote reach the disk now, not during the
+    // measured ticks, whose store commits would wait behind that writeback.
+    try {
+      Bun.spawnSync(["sync"]);
+    } catch {
+      // No sync(1): measured with the writeback, as before.
+    }
     const step = JOBS / 100;
     let next = 0;
     const tick: number[] = [];
     const observe: number[] = [];
-    for (let t = 0; t < ticks; t++) {
+    /** Process CPU time per tick: what a busy machine's waiting does not inflate. */
+    const cpu: number[] = [];
+    // Unmeasured steady ticks first: a steady tick is one the JIT has seen before (a quick
+    // run's 20 measured ticks were otherwise a fair share of warm-up).
+    for (let t = -WARMUP_TICKS; t < ticks; t++) {
       for (let k = 0; k < step; k++) start(next++);
       scheduler.settle();
+      if (t < 0) {
+        await r.reconcileOnce();
+        continue;
+      }
       observeMs = 0;
+      const cpu0 = process.cpuUsage();
       const report = await r.reconcileOnce();
+      const used = process.cpuUsage(cpu0);
+      cpu.push((used.user + used.system) / 1000);
       observe.push(observeMs);
       if (report.writes !== step) throw new Error(`tick wrote ${report.writes}, not ${step}`);
       tick.push(report.durationMs);
     }
-    return { tick, observe };
+    return { tick, observe, cpu };
   } finally {
     store.close();
     rmSync(dir, { recursive: true, force: true });
@@ -313,6 +346,8 @@ if (import.meta.main) {
   const withFeed = await steadyTicks(quick ? 20 : 60, "slurm");
   const withoutFeed = await steadyTicks(quick ? 10 : 30, "slurm-without-feed");
   const reference = await steadyTicks(quick ? 20 : 60, "simulated");
+  const tickMs = median(withFeed.tick);
+  const verdict = tickMs <= TARGET_TICK_MS ? "met" : "MISSED";
   const table = [
     {
       metric: `squeue listing of 10,000 jobs: cold parse ms median (${(pd.bytes / 2 ** 20).toFixed(1)} MiB)`,
@@ -328,8 +363,8 @@ if (import.meta.main) {
     },
     {
       metric: "tick ms median / p95, 10,000 live through the Slurm backend, 1 % changing",
-      value: `${f(median(withFeed.tick))} / ${f(p95(withFeed.tick))}`,
-      target: "≤ 5 median",
+      value: `${f(tickMs)} / ${f(p95(withFeed.tick))}`,
+      target: `≤ ${TARGET_TICK_MS} median: ${verdict}`,
     },
     {
       metric: "  of which the backend's observeChanges (one squeue: parse, diff, answer), ms",
@@ -343,10 +378,21 @@ if (import.meta.main) {
       metric: "  the same churn, simulated backend reporting changes from memory (reference)",
       value: `${f(median(reference.tick))} / ${f(p95(reference.tick))}`,
     },
+    {
+      metric: "  the Slurm backend's own share: tick median minus the reference's, ms",
+      value: f(tickMs - median(reference.tick)),
+    },
+    {
+      metric: "  process CPU ms per tick median, Slurm backend / reference (load-proof)",
+      value: `${f(median(withFeed.cpu))} / ${f(median(reference.cpu))}`,
+    },
   ];
   for (const row of table) {
     console.log(`  ${row.metric}: ${row.value}${"target" in row ? ` (target ${row.target})` : ""}`);
   }
+  console.log(
+    `target: steady tick ≤ ${TARGET_TICK_MS} ms median at 10,000 live through the Slurm backend: ${verdict} (${f(tickMs)} ms)`,
+  );
   console.log(JSON.stringify({ bench: "slurm-feed", table }));
   process.exit(0);
 }

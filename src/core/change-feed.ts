@@ -59,6 +59,12 @@ export interface ChangeFeed {
   ): ObserveChangesResult;
   /** The watched allocation for a backend handle, if any. */
   byHandle(handle: string): string | undefined;
+  /**
+   * The watched allocations without a steady answer: none yet, or Indeterminate last time
+   * (what a backend reads again every call). Kept as answers come, so a steady call at
+   * 10,000 watched allocations does not look through all of them to find the few.
+   */
+  unsettled(): ReadonlySet<string>;
 }
 
 export function sameObservation(
@@ -85,6 +91,12 @@ export function sameObservation(
 export function createChangeFeed(instance: string): ChangeFeed {
   const watched = new Map<string, WatchedAllocation>();
   const handles = new Map<string, string>();
+  const unsettled = new Set<string>();
+  const remember = (target: ObservationTarget, last: AllocationObservation | undefined) => {
+    watched.set(target.allocationId, { target, last });
+    if (last === undefined || last.kind === "Indeterminate") unsettled.add(target.allocationId);
+    else unsettled.delete(target.allocationId);
+  };
   let sequence = 0;
   let current: ObservationCursor | null = null;
 
@@ -100,13 +112,14 @@ export function createChangeFeed(instance: string): ChangeFeed {
     }
     // A new handle for the allocation is a different job: its last answer says nothing.
     const last = previous?.target.handle === target.handle ? previous.last : undefined;
-    watched.set(target.allocationId, { target, last });
+    remember(target, last);
     handles.set(target.handle, target.allocationId);
   };
   const unwatch = (allocationId: string) => {
     const entry = watched.get(allocationId);
     if (entry === undefined) return;
     watched.delete(allocationId);
+    unsettled.delete(allocationId);
     membership += 1;
     if (handles.get(entry.target.handle) === allocationId) handles.delete(entry.target.handle);
   };
@@ -117,6 +130,7 @@ export function createChangeFeed(instance: string): ChangeFeed {
       if (cursor === null) {
         watched.clear();
         handles.clear();
+        unsettled.clear();
         membership += 1;
       }
       for (const target of targets) watch(target);
@@ -136,7 +150,7 @@ export function createChangeFeed(instance: string): ChangeFeed {
         if (observation.kind === "Observed" && isTerminal(observation.phase)) {
           unwatch(allocationId);
         } else {
-          watched.set(allocationId, { target: entry.target, last: observation });
+          remember(entry.target, observation);
         }
       }
       const out = new Map<string, AllocationObservation>();
@@ -150,5 +164,6 @@ export function createChangeFeed(instance: string): ChangeFeed {
     },
 
     byHandle: (handle) => handles.get(handle),
+    unsettled: () => unsettled,
   };
 }

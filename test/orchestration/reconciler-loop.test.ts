@@ -6,6 +6,7 @@ import type { AllocationBackend, TerminalFact } from "../../src/core/ports.ts";
 import { createReconciler, type Reconciler, type Timers } from "../../src/core/reconciler.ts";
 import {
   type Harness,
+  type HarnessOptions,
   harness,
   inertPreparer,
   inertPreparerWithLimit,
@@ -112,8 +113,8 @@ afterEach(() => {
   harnesses = [];
 });
 
-function setup(preparer: AttemptPreparer = inertPreparer) {
-  const h = harness({ preparer });
+function setup(preparer: AttemptPreparer = inertPreparer, sim: HarnessOptions["sim"] = {}) {
+  const h = harness({ preparer, sim });
   harnesses.push(h);
   const clock = manualTimers();
   const gated = gatedBackend(h.sim.backend);
@@ -464,6 +465,29 @@ describe("runway: the loop wakes for a TIME_LIMIT_NEAR", () => {
     expect(await fireBoth(env)).toBe(1000);
     expect(env.h.sim.calls.observe).toBe(observes + 1);
     expect(warnings(env, id)).toEqual([expect.objectContaining({ at: dueAt + 700 })]);
+    abort.abort();
+    await done;
+  });
+
+  test("a workload that ended before its warning no longer wakes the loop (focused ticks)", async () => {
+    // A backend that reports changes, so the ticks after the first are focused ones, which
+    // never see the ended workload again: the schedule must drop it all the same.
+    const env = setup(inertPreparerWithLimit(3_600), { reportsChanges: true });
+    const { id, dueAt } = await runningWithDeadline(env);
+    env.h.clock.set(dueAt - 45_000);
+    const abort = new AbortController();
+    const done = env.reconciler.run(abort.signal);
+    await settle();
+    const handle = env.h.allocations(id)[0]?.handle;
+    if (handle === null || handle === undefined) throw new Error("no handle");
+    env.h.sim.finish(handle, { phase: "COMPLETED", exitCode: 0 });
+    const periods: number[] = [];
+    for (let i = 0; i < 7; i++) periods.push(await fireBoth(env));
+    // Seen ended (a write: the minimum again), then the usual doubling straight past the
+    // time its warning would have been due (45 s after the start), which wakes nobody.
+    expect(periods).toEqual([1000, 1000, 2000, 4000, 8000, 16_000, 32_000]);
+    expect(env.h.workload(id).phase).toBe("COMPLETED");
+    expect(warnings(env, id)).toHaveLength(0);
     abort.abort();
     await done;
   });

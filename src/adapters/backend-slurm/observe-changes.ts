@@ -86,25 +86,30 @@ function forget(state: FeedState, key: string, row: QueueRow): void {
  * Takes a new listing in: `listed` becomes it, and the job ids whose row is new, changed
  * or gone are returned (an array's id when one of its element rows moved). A row printed as
  * last time is the memo's same object, so the steady case costs one comparison per row (the
- * same place as last time) and no parse.
+ * same place as last time) and no parse; a listing the memo patched in place from the last
+ * one (a few rows changed where they were) costs only the rows it patched.
  */
 function relist(state: FeedState, rows: readonly QueueRow[]): string[] {
   const previous = state.listedRows;
   state.listedRows = rows;
   if (rows === previous) return [];
   const moved: string[] = [];
-  let present = 0;
+  const patch = state.memo.patched;
+  const only = patch?.from === previous && patch.to === rows ? patch.indices : null;
+  let present = only === null ? 0 : rows.length - only.length;
   const changed: QueueRow[] = [];
-  for (let i = 0; i < rows.length; i++) {
+  const look = (i: number) => {
     const row = rows[i] as QueueRow;
     if (previous[i] === row) {
       present += 1;
-      continue;
+      return;
     }
     const old = state.listed.get(listingKey(row));
     if (old !== undefined) present += 1;
     if (old !== row) changed.push(row);
-  }
+  };
+  if (only === null) for (let i = 0; i < rows.length; i++) look(i);
+  else for (const i of only) look(i);
   if (present < state.listed.size) {
     const now = new Set(rows.map(listingKey));
     for (const [key, row] of state.listed) {
@@ -147,10 +152,9 @@ export async function observeChanges(
     const entry = id === undefined ? undefined : watched.get(id);
     if (entry !== undefined) reread.set(entry.target.allocationId, entry.target);
   }
-  for (const [id, entry] of watched) {
-    if (entry.last === undefined || entry.last.kind === "Indeterminate") {
-      reread.set(id, entry.target);
-    }
+  for (const id of state.feed.unsettled()) {
+    const entry = watched.get(id);
+    if (entry !== undefined) reread.set(id, entry.target);
   }
   const result = await observeListed(ctx, [...reread.values()], state.listed, (handle) => [
     ...(state.listedElements.get(handle)?.values() ?? []),

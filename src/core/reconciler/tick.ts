@@ -194,9 +194,15 @@ function lookAtDueWarnings(
   looked: ReconcileItem[],
   now: number,
 ): void {
-  env.runway.retain((id) => items.has(id));
+  // A workload leaves the live view only by a write, so the ones gone since the last tick
+  // are among the dirty (a rebuilt view makes the tick full, which notes every live one).
+  const gone: string[] = [];
+  for (const id of env.focus.dirty) if (!items.has(id)) gone.push(id);
+  env.runway.forget(gone);
+  const due = env.runway.dueNow(now);
+  if (due.length === 0) return;
   const seen = new Set(looked.map((item) => item.workload.id));
-  for (const id of env.runway.dueNow(now)) {
+  for (const id of due) {
     const item = items.get(id);
     if (item !== undefined && !seen.has(id)) looked.push(item);
   }
