@@ -24,6 +24,7 @@ import {
   readdirSync,
 } from "node:fs";
 import { isAbsolute, relative } from "node:path";
+import { errorCode } from "./durable-fs.ts";
 
 /** Linux's value; Bun sets it already, named here because a leaked dir fd is an escape. */
 const O_CLOEXEC = 0o2000000;
@@ -39,10 +40,6 @@ export interface Owner {
 /** A path below the root that is, or passes through, something other than a real directory. */
 export class BeneathError extends Error {
   readonly code = "EBENEATH";
-}
-
-function errorCode(error: unknown): unknown {
-  return (error as { readonly code?: unknown }).code;
 }
 
 /** `path`'s components below `root`; throws for a path outside it (a caller's bug). */

@@ -3,6 +3,7 @@
  * in a directory that may be hostile ground.
  */
 import { closeSync, constants, fstatSync, openSync } from "node:fs";
+import { errorCode } from "../../lib/durable-fs.ts";
 
 /**
  * Append, create 0600, never through a link (`"a"` would follow one), never blocking: under
@@ -29,7 +30,7 @@ export function openJobLog(path: string): number {
   try {
     fd = openSync(path, LOG_FLAGS, 0o600);
   } catch (error) {
-    const code = (error as { readonly code?: unknown }).code;
+    const code = errorCode(error);
     if (code === "ELOOP") throw refused("a symbolic link");
     if (code === "ENXIO") throw refused("a FIFO or socket");
     throw error;

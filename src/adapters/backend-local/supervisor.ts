@@ -14,7 +14,7 @@ import { closeSync, existsSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import { systemTimers } from "../../lib/clock.ts";
-import { publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
+import { errorCode, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
 import { superviseArray } from "./array-supervisor.ts";
@@ -174,7 +174,7 @@ function startJob(
       closeSync(err);
     }
   } catch (error) {
-    const code = (error as { readonly code?: unknown }).code;
+    const code = errorCode(error);
     run.ended({
       // No room for even its log files: the spool's fault, not the command's.
       reason: code === "ENOSPC" ? "SPOOL_FULL" : "LAUNCH_FAILED",

@@ -25,6 +25,7 @@ import { isSubmissionToken, type SubmissionToken } from "../../core/models.ts";
 import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports.ts";
 import { backgroundLoop } from "../../lib/background-loop.ts";
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
+import { errorCode } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";
 
@@ -59,7 +60,7 @@ export function loadOwnerId(dir: string): string {
     const id = [...randomBytes(12)].map((b) => alphabet[b % 36]).join("");
     writeFileSync(path, `${id}\n`, { flag: "wx", mode: 0o600 });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    if (errorCode(error) !== "EEXIST") throw error;
   }
   const id = readFileSync(path, "utf8").trim();
   if (!OWNER_ID_PATTERN.test(id)) throw new Error(`${path} does not hold an owner id`);

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { allocationLogPath } from "../../core/layout.ts";
 import { externalHandle, type SubmissionToken } from "../../core/models.ts";
 import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
+import { errorCode } from "../../lib/durable-fs.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS, type SlurmPlacement } from "./backend-options.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
 import type { BatchSpec } from "./broker-argv.ts";
@@ -146,7 +147,7 @@ function writeBatchScript(request: SubmitRequest, scriptPath: string, script: st
     writeNoFollow(scriptPath, script);
     return;
   } catch (error) {
-    if ((error as { readonly code?: unknown }).code !== "ENOENT") throw error;
+    if (errorCode(error) !== "ENOENT") throw error;
   }
   mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
   mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });

@@ -2,6 +2,7 @@ import { Database } from "bun:sqlite";
 import { closeSync, fsyncSync, openSync, rmSync, writeSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Command, UsageError } from "../../lib/command/command.ts";
+import { errorCode } from "../../lib/durable-fs.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -55,7 +56,7 @@ function createBackupCommand(runtime: ClientRuntime = systemRuntime): Command {
         // every workload's command and environment.
         fd = openSync(dest, "wx", 0o600);
       } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code;
+        const code = errorCode(error);
         if (code === "EEXIST") {
           throw new UsageError(`backup: ${given} exists; a backup never overwrites a file`);
         }

@@ -33,6 +33,7 @@ import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
+import { errorCode } from "../../lib/durable-fs.ts";
 import {
   cancelUnknownJobs,
   setAsideDir,
@@ -101,7 +102,7 @@ function unreadable(path: string): string | null {
     closeSync(openSync(path, "r"));
     return null;
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
+    const code = errorCode(error);
     if (code !== "EACCES" && code !== "EPERM") return String(error);
     // SQLite says only "unable to open database file": an admin chasing corruption when
     // the backup is merely root's 0600 file (issue 19).

@@ -41,6 +41,7 @@ import {
 import type { StateLayout } from "../../../core/layout.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { withSpoolFullEndings } from "../../../core/spool-full-endings.ts";
+import { errorCode } from "../../../lib/durable-fs.ts";
 import { spoolFullness } from "../../../lib/spool-space.ts";
 import {
   type BackendContext,
@@ -93,7 +94,7 @@ function configuredLocalProfiles(local: LocalSettings): ReturnType<typeof localP
     }
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch (error) {
-    const code = (error as { readonly code?: unknown }).code;
+    const code = errorCode(error);
     const why = typeof code === "string" ? code : "not UTF-8 text";
     return { kind: "ConfigError", message: `${named}: cannot read it (${why})` };
   }

@@ -9,6 +9,7 @@ import { Hono } from "hono";
 import { getWorkload } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
 import { withDeadline } from "../../../lib/clock.ts";
+import { errorCode } from "../../../lib/durable-fs.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound, validationFailed } from "../problem.ts";
 import { DEFAULT_BODY_TIMEOUT_MS, parseWith } from "../validation.ts";
@@ -38,7 +39,7 @@ function tooLarge(maxBytes: number): ApiError {
 
 /** A full spool or quota is the admin's to fix, not a daemon failure (no 500, no stack). */
 function outOfSpace(error: unknown): ApiError | null {
-  const code = (error as { readonly code?: unknown }).code;
+  const code = errorCode(error);
   if (code !== "ENOSPC" && code !== "EDQUOT") return null;
   return new ApiError({
     status: 503,

@@ -12,6 +12,7 @@
  */
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
+import { errorCode } from "../../../lib/durable-fs.ts";
 
 const LOG_CHUNK_BYTES = 64 * 1024;
 
@@ -26,7 +27,7 @@ export async function openLog(path: string): Promise<OpenedLog> {
   try {
     handle = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
+    const code = errorCode(error);
     if (code === "ENOENT") return { kind: "Missing" };
     // ELOOP: the last component is a symlink. ENXIO: a socket. Neither is a log.
     if (code === "ELOOP" || code === "ENXIO") return { kind: "NotAFile" };

@@ -31,6 +31,7 @@ import {
   type Owner,
   openDirBeneath,
 } from "../../../lib/beneath-fs.ts";
+import { errorCode } from "../../../lib/durable-fs.ts";
 import { ApiError } from "../problem.ts";
 
 /** What the files routes need of the daemon, bound by the composition. */
@@ -62,10 +63,6 @@ export function fileNotFound(detail: string): ApiError {
 
 export function fileConflict(detail: string): ApiError {
   return new ApiError({ status: 409, slug: "file-conflict", title: "Wrong kind of entry", detail });
-}
-
-function errorCode(error: unknown): unknown {
-  return (error as { readonly code?: unknown }).code;
 }
 
 /** Filesystem refusals a client caused, as problems; anything else is the daemon's. */
