@@ -1,31 +1,73 @@
 /**
- * Durations on the command line, in seconds: `90` and `90s`, `15m`, `2h`, `1h30m`,
- * `1h30m15s`, and `HH:MM:SS` (minutes and seconds below 60). Anything else is refused rather
- * than guessed: `1.5h` or `90sec` read three ways by three people, and a time limit read the
- * wrong way kills a week-long job or holds a GPU for a month.
+ * Durations on the command line, in seconds, in two families:
+ *
+ * - units: `90s`, `15m`, `2h`, `3d`, `1h30m`, `1d12h`, `1h30m15s`;
+ * - Slurm's own forms, as `sbatch --time` reads them: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`,
+ *   `D-HH:MM`, `D-HH:MM:SS` (a field after the first below 60, hours after a day below 24).
+ *
+ * A bare number is where the two families disagree: Slurm reads `--time=90` as ninety
+ * minutes, `timeout 90` reads it as ninety seconds. Each flag says which it means (`bare`):
+ * `--time-limit` is the scheduler's time limit and follows Slurm, so a Slurm user's habit
+ * never gives a job a sixtieth of the time it was meant to have; waits and timeouts follow
+ * `timeout(1)`. Anything else is refused rather than guessed: `1.5h` or `90sec` read three
+ * ways by three people, and a time limit read the wrong way kills a week-long job or holds a
+ * GPU for a month.
  */
 
 import { UsageError } from "../../lib/command/command.ts";
 
-const UNITS = /^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$/;
-const CLOCK = /^([0-9]+):([0-5][0-9]):([0-5][0-9])$/;
+/** What a bare number counts. */
+export type BareUnit = "seconds" | "minutes";
 
-/** Seconds, or null when `text` is not a positive duration in one of the forms above. */
-export function parseDuration(text: string): number | null {
-  let seconds: number;
-  if (/^[0-9]+$/.test(text)) {
-    seconds = Number(text);
-  } else if (CLOCK.test(text)) {
-    const [, h, m, s] = CLOCK.exec(text) as RegExpExecArray;
-    seconds = Number(h) * 3600 + Number(m) * 60 + Number(s);
-  } else {
-    const match = UNITS.exec(text);
-    if (!match || text === "") return null;
-    const [, h, m, s] = match;
-    seconds = Number(h ?? 0) * 3600 + Number(m ?? 0) * 60 + Number(s ?? 0);
-  }
-  if (!Number.isSafeInteger(seconds) || seconds <= 0) return null;
+const UNITS = /^(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$/;
+/** `MM:SS` and `HH:MM:SS`: the first field unbounded, the others below 60. */
+const CLOCK = /^([0-9]+)(?::([0-5][0-9]))?:([0-5][0-9])$/;
+/** `D-HH`, `D-HH:MM`, `D-HH:MM:SS`. */
+const DAYS = /^([0-9]+)-([01]?[0-9]|2[0-3])(?::([0-5][0-9]))?(?::([0-5][0-9]))?$/;
+
+const n = (text: string | undefined): number => Number(text ?? 0);
+
+function clockSeconds(text: string): number | null {
+  const match = CLOCK.exec(text);
+  if (match === null) return null;
+  const [, first, middle, last] = match;
+  // Two fields are MM:SS, three are HH:MM:SS, as Slurm reads them.
+  return middle === undefined
+    ? n(first) * 60 + n(last)
+    : n(first) * 3600 + n(middle) * 60 + n(last);
+}
+
+function daySeconds(text: string): number | null {
+  const match = DAYS.exec(text);
+  if (match === null) return null;
+  const [, d, h, m, s] = match;
+  return n(d) * 86400 + n(h) * 3600 + n(m) * 60 + n(s);
+}
+
+function unitSeconds(text: string): number | null {
+  const match = UNITS.exec(text);
+  if (match === null || text === "") return null;
+  const [, d, h, m, s] = match;
+  return n(d) * 86400 + n(h) * 3600 + n(m) * 60 + n(s);
+}
+
+/**
+ * Seconds, or null when `text` is not a positive duration in one of the forms above. A bare
+ * number counts `bare` (seconds unless said otherwise).
+ */
+export function parseDuration(text: string, bare: BareUnit = "seconds"): number | null {
+  const seconds = /^[0-9]+$/.test(text)
+    ? Number(text) * (bare === "minutes" ? 60 : 1)
+    : (clockSeconds(text) ?? daySeconds(text) ?? unitSeconds(text));
+  if (seconds === null || !Number.isSafeInteger(seconds) || seconds <= 0) return null;
   return seconds;
+}
+
+/** The forms a flag accepts, for its help and its error. */
+export function durationForms(bare: BareUnit = "seconds"): string {
+  return bare === "minutes"
+    ? "minutes as Slurm reads them (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS"
+    : "seconds (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS";
 }
 
 /**
@@ -36,13 +78,12 @@ export function parseDurationFlag(
   command: string,
   flag: string,
   text: string | undefined,
+  bare: BareUnit = "seconds",
 ): number | undefined {
   if (text === undefined) return undefined;
-  const seconds = parseDuration(text);
+  const seconds = parseDuration(text, bare);
   if (seconds === null) {
-    throw new UsageError(
-      `${command}: ${flag} "${text}" is not a duration (90, 90s, 15m, 2h, 1h30m, HH:MM:SS)`,
-    );
+    throw new UsageError(`${command}: ${flag} "${text}" is not a duration (${durationForms(bare)})`);
   }
   return seconds;
 }

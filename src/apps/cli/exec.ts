@@ -25,7 +25,7 @@ A cell has no time limit of its own unless --timeout gives one; the session's li
 its job's time limit still apply.
 Exit status 1 when the code raised an error (printed on stderr) or the session is not READY.
 
-  --timeout DURATION   The cell's own limit (90, 15m, 2h, 1h30m, HH:MM:SS): past it the
+  --timeout DURATION   The cell's own limit (seconds as 90, or 15m, 2h, MM:SS, HH:MM:SS): past it the
                        code is interrupted, and its kernel restarted if the interrupt does
                        not stop it; the output until then is printed, then a CellTimeout
                        error (exit 1).

@@ -18,8 +18,10 @@ Options:
                            SESSION, else the first profile that does).
   --name NAME              A name for listings.
   --idle-timeout DURATION  Stop the session after this long without exec or tasks
-                           (90, 15m, 2h, 1h30m, HH:MM:SS; at least 60 s).
-  --time-limit DURATION    Hard limit on the session's allocation.
+                           (seconds as 90, or 15m, 2h, 1h30m, HH:MM:SS,
+                           D-HH:MM; at least 60 s).
+  --time-limit DURATION    Hard limit on the session's allocation, as sbatch --time:
+                           a bare number is minutes (90), or 2h, 1d, D-HH:MM:SS.
   --idempotency-key KEY    Retrying with the same key returns the same session.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -50,7 +52,7 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
       if (values.name !== undefined) fields["name"] = values.name;
       const idle = parseDurationFlag("session start", "--idle-timeout", values["idle-timeout"]);
       if (idle !== undefined) fields["idleTimeoutSeconds"] = idle;
-      const limit = parseDurationFlag("session start", "--time-limit", values["time-limit"]);
+      const limit = parseDurationFlag("session start", "--time-limit", values["time-limit"], "minutes");
       if (limit !== undefined) fields["timeLimitSeconds"] = limit;
       return createWorkload(
         connect(),

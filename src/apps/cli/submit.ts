@@ -18,7 +18,8 @@ Options:
   --profile NAME         Profile to run on (default: "default" when it accepts BATCH,
                          else the first profile that does; see \`openai4s profiles\`).
   --name NAME            A name for listings ([A-Za-z0-9._-], up to 63 characters).
-  --time-limit DURATION  e.g. 90, 90s, 15m, 2h, 1h30m or HH:MM:SS.
+  --time-limit DURATION  As sbatch --time: a bare number is minutes (90), or 90s, 15m,
+                         2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS.
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).
   --array N              Run CMD as a job array of N elements (0..N-1), each told its
@@ -55,7 +56,7 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       }
       const fields: Record<string, unknown> = { command: positionals };
       if (values.name !== undefined) fields["name"] = values.name;
-      const limit = parseDurationFlag("submit", "--time-limit", values["time-limit"]);
+      const limit = parseDurationFlag("submit", "--time-limit", values["time-limit"], "minutes");
       if (limit !== undefined) fields["timeLimitSeconds"] = limit;
       if (values.env !== undefined) {
         const env: Record<string, string> = {};

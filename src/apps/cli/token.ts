@@ -18,8 +18,8 @@ is printed once, on stdout: the daemon keeps only a hash of it and cannot show i
 Hand it to the principal as a file (--token-file) or $OPENAI4S_TOKEN.
 
 Options:
-  --expires DURATION   The token stops working after this long: 90s, 15m, 2h, 1h30m,
-                       HH:MM:SS or 30d (days). Default: never.
+  --expires DURATION   The token stops working after this long: 90s, 15m, 2h, 30d,
+                       1d12h, HH:MM:SS or D-HH:MM:SS. Default: never.
 ${CLIENT_OPTIONS_HELP}`;
 
 interface IssuedBody {
@@ -29,10 +29,7 @@ interface IssuedBody {
   readonly expiresAt: string | null;
 }
 
-/** `30d` as well as the duration forms of parseDuration: tokens live for days. */
 function expiresSeconds(text: string | undefined): number | undefined {
-  const days = text === undefined ? null : /^([0-9]{1,4})d$/.exec(text);
-  if (days?.[1] !== undefined && Number(days[1]) > 0) return Number(days[1]) * 86_400;
   return parseDurationFlag("token issue", "--expires", text);
 }
 

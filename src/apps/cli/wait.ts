@@ -22,7 +22,7 @@ otherwise.
   --until READY       A SESSION whose READY condition is TRUE; a BATCH that is RUNNING
                       (or already COMPLETED). Default for a SESSION.
   --until TERMINAL    The workload ended. Default for a BATCH.
-  --timeout DURATION  Give up after this long (90, 15m, 2h, 1h30m, HH:MM:SS).
+  --timeout DURATION  Give up after this long (seconds as 90, or 15m, 2h, 1d, HH:MM:SS, D-HH:MM:SS).
 
 Exit status 0 when the state was reached (for TERMINAL: the workload COMPLETED), 1 when
 the workload ended otherwise (FAILED, CANCELLED, LOST) or the timeout expired.
