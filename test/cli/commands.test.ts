@@ -469,13 +469,13 @@ describe("wait", () => {
     expect(lines.map((l) => l.split(" ")[2])).toEqual(["PENDING", "RUNNING", "COMPLETED"]);
   });
 
-  test("TERMINAL: a FAILED job exits 1 and says how it ended", async () => {
+  test("TERMINAL: a FAILED job exits with its own exit code (as sbatch --wait) and says how it ended", async () => {
     const h = make();
     const id = await batch(h);
     const a = toRunning(h, id);
     toTerminal(h, id, "FAILED", a);
     const io = captureIo();
-    expect(await createWaitCommand(runtimeFor(h)).run([id], io)).toBe(1);
+    expect(await createWaitCommand(runtimeFor(h)).run([id], io)).toBe(3);
     expect(io.err()).toContain("ended FAILED (NONZERO_EXIT): exit 3");
   });
 
@@ -509,11 +509,11 @@ describe("wait", () => {
     expect(io.out()).toContain("READY=UNKNOWN");
   });
 
-  test("--timeout expires: exit 1; --until garbage is a usage error", async () => {
+  test("--timeout expires: exit 75; --until garbage is a usage error", async () => {
     const h = make();
     const id = await batch(h);
     const io = captureIo();
-    expect(await createWaitCommand(runtimeFor(h)).run([id, "--timeout", "2s"], io)).toBe(1);
+    expect(await createWaitCommand(runtimeFor(h)).run([id, "--timeout", "2s"], io)).toBe(75);
     expect(io.err()).toContain("timed out after 2s");
     expect(
       await usage(() => createWaitCommand(runtimeFor(h)).run([id, "--until", "DONE"], captureIo())),

@@ -13,6 +13,7 @@ import {
 } from "./client.ts";
 import { formatDuration, parseDurationFlag } from "./duration.ts";
 import { messageBesideReason } from "./reason-message.ts";
+import { endedStatus, WAIT_GAVE_UP, WAIT_STATUS_HELP } from "./wait-status.ts";
 
 const HELP = `Usage: openai4s wait ID [--until READY|TERMINAL] [--timeout DURATION]
 
@@ -24,8 +25,7 @@ otherwise.
   --until TERMINAL    The workload ended. Default for a BATCH.
   --timeout DURATION  Give up after this long (seconds as 90, or 15m, 2h, 1d, HH:MM:SS, D-HH:MM:SS).
 
-Exit status 0 when the state was reached (for TERMINAL: the workload COMPLETED), 1 when
-the workload ended otherwise (FAILED, CANCELLED, LOST) or the timeout expired.
+${WAIT_STATUS_HELP}
 ${CLIENT_OPTIONS_HELP}`;
 
 const POLL_INTERVAL_MS = 500;
@@ -126,7 +126,7 @@ export function createWaitCommand(runtime: ClientRuntime = systemRuntime): Comma
                 `openai4s wait: ${w.id} ended ${w.phase}${w.reason ? ` (${w.reason})` : ""}${w.message ? `: ${messageBesideReason(w.reason, w.message)}` : ""}\n`,
               );
             }
-            return 1;
+            return endedStatus(w);
           }
         }
         if (timeoutMs !== null && runtime.now() - started >= timeoutMs) {
@@ -134,7 +134,7 @@ export function createWaitCommand(runtime: ClientRuntime = systemRuntime): Comma
           io.stderr(
             `openai4s wait: timed out after ${formatDuration(Math.round(timeoutMs / 1000))} waiting for ${id}\n`,
           );
-          return 1;
+          return WAIT_GAVE_UP;
         }
         await runtime.sleep(POLL_INTERVAL_MS);
       }
