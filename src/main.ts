@@ -26,7 +26,8 @@ export function usage(): string {
     "Commands:",
     ...lines,
     "",
-    "Run `openai4s <command> --help` for a command's options.",
+    "Run `openai4s <command> --help` for a command's options. The client options --server,",
+    "--token-file and --json may also stand before the command.",
     "Exit codes: 0 success, 1 operation failed, 2 usage or configuration error.",
     "",
   ].join("\n");
@@ -40,7 +41,8 @@ export async function main(argv0: string, args: readonly string[], io: CommandIo
     if (!worker) throw new Error("worker command is not registered");
     return run(await worker.load(), args, io);
   }
-  const [first, ...rest] = args;
+  const { globals, rest: afterGlobals } = leadingClientOptions(args);
+  const [first, ...rest] = afterGlobals;
   if (first === undefined) {
     // No subcommand is a usage error (exit 2), so a script that lost its argument fails.
     io.stderr(usage());
@@ -56,10 +58,49 @@ export async function main(argv0: string, args: readonly string[], io: CommandIo
   }
   const entry = COMMANDS.find((c) => c.name === first);
   if (!entry) {
-    io.stderr(`openai4s: unknown command ${JSON.stringify(first)}\n\n${usage()}`);
+    // One line that says what to type, not a screen of help to search for it.
+    const names = COMMANDS.filter((c) => !c.hidden).map((c) => c.name);
+    // Loaded only here: a correct command pays nothing for the suggestion (startup.test.ts).
+    const { didYouMean } = await import("./lib/command/suggest.ts");
+    io.stderr(
+      `openai4s: unknown command ${JSON.stringify(first)}${didYouMean(first, names)}\n` +
+        "Run `openai4s --help` for the list of commands.\n",
+    );
     return 2;
   }
-  return run(await entry.load(), rest, io);
+  // The command parses them as its own: a command without client options says so by name.
+  return run(await entry.load(), [...globals, ...rest], io);
+}
+
+/** The client options every client command takes, and whether each takes a value. */
+const CLIENT_OPTIONS: Readonly<Record<string, boolean>> = {
+  "--server": true,
+  "--token-file": true,
+  "--json": false,
+};
+
+/**
+ * `openai4s --token-file F profiles`: client options written before the command, as
+ * `git -C DIR status` and `sbatch`'s users write them, are moved after it. Only the client
+ * options move; anything else before the command stays where it is and is reported.
+ */
+export function leadingClientOptions(args: readonly string[]): {
+  readonly globals: readonly string[];
+  readonly rest: readonly string[];
+} {
+  const globals: string[] = [];
+  let i = 0;
+  while (i < args.length) {
+    const arg = args[i] as string;
+    const name = arg.split("=")[0] as string;
+    if (!Object.hasOwn(CLIENT_OPTIONS, name)) break;
+    const takesValue = CLIENT_OPTIONS[name];
+    const inline = arg.includes("=");
+    const count = takesValue && !inline && i + 1 < args.length ? 2 : 1;
+    globals.push(...args.slice(i, i + count));
+    i += count;
+  }
+  return { globals, rest: args.slice(i) };
 }
 
 /**

@@ -110,6 +110,17 @@ describe("problems for humans", () => {
       "openai4s submit: invalid: profile\n  reason: ISOLATION_UNAVAILABLE\n  profile: unknown profile\n",
     );
   });
+  test("a refused token names the CLI's ways to give one, not only the HTTP header", () => {
+    const text = renderProblem("list", {
+      type: "t",
+      title: "Unauthorized",
+      status: 401,
+      detail: "a valid token is required: Authorization: Bearer TOKEN",
+    });
+    expect(text).toContain("--token-file FILE");
+    expect(text).toContain("OPENAI4S_TOKEN");
+    expect(text).toContain("openai4s token issue NAME");
+  });
   test("exit codes: bad input and bad credentials are 2, the rest 1", () => {
     expect([400, 401, 413, 404, 409, 500, 503].map(problemExitCode)).toEqual([2, 2, 2, 1, 1, 1, 1]);
   });

@@ -62,3 +62,38 @@ describe("main dispatch", () => {
     expect(io.out()).not.toContain("Commands:");
   });
 });
+
+describe("a user's habits", () => {
+  test("a mistyped command gets one line naming the likely one, not the whole help", async () => {
+    const io = captureIo();
+    expect(await main("openai4s", ["lsit"], io)).toBe(2);
+    expect(io.err()).toBe(
+      'openai4s: unknown command "lsit" (did you mean "list"?)\nRun `openai4s --help` for the list of commands.\n',
+    );
+  });
+
+  test("client options before the command reach it (--token-file F profiles)", async () => {
+    const io = captureIo();
+    // The command runs and parses them: an unreadable token file is its own, named error.
+    expect(
+      await main("openai4s", ["--token-file", "/nonexistent/t", "--json", "profiles"], io),
+    ).toBe(2);
+    expect(io.err()).toContain("--token-file: cannot read /nonexistent/t");
+    expect(io.err()).not.toContain("unknown command");
+  });
+
+  test("--server=ADDR before the command, too; a non-client option there is still refused", async () => {
+    const io = captureIo();
+    expect(await main("openai4s", ["--server=unix:/nowhere.sock", "list"], io)).toBe(1);
+    expect(io.err()).toContain("/nowhere.sock");
+    const other = captureIo();
+    expect(await main("openai4s", ["--state-dir", "x", "list"], other)).toBe(2);
+    expect(other.err()).toContain('unknown command "--state-dir"');
+  });
+
+  test("a mistyped flag gets its likely meaning", async () => {
+    const io = captureIo();
+    expect(await main("openai4s", ["submit", "--time-limt", "5", "--", "true"], io)).toBe(2);
+    expect(io.err()).toContain('unknown option "--time-limt" (did you mean "--time-limit"?)');
+  });
+});

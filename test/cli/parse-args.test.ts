@@ -8,6 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { UsageError } from "../../src/lib/command/command.ts";
 import { parseStrict } from "../../src/lib/command/parse-args.ts";
+import { closest } from "../../src/lib/command/suggest.ts";
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
@@ -48,9 +49,19 @@ function joinDashValues(args: readonly string[], options: Options): string[] {
   return out;
 }
 
-function describeParseError(error: unknown): string {
+function describeParseError(error: unknown, options: Options): string {
   const message = error instanceof Error ? error.message : String(error);
   const unknown = /^Unknown option '([^']*)'/.exec(message);
+  // Our parser adds "did you mean" for a long option close to a known one (suggest.test.ts
+  // holds the matching itself); node has no such thing.
+  const match =
+    unknown?.[1]?.startsWith("--") === true
+      ? closest(
+          unknown[1],
+          Object.keys(options).map((name) => `--${name}`),
+        )
+      : null;
+  if (unknown && match !== null) return `unknown option "${unknown[1]}" (did you mean "${match}"?)`;
   if (unknown) {
     return `unknown option "${unknown[1]}" (an argument that starts with - goes after --, as in -- "${unknown[1]}")`;
   }
@@ -75,7 +86,7 @@ function oracle(args: readonly string[], options: Options): unknown {
     });
     return { values: { ...parsed.values }, positionals: parsed.positionals };
   } catch (error) {
-    return { error: `cmd: ${describeParseError(error)}` };
+    return { error: `cmd: ${describeParseError(error, options)}` };
   }
 }
 

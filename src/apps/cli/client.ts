@@ -206,8 +206,15 @@ export function renderProblem(command: string, problem: Problem): string {
   const lines = [`openai4s ${command}: ${problem.detail || problem.title}`];
   if (problem.reason !== undefined) lines.push(`  reason: ${problem.reason}`);
   for (const e of problem.errors ?? []) lines.push(`  ${e.path || "(body)"}: ${e.message}`);
+  // The daemon's words name an HTTP header; a person at a shell needs the CLI's own ways.
+  if (problem.status === 401) lines.push(TOKEN_HINT);
   return `${lines.join("\n")}\n`;
 }
+
+const TOKEN_HINT =
+  "  hint: give a token with --token-file FILE or the OPENAI4S_TOKEN variable: the admin's is\n" +
+  "        STATE_DIR/admin-token on the daemon's host, a principal's comes from\n" +
+  "        `openai4s token issue NAME`";
 
 /**
  * 400 and 401 are the caller's input or configuration (exit 2); everything else the daemon

@@ -83,7 +83,9 @@ export function parseDurationFlag(
   if (text === undefined) return undefined;
   const seconds = parseDuration(text, bare);
   if (seconds === null) {
-    throw new UsageError(`${command}: ${flag} "${text}" is not a duration (${durationForms(bare)})`);
+    throw new UsageError(
+      `${command}: ${flag} "${text}" is not a duration (${durationForms(bare)})`,
+    );
   }
   return seconds;
 }

@@ -52,7 +52,12 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
       if (values.name !== undefined) fields["name"] = values.name;
       const idle = parseDurationFlag("session start", "--idle-timeout", values["idle-timeout"]);
       if (idle !== undefined) fields["idleTimeoutSeconds"] = idle;
-      const limit = parseDurationFlag("session start", "--time-limit", values["time-limit"], "minutes");
+      const limit = parseDurationFlag(
+        "session start",
+        "--time-limit",
+        values["time-limit"],
+        "minutes",
+      );
       if (limit !== undefined) fields["timeLimitSeconds"] = limit;
       return createWorkload(
         connect(),

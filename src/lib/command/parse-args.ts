@@ -18,6 +18,7 @@
  */
 import type { ParseArgsConfig, parseArgs } from "node:util";
 import { UsageError } from "./command.ts";
+import { closest } from "./suggest.ts";
 
 type Options = NonNullable<ParseArgsConfig["options"]>;
 
@@ -91,7 +92,15 @@ function lookup(options: Options, arg: string): Found | null {
   }
   return null;
 }
-function unknownOption(arg: string): string {
+/** A long option's close match gets "did you mean"; anything else the `--` advice. */
+function unknownOption(arg: string, options: Options): string {
+  const match = arg.startsWith("--")
+    ? closest(
+        arg,
+        Object.keys(options).map((name) => `--${name}`),
+      )
+    : null;
+  if (match !== null) return `unknown option "${arg}" (did you mean "${match}"?)`;
   return `unknown option "${arg}" (an argument that starts with - goes after --, as in -- "${arg}")`;
 }
 
@@ -120,7 +129,7 @@ function parseStrictly(args: readonly string[], options: Options) {
       const eq = arg.indexOf("=");
       const flag = eq === -1 ? arg : arg.slice(0, eq);
       const option = lookup(options, flag);
-      if (option === null) throw new Error(unknownOption(flag));
+      if (option === null) throw new Error(unknownOption(flag, options));
       if (eq !== -1) {
         if (option.type === "boolean") throw new Error(`${option.label} takes no value`);
         store(option.name, arg.slice(eq + 1));
@@ -172,7 +181,9 @@ function shortOptions(
     const flag = `-${arg[j]}`;
     const option = lookup(options, flag);
     // In a group node names the letter alone: "-hx" has an unknown option "x".
-    if (option === null) throw new Error(unknownOption(arg.length === 2 ? flag : (arg[j] ?? "")));
+    if (option === null) {
+      throw new Error(unknownOption(arg.length === 2 ? flag : (arg[j] ?? ""), options));
+    }
     if (option.type === "boolean") {
       store(option.name, true);
       continue;
