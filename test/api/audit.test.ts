@@ -41,6 +41,25 @@ const post = (body: unknown): RequestInit => ({ method: "POST", body: JSON.strin
 const batch = { kind: "BATCH", profile: "default", command: ["true"] };
 
 describe("audit log", () => {
+  test("a replayed submission names the workload it replayed", async () => {
+    const { h, path } = setUp();
+    const keyed = (): RequestInit => ({
+      method: "POST",
+      body: JSON.stringify(batch),
+      headers: { "Content-Type": "application/json", "Idempotency-Key": "sweep-7" },
+    });
+    const first = (await (await h.request("/v1/workloads", keyed())).json()) as { id: string };
+    expect((await h.request("/v1/workloads", keyed())).status).toBe(200);
+    const entries = readFileSync(path, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as AuditEntry);
+    expect(entries.map((e) => [e.action, e.workload, e.status])).toEqual([
+      ["POST /v1/workloads", first.id, 201],
+      ["POST /v1/workloads", first.id, 200],
+    ]);
+  });
+
   test("who did what to which workload, with the token's id and never the token", async () => {
     const { h, path } = setUp();
     await h.request("/v1/principals", post({ name: "alice" }));
@@ -64,7 +83,8 @@ describe("audit log", () => {
     expect(entries.map((e) => [e.principal, e.tokenId, e.action, e.workload, e.status])).toEqual([
       ["admin", null, "POST /v1/principals", null, 201],
       ["admin", null, "POST /v1/principals/:name/tokens", null, 201],
-      ["alice", issued.id, "POST /v1/workloads", null, 201],
+      // The workload a submission created is named, though its id is in no path.
+      ["alice", issued.id, "POST /v1/workloads", w.id, 201],
       ["alice", issued.id, "POST /v1/workloads/:id/cancel", w.id, 202],
       [null, null, "POST /v1/workloads", null, 401],
     ]);

@@ -174,7 +174,7 @@ export function createApp(deps: ApiDeps) {
     }
     const caller = c.get("caller") as Caller | undefined;
     const matched = routePath(c, -1);
-    const workload = WORKLOAD_PATH.exec(c.req.path)?.[1] ?? null;
+    const workload = WORKLOAD_PATH.exec(c.req.path)?.[1] ?? c.get("createdWorkload") ?? null;
     const bindings = c.env as ApiEnv["Bindings"] | undefined;
     try {
       audit.append({

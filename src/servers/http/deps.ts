@@ -214,6 +214,11 @@ export interface ApiBindings {
 export interface ApiVariables {
   /** Who is calling, set by authentication before any route runs. */
   caller: Caller;
+  /**
+   * The workload a request created (or replayed), for the audit line: its id is in no path,
+   * and without it the audit log alone could not say who created a workload.
+   */
+  createdWorkload?: string;
 }
 
 export interface ApiEnv {

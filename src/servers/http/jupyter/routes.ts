@@ -175,6 +175,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     if (outcome.kind === "Admitted") deps.reconciler.admitted(outcome.workload, outcome.attempt);
     deps.log.info("kernel started", { workloadId: outcome.workload.id, profile: name });
     c.header("Location", `/api/kernels/${kernelIdOf(outcome.workload.id)}`);
+    c.set("createdWorkload", outcome.workload.id);
     return c.json(model(outcome.workload), 201);
   });
 

@@ -108,9 +108,11 @@ export function createWorkloadRoutes(deps: ApiDeps) {
           profile: outcome.workload.profile,
         });
         c.header("Location", `/v1/workloads/${outcome.workload.id}`);
+        c.set("createdWorkload", outcome.workload.id);
         return c.json(body, 201);
       }
       case "Replayed":
+        c.set("createdWorkload", outcome.workload.id);
         return c.json(view(outcome.workload), 200);
       default: {
         const never: never = outcome;
