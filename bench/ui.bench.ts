@@ -89,7 +89,12 @@ async function measure(count: number, targetMs: number) {
       clock: systemClock,
       log: silentLog,
       logFile: () => join(dir, "none"),
-      backup: { snapshot: () => "", keepBeside: () => [] },
+      backup: {
+        snapshot: () => "",
+        keepBeside: () => [],
+        lastTakenAt: () => null,
+        recordTaken: () => {},
+      },
       // The list page reads no workspace; these routes are mounted but never called here.
       files: {
         spool: dir,

@@ -1,4 +1,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { storeBackup } from "../../src/apps/daemon/store-backup.ts";
+import { stateLayout } from "../../src/core/layout.ts";
 import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
@@ -307,6 +311,16 @@ describe("GET /metrics passes promtool check metrics", () => {
   });
 });
 
+describe("histograms exist from start-up", () => {
+  test("every profile's queue wait (and a session profile's time to READY) at zero", async () => {
+    const text = (await (await make().request("/metrics")).text()).split("\n");
+    expect(text).toContain("# TYPE openai4s_queue_wait_seconds histogram");
+    expect(text).toContain('openai4s_queue_wait_seconds_count{profile="default"} 0');
+    expect(text).toContain('openai4s_queue_wait_seconds_bucket{profile="default",le="+Inf"} 0');
+    expect(text).toContain('openai4s_session_time_to_ready_seconds_count{profile="interactive"} 0');
+  });
+});
+
 describe("backup age", () => {
   test("absent until a backup was read to its end, then counted from that moment", async () => {
     const h = make();
@@ -320,6 +334,24 @@ describe("backup age", () => {
     h.clock.advance(90_000);
     const after = (await (await h.request("/metrics")).text()).split("\n");
     expect(after).toContain("openai4s_backup_age_seconds 90");
+  });
+
+  test("the last backup's time is kept in the state dir for the next start, never made up", () => {
+    const h = make();
+    const backup = storeBackup(h.sqlite, stateLayout(h.dir));
+    // A restarted daemon reads it (daemon.ts) so the gauge exists from its first scrape.
+    expect(backup.lastTakenAt()).toBeNull();
+    backup.recordTaken(1_700_000_123_000);
+    expect(storeBackup(h.sqlite, stateLayout(h.dir)).lastTakenAt()).toBe(1_700_000_123_000);
+    writeFileSync(join(h.dir, "last-backup"), "not a time\n");
+    expect(storeBackup(h.sqlite, stateLayout(h.dir)).lastTakenAt()).toBeNull();
+  });
+
+  test("a backup read to its end is recorded with its time", async () => {
+    const h = make();
+    const res = await h.request("/v1/backup", { method: "POST" });
+    await res.arrayBuffer();
+    expect(storeBackup(h.sqlite, stateLayout(h.dir)).lastTakenAt()).toBe(h.clock.now());
   });
 });
 

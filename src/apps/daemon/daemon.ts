@@ -346,6 +346,9 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
   };
   sampleCalls();
   inputs.cleanups.push(every(systemTimers, CALL_SAMPLE_INTERVAL_MS, sampleCalls));
+  const backup = storeBackup(database.sqlite, layout);
+  // The last backup's age from its record, so /metrics has it from the first scrape on.
+  metrics.lastBackupAt = backup.lastTakenAt();
   return createApp({
     onDaemonStop: (close) => beforeDrain.push(close),
     schedulerCallHistory,
@@ -356,7 +359,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     clock,
     log,
     logFile: layout.jobLogPath,
-    backup: storeBackup(database.sqlite, layout),
+    backup,
     files: {
       spool: layout.spool,
       workspaceDir: layout.workspaceDir,

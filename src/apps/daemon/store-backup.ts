@@ -6,9 +6,18 @@
  */
 import type { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
-import { closeSync, existsSync, lstatSync, openSync, readdirSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { StateLayout } from "../../core/layout.ts";
+import { errorCode, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { StoreBackup } from "../../servers/http/deps.ts";
 
 /** `.backup-<uuid>.db` and the journal SQLite may leave beside it. */
@@ -40,7 +49,29 @@ export function storeBackup(sqlite: Database, layout: StateLayout): StoreBackup 
       ];
       return candidates.filter((c) => existsSync(c.path));
     },
+    lastTakenAt() {
+      return readLastBackup(join(layout.root, LAST_BACKUP));
+    },
+    recordTaken(atMs) {
+      writeFileDurable(join(layout.root, LAST_BACKUP), `${new Date(atMs).toISOString()}\n`);
+    },
   };
+}
+
+/** The time of the last whole backup, one ISO line, in the state dir. */
+const LAST_BACKUP = "last-backup";
+
+/** Null when there is none, or it is not a time (never a made-up age). */
+function readLastBackup(path: string): number | null {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return null;
+    throw error;
+  }
+  const at = Date.parse(text.trim());
+  return Number.isFinite(at) ? at : null;
 }
 
 /**

@@ -100,6 +100,12 @@ export interface StoreBackup {
   snapshot(): string;
   /** Files (that exist now) an operator must keep beside a copy for a restored daemon. */
   keepBeside(): readonly { readonly name: string; readonly path: string }[];
+  /**
+   * When the last whole backup left (epoch ms), kept across restarts: a restarted daemon
+   * that forgot it showed no backup age at all, and the stale-backup alert could not fire.
+   */
+  lastTakenAt(): number | null;
+  recordTaken(atMs: number): void;
 }
 
 export interface ApiDeps {

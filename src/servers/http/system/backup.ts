@@ -53,7 +53,14 @@ export function createBackupRoutes(deps: ApiDeps, metrics: DaemonMetrics) {
       body = await fileStream(path, {
         unlinkAfterOpen: true,
         onEnd: () => {
-          metrics.lastBackupAt = deps.clock.now();
+          const at = deps.clock.now();
+          metrics.lastBackupAt = at;
+          try {
+            deps.backup.recordTaken(at);
+          } catch (error) {
+            // The copy is whole; only its time is not kept for the next start.
+            deps.log.error("could not record the backup's time", { error: String(error) });
+          }
         },
       });
     } catch (error) {

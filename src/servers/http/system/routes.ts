@@ -137,6 +137,13 @@ export function createSystemRoutes(
       readBackendHealth(deps),
       isolationVerdict(deps),
     ]);
+    // Every profile's labelled histograms exist from the first scrape, with zero counts: a
+    // family absent until its first observation (no HELP or TYPE) reads as a broken exporter,
+    // and a rate() over it has nothing to start from.
+    for (const p of deps.backend.profiles()) {
+      metrics.queueWait.get(p.name);
+      if (p.kinds.includes("SESSION")) metrics.timeToReady.get(p.name);
+    }
     const text = renderMetrics({
       isolationVerified: isolation.kind === "Verified",
       version: deps.version,
