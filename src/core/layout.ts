@@ -31,6 +31,8 @@ export interface StateLayout {
   readonly lockFile: string;
   /** Every state-changing API request, one JSON line each; rotated to `.1` ... by size. */
   readonly auditLog: string;
+  /** When the last whole backup left, one ISO line (the backup-age metric across restarts). */
+  readonly lastBackup: string;
   /** Spool: one workload's files. */
   workloadDir(workloadId: string): string;
   /** Spool: the workload's working directory (kept across attempts). */
@@ -67,6 +69,7 @@ const PRIVATE_NAMES = {
   apiSocket: "api.sock",
   lockFile: "daemon.lock",
   auditLog: "audit.log",
+  lastBackup: "last-backup",
   attempts: "attempts",
   backends: "backends",
 } as const;
@@ -98,6 +101,7 @@ export function stateLayout(root: string, spool: string = defaultSpoolDir(root))
     apiSocket: join(root, PRIVATE_NAMES.apiSocket),
     lockFile: join(root, PRIVATE_NAMES.lockFile),
     auditLog: join(root, PRIVATE_NAMES.auditLog),
+    lastBackup: join(root, PRIVATE_NAMES.lastBackup),
     workloadDir,
     workspaceDir: (w) => join(workloadDir(w), "workspace"),
     allocationDir,

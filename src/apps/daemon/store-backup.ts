@@ -50,16 +50,13 @@ export function storeBackup(sqlite: Database, layout: StateLayout): StoreBackup 
       return candidates.filter((c) => existsSync(c.path));
     },
     lastTakenAt() {
-      return readLastBackup(join(layout.root, LAST_BACKUP));
+      return readLastBackup(layout.lastBackup);
     },
     recordTaken(atMs) {
-      writeFileDurable(join(layout.root, LAST_BACKUP), `${new Date(atMs).toISOString()}\n`);
+      writeFileDurable(layout.lastBackup, `${new Date(atMs).toISOString()}\n`);
     },
   };
 }
-
-/** The time of the last whole backup, one ISO line, in the state dir. */
-const LAST_BACKUP = "last-backup";
 
 /** Null when there is none, or it is not a time (never a made-up age). */
 function readLastBackup(path: string): number | null {
