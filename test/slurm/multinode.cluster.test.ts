@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { TASK_ENV } from "../../src/adapters/backend-slurm/backend.ts";
+import { JOB_ENV, TASK_ENV } from "../../src/adapters/backend-slurm/backend.ts";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
@@ -177,7 +177,7 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster multi-node BATC
       expect(tasks).toHaveLength(4);
       const ranks = tasks.map((t) => t.env["SLURM_PROCID"]).sort();
       expect(ranks).toEqual(["0", "1", "2", "3"]);
-      const allowed = new Set([...TASK_ENV, "PATH", "HOME", "LANG", "PER_NODE"]);
+      const allowed = new Set([...TASK_ENV, ...JOB_ENV, "PATH", "HOME", "LANG", "PER_NODE"]);
       allowed.add("OPENAI4S_DEADLINE");
       for (const t of tasks) {
         expect(t.uid).not.toBe(0);

@@ -50,7 +50,7 @@ export {
   type SlurmBackendOptions,
   type SlurmPlacement,
 } from "./backend-options.ts";
-export { RANK_ENV, TASK_ENV } from "./task-env.ts";
+export { JOB_ENV, RANK_ENV, TASK_ENV } from "./task-env.ts";
 
 export function createSlurmBackend(options: SlurmBackendOptions): SlurmBackend {
   const ctx = createSlurmContext(options);

@@ -55,3 +55,38 @@ export const TASK_ENV: readonly string[] = [
   "PMIX_HOSTNAME",
   "PMIX_VERSION",
 ];
+
+/**
+ * What a job's one process (a single-task BATCH, a session's worker and so its kernel) sees
+ * of the scheduler's environment, by name: which job it is (SLURM_JOB_ID: a scientist's
+ * `scontrol show job`, `sstat` and their own logs use it), where it runs and what it was
+ * given there (nodes, CPUs, memory, GPUs: CUDA_VISIBLE_DEVICES is how CUDA and every
+ * framework above it pick the job's devices; without it a GPU session saw all or none).
+ * Before, the sandbox's `env -i` dropped them all for a session, and SLURM_JOB_ID was
+ * missing from its kernel. The controller's address and SLURM_CONF are not here.
+ */
+export const JOB_ENV: readonly string[] = [
+  "SLURM_JOB_ID",
+  "SLURM_JOBID",
+  "SLURM_CLUSTER_NAME",
+  "SLURM_JOB_PARTITION",
+  "SLURM_JOB_ACCOUNT",
+  "SLURM_JOB_QOS",
+  "SLURM_JOB_NODELIST",
+  "SLURM_NODELIST",
+  "SLURM_JOB_NUM_NODES",
+  "SLURM_NNODES",
+  "SLURM_NODEID",
+  "SLURMD_NODENAME",
+  "SLURM_CPUS_ON_NODE",
+  "SLURM_JOB_CPUS_PER_NODE",
+  "SLURM_CPUS_PER_TASK",
+  "SLURM_MEM_PER_NODE",
+  "SLURM_MEM_PER_CPU",
+  "SLURM_GPUS_ON_NODE",
+  "SLURM_JOB_GPUS",
+  "SLURM_STEP_GPUS",
+  "CUDA_VISIBLE_DEVICES",
+  "ROCR_VISIBLE_DEVICES",
+  "GPU_DEVICE_ORDINAL",
+];

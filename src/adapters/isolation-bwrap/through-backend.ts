@@ -89,7 +89,8 @@ function wrapLaunch(
           command: wrapper.wrap(
             launch.command,
             { ...paths, nodeTmp: NODE_TMP_PLACEHOLDER },
-            { vars: own, inherit: [...taskEnv, ...launchEnv] },
+            // One copy of each name: the per-task and the job's lists share some.
+            { vars: own, inherit: [...new Set([...taskEnv, ...launchEnv])] },
             runAs,
           ),
           tasks: { ...launch.tasks, owner },

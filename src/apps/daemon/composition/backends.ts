@@ -18,6 +18,7 @@ import {
   createSlurmBackend,
   DEFAULT_JOB_PATH,
   type PlacementCatalog,
+  JOB_ENV as SLURM_JOB_ENV,
   RANK_ENV as SLURM_RANK_ENV,
   TASK_ENV as SLURM_TASK_ENV,
 } from "../../../adapters/backend-slurm/backend.ts";
@@ -258,8 +259,9 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
           baseEnv: { PATH: DEFAULT_JOB_PATH, LANG: "C.UTF-8" },
           // The batch script exports the job's deadline (runway) before the launch line.
           // An array element's index, set by the batch script and the scheduler: inherited
-          // by name, so a single job (where neither is set) is given nothing new.
-          launchEnv: [DEADLINE_ENV, ARRAY_INDEX_ENV, "SLURM_ARRAY_TASK_ID"],
+          // by name, so a single job (where neither is set) is given nothing new. And the
+          // job's own identity and resources (SLURM_JOB_ID, its nodes, CPUs, GPUs).
+          launchEnv: [DEADLINE_ENV, ARRAY_INDEX_ENV, "SLURM_ARRAY_TASK_ID", ...SLURM_JOB_ENV],
         },
         extra.dirs,
       );
