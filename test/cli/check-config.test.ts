@@ -55,8 +55,20 @@ const VALID = [
 describe("openai4s check-config FILE", () => {
   test("the example passes: exit 0, each profile's public fields, then what it maps to", async () => {
     const r = await checkConfig([EXAMPLE]);
-    expect(r.err).toBe("");
     expect(r.code).toBe(0);
+    // Its partition, QoS and account are placeholders: named, with the line and the way out.
+    const warnings = r.err.trimEnd().split("\n");
+    expect(warnings.every((w) => w.startsWith(`warning: ${EXAMPLE}:`))).toBe(true);
+    for (const said of [
+      'profile "gpu-interactive": partition "gpu" is a name from cluster.toml.example',
+      'profile "gpu-interactive": qos "interactive" is a name from cluster.toml.example',
+      'profile "gpu-interactive": account "physics" is a name from cluster.toml.example',
+      'profile "cpu-batch": partition "debug"',
+      'profile "default": account "physics"',
+    ]) {
+      expect(warnings.some((w) => w.includes(said))).toBe(true);
+    }
+    expect(r.err).toContain("check-config --preflight");
     expect(r.out).toStartWith(`${EXAMPLE}: 3 profiles\n`);
     for (const name of ["gpu-interactive", "cpu-batch", "default"]) {
       const at = r.out.indexOf(`\n${name}: `);

@@ -8,6 +8,7 @@
 
 import type { ResourceProfile } from "../../core/models.ts";
 import type { PlacementCatalog } from "./backend.ts";
+import { type ConfigWarning, placeholderWarnings } from "./placeholder-names.ts";
 import { formatRefusal, loadClusterConfig } from "./profiles.ts";
 import {
   createSbatchTestRun,
@@ -23,7 +24,12 @@ export interface CheckedProfile {
 }
 
 export type ConfigCheck =
-  | { readonly kind: "Valid"; readonly profiles: readonly CheckedProfile[] }
+  | {
+      readonly kind: "Valid";
+      readonly profiles: readonly CheckedProfile[];
+      /** What loads but is likely wrong (the example's placeholder names). */
+      readonly warnings: readonly ConfigWarning[];
+    }
   /** `FILE:LINE:COLUMN: message` (column when known) for the first problem in the file. */
   | { readonly kind: "Invalid"; readonly problem: string }
   | { readonly kind: "Unreadable"; readonly problem: string };
@@ -42,6 +48,7 @@ export function checkClusterConfig(path: string, displayName: string = path): Co
       return {
         kind: "Valid",
         profiles: loaded.profiles.map((p) => ({ view: p.public(), mapping: p.describeMapping() })),
+        warnings: placeholderWarnings(displayName, loaded.profiles),
       };
     case "Refused":
       return { kind: "Invalid", problem: formatRefusal(displayName, loaded) };

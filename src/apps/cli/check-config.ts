@@ -22,6 +22,9 @@ Options:
                 commands on PATH (and its configuration, e.g. via the environment).
   -h, --help    Show this help.
 
+A partition, QoS or account still named as in cluster.toml.example is a warning on stderr
+("FILE:LINE: ..."), unless --preflight found the cluster accepts the profile.
+
 Exit codes: 0 the file is valid (and with --preflight every profile is possible);
 1 with --preflight, a profile is impossible or the cluster gave no answer;
 2 usage error, or the file is invalid: "FILE:LINE:COLUMN: message" on stderr.
@@ -97,6 +100,11 @@ async function checkConfig(args: readonly string[], io: CommandIo): Promise<numb
   }
   const byName = new Map((verdicts ?? []).map((v) => [v.profile, v] as const));
   io.stdout(`${file}: ${plural(checked.profiles.length, "profile")}\n`);
+  // A name the cluster itself accepted (preflight POSSIBLE) is the site's, whatever it is.
+  for (const warning of checked.warnings) {
+    if (byName.get(warning.profile)?.outcome !== "POSSIBLE")
+      io.stderr(`warning: ${warning.text}\n`);
+  }
   for (const profile of checked.profiles) {
     io.stdout(renderProfile(profile, byName.get(profile.view.name)));
   }
