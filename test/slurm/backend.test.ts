@@ -266,6 +266,23 @@ describe("submit", () => {
     });
   }
 
+  test("a refusal is logged at warn with the scheduler's own words and the profile", async () => {
+    cluster.inject("sbatch", {
+      kind: "refuse",
+      stderr: "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+    });
+    const req = request(dir, command(["/bin/true"]));
+    await backend.submit([req]);
+    const warned = log.lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter(
+        (l) => l["level"] === "warn" && l["message"] === "the scheduler refused a submission",
+      );
+    expect(warned).toHaveLength(1);
+    expect(warned[0]?.["profile"]).toBe(req.profile);
+    expect(String(warned[0]?.["said"])).toContain("Invalid partition name specified");
+  });
+
   for (const [what, env] of [
     ["a credential-shaped name", { API_TOKEN: "x" }],
     ["a comma in a value", { X: "1,ALL" }],

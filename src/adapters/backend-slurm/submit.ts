@@ -184,6 +184,15 @@ async function submitOne(ctx: SlurmContext, request: SubmitRequest): Promise<Sub
   ctx.noteFailure(error);
   switch (error.kind) {
     case "refused":
+      // The scheduler's own words, for the administrator: the workload's message is
+      // rewritten for the public ("invalid placement specified: [hidden]"), and a profile
+      // that points at a partition the cluster does not have said nothing anywhere else.
+      ctx.log.warn("the scheduler refused a submission", {
+        profile: request.profile,
+        allocationId: request.allocationId,
+        exitCode: error.exitCode,
+        said: error.message,
+      });
       // No exit code: refused by the broker's validation before sbatch ran (this request's
       // arguments), not by the scheduler.
       return {
