@@ -81,7 +81,7 @@ const CLIENT_OPTIONS: Readonly<Record<string, boolean>> = {
 
 /**
  * `openai4s --token-file F profiles`: client options written before the command, as
- * `git -C DIR status` and `sbatch`'s users write them, are moved after it. Only the client
+ * git's users write `git -C DIR status`, are moved after it. Only the client
  * options move; anything else before the command stays where it is and is reported.
  */
 export function leadingClientOptions(args: readonly string[]): {

@@ -202,6 +202,20 @@ export interface BackendDiagnostics {
   readonly calls: Readonly<Record<string, number>>;
   /** Backends that sweep for orphans: what the last sweep found (null: none yet). */
   readonly orphans?: OrphanDiagnostics | null;
+  /** Backends that ask their scheduler about each profile: the last answers. */
+  readonly profileChecks?: readonly ProfileCheck[];
+}
+
+/**
+ * The scheduler's dry run of a profile (a job shaped like it, never queued): whether such a
+ * job could ever start, in the scheduler's own words, for the administrator.
+ */
+export interface ProfileCheck {
+  readonly profile: string;
+  readonly outcome: "POSSIBLE" | "IMPOSSIBLE" | "UNANSWERED";
+  readonly detail: string;
+  /** Epoch ms of the answer. */
+  readonly checkedAt: number;
 }
 
 export type OrphanPolicy = "report" | "cancel";

@@ -21,7 +21,7 @@ describe("usage errors", () => {
       "duration",
       ["submit", "--time-limit", "-5m", "--", "true"],
       ["submit", "--time-limit=-5m", "--", "true"],
-      'openai4s submit: --time-limit "-5m" is not a duration (minutes as Slurm reads them (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS)',
+      `openai4s submit: --time-limit "-5m" is not a duration (minutes when bare, as for a scheduler's --time (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS)`,
     ],
     [
       "number",

@@ -4,7 +4,7 @@
  * defaults.
  */
 import type { ResourceProfile } from "../../core/models.ts";
-import type { BackendWith } from "../../core/ports.ts";
+import type { BackendWith, ProfileCheck } from "../../core/ports.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";
@@ -74,6 +74,8 @@ export interface SlurmBackendOptions {
   readonly ownerId?: string;
   /** What the orphan sweep last found, shown in diagnostics. */
   readonly orphanReport?: () => OrphanReport | null;
+  /** The scheduler's last dry run of each profile (profile-checks.ts), shown in diagnostics. */
+  readonly profileChecks?: () => readonly ProfileCheck[];
   /** Names this process's change feed (tests); by default random, so a restart expires cursors. */
   readonly feedInstance?: string;
 }

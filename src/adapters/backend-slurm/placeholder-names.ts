@@ -14,12 +14,6 @@ const PLACEHOLDERS = {
   account: ["physics"],
 } as const;
 
-const HOW_TO_LIST = {
-  partition: "sinfo -s",
-  qos: "sacctmgr show qos",
-  account: "sacctmgr show account",
-} as const;
-
 export interface ConfigWarning {
   readonly profile: string;
   /** `FILE:LINE: profile "p": partition "gpu" is ...` */
@@ -38,7 +32,7 @@ export function placeholderWarnings(
       if (value === null || !(PLACEHOLDERS[field] as readonly string[]).includes(value)) continue;
       warnings.push({
         profile: profile.name,
-        text: `${displayName}:${profile.line}: profile "${profile.name}": ${field} "${value}" is a name from cluster.toml.example: make sure your cluster has it (${HOW_TO_LIST[field]}), or ask the cluster with check-config --preflight`,
+        text: `${displayName}:${profile.line}: profile "${profile.name}": ${field} "${value}" is a name from cluster.toml.example: make sure your cluster has it, or ask the cluster with check-config --preflight`,
       });
     }
   }

@@ -36,7 +36,7 @@ export interface PreflightVerdict {
   readonly detail: string;
 }
 
-export function preflightArgv(profile: ClusterProfile): ArgvBuild {
+export function preflightArgv(profile: Pick<ClusterProfile, "placement">): ArgvBuild {
   const built = probeArgv(profile.placement);
   if (built.kind === "Invalid") return built;
   if (!built.argv.includes("--parsable")) {
@@ -82,7 +82,7 @@ export function judgePreflight(profile: string, answer: SbatchTestAnswer): Prefl
 
 /** One `sbatch --test-only` per profile, one after another (each takes milliseconds). */
 export async function preflightProfiles(
-  profiles: readonly ClusterProfile[],
+  profiles: readonly Pick<ClusterProfile, "name" | "placement">[],
   run: SbatchTestRun,
 ): Promise<readonly PreflightVerdict[]> {
   const verdicts: PreflightVerdict[] = [];

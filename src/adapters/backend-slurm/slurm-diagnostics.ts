@@ -9,5 +9,8 @@ export function slurmDiagnostics(ctx: SlurmContext): BackendDiagnostics {
     message: ctx.health.message,
     calls: ctx.broker.callCounts(),
     ...(ctx.options.orphanReport === undefined ? {} : { orphans: ctx.options.orphanReport() }),
+    ...(ctx.options.profileChecks === undefined
+      ? {}
+      : { profileChecks: ctx.options.profileChecks() }),
   };
 }

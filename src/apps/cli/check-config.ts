@@ -22,8 +22,9 @@ Options:
                 commands on PATH (and its configuration, e.g. via the environment).
   -h, --help    Show this help.
 
-A partition, QoS or account still named as in cluster.toml.example is a warning on stderr
-("FILE:LINE: ..."), unless --preflight found the cluster accepts the profile.
+A placement (where jobs go, their service class, the account charged) still named as in
+cluster.toml.example is a warning on stderr ("FILE:LINE: ..."), unless --preflight found
+the cluster accepts the profile.
 
 Exit codes: 0 the file is valid (and with --preflight every profile is possible);
 1 with --preflight, a profile is impossible or the cluster gave no answer;

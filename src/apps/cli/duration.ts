@@ -2,12 +2,12 @@
  * Durations on the command line, in seconds, in two families:
  *
  * - units: `90s`, `15m`, `2h`, `3d`, `1h30m`, `1d12h`, `1h30m15s`;
- * - Slurm's own forms, as `sbatch --time` reads them: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`,
+ * - the batch scheduler's own forms, as its `--time` reads them: `MM`, `MM:SS`, `HH:MM:SS`, `D-HH`,
  *   `D-HH:MM`, `D-HH:MM:SS` (a field after the first below 60, hours after a day below 24).
  *
- * A bare number is where the two families disagree: Slurm reads `--time=90` as ninety
+ * A bare number is where the two families disagree: the scheduler reads `--time=90` as ninety
  * minutes, `timeout 90` reads it as ninety seconds. Each flag says which it means (`bare`):
- * `--time-limit` is the scheduler's time limit and follows Slurm, so a Slurm user's habit
+ * `--time-limit` is the scheduler's time limit and follows the scheduler, so a cluster user's habit
  * never gives a job a sixtieth of the time it was meant to have; waits and timeouts follow
  * `timeout(1)`. Anything else is refused rather than guessed: `1.5h` or `90sec` read three
  * ways by three people, and a time limit read the wrong way kills a week-long job or holds a
@@ -31,7 +31,7 @@ function clockSeconds(text: string): number | null {
   const match = CLOCK.exec(text);
   if (match === null) return null;
   const [, first, middle, last] = match;
-  // Two fields are MM:SS, three are HH:MM:SS, as Slurm reads them.
+  // Two fields are MM:SS, three are HH:MM:SS, as the scheduler reads them.
   return middle === undefined
     ? n(first) * 60 + n(last)
     : n(first) * 3600 + n(middle) * 60 + n(last);
@@ -66,7 +66,7 @@ export function parseDuration(text: string, bare: BareUnit = "seconds"): number 
 /** The forms a flag accepts, for its help and its error. */
 export function durationForms(bare: BareUnit = "seconds"): string {
   return bare === "minutes"
-    ? "minutes as Slurm reads them (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS"
+    ? "minutes when bare, as for a scheduler's --time (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS"
     : "seconds (90), 90s, 15m, 2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS";
 }
 

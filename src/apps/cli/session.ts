@@ -20,7 +20,8 @@ Options:
   --idle-timeout DURATION  Stop the session after this long without exec or tasks
                            (seconds as 90, or 15m, 2h, 1h30m, HH:MM:SS,
                            D-HH:MM; at least 60 s).
-  --time-limit DURATION    Hard limit on the session's allocation, as sbatch --time:
+  --time-limit DURATION    Hard limit on the session's allocation, as a batch
+                           scheduler's --time reads it:
                            a bare number is minutes (90), or 2h, 1d, D-HH:MM:SS.
   --idempotency-key KEY    Retrying with the same key returns the same session.
 ${CLIENT_OPTIONS_HELP}`;

@@ -18,7 +18,8 @@ Options:
   --profile NAME         Profile to run on (default: "default" when it accepts BATCH,
                          else the first profile that does; see \`openai4s profiles\`).
   --name NAME            A name for listings ([A-Za-z0-9._-], up to 63 characters).
-  --time-limit DURATION  As sbatch --time: a bare number is minutes (90), or 90s, 15m,
+  --time-limit DURATION  As a batch scheduler's --time reads it: a bare number is
+                         minutes (90), or 90s, 15m,
                          2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS.
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).

@@ -1,7 +1,7 @@
 /**
- * `openai4s wait`'s exit status, shaped like `sbatch --wait`'s: a job that ended on its own
+ * `openai4s wait`'s exit status, shaped like a batch scheduler's submit-and-wait: a job that ended on its own
  * gives its own exit code, so `openai4s wait "$ID" && next-step` and a pipeline's `$?` read
- * the way they do under Slurm. Ends that are not the program's own get codes of their own,
+ * the way they do on a cluster. Ends that are not the program's own get codes of their own,
  * fixed and documented (`wait --help`, docs/api.md), because "1" for every unsuccessful end
  * told a script nothing: it could not tell a failed program from a cancelled or lost job.
  */
@@ -35,7 +35,7 @@ export function endedStatus(w: EndedWorkload): number {
   if (w.phase === "LOST") return WAIT_LOST;
   if (w.reason === "TIME_LIMIT_EXCEEDED") return WAIT_TIME_LIMIT;
   // The program's own code, when it has one a shell can carry (1-255); 0 on a FAILED end
-  // (a signal Slurm recorded as 0:9) is no success to report.
+  // (a signal a scheduler recorded as exit 0) is no success to report.
   const code = w.exitCode;
   if (code !== null && Number.isInteger(code) && code >= 1 && code <= 255) return code;
   return WAIT_FAILED;
@@ -44,7 +44,7 @@ export function endedStatus(w: EndedWorkload): number {
 /** The table for `--help`. */
 export const WAIT_STATUS_HELP = `Exit status:
   0    the state was reached (for TERMINAL: the workload COMPLETED)
-  N    it FAILED and its program exited N (1-255), as sbatch --wait returns it
+  N    it FAILED and its program exited N (1-255), as a scheduler's wait returns it
   1    it FAILED without an exit code of its own (refused, infrastructure), or the
        daemon could not be asked
   2    usage error

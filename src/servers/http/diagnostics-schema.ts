@@ -60,6 +60,26 @@ export const DiagnosticsSchema = v.strictObject({
           ),
         ),
       ),
+      profileChecks: v.optional(
+        v.pipe(
+          v.array(
+            v.strictObject({
+              profile: text("The profile."),
+              outcome: v.pipe(
+                v.picklist(["POSSIBLE", "IMPOSSIBLE", "UNANSWERED"]),
+                d(
+                  "IMPOSSIBLE: the scheduler refuses any job of this profile (a placement it does not have); UNANSWERED: it could not be asked.",
+                ),
+              ),
+              detail: text("The scheduler's own words (for administrators only)."),
+              checkedAt: time("When it answered."),
+            }),
+          ),
+          d(
+            "Only from a backend that asks its scheduler about each profile (at start, then every 10 minutes): a dry run that queues nothing.",
+          ),
+        ),
+      ),
     }),
     d("The backend's own report, bounded in time."),
   ),

@@ -29,6 +29,8 @@ import {
   createOrphanSweeper,
   loadOwnerId,
 } from "../../../adapters/backend-slurm/orphan-sweeper.ts";
+import { createProfileChecks } from "../../../adapters/backend-slurm/profile-checks.ts";
+import { createSbatchTestRun } from "../../../adapters/backend-slurm/profiles-preflight.ts";
 import {
   hiddenNamesOf,
   withPublicMessages,
@@ -42,6 +44,7 @@ import {
 import type { StateLayout } from "../../../core/layout.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { withSpoolFullEndings } from "../../../core/spool-full-endings.ts";
+import { backgroundTimers } from "../../../lib/clock.ts";
 import { errorCode } from "../../../lib/durable-fs.ts";
 import { spoolFullness } from "../../../lib/spool-space.ts";
 import {
@@ -70,6 +73,9 @@ export {
 } from "../../../adapters/backend-slurm/cluster-config.ts";
 
 export const DEFAULT_BACKEND = LOCAL_BACKEND_NAME;
+
+/** How often the daemon asks the scheduler again whether each profile can run. */
+const PROFILE_CHECK_INTERVAL_MS = 10 * 60_000;
 
 /** Far more than any profiles file; a bigger one is a mistake (a log, a binary). */
 const MAX_LOCAL_PROFILES_BYTES = 1024 * 1024;
@@ -220,6 +226,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
               clock: context.clock,
               log: context.log,
             });
+      const profileChecks = slurmProfileChecks(context, placements.catalog, slurmConf);
       // Scheduler text reaches workload messages and the API: rewritten so no partition,
       // QoS or account name leaves the daemon (the log keeps the original).
       // The isolation probe's backend carries no owner id: its jobs have no allocation row,
@@ -235,6 +242,7 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
               log: context.log,
               ...(owned ? { ownerId } : {}),
               ...(owned && sweeper !== null ? { orphanReport: () => sweeper.report() } : {}),
+              ...(owned ? { profileChecks: () => profileChecks.report() } : {}),
             }),
             spoolFullness(context.layout.spool),
           ),
@@ -268,11 +276,39 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
       return {
         kind: "Created",
         backend: isolated.backend,
-        services: [...isolated.services, arrayLimit, ...(sweeper === null ? [] : [sweeper])],
+        services: [
+          ...isolated.services,
+          arrayLimit,
+          profileChecks,
+          ...(sweeper === null ? [] : [sweeper]),
+        ],
       };
     },
   },
 };
+
+/**
+ * Each profile asked of the scheduler at start and every few minutes: a profile it refuses
+ * (a partition that does not exist) is logged in its words and shown in diagnostics,
+ * instead of failing every submission without a clue.
+ */
+function slurmProfileChecks(
+  context: BackendContext,
+  catalog: PlacementCatalog,
+  slurmConf: string | undefined,
+) {
+  return createProfileChecks({
+    catalog,
+    run: createSbatchTestRun({
+      path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
+      ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
+    }),
+    clock: context.clock,
+    timers: backgroundTimers,
+    log: context.log,
+    intervalMs: PROFILE_CHECK_INTERVAL_MS,
+  });
+}
 
 /**
  * The smallest placement the session profile's partition accepts, for the isolation probe:

@@ -109,6 +109,14 @@ export function createSystemRoutes(
         calls: backend.calls,
         callsPerSecond: deps.reconciler.backendCallRate().perSecond,
         ...(backend.orphans === undefined ? {} : { orphans: orphansView(backend.orphans) }),
+        ...(backend.profileChecks === undefined
+          ? {}
+          : {
+              profileChecks: backend.profileChecks.map((check) => ({
+                ...check,
+                checkedAt: iso(check.checkedAt),
+              })),
+            }),
       },
       isolation: isolationView(deps),
       profiles: (deps.reconciler.profileBreakers?.() ?? []).map((b) => ({

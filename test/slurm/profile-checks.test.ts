@@ -1,0 +1,109 @@
+/**
+ * The daemon asks the scheduler about each profile at start and every interval
+ * (profile-checks.ts): a refusal is logged once at warn in the scheduler's words, once more
+ * at info when it clears, and the last answers are what diagnostics show.
+ */
+import { expect, test } from "bun:test";
+import type { PlacementCatalog } from "../../src/adapters/backend-slurm/backend-options.ts";
+import { createProfileChecks } from "../../src/adapters/backend-slurm/profile-checks.ts";
+import type { SbatchTestAnswer } from "../../src/adapters/backend-slurm/profiles-preflight.ts";
+import { manualTimeline } from "../../src/lib/clock.ts";
+import { memoryLog } from "../../src/lib/log.ts";
+import { BASE_PLACEMENT } from "../support/slurm-fixtures.ts";
+
+const PROFILES = ["good", "typo"];
+const catalog: PlacementCatalog = {
+  profiles: () =>
+    PROFILES.map((name) => ({ name }) as unknown as ReturnType<PlacementCatalog["profiles"]>[0]),
+  placement: (name) =>
+    PROFILES.includes(name)
+      ? { ...BASE_PLACEMENT, partition: name === "typo" ? "gpuu" : "gpu" }
+      : null,
+};
+
+const REFUSED: SbatchTestAnswer = {
+  kind: "Exited",
+  exitCode: 1,
+  stdout: "",
+  stderr: "sbatch: error: Batch job submission failed: Invalid partition name specified\n",
+};
+const ACCEPTED: SbatchTestAnswer = {
+  kind: "Exited",
+  exitCode: 0,
+  stdout: "",
+  stderr: "sbatch: Job 3 to start at 2026-12-04T17:00:00 using 1 processors on nodes n1\n",
+};
+
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await Promise.resolve();
+}
+
+test("a refused profile is logged once in the scheduler's words, its clearing once, and reported", async () => {
+  const timeline = manualTimeline();
+  const log = memoryLog();
+  let typoFixed = false;
+  const asked: string[] = [];
+  const checks = createProfileChecks({
+    catalog,
+    run: async (args) => {
+      const partition = args.find((a) => a.startsWith("--partition=")) ?? "";
+      asked.push(partition);
+      return partition === "--partition=gpuu" && !typoFixed ? REFUSED : ACCEPTED;
+    },
+    clock: timeline,
+    timers: timeline,
+    log,
+    intervalMs: 60_000,
+  });
+  expect(checks.report()).toEqual([]);
+  checks.start();
+  timeline.advance(0);
+  await settle();
+  expect(asked).toEqual(["--partition=gpu", "--partition=gpuu"]);
+  expect(checks.report().map((c) => [c.profile, c.outcome])).toEqual([
+    ["good", "POSSIBLE"],
+    ["typo", "IMPOSSIBLE"],
+  ]);
+  expect(checks.report()[1]?.detail).toContain("Invalid partition name specified");
+  expect(checks.report()[1]?.checkedAt).toBe(timeline.now());
+
+  // Asked again after the interval: still refused, and not logged again.
+  timeline.advance(60_000);
+  await settle();
+  expect(asked).toHaveLength(4);
+  const warnings = () =>
+    log.lines
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l["level"] === "warn");
+  expect(warnings()).toHaveLength(1);
+  expect(warnings()[0]?.["profile"]).toBe("typo");
+  expect(String(warnings()[0]?.["said"])).toContain("Invalid partition name specified");
+
+  // The admin fixes the cluster: the next run says so once.
+  typoFixed = true;
+  timeline.advance(60_000);
+  await settle();
+  expect(checks.report().map((c) => c.outcome)).toEqual(["POSSIBLE", "POSSIBLE"]);
+  expect(log.lines.filter((l) => l.includes("accepts a profile again"))).toHaveLength(1);
+  await checks.stop();
+  expect(timeline.pending()).toBe(0);
+});
+
+test("no answer from the scheduler is UNANSWERED, never IMPOSSIBLE, and logged as no refusal", async () => {
+  const timeline = manualTimeline();
+  const log = memoryLog();
+  const checks = createProfileChecks({
+    catalog,
+    run: async () => ({ kind: "NoAnswer", message: "sbatch: not found on PATH" }),
+    clock: timeline,
+    timers: timeline,
+    log,
+    intervalMs: 60_000,
+  });
+  checks.start();
+  timeline.advance(0);
+  await settle();
+  expect(checks.report().map((c) => c.outcome)).toEqual(["UNANSWERED", "UNANSWERED"]);
+  expect(log.lines.filter((l) => l.includes('"level":"warn"'))).toEqual([]);
+  await checks.stop();
+});
