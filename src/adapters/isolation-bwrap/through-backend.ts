@@ -15,6 +15,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { AccountUnusableError } from "../../core/accounts.ts";
 import { decorateBackend } from "../../core/decorate-backend.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../core/layout.ts";
 import type { SubmissionToken } from "../../core/models.ts";
@@ -214,11 +215,7 @@ export function wrappedBackend<B extends AllocationBackend>(
       } catch (error) {
         // This request only (no free uid, a directory that cannot be made): the others of
         // the batch still go, and this one is answered, never submitted.
-        refused.set(r.token, {
-          kind: "Rejected",
-          token: r.token,
-          message: `cannot prepare the job's directories and identity: ${String(error)}`,
-        });
+        refused.set(r.token, preparationRefusal(r.token, error));
         continue;
       }
       const mounts = mountsFor(backend, r.profile, runAs?.account ?? null, wrapper, mountForbidden);
@@ -290,6 +287,18 @@ export function wrappedBackend<B extends AllocationBackend>(
     });
   };
   return decorateBackend(backend, { submit }, { tasks: { runTask } });
+}
+
+/** A job whose preparation failed: its owner's unusable account is named as such. */
+function preparationRefusal(token: SubmissionToken, error: unknown): SubmitResult {
+  if (error instanceof AccountUnusableError) {
+    return { kind: "Rejected", token, message: error.message, reason: "ACCOUNT_UNUSABLE" };
+  }
+  return {
+    kind: "Rejected",
+    token,
+    message: `cannot prepare the job's directories and identity: ${String(error)}`,
+  };
 }
 
 /**
