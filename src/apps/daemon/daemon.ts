@@ -15,6 +15,7 @@ import { realpathSync } from "node:fs";
 import {
   chooseJobIdentity,
   type IdentityChoice,
+  systemAccounts,
   systemIdentityDatabase,
 } from "../../adapters/isolation-bwrap/run-as.ts";
 import { createDaemonMetrics, type DaemonMetrics } from "../../adapters/metrics/daemon-metrics.ts";
@@ -162,7 +163,17 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // 7. The API, once per listener; each listener says how it authenticates.
   const beforeDrain: (() => void)[] = [];
   const app = buildApp(
-    { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups },
+    {
+      config,
+      layout,
+      store,
+      database,
+      metrics,
+      maxUploadBytes,
+      beforeDrain,
+      cleanups,
+      minOwnerUid: settings.minOwnerUid,
+    },
     composed.core,
   );
   const listeners = startListeners(
@@ -328,6 +339,8 @@ interface AppInputs {
   /** Filled by the API with what must close before the listeners drain. */
   readonly beforeDrain: (() => void)[];
   readonly cleanups: Cleanup[];
+  /** The lowest uid a principal's unix user may have (OPENAI4S_MIN_OWNER_UID). */
+  readonly minOwnerUid: number;
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
@@ -375,6 +388,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
+    accounts: { lookup: systemAccounts(), minUid: inputs.minOwnerUid },
   });
 }
 
