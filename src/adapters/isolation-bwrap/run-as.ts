@@ -214,6 +214,19 @@ export function identityDatabaseAccounts(db: IdentityDatabase): AccountLookup {
   };
 }
 
+/**
+ * The name of the account with `uid` in the password database, or null: a leased uid that
+ * the site gave an account can own its jobs in the scheduler (whose controller and nodes look
+ * the uid up: a job of a uid without one was requeued for ever, "getpwuid failed").
+ */
+export function accountNameOfUid(db: IdentityDatabase, uid: number): string | null {
+  for (const line of (db.passwd ?? "").split("\n")) {
+    const fields = line.split(":");
+    if (fields[2] === String(uid) && fields[0] !== undefined && fields[0] !== "") return fields[0];
+  }
+  return null;
+}
+
 /** The site's accounts as this machine's /etc/passwd and /etc/group say now. */
 export function systemAccounts(): AccountLookup {
   return {

@@ -150,6 +150,14 @@ export interface WrappedBackendOptions {
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */
   readonly launchEnv?: readonly string[];
   /**
+   * The account name of a job's uid (a leased one), for a root daemon whose scheduler must
+   * own each job as the uid it runs as; null when the uid has no account (then the job is
+   * submitted as the daemon's and drops to the uid inside). Absent: never (not root).
+   * Issue 32: srun's PMIx server refuses tasks whose uid is not the job's owner (Open MPI
+   * failed in MPI_Init), and accounting charged every job to root.
+   */
+  readonly accountOfUid?: (uid: number) => string | null;
+  /**
    * The allocation and workspace directories of an allocation, for steps (`runTask`) of
    * allocations this process did not submit (a daemon restart); null when unknown.
    */
@@ -223,20 +231,26 @@ export function wrappedBackend<B extends AllocationBackend>(
         refused.set(r.token, { kind: "Rejected", token: r.token, message: mounts.error });
         continue;
       }
-      // An owner's job is submitted AS the owner: it starts with their uid already, so the
-      // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
-      // its own user namespace, exactly as for a daemon that is not root.
-      const account = runAs?.account;
+      // An owner's job (or a leased uid's with an account) is submitted AS that uid: it
+      // starts with it already, so the launch drops nothing (a setpriv by a non-root process
+      // fails) and the sandbox makes its own user namespace, as for a daemon that is not root.
+      const submitAs = submitterOf(runAs, options);
+      if (submitAs !== null && runAs?.account === undefined && runAs !== null) {
+        try {
+          openToAccount(options.spoolDir, r.allocationDir, runAs);
+        } catch (error) {
+          refused.set(r.token, preparationRefusal(r.token, error));
+          continue;
+        }
+      }
       prepared.push({
         ...r,
-        ...(runAs !== null && account !== undefined
-          ? { submitAs: { account, uid: runAs.uid, gid: runAs.gid } }
-          : {}),
+        ...(submitAs === null ? {} : { submitAs }),
         launch: wrapLaunch(
           r.launch,
           wrapper,
           { ...pathsOf(r.workspaceDir, credentialDir), ...mounts },
-          account === undefined ? runAs : null,
+          submitAs === null ? runAs : null,
           options,
         ),
       });
@@ -272,21 +286,34 @@ export function wrappedBackend<B extends AllocationBackend>(
       ...pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
       ...mounts,
     };
-    // An owner's job takes its steps as the owner (as it was submitted): nothing to drop.
-    const account = runAs?.account;
+    // A job submitted as its uid takes its steps as that uid too: nothing to drop.
+    const submitAs = submitterOf(runAs, options);
     const argv = wrapper.wrap(
       command,
       paths,
       { vars: { ...options.baseEnv, HOME: homeOf(paths) } },
-      account === undefined ? runAs : null,
+      submitAs === null ? runAs : null,
     );
-    if (runAs === null || account === undefined) return tasks.runTask(target, argv, taskOptions);
+    if (submitAs === null) return tasks.runTask(target, argv, taskOptions);
     return tasks.runTask(target, argv, {
       ...taskOptions,
-      submitAs: { uid: runAs.uid, gid: runAs.gid },
+      submitAs: { uid: submitAs.uid, gid: submitAs.gid },
     });
   };
   return decorateBackend(backend, { submit }, { tasks: { runTask } });
+}
+
+/**
+ * Who the scheduler is asked to own the job as: the owner's account, or a leased uid's when
+ * it has one (accountOfUid); null: the daemon submits it and it drops to `runAs` inside.
+ */
+function submitterOf(
+  runAs: RunAs | null,
+  options: WrappedBackendOptions,
+): { readonly account: string; readonly uid: number; readonly gid: number } | null {
+  if (runAs === null) return null;
+  const account = runAs.account ?? options.accountOfUid?.(runAs.uid) ?? null;
+  return account === null ? null : { account, uid: runAs.uid, gid: runAs.gid };
 }
 
 /** A job whose preparation failed: its owner's unusable account is named as such. */
