@@ -150,11 +150,9 @@ export interface WrappedBackendOptions {
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */
   readonly launchEnv?: readonly string[];
   /**
-   * The account name of a job's uid (a leased one), for a root daemon whose scheduler must
-   * own each job as the uid it runs as; null when the uid has no account (then the job is
-   * submitted as the daemon's and drops to the uid inside). Absent: never (not root).
-   * Issue 32: srun's PMIx server refuses tasks whose uid is not the job's owner (Open MPI
-   * failed in MPI_Init), and accounting charged every job to root.
+   * A leased uid's account name, for a root daemon whose scheduler owns each job as the uid
+   * it runs as (PMIx refused tasks not of the job's owner; accounting saw root: issue 32);
+   * null: none (submitted as the daemon's, dropped inside). Absent: never (not root).
    */
   readonly accountOfUid?: (uid: number) => string | null;
   /**
@@ -219,7 +217,10 @@ export function wrappedBackend<B extends AllocationBackend>(
           credentialDir,
           subject: { profile: r.profile, owner: r.owner ?? null },
         });
-        if (runAs?.account !== undefined) openToAccount(options.spoolDir, r.allocationDir, runAs);
+        // A job owned by its uid in the scheduler opens its own logs there.
+        if (runAs !== null && submitterOf(runAs, options) !== null) {
+          openToAccount(options.spoolDir, r.allocationDir, runAs);
+        }
       } catch (error) {
         // This request only (no free uid, a directory that cannot be made): the others of
         // the batch still go, and this one is answered, never submitted.
@@ -235,14 +236,6 @@ export function wrappedBackend<B extends AllocationBackend>(
       // starts with it already, so the launch drops nothing (a setpriv by a non-root process
       // fails) and the sandbox makes its own user namespace, as for a daemon that is not root.
       const submitAs = submitterOf(runAs, options);
-      if (submitAs !== null && runAs?.account === undefined && runAs !== null) {
-        try {
-          openToAccount(options.spoolDir, r.allocationDir, runAs);
-        } catch (error) {
-          refused.set(r.token, preparationRefusal(r.token, error));
-          continue;
-        }
-      }
       prepared.push({
         ...r,
         ...(submitAs === null ? {} : { submitAs }),

@@ -72,7 +72,7 @@ export interface LeasedIdentitiesOptions {
 
 /**
  * The name of the account (and group) a site gives a leased uid, `o4slease<UID>`: a
- * scheduler looks a job's uid up on its controller and nodes (Slurm requeued a job of a uid
+ * scheduler looks a job's uid up on its controller and nodes (one requeued a job of a uid
  * without one for ever, "getpwuid failed"), and a root daemon has the scheduler own each job
  * as its leased uid when the uid has such an account (issue 32). The name must carry its own
  * id, so no person's account is ever mistaken for a lease's.

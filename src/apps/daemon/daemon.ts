@@ -15,7 +15,6 @@ import { realpathSync } from "node:fs";
 import {
   chooseJobIdentity,
   type IdentityChoice,
-  systemAccounts,
   systemIdentityDatabase,
 } from "../../adapters/isolation-bwrap/run-as.ts";
 import { createDaemonMetrics, type DaemonMetrics } from "../../adapters/metrics/daemon-metrics.ts";
@@ -163,17 +162,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   // 7. The API, once per listener; each listener says how it authenticates.
   const beforeDrain: (() => void)[] = [];
   const app = buildApp(
-    {
-      config,
-      layout,
-      store,
-      database,
-      metrics,
-      maxUploadBytes,
-      beforeDrain,
-      cleanups,
-      minOwnerUid: settings.minOwnerUid,
-    },
+    { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups },
     composed.core,
   );
   const listeners = startListeners(
@@ -339,8 +328,6 @@ interface AppInputs {
   /** Filled by the API with what must close before the listeners drain. */
   readonly beforeDrain: (() => void)[];
   readonly cleanups: Cleanup[];
-  /** The lowest uid a principal's unix user may have (OPENAI4S_MIN_OWNER_UID). */
-  readonly minOwnerUid: number;
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
@@ -388,7 +375,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
-    accounts: { lookup: systemAccounts(), minUid: inputs.minOwnerUid },
+    accounts: core.accounts,
   });
 }
 

@@ -11,7 +11,7 @@
  * tries again, which is one submission per profile, not a storm.
  *
  * While it learns (fewer than `threshold` refusals), a refused workload is a suspect, not a
- * failure (issue 32: with the partition switched off, 2 of 10 jobs ended FAILED before the
+ * failure (issue 32: with the profile's placement switched off, 2 of 10 jobs ended FAILED before the
  * breaker opened). It waits, not sent again, until the profile gives a verdict: the breaker
  * opens (the profile is refused for all: it waits with the others), the profile accepts
  * another submission (the refusal was the workload's own: it fails with it), or one back-off
@@ -102,26 +102,60 @@ interface Entry {
   } | null;
 }
 
+function stateOf(entry: Entry | undefined): ProfileBreakerState {
+  if (entry === undefined) return { kind: "Closed", consecutiveRejections: 0 };
+  if (entry.open === null) return { kind: "Closed", consecutiveRejections: entry.rejections };
+  return {
+    kind: "Open",
+    consecutiveRejections: entry.rejections,
+    message: entry.open.message,
+    openedAtMs: entry.open.openedAtMs,
+    retryAtMs: entry.open.retryAtMs,
+  };
+}
+
+/**
+ * One more refusal on `entry`: "Learning" while it stays closed, "Opened" when this one
+ * opened it, "Open" when it was open already.
+ */
+function countRejection(
+  entry: Entry,
+  options: ProfileBreakerOptions,
+  threshold: number,
+  message: string,
+  nowMs: number,
+): "Learning" | "Opened" | "Open" {
+  entry.rejections += 1;
+  const open = entry.open;
+  if (open !== null) {
+    open.message = message;
+    // Only a refused trial doubles the back-off: the rest of the batch whose refusal opened
+    // the breaker (ten submissions in one call) is the same verdict, not ten.
+    if (open.trialOut) {
+      open.backoffMs = Math.min(options.maxBackoffMs, open.backoffMs * 2);
+      open.retryAtMs = nowMs + open.backoffMs;
+      open.trialOut = false;
+    }
+    return "Open";
+  }
+  if (entry.rejections < threshold) return "Learning";
+  const backoffMs = Math.min(options.maxBackoffMs, options.initialBackoffMs);
+  entry.open = {
+    message,
+    openedAtMs: nowMs,
+    backoffMs,
+    retryAtMs: nowMs + backoffMs,
+    trialOut: false,
+  };
+  return "Opened";
+}
+
 export function createProfileBreakers(
   options: ProfileBreakerOptions = DEFAULT_PROFILE_BREAKER,
 ): ProfileBreakers {
   const threshold = Math.max(1, Math.floor(options.threshold));
   const entries = new Map<string, Entry>();
   const suspects = new Map<string, Suspect>();
-  const dropSuspects = (profile: string) => {
-    for (const [id, s] of suspects) if (s.profile === profile) suspects.delete(id);
-  };
-  const stateOf = (entry: Entry | undefined): ProfileBreakerState => {
-    if (entry === undefined) return { kind: "Closed", consecutiveRejections: 0 };
-    if (entry.open === null) return { kind: "Closed", consecutiveRejections: entry.rejections };
-    return {
-      kind: "Open",
-      consecutiveRejections: entry.rejections,
-      message: entry.open.message,
-      openedAtMs: entry.open.openedAtMs,
-      retryAtMs: entry.open.retryAtMs,
-    };
-  };
   return {
     allow(profile, nowMs) {
       const open = entries.get(profile)?.open ?? null;
@@ -134,50 +168,23 @@ export function createProfileBreakers(
     rejected(profile, message, nowMs, workloadId) {
       const entry = entries.get(profile) ?? { rejections: 0, open: null };
       entries.set(profile, entry);
-      entry.rejections += 1;
-      if (entry.open !== null) {
-        // Only a refused trial doubles the back-off: the rest of the batch whose refusal
-        // opened the breaker (ten submissions in one call) is the same verdict, not ten.
-        if (!entry.open.trialOut) {
-          entry.open.message = message;
-          return;
-        }
-        const backoffMs = Math.min(options.maxBackoffMs, entry.open.backoffMs * 2);
-        entry.open = {
-          ...entry.open,
-          message,
-          backoffMs,
-          retryAtMs: nowMs + backoffMs,
-          trialOut: false,
-        };
-        return;
+      const counted = countRejection(entry, options, threshold, message, nowMs);
+      if (counted === "Learning" && workloadId !== undefined) {
+        const heldUntilMs = nowMs + Math.min(options.maxBackoffMs, options.initialBackoffMs);
+        suspects.set(workloadId, { profile, message, heldUntilMs, own: false });
       }
-      if (entry.rejections < threshold) {
-        if (workloadId !== undefined) {
-          const heldUntilMs = nowMs + Math.min(options.maxBackoffMs, options.initialBackoffMs);
-          suspects.set(workloadId, { profile, message, heldUntilMs, own: false });
-        }
-        return;
-      }
+      if (counted !== "Opened") return;
       // Refused for all: the suspects were the profile's victims, and wait with the others.
-      dropSuspects(profile);
-      const backoffMs = Math.min(options.maxBackoffMs, options.initialBackoffMs);
-      entry.open = {
-        message,
-        openedAtMs: nowMs,
-        backoffMs,
-        retryAtMs: nowMs + backoffMs,
-        trialOut: false,
-      };
+      for (const [id, x] of suspects) if (x.profile === profile) suspects.delete(id);
     },
     accepted(profile) {
       entries.delete(profile);
-      for (const s of suspects.values()) if (s.profile === profile) s.own = true;
+      for (const x of suspects.values()) if (x.profile === profile) x.own = true;
     },
     verdict(workloadId, nowMs) {
-      const s = suspects.get(workloadId);
-      if (s === undefined) return { kind: "None" };
-      if (s.own || nowMs >= s.heldUntilMs) return { kind: "Own", message: s.message };
+      const x = suspects.get(workloadId);
+      if (x === undefined) return { kind: "None" };
+      if (x.own || nowMs >= x.heldUntilMs) return { kind: "Own", message: x.message };
       return { kind: "Held" };
     },
     forget(workloadId) {
