@@ -160,7 +160,7 @@ describe.skipIf(testCluster === null)(
       const elapsedS = (Date.now() - degradedAt) / 1000;
       const trials = await trialsSoFar();
       console.log(
-        `sbatch calls for the broken profile: ${toDegrade} to degrade it, then ${trials} trial(s) in ${elapsedS.toFixed(1)} s for ${more.length + 1} waiting workloads`,
+        `sbatch calls for the broken profile: ${toDegrade} to degrade it, then ${trials} trial(s) in ${elapsedS.toFixed(1)} s for ${first.length + more.length} waiting workloads`,
       );
       expect(trials).toBeLessThanOrEqual(Math.ceil(Math.log2(elapsedS / 2 + 1)) + 1);
 
