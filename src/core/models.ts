@@ -93,6 +93,11 @@ export const REASONS = [
   "SUBMIT_UNKNOWN",
   // The backend refused the profile's last submissions: its workloads wait, retried later.
   "PROFILE_DEGRADED",
+  // Refused once while its profile's breaker was still learning: it waits until the profile
+  // is shown refused for all (it then waits as PROFILE_DEGRADED) or shown working (it fails).
+  "SUBMIT_REFUSED",
+  // The unix account its owner's work runs as cannot run it (deleted, root, a system account).
+  "ACCOUNT_UNUSABLE",
   "USER_CANCELLED",
   "CANCELLED_BY_BACKEND",
   "IDLE_TIMEOUT",

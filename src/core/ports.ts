@@ -122,6 +122,11 @@ export interface Rejected {
    * not count towards the profile's breaker, or one client could degrade a profile for all.
    */
   readonly byRequest?: true;
+  /**
+   * Refused because the unix account the owner's work runs as cannot run it: that owner's
+   * failure alone, never the profile's (one person who left stalled everyone's work).
+   */
+  readonly reason?: "ACCOUNT_UNUSABLE";
 }
 /**
  * Not "retry me": the caller must first reconcile by token, because a blind retry is how one

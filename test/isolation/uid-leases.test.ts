@@ -83,6 +83,15 @@ describe.if(IS_ROOT)("leased uids", () => {
     expect(() => ids.claim(s.ws("b"))).toThrow(/no free uid/);
   });
 
+  test("an account the site made for a lease (o4slease<UID>, its own uid) does not name anyone", () => {
+    const named = namedIdsOf(
+      "o4slease70000:x:70000:70000::/nonexistent:/bin/sh\no4slease70009:x:70001:70001::/:/bin/sh\n",
+      "o4slease70000:x:70000:\no4slease70009:x:70001:\n",
+    );
+    // A name that does not match its own id is someone's (or a mistake): still never leased.
+    expect([...named].sort()).toEqual([70001]);
+  });
+
   test("nobody (65534) and 65535 are never leased, whatever the range", () => {
     const s = spool("a", "b", "c");
     const ids = leasedIdentities({ range: { first: 65533, last: 65536 }, workloadsDir: s.dir });

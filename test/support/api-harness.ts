@@ -61,6 +61,8 @@ export function harness(
     /** Limits of principals added without their own (`serve --principal-max-*`). */
     readonly principalDefaults?: ApiDeps["principalDefaults"];
     readonly audit?: ApiDeps["audit"];
+    /** The site's accounts `principal add` checks a unix user against (absent: unchecked). */
+    readonly accounts?: ApiDeps["accounts"];
     /** Who a workspace's uploads are given to (default: the daemon's own uid). */
     readonly claimIdentity?: ApiDeps["files"]["claimIdentity"];
   } = {},
@@ -162,6 +164,7 @@ export function harness(
     ...(options.schedulerCallHistory ? { schedulerCallHistory: options.schedulerCallHistory } : {}),
     ...(options.principalDefaults ? { principalDefaults: options.principalDefaults } : {}),
     ...(options.audit ? { audit: options.audit } : {}),
+    ...(options.accounts ? { accounts: options.accounts } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

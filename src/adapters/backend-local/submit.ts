@@ -4,6 +4,7 @@
  * sandboxed), the record written durably, then the supervisor started. Every answer is the
  * port's: Created, Existing (the retry after an Unknown), Rejected or Unknown.
  */
+import { AccountUnusableError } from "../../core/accounts.ts";
 import { externalHandle } from "../../core/models.ts";
 import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
 import type { RunAs } from "../../core/sandbox.ts";
@@ -62,6 +63,10 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
     });
     if (ctx.wrapper.sandboxed) prepareSharedTmp(ctx, request.allocationDir, runAs);
   } catch (error) {
+    // The owner's account alone is at fault: that workload fails, the profile is not blamed.
+    if (error instanceof AccountUnusableError) {
+      return { kind: "Rejected", token, message: error.message, reason: "ACCOUNT_UNUSABLE" };
+    }
     return { kind: "Rejected", token, message: `cannot prepare directories: ${String(error)}` };
   }
   let record: JobRecord;

@@ -11,6 +11,7 @@
  * chown), so it cannot steer a later step to another account.
  */
 import { lchownSync, lstatSync } from "node:fs";
+import { AccountUnusableError } from "../../core/accounts.ts";
 import type { JobIdentities, LaunchSubject, RunAs } from "../../core/sandbox.ts";
 import { type IdentityDatabase, ownerAccount } from "./run-as.ts";
 
@@ -51,12 +52,15 @@ export function ownerIdentities(options: OwnerIdentitiesOptions): JobIdentities 
     }
     const user = options.unixUserOf(subject.owner);
     if (user === null) {
-      throw new Error(
+      throw new AccountUnusableError(
         `${where}, and principal ${JSON.stringify(subject.owner)} has no unix user (principal add NAME --unix-user USER)`,
       );
     }
     const resolved = ownerAccount(user, options.identityDb(), options.minUid);
-    if (resolved.kind === "Invalid") throw new Error(`${where}: ${resolved.message}`);
+    // The owner's account alone is at fault (deleted after they left, say): this workload
+    // fails, and the profile's breaker never counts it (issue 32).
+    if (resolved.kind === "Invalid")
+      throw new AccountUnusableError(`${where}: ${resolved.message}`);
     return resolved.runAs;
   }
 

@@ -6,6 +6,7 @@
  * root owns.
  */
 import { readFileSync } from "node:fs";
+import { type AccountLookup, checkAccount, DEFAULT_MIN_ACCOUNT_UID } from "../../core/accounts.ts";
 import type { RunAs } from "../../core/sandbox.ts";
 import { DEFAULT_UID_RANGE, type UidRange } from "./uid-leases.ts";
 
@@ -180,8 +181,8 @@ export function chooseJobIdentity(
   return { kind: "Chosen", identity: { kind: "Fixed", runAs: chosen.runAs } };
 }
 
-/** Below this, a uid is a system account (Debian's and RHEL's first user is 1000). */
-export const DEFAULT_MIN_OWNER_UID = 1000;
+/** Below this, a uid is a system account (the core rule's floor, accounts.ts). */
+export const DEFAULT_MIN_OWNER_UID = DEFAULT_MIN_ACCOUNT_UID;
 export const MIN_OWNER_UID_ENV = "OPENAI4S_MIN_OWNER_UID";
 
 /** The gids of the groups of `group` that list `user` as a member (its fourth field). */
@@ -197,30 +198,50 @@ function memberGids(group: string | null, user: string): number[] {
 }
 
 /**
+ * The AccountLookup port over the password and group databases' text: an account's uid,
+ * primary gid and supplementary groups (the ones whose member list names it).
+ */
+export function identityDatabaseAccounts(db: IdentityDatabase): AccountLookup {
+  return {
+    account(name) {
+      if (!NAME.test(name)) return null;
+      const uid = lookup(db.passwd, name, 2);
+      const gid = lookup(db.passwd, name, 3);
+      if (uid === null || gid === null) return null;
+      const groups = [...new Set([gid, ...memberGids(db.group, name)])].sort((a, b) => a - b);
+      return { name, uid, gid, groups };
+    },
+  };
+}
+
+/**
+ * The name of the account with `uid` in the password database, or null: a leased uid that
+ * the site gave an account can own its jobs in the scheduler (whose controller and nodes look
+ * the uid up: a job of a uid without one was requeued for ever, "getpwuid failed").
+ */
+export function accountNameOfUid(db: IdentityDatabase, uid: number): string | null {
+  for (const line of (db.passwd ?? "").split("\n")) {
+    const fields = line.split(":");
+    if (fields[2] === String(uid) && fields[0] !== undefined && fields[0] !== "") return fields[0];
+  }
+  return null;
+}
+
+/** The site's accounts as this machine's /etc/passwd and /etc/group say now. */
+export function systemAccounts(): AccountLookup {
+  return {
+    account: (name) => identityDatabaseAccounts(systemIdentityDatabase()).account(name),
+  };
+}
+
+/**
  * The account a principal's jobs run as on a `run_as = "owner"` profile: `user`'s uid,
- * primary gid and supplementary groups from the password and group databases. Refused:
- * no such account, uid 0, a uid below `minUid` (a system account: a principal mapped to
- * `daemon` or `postgres` would run code that owns their files), nobody (shared by
- * services), and root's group as primary or supplementary group.
+ * primary gid and supplementary groups, if the core rule (checkAccount) lets work run as it.
  */
 export function ownerAccount(user: string, db: IdentityDatabase, minUid: number): RunAsResolution {
-  const invalid = (why: string): RunAsResolution => ({
-    kind: "Invalid",
-    message: `unix user ${JSON.stringify(user)}: ${why}`,
-  });
-  if (!NAME.test(user)) return invalid("is not a user name");
-  const uid = lookup(db.passwd, user, 2);
-  const gid = lookup(db.passwd, user, 3);
-  if (uid === null || gid === null) return invalid("no such account on this machine");
-  if (uid === 0) return invalid("is uid 0: jobs must never run as root");
-  if (uid < minUid) {
-    return invalid(
-      `uid ${uid} is below the lowest uid jobs may run as (${minUid}, ${MIN_OWNER_UID_ENV}): a system account`,
-    );
-  }
-  if (uid === NOBODY_ID) return invalid("is nobody, which other services share");
-  const groups = [...new Set([gid, ...memberGids(db.group, user)])].sort((a, b) => a - b);
-  if (groups.includes(0)) return invalid("is in root's group (gid 0): jobs must never be");
+  const checked = checkAccount(user, identityDatabaseAccounts(db), minUid);
+  if (checked.kind === "Unusable") return { kind: "Invalid", message: checked.message };
+  const { uid, gid, groups } = checked.account;
   return { kind: "Resolved", runAs: { uid, gid, groups, label: `${user} (owner)`, account: user } };
 }
 

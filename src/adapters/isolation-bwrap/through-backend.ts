@@ -15,6 +15,7 @@
  */
 import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { AccountUnusableError } from "../../core/accounts.ts";
 import { decorateBackend } from "../../core/decorate-backend.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../core/layout.ts";
 import type { SubmissionToken } from "../../core/models.ts";
@@ -150,6 +151,12 @@ export interface WrappedBackendOptions {
   /** Set by the backend's launch itself (e.g. the job's deadline); inherited by name. */
   readonly launchEnv?: readonly string[];
   /**
+   * A leased uid's account name, for a root daemon whose scheduler owns each job as the uid
+   * it runs as (PMIx refused tasks not of the job's owner; accounting saw root: issue 32);
+   * null: none (submitted as the daemon's, dropped inside). Absent: never (not root).
+   */
+  readonly accountOfUid?: (uid: number) => string | null;
+  /**
    * The allocation and workspace directories of an allocation, for steps (`runTask`) of
    * allocations this process did not submit (a daemon restart); null when unknown.
    */
@@ -211,15 +218,14 @@ export function wrappedBackend<B extends AllocationBackend>(
           credentialDir,
           subject: { profile: r.profile, owner: r.owner ?? null },
         });
-        if (runAs?.account !== undefined) openToAccount(options.spoolDir, r.allocationDir, runAs);
+        // A job owned by its uid in the scheduler opens its own logs there.
+        if (runAs !== null && submitterOf(runAs, options) !== null) {
+          openToAccount(options.spoolDir, r.allocationDir, runAs);
+        }
       } catch (error) {
         // This request only (no free uid, a directory that cannot be made): the others of
         // the batch still go, and this one is answered, never submitted.
-        refused.set(r.token, {
-          kind: "Rejected",
-          token: r.token,
-          message: `cannot prepare the job's directories and identity: ${String(error)}`,
-        });
+        refused.set(r.token, preparationRefusal(r.token, error));
         continue;
       }
       const mounts = mountsFor(backend, r.profile, runAs?.account ?? null, wrapper, mountForbidden);
@@ -227,20 +233,18 @@ export function wrappedBackend<B extends AllocationBackend>(
         refused.set(r.token, { kind: "Rejected", token: r.token, message: mounts.error });
         continue;
       }
-      // An owner's job is submitted AS the owner: it starts with their uid already, so the
-      // launch drops nothing (a setpriv by a non-root process fails) and the sandbox makes
-      // its own user namespace, exactly as for a daemon that is not root.
-      const account = runAs?.account;
+      // An owner's job (or a leased uid's with an account) is submitted AS that uid: it
+      // starts with it already, so the launch drops nothing (a setpriv by a non-root process
+      // fails) and the sandbox makes its own user namespace, as for a daemon that is not root.
+      const submitAs = submitterOf(runAs, options);
       prepared.push({
         ...r,
-        ...(runAs !== null && account !== undefined
-          ? { submitAs: { account, uid: runAs.uid, gid: runAs.gid } }
-          : {}),
+        ...(submitAs === null ? {} : { submitAs }),
         launch: wrapLaunch(
           r.launch,
           wrapper,
           { ...pathsOf(r.workspaceDir, credentialDir), ...mounts },
-          account === undefined ? runAs : null,
+          submitAs === null ? runAs : null,
           options,
         ),
       });
@@ -276,21 +280,46 @@ export function wrappedBackend<B extends AllocationBackend>(
       ...pathsOf(where.workspaceDir, existsSync(credentialDir) ? credentialDir : null),
       ...mounts,
     };
-    // An owner's job takes its steps as the owner (as it was submitted): nothing to drop.
-    const account = runAs?.account;
+    // A job submitted as its uid takes its steps as that uid too: nothing to drop.
+    const submitAs = submitterOf(runAs, options);
     const argv = wrapper.wrap(
       command,
       paths,
       { vars: { ...options.baseEnv, HOME: homeOf(paths) } },
-      account === undefined ? runAs : null,
+      submitAs === null ? runAs : null,
     );
-    if (runAs === null || account === undefined) return tasks.runTask(target, argv, taskOptions);
+    if (submitAs === null) return tasks.runTask(target, argv, taskOptions);
     return tasks.runTask(target, argv, {
       ...taskOptions,
-      submitAs: { uid: runAs.uid, gid: runAs.gid },
+      submitAs: { uid: submitAs.uid, gid: submitAs.gid },
     });
   };
   return decorateBackend(backend, { submit }, { tasks: { runTask } });
+}
+
+/**
+ * Who the scheduler is asked to own the job as: the owner's account, or a leased uid's when
+ * it has one (accountOfUid); null: the daemon submits it and it drops to `runAs` inside.
+ */
+function submitterOf(
+  runAs: RunAs | null,
+  options: WrappedBackendOptions,
+): { readonly account: string; readonly uid: number; readonly gid: number } | null {
+  if (runAs === null) return null;
+  const account = runAs.account ?? options.accountOfUid?.(runAs.uid) ?? null;
+  return account === null ? null : { account, uid: runAs.uid, gid: runAs.gid };
+}
+
+/** A job whose preparation failed: its owner's unusable account is named as such. */
+function preparationRefusal(token: SubmissionToken, error: unknown): SubmitResult {
+  if (error instanceof AccountUnusableError) {
+    return { kind: "Rejected", token, message: error.message, reason: "ACCOUNT_UNUSABLE" };
+  }
+  return {
+    kind: "Rejected",
+    token,
+    message: `cannot prepare the job's directories and identity: ${String(error)}`,
+  };
 }
 
 /**

@@ -70,13 +70,27 @@ export interface LeasedIdentitiesOptions {
   readonly namedIds?: ReadonlySet<number>;
 }
 
-/** The uids of `passwd` and the gids of `group` (their third field), for `namedIds`. */
+/**
+ * The name of the account (and group) a site gives a leased uid, `o4slease<UID>`: a
+ * scheduler looks a job's uid up on its controller and nodes (one requeued a job of a uid
+ * without one for ever, "getpwuid failed"), and a root daemon has the scheduler own each job
+ * as its leased uid when the uid has such an account (issue 32). The name must carry its own
+ * id, so no person's account is ever mistaken for a lease's.
+ */
+export const LEASE_ACCOUNT_PREFIX = "o4slease";
+
+/**
+ * The uids of `passwd` and the gids of `group` (their third field), for `namedIds`: every
+ * entry but a lease's own account (`o4slease<ID>` with that very id).
+ */
 export function namedIdsOf(passwd: string | null, group: string | null): Set<number> {
   const ids = new Set<number>();
   for (const text of [passwd, group]) {
     for (const line of (text ?? "").split("\n")) {
-      const id = line.split(":")[2];
-      if (id !== undefined && /^\d+$/.test(id)) ids.add(Number(id));
+      const [name, , id] = line.split(":");
+      if (id === undefined || !/^\d+$/.test(id)) continue;
+      if (name === `${LEASE_ACCOUNT_PREFIX}${id}`) continue;
+      ids.add(Number(id));
     }
   }
   return ids;

@@ -378,6 +378,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
+    accounts: core.accounts,
   });
 }
 

@@ -60,7 +60,20 @@ export function submitAttempts(
   }
   const mintNow: Workload[] = [];
   const waitingForProfile: Workload[] = [];
-  for (const w of mint) (allowed(w) ? mintNow : waitingForProfile).push(w);
+  const ownRefusals: Transition[] = [];
+  for (const w of mint) {
+    // Refused while the profile's breaker learned (profile-breaker.ts): it waits for the
+    // profile's verdict, and fails with its own refusal once that says it was its own.
+    const verdict = env.breakers.verdict(w.id, now);
+    if (verdict.kind === "Held") continue;
+    if (verdict.kind === "Own") {
+      env.breakers.forget(w.id);
+      ownRefusals.push(failOwnRefusal(w, verdict.message));
+      continue;
+    }
+    (allowed(w) ? mintNow : waitingForProfile).push(w);
+  }
+  write(env, ownRefusals);
   holdDegraded(env, waitingForProfile);
   const attempts = [
     ...mintAll(env, mintNow),
@@ -90,6 +103,46 @@ function refusedWhileDegraded(live: Live, message: string, now: number): Transit
       endedAt: now,
     },
     workload: wait.workload,
+  };
+}
+
+/**
+ * A refusal while the breaker learned: the attempt FAILED, the workload waits (not sent
+ * again) for the profile's verdict.
+ */
+function refusedWhileLearning(live: Live, message: string, now: number): Transition {
+  const { workload: w, allocation: a } = live;
+  return {
+    allocation: {
+      id: a.id,
+      expectedPhase: a.phase,
+      phase: "FAILED",
+      reason: "SUBMIT_REJECTED",
+      message,
+      endedAt: now,
+    },
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: "PENDING",
+      reason: "SUBMIT_REFUSED",
+      message: `the backend refused this submission (${message}); it waits while profile ${w.profile} shows whether the refusal is the profile's or this workload's own`,
+    },
+  };
+}
+
+/** The verdict on a refusal held while the breaker learned: its own, so the workload ends. */
+function failOwnRefusal(w: Workload, message: string): Transition {
+  return {
+    workload: {
+      id: w.id,
+      expectedPhase: w.phase,
+      expectedEpoch: w.executionEpoch,
+      phase: "FAILED",
+      reason: "SUBMIT_REJECTED",
+      message,
+    },
   };
 }
 
@@ -291,9 +344,10 @@ async function submitAndRecord(
       env.counters.submitted += 1;
       env.breakers.accepted(request.profile);
     }
-    // A refusal of this request alone (its own arguments) says nothing about the profile.
-    if (answer.kind === "Rejected" && answer.byRequest !== true) {
-      env.breakers.rejected(request.profile, answer.message, env.clock.now());
+    // A refusal of this request alone (its own arguments, its owner's account) says nothing
+    // about the profile.
+    if (answer.kind === "Rejected" && answer.byRequest !== true && answer.reason === undefined) {
+      env.breakers.rejected(request.profile, answer.message, env.clock.now(), live.workload.id);
       const state = env.breakers.state(request.profile);
       if (state.kind === "Open") {
         // Refused with the profile degraded: not this workload's failure. The attempt ends
@@ -306,6 +360,8 @@ async function submitAndRecord(
         recorded.push(refusedWhileDegraded(live, answer.message, env.clock.now()));
         continue;
       }
+      recorded.push(refusedWhileLearning(live, answer.message, env.clock.now()));
+      continue;
     }
     if (answer.kind === "Unknown") {
       env.log.warn("submission outcome unknown; resolved by token next tick", {

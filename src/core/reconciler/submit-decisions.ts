@@ -40,23 +40,20 @@ export function recordSubmitResult(
         workload: { ...expectW, phase: "QUEUED", reason: "SUBMITTED", message },
       };
     }
-    case "Rejected":
+    case "Rejected": {
+      const reason = result.reason ?? "SUBMIT_REJECTED";
       return {
         allocation: {
           id: a.id,
           expectedPhase: a.phase,
           phase: "FAILED",
-          reason: "SUBMIT_REJECTED",
+          reason,
           message: result.message,
           endedAt: now,
         },
-        workload: {
-          ...expectW,
-          phase: "FAILED",
-          reason: "SUBMIT_REJECTED",
-          message: result.message,
-        },
+        workload: { ...expectW, phase: "FAILED", reason, message: result.message },
       };
+    }
     case "Unknown":
       // The phase stays SUBMITTING: that, with no handle, is what sends the next tick to
       // findByToken first. The reason is only for operators reading the events.

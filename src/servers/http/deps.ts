@@ -7,6 +7,7 @@
 import type { DaemonMetrics } from "../../adapters/metrics/daemon-metrics.ts";
 import type { ProcessFigures } from "../../adapters/metrics/process-figures.ts";
 import type { StoreDeps } from "../../adapters/store-sqlite/deps.ts";
+import type { AccountLookup } from "../../core/accounts.ts";
 import type { WatchedHealth } from "../../core/backend-health.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
@@ -152,6 +153,11 @@ export interface ApiDeps {
   readonly processFigures?: () => ProcessFigures;
   /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
   readonly principalDefaults?: PrincipalLimits;
+  /**
+   * The site's accounts and the lowest uid work may run as: `principal add` refuses a unix
+   * user the core rule (accounts.ts) refuses. Absent: unchecked (tests without accounts).
+   */
+  readonly accounts?: { readonly lookup: AccountLookup; readonly minUid: number };
   /** Where state-changing requests are recorded; absent: not recorded (tests). */
   readonly audit?: AuditLog;
 }

@@ -42,6 +42,8 @@ export const PROBLEMS = {
     "The principal already holds what one of its limits allows; `limit`, `current` and `max` say which. Nothing was created.",
   "audit-disabled": "This daemon keeps no audit log.",
   "already-exists": "A principal with this name or unix user already exists.",
+  "account-unusable":
+    "The unix user named cannot run work: no such account, root, a system account (below the uid floor), nobody, or in root's group. Nothing was created.",
   "unsupported-media-type": "The body is not JSON.",
   "payload-too-large": "The body is larger than the API accepts.",
   "path-refused":

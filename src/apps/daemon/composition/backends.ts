@@ -203,8 +203,10 @@ export const BACKENDS: Readonly<Record<string, BackendEntry>> = {
         path: context.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin",
         ...(slurmConf === undefined || slurmConf === "" ? {} : { slurmConf }),
         // The account that submits every job: squeue lists its jobs and keeps ours. Jobs
-        // submitted as their owners belong to the owners' accounts, so then every account's.
-        listUid: placements.catalog.profiles().some((p) => p.runAs === "owner") ? null : uid,
+        // submitted as their owners (or, by a root daemon, as their leased uids) belong to
+        // those accounts, so then every account's.
+        listUid:
+          uid === 0 || placements.catalog.profiles().some((p) => p.runAs === "owner") ? null : uid,
       });
       const sweep = context.settings.orphanSweep;
       let ownerId: string;

@@ -10,6 +10,7 @@ import {
   type IdentityChoice,
   type IdentityDatabase,
   ownerModeRefusal,
+  systemAccounts,
   systemIdentityDatabase,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import {
@@ -26,6 +27,7 @@ import {
   getPrincipal,
   isPrincipalUnixUser,
 } from "../../../adapters/store-sqlite/ops/principals.ts";
+import type { AccountLookup } from "../../../core/accounts.ts";
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
@@ -89,6 +91,8 @@ export interface Core {
   readonly jobIdentity: string;
   /** Who jobs run as: uploads into a workspace are given to the same identity. */
   readonly identities: JobIdentities;
+  /** The site's accounts and uid floor a principal's unix user is checked against. */
+  readonly accounts: { readonly lookup: AccountLookup; readonly minUid: number };
 }
 
 export type CoreResult =
@@ -169,6 +173,8 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       admission: stores.admission,
       jobIdentity: identities.description,
       identities,
+      // What `principal add` checks a unix user against: the machine's accounts (NSS files).
+      accounts: { lookup: systemAccounts(), minUid: config.settings.minOwnerUid },
     },
   };
 }

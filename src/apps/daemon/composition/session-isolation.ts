@@ -17,6 +17,10 @@ import { verifyThroughBackend } from "../../../adapters/isolation-bwrap/backend-
 import { createBubblewrapSandbox } from "../../../adapters/isolation-bwrap/bubblewrap.ts";
 import { plainWrapper } from "../../../adapters/isolation-bwrap/launch-argv.ts";
 import {
+  accountNameOfUid,
+  systemIdentityDatabase,
+} from "../../../adapters/isolation-bwrap/run-as.ts";
+import {
   locateInStateDir,
   sandboxedBackend,
   wrappedBackend,
@@ -242,6 +246,11 @@ export async function withClusterSessionIsolation(
     locate,
     spoolDir: context.layout.spool,
     mountForbidden: [context.layout.root, context.layout.spool],
+    // A root daemon has the scheduler own each job as the uid it runs as, when that uid has
+    // an account (a leased uid the site gave one): PMIx and accounting need the real owner.
+    ...(process.getuid?.() === 0
+      ? { accountOfUid: (uid: number) => accountNameOfUid(systemIdentityDatabase(), uid) }
+      : {}),
   };
   // Without a verified sandbox every launch still goes through this: never as root, and the
   // job's variables applied after the privilege drop, not handed to the batch script.

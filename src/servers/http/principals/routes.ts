@@ -11,6 +11,7 @@ import {
   removePrincipal,
   revokeToken,
 } from "../../../adapters/store-sqlite/index.ts";
+import { checkAccount } from "../../../core/accounts.ts";
 import type { Principal } from "../../../core/principals.ts";
 import type { AccessCache } from "../access-cache.ts";
 import { mintPrincipalToken } from "../auth.ts";
@@ -37,6 +38,23 @@ function principalView(p: Principal): v.InferOutput<typeof PrincipalSchema> {
   };
 }
 
+/**
+ * A principal's work may run as its unix account: one work must never run as (root, a
+ * system account, a missing one) is refused here, naming it, rather than at each job.
+ */
+function refuseUnusableAccount(deps: ApiDeps, unixUser: string | null | undefined): void {
+  if (deps.accounts === undefined || unixUser === undefined || unixUser === null) return;
+  const checked = checkAccount(unixUser, deps.accounts.lookup, deps.accounts.minUid);
+  if (checked.kind === "Usable") return;
+  throw new ApiError({
+    status: 422,
+    slug: "account-unusable",
+    title: "Unusable unix user",
+    detail: checked.message,
+    errors: [{ path: "unixUser", message: checked.message }],
+  });
+}
+
 export function createPrincipalRoutes(deps: ApiDeps, access: AccessCache) {
   const app = new Hono<ApiEnv>();
   const defaults = deps.principalDefaults;
@@ -47,6 +65,7 @@ export function createPrincipalRoutes(deps: ApiDeps, access: AccessCache) {
 
   app.post("/v1/principals", async function add(c) {
     const body = await readBody(c, PrincipalBody);
+    refuseUnusableAccount(deps, body.unixUser);
     // An absent limit takes the daemon's default; an explicit null is "unlimited".
     const pick = (given: number | null | undefined, fallback: number | null | undefined) =>
       given !== undefined ? given : (fallback ?? null);
