@@ -13,17 +13,7 @@
  *   These workloads are listed; `--cancel-pending` cancels them instead of resubmitting.
  */
 import { Database } from "bun:sqlite";
-import {
-  chmodSync,
-  chownSync,
-  closeSync,
-  copyFileSync,
-  existsSync,
-  openSync,
-  renameSync,
-  rmSync,
-  statSync,
-} from "node:fs";
+import { chmodSync, chownSync, closeSync, existsSync, openSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { openDatabase, requestStop } from "../../adapters/store-sqlite/index.ts";
@@ -42,6 +32,7 @@ import {
   unknownRunningJobs,
   waitUntilEnded,
 } from "./composition/index.ts";
+import { type RestoreStep, swapInCopy, sweepRestoreLeftovers } from "./restore-swap.ts";
 import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 
@@ -174,27 +165,27 @@ function adjust(path: string, cancelPending: boolean): Adjusted {
 }
 
 /**
- * The checked backup made the state dir's database: copied beside it, adjusted, owned like
- * the state dir, and renamed over it; the database it replaces is kept with a timestamp.
+ * The checked backup made the state dir's database: staged beside it, adjusted, owned like
+ * the state dir, and renamed over it, the store it replaces kept with a timestamp; a whole
+ * store stays at the path at every instant (restore-swap.ts).
  */
-function swapIn(
+export function swapIn(
   source: string,
   stateDir: string,
   cancelPending: boolean,
+  onStep?: (step: RestoreStep) => void,
 ): { readonly layout: StateLayout; readonly adjusted: Adjusted; readonly stamp: string } {
   const layout = stateLayout(stateDir);
-  const staged = `${layout.database}.restoring`;
-  rmSync(staged, { force: true });
-  copyFileSync(source, staged);
-  const adjusted = adjust(staged, cancelPending);
-  for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
-  ownLikeStateDir(staged, stateDir);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-  for (const suffix of ["", "-wal", "-shm"]) {
-    const file = `${layout.database}${suffix}`;
-    if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
-  }
-  renameSync(staged, layout.database);
+  let adjusted: Adjusted | null = null;
+  swapInCopy(source, layout.database, stamp, {
+    adjust: (staged) => {
+      adjusted = adjust(staged, cancelPending);
+    },
+    own: (staged) => ownLikeStateDir(staged, stateDir),
+    ...(onStep === undefined ? {} : { onStep }),
+  });
+  if (adjusted === null) throw new Error("restore: the copy was never adjusted");
   return { layout, adjusted, stamp };
 }
 
@@ -235,6 +226,8 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     return 1;
   }
   try {
+    // What an earlier restore killed before its swap left (restore-swap.ts).
+    sweepRestoreLeftovers(stateLayout(stateDir).database);
     const denied = unreadable(source);
     if (denied !== null) {
       io.stderr(`openai4s restore: ${backup}: ${denied}\n`);
