@@ -98,8 +98,15 @@ export interface StoreBackup {
    * path; the caller reads and deletes it.
    */
   snapshot(): string;
-  /** Files (that exist now) an operator must keep beside a copy for a restored daemon. */
-  keepBeside(): readonly { readonly name: string; readonly path: string }[];
+  /**
+   * Files (that exist now) an operator must keep beside a copy for a restored daemon; a
+   * `secret` one (a credential) only where the copy is kept as privately as it.
+   */
+  keepBeside(): readonly {
+    readonly name: string;
+    readonly path: string;
+    readonly secret: boolean;
+  }[];
 }
 
 export interface ApiDeps {
