@@ -10,7 +10,7 @@
  * and exits without starting anything. A job array has one supervisor too, which runs each
  * element through the same code as a single job (array-supervisor.ts).
  */
-import { closeSync, existsSync, mkdirSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import { systemTimers } from "../../lib/clock.ts";
@@ -59,14 +59,61 @@ export interface SupervisedRun {
 }
 
 /** The job's own run: recorded in its directory's job.json and exit.json. */
-function singleRun(dir: string, record: JobRecord): SupervisedRun {
+function singleRun(dir: string, record: JobRecord, log: Log): SupervisedRun {
   return {
     record,
     extraEnv: {},
     cancelRequested: () => existsSync(join(dir, JOB_FILES.cancel)),
-    started: (start) => writeFileDurable(join(dir, JOB_FILES.job), JSON.stringify(start)),
-    ended: (exit) => writeExit(dir, exit),
+    started: (start) =>
+      writeKept(dir, join(dir, JOB_FILES.job), JSON.stringify(start), log, RETRY_SLEEP),
+    ended: (exit) => writeExit(dir, log, exit),
   };
+}
+
+/**
+ * Room for the job's records, taken before the job may start: a full state dir made jobs
+ * that had run and exited 0 end LOST, their exit records having nowhere to go (issue 33).
+ * The reserve is given back to the record that needs it when a write finds no room.
+ */
+const END_RESERVE = "end-reserve";
+const END_RESERVE_BYTES = 64 * 1024;
+
+function reserveEndRoom(dir: string): void {
+  writeFileDurable(join(dir, END_RESERVE), new Uint8Array(END_RESERVE_BYTES));
+}
+
+/** How long a failed record write waits before the next try (tests shorten it). */
+export type RetrySleep = (attempt: number) => void;
+const RETRY_SLEEP: RetrySleep = (attempt) => Bun.sleepSync(Math.min(10_000, 250 * 2 ** attempt));
+
+/**
+ * Writes a record the daemon learns the job's fate from, whatever it takes: the first failure
+ * frees the reserve, later ones wait and try again, each logged with its path. The supervisor
+ * stays alive meanwhile, so observers see a live supervisor (the outcome still to come), never
+ * a gone one with no record (LOST); once space returns, the record lands.
+ */
+export function writeKept(
+  dir: string,
+  path: string,
+  data: string,
+  log: Log,
+  sleep: RetrySleep,
+): void {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      writeFileDurable(path, data);
+      return;
+    } catch (error) {
+      log.error("cannot write a job record; retrying until it can be written", {
+        path,
+        error: String(error),
+        attempt,
+      });
+      const reserve = join(dir, END_RESERVE);
+      if (existsSync(reserve)) rmSync(reserve, { force: true });
+      else sleep(attempt);
+    }
+  }
 }
 
 const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;
@@ -96,6 +143,16 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
   const ignore = () => {};
   process.on("SIGHUP", ignore);
   try {
+    try {
+      reserveEndRoom(dir);
+    } catch (error) {
+      // Unclaimed, nothing started: the daemon withdraws it as its supervisor's failure.
+      deps.log.error("no room for the job's records; not starting it", {
+        path: join(dir, END_RESERVE),
+        error: String(error),
+      });
+      return 1;
+    }
     const claim: Claim = { kind: "Supervisor", ...self, claimedAt: deps.now() };
     if (!publishExclusive(join(dir, JOB_FILES.claim), JSON.stringify(claim))) {
       deps.log.info("job already claimed by another supervisor; not starting it", { dir });
@@ -104,7 +161,7 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
     deps.log.info("claimed job", { dir, token: record.token });
     try {
       if (signalled || existsSync(join(dir, JOB_FILES.cancel))) {
-        writeExit(dir, {
+        writeExit(dir, deps.log, {
           reason: signalled ? stopReasonFromSignal() : "CANCELLED",
           exitCode: null,
           signal: null,
@@ -122,7 +179,7 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
           superviseJob(run, deps, install),
         );
       }
-      return await superviseJob(singleRun(dir, record), deps, setOnStop);
+      return await superviseJob(singleRun(dir, record, deps.log), deps, setOnStop);
     } finally {
       // After the exit record, so the end is reported without waiting for a large /tmp.
       if (record.sharedTmpDir !== undefined) removeSharedTmp(record, deps.log);
@@ -381,6 +438,7 @@ function removeSharedTmp(record: JobRecord, log: Log): void {
   }
 }
 
-function writeExit(dir: string, exit: ExitRecord): void {
-  writeFileDurable(join(dir, JOB_FILES.exit), JSON.stringify(exit));
+function writeExit(dir: string, log: Log, exit: ExitRecord): void {
+  writeKept(dir, join(dir, JOB_FILES.exit), JSON.stringify(exit), log, RETRY_SLEEP);
+  rmSync(join(dir, END_RESERVE), { force: true });
 }

@@ -146,6 +146,8 @@ export interface ApiDeps {
   readonly diagnosticsTimeoutMs?: number;
   /** The spool's room; absent in tests that do not care (nothing is refused for space). */
   readonly spool?: SpoolSpace;
+  /** The state dir's room (the store, the backends' records): 503 STATE_DIR_FULL below it. */
+  readonly stateDirSpace?: SpoolSpace;
   readonly version: string;
   /** The daemon's instruments (the composition shares them); absent: the app keeps its own. */
   readonly metrics?: DaemonMetrics;
