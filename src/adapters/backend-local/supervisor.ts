@@ -14,13 +14,14 @@ import { closeSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import { systemTimers } from "../../lib/clock.ts";
-import { errorCode, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
+import { errorCode, publishExclusive } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
 import { superviseArray } from "./array-supervisor.ts";
 import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
 import { openJobLog } from "./job-log.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
+import { END_RESERVE, RETRY_SLEEP, reserveEndRoom, writeKept } from "./kept-records.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
   type Claim,
@@ -68,52 +69,6 @@ function singleRun(dir: string, record: JobRecord, log: Log): SupervisedRun {
       writeKept(dir, join(dir, JOB_FILES.job), JSON.stringify(start), log, RETRY_SLEEP),
     ended: (exit) => writeExit(dir, log, exit),
   };
-}
-
-/**
- * Room for the job's records, taken before the job may start: a full state dir made jobs
- * that had run and exited 0 end LOST, their exit records having nowhere to go (issue 33).
- * The reserve is given back to the record that needs it when a write finds no room.
- */
-const END_RESERVE = "end-reserve";
-const END_RESERVE_BYTES = 64 * 1024;
-
-function reserveEndRoom(dir: string): void {
-  writeFileDurable(join(dir, END_RESERVE), new Uint8Array(END_RESERVE_BYTES));
-}
-
-/** How long a failed record write waits before the next try (tests shorten it). */
-export type RetrySleep = (attempt: number) => void;
-const RETRY_SLEEP: RetrySleep = (attempt) => Bun.sleepSync(Math.min(10_000, 250 * 2 ** attempt));
-
-/**
- * Writes a record the daemon learns the job's fate from, whatever it takes: the first failure
- * frees the reserve, later ones wait and try again, each logged with its path. The supervisor
- * stays alive meanwhile, so observers see a live supervisor (the outcome still to come), never
- * a gone one with no record (LOST); once space returns, the record lands.
- */
-export function writeKept(
-  dir: string,
-  path: string,
-  data: string,
-  log: Log,
-  sleep: RetrySleep,
-): void {
-  for (let attempt = 0; ; attempt += 1) {
-    try {
-      writeFileDurable(path, data);
-      return;
-    } catch (error) {
-      log.error("cannot write a job record; retrying until it can be written", {
-        path,
-        error: String(error),
-        attempt,
-      });
-      const reserve = join(dir, END_RESERVE);
-      if (existsSync(reserve)) rmSync(reserve, { force: true });
-      else sleep(attempt);
-    }
-  }
 }
 
 const STOP_SIGNALS = ["SIGTERM", "SIGINT"] as const;

@@ -38,7 +38,7 @@ import { fileAuditLog } from "./audit-log.ts";
 import { composeCore } from "./composition/index.ts";
 import { type DaemonSettings, parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import type { ListenAddress } from "./listen.ts";
-import { defaultStateLowWaterBytes, watchSpool } from "./spool-watch.ts";
+import { watchSpool, watchStateDir } from "./spool-watch.ts";
 import { prepareState } from "./start-state.ts";
 import { prepareDatabaseFile } from "./state-dir.ts";
 import { storeBackup } from "./store-backup.ts";
@@ -371,12 +371,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
       jobIdentity,
     },
     spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
-    stateDirSpace: watchSpool({
-      path: layout.root,
-      what: "state dir",
-      lowWaterBytes: config.stateLowWaterBytes ?? null,
-      defaultLowWater: defaultStateLowWaterBytes,
-    }),
+    stateDirSpace: watchStateDir(layout.root, config.stateLowWaterBytes ?? null),
     metrics,
     processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),

@@ -91,3 +91,13 @@ export function parseLowWater(raw: string, flag = "spool-low-water"): number {
 export function defaultStateLowWaterBytes(totalBytes: number): number {
   return Math.min(256 * 1024 * 1024, Math.floor(totalBytes * 0.05));
 }
+
+/** The state dir's room against `--state-low-water` (null: the default above). */
+export function watchStateDir(path: string, lowWaterBytes: number | null): SpoolSpace {
+  return watchSpool({
+    path,
+    what: "state dir",
+    lowWaterBytes,
+    defaultLowWater: defaultStateLowWaterBytes,
+  });
+}
