@@ -74,5 +74,18 @@ describe("openai4s cp", () => {
       "--mode",
     );
     expect(await usage(() => cp.run(["a"], captureIo()))).toContain("SRC and DST");
+    expect(await usage(() => cp.run(["--mode", "0777", "a", `${id}:a`], captureIo()))).toContain(
+      "world-writable",
+    );
+  });
+
+  test("a download honours --mode instead of ignoring it", async () => {
+    const { id, local, cp } = await setup();
+    writeFileSync(join(local, "in.sh"), "echo\n");
+    expect(await cp.run([join(local, "in.sh"), `${id}:in.sh`], captureIo())).toBe(0);
+    expect(
+      await cp.run(["--mode", "0750", `${id}:in.sh`, join(local, "out.sh")], captureIo()),
+    ).toBe(0);
+    expect(statSync(join(local, "out.sh")).mode & 0o7777).toBe(0o750);
   });
 });

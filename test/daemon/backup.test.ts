@@ -123,7 +123,10 @@ describe("openai4s backup", () => {
       expect(result.out).toContain("integrity_check ok");
       // No worker gateway here, so no signing key: only files that exist are named.
       expect(result.out).not.toContain("signing-key");
-      expect(result.out).toContain(`admin-token  ${daemon.layout.adminToken}`);
+      // The admin token under the secrets; the audit log with the copy, not a secret.
+      const [kept, secrets] = result.out.split("Secrets:") as [string, string];
+      expect(secrets).toMatch(new RegExp(`admin-token +${daemon.layout.adminToken}`));
+      expect(kept).toMatch(new RegExp(`audit\\.log +${daemon.layout.auditLog}`));
       copies.push(dest);
     }
     stop = true;
@@ -190,7 +193,7 @@ describe("openai4s backup", () => {
     // job records stay in the state dir.
     const io = captureIo({});
     expect(await main("openai4s", ["restore", copy, "--state-dir", stateDir], io)).toBe(0);
-    expect(io.out()).toContain("attempts live in the copy, not retried automatically: 1");
+    expect(io.out()).toContain("attempts live in the copy: 1 (");
     const second = await start(stateDir);
     const restored = await waitPhase(second.layout.apiSocket, id, [
       "COMPLETED",

@@ -84,7 +84,9 @@ describe("openai4s restore", () => {
     expect(
       await main("openai4s", ["restore", copy, "--state-dir", state, "--cancel-pending"], io),
     ).toBe(0);
-    expect(io.out()).toContain("not retried automatically: 1");
+    expect(io.out()).toContain(
+      "attempts live in the copy: 1 (observed as usual, none retried automatically; 1 had retries left)",
+    );
     expect(io.out()).toContain("1 workload(s) were waiting to be submitted and are cancelled");
     expect(io.out()).toContain("  w-waiting");
     expect(readdirSync(state).some((f) => f.startsWith("openai4s.db.before-restore-"))).toBe(true);

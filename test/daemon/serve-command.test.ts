@@ -19,6 +19,7 @@ describe("serve flags", () => {
       spoolDir: null,
       allowNetworkDb: false,
       spoolLowWaterBytes: null,
+      stateLowWaterBytes: null,
       listen: [{ kind: "unix", path: "/s/api.sock" }],
       backend: "local",
       clusterConfigPath: null,

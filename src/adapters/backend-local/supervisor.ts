@@ -10,17 +10,18 @@
  * and exits without starting anything. A job array has one supervisor too, which runs each
  * element through the same code as a single job (array-supervisor.ts).
  */
-import { closeSync, existsSync, mkdirSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
 import { systemTimers } from "../../lib/clock.ts";
-import { errorCode, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
+import { errorCode, publishExclusive } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
 import { superviseArray } from "./array-supervisor.ts";
 import { outOfMemoryMessage, pidsNote } from "./job-limits.ts";
 import { openJobLog } from "./job-log.ts";
 import { jobDeadlineMs, signalName } from "./job-state.ts";
+import { END_RESERVE, RETRY_SLEEP, reserveEndRoom, writeKept } from "./kept-records.ts";
 import { identify, readProcStat, signalGroup } from "./proc.ts";
 import {
   type Claim,
@@ -59,13 +60,14 @@ export interface SupervisedRun {
 }
 
 /** The job's own run: recorded in its directory's job.json and exit.json. */
-function singleRun(dir: string, record: JobRecord): SupervisedRun {
+function singleRun(dir: string, record: JobRecord, log: Log): SupervisedRun {
   return {
     record,
     extraEnv: {},
     cancelRequested: () => existsSync(join(dir, JOB_FILES.cancel)),
-    started: (start) => writeFileDurable(join(dir, JOB_FILES.job), JSON.stringify(start)),
-    ended: (exit) => writeExit(dir, exit),
+    started: (start) =>
+      writeKept(dir, join(dir, JOB_FILES.job), JSON.stringify(start), log, RETRY_SLEEP),
+    ended: (exit) => writeExit(dir, log, exit),
   };
 }
 
@@ -96,6 +98,16 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
   const ignore = () => {};
   process.on("SIGHUP", ignore);
   try {
+    try {
+      reserveEndRoom(dir);
+    } catch (error) {
+      // Unclaimed, nothing started: the daemon withdraws it as its supervisor's failure.
+      deps.log.error("no room for the job's records; not starting it", {
+        path: join(dir, END_RESERVE),
+        error: String(error),
+      });
+      return 1;
+    }
     const claim: Claim = { kind: "Supervisor", ...self, claimedAt: deps.now() };
     if (!publishExclusive(join(dir, JOB_FILES.claim), JSON.stringify(claim))) {
       deps.log.info("job already claimed by another supervisor; not starting it", { dir });
@@ -104,7 +116,7 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
     deps.log.info("claimed job", { dir, token: record.token });
     try {
       if (signalled || existsSync(join(dir, JOB_FILES.cancel))) {
-        writeExit(dir, {
+        writeExit(dir, deps.log, {
           reason: signalled ? stopReasonFromSignal() : "CANCELLED",
           exitCode: null,
           signal: null,
@@ -122,7 +134,7 @@ export async function runSupervisor(dir: string, deps: SupervisorDeps): Promise<
           superviseJob(run, deps, install),
         );
       }
-      return await superviseJob(singleRun(dir, record), deps, setOnStop);
+      return await superviseJob(singleRun(dir, record, deps.log), deps, setOnStop);
     } finally {
       // After the exit record, so the end is reported without waiting for a large /tmp.
       if (record.sharedTmpDir !== undefined) removeSharedTmp(record, deps.log);
@@ -381,6 +393,7 @@ function removeSharedTmp(record: JobRecord, log: Log): void {
   }
 }
 
-function writeExit(dir: string, exit: ExitRecord): void {
-  writeFileDurable(join(dir, JOB_FILES.exit), JSON.stringify(exit));
+function writeExit(dir: string, log: Log, exit: ExitRecord): void {
+  writeKept(dir, join(dir, JOB_FILES.exit), JSON.stringify(exit), log, RETRY_SLEEP);
+  rmSync(join(dir, END_RESERVE), { force: true });
 }

@@ -18,15 +18,30 @@ Take a consistent copy of the daemon's store (SQLite) while it runs, and write i
 DEST must not exist: a backup never overwrites anything. The copy is checked with
 PRAGMA integrity_check before the command reports success.
 
-The copy alone does not make a working daemon: keep the files it names beside it, as
-privately as the copy itself (the admin token; the signing key of worker credentials,
-which exists once the worker gateway was on).
+The copy carries the backends' owner ids (a restored daemon needs them to recognise its
+cluster jobs). It does not carry the files it names: keep them with it. Kept with the
+copy: the gateway's TLS certificate (workers pin it) and the audit log (and its rotated
+.1, .2 ... files). Secrets, kept only as privately as the copy itself, and only if you
+may restore onto a fresh state dir: the admin token, the signing key of worker
+credentials and the gateway's TLS key.
 Restoring is described in docs/operations.md.
 
 ${CLIENT_OPTIONS_HELP}`;
 
-/** `NAME PATH` header values: the files to keep beside the copy. */
+/** `NAME PATH` header values: the files to keep beside the copy, secrets apart. */
 const KEEP_BESIDE_HEADER = "Openai4s-Keep-Beside";
+const KEEP_SECRET_HEADER = "Openai4s-Keep-Beside-Secret";
+
+function namedFiles(headers: Headers, header: string): { name: string; path: string }[] {
+  return (headers.get(header) ?? "")
+    .split(",")
+    .map((v) => v.trim())
+    .filter((v) => v !== "")
+    .map((v) => {
+      const cut = v.indexOf(" ");
+      return { name: v.slice(0, cut), path: v.slice(cut + 1) };
+    });
+}
 
 function integrity(path: string): string {
   const db = new Database(path, { readonly: true });
@@ -82,23 +97,31 @@ function createBackupCommand(runtime: ClientRuntime = systemRuntime): Command {
           return 1;
         }
         ok = true;
-        const keep = (result.headers.get(KEEP_BESIDE_HEADER) ?? "")
-          .split(",")
-          .map((v) => v.trim())
-          .filter((v) => v !== "")
-          .map((v) => {
-            const cut = v.indexOf(" ");
-            return { name: v.slice(0, cut), path: v.slice(cut + 1) };
-          });
+        const keep = namedFiles(result.headers, KEEP_BESIDE_HEADER);
+        const secrets = namedFiles(result.headers, KEEP_SECRET_HEADER);
         if (json) {
-          printJson(io, { path: dest, bytes: written, integrityCheck: check, keepBeside: keep });
+          printJson(io, {
+            path: dest,
+            bytes: written,
+            integrityCheck: check,
+            keepBeside: keep,
+            keepBesideSecret: secrets,
+          });
           return 0;
         }
+        const listed = (files: { name: string; path: string }[]) =>
+          files.map((k) => `  ${k.name.padEnd(16)} ${k.path}`);
         io.stdout(
           [
-            `backup written to ${dest} (${written} bytes, integrity_check ok)`,
-            "Keep beside it (a restored daemon needs them; they are secrets):",
-            ...keep.map((k) => `  ${k.name.padEnd(12)} ${k.path}`),
+            `backup written to ${dest} (${written} bytes, integrity_check ok; owner ids inside)`,
+            ...(keep.length === 0 ? [] : ["Keep with it (a restored daemon needs them):"]),
+            ...listed(keep),
+            ...(secrets.length === 0
+              ? []
+              : [
+                  "Secrets: keep them as privately as the copy, for a restore onto a fresh state dir:",
+                ]),
+            ...listed(secrets),
             "Restore: docs/operations.md, section Backup and restore.",
             "",
           ].join("\n"),

@@ -7,6 +7,7 @@
  */
 import {
   closeSync,
+  fchmodSync,
   fsyncSync,
   openSync,
   renameSync,
@@ -15,6 +16,7 @@ import {
   writeSync,
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { parseUploadMode } from "../../core/file-mode.ts";
 import { type Command, UsageError } from "../../lib/command/command.ts";
 import {
   CLIENT_OPTIONS_HELP,
@@ -41,8 +43,9 @@ atomically, and belongs to the uid the workload's job runs as. Paths leaving the
 colon is written ./name:with-colon.
 
 Options:
-  --mode MODE   Upload: the file's permission bits in octal (default 0644; 0600 for
-                secrets, uploaded before the job starts).
+  --mode MODE   The file's permission bits in octal. Upload: default 0644; 0600 for
+                secrets, uploaded before the job starts. Download: default 0600.
+                Setuid, setgid, sticky and world-writable modes are refused.
 ${CLIENT_OPTIONS_HELP}`;
 
 interface Remote {
@@ -84,11 +87,9 @@ export function createCpCommand(runtime: ClientRuntime = systemRuntime): Command
       if ((from === null) === (to === null)) {
         throw new UsageError("cp: exactly one of SRC and DST must be ID:PATH (a workspace)");
       }
-      if (values.mode !== undefined && !/^0?[0-7]{3}$/.test(values.mode)) {
-        throw new UsageError(
-          `cp: --mode must be octal permission bits such as 0600, got ${JSON.stringify(values.mode)}`,
-        );
-      }
+      // Checked here by the daemon's own rule: a download must not quietly ignore it either.
+      const mode = values.mode === undefined ? null : parseUploadMode(values.mode);
+      if (mode?.kind === "Refused") throw new UsageError(`cp: --mode ${mode.message}`);
       if (to !== null) {
         if (isDirectory(src))
           throw new UsageError(`cp: ${src} is a directory; copy files one at a time`);
@@ -119,6 +120,8 @@ export function createCpCommand(runtime: ClientRuntime = systemRuntime): Command
       const fd = openSync(temp, "wx", 0o600);
       let sizeBytes = 0;
       try {
+        // The mode asked, exactly (the umask would narrow a mode given to open).
+        if (mode !== null) fchmodSync(fd, mode.bits);
         for await (const chunk of result.body) {
           for (let off = 0; off < chunk.byteLength; ) off += writeSync(fd, chunk, off);
           sizeBytes += chunk.byteLength;

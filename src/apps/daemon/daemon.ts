@@ -38,7 +38,7 @@ import { fileAuditLog } from "./audit-log.ts";
 import { composeCore } from "./composition/index.ts";
 import { type DaemonSettings, parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import type { ListenAddress } from "./listen.ts";
-import { watchSpool } from "./spool-watch.ts";
+import { watchSpool, watchStateDir } from "./spool-watch.ts";
 import { prepareState } from "./start-state.ts";
 import { prepareDatabaseFile } from "./state-dir.ts";
 import { storeBackup } from "./store-backup.ts";
@@ -52,6 +52,8 @@ export interface DaemonConfig {
   readonly allowNetworkDb?: boolean;
   /** `--spool-low-water`; null or absent: 5 % of the spool's filesystem, at most 1 GiB. */
   readonly spoolLowWaterBytes?: number | null;
+  /** `--state-low-water`; null or absent: 5 % of the state dir's filesystem, at most 256 MiB. */
+  readonly stateLowWaterBytes?: number | null;
   /** The uid the state dir must belong to; default the process's effective uid. */
   readonly uid?: number;
   /** Already validated (loopback or --allow-remote) by the caller. */
@@ -372,6 +374,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
       jobIdentity,
     },
     spool: watchSpool({ path: layout.spool, lowWaterBytes: config.spoolLowWaterBytes ?? null }),
+    stateDirSpace: watchStateDir(layout.root, config.stateLowWaterBytes ?? null),
     metrics,
     processFigures: createProcessFigures(),
     ...(sessions?.service ? { sessions: sessions.service } : {}),

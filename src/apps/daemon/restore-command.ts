@@ -13,17 +13,7 @@
  *   These workloads are listed; `--cancel-pending` cancels them instead of resubmitting.
  */
 import { Database } from "bun:sqlite";
-import {
-  chmodSync,
-  chownSync,
-  closeSync,
-  copyFileSync,
-  existsSync,
-  openSync,
-  renameSync,
-  rmSync,
-  statSync,
-} from "node:fs";
+import { chmodSync, chownSync, closeSync, existsSync, openSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
 import { openDatabase, requestStop } from "../../adapters/store-sqlite/index.ts";
@@ -34,6 +24,7 @@ import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import { errorCode } from "../../lib/durable-fs.ts";
+import { type CarriedOutcome, restoreCarried } from "./backup-carried.ts";
 import {
   cancelUnknownJobs,
   setAsideDir,
@@ -42,16 +33,21 @@ import {
   unknownRunningJobs,
   waitUntilEnded,
 } from "./composition/index.ts";
+import { type RestoreStep, swapInCopy, sweepRestoreLeftovers } from "./restore-swap.ts";
 import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 
 const HELP = `Usage: openai4s restore BACKUP [--state-dir DIR] [--cancel-pending] [--cancel-unknown-jobs]
 
 Put BACKUP (a copy taken by \`openai4s backup\`) in place of the store of a STOPPED daemon.
-The current store is kept beside it as openai4s.db.before-restore-TIME. The restored file
-is 0600 and owned by the state dir's owner (when run as root), so the daemon's account
-can open it. Keep the state dir's signing-key and admin-token (or put back the ones saved
-with the backup).
+The current store is kept beside it as openai4s.db.before-restore-TIME (a second name:
+a whole store stays at the store's path at every instant, and a restore killed part way
+leaves only openai4s.db.restoring, removed at the next start). The restored file is 0600
+and owned by the state dir's owner (when run as root), so the daemon's account can open
+it. The backends' owner ids carried in the copy are put back (a differing one is kept
+aside), so a cluster's jobs started after the copy are still recognised as this
+daemon's. Onto a fresh state dir, also put back the files \`openai4s backup\` named: the
+gateway's TLS certificate and key, the audit log, the signing-key and admin-token.
 
 What happened after the copy was taken is not in it. So that no job runs twice:
   - attempts that were live in the copy are not retried automatically;
@@ -118,6 +114,11 @@ function unreadable(path: string): string | null {
  */
 function ownLikeStateDir(file: string, stateDir: string): void {
   chmodSync(file, 0o600);
+  chownLikeStateDir(file, stateDir);
+}
+
+/** Owned by the state dir's owner, its mode untouched (a file or a directory). */
+function chownLikeStateDir(file: string, stateDir: string): void {
   const owner = statSync(stateDir);
   const self = statSync(file);
   if (process.getuid?.() === 0 && (self.uid !== owner.uid || self.gid !== owner.gid)) {
@@ -126,17 +127,36 @@ function ownLikeStateDir(file: string, stateDir: string): void {
 }
 
 interface Adjusted {
+  /** Attempts live in the copy (minted, not ended): each is observed, none retried. */
+  readonly live: number;
+  /** Of those, the ones that had automatic retries left, now taken away. */
   readonly noRetry: number;
+  readonly carried: CarriedOutcome;
   readonly waiting: readonly string[];
   /** Every submission token the copy knows. */
   readonly tokens: ReadonlySet<string>;
 }
 
 /** The rules above, applied to the copy before it goes into place (migrated first). */
-function adjust(path: string, cancelPending: boolean): Adjusted {
+function adjust(
+  path: string,
+  cancelPending: boolean,
+  carry: (sqlite: Database) => CarriedOutcome,
+): Adjusted {
   const opened = openDatabase(path);
   try {
     const sqlite = opened.sqlite;
+    const carried = carry(sqlite);
+    // Counted apart from the retries taken: a live attempt on its last try (max attempts 1)
+    // is as live, and the summary said "0" while one ran (issue 33).
+    const live = (
+      sqlite
+        .query(
+          `SELECT count(*) AS n FROM workloads
+           WHERE phase NOT IN (${TERMINAL_SQL}) AND phase != 'PENDING' AND execution_epoch > 0`,
+        )
+        .get() as { n: number }
+    ).n;
     const noRetry = sqlite
       .query(
         `UPDATE workloads SET max_attempts = execution_epoch
@@ -167,34 +187,36 @@ function adjust(path: string, cancelPending: boolean): Adjusted {
     );
     // Everything into the main file: the copy goes into place as one file.
     sqlite.run("PRAGMA wal_checkpoint(TRUNCATE)");
-    return { noRetry, waiting, tokens };
+    return { live, noRetry, carried, waiting, tokens };
   } finally {
     opened.close();
   }
 }
 
 /**
- * The checked backup made the state dir's database: copied beside it, adjusted, owned like
- * the state dir, and renamed over it; the database it replaces is kept with a timestamp.
+ * The checked backup made the state dir's database: staged beside it, adjusted, owned like
+ * the state dir, and renamed over it, the store it replaces kept with a timestamp; a whole
+ * store stays at the path at every instant (restore-swap.ts).
  */
-function swapIn(
+export function swapIn(
   source: string,
   stateDir: string,
   cancelPending: boolean,
+  onStep?: (step: RestoreStep) => void,
 ): { readonly layout: StateLayout; readonly adjusted: Adjusted; readonly stamp: string } {
   const layout = stateLayout(stateDir);
-  const staged = `${layout.database}.restoring`;
-  rmSync(staged, { force: true });
-  copyFileSync(source, staged);
-  const adjusted = adjust(staged, cancelPending);
-  for (const suffix of ["-wal", "-shm"]) rmSync(`${staged}${suffix}`, { force: true });
-  ownLikeStateDir(staged, stateDir);
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-  for (const suffix of ["", "-wal", "-shm"]) {
-    const file = `${layout.database}${suffix}`;
-    if (existsSync(file)) renameSync(file, `${layout.database}.before-restore-${stamp}${suffix}`);
-  }
-  renameSync(staged, layout.database);
+  let adjusted: Adjusted | null = null;
+  swapInCopy(source, layout.database, stamp, {
+    adjust: (staged) => {
+      adjusted = adjust(staged, cancelPending, (sqlite) =>
+        restoreCarried(sqlite, layout, stamp, (path) => chownLikeStateDir(path, stateDir)),
+      );
+    },
+    own: (staged) => ownLikeStateDir(staged, stateDir),
+    ...(onStep === undefined ? {} : { onStep }),
+  });
+  if (adjusted === null) throw new Error("restore: the copy was never adjusted");
   return { layout, adjusted, stamp };
 }
 
@@ -235,6 +257,8 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     return 1;
   }
   try {
+    // What an earlier restore killed before its swap left (restore-swap.ts).
+    sweepRestoreLeftovers(stateLayout(stateDir).database);
     const denied = unreadable(source);
     if (denied !== null) {
       io.stderr(`openai4s restore: ${backup}: ${denied}\n`);
@@ -274,8 +298,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
 }
 
 function adjustedLines(adjusted: Adjusted, cancelledPending: boolean): string[] {
+  const { written, keptAside } = adjusted.carried;
   return [
-    `attempts live in the copy, not retried automatically: ${adjusted.noRetry}`,
+    ...written.map((path) => `${path} put back from the copy`),
+    ...keptAside.map((k) => `  (the state dir's own ${k.path} differed: kept as ${k.as})`),
+    `attempts live in the copy: ${adjusted.live} (observed as usual, none retried automatically; ${adjusted.noRetry} had retries left)`,
     adjusted.waiting.length === 0
       ? "no workload was waiting to be submitted"
       : `${adjusted.waiting.length} workload(s) were waiting to be submitted${

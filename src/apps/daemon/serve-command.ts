@@ -70,6 +70,7 @@ export const serveCommand: Command = {
       spoolDir: options.spoolDir,
       allowNetworkDb: options.allowNetworkDb,
       spoolLowWaterBytes: options.spoolLowWaterBytes,
+      stateLowWaterBytes: options.stateLowWaterBytes,
       listen: options.listen,
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,

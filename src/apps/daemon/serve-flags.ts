@@ -32,6 +32,8 @@ export interface ServeOptions {
   readonly allowNetworkDb: boolean;
   /** `--spool-low-water`; null: the default (5 % of the spool's filesystem, at most 1 GiB). */
   readonly spoolLowWaterBytes: number | null;
+  /** `--state-low-water`; null: the default (5 % of the state dir's filesystem, at most 256 MiB). */
+  readonly stateLowWaterBytes: number | null;
   readonly listen: readonly ListenAddress[];
   readonly backend: string;
   readonly clusterConfigPath: string | null;
@@ -134,6 +136,10 @@ export function parseServeArgs(
     allowNetworkDb: v["allow-network-db"] === true,
     spoolLowWaterBytes:
       v["spool-low-water"] === undefined ? null : parseLowWater(v["spool-low-water"]),
+    stateLowWaterBytes:
+      v["state-low-water"] === undefined
+        ? null
+        : parseLowWater(v["state-low-water"], "state-low-water"),
     listen,
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
@@ -199,6 +205,7 @@ function parse(args: readonly string[]) {
     "allow-network-db": { type: "boolean" },
     "allow-unsandboxed-batch": { type: "boolean" },
     "spool-low-water": { type: "string" },
+    "state-low-water": { type: "string" },
     listen: { type: "string", multiple: true },
     "allow-remote": { type: "boolean" },
     backend: { type: "string" },

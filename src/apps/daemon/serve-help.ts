@@ -35,6 +35,10 @@ Options:
                           new submissions get 503 SPOOL_FULL and diagnostics say the
                           spool is unhealthy, until space returns. Default: 5% of its
                           filesystem, at most 1G; 0 turns the check off.
+  --state-low-water SIZE  The same for the state dir (the store, the job records):
+                          below it new submissions get 503 STATE_DIR_FULL and
+                          /healthz says degraded. Default: 5% of its filesystem, at
+                          most 256M; 0 turns the check off.
   --allow-network-db      Open the database even when the state dir is not on a
                           filesystem known to be local (ext2/3/4, xfs, btrfs, tmpfs,
                           zfs, f2fs, or an overlay of those); refused otherwise (NFS,

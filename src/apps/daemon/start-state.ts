@@ -13,9 +13,11 @@ import {
   WORKLOADS_DIR,
 } from "../../core/layout.ts";
 import type { Log } from "../../lib/log.ts";
+import { sweepUploadStaging } from "../../servers/http/workloads/workspace-files.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
 import { BACKENDS, migrateBackendRecords } from "./composition/index.ts";
 import type { Cleanup, DaemonConfig, StartFailure } from "./daemon.ts";
+import { sweepRestoreLeftovers } from "./restore-swap.ts";
 import { prepareSpoolDir, prepareStateDir, SPOOL_DIR_ENV } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 import { migrateStateDir } from "./state-migration.ts";
@@ -88,13 +90,24 @@ function tidyStateDir(layout: StateLayout, log: Log): StartFailure | null {
     return { kind: "Failed", message: `migrating ${layout.root}: ${String(error)}` };
   }
 
-  // 1d. Copies a daemon killed mid-backup left behind (whole copies of the store).
+  // 1d. What a kill left half done: copies of a backup (whole copies of the store), the
+  // staged copy of a restore, the temporary files of uploads.
   try {
     const swept = sweepBackupLeftovers(layout.root);
     if (swept.length > 0)
       log.info("removed backup copies left by an interrupted backup", { files: swept });
+    const restoring = sweepRestoreLeftovers(layout.database);
+    if (restoring.length > 0)
+      log.info("removed the staged copy of an interrupted restore", { files: restoring });
   } catch (error) {
     return { kind: "Failed", message: `sweeping ${layout.root}: ${String(error)}` };
+  }
+  try {
+    const uploads = sweepUploadStaging(layout.spool);
+    if (uploads.length > 0)
+      log.info("removed the temporary files of interrupted uploads", { count: uploads.length });
+  } catch (error) {
+    return { kind: "Failed", message: `sweeping the spool's uploads: ${String(error)}` };
   }
   return null;
 }

@@ -4,7 +4,7 @@
  * a crash mid-copy is recognisable (`.backup-*.db`), never mistaken for the store, and swept
  * at the next start.
  */
-import type { Database } from "bun:sqlite";
+import { Database } from "bun:sqlite";
 import { randomUUID } from "node:crypto";
 import {
   closeSync,
@@ -19,6 +19,7 @@ import { join } from "node:path";
 import type { StateLayout } from "../../core/layout.ts";
 import { errorCode, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { StoreBackup } from "../../servers/http/deps.ts";
+import { carryIntoCopy } from "./backup-carried.ts";
 
 /** `.backup-<uuid>.db` and the journal SQLite may leave beside it. */
 const LEFTOVER = /^\.backup-[0-9a-f-]{36}\.db(-journal)?$/;
@@ -32,6 +33,14 @@ export function storeBackup(sqlite: Database, layout: StateLayout): StoreBackup 
       closeSync(openSync(path, "wx", 0o600));
       try {
         sqlite.run("VACUUM INTO ?", [path]);
+        // The owner ids ride inside the copy: a restore onto a fresh state dir needs them
+        // (backup-carried.ts). VACUUM INTO leaves the copy in rollback-journal mode.
+        const copy = new Database(path);
+        try {
+          carryIntoCopy(copy, layout);
+        } finally {
+          copy.close();
+        }
       } catch (error) {
         // A full disk or a closed store: no partial copy of the store stays behind.
         rmSync(path, { force: true });
@@ -41,11 +50,16 @@ export function storeBackup(sqlite: Database, layout: StateLayout): StoreBackup 
       return path;
     },
     keepBeside() {
-      // The signing key exists only once the worker gateway was on: name only what exists,
-      // or an operator hunts for a file that never was.
+      // Name only what exists (the signing key and the TLS identity exist once the worker
+      // gateway was on), or an operator hunts for a file that never was. Not secret: the
+      // gateway's certificate (workers pin its fingerprint) and the audit log; secret: what
+      // grants access (the admin token, the signing key, the gateway's TLS key).
       const candidates = [
-        { name: "signing-key", path: layout.signingKey },
-        { name: "admin-token", path: layout.adminToken },
+        { name: "gateway-tls.crt", path: layout.gatewayTlsCert, secret: false },
+        { name: "audit.log", path: layout.auditLog, secret: false },
+        { name: "gateway-tls.key", path: layout.gatewayTlsKey, secret: true },
+        { name: "signing-key", path: layout.signingKey, secret: true },
+        { name: "admin-token", path: layout.adminToken, secret: true },
       ];
       return candidates.filter((c) => existsSync(c.path));
     },

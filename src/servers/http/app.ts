@@ -12,6 +12,7 @@ import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import { workloadIdOf } from "./jupyter/ids.ts";
 import { createJupyterRoutes } from "./jupyter/routes.ts";
+import { outOfSpaceProblem } from "./out-of-space.ts";
 import { createPrincipalRoutes } from "./principals/routes.ts";
 import {
   ApiError,
@@ -261,6 +262,8 @@ export function createApp(deps: ApiDeps) {
       deps.log.debug("client closed the request", { method: c.req.method, path: c.req.path });
       return problemResponse(clientClosedRequest());
     }
+    const full = outOfSpaceProblem(error, deps, deps.log, c.req);
+    if (full !== null) return problemResponse(full);
     deps.log.error("request failed", {
       method: c.req.method,
       path: c.req.path,

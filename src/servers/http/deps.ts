@@ -99,8 +99,15 @@ export interface StoreBackup {
    * path; the caller reads and deletes it.
    */
   snapshot(): string;
-  /** Files (that exist now) an operator must keep beside a copy for a restored daemon. */
-  keepBeside(): readonly { readonly name: string; readonly path: string }[];
+  /**
+   * Files (that exist now) an operator must keep beside a copy for a restored daemon; a
+   * `secret` one (a credential) only where the copy is kept as privately as it.
+   */
+  keepBeside(): readonly {
+    readonly name: string;
+    readonly path: string;
+    readonly secret: boolean;
+  }[];
   /**
    * When the last whole backup left (epoch ms), kept across restarts: a restarted daemon
    * that forgot it showed no backup age at all, and the stale-backup alert could not fire.
@@ -146,6 +153,8 @@ export interface ApiDeps {
   readonly diagnosticsTimeoutMs?: number;
   /** The spool's room; absent in tests that do not care (nothing is refused for space). */
   readonly spool?: SpoolSpace;
+  /** The state dir's room (the store, the backends' records): 503 STATE_DIR_FULL below it. */
+  readonly stateDirSpace?: SpoolSpace;
   readonly version: string;
   /** The daemon's instruments (the composition shares them); absent: the app keeps its own. */
   readonly metrics?: DaemonMetrics;

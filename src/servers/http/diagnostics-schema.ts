@@ -15,7 +15,15 @@ import {
 import { DegradedSchema } from "./view-schemas.ts";
 
 export const HealthSchema = v.strictObject({
-  status: v.pipe(v.literal("ok"), d("Always ok: an answer means the daemon runs.")),
+  status: v.pipe(
+    v.picklist(["ok", "degraded"]),
+    d(
+      "ok: the daemon runs. degraded: it runs but refuses new work, the state dir or the spool being below its low-water mark of free space (see problems).",
+    ),
+  ),
+  problems: v.optional(
+    v.pipe(v.array(v.string()), d("What makes it degraded, one sentence each.")),
+  ),
 });
 
 const callCounts = (what: string) => v.pipe(v.record(v.string(), v.number()), d(what));
@@ -148,6 +156,24 @@ export const DiagnosticsSchema = v.strictObject({
         message: nullableText("Why it is not healthy; null when it is."),
       }),
       d("The spool's free space against its low-water mark."),
+    ),
+  ),
+  stateDir: v.optional(
+    v.pipe(
+      v.strictObject({
+        path: text("The private state dir: the store, keys, the backends' job records."),
+        healthy: v.pipe(
+          v.boolean(),
+          d("False below the low-water mark, or when its free space cannot be read."),
+        ),
+        freeBytes: nullableInteger("Bytes still free in its filesystem; null if unread."),
+        totalBytes: nullableInteger("The filesystem's size in bytes; null if unread."),
+        lowWaterBytes: nullableInteger(
+          "Below this much free space new submissions get 503 STATE_DIR_FULL; null if unread.",
+        ),
+        message: nullableText("Why it is not healthy; null when it is."),
+      }),
+      d("The state dir's free space against its low-water mark."),
     ),
   ),
 });

@@ -67,6 +67,8 @@ export const PROBLEMS = {
   "backend-unavailable": "The backend did not answer; nothing was changed.",
   "spool-full":
     "The filesystem jobs write to is below its low-water mark of free space; nothing was created. Retry once space returns.",
+  "state-dir-full":
+    "The daemon's state dir (its store and job records) is below its low-water mark of free space, or a write to it failed for want of space; nothing was created. Retry once space returns.",
   "backup-failed": "The daemon could not write a copy of its store.",
   "request-timeout": "The request body did not arrive in time; the connection is closed.",
   "client-closed-request": "The client went away before the answer (never sent; counted as 499).",

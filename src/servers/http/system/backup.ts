@@ -17,8 +17,9 @@ import { ApiError } from "../problem.ts";
 import { fileStream } from "./file-stream.ts";
 
 const BACKUP_CONTENT_TYPE = "application/vnd.sqlite3";
-/** One header per file to keep beside the copy: `NAME PATH`. */
+/** One header per file to keep beside the copy: `NAME PATH`; secrets in their own header. */
 export const KEEP_BESIDE_HEADER = "Openai4s-Keep-Beside";
+export const KEEP_SECRET_HEADER = "Openai4s-Keep-Beside-Secret";
 
 export function createBackupRoutes(deps: ApiDeps, metrics: DaemonMetrics) {
   const app = new Hono<ApiEnv>();
@@ -42,7 +43,10 @@ export function createBackupRoutes(deps: ApiDeps, metrics: DaemonMetrics) {
       "Cache-Control": "no-store",
     });
     for (const keep of deps.backup.keepBeside()) {
-      headers.append(KEEP_BESIDE_HEADER, `${keep.name} ${keep.path}`);
+      headers.append(
+        keep.secret ? KEEP_SECRET_HEADER : KEEP_BESIDE_HEADER,
+        `${keep.name} ${keep.path}`,
+      );
     }
     // The copy is deleted as soon as it is open: nothing is left behind in the state dir,
     // whether the client reads it all or goes away (or the open itself fails).

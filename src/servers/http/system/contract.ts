@@ -220,7 +220,8 @@ export const OPERATIONS: readonly Operation[] = [
       "413": "Body too large.",
       "415": "Body is not JSON.",
       "429": "The principal is at a limit (reason LIMIT_EXCEEDED; `limit`, `current`, `max`).",
-      "503": "The spool is below its low-water mark of free space (reason SPOOL_FULL).",
+      "503":
+        "The spool (reason SPOOL_FULL) or the state dir (reason STATE_DIR_FULL) is below its low-water mark of free space.",
     },
   },
   {

@@ -48,6 +48,8 @@ export interface MetricsInput {
   };
   /** The spool's room, when the daemon watches it. */
   readonly spool?: SpoolSpaceReport;
+  /** The state dir's room, when the daemon watches it. */
+  readonly stateDir?: SpoolSpaceReport;
   /** Every profile, with its breaker (degraded: the backend keeps refusing it). */
   readonly profiles?: readonly {
     readonly name: string;
@@ -247,6 +249,27 @@ function spoolSection(out: Exposition, spool: SpoolSpaceReport): void {
   out.sample("openai4s_spool_low", {}, spool.low ? 1 : 0);
 }
 
+function stateDirSection(out: Exposition, state: SpoolSpaceReport): void {
+  out.family(
+    "openai4s_state_dir_free_bytes",
+    "gauge",
+    "Bytes still free in the state dir's filesystem (-1 when unread).",
+  );
+  out.sample("openai4s_state_dir_free_bytes", {}, state.freeBytes ?? -1);
+  out.family(
+    "openai4s_state_dir_low_water_bytes",
+    "gauge",
+    "The state dir's low-water mark (-1 when unread).",
+  );
+  out.sample("openai4s_state_dir_low_water_bytes", {}, state.lowWaterBytes ?? -1);
+  out.family(
+    "openai4s_state_dir_low",
+    "gauge",
+    "1 while the state dir is below its low-water mark: new submissions get 503 STATE_DIR_FULL.",
+  );
+  out.sample("openai4s_state_dir_low", {}, state.low ? 1 : 0);
+}
+
 /** Each profile's breaker: bounded by the admin's profile list, never by user input. */
 function profileSection(out: Exposition, profiles: NonNullable<MetricsInput["profiles"]>): void {
   out.family(
@@ -294,6 +317,7 @@ export function renderMetrics(input: MetricsInput): string {
   backendSection(out, input.backend);
   isolationSection(out, input);
   if (input.spool !== undefined) spoolSection(out, input.spool);
+  if (input.stateDir !== undefined) stateDirSection(out, input.stateDir);
   if (input.profiles !== undefined) profileSection(out, input.profiles);
   httpSection(out, input);
   gatewaySection(out, input);

@@ -93,8 +93,13 @@ export function createSystemRoutes(
   const app = new Hono<ApiEnv>();
   const document = openApiDocument(deps.version);
 
+  // Degraded, not down: the daemon answers and runs what it holds, but refuses new work
+  // while a disk it writes to is low (a full state dir answered "ok" while jobs were lost).
   app.get("/healthz", function health(c) {
-    return c.json({ status: "ok" });
+    const problems = [deps.stateDirSpace?.report(), deps.spool?.report()].flatMap((r) =>
+      r?.low === true ? [r.message ?? `${r.path} is low on space`] : [],
+    );
+    return c.json(problems.length === 0 ? { status: "ok" } : { status: "degraded", problems });
   });
 
   app.get("/v1/diagnostics", async function diagnostics(c) {
@@ -137,6 +142,9 @@ export function createSystemRoutes(
           : null,
       },
       ...(deps.spool === undefined ? {} : { spool: spoolView(deps.spool.report()) }),
+      ...(deps.stateDirSpace === undefined
+        ? {}
+        : { stateDir: spoolView(deps.stateDirSpace.report()) }),
     });
   });
 
@@ -170,6 +178,7 @@ export function createSystemRoutes(
       ...(backend.orphans === undefined ? {} : { orphans: backend.orphans }),
       isolation: isolationView(deps),
       ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
+      ...(deps.stateDirSpace === undefined ? {} : { stateDir: deps.stateDirSpace.report() }),
       profiles: profileBreakerFigures(deps),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });

@@ -7,6 +7,7 @@
 import { closeSync, read } from "node:fs";
 import { Hono } from "hono";
 import { getWorkload } from "../../../adapters/store-sqlite/index.ts";
+import { parseUploadMode, showMode } from "../../../core/file-mode.ts";
 import type { Workload } from "../../../core/models.ts";
 import { withDeadline } from "../../../lib/clock.ts";
 import { errorCode } from "../../../lib/durable-fs.ts";
@@ -47,6 +48,15 @@ function outOfSpace(error: unknown): ApiError | null {
     title: "No room for the upload",
     detail: `the spool (or the job's quota) ran out of space during the upload (${String(code)}); nothing was written`,
   });
+}
+
+/** The bits asked for, or a 400 naming what is refused (never quietly narrowed). */
+function uploadMode(asked: string | undefined): number {
+  if (asked === undefined) return DEFAULT_UPLOAD_MODE;
+  const choice = parseUploadMode(asked);
+  if (choice.kind === "Refused")
+    throw validationFailed([{ path: "mode", message: choice.message }]);
+  return choice.bits;
 }
 
 function requireWorkload(deps: ApiDeps, id: string): Workload {
@@ -144,7 +154,7 @@ export function createFileRoutes(deps: ApiDeps) {
     const workload = requireWorkload(deps, id);
     const raw = c.req.param("path");
     const parts = pathParts(raw);
-    const mode = query.mode === undefined ? DEFAULT_UPLOAD_MODE : Number.parseInt(query.mode, 8);
+    const mode = uploadMode(query.mode);
     const declared = c.req.header("content-length");
     if (declared !== undefined && Number(declared) > files.maxUploadBytes) {
       throw tooLarge(files.maxUploadBytes);
@@ -160,8 +170,7 @@ export function createFileRoutes(deps: ApiDeps) {
       throw outOfSpace(error) ?? error;
     }
     const { sizeBytes } = target.commit();
-    const shownMode = `0${mode.toString(8).padStart(3, "0")}`;
-    return c.json({ path: parts.join("/"), sizeBytes, mode: shownMode }, 201);
+    return c.json({ path: parts.join("/"), sizeBytes, mode: showMode(mode) }, 201);
   });
 
   app.get("/v1/workloads/:id/files", function list(c) {

@@ -33,6 +33,18 @@ import { createWorkloadViewCache } from "./view-cache.ts";
  * body still hears what is wrong with it; before anything is written.
  */
 function refuseWhenSpoolLow(deps: ApiDeps): void {
+  // The state dir first: with no room for the store's row or the job's records, an
+  // acknowledged job could not be kept (issue 33: jobs that ran ended LOST).
+  const state = deps.stateDirSpace?.report();
+  if (state?.low === true) {
+    throw new ApiError({
+      status: 503,
+      slug: "state-dir-full",
+      title: "State dir full",
+      detail: state.message ?? `the state dir ${state.path} is below its low-water mark`,
+      extensions: { freeBytes: state.freeBytes, lowWaterBytes: state.lowWaterBytes },
+    });
+  }
   const space = deps.spool?.report();
   if (space === undefined || !space.low) return;
   throw new ApiError({

@@ -348,9 +348,9 @@ export const UploadQuery = v.strictObject({
   mode: v.optional(
     v.pipe(
       v.string(),
-      v.regex(/^0?[0-7]{3}$/, "must be octal permission bits such as 0600 or 644"),
+      v.regex(/^0?[0-7]{3,4}$/, "must be octal permission bits such as 0600 or 644"),
       v.description(
-        "The file's permission bits in octal (default 0644); 0600 for a secret only the job may read.",
+        "The file's permission bits in octal (default 0644); 0600 for a secret only the job may read. Setuid, setgid, sticky and world-writable modes are refused (400).",
       ),
     ),
   ),

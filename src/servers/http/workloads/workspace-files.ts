@@ -2,10 +2,14 @@
  * Files in a workload's workspace, reached from the spool one component at a time with no
  * link followed (beneath-fs.ts): whatever a job planted in its workspace (a link to /etc, a
  * directory swapped for a link mid-upload) cannot make the daemon, often root, read or
- * write outside it. An upload is written to a temporary name in the target's directory
- * (held by fd) and renamed over the target: rename(2) never follows a link and never
- * writes into an existing inode, so a hard link planted at the name gains nothing, and a
- * failed or too-large upload leaves the old file as it was.
+ * write outside it. An upload is written to a temporary file in the spool's staging
+ * directory (`UPLOAD_STAGING`, the daemon's own, 0700) and renamed over the target in its
+ * directory (held by fd): rename(2) never follows a link and never writes into an existing
+ * inode, so a hard link planted at the name gains nothing, and a failed or too-large upload
+ * leaves the old file as it was. The temporary file is never in a workspace: a daemon
+ * killed mid-upload left `.openai4s-upload-*` files that listings showed as the user's own
+ * (81 MB in one run); in the staging directory no listing sees them, no job can touch them,
+ * and the next start empties it (`sweepUploadStaging`).
  */
 import {
   closeSync,
@@ -16,6 +20,7 @@ import {
   fsyncSync,
   lstatSync,
   openSync,
+  readdirSync,
   renameSync,
   rmdirSync,
   type Stats,
@@ -53,6 +58,35 @@ const CREATE_FLAGS =
   constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW | O_CLOEXEC;
 const UPLOAD_DIR_MODE = 0o700;
 
+/** The spool's directory of uploads in flight (beside `workloads/`, on its filesystem). */
+export const UPLOAD_STAGING = ".uploads";
+
+/**
+ * Empties the staging directory: what a daemon killed mid-upload left there. Called at start
+ * under the state dir's lock, when no upload of ours runs. Regular files only; the names
+ * removed are returned for the log.
+ */
+export function sweepUploadStaging(spool: string): readonly string[] {
+  let dirFd: number;
+  try {
+    dirFd = openDirBeneath(spool, join(spool, UPLOAD_STAGING));
+  } catch (error) {
+    if (errorCode(error) === "ENOENT") return [];
+    throw error;
+  }
+  const removed: string[] = [];
+  try {
+    for (const name of readdirSync(atFd(dirFd, "."))) {
+      if (!lstatSync(atFd(dirFd, name)).isFile()) continue;
+      unlinkSync(atFd(dirFd, name));
+      removed.push(name);
+    }
+  } finally {
+    closeSync(dirFd);
+  }
+  return removed;
+}
+
 export function pathRefused(detail: string): ApiError {
   return new ApiError({ status: 400, slug: "path-refused", title: "Path refused", detail });
 }
@@ -74,6 +108,8 @@ export function asFileProblem(error: unknown, shown: string): unknown {
     return pathRefused(`${shown} passes through a file or a symbolic link`);
   }
   if (code === "ENAMETOOLONG") return pathRefused(`${shown} is too long`);
+  // open(2) of a unix socket a job planted: not a file to stream, like a FIFO (was a 500).
+  if (code === "ENXIO") return fileConflict(`${shown} is not a regular file of the workspace`);
   return error;
 }
 
@@ -142,6 +178,7 @@ export function beginUpload(
   shown: string,
 ): UploadTarget {
   let dirFd: number;
+  let stageFd: number;
   let owner: Owner | null;
   try {
     owner = prepareWorkspace(deps, workloadId, subject);
@@ -149,8 +186,17 @@ export function beginUpload(
   } catch (error) {
     throw asFileProblem(error, shown);
   }
+  try {
+    stageFd = openDirBeneath(deps.spool, join(deps.spool, UPLOAD_STAGING), {
+      mode: 0o700,
+      owner: null,
+    });
+  } catch (error) {
+    closeSync(dirFd);
+    throw error;
+  }
   const name = parts[parts.length - 1] as string;
-  const temp = `.openai4s-upload-${crypto.randomUUID()}`;
+  const temp = `upload-${crypto.randomUUID()}`;
   let fd = -1;
   let sizeBytes = 0;
   const cleanup = (removeTemp: boolean) => {
@@ -158,11 +204,12 @@ export function beginUpload(
     fd = -1;
     if (removeTemp) {
       try {
-        unlinkSync(atFd(dirFd, temp));
+        unlinkSync(atFd(stageFd, temp));
       } catch {
         // Already renamed or never made.
       }
     }
+    closeSync(stageFd);
     closeSync(dirFd);
   };
   try {
@@ -173,7 +220,7 @@ export function beginUpload(
     if (existing !== null && !existing.isFile()) {
       throw fileConflict(`${shown} exists and is not a regular file`);
     }
-    fd = openSync(atFd(dirFd, temp), CREATE_FLAGS, 0o600);
+    fd = openSync(atFd(stageFd, temp), CREATE_FLAGS, 0o600);
     if (owner !== null) fchownSync(fd, owner.uid, owner.gid);
     // Exactly the mode asked (the umask would narrow it), set after the chown, which
     // clears setuid-like bits.
@@ -193,7 +240,7 @@ export function beginUpload(
     commit() {
       try {
         fsyncSync(fd);
-        renameSync(atFd(dirFd, temp), atFd(dirFd, name));
+        renameSync(atFd(stageFd, temp), atFd(dirFd, name));
       } catch (error) {
         cleanup(true);
         throw asFileProblem(error, shown);

@@ -1,0 +1,60 @@
+/**
+ * The records a local job's fate is learnt from (job.json, exit.json), kept whatever the
+ * state dir's free space: room reserved before the job starts, and writes retried until
+ * they land, the supervisor alive meanwhile (issue 33).
+ */
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { blockFor } from "../../lib/block-sleep.ts";
+import { writeFileDurable } from "../../lib/durable-fs.ts";
+import type { Log } from "../../lib/log.ts";
+
+/**
+ * Room for the job's records, taken before the job may start: a full state dir made jobs
+ * that had run and exited 0 end LOST, their exit records having nowhere to go (issue 33).
+ * The reserve is given back to the record that needs it when a write finds no room.
+ */
+export const END_RESERVE = "end-reserve";
+const END_RESERVE_BYTES = 64 * 1024;
+
+export function reserveEndRoom(dir: string): void {
+  writeFileDurable(join(dir, END_RESERVE), new Uint8Array(END_RESERVE_BYTES));
+}
+
+/** How long a failed record write waits before the next try (tests shorten it). */
+export type RetrySleep = (attempt: number) => void;
+export const RETRY_SLEEP: RetrySleep = (attempt) => blockFor(Math.min(10_000, 250 * 2 ** attempt));
+
+/**
+ * Writes a record the daemon learns the job's fate from, whatever it takes: the first failure
+ * frees the reserve, later ones wait and try again, each logged with its path. The supervisor
+ * stays alive meanwhile, so observers see a live supervisor (the outcome still to come), never
+ * a gone one with no record (LOST); once space returns, the record lands.
+ */
+export function writeKept(
+  dir: string,
+  path: string,
+  data: string,
+  log: Log,
+  sleep: RetrySleep,
+): void {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      writeFileDurable(path, data);
+      return;
+    } catch (error) {
+      try {
+        log.error("cannot write a job record; retrying until it can be written", {
+          path,
+          error: String(error),
+          attempt,
+        });
+      } catch {
+        // The supervisor's own log is on the same full disk: the retry matters more.
+      }
+      const reserve = join(dir, END_RESERVE);
+      if (existsSync(reserve)) rmSync(reserve, { force: true });
+      else sleep(attempt);
+    }
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * Issue 33: with the state dir on a small tmpfs filled, jobs that had run and exited 0 ended
+ * LOST (their exit records had nowhere to go), new submissions got 500 INTERNAL_ERROR while
+ * /healthz said ok, and the log never named the failed write. Staged here on a 4 MiB tmpfs
+ * state dir (root only, to mount it), local backend: a job running when the disk fills still
+ * gets its end recorded; new work gets 503 STATE_DIR_FULL; health, diagnostics and /metrics
+ * say so; once space returns everything works again without a restart, and no workload is
+ * LOST or ran twice.
+ */
+import { describe, expect, test } from "bun:test";
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
+import { eventually } from "../support/eventually.ts";
+import { tempDir } from "../support/temp-dir.ts";
+
+const isRoot = process.geteuid?.() === 0;
+const MIB = 1024 * 1024;
+
+async function api(
+  socket: string,
+  method: "GET" | "POST",
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: Record<string, unknown>; text: string }> {
+  const res = await fetch(`http://localhost${path}`, {
+    unix: socket,
+    method,
+    headers: { "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  let parsed: Record<string, unknown> = {};
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {}
+  return { status: res.status, body: parsed, text };
+}
+
+function mountTmpfs(dir: string, size: string): () => void {
+  mkdirSync(dir, { mode: 0o700 });
+  const mounted = Bun.spawnSync([
+    "mount",
+    "-t",
+    "tmpfs",
+    "-o",
+    `size=${size},mode=0700`,
+    "o4s-state-test",
+    dir,
+  ]);
+  if (mounted.exitCode !== 0) throw new Error(`mount: ${mounted.stderr.toString()}`);
+  return () => {
+    Bun.spawnSync(["umount", "-l", dir]);
+  };
+}
+
+/** Writes zeros into `path` until the filesystem is full. */
+function fill(path: string): void {
+  const fd = openSync(path, "w", 0o600);
+  const chunk = new Uint8Array(64 * 1024);
+  try {
+    for (;;) writeSync(fd, chunk);
+  } catch {
+    // ENOSPC: full.
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe.skipIf(!isRoot)("a full state dir loses nothing (tmpfs, as root)", () => {
+  test("the running job's end is kept; 503 STATE_DIR_FULL and degraded health; back without a restart", async () => {
+    using base = tempDir("o4s-statefull-");
+    const mnt = join(base.path, "mnt");
+    const unmount = mountTmpfs(mnt, "4m");
+    try {
+      const stateDir = join(mnt, "state");
+      const config = localDaemonConfig(stateDir, {
+        spoolDir: join(base.path, "spool"),
+        stateLowWaterBytes: 1 * MIB,
+      });
+      const daemon = await startedDaemon(config);
+      const socket = daemon.layout.apiSocket;
+      const view = async (id: string) => (await api(socket, "GET", `/v1/workloads/${id}`)).body;
+      try {
+        const running = await api(socket, "POST", "/v1/workloads", {
+          kind: "BATCH",
+          profile: "default",
+          command: ["sh", "-c", "echo ran >> runs; while [ ! -e go ]; do sleep 0.05; done"],
+        });
+        expect(running.status).toBe(201);
+        const id = String(running.body["id"]);
+        await eventually(async () => (await view(id))["phase"] === "RUNNING", {
+          what: "the job running",
+          timeoutMs: 30_000,
+        });
+
+        fill(join(mnt, "filler"));
+        const refused = await api(socket, "POST", "/v1/workloads", {
+          kind: "BATCH",
+          profile: "default",
+          command: ["true"],
+        });
+        expect(refused.status).toBe(503);
+        expect(refused.body["reason"]).toBe("STATE_DIR_FULL");
+        const health = (await api(socket, "GET", "/healthz")).body;
+        expect(health["status"]).toBe("degraded");
+        expect(String(health["problems"])).toContain(stateDir);
+        const diagnostics = (await api(socket, "GET", "/v1/diagnostics")).body;
+        const state = diagnostics["stateDir"] as Record<string, unknown>;
+        expect(state["healthy"]).toBe(false);
+        expect(state["lowWaterBytes"]).toBe(1 * MIB);
+        expect(Number(state["freeBytes"])).toBeLessThan(1 * MIB);
+        const metrics = (await api(socket, "GET", "/metrics")).text;
+        expect(metrics).toContain("openai4s_state_dir_low 1");
+        expect(metrics).toContain(`openai4s_state_dir_low_water_bytes ${1 * MIB}`);
+
+        // The job ends while the disk is full: its end record still lands (room reserved).
+        await Bun.write(join(daemon.layout.workspaceDir(id), "go"), "");
+        const local = join(stateDir, "backends", "local");
+        await eventually(
+          () => [...new Bun.Glob("**/exit.json").scanSync({ cwd: local })].length === 1,
+          { what: "the exit record written on a full state dir", timeoutMs: 30_000 },
+        );
+
+        rmSync(join(mnt, "filler"));
+        const ended = await eventually(
+          async () => {
+            const w = await view(id);
+            return ["COMPLETED", "FAILED", "LOST", "CANCELLED"].includes(String(w["phase"]))
+              ? w
+              : null;
+          },
+          { what: "the job's end seen", timeoutMs: 30_000 },
+        );
+        expect(ended["phase"]).toBe("COMPLETED");
+        expect((await api(socket, "GET", "/healthz")).body["status"]).toBe("ok");
+        const again = await api(socket, "POST", "/v1/workloads", {
+          kind: "BATCH",
+          profile: "default",
+          command: ["sh", "-c", "echo again >> runs"],
+        });
+        expect(again.status).toBe(201);
+        const second = await eventually(
+          async () => {
+            const w = await view(String(again.body["id"]));
+            return ["COMPLETED", "FAILED", "LOST"].includes(String(w["phase"])) ? w : null;
+          },
+          { what: "the job after recovery", timeoutMs: 30_000 },
+        );
+        expect(second["phase"]).toBe("COMPLETED");
+        // Each ran exactly once.
+        expect(readFileSync(join(daemon.layout.workspaceDir(id), "runs"), "utf8")).toBe("ran\n");
+        const secondDir = daemon.layout.workspaceDir(String(again.body["id"]));
+        expect(readFileSync(join(secondDir, "runs"), "utf8")).toBe("again\n");
+      } finally {
+        await daemon.stop();
+      }
+    } finally {
+      unmount();
+    }
+  }, 120_000);
+});
