@@ -59,7 +59,7 @@
  *    RUNNING → terminal; STOPPING in the barrier). COMPLETED's reason is EXITED_ZERO unless
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
-import { systemTimers } from "../lib/clock.ts";
+import { nextTurn, systemTimers } from "../lib/clock.ts";
 import type { Allocation, SubmissionToken, Workload } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
@@ -71,7 +71,7 @@ import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
 import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./reconciler/profile-breaker.ts";
 import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
 import { createLoopSchedule, type LoopStep } from "./reconciler/schedule.ts";
-import { submitAttempts } from "./reconciler/submissions.ts";
+import { type Live, submitAttempts } from "./reconciler/submissions.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -160,6 +160,8 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   // Attempts minted by this process and not yet handed to the backend (TickEnv.fresh).
   const fresh = new Set<string>();
+  // Admitted with their first attempt this turn, submitted together on the next (`admitted`).
+  let admittedWaiting: Live[] = [];
 
   /** New attempts wait while the backend is not answering (a pass has no read of its own). */
   const backendQuiet = () => watch.health().kind !== "Healthy" || last?.backendUnavailable === true;
@@ -290,10 +292,41 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
       return;
     }
     fresh.add(attempt.id);
-    const left = submitAttempts(tickEnv([], "pass"), [], [{ workload, allocation: attempt }]);
-    // Not woken when it went out: a pass started now would only find the attempt busy. The
+    // Gathered until the event loop's next turn, then one lane for all: the answers of a
+    // group commit are all sent before any of their submissions starts (a backend's
+    // submission work ahead of them held every 201 of a burst back, issue 34), and a burst
+    // is one backend call, not one lane each with the rest waiting for a free one.
+    if (admittedWaiting.length === 0) void nextTurn().then(submitAdmitted);
+    admittedWaiting.push({ workload, allocation: attempt });
+  }
+
+  function submitAdmitted(): void {
+    const waiting = admittedWaiting;
+    admittedWaiting = [];
+    const group = stillWanted(waiting);
+    const left = submitAttempts(tickEnv([], "pass"), [], group);
+    // Not woken when they went out: a pass started now would only find them busy. The
     // lane asks for the next look when it settles.
-    if (left > 0) wake();
+    if (left > 0 || group.length < waiting.length) wake();
+  }
+
+  /**
+   * The admitted attempts as the store has them now, those still wanted: a stop that came
+   * in the turn they waited is the tick's to settle, with nothing sent to the backend. One
+   * read by token for the group.
+   */
+  function stillWanted(group: readonly Live[]): Live[] {
+    if (group.length === 0) return [];
+    const now = options.store.findAllocationsByTokens(group.map((l) => l.allocation.token));
+    const byId = new Map(now.map((found) => [found.allocation.id, found]));
+    const wanted: Live[] = [];
+    for (const live of group) {
+      const found = byId.get(live.allocation.id);
+      if (found === undefined || found.workload.desired.kind !== "RUN") continue;
+      if (found.allocation.phase !== "SUBMITTING" || found.allocation.handle !== null) continue;
+      wanted.push(found);
+    }
+    return wanted;
   }
 
   /**
@@ -390,7 +423,11 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
     phaseConfirmedAt: (allocationId) => confirmations.confirmedAt(allocationId),
     profileBreakers: () => breakers.views(),
-    commandsInFlight: () => lanes.inFlight,
-    idle: () => lanes.idle(),
+    // An admitted attempt waiting for its turn is a command about to start.
+    commandsInFlight: () => lanes.inFlight + (admittedWaiting.length > 0 ? 1 : 0),
+    async idle() {
+      while (admittedWaiting.length > 0) await nextTurn();
+      await lanes.idle();
+    },
   };
 }
