@@ -159,3 +159,57 @@ export function getWorkloadDetailsByIds(
   const rows = deps.db.$client.query(BY_IDS_SQL).all(JSON.stringify(ids)) as WorkloadRow[];
   return withDetails(deps, rows.map(toWorkload));
 }
+
+/** A workload whose stored row (or one of its allocations' or conditions') does not parse. */
+export interface UnreadableWorkload {
+  readonly id: string;
+  /** What did not parse, as the decoder said it. */
+  readonly message: string;
+}
+
+export interface WorkloadDetailsRead {
+  readonly details: readonly WorkloadDetails[];
+  readonly unreadable: readonly UnreadableWorkload[];
+}
+
+/**
+ * `getWorkloadDetailsByIds` for a page that must be served whatever one row holds: a
+ * workload whose row, conditions or allocations do not decode (a token off the pattern, an
+ * unknown phase: a corrupted store or a hand edit) is answered as unreadable, by id, and
+ * every other is decoded as usual. Issue 34: one such row made every list a 500.
+ */
+export function readWorkloadDetailsByIds(
+  deps: StoreDeps,
+  ids: readonly string[],
+): WorkloadDetailsRead {
+  if (ids.length === 0) return { details: [], unreadable: [] };
+  const client = deps.db.$client;
+  const json = JSON.stringify(ids);
+  const rows = client.query(BY_IDS_SQL).all(json) as WorkloadRow[];
+  const raw = new Map<string, { conditions: ConditionRow[]; allocations: AllocationRow[] }>();
+  for (const row of rows) raw.set(row.id, { conditions: [], allocations: [] });
+  for (const row of client.query(CONDITIONS_SQL).all(json) as ConditionRow[]) {
+    raw.get(row.workloadId)?.conditions.push(row);
+  }
+  for (const row of client.query(ALLOCATIONS_SQL).all(json) as AllocationRow[]) {
+    raw.get(row.workloadId)?.allocations.push(row);
+  }
+  const details: WorkloadDetails[] = [];
+  const unreadable: UnreadableWorkload[] = [];
+  for (const row of rows) {
+    const held = raw.get(row.id);
+    try {
+      details.push({
+        workload: toWorkload(row),
+        conditions: (held?.conditions ?? []).map(toCondition),
+        allocations: (held?.allocations ?? []).map(toAllocation),
+      });
+    } catch (error) {
+      unreadable.push({
+        id: row.id,
+        message: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+  return { details, unreadable };
+}
