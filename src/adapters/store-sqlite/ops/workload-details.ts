@@ -58,7 +58,8 @@ const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
 const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
 WHERE id IN (SELECT value FROM json_each(?1))`;
 
-function listSql(query: ListWorkloadsQuery, columns: string): string {
+/** The list statement for a query (exported for test/store/query-plans.test.ts). */
+export function listSql(query: ListWorkloadsQuery, columns: string): string {
   const where: string[] = [];
   if (query.owner !== undefined) where.push("owner = $owner");
   if (query.kind !== undefined) where.push("kind = $kind");
