@@ -30,7 +30,7 @@
  * loop, never the only path to a change.
  *
  * Every submission goes through one step, `submitAttempts` (reconciler/submissions.ts),
- * whoever asks: a tick, a pass, or `admitted` (a POST's first attempt, handed over at once).
+ * whoever asks: a tick, a pass, or `admitted` (a POST's first attempt, handed over on the next turn).
  *
  * What a tick guarantees (INV-8 and friends):
  *  - Per tick at most ONE call each of observe, findByToken, submit and cancel, whatever the
@@ -59,10 +59,11 @@
  *    RUNNING → terminal; STOPPING in the barrier). COMPLETED's reason is EXITED_ZERO unless
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
-import { nextTurn, systemTimers } from "../lib/clock.ts";
-import type { Allocation, SubmissionToken, Workload } from "./models.ts";
+import { systemTimers } from "../lib/clock.ts";
+import type { SubmissionToken } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
+import { createAdmittedQueue } from "./reconciler/admitted.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
 import { createPhaseConfirmations } from "./reconciler/confirmations.ts";
 import type { TickEnv } from "./reconciler/env.ts";
@@ -71,7 +72,7 @@ import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
 import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./reconciler/profile-breaker.ts";
 import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
 import { createLoopSchedule, type LoopStep } from "./reconciler/schedule.ts";
-import { type Live, submitAttempts } from "./reconciler/submissions.ts";
+import { submitAttempts } from "./reconciler/submissions.ts";
 import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
 import {
   BACKEND_OPERATIONS,
@@ -160,8 +161,12 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   // Attempts minted by this process and not yet handed to the backend (TickEnv.fresh).
   const fresh = new Set<string>();
-  // Admitted with their first attempt this turn, submitted together on the next (`admitted`).
-  let admittedWaiting: Live[] = [];
+  const admittedQueue = createAdmittedQueue({
+    store: options.store,
+    fresh,
+    submit: (group) => submitAttempts(tickEnv([], "pass"), [], group),
+    wake: () => wake(),
+  });
 
   /** New attempts wait while the backend is not answering (a pass has no read of its own). */
   const backendQuiet = () => watch.health().kind !== "Healthy" || last?.backendUnavailable === true;
@@ -281,55 +286,6 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   }
 
   /**
-   * A workload was admitted with its first attempt: the submission step, on that one
-   * attempt, at once (no view read, no lookup: its token is fresh). When the step leaves it
-   * waiting (no free lane, a backend not answering, a degraded profile), the loop's next
-   * pass or tick takes it, still lookup-free while this process lives.
-   */
-  function admitted(workload: Workload, attempt: Allocation | null): void {
-    if (attempt === null) {
-      wake();
-      return;
-    }
-    fresh.add(attempt.id);
-    // Gathered until the event loop's next turn, then one lane for all: the answers of a
-    // group commit are all sent before any of their submissions starts (a backend's
-    // submission work ahead of them held every 201 of a burst back, issue 34), and a burst
-    // is one backend call, not one lane each with the rest waiting for a free one.
-    if (admittedWaiting.length === 0) void nextTurn().then(submitAdmitted);
-    admittedWaiting.push({ workload, allocation: attempt });
-  }
-
-  function submitAdmitted(): void {
-    const waiting = admittedWaiting;
-    admittedWaiting = [];
-    const group = stillWanted(waiting);
-    const left = submitAttempts(tickEnv([], "pass"), [], group);
-    // Not woken when they went out: a pass started now would only find them busy. The
-    // lane asks for the next look when it settles.
-    if (left > 0 || group.length < waiting.length) wake();
-  }
-
-  /**
-   * The admitted attempts as the store has them now, those still wanted: a stop that came
-   * in the turn they waited is the tick's to settle, with nothing sent to the backend. One
-   * read by token for the group.
-   */
-  function stillWanted(group: readonly Live[]): Live[] {
-    if (group.length === 0) return [];
-    const now = options.store.findAllocationsByTokens(group.map((l) => l.allocation.token));
-    const byId = new Map(now.map((found) => [found.allocation.id, found]));
-    const wanted: Live[] = [];
-    for (const live of group) {
-      const found = byId.get(live.allocation.id);
-      if (found === undefined || found.workload.desired.kind !== "RUN") continue;
-      if (found.allocation.phase !== "SUBMITTING" || found.allocation.handle !== null) continue;
-      wanted.push(found);
-    }
-    return wanted;
-  }
-
-  /**
    * A submission was answered and recorded. Its job was created an instant ago: an
    * observation now would only show it just queued, and would reach the scheduler in the
    * same moment as the submission's own answer and as whoever submitted, looking for it. So
@@ -417,17 +373,13 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     run,
     wake,
     newAttemptIds: () => ({ allocationId: newAllocationId(), token: mintToken() }),
-    admitted,
+    admitted: admittedQueue.admitted,
     lastTick: () => last,
     backendHealth: () => watch.health(),
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
     phaseConfirmedAt: (allocationId) => confirmations.confirmedAt(allocationId),
     profileBreakers: () => breakers.views(),
-    // An admitted attempt waiting for its turn is a command about to start.
-    commandsInFlight: () => lanes.inFlight + (admittedWaiting.length > 0 ? 1 : 0),
-    async idle() {
-      while (admittedWaiting.length > 0) await nextTurn();
-      await lanes.idle();
-    },
+    commandsInFlight: () => lanes.inFlight + (admittedQueue.waiting > 0 ? 1 : 0),
+    idle: () => admittedQueue.drained().then(() => lanes.idle()),
   };
 }
