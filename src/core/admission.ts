@@ -275,7 +275,7 @@ export async function admitWorkload(
   const { cpus, gpus } =
     resources === undefined ? { cpus: 0, gpus: 0 } : resourcesHeld(resources, submission.spec);
   const limits = submitter.limits;
-  const created = deps.store.create({
+  const created = await deps.store.create({
     owner,
     cpus,
     gpus,

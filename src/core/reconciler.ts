@@ -30,7 +30,7 @@
  * loop, never the only path to a change.
  *
  * Every submission goes through one step, `submitAttempts` (reconciler/submissions.ts),
- * whoever asks: a tick, a pass, or `admitted` (a POST's first attempt, handed over at once).
+ * whoever asks: a tick, a pass, or `admitted` (a POST's first attempt, handed over on the next turn).
  *
  * What a tick guarantees (INV-8 and friends):
  *  - Per tick at most ONE call each of observe, findByToken, submit and cancel, whatever the
@@ -60,9 +60,10 @@
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
 import { systemTimers } from "../lib/clock.ts";
-import type { Allocation, SubmissionToken, Workload } from "./models.ts";
+import type { SubmissionToken } from "./models.ts";
 import { mintSubmissionToken } from "./models.ts";
 import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
+import { createAdmittedQueue } from "./reconciler/admitted.ts";
 import { tickBackend } from "./reconciler/backend-calls.ts";
 import { createPhaseConfirmations } from "./reconciler/confirmations.ts";
 import type { TickEnv } from "./reconciler/env.ts";
@@ -160,6 +161,12 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
 
   // Attempts minted by this process and not yet handed to the backend (TickEnv.fresh).
   const fresh = new Set<string>();
+  const admittedQueue = createAdmittedQueue({
+    store: options.store,
+    fresh,
+    submit: (group) => submitAttempts(tickEnv([], "pass"), [], group),
+    wake: () => wake(),
+  });
 
   /** New attempts wait while the backend is not answering (a pass has no read of its own). */
   const backendQuiet = () => watch.health().kind !== "Healthy" || last?.backendUnavailable === true;
@@ -279,24 +286,6 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
   }
 
   /**
-   * A workload was admitted with its first attempt: the submission step, on that one
-   * attempt, at once (no view read, no lookup: its token is fresh). When the step leaves it
-   * waiting (no free lane, a backend not answering, a degraded profile), the loop's next
-   * pass or tick takes it, still lookup-free while this process lives.
-   */
-  function admitted(workload: Workload, attempt: Allocation | null): void {
-    if (attempt === null) {
-      wake();
-      return;
-    }
-    fresh.add(attempt.id);
-    const left = submitAttempts(tickEnv([], "pass"), [], [{ workload, allocation: attempt }]);
-    // Not woken when it went out: a pass started now would only find the attempt busy. The
-    // lane asks for the next look when it settles.
-    if (left > 0) wake();
-  }
-
-  /**
    * A submission was answered and recorded. Its job was created an instant ago: an
    * observation now would only show it just queued, and would reach the scheduler in the
    * same moment as the submission's own answer and as whoever submitted, looking for it. So
@@ -384,13 +373,13 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     run,
     wake,
     newAttemptIds: () => ({ allocationId: newAllocationId(), token: mintToken() }),
-    admitted,
+    admitted: admittedQueue.admitted,
     lastTick: () => last,
     backendHealth: () => watch.health(),
     backendCallRate: () => ({ perSecond: watch.callsPerSecond(), totals: watch.totals() }),
     phaseConfirmedAt: (allocationId) => confirmations.confirmedAt(allocationId),
     profileBreakers: () => breakers.views(),
-    commandsInFlight: () => lanes.inFlight,
-    idle: () => lanes.idle(),
+    commandsInFlight: () => lanes.inFlight + (admittedQueue.waiting > 0 ? 1 : 0),
+    idle: () => admittedQueue.drained().then(() => lanes.idle()),
   };
 }

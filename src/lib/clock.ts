@@ -149,3 +149,12 @@ export function pause(ms: number, signal: AbortSignal | undefined): Promise<void
     signal.addEventListener("abort", done, { once: true });
   });
 }
+
+/**
+ * Resolves on the event loop's next turn, after the I/O already waiting (requests whose
+ * bodies arrived) has run: where work that arrived together is gathered and done once (a
+ * group commit), or a long run of synchronous work lets the server answer between pieces.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

@@ -24,8 +24,7 @@
 import { randomBytes } from "node:crypto";
 import { createChangeFeed } from "../../core/change-feed.ts";
 import { decorateBackend } from "../../core/decorate-backend.ts";
-import type { SubmissionToken } from "../../core/models.ts";
-import { type CancelResult, NO_CAPABILITIES, type SubmitResult } from "../../core/ports.ts";
+import { type CancelResult, NO_CAPABILITIES } from "../../core/ports.ts";
 import type { LaunchWrapper, Sandbox } from "../../core/sandbox.ts";
 import { plainWrapper } from "../isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../isolation-bwrap/uid-leases.ts";
@@ -40,7 +39,7 @@ import { createLocalContext } from "./local-context.ts";
 import { localDiagnostics } from "./local-diagnostics.ts";
 import { findTokens, observeAll, observeChangesWith } from "./observe.ts";
 import { runTaskOne } from "./run-task.ts";
-import { submitOne } from "./submit.ts";
+import { submitAll } from "./submit.ts";
 import { acknowledgeTerminal, pendingTerminalFacts } from "./terminal-facts.ts";
 
 export function createLocalBackend(
@@ -70,9 +69,7 @@ function createBackend(options: LocalBackendOptions): LocalBackend {
     profiles: () => ctx.profileList,
     async submit(requests) {
       ctx.count("submit");
-      const results = new Map<SubmissionToken, SubmitResult>();
-      for (const request of requests) results.set(request.token, submitOne(ctx, request));
-      return results;
+      return submitAll(ctx, requests);
     },
     async observe(targets) {
       return observeAll(ctx, targets);

@@ -4,9 +4,10 @@
  * and the temporaries a crash left behind. Layout and formats: records.ts.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import { open as openAsync, rename as renameAsync, rm as rmAsync } from "node:fs/promises";
 import { join } from "node:path";
-import { errorCode, fsyncDir, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
+import { errorCode, publishExclusive, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { JobSnapshot } from "./job-state.ts";
 import type { LocalContext } from "./local-context.ts";
 import {
@@ -20,28 +21,51 @@ import {
 /** Temporary directories older than this are leftovers of a crash, not work in progress. */
 const STALE_TEMP_MS = 10 * 60 * 1000;
 
-/** Creates the job directory by renaming a complete one into place: all or nothing. */
-export function createRecord(
+/**
+ * Creates the job directory by renaming a complete one into place: all or nothing, and on
+ * disk when this resolves. Its three fsyncs (the record, its directory, the jobs directory)
+ * run on the thread pool instead of the daemon's one thread: the submissions of a burst
+ * overlap theirs, which the filesystem folds into a few journal commits, and the API answers
+ * meanwhile. Done synchronously, 32 submissions held the daemon 4 s (issue 34's profile).
+ */
+export async function createRecordDurably(
   ctx: LocalContext,
   dir: string,
   record: JobRecord,
-): "Created" | "Exists" {
+): Promise<"Created" | "Exists"> {
   const tmp = join(ctx.jobs, `.new-${record.token}-${randomBytes(6).toString("hex")}`);
   mkdirSync(tmp, { mode: 0o700 });
   try {
-    writeFileDurable(join(tmp, JOB_FILES.record), JSON.stringify(record));
+    const file = await openAsync(join(tmp, JOB_FILES.record), "wx", 0o600);
     try {
-      renameSync(tmp, dir);
+      await file.chmod(0o600);
+      await file.writeFile(JSON.stringify(record), "utf8");
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await fsyncDirAsync(tmp);
+    try {
+      await renameAsync(tmp, dir);
     } catch (error) {
       const code = errorCode(error);
       if (code === "ENOTEMPTY" || code === "EEXIST") return "Exists";
       throw error;
     }
   } finally {
-    rmSync(tmp, { recursive: true, force: true });
+    await rmAsync(tmp, { recursive: true, force: true });
   }
-  fsyncDir(ctx.jobs);
+  await fsyncDirAsync(ctx.jobs);
   return "Created";
+}
+
+async function fsyncDirAsync(dir: string): Promise<void> {
+  const handle = await openAsync(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Takes an unclaimed job away from any supervisor; false if one claimed it first. */

@@ -4,16 +4,19 @@
  * sandboxed), the record written durably, then the supervisor started. Every answer is the
  * port's: Created, Existing (the retry after an Unknown), Rejected or Unknown.
  */
+
 import { AccountUnusableError } from "../../core/accounts.ts";
+import type { SubmissionToken } from "../../core/models.ts";
 import { externalHandle } from "../../core/models.ts";
 import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
 import type { RunAs } from "../../core/sandbox.ts";
 import { chownDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
+import { nextTurn } from "../../lib/clock.ts";
 import { boundMount } from "../../lib/mount-sources.ts";
 import { LOCAL_FAULT_POINTS } from "./backend-options.ts";
 import { buildJobRecord, sharedTmpDir, sharedTmpSubdirs, validateLaunch } from "./launch.ts";
 import type { LocalContext } from "./local-context.ts";
-import { createRecord, withdraw } from "./record-store.ts";
+import { createRecordDurably, withdraw } from "./record-store.ts";
 import { type JobRecord, jobDir } from "./records.ts";
 import { look, startSupervisor } from "./supervisors.ts";
 
@@ -32,7 +35,21 @@ export function prepareSharedTmp(
   for (const dir of subdirs) chownDirBeneath(ctx.options.spoolDir, dir, runAs);
 }
 
-export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResult {
+/** What a submission needs once its directories and record are ready to be written. */
+export interface ReadySubmission {
+  readonly kind: "Ready";
+  readonly dir: string;
+  readonly record: JobRecord;
+}
+
+/**
+ * The synchronous part of a submission: the request checked, an earlier record looked for,
+ * the directories made and the record built. Anything but Ready is the answer already.
+ */
+export function readySubmission(
+  ctx: LocalContext,
+  request: SubmitRequest,
+): SubmitResult | ReadySubmission {
   const token = request.token;
   const problem = validateLaunch(
     request,
@@ -69,35 +86,54 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
     }
     return { kind: "Rejected", token, message: `cannot prepare directories: ${String(error)}` };
   }
-  let record: JobRecord;
   try {
-    const declared = ctx.profileList.find((p) => p.name === request.profile)?.mounts ?? [];
-    const mounts = declared.map((m) => {
-      const bound = boundMount(m, runAs?.account ?? null, ctx.mountForbidden);
-      if ("error" in bound) throw new Error(bound.error);
-      return bound;
-    });
-    record = buildJobRecord(
-      request,
-      {
-        wrapper: ctx.wrapper,
-        baseEnv: ctx.baseEnv,
-        profiles: ctx.profileList,
-        killGraceMs: ctx.killGraceMs,
-        sandboxReadOnly: ctx.sandboxReadOnly,
-        now: ctx.clock.now(),
-        limits: ctx.limits,
-        workerSocket: ctx.options.workerSocket ?? null,
-        host: ctx.host,
-      },
-      runAs,
-      mounts,
-    );
+    return { kind: "Ready", dir, record: buildRecord(ctx, request, runAs) };
   } catch (error) {
     return { kind: "Rejected", token, message: `cannot prepare the launch: ${String(error)}` };
   }
+}
+
+function buildRecord(ctx: LocalContext, request: SubmitRequest, runAs: RunAs | null): JobRecord {
+  const declared = ctx.profileList.find((p) => p.name === request.profile)?.mounts ?? [];
+  const mounts = declared.map((m) => {
+    const bound = boundMount(m, runAs?.account ?? null, ctx.mountForbidden);
+    if ("error" in bound) throw new Error(bound.error);
+    return bound;
+  });
+  return buildJobRecord(
+    request,
+    {
+      wrapper: ctx.wrapper,
+      baseEnv: ctx.baseEnv,
+      profiles: ctx.profileList,
+      killGraceMs: ctx.killGraceMs,
+      sandboxReadOnly: ctx.sandboxReadOnly,
+      now: ctx.clock.now(),
+      limits: ctx.limits,
+      workerSocket: ctx.options.workerSocket ?? null,
+      host: ctx.host,
+    },
+    runAs,
+    mounts,
+  );
+}
+
+/**
+ * The record written durably (its fsyncs off the daemon's thread, createRecordDurably),
+ * then the supervisor started: a start never waits for another's, only for its own record.
+ */
+export async function startSubmission(
+  ctx: LocalContext,
+  request: SubmitRequest,
+  ready: ReadySubmission,
+): Promise<SubmitResult> {
+  const token = request.token;
+  const handle = externalHandle(token);
+  const { dir, record } = ready;
   try {
-    if (createRecord(ctx, dir, record) === "Exists") return { kind: "Existing", token, handle };
+    if ((await createRecordDurably(ctx, dir, record)) === "Exists") {
+      return { kind: "Existing", token, handle };
+    }
   } catch (error) {
     // The rename may or may not have reached the disk: only findByToken can say.
     return { kind: "Unknown", token, message: `cannot record the job: ${String(error)}` };
@@ -115,4 +151,32 @@ export function submitOne(ctx: LocalContext, request: SubmitRequest): SubmitResu
   ctx.faults.hit(LOCAL_FAULT_POINTS.afterSpawn);
   ctx.log.info("local job submitted", { token, allocationId: request.allocationId });
   return { kind: "Created", token, handle };
+}
+
+/**
+ * A batch of submissions: each one's synchronous part in turn, with a turn of the event
+ * loop between them (the API answers meanwhile), and every record's write and supervisor
+ * start under way together.
+ */
+export async function submitAll(
+  ctx: LocalContext,
+  requests: readonly SubmitRequest[],
+): Promise<Map<SubmissionToken, SubmitResult>> {
+  const results = new Map<SubmissionToken, SubmitResult>();
+  const started: Promise<void>[] = [];
+  for (const [i, request] of requests.entries()) {
+    if (i > 0) await nextTurn();
+    const ready = readySubmission(ctx, request);
+    if (ready.kind !== "Ready") {
+      results.set(request.token, ready);
+      continue;
+    }
+    started.push(
+      startSubmission(ctx, request, ready).then((result) => {
+        results.set(request.token, result);
+      }),
+    );
+  }
+  await Promise.all(started);
+  return results;
 }

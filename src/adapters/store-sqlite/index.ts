@@ -8,6 +8,7 @@ export * from "./ops/burn-nonce.ts";
 export * from "./ops/conditions.ts";
 export * from "./ops/count-live-workloads.ts";
 export * from "./ops/create-workload.ts";
+export * from "./ops/create-workloads.ts";
 export * from "./ops/find-allocations-by-tokens.ts";
 export * from "./ops/find-workload-by-idempotency-key.ts";
 export * from "./ops/get-allocation.ts";

@@ -52,6 +52,10 @@ export const workloads = sqliteTable(
     uniqueIndex("workloads_idempotency_key").on(t.idempotencyKey),
     index("workloads_phase").on(t.phase),
     index("workloads_created").on(t.createdAt, t.id),
+    index("workloads_kind_created").on(t.kind, t.createdAt, t.id),
+    index("workloads_phase_created").on(t.phase, t.createdAt, t.id),
+    index("workloads_kind_phase_created").on(t.kind, t.phase, t.createdAt, t.id),
+    index("workloads_profile_created").on(t.profile, t.createdAt, t.id),
     // A principal's own listing, newest first, and its live workloads summed at admission.
     index("workloads_owner_created").on(t.owner, t.createdAt, t.id),
     index("workloads_owner_live")

@@ -75,7 +75,8 @@ export interface AdmissionStore {
   findByIdempotencyKey(key: string): IdempotentMatch | null;
   /**
    * Inserts the workload and its first event in one transaction, with its first attempt when
-   * asked (then SUBMITTING, else PENDING). Writes.
+   * asked (then SUBMITTING, else PENDING). Writes; answered once the write is durable (the
+   * SQLite adapter commits the submissions of one moment together).
    */
-  create(input: CreateWorkloadInput): CreateWorkloadResult;
+  create(input: CreateWorkloadInput): CreateWorkloadResult | Promise<CreateWorkloadResult>;
 }

@@ -42,7 +42,8 @@ const COLUMNS = `id, kind, name, profile, spec_json AS specJson,
 
 type Row = typeof workloads.$inferSelect;
 
-function pageSql(query: WorkloadPageQuery, newer: boolean): string {
+/** The page statement for a query (exported for test/store/query-plans.test.ts). */
+export function pageSql(query: WorkloadPageQuery, newer: boolean): string {
   const where: string[] = [];
   if (query.kind !== undefined) where.push("kind = $kind");
   if (query.phase !== undefined) where.push("phase = $phase");

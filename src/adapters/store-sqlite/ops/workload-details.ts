@@ -58,7 +58,8 @@ const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
 const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
 WHERE id IN (SELECT value FROM json_each(?1))`;
 
-function listSql(query: ListWorkloadsQuery, columns: string): string {
+/** The list statement for a query (exported for test/store/query-plans.test.ts). */
+export function listSql(query: ListWorkloadsQuery, columns: string): string {
   const where: string[] = [];
   if (query.owner !== undefined) where.push("owner = $owner");
   if (query.kind !== undefined) where.push("kind = $kind");
@@ -158,4 +159,58 @@ export function getWorkloadDetailsByIds(
   if (ids.length === 0) return [];
   const rows = deps.db.$client.query(BY_IDS_SQL).all(JSON.stringify(ids)) as WorkloadRow[];
   return withDetails(deps, rows.map(toWorkload));
+}
+
+/** A workload whose stored row (or one of its allocations' or conditions') does not parse. */
+export interface UnreadableWorkload {
+  readonly id: string;
+  /** What did not parse, as the decoder said it. */
+  readonly message: string;
+}
+
+export interface WorkloadDetailsRead {
+  readonly details: readonly WorkloadDetails[];
+  readonly unreadable: readonly UnreadableWorkload[];
+}
+
+/**
+ * `getWorkloadDetailsByIds` for a page that must be served whatever one row holds: a
+ * workload whose row, conditions or allocations do not decode (a token off the pattern, an
+ * unknown phase: a corrupted store or a hand edit) is answered as unreadable, by id, and
+ * every other is decoded as usual. Issue 34: one such row made every list a 500.
+ */
+export function readWorkloadDetailsByIds(
+  deps: StoreDeps,
+  ids: readonly string[],
+): WorkloadDetailsRead {
+  if (ids.length === 0) return { details: [], unreadable: [] };
+  const client = deps.db.$client;
+  const json = JSON.stringify(ids);
+  const rows = client.query(BY_IDS_SQL).all(json) as WorkloadRow[];
+  const raw = new Map<string, { conditions: ConditionRow[]; allocations: AllocationRow[] }>();
+  for (const row of rows) raw.set(row.id, { conditions: [], allocations: [] });
+  for (const row of client.query(CONDITIONS_SQL).all(json) as ConditionRow[]) {
+    raw.get(row.workloadId)?.conditions.push(row);
+  }
+  for (const row of client.query(ALLOCATIONS_SQL).all(json) as AllocationRow[]) {
+    raw.get(row.workloadId)?.allocations.push(row);
+  }
+  const details: WorkloadDetails[] = [];
+  const unreadable: UnreadableWorkload[] = [];
+  for (const row of rows) {
+    const held = raw.get(row.id);
+    try {
+      details.push({
+        workload: toWorkload(row),
+        conditions: (held?.conditions ?? []).map(toCondition),
+        allocations: (held?.allocations ?? []).map(toAllocation),
+      });
+    } catch (error) {
+      unreadable.push({
+        id: row.id,
+        message: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+  return { details, unreadable };
 }

@@ -84,7 +84,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   }
 
   // Per app, not per module: each daemon (and each test's app) has its own store.
-  const views = createWorkloadViewCache(deps.store, { confirmed });
+  const views = createWorkloadViewCache(deps.store, { confirmed, log: deps.log });
   /** Already-serialized JSON, sent as `c.json` would send it. */
   const jsonText = (c: Context<ApiEnv>, text: string) =>
     c.body(text, 200, { "Content-Type": "application/json" });

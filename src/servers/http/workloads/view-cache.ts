@@ -15,14 +15,15 @@
  */
 import type { ListWorkloadsQuery, StoreDeps } from "../../../adapters/store-sqlite/index.ts";
 import {
-  getWorkloadDetails,
-  getWorkloadDetailsByIds,
   latestWorkloadChangeEver,
   listWorkloadIds,
   oldestWorkloadChange,
   readWorkloadChanges,
+  readWorkloadDetailsByIds,
+  type UnreadableWorkload,
   type WorkloadDetails,
 } from "../../../adapters/store-sqlite/index.ts";
+import type { Log } from "../../../lib/log.ts";
 import {
   type ConfirmationSource,
   confirmationSource,
@@ -55,6 +56,20 @@ export interface WorkloadViewCacheOptions {
   readonly maxEntries?: number;
   /** The reconciler's confirmations (`phaseConfirmedAt`); default: none heard. */
   readonly confirmed?: PhaseConfirmedAt;
+  /** Where an unreadable row is reported (once per workload); default: nowhere. */
+  readonly log?: Log;
+}
+
+/**
+ * The item shown for a workload whose stored row does not parse: its id and why, so a list
+ * still answers and the admin can find the row; never a guess at its other fields.
+ */
+function unreadableJson(u: UnreadableWorkload): string {
+  return JSON.stringify({
+    id: u.id,
+    unreadable: true,
+    message: `this workload's stored record cannot be read: ${u.message}`,
+  });
 }
 
 export function serializeWorkload(
@@ -101,6 +116,19 @@ export function createWorkloadViewCache(
   const confirmed = options.confirmed ?? NEVER_CONFIRMED;
   const entries = new Map<string, Held>();
   let seenSeq = 0;
+  const reported = new Set<string>();
+
+  /** Each unreadable workload logged once per process, however often it is listed. */
+  function report(u: UnreadableWorkload): string {
+    if (!reported.has(u.id)) {
+      reported.add(u.id);
+      options.log?.error("a stored workload cannot be read; it is listed as unreadable", {
+        workloadId: u.id,
+        error: u.message,
+      });
+    }
+    return unreadableJson(u);
+  }
 
   /** Evicts what changed since the last call. Inside the request's read transaction. */
   function sync(): void {
@@ -137,13 +165,17 @@ export function createWorkloadViewCache(
         const page = listWorkloadIds(store, query);
         const missing = page.ids.filter((id) => !entries.has(id));
         const fresh = new Map<string, Held>();
-        for (const d of getWorkloadDetailsByIds(store, missing)) {
+        const read = readWorkloadDetailsByIds(store, missing);
+        for (const d of read.details) {
           const held = hold(d);
           fresh.set(d.workload.id, held);
           put(d.workload.id, held);
         }
+        const unreadable = new Map(read.unreadable.map((u) => [u.id, report(u)]));
         const nowMs = store.clock.now();
         const items = page.ids.map((id) => {
+          const shownUnreadable = unreadable.get(id);
+          if (shownUnreadable !== undefined) return shownUnreadable;
           const held = fresh.get(id) ?? entries.get(id);
           // Same snapshot as the page: a listed id always has its row.
           if (held === undefined) throw new Error(`listed workload ${id} has no row`);
@@ -162,8 +194,11 @@ export function createWorkloadViewCache(
       return inSnapshot(() => {
         const cached = entries.get(id);
         if (cached !== undefined) return render(cached, store.clock.now(), confirmed);
-        const d = getWorkloadDetails(store, id);
-        if (d === null) return null;
+        const read = readWorkloadDetailsByIds(store, [id]);
+        const u = read.unreadable[0];
+        if (u !== undefined) return report(u);
+        const d = read.details[0];
+        if (d === undefined) return null;
         const fresh = hold(d);
         put(id, fresh);
         return render(fresh, store.clock.now(), confirmed);
