@@ -63,8 +63,10 @@ async function principal(h: Harness, name: string): Promise<string> {
   return ((await issued.json()) as { token: string }).token;
 }
 
-const textOf = (r: { content: unknown }) =>
-  (r.content as { type: string; text?: string }[]).map((c) => c.text ?? "").join("\n");
+const textOf = (r: unknown) =>
+  ((r as { content?: { type: string; text?: string }[] }).content ?? [])
+    .map((c) => c.text ?? "")
+    .join("\n");
 
 describe("the MCP door over Streamable HTTP", () => {
   test("no token: 401 with WWW-Authenticate, no MCP session made", async () => {
