@@ -69,7 +69,10 @@ beforeAll(async () => {
       const url = new URL(request.url);
       const headers = new Headers(request.headers);
       headers.set("Authorization", `Bearer ${token}`);
-      const body = request.method === "GET" || request.method === "HEAD" ? undefined : await request.arrayBuffer();
+      const body =
+        request.method === "GET" || request.method === "HEAD"
+          ? undefined
+          : await request.arrayBuffer();
       return fetch(`http://127.0.0.1:${port}${url.pathname}${url.search}`, {
         method: request.method,
         headers,
@@ -85,18 +88,42 @@ afterAll(async () => {
 });
 
 test("the conformance suite's server scenarios that apply pass", async () => {
-  const listed = Bun.spawnSync([process.execPath, "node_modules/@modelcontextprotocol/conformance/dist/index.js", "list"], { cwd: ROOT });
-  const known = [...listed.stdout.toString().split("Client scenarios")[0]!.matchAll(/^\s+- ([a-z0-9-]+)/gm)].map((m) => m[1] as string);
+  const listed = Bun.spawnSync(
+    [process.execPath, "node_modules/@modelcontextprotocol/conformance/dist/index.js", "list"],
+    { cwd: ROOT },
+  );
+  const known = [
+    ...listed.stdout
+      .toString()
+      .split("Client scenarios")[0]!
+      .matchAll(/^\s+- ([a-z0-9-]+)/gm),
+  ].map((m) => m[1] as string);
   // Every server scenario of this version of the suite is either run or skipped with a why.
   expect(known.filter((s) => !RUN.includes(s as never) && SKIPPED[s] === undefined)).toEqual([]);
-  console.log(`skipped: ${Object.entries(SKIPPED).map(([s, why]) => `${s} (${why})`).join(", ")}`);
+  console.log(
+    `skipped: ${Object.entries(SKIPPED)
+      .map(([s, why]) => `${s} (${why})`)
+      .join(", ")}`,
+  );
   const failed: string[] = [];
   for (const scenario of RUN) {
     const run = Bun.spawn(
-      [process.execPath, "node_modules/@modelcontextprotocol/conformance/dist/index.js", "server", "--url", `http://127.0.0.1:${relay.port}/mcp`, "--scenario", scenario],
+      [
+        process.execPath,
+        "node_modules/@modelcontextprotocol/conformance/dist/index.js",
+        "server",
+        "--url",
+        `http://127.0.0.1:${relay.port}/mcp`,
+        "--scenario",
+        scenario,
+      ],
       { cwd: ROOT, stdout: "pipe", stderr: "pipe" },
     );
-    const [out, err, code] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text(), run.exited]);
+    const [out, err, code] = await Promise.all([
+      new Response(run.stdout).text(),
+      new Response(run.stderr).text(),
+      run.exited,
+    ]);
     const ok = code === 0 && !/FAIL/i.test(out.replace(/0 failed/gi, ""));
     console.log(`run: ${scenario} ${ok ? "passed" : "FAILED"}`);
     if (!ok) failed.push(`${scenario}:\n${out}\n${err}`);

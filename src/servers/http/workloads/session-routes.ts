@@ -13,7 +13,6 @@ import { type CellLogEvent, createCellLog } from "../../../core/session/cell-log
 import type { ExecOutcome, SessionService } from "../../../core/session/session-service.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { conflict, notFound } from "../problem.ts";
-import { mustBeLiveSession as liveSession, sessionFailure } from "./live-session.ts";
 import { parseWith, readBody } from "../validation.ts";
 import { createEventStream } from "./event-stream.ts";
 import type {
@@ -21,6 +20,7 @@ import type {
   InterruptResponseSchema,
   RestartResponseSchema,
 } from "./exec-schemas.ts";
+import { mustBeLiveSession as liveSession, sessionFailure } from "./live-session.ts";
 import { CellEventsQuery, ExecBody, ExecQuery } from "./schemas.ts";
 
 /**
