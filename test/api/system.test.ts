@@ -385,8 +385,15 @@ describe("GET /openapi.json", () => {
     const registered = [
       ...new Set(
         h.app.routes
-          // The /ui pages are HTML for browsers, not part of the API contract.
-          .filter((r) => r.method !== "ALL" && r.path !== "/ui" && !r.path.startsWith("/ui/"))
+          // The /ui pages are HTML for browsers, not part of the API contract; /mcp speaks
+          // MCP's JSON-RPC (docs/agents.md), whose methods OpenAPI cannot describe.
+          .filter(
+            (r) =>
+              r.method !== "ALL" &&
+              r.path !== "/ui" &&
+              !r.path.startsWith("/ui/") &&
+              r.path !== "/mcp",
+          )
           .map((r) => `${r.method} ${r.path.replace(/:([A-Za-z]+)(\{[^}]*\})?/g, "{$1}")}`),
       ),
     ].sort();

@@ -52,6 +52,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./restart.ts")).restartCommand,
   },
   {
+    name: "mcp",
+    summary: "Serve MCP on stdio for an agent (through the daemon's /mcp)",
+    load: async () => (await import("./mcp.ts")).mcpCommand,
+  },
+  {
     name: "list",
     summary: "List workloads",
     load: async () => (await import("./list.ts")).listCommand,

@@ -12,6 +12,7 @@ import { authorize } from "./auth.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import { workloadIdOf } from "./jupyter/ids.ts";
 import { createJupyterRoutes } from "./jupyter/routes.ts";
+import { createMcpRoutes } from "./mcp/index.ts";
 import { outOfSpaceProblem } from "./out-of-space.ts";
 import { createPrincipalRoutes } from "./principals/routes.ts";
 import {
@@ -173,6 +174,8 @@ export function createApp(deps: ApiDeps) {
     if (audit === undefined || method === "GET" || method === "HEAD" || method === "OPTIONS") {
       return;
     }
+    // An MCP message answered is audited by the tool it called (mcp/server.ts), not as POST /mcp.
+    if (c.req.path === "/mcp" && c.res.status < 300) return;
     const caller = c.get("caller") as Caller | undefined;
     const matched = routePath(c, -1);
     const workload = WORKLOAD_PATH.exec(c.req.path)?.[1] ?? c.get("createdWorkload") ?? null;
@@ -232,6 +235,7 @@ export function createApp(deps: ApiDeps) {
   app.route("/", createPrincipalRoutes(deps, access));
   app.route("/", createAuditRoutes(deps));
   app.route("/", createJupyterRoutes(deps).app);
+  app.route("/", createMcpRoutes(deps));
 
   // Read lazily: app.routes is complete only once every feature folder was mounted.
   let allowed: ((path: string) => readonly string[]) | null = null;

@@ -31,23 +31,28 @@ export function placement(
   return out;
 }
 
+/** The body of GET /v1/profiles (also the MCP tool list_profiles: one answer, two doors). */
+export async function listProfiles(deps: ApiDeps) {
+  const all = deps.backend.profiles();
+  const sessions = all.some((p) => p.kinds.includes("SESSION"))
+    ? await sessionIsolationVerdict(deps.backend)
+    : null;
+  const batch = batchRefusal(deps.backend);
+  const breakers = breakerStates(deps.reconciler);
+  return {
+    profiles: all.map((p) => ({
+      ...profileView(p),
+      placement: placement(p, sessions, batch),
+      degraded: degradedView(breakers.get(p.name)),
+    })),
+  };
+}
+
 export function createProfileRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
 
   app.get("/v1/profiles", async function profiles(c) {
-    const all = deps.backend.profiles();
-    const sessions = all.some((p) => p.kinds.includes("SESSION"))
-      ? await sessionIsolationVerdict(deps.backend)
-      : null;
-    const batch = batchRefusal(deps.backend);
-    const breakers = breakerStates(deps.reconciler);
-    return c.json({
-      profiles: all.map((p) => ({
-        ...profileView(p),
-        placement: placement(p, sessions, batch),
-        degraded: degradedView(breakers.get(p.name)),
-      })),
-    });
+    return c.json(await listProfiles(deps));
   });
 
   return app;

@@ -6,6 +6,7 @@
  */
 import { closeSync, read } from "node:fs";
 import { Hono } from "hono";
+import type * as v from "valibot";
 import { getWorkload } from "../../../adapters/store-sqlite/index.ts";
 import { parseUploadMode, showMode } from "../../../core/file-mode.ts";
 import type { Workload } from "../../../core/models.ts";
@@ -24,12 +25,12 @@ import {
   removeEntry,
   type WorkspaceFilesDeps,
 } from "./workspace-files.ts";
-import { listWorkspace } from "./workspace-list.ts";
+import { type ListPage, listWorkspace } from "./workspace-list.ts";
 
 const CHUNK_BYTES = 256 * 1024;
 const DEFAULT_UPLOAD_MODE = 0o644;
 
-function tooLarge(maxBytes: number): ApiError {
+export function tooLarge(maxBytes: number): ApiError {
   return new ApiError({
     status: 413,
     slug: "payload-too-large",
@@ -39,7 +40,7 @@ function tooLarge(maxBytes: number): ApiError {
 }
 
 /** A full spool or quota is the admin's to fix, not a daemon failure (no 500, no stack). */
-function outOfSpace(error: unknown): ApiError | null {
+export function outOfSpace(error: unknown): ApiError | null {
   const code = errorCode(error);
   if (code !== "ENOSPC" && code !== "EDQUOT") return null;
   return new ApiError({
@@ -65,7 +66,7 @@ function requireWorkload(deps: ApiDeps, id: string): Workload {
   return workload;
 }
 
-function pathParts(raw: string): readonly string[] {
+export function pathParts(raw: string): readonly string[] {
   const parsed = parseWorkspacePath(raw);
   if (parsed.kind === "Invalid") throw pathRefused(parsed.message);
   return parsed.parts;
@@ -144,6 +145,36 @@ function downloadStream(
   });
 }
 
+/** A page of `GET .../files` (also MCP's list_files): the prefix split, the cursor read. */
+export function listFilesPage(
+  files: WorkspaceFilesDeps,
+  id: string,
+  query: v.InferOutput<typeof FilesListQuery>,
+): ListPage {
+  const prefix = query.prefix ?? "";
+  const slash = prefix.lastIndexOf("/");
+  const dir = slash < 0 ? "" : prefix.slice(0, slash);
+  if (prefix.startsWith("/"))
+    throw pathRefused("the prefix is absolute; name it inside the workspace");
+  const dirParts = dir === "" ? [] : pathParts(dir);
+  const namePrefix = prefix.slice(slash + 1);
+  if (namePrefix.includes("\0")) throw pathRefused("the prefix holds a NUL byte");
+  let after: readonly string[] | null = null;
+  if (query.cursor !== undefined) {
+    const parsed = parseWorkspacePath(query.cursor);
+    if (parsed.kind === "Invalid") {
+      throw validationFailed([{ path: "cursor", message: "is not a cursor this API returned" }]);
+    }
+    after = parsed.parts;
+  }
+  return listWorkspace(files, id, {
+    dirParts,
+    namePrefix,
+    after,
+    limit: query.limit ?? FILES_LIST_MAX,
+  });
+}
+
 export function createFileRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
   const files: WorkspaceFilesDeps = deps.files;
@@ -177,30 +208,7 @@ export function createFileRoutes(deps: ApiDeps) {
     const id = c.req.param("id");
     const query = parseWith(FilesListQuery, c.req.query());
     requireWorkload(deps, id);
-    const prefix = query.prefix ?? "";
-    const slash = prefix.lastIndexOf("/");
-    const dir = slash < 0 ? "" : prefix.slice(0, slash);
-    if (prefix.startsWith("/"))
-      throw pathRefused("the prefix is absolute; name it inside the workspace");
-    const dirParts = dir === "" ? [] : pathParts(dir);
-    const namePrefix = prefix.slice(slash + 1);
-    if (namePrefix.includes("\0")) throw pathRefused("the prefix holds a NUL byte");
-    let after: readonly string[] | null = null;
-    if (query.cursor !== undefined) {
-      const parsed = parseWorkspacePath(query.cursor);
-      if (parsed.kind === "Invalid") {
-        throw validationFailed([{ path: "cursor", message: "is not a cursor this API returned" }]);
-      }
-      after = parsed.parts;
-    }
-    return c.json(
-      listWorkspace(files, id, {
-        dirParts,
-        namePrefix,
-        after,
-        limit: query.limit ?? FILES_LIST_MAX,
-      }),
-    );
+    return c.json(listFilesPage(files, id, query));
   });
 
   app.get("/v1/workloads/:id/files/:path{.+}", function download(c) {

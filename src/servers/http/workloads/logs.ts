@@ -15,12 +15,12 @@ import { LogsQuery } from "./schemas.ts";
 
 const DEFAULT_POLL_MS = 250;
 
-function logNotFound(detail: string): ApiError {
+export function logNotFound(detail: string): ApiError {
   return new ApiError({ status: 404, slug: "log-not-found", title: "No such log", detail });
 }
 
 /** The attempt asked for (its epoch), else the latest; null when there is none (yet). */
-function chooseAttempt(
+export function chooseAttempt(
   allocations: readonly Allocation[],
   attempt: number | undefined,
 ): Allocation | null {
@@ -38,7 +38,7 @@ function badIndex(message: string): ApiError {
  * Which element's log: a job array's logs are one per element, so the index is required
  * and must be one of its elements; any other workload has one log and refuses an index.
  */
-function elementIndex(
+export function elementIndex(
   id: string,
   attempt: Allocation | null,
   index: number | undefined,
@@ -119,7 +119,7 @@ export function createLogRoutes(deps: ApiDeps) {
  * What a followed log reads from the store on each poll: the attempt once one exists (fixed
  * from then on: a later retry is another attempt, with its own log), and whether it ended.
  */
-function followTarget(
+export function followTarget(
   deps: ApiDeps,
   workload: Workload,
   chosen: Allocation | null,

@@ -32,7 +32,7 @@ import { createWorkloadViewCache } from "./view-cache.ts";
  * next job fail with an empty log as if its code were wrong). After validation, so a bad
  * body still hears what is wrong with it; before anything is written.
  */
-function refuseWhenSpoolLow(deps: ApiDeps): void {
+export function refuseWhenSpoolLow(deps: ApiDeps): void {
   // The state dir first: with no room for the store's row or the job's records, an
   // acknowledged job could not be kept (issue 33: jobs that ran ended LOST).
   const state = deps.stateDirSpace?.report();
@@ -56,18 +56,18 @@ function refuseWhenSpoolLow(deps: ApiDeps): void {
   });
 }
 
-export function createWorkloadRoutes(deps: ApiDeps) {
-  /** The admin submits unowned and unlimited; a principal under its stored limits. */
-  function submitterFor(caller: Caller): Submitter {
-    if (caller.kind === "Admin") return { owner: null, limits: null };
-    const principal = getPrincipal(deps.store, caller.name);
-    // Removed while its token was in flight: held to nothing rather than to no limit.
-    return {
-      owner: caller.name,
-      limits: principal ?? { maxSessions: 0, maxBatch: 0, maxCpus: 0, maxGpus: 0 },
-    };
-  }
+/** The admin submits unowned and unlimited; a principal under its stored limits. */
+export function submitterFor(deps: ApiDeps, caller: Caller): Submitter {
+  if (caller.kind === "Admin") return { owner: null, limits: null };
+  const principal = getPrincipal(deps.store, caller.name);
+  // Removed while its token was in flight: held to nothing rather than to no limit.
+  return {
+    owner: caller.name,
+    limits: principal ?? { maxSessions: 0, maxBatch: 0, maxCpus: 0, maxGpus: 0 },
+  };
+}
 
+export function createWorkloadRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
 
   const confirmed: PhaseConfirmedAt = (allocationId) =>
@@ -100,7 +100,12 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const key = parseIdempotencyKey(c.req.header("idempotency-key"));
     const submission = normalize(parseWith(SubmitBody, await readJson(c)));
     refuseWhenSpoolLow(deps);
-    const outcome = await submitWorkload(deps, submission, key, submitterFor(c.get("caller")));
+    const outcome = await submitWorkload(
+      deps,
+      submission,
+      key,
+      submitterFor(deps, c.get("caller")),
+    );
     switch (outcome.kind) {
       case "Admitted": {
         // Just created: no conditions yet, and its only allocation (if any) is the attempt

@@ -8,15 +8,9 @@ import type { Context, Hono } from "hono";
 import type * as v from "valibot";
 import { touchActivity } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
-import { isTerminal } from "../../../core/models.ts";
 import { finalEvent, logOutput } from "../../../core/session/cell-events.ts";
 import { type CellLogEvent, createCellLog } from "../../../core/session/cell-log.ts";
-import type {
-  ExecOutcome,
-  InterruptOutcome,
-  RestartOutcome,
-  SessionService,
-} from "../../../core/session/session-service.ts";
+import type { ExecOutcome, SessionService } from "../../../core/session/session-service.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { conflict, notFound } from "../problem.ts";
 import { parseWith, readBody } from "../validation.ts";
@@ -26,6 +20,7 @@ import type {
   InterruptResponseSchema,
   RestartResponseSchema,
 } from "./exec-schemas.ts";
+import { mustBeLiveSession as liveSession, sessionFailure } from "./live-session.ts";
 import { CellEventsQuery, ExecBody, ExecQuery } from "./schemas.ts";
 
 /**
@@ -48,49 +43,8 @@ export function registerSessionRoutes(
   /** What each cell said, for clients that come back (bounded: see cell-log.ts). */
   const cells = createCellLog(deps.clock);
 
-  /** The checks exec and interrupt share: a live SESSION on a daemon with sessions. */
-  function mustBeLiveSession(c: Context<ApiEnv>): { workload: Workload; sessions: SessionService } {
-    const workload = mustGet(c);
-    if (!deps.sessions) {
-      throw conflict(
-        "sessions-disabled",
-        "Sessions disabled",
-        "sessions are not enabled on this daemon",
-      );
-    }
-    if (workload.kind !== "SESSION") {
-      throw conflict(
-        "not-a-session",
-        "Not a session",
-        `workload ${workload.id} is a ${workload.kind}, not a SESSION`,
-      );
-    }
-    if (isTerminal(workload.phase)) {
-      throw conflict(
-        "workload-ended",
-        "Workload ended",
-        `workload ${workload.id} is ${workload.phase}`,
-      );
-    }
-    return { workload, sessions: deps.sessions };
-  }
-
-  /** A session call's refusals (exec and interrupt answer alike), as problems. */
-  function sessionFailure(
-    workload: Workload,
-    outcome: Exclude<ExecOutcome | InterruptOutcome | RestartOutcome, { readonly kind: "Ok" }>,
-  ): never {
-    switch (outcome.kind) {
-      case "NotReady":
-        throw conflict("session-not-ready", "Session not ready", outcome.message);
-      case "NotFound":
-        throw notFound(`no session for workload ${JSON.stringify(workload.id)}`);
-      default: {
-        const never: never = outcome;
-        throw new Error(`unhandled session outcome ${JSON.stringify(never)}`);
-      }
-    }
-  }
+  /** The checks exec and interrupt share (live-session.ts, also MCP's). */
+  const mustBeLiveSession = (c: Context<ApiEnv>) => liveSession(deps, mustGet(c));
 
   app.post("/v1/workloads/:id/exec", async function exec(c) {
     // The query first, as on every route: `?stream=yes` is refused, not read as "no".

@@ -1,0 +1,2 @@
+export { createMcpRoutes } from "./routes.ts";
+export { TOOLS } from "./tools.ts";
