@@ -331,8 +331,7 @@ interface AppInputs {
   /** Filled by the API with what must close before the listeners drain. */
   readonly beforeDrain: (() => void)[];
   readonly cleanups: Cleanup[];
-  /** Hosts and origins the API's browser guard allows beyond loopback. */
-  readonly browser: BrowserGuardSettings;
+  readonly browser: BrowserGuardSettings; // beyond loopback (browser-settings.ts)
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
