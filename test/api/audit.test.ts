@@ -37,7 +37,11 @@ function call(h: Harness, path: string, token: string, init: RequestInit = {}) {
   );
 }
 
-const post = (body: unknown): RequestInit => ({ method: "POST", body: JSON.stringify(body) });
+const post = (body: unknown): RequestInit => ({
+  method: "POST",
+  headers: { "Content-Type": "application/json" },
+  body: JSON.stringify(body),
+});
 const batch = { kind: "BATCH", profile: "default", command: ["true"] };
 
 describe("audit log", () => {

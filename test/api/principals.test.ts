@@ -4,7 +4,9 @@
  * under concurrent submissions; tokens are stored as hashes, expire and are revoked.
  */
 import { afterEach, describe, expect, test } from "bun:test";
+import { createWorkload } from "../../src/adapters/store-sqlite/index.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
+import { limitExceeded, NO_LIMITS } from "../../src/core/principals.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
 import { kernelIdOf } from "../../src/servers/http/jupyter/ids.ts";
 import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
@@ -35,6 +37,21 @@ afterEach(() => {
 });
 
 const batch = { kind: "BATCH", profile: "default", command: ["echo", "hi"] };
+
+/** A SESSION row as admission would store it for `owner` (no sessions service needed). */
+function sessionRow(id: string, owner: string) {
+  return {
+    id,
+    kind: "SESSION" as const,
+    name: id,
+    profile: "interactive",
+    spec: {},
+    maxAttempts: 1,
+    idempotencyKey: null,
+    requestHash: null,
+    owner,
+  };
+}
 
 function json(method: string, body?: unknown): RequestInit {
   return {
@@ -332,5 +349,81 @@ describe("tokens", () => {
       items: { name: string; unixUser: string }[];
     };
     expect(list.items.map((p) => [p.name, p.unixUser])).toEqual([["alice", "alice"]]);
+  });
+});
+
+/**
+ * Mutants of the authentication and ownership lines that no test above killed (issue 33):
+ * each test below fails when the line it names is broken.
+ */
+describe("authentication's edges", () => {
+  test("a removed principal's token that authentication holds in memory stops at once", async () => {
+    const h = make();
+    const carol = await principal(h, "carol");
+    // Used first, so the access cache holds its row (principals/routes.ts forgetTokens).
+    expect((await call(h, "/v1/workloads", {}, carol.access)).status).toBe(200);
+    expect((await call(h, "/v1/principals/carol", { method: "DELETE" }, ADMIN)).status).toBe(204);
+    expect((await call(h, "/v1/workloads", {}, carol.access)).status).toBe(401);
+  });
+
+  test("a principal's token with anything before or after it is not that token (the pattern's anchors)", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    expect((await call(h, "/v1/workloads", {}, alice.access)).status).toBe(200);
+    for (const token of [`x${alice.token}`, `${alice.token}x`, `${alice.token}_`]) {
+      expect({ token, status: (await call(h, "/v1/workloads", {}, { token })).status }).toEqual({
+        token,
+        status: 401,
+      });
+    }
+  });
+
+  test("?token= is honoured under /api only: a token in a /v1 URL authenticates nothing", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    for (const token of [ADMIN_TOKEN, alice.token]) {
+      const q = `?token=${encodeURIComponent(token)}`;
+      expect((await h.request(`/v1/workloads${q}`, {}, TCP)).status).toBe(401);
+      expect((await h.request(`/v1/profiles${q}`, {}, TCP)).status).toBe(401);
+      expect((await h.request(`/api/kernels${q}`, {}, TCP)).status).toBe(200);
+    }
+  });
+
+  test("maxSessions: a principal's second live session is refused naming the limit", async () => {
+    const h = make();
+    await principal(h, "alice", { maxSessions: 1 });
+    const limits = { ...NO_LIMITS, maxSessions: 1 };
+    const session = (id: string) =>
+      createWorkload(h.store, {
+        ...sessionRow(id, "alice"),
+        withinLimits: (usage) =>
+          limitExceeded(limits, usage, { kind: "SESSION", cpus: 1, gpus: 0 }),
+      });
+    expect(session("w-s1").kind).toBe("Created");
+    expect(session("w-s2")).toMatchObject({
+      kind: "OverLimit",
+      exceeded: { limit: "sessions", current: 1, max: 1 },
+    });
+    // A BATCH is not a session: still admitted.
+    const batchRow = { ...sessionRow("w-b1", "alice"), kind: "BATCH" as const };
+    const batchLimit = (usage: Parameters<typeof limitExceeded>[1]) =>
+      limitExceeded(limits, usage, { kind: "BATCH", cpus: 1, gpus: 0 });
+    expect(createWorkload(h.store, { ...batchRow, withinLimits: batchLimit }).kind).toBe("Created");
+  });
+
+  test("a principal uses its own kernel through /api/kernels/{id}; another's is a 404", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    const bob = await principal(h, "bob");
+    createWorkload(h.store, sessionRow("w-abcde12345fghij67890", "alice"));
+    const kid = kernelIdOf("w-abcde12345fghij67890");
+    const mine = await call(h, `/api/kernels/${kid}`, {}, alice.access);
+    expect(mine.status).toBe(200);
+    expect(((await mine.json()) as { id: string }).id).toBe(kid);
+    expect((await call(h, `/api/kernels/${kid}`, {}, bob.access)).status).toBe(404);
+    const listed = (await (await call(h, "/api/kernels", {}, alice.access)).json()) as {
+      id: string;
+    }[];
+    expect(listed.map((k) => k.id)).toEqual([kid]);
   });
 });

@@ -51,6 +51,7 @@ describe("the daemon's settings from its environment", () => {
       faults: noFaultPoints,
       minOwnerUid: 1000,
       local: { knobs: {}, profilesFile: null, cgroupRoot: null },
+      browser: { allowedHosts: [], allowedOrigins: [] },
     });
   });
 
@@ -75,6 +76,8 @@ describe("the daemon's settings from its environment", () => {
       OPENAI4S_LOCAL_NETWORK: "none",
       OPENAI4S_LOCAL_PROFILES: "/etc/o4s/local.toml",
       OPENAI4S_CGROUP_ROOT: "off",
+      OPENAI4S_ALLOWED_HOSTS: " Login1.Example.ORG., 10.1.2.3 ,[FE80::1]",
+      OPENAI4S_ALLOWED_ORIGINS: "https://hub.example.org:443,http://10.1.2.3:8080",
     });
     expect(s).toEqual({
       workerListen: "0.0.0.0:7001",
@@ -94,6 +97,10 @@ describe("the daemon's settings from its environment", () => {
         knobs: { memoryMb: 300, network: "none" },
         profilesFile: "/etc/o4s/local.toml",
         cgroupRoot: "off",
+      },
+      browser: {
+        allowedHosts: ["login1.example.org", "10.1.2.3", "[fe80::1]"],
+        allowedOrigins: ["https://hub.example.org", "http://10.1.2.3:8080"],
       },
     });
     expect(settings({ [WORKER_TLS_ENV]: "off" }).sessions.tls).toEqual({ kind: "Off" });
@@ -129,6 +136,13 @@ describe("the daemon's settings from its environment", () => {
       { OPENAI4S_LOCAL_RUN_AS: "me" },
       { OPENAI4S_LOCAL_MOUNTS: "relative:/a:ro" },
       { OPENAI4S_WARN_MINUTES_BEFORE_LIMIT: "5m" },
+      { OPENAI4S_ALLOWED_HOSTS: "login1:8080" },
+      { OPENAI4S_ALLOWED_HOSTS: "https://login1" },
+      { OPENAI4S_ALLOWED_HOSTS: "*" },
+      { OPENAI4S_ALLOWED_ORIGINS: "hub.example.org" },
+      { OPENAI4S_ALLOWED_ORIGINS: "https://hub.example.org/lab" },
+      { OPENAI4S_ALLOWED_ORIGINS: "null" },
+      { OPENAI4S_ALLOWED_ORIGINS: "*" },
     ]) {
       const parsed = parseDaemonSettings(env, SELF);
       const name = Object.keys(env)[0] ?? "";

@@ -1,8 +1,18 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
+import { prepareDatabaseFile, prepareSpoolDir } from "../../src/apps/daemon/state-dir.ts";
 import {
   checkAncestors,
+  checkFutureDir,
   checkStateDirOwnership,
   describeOwner,
 } from "../../src/apps/daemon/state-ownership.ts";
@@ -111,5 +121,56 @@ describe("layout: private dir and spool never contain each other", () => {
     ["/shared/s", "/shared"],
   ])("%s with spool %s overlaps", (root, spool) => {
     expect(checkLayoutSeparation(root, spool).kind).toBe("Overlapping");
+  });
+});
+
+/** Start-up trust checks no test reached before (issue 33's survivors). */
+describe("start-up trust checks: spool, database files, a state dir not made yet", () => {
+  test("a state dir to be made under a world-writable parent without the sticky bit is refused", () => {
+    const parent = join(tmp(), "open");
+    mkdirSync(parent);
+    chmodSync(parent, 0o777);
+    const check = checkFutureDir(join(parent, "state", "deeper"), uid, "state dir");
+    expect(check.kind === "Refused" && check.message).toContain("writable by group or other");
+    chmodSync(parent, 0o1777);
+    expect(checkFutureDir(join(parent, "state"), uid, "state dir")).toEqual({ kind: "Owned" });
+  });
+
+  test("the spool: made 0711, tightened to 0711, refused when writable by others", () => {
+    const base = tmp();
+    const fresh = join(base, "spool");
+    expect(prepareSpoolDir(fresh, uid)).toBeNull();
+    expect(statSync(fresh).mode & 0o7777).toBe(0o711);
+    chmodSync(fresh, 0o755);
+    expect(prepareSpoolDir(fresh, uid)).toBeNull();
+    expect(statSync(fresh).mode & 0o7777).toBe(0o711);
+    for (const mode of [0o731, 0o713, 0o777]) {
+      chmodSync(fresh, mode);
+      expect(prepareSpoolDir(fresh, uid)).toContain("writable by group or other");
+    }
+  });
+
+  test.skipIf(uid !== 0)("a spool another uid owns is refused, naming both uids", () => {
+    const spool = join(tmp(), "spool");
+    mkdirSync(spool, { mode: 0o711 });
+    chownSync(spool, 65534, 65534);
+    expect(prepareSpoolDir(spool, uid)).toBe(
+      `spool dir ${spool} is owned by uid 65534, not by the daemon's uid ${uid}`,
+    );
+  });
+
+  test("group- or other-readable database files (and their -wal, -shm) are tightened to 0600", () => {
+    const db = join(tmp(), "openai4s.db");
+    for (const file of [db, `${db}-wal`, `${db}-shm`]) writeFileSync(file, "");
+    chmodSync(db, 0o640);
+    chmodSync(`${db}-wal`, 0o604);
+    chmodSync(`${db}-shm`, 0o644);
+    prepareDatabaseFile(db);
+    for (const file of [db, `${db}-wal`, `${db}-shm`]) {
+      expect({ file, mode: statSync(file).mode & 0o777 }).toEqual({ file, mode: 0o600 });
+    }
+    const fresh = join(tmp(), "new.db");
+    prepareDatabaseFile(fresh);
+    expect(statSync(fresh).mode & 0o777).toBe(0o600);
   });
 });

@@ -174,6 +174,31 @@ describe("background isolation verification", () => {
     expect(clock.live()).toBe(0);
   });
 
+  test("a probe that throws before any verdict is never Verified: not verified yet, saying why", async () => {
+    const clock = manualSchedule();
+    const verifier = createBackgroundVerifier({
+      probe: async () => {
+        throw new Error("bwrap: execvp failed");
+      },
+      log: memoryLog(),
+      schedule: clock.schedule,
+      verifiedIntervalMs: 600_000,
+      retryIntervalMs: 60_000,
+    });
+    verifier.start();
+    await verifier.settled();
+    for (let i = 0; i < 3; i += 1) {
+      expect(verifier.current()).toEqual({
+        kind: "Unverified",
+        message: "not verified yet: the probe failed: Error: bwrap: execvp failed",
+      });
+      expect(clock.delays()).toEqual([60_000]);
+      clock.fireNext();
+      await verifier.settled();
+    }
+    verifier.stop();
+  });
+
   test("seeded with the start-up verdict, the first probe waits its interval", () => {
     const clock = manualSchedule();
     const probe = scriptedProbe();

@@ -26,6 +26,7 @@ function passingLines(layout: ProbeLayout): string[] {
     "uid=65534 65534 65534 65534",
     ...["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"].map((set) => `${set}=${NONE}`),
     "nnp=1",
+    "sensitive=checked",
     "shadow=absent",
     "write=ok",
   ];
@@ -75,10 +76,24 @@ describe("judging the isolation probe's output", () => {
     ["nnp", "the probe could gain privileges"],
     ["uid", "the probe's uid could not be read"],
     ["CapEff", "the probe kept capabilities (CapEff unknown)"],
+    ["sensitive", "the probe never reported its check of /proc/sys and /sys"],
   ])("a probe that never printed its %s= line is Unverified, not 'absent'", (key, problem) => {
     const layout = laidOut();
     const lines = passingLines(layout).filter((l) => !l.startsWith(`${key}=`));
     expect(problemsOf(judge(layout, lines))).toContain(problem);
+  });
+
+  test.each([
+    "/proc/sys/kernel/core_pattern",
+    "/proc/sys/kernel/modprobe",
+    "/proc/sys/vm/drop_caches",
+    "/proc/sysrq-trigger",
+    "/sys/kernel/uevent_helper",
+    "/sys/kernel/mm/transparent_hugepage/enabled",
+  ])("one writable sensitive file (%s) alone is Unverified, naming it", (path) => {
+    const layout = laidOut();
+    const lines = [...passingLines(layout), `writable=${path}`];
+    expect(problemsOf(judge(layout, lines))).toContain(`the probe could write ${path}`);
   });
 
   test("'absent' means nothing once the canary itself is gone", () => {

@@ -65,6 +65,8 @@ export function harness(
     readonly accounts?: ApiDeps["accounts"];
     /** Who a workspace's uploads are given to (default: the daemon's own uid). */
     readonly claimIdentity?: ApiDeps["files"]["claimIdentity"];
+    /** Hosts and origins allowed beyond loopback (default: loopback only). */
+    readonly browserGuard?: ApiDeps["browserGuard"];
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -165,6 +167,7 @@ export function harness(
     ...(options.principalDefaults ? { principalDefaults: options.principalDefaults } : {}),
     ...(options.audit ? { audit: options.audit } : {}),
     ...(options.accounts ? { accounts: options.accounts } : {}),
+    ...(options.browserGuard ? { browserGuard: options.browserGuard } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

@@ -99,7 +99,7 @@ describe("/ui over TCP", () => {
 
   test("under TLS the cookie is Secure", async () => {
     const h = make();
-    const res = await h.app.request("https://o4s.example/ui/login", form({ token: TOKEN }), {
+    const res = await h.app.request("https://localhost/ui/login", form({ token: TOKEN }), {
       access: TCP,
     });
     expect(res.headers.get("set-cookie")).toContain("Secure");

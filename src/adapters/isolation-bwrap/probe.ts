@@ -80,6 +80,7 @@ for f in /proc/sys/kernel/core_pattern /proc/sys/kernel/modprobe /proc/sys/vm/dr
   /proc/sysrq-trigger /sys/kernel/uevent_helper /sys/kernel/mm/transparent_hugepage/enabled; do
   if [ -w "$f" ]; then echo "writable=$f"; fi
 done
+echo sensitive=checked
 if [ -e /etc/shadow ]; then echo shadow=present; else echo shadow=absent; fi
 if printf '%s' "$marker" > "$4"; then echo write=ok; else echo write=failed; fi
 `;
@@ -241,6 +242,10 @@ function privilegeProblems(lines: readonly string[]): string[] {
   }
   const writable = lines.filter((l) => l.startsWith("writable=")).map((l) => l.slice(9));
   if (writable.length > 0) problems.push(`the probe could write ${writable.join(", ")}`);
+  // No "writable=" line means nothing only if the loop that prints them ran to its end.
+  if (field(lines, "sensitive") !== "checked") {
+    problems.push("the probe never reported its check of /proc/sys and /sys");
+  }
   if (field(lines, "shadow") !== "absent") problems.push("/etc/shadow existed for the probe");
   return problems;
 }

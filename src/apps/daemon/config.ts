@@ -24,6 +24,8 @@ import {
 } from "../../core/reconciler/profile-breaker.ts";
 import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/service.ts";
 import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
+import type { BrowserGuardSettings } from "../../servers/http/browser-guard.ts";
+import { parseBrowserSettings } from "./browser-settings.ts";
 import { type LocalSettings, parseLocalSettings } from "./composition/local-settings.ts";
 import { parseServeArgs, type ServeOptions } from "./serve-flags.ts";
 
@@ -60,6 +62,8 @@ export interface DaemonSettings {
   readonly minOwnerUid: number;
   /** The local backend's knobs, profiles file and cgroup root (local-settings.ts). */
   readonly local: LocalSettings;
+  /** `OPENAI4S_ALLOWED_HOSTS` and `_ORIGINS`: what the API's browser guard allows. */
+  readonly browser: BrowserGuardSettings;
 }
 
 export interface SettingError {
@@ -193,6 +197,8 @@ export function parseDaemonSettings(
   }
   const local = parseLocalSettings(env);
   if (local.kind === "Invalid") errors.push(...local.errors);
+  const browser = parseBrowserSettings(env);
+  if (browser.kind === "Invalid") errors.push(...browser.errors);
   const parsed = v.safeParse(Environment, raw, { abortPipeEarly: true });
   if (!parsed.success) {
     for (const issue of parsed.issues) {
@@ -213,7 +219,8 @@ export function parseDaemonSettings(
     tls.kind === "Invalid" ||
     listen.kind === "Invalid" ||
     typeof minOwnerUid !== "number" ||
-    local.kind === "Invalid"
+    local.kind === "Invalid" ||
+    browser.kind === "Invalid"
   ) {
     return { kind: "Invalid", errors };
   }
@@ -246,6 +253,7 @@ export function parseDaemonSettings(
       faults: faultPointsFromEnv(env),
       minOwnerUid,
       local: local.local,
+      browser: browser.settings,
     },
   };
 }

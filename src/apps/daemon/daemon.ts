@@ -32,9 +32,11 @@ import type { PrincipalLimits } from "../../core/principals.ts";
 import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
+import type { BrowserGuardSettings } from "../../servers/http/browser-guard.ts";
 import { createCallRateHistory } from "../../servers/http/ui/call-rate-history.ts";
 import { startListeners } from "./api-listeners.ts";
 import { fileAuditLog } from "./audit-log.ts";
+import { withListenHosts } from "./browser-settings.ts";
 import { composeCore } from "./composition/index.ts";
 import { type DaemonSettings, parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import type { ListenAddress } from "./listen.ts";
@@ -163,8 +165,9 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
 
   // 7. The API, once per listener; each listener says how it authenticates.
   const beforeDrain: (() => void)[] = [];
+  const browser = withListenHosts(settings.browser, config.listen);
   const app = buildApp(
-    { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups },
+    { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups, browser },
     composed.core,
   );
   const listeners = startListeners(
@@ -330,6 +333,7 @@ interface AppInputs {
   /** Filled by the API with what must close before the listeners drain. */
   readonly beforeDrain: (() => void)[];
   readonly cleanups: Cleanup[];
+  readonly browser: BrowserGuardSettings; // beyond loopback (browser-settings.ts)
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
@@ -382,6 +386,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
     accounts: core.accounts,
+    browserGuard: inputs.browser,
   });
 }
 

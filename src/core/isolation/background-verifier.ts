@@ -101,8 +101,11 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
         // An answer after stop() is the abort's, not the nodes': the last verdict stands.
         if (!stopped) nextMs = judge(outcome);
       } catch (error) {
-        // Broken infrastructure: keep the last verdict, log, and try again later.
+        // Broken infrastructure: logged, then judged as an inconclusive probe (an earlier
+        // Verified stands, none is ever made from a throw) and tried again later.
         options.log.error("isolation probe failed", { error: String(error) });
+        if (!stopped)
+          nextMs = judge({ kind: "Inconclusive", message: `the probe failed: ${String(error)}` });
       } finally {
         inFlight = null;
         if (!stopped) cancelNext = schedule.after(nextMs, runOnce);

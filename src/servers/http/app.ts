@@ -9,6 +9,7 @@ import { createDaemonMetrics, httpKey } from "../../adapters/metrics/daemon-metr
 import type { Caller } from "../../core/principals.ts";
 import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
+import { browserGuard, LOOPBACK_ONLY } from "./browser-guard.ts";
 import type { ApiDeps, ApiEnv } from "./deps.ts";
 import { workloadIdOf } from "./jupyter/ids.ts";
 import { createJupyterRoutes } from "./jupyter/routes.ts";
@@ -195,6 +196,9 @@ export function createApp(deps: ApiDeps) {
       deps.log.error("audit log write failed", { error: String(error) });
     }
   });
+
+  // Before authentication, on every route and websocket upgrade (browser-guard.ts).
+  app.use("*", browserGuard(deps.browserGuard ?? LOOPBACK_ONLY));
 
   app.use("*", async function authenticate(c, next) {
     // `c.env` is undefined when a caller passed no bindings at all.

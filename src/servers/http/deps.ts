@@ -18,6 +18,7 @@ import type { JupyterService } from "../../core/session/jupyter-service.ts";
 import type { SessionService } from "../../core/session/session-service.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
+import type { BrowserGuardSettings } from "./browser-guard.ts";
 import type { SocketHandlers } from "./jupyter/socket.ts";
 import type { CallRateHistory } from "./ui/call-rate-history.ts";
 import type { BreakerState } from "./views.ts";
@@ -167,6 +168,8 @@ export interface ApiDeps {
    * user the core rule (accounts.ts) refuses. Absent: unchecked (tests without accounts).
    */
   readonly accounts?: { readonly lookup: AccountLookup; readonly minUid: number };
+  /** Hosts and origins allowed beyond loopback (browser-guard.ts); absent: loopback only. */
+  readonly browserGuard?: BrowserGuardSettings;
   /** Where state-changing requests are recorded; absent: not recorded (tests). */
   readonly audit?: AuditLog;
 }

@@ -38,13 +38,18 @@ export const PROBLEMS = {
   unauthorized:
     "A TCP listener needs `Authorization: Bearer` with the admin token or a principal's token.",
   forbidden: "Only the admin may do this (principals and their tokens).",
+  "host-refused":
+    "The Host header is neither a loopback name nor one the admin allowed (OPENAI4S_ALLOWED_HOSTS): a DNS rebinding page, or a name the admin must add.",
+  "cross-site-refused":
+    "A state-changing request or websocket from a page of another origin (Origin, Sec-Fetch-Site) not in OPENAI4S_ALLOWED_ORIGINS. Nothing was done.",
   "limit-exceeded":
     "The principal already holds what one of its limits allows; `limit`, `current` and `max` say which. Nothing was created.",
   "audit-disabled": "This daemon keeps no audit log.",
   "already-exists": "A principal with this name or unix user already exists.",
   "account-unusable":
     "The unix user named cannot run work: no such account, root, a system account (below the uid floor), nobody, or in root's group. Nothing was created.",
-  "unsupported-media-type": "The body is not JSON.",
+  "unsupported-media-type":
+    "The body is not JSON, or does not say so: a state-changing JSON route needs Content-Type: application/json.",
   "payload-too-large": "The body is larger than the API accepts.",
   "path-refused":
     "A workspace path was refused: absolute, `..`, NUL, too long, or through a symbolic link or a file.",
