@@ -583,7 +583,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     closeAll(reason) {
       unsubscribe();
       for (const h of hubs.values()) {
-        h.clients.closeAll(1001, reason);
+        // 1012 (service restart), not 1001 (going away): JupyterLab's client takes 1000 and
+        // 1001 as "disconnected" and never reconnects by itself, so after a daemon restart
+        // every open notebook sat disconnected until its user clicked.
+        h.clients.closeAll(1012, reason);
         stopWatching(h);
       }
       hubs.clear();
