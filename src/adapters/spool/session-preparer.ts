@@ -201,7 +201,15 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           launch: {
             kind: "WORKER",
             // The backend appends `--rank-env NAME`; the directory is the preparer's to say.
-            workerCommand: [...options.workerCommand, "--credential-dir", credentialDir],
+            workerCommand: [
+              ...options.workerCommand,
+              "--credential-dir",
+              credentialDir,
+              // The admin's cap for this profile's cells (the kernel's default otherwise).
+              ...(profile.maxOutputChars === undefined
+                ? []
+                : ["--max-output-chars", String(profile.maxOutputChars)]),
+            ],
             credentialDir,
             ranks,
             env: { ...(workload.spec.env ?? {}) },

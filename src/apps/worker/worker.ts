@@ -45,6 +45,8 @@ export interface WorkerOptions {
   /** Connect-to-verdict limit per dial attempt (default 30 s). */
   readonly verdictTimeoutMs?: number;
   readonly maxFrameBytes?: number;
+  /** A cell's output sent per stream (the profile's cap); absent: the kernel's default. */
+  readonly maxOutputChars?: number;
 }
 
 export type WorkerExit =
@@ -109,6 +111,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
   let reportOutput: ((event: CellEvent, cell: string | undefined) => void) | null = null;
   const kernel = createKernel({
     python: options.python,
+    ...(options.maxOutputChars !== undefined && { maxOutputChars: options.maxOutputChars }),
     log,
     onStatus: (status) => reportStatus?.(status),
     onIdleEvent: (event, cell) => reportOutput?.(event, cell),
