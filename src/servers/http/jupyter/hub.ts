@@ -399,8 +399,10 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         kernelMessage("iopub", "stream", { name: "stderr", text }, h.lastParent, h.kernelSession),
       );
     }
-    const state = h.executionState === "starting" ? "starting" : h.executionState;
-    socket.send(kernelMessage("iopub", "status", { execution_state: state }, {}, h.kernelSession));
+    // Only a busy kernel: JupyterLab takes any other status on a fresh websocket during its
+    // restart() as the kernel's own news and cancels its kernel_info_request.
+    if (h.executionState !== "busy") return;
+    socket.send(kernelMessage("iopub", "status", { execution_state: "busy" }, {}, h.kernelSession));
   }
 
   const unsubscribe = deps.jupyter.onOutput((workloadId, cell, event) => {
