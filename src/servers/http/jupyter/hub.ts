@@ -176,6 +176,33 @@ function rememberParent(h: Hub, header: Header): void {
   }
 }
 
+/**
+ * After the replay: what was dropped from it (said, so a gap in the output is not taken for
+ * the cell's), then the kernel's state, which a client attaching mid-cell has not seen.
+ */
+function greet(h: Hub, socket: KernelSocket, replayed: Replayed, maxBytes: number): void {
+  if (replayed.dropped > 0) {
+    const text = `[openai4s: ${replayed.dropped} output messages (${replayed.droppedBytes} bytes) sent while this client was disconnected were dropped: over the ${maxBytes}-byte replay bound]\n`;
+    socket.send(
+      kernelMessage("iopub", "stream", { name: "stderr", text }, h.lastParent, h.kernelSession),
+    );
+  }
+  // Only a busy kernel: JupyterLab takes any other status on a fresh websocket during its
+  // restart() as the kernel's own news and cancels its kernel_info_request.
+  if (h.executionState !== "busy") return;
+  socket.send(kernelMessage("iopub", "status", { execution_state: "busy" }, {}, h.kernelSession));
+}
+
+/** One share of the shell queue per client session: reconnecting does not buy another. */
+function shareOf(queues: WeakMap<Client, Queued>, client: Client): Queued {
+  let queued = queues.get(client);
+  if (queued === undefined) {
+    queued = { count: 0, bytes: 0 };
+    queues.set(client, queued);
+  }
+  return queued;
+}
+
 export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const hubs = new Map<string, Hub>();
   const pollMs = deps.pollMs ?? 250;
@@ -388,23 +415,6 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   // Output between requests: parented to the cell that ran last, as ipykernel does.
   const queues = new WeakMap<Client, Queued>();
 
-  /**
-   * After the replay: what was dropped from it (said, so a gap in the output is not taken for
-   * the cell's), then the kernel's state, which a client attaching mid-cell has not seen.
-   */
-  function greet(h: Hub, socket: KernelSocket, replayed: Replayed): void {
-    if (replayed.dropped > 0) {
-      const text = `[openai4s: ${replayed.dropped} output messages (${replayed.droppedBytes} bytes) sent while this client was disconnected were dropped: over the ${replay.maxBytes}-byte replay bound]\n`;
-      socket.send(
-        kernelMessage("iopub", "stream", { name: "stderr", text }, h.lastParent, h.kernelSession),
-      );
-    }
-    // Only a busy kernel: JupyterLab takes any other status on a fresh websocket during its
-    // restart() as the kernel's own news and cancels its kernel_info_request.
-    if (h.executionState !== "busy") return;
-    socket.send(kernelMessage("iopub", "status", { execution_state: "busy" }, {}, h.kernelSession));
-  }
-
   const unsubscribe = deps.jupyter.onOutput((workloadId, cell, event) => {
     const h = hubs.get(workloadId);
     if (h === undefined || h.clients.size() === 0) return;
@@ -550,15 +560,9 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       const h = hubOf(workloadId);
       if (deps.jupyter.standing(workloadId).kind !== "Ready") h.executionState = "starting";
       const { client, replayed } = h.clients.attach(sessionKey, socket);
-      greet(h, socket, replayed);
+      greet(h, socket, replayed, replay.maxBytes);
       watch(h);
-      // One share of the shell queue per client session: reconnecting does not buy another.
-      let queued = queues.get(client);
-      if (queued === undefined) {
-        queued = { count: 0, bytes: 0 };
-        queues.set(client, queued);
-      }
-      const share = queued;
+      const share = shareOf(queues, client);
       return {
         onMessage: (text) => onMessage(h, client, text, share),
         onClose: () => h.clients.detach(client, socket),
@@ -585,9 +589,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     closeAll(reason) {
       unsubscribe();
       for (const h of hubs.values()) {
-        // 1012 (service restart), not 1001 (going away): JupyterLab's client takes 1000 and
-        // 1001 as "disconnected" and never reconnects by itself, so after a daemon restart
-        // every open notebook sat disconnected until its user clicked.
+        // 1012 (service restart): JupyterLab takes 1000/1001 as final and never reconnects.
         h.clients.closeAll(1012, reason);
         stopWatching(h);
       }
