@@ -231,6 +231,12 @@ export interface ResourceProfile {
    */
   readonly maxTasks?: number;
   /**
+   * A session cell's output cap, in characters per stream (the first and last halves are
+   * sent; the whole output goes to a file in the workspace). Absent: the kernel's default
+   * (200,000). Never shown by the API.
+   */
+  readonly maxOutputChars?: number;
+  /**
    * Who its jobs run as: "allocation" (absent: the admin's choice at start, a uid per
    * workload) or "owner" (a principal's job runs as the principal's own unix account).
    */

@@ -15,6 +15,7 @@ import {
   ServerConnection,
 } from "@jupyterlab/services";
 import { type Daemon, ensureBuilt, freePort, startDaemon } from "../support/binary-daemon.ts";
+import { eventually } from "../support/eventually.ts";
 
 const TIMEOUT_MS = 60_000;
 const PYTHON = "/usr/bin/python3";
@@ -77,6 +78,41 @@ describe.skipIf(missing !== null)("a daemon restart under a connected Jupyter cl
 
       await kernel.reconnect();
       expect(await value(kernel, "x + 1")).toBe("42");
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "the client reconnects by itself (the daemon closes with 1012, service restart)",
+    async () => {
+      const port = await freePort();
+      const env = {
+        PATH: `/usr/bin:/bin:${process.env["PATH"] ?? ""}`,
+        OPENAI4S_WORKER_LISTEN: `127.0.0.1:${await freePort()}`,
+      };
+      const args = ["--listen", `127.0.0.1:${port}`];
+      const first = await startDaemon({ env, args });
+      daemons.push(first);
+      const token = readFileSync(join(first.stateDir, "admin-token"), "utf8").trim();
+      const settings = ServerConnection.makeSettings({
+        baseUrl: `http://127.0.0.1:${port}/`,
+        wsUrl: `ws://127.0.0.1:${port}/`,
+        token,
+        appendToken: true,
+      });
+      const manager = new KernelManager({ serverSettings: settings });
+      const kernel = await manager.startNew({ name: "default" });
+      expect(await value(kernel, "y = 1\ny")).toBe("1");
+      const statuses: string[] = [];
+      kernel.connectionStatusChanged.connect((_, status) => void statuses.push(status));
+      first.proc.kill("SIGTERM");
+      await first.proc.exited;
+      daemons.push(await startDaemon({ env, args, stateDir: first.stateDir }));
+      // No reconnect() here: what JupyterLab does after a blip is all the client does.
+      await eventually(() => kernel.connectionStatus === "connected", { timeoutMs: 40_000 });
+      expect(statuses).not.toContain("disconnected");
+      expect(await value(kernel, "y + 1")).toBe("2");
+      manager.dispose();
     },
     TIMEOUT_MS,
   );

@@ -156,4 +156,87 @@ describe.skipIf(missing !== null)("a stock Jupyter Server with the daemon as its
     },
     TIMEOUT_MS,
   );
+
+  test("nbconvert --execute runs a notebook through the server (its messages carry no channel)", async () => {
+    // jupyter_server 1.23's kernel client sends no token on the websocket, so the server
+    // nbconvert talks to is a personal one without a token, on 127.0.0.1 (the docs' note).
+    const port = await freePort();
+    // JUPYTER_TOKEN in the environment would set a token after all.
+    const { JUPYTER_TOKEN: _, ...personalEnv } = env;
+    const personal = Bun.spawn(
+      [
+        "/usr/bin/python3",
+        "-m",
+        "jupyter_server",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        `--ServerApp.port=${port}`,
+        "--ServerApp.token=",
+        "--ServerApp.disable_check_xsrf=True",
+        `--gateway-url=${env["OPENAI4S_URL"]}`,
+        `--GatewayClient.auth_token=${readFileSync(env["OPENAI4S_TOKEN_FILE"] ?? "", "utf8").trim()}`,
+        "--GatewayClient.request_timeout=120",
+        d.dir,
+      ],
+      { env: personalEnv, cwd: d.dir, stdout: "ignore", stderr: "pipe" },
+    );
+    await eventually(
+      async () => {
+        try {
+          return (await fetch(`http://127.0.0.1:${port}/api`)).ok;
+        } catch {
+          return false;
+        }
+      },
+      { timeoutMs: 30_000 },
+    );
+    const notebook = join(d.dir, "nbconvert.ipynb");
+    const cell = (source: string) => ({
+      cell_type: "code",
+      metadata: {},
+      outputs: [],
+      execution_count: null,
+      source,
+    });
+    writeFileSync(
+      notebook,
+      JSON.stringify({
+        nbformat: 4,
+        nbformat_minor: 5,
+        metadata: { kernelspec: { name: "python3", display_name: "Python 3", language: "python" } },
+        cells: [cell("x = 40"), cell("print('sum', x + 2)")],
+      }),
+    );
+    // Debian's python3-nbconvert has no `jupyter-nbconvert` launcher (that is another
+    // package); `python3 -m nbconvert` is the same command.
+    const r = spawnSync(
+      "/usr/bin/python3",
+      [
+        "-m",
+        "nbconvert",
+        "--to",
+        "notebook",
+        "--execute",
+        "--ExecutePreprocessor.timeout=60",
+        "--ExecutePreprocessor.kernel_manager_class=jupyter_server.gateway.managers.GatewayKernelManager",
+        notebook,
+      ],
+      {
+        env: { ...personalEnv, JUPYTER_GATEWAY_URL: `http://127.0.0.1:${port}` },
+        cwd: d.dir,
+        encoding: "utf8",
+        timeout: 90_000,
+      },
+    );
+    personal.kill();
+    await personal.exited;
+    if (r.status !== 0) {
+      const server = await new Response(personal.stderr as ReadableStream).text();
+      console.log(r.stderr.slice(-3000), server.slice(-3000));
+    }
+    expect(r.status).toBe(0);
+    const out = JSON.parse(readFileSync(join(d.dir, "nbconvert.nbconvert.ipynb"), "utf8"));
+    const printed = out.cells[1].outputs.map((o: { text?: string }) => o.text ?? "").join("");
+    expect(printed).toBe("sum 42\n");
+  }, 120_000);
 });

@@ -3,7 +3,7 @@
  * carrying over is the point; a fresh one where a test breaks it on purpose.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createKernel, type Kernel, type KernelResult } from "../../src/apps/worker/kernel.ts";
 import { memoryLog } from "../../src/lib/log.ts";
@@ -169,7 +169,7 @@ describe("limits and failures", () => {
   test("output beyond the cap keeps its head and its tail, says so as it happens, and counts the middle", async () => {
     const dir = tempDir();
     const go = join(dir, "go");
-    const k = fastKernel({ maxOutputChars: 1000 });
+    const k = fastKernel({ maxOutputChars: 1000, cwd: dir });
     const events: CellEvent[] = [];
     // Issue 23: past the cap the end of the output (the final loss, the summary) was dropped
     // and only said so after the cell; now the head goes out, a note at once, the tail last.
@@ -184,11 +184,48 @@ describe("limits and failures", () => {
     const answered = await running;
     const output = text();
     expect(output.endsWith("final loss 0.01\n")).toBe(true);
-    expect(output).toContain("[... 4017 more characters not shown]");
-    expect(output.length).toBeLessThan(1300);
+    expect(output).toContain("[... 4017 more characters not shown; the whole output is in ");
+    expect(output.length).toBeLessThan(1600);
     const r = { value: answered.result?.["text/plain"] ?? null };
     expect(r.value!.length).toBeLessThan(1100);
     expect(r.value).toContain("more characters not shown");
+  });
+
+  test("past the cap the whole output is written to a file in the workspace, as it streams, and named", async () => {
+    const dir = tempDir();
+    const go = join(dir, "go");
+    const k = fastKernel({ maxOutputChars: 1000, cwd: dir });
+    const events: CellEvent[] = [];
+    // Issue 30: a 10 MB print reached the client as 200,000 characters and nowhere else.
+    // The cell changes directory: the file is still the workspace's.
+    const running = k.exec(
+      `import os, time
+os.chdir('/')
+for i in range(20000):
+    print('line', i)
+while not os.path.exists(${JSON.stringify(go)}):
+    time.sleep(0.01)
+print('the end')`,
+      { onEvent: (e) => events.push(e) },
+    );
+    const text = () => events.map((e) => (e.type === "stream" ? e.text : "")).join("");
+    const named = await eventually(
+      () =>
+        /the whole output goes to (openai4s-outputs\/\S+-stdout\.txt)/.exec(text())?.[1] ?? false,
+      { timeoutMs: 10_000 },
+    );
+    // Written as it streams: the file holds the loop's lines before the cell ends.
+    await eventually(() => readFileSync(join(dir, named), "utf8").includes("line 10000\n"), {
+      timeoutMs: 10_000,
+    });
+    writeFileSync(go, "");
+    await running;
+    const expected = `${Array.from({ length: 20000 }, (_, i) => `line ${i}\n`).join("")}the end\n`;
+    expect(readFileSync(join(dir, named), "utf8")).toBe(expected);
+    expect(text()).toContain(`the whole output is in ${named}]`);
+    expect(text().length).toBeLessThan(1600);
+    // stderr stayed under its cap: no file for it.
+    expect(readdirSync(join(dir, "openai4s-outputs"))).toEqual([named.split("/")[1] ?? ""]);
   });
 
   test("a kernel that dies answers ERROR, and the next cell gets a fresh one", async () => {
@@ -343,7 +380,8 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
   });
 
   test("interrupts during a flood of output never cut a protocol line: the kernel survives them all", async () => {
-    const k = fastKernel();
+    // In a workspace of its own: the flood's whole output goes to a file there.
+    const k = fastKernel({ cwd: tempDir() });
     await run(k, "kept = 'yes'");
     for (let i = 0; i < 5; i++) {
       let events = 0;

@@ -77,6 +77,8 @@ const KEYS: Readonly<Record<string, Spec>> = {
   warn_minutes_before_limit: { type: "integer", min: 0, max: () => 1_092 },
   // 0: the profile runs no job arrays. Absent: DEFAULT_LOCAL_MAX_ARRAY_SIZE.
   max_array_size: { type: "integer", min: 0, max: () => LOCAL_MAX_ARRAY_SIZE_CEILING },
+  // A session cell's output sent per stream; past it the whole output goes to a file.
+  max_output_chars: { type: "integer", min: 1_000, max: () => 100_000_000 },
   allow_batch: { type: "boolean" },
   allow_sessions: { type: "boolean" },
 };
@@ -178,6 +180,7 @@ function readProfile(
     },
     pidsMax: num("pids_max") ?? defaults.pidsMax,
     ...arrayLimit(num("max_array_size")),
+    ...(num("max_output_chars") === null ? {} : { maxOutputChars: num("max_output_chars") ?? 0 }),
     network: (values.get("network") as ProfileNetwork | undefined) ?? defaults.network ?? "none",
     ...(warnSeconds === null ? {} : { warnBeforeLimitSeconds: warnSeconds }),
   };

@@ -147,6 +147,8 @@ export const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   allow_sessions: { type: "boolean" },
   // The most tasks (MPI ranks) one BATCH workload may ask for; absent: 1 (one command).
   max_tasks: { type: "integer", check: range(1, 1_000_000) },
+  // A session cell's output sent per stream; past it the whole output goes to a file.
+  max_output_chars: { type: "integer", check: range(1_000, 100_000_000) },
   // srun's --mpi for those tasks (pmi2, pmix, ...); absent: the cluster's MpiDefault.
   mpi: { type: "string", check: mpiPlugin },
   // Who jobs run as: "allocation" (the daemon's choice) or "owner" (the principal's account).

@@ -109,6 +109,7 @@ function publicViewOf(
   mounts: readonly ProfileMount[],
 ): ResourceProfile {
   const warnMinutes = int(values, "warn_minutes_before_limit");
+  const maxOutputChars = int(values, "max_output_chars");
   return {
     name,
     description: str(values, "description") ?? "",
@@ -124,6 +125,7 @@ function publicViewOf(
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
     ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
     ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
+    ...(maxOutputChars === null ? {} : { maxOutputChars }),
     ...(mounts.length > 0 ? { mounts } : {}),
   };
 }

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import * as v from "valibot";
 import type { AttemptPreparer, PrepareResult } from "../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../core/layout.ts";
-import type { Allocation, Workload } from "../../core/models.ts";
+import type { Allocation, ResourceProfile, Workload } from "../../core/models.ts";
 import {
   SESSION_MAX_RANKS,
   type SessionAttemptRead,
@@ -134,6 +134,21 @@ export interface SessionPreparerOptions {
   readonly backend: AllocationBackend;
 }
 
+/** The worker's argv: the daemon's command, its credentials, the admin's cap for the profile's cells. */
+function workerArgv(
+  command: readonly string[],
+  credentialDir: string,
+  profile: ResourceProfile,
+): string[] {
+  const cap = profile.maxOutputChars;
+  return [
+    ...command,
+    "--credential-dir",
+    credentialDir,
+    ...(cap === undefined ? [] : ["--max-output-chars", String(cap)]),
+  ];
+}
+
 export function createSessionPreparer(options: SessionPreparerOptions): AttemptPreparer {
   const { layout, backend } = options;
   return {
@@ -201,7 +216,7 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           launch: {
             kind: "WORKER",
             // The backend appends `--rank-env NAME`; the directory is the preparer's to say.
-            workerCommand: [...options.workerCommand, "--credential-dir", credentialDir],
+            workerCommand: workerArgv(options.workerCommand, credentialDir, profile),
             credentialDir,
             ranks,
             env: { ...(workload.spec.env ?? {}) },

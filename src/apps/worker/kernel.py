@@ -145,14 +145,40 @@ def merge(batch):
     return merged
 
 
+OUTPUT_DIR = "openai4s-outputs"
+
+# One cell's whole output file stops here: `while True: print(...)` must not fill the disk
+# the workspace shares with everyone's jobs.
+MAX_SPILL_CHARS = 1 << 30
+
+
+def open_spill(workspace, name):
+    """A new file for a cell's whole output, in OUTPUT_DIR of the workspace: (file, its path
+    relative to the workspace), or (None, why not). Written here, inside the sandbox as the
+    job's own user, never by the daemon; a link planted at the name is not followed."""
+    try:
+        directory = os.path.join(workspace, OUTPUT_DIR)
+        os.makedirs(directory, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(os.path.join(directory, name), flags, 0o666)
+        return os.fdopen(fd, "w", encoding="utf-8", errors="replace"), OUTPUT_DIR + "/" + name
+    except OSError as error:
+        return None, str(error)
+
+
 class HeadTail:
     """One stream's cap in a cell: the first half of `limit` characters go out as written;
     past it one line says so at once (while the cell runs, not after), the middle is left out,
     and the last half is kept and sent when the cell ends. The end of a long output (the
     final loss, the summary) is the part a scientist needs: it must not be the part dropped.
+
+    Nothing is lost either: past the cap the whole output (head included) is written to a
+    file in the workspace as it streams (`spill` opens it), and both notes name that file, so
+    the scientist downloads the 10 MB a cell printed instead of 2 % of it. Memory stays
+    bounded: the head (until the file opens) and the tail, never the middle.
     """
 
-    def __init__(self, limit):
+    def __init__(self, limit, spill=None):
         self.head = limit - limit // 2
         self.tail_limit = limit // 2
         self.passed = 0
@@ -160,6 +186,49 @@ class HeadTail:
         self.tail_chars = 0
         self.dropped = 0
         self.cutting = False
+        self.spill = spill
+        self.head_text = []
+        self.file = None
+        self.where = None
+        self.spilled = 0
+
+    def _open(self):
+        """Opens the whole output's file and writes the head to it; the note's words."""
+        if self.spill is None:
+            return ""
+        self.file, found = self.spill()
+        if self.file is None:
+            return " (the whole output could not be kept: %s)" % found
+        self.where = found
+        self._write("".join(self.head_text))
+        return "; the whole output goes to %s" % found
+
+    def _write(self, text):
+        room = MAX_SPILL_CHARS - self.spilled
+        try:
+            self.file.write(text[:room])
+            self.spilled += min(len(text), room)
+            if len(text) > room:
+                self.file.write("\n[... openai4s: this file stops at %d characters]\n" % MAX_SPILL_CHARS)
+                self._lost("over %d characters" % MAX_SPILL_CHARS)
+        except OSError as error:
+            self._lost(error)
+
+    def flush(self):
+        """What the cell wrote so far reaches the file (a flush of the stream, print(flush=True))."""
+        if self.file is not None:
+            try:
+                self.file.flush()
+            except OSError as error:
+                self._lost(error)
+
+    def _lost(self, error):
+        try:
+            self.file.close()
+        except OSError:
+            pass
+        self.file = None
+        self.where = "%s (incomplete: %s)" % (self.where, error)
 
     def take(self, text):
         """(what of `text` goes out now, the note that cutting began or None)."""
@@ -167,14 +236,22 @@ class HeadTail:
         self.passed += len(now)
         rest = text[len(now) :]
         if not rest:
+            if now and self.spill is not None:
+                self.head_text.append(now)
             return now, None
         note = None
         if not self.cutting:
             self.cutting = True
+            if now and self.spill is not None:
+                self.head_text.append(now)
+            kept = self._open()
+            self.head_text = []
             note = (
-                "\n[... output over %d characters: the middle is left out; its last %d characters follow when the cell ends]\n"
-                % (self.head, self.tail_limit)
+                "\n[... output over %d characters%s: the middle is left out here; its last %d characters follow when the cell ends]\n"
+                % (self.head, kept, self.tail_limit)
             )
+        if self.file is not None:
+            self._write(rest)
         self.tail.append(rest)
         self.tail_chars += len(rest)
         while self.tail_chars > self.tail_limit:
@@ -194,7 +271,16 @@ class HeadTail:
         """The kept tail, after a line counting what was left out; None when nothing was cut."""
         if not self.cutting:
             return None
-        return "\n[... %d more characters not shown]\n%s" % (self.dropped, "".join(self.tail))
+        whole = ""
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError as error:
+                self.where = "%s (incomplete: %s)" % (self.where, error)
+            self.file = None
+        if self.where is not None:
+            whole = "; the whole output is in %s" % self.where
+        return "\n[... %d more characters not shown%s]\n%s" % (self.dropped, whole, "".join(self.tail))
 
 
 class Stream(io.TextIOBase):
@@ -220,6 +306,8 @@ class Stream(io.TextIOBase):
         return False
 
     def flush(self):
+        with self._kernel.lock:
+            self._cap.flush()
         self._kernel.writer.flush()
 
     def write(self, text):
@@ -236,7 +324,10 @@ class Stream(io.TextIOBase):
         return len(text)
 
     def open_cell(self):
-        self._cap = HeadTail(self._kernel.limit)
+        self._cap = HeadTail(self._kernel.limit, self._spill)
+
+    def _spill(self):
+        return self._kernel.spill_file(self._name)
 
     def _send(self, piece):
         for i in range(0, len(piece), STREAM_CHUNK_CHARS):
@@ -271,6 +362,9 @@ class Kernel:
         self.limit = limit
         self.mime_limit = mime_limit
         self.writer = writer
+        # The workspace: where a cell's whole output is kept, whatever a cell chdir'd to.
+        self.workspace = os.getcwd()
+        self.spills = 0
         self.cells = 0
         self.cell_id = None
         # The cell that ran last: output between cells is tagged with it (ipykernel's parent).
@@ -294,6 +388,12 @@ class Kernel:
     def on_sigint(self, signum, frame):
         if self.running:
             raise KeyboardInterrupt
+
+    def spill_file(self, stream):
+        """A file for the running cell's whole `stream` (see HeadTail)."""
+        self.spills += 1
+        stamp = __import__("time").strftime("%Y%m%d-%H%M%S")
+        return open_spill(self.workspace, "%s-%d-%d-%s.txt" % (stamp, os.getpid(), self.spills, stream))
 
     def begin_cell(self):
         """From here a SIGINT interrupts the cell, and the worker is told so: an interrupt it

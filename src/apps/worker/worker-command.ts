@@ -26,6 +26,9 @@ Options:
   --rank-env NAME        environment variable that holds this worker's rank (required)
   --grace-seconds N      how long a lost connection may stay lost before exiting (default 60)
   --python PATH          Python 3 interpreter for the kernel (default: python3 on PATH)
+  --max-output-chars N   a cell's output sent per stream (first and last halves); past it
+                         the whole output goes to openai4s-outputs/ in the workspace
+                         (default 200000; the profile's max_output_chars)
   --gateway-socket PATH  dial the gateway at this unix socket instead of the credential's
                          TCP address (set by the local backend for a job without network)
   -h, --help             show this help
@@ -41,6 +44,7 @@ interface WorkerArgs {
   readonly graceSeconds: number;
   readonly python: string;
   readonly gatewaySocket: string | null;
+  readonly maxOutputChars: number | null;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -52,6 +56,7 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let graceSeconds = 60;
   let python = "python3";
   let gatewaySocket: string | null = null;
+  let maxOutputChars: number | null = null;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "-h" || arg === "--help") return "help";
@@ -82,6 +87,14 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
       case "--python":
         python = value();
         break;
+      case "--max-output-chars": {
+        const raw = value();
+        maxOutputChars = Number(raw);
+        if (!/^[0-9]+$/.test(raw) || maxOutputChars < 1000 || maxOutputChars > 100_000_000) {
+          throw new UsageError("--max-output-chars must be a whole number from 1000 to 100000000");
+        }
+        break;
+      }
       case "--gateway-socket":
         gatewaySocket = value();
         if (!gatewaySocket.startsWith("/")) {
@@ -94,7 +107,7 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   }
   if (credentialDir === undefined) throw new UsageError("--credential-dir is required");
   if (rankEnv === undefined) throw new UsageError("--rank-env is required");
-  return { credentialDir, rankEnv, graceSeconds, python, gatewaySocket };
+  return { credentialDir, rankEnv, graceSeconds, python, gatewaySocket, maxOutputChars };
 }
 
 export const workerCommand: Command = {
@@ -122,6 +135,7 @@ export const workerCommand: Command = {
       graceMs: parsed.graceSeconds * 1000,
       python: parsed.python,
       ...(parsed.gatewaySocket === null ? {} : { gatewaySocket: parsed.gatewaySocket }),
+      ...(parsed.maxOutputChars === null ? {} : { maxOutputChars: parsed.maxOutputChars }),
     });
   },
 };
@@ -134,6 +148,7 @@ async function runWithSignals(
     graceMs: number;
     python: string;
     gatewaySocket?: string;
+    maxOutputChars?: number;
   },
 ): Promise<number> {
   const log = jsonLog((line) => io.stderr(line));

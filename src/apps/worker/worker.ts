@@ -45,6 +45,8 @@ export interface WorkerOptions {
   /** Connect-to-verdict limit per dial attempt (default 30 s). */
   readonly verdictTimeoutMs?: number;
   readonly maxFrameBytes?: number;
+  /** A cell's output sent per stream (the profile's cap); absent: the kernel's default. */
+  readonly maxOutputChars?: number;
 }
 
 export type WorkerExit =
@@ -81,6 +83,14 @@ export function workerExitCode(exit: WorkerExit): number {
 
 const FIRST_BACKOFF_MS = 100;
 
+/**
+ * The longest pause between dials while resuming a connection that was up: a user's kernel
+ * waits on it. With 3 s (the first dial's cap), a daemon restart left a kernel unreachable
+ * for up to 3 s after the new daemon answered, and a client's retry backoff stacked on top
+ * (issue 30). A refused connect every second is nothing for a daemon that is down.
+ */
+const RESUME_MAX_BACKOFF_MS = 1000;
+
 export async function runWorker(options: WorkerOptions, signal: AbortSignal): Promise<WorkerExit> {
   const { log, clock, rank } = options;
   const start = readStart(options);
@@ -101,6 +111,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
   let reportOutput: ((event: CellEvent, cell: string | undefined) => void) | null = null;
   const kernel = createKernel({
     python: options.python,
+    ...(options.maxOutputChars !== undefined && { maxOutputChars: options.maxOutputChars }),
     log,
     onStatus: (status) => reportStatus?.(status),
     onIdleEvent: (event, cell) => reportOutput?.(event, cell),
@@ -110,7 +121,11 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     let deadline = initial.expiresAt;
     let everConnected = false;
     for (;;) {
-      const dialed = await dialUntil(options, address, credential, deadline, signal, pin);
+      const dialed = await dialUntil(
+        options,
+        { address, credential, deadline, pin, resuming: everConnected },
+        signal,
+      );
       switch (dialed.kind) {
         case "Aborted":
           return { kind: "Stopped", reason: "signal" };
@@ -210,13 +225,18 @@ type DialUntilResult =
 /** Dials until a verdict, the deadline, or the signal; backoff doubles, with jitter. */
 async function dialUntil(
   options: WorkerOptions,
-  address: GatewayTarget,
-  credential: Credential,
-  deadline: number,
+  target: {
+    readonly address: GatewayTarget;
+    readonly credential: Credential;
+    readonly deadline: number;
+    readonly pin: string | undefined;
+    readonly resuming: boolean;
+  },
   signal: AbortSignal,
-  pin: string | undefined,
 ): Promise<DialUntilResult> {
-  const maxBackoffMs = options.maxBackoffMs ?? 3000;
+  const { address, credential, deadline, pin } = target;
+  const cap = options.maxBackoffMs ?? 3000;
+  const maxBackoffMs = target.resuming ? Math.min(cap, RESUME_MAX_BACKOFF_MS) : cap;
   let backoffMs = FIRST_BACKOFF_MS;
   let last = "not tried";
   for (let attempt = 1; ; attempt++) {

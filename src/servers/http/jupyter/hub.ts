@@ -19,9 +19,18 @@
 import { randomUUID } from "node:crypto";
 import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";
 import type { InterruptOutcome } from "../../../core/session/session-service.ts";
-import { every, sleep, systemTimers } from "../../../lib/clock.ts";
+import { every, sleep, systemTimers, type Timers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import type { CellEvent } from "../../../wire/worker-protocol.ts";
+import {
+  type Client,
+  type ClientSessions,
+  createClientSessions,
+  DEFAULT_REPLAY_LIMITS,
+  type KernelSocket,
+  type Replayed,
+  type ReplayLimits,
+} from "./client-sessions.ts";
 import {
   type Channel,
   type ClientMessage,
@@ -32,11 +41,7 @@ import {
   replyType,
 } from "./messages.ts";
 
-/** The part of a server websocket the hub uses. */
-export interface KernelSocket {
-  send(text: string): void;
-  close(code: number, reason: string): void;
-}
+export type { KernelSocket } from "./client-sessions.ts";
 
 export type ExecutionState = "starting" | "idle" | "busy" | "restarting" | "dead";
 
@@ -58,13 +63,20 @@ export interface KernelHubsDeps {
   readonly log: Log;
   /** How often a waiting request and a watched session look again (default 250 ms). */
   readonly pollMs?: number;
+  /** What a client's session keeps while its websocket is gone (client-sessions.ts). */
+  readonly replay?: ReplayLimits;
+  readonly timers?: Timers;
 }
 
 export interface KernelHubs {
-  /** A new websocket of `workloadId`'s kernel: feed it the socket's frames and its close. */
+  /**
+   * A new websocket of `workloadId`'s kernel, of client session `sessionKey` (null: none
+   * named, nothing kept for it): feed it the socket's frames and its close.
+   */
   connect(
     workloadId: string,
     socket: KernelSocket,
+    sessionKey?: string | null,
   ): { onMessage(text: string): void; onClose(): void };
   activity(workloadId: string): KernelActivity;
   restart(workloadId: string): Promise<RestartOutcome>;
@@ -74,7 +86,7 @@ export interface KernelHubs {
 
 interface Hub {
   readonly id: string;
-  readonly sockets: Set<KernelSocket>;
+  readonly clients: ClientSessions;
   kernelSession: string;
   executionState: ExecutionState;
   lastActivityMs: number | null;
@@ -164,16 +176,48 @@ function rememberParent(h: Hub, header: Header): void {
   }
 }
 
+/**
+ * After the replay: what was dropped from it (said, so a gap in the output is not taken for
+ * the cell's), then the kernel's state, which a client attaching mid-cell has not seen.
+ */
+function greet(h: Hub, socket: KernelSocket, replayed: Replayed, maxBytes: number): void {
+  if (replayed.dropped > 0) {
+    const text = `[openai4s: ${replayed.dropped} output messages (${replayed.droppedBytes} bytes) sent while this client was disconnected were dropped: over the ${maxBytes}-byte replay bound]\n`;
+    socket.send(
+      kernelMessage("iopub", "stream", { name: "stderr", text }, h.lastParent, h.kernelSession),
+    );
+  }
+  // Only a busy kernel: JupyterLab takes any other status on a fresh websocket during its
+  // restart() as the kernel's own news and cancels its kernel_info_request.
+  if (h.executionState !== "busy") return;
+  socket.send(kernelMessage("iopub", "status", { execution_state: "busy" }, {}, h.kernelSession));
+}
+
+/** One share of the shell queue per client session: reconnecting does not buy another. */
+function shareOf(queues: WeakMap<Client, Queued>, client: Client): Queued {
+  let queued = queues.get(client);
+  if (queued === undefined) {
+    queued = { count: 0, bytes: 0 };
+    queues.set(client, queued);
+  }
+  return queued;
+}
+
 export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const hubs = new Map<string, Hub>();
   const pollMs = deps.pollMs ?? 250;
+  const replay = deps.replay ?? DEFAULT_REPLAY_LIMITS;
+  const timers = deps.timers ?? systemTimers;
 
   function hubOf(id: string): Hub {
     let h = hubs.get(id);
     if (!h) {
       h = {
         id,
-        sockets: new Set(),
+        clients: createClientSessions(replay, timers, () => {
+          const it = hubs.get(id);
+          if (it) stopWatching(it);
+        }),
         kernelSession: randomUUID(),
         executionState: "idle",
         lastActivityMs: null,
@@ -191,7 +235,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   }
 
   function broadcast(h: Hub, text: string): void {
-    for (const s of h.sockets) s.send(text);
+    h.clients.broadcast(text);
   }
 
   function status(h: Hub, state: ExecutionState, parent: Header): void {
@@ -204,18 +248,18 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
 
   function reply(
     h: Hub,
-    socket: KernelSocket,
+    socket: Client,
     channel: Channel,
     request: ClientMessage,
     msgType: string,
     content: Readonly<Record<string, unknown>>,
   ): void {
-    socket.send(kernelMessage(channel, msgType, content, request.header, h.kernelSession));
+    socket.send(kernelMessage(channel, msgType, content, request.header, h.kernelSession), true);
   }
 
   function errorReply(
     h: Hub,
-    socket: KernelSocket,
+    socket: Client,
     request: ClientMessage,
     ename: string,
     evalue: string,
@@ -228,7 +272,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
    * One output, to the sockets that should see it: a request's (`socket` asked it), or one
    * made while no request ran (`socket` null: there is nobody to ask for input).
    */
-  function relay(h: Hub, socket: KernelSocket | null, parent: Header, event: CellEvent): void {
+  function relay(h: Hub, socket: Client | null, parent: Header, event: CellEvent): void {
     h.lastActivityMs = deps.now();
     switch (event.type) {
       case "stream":
@@ -259,7 +303,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
           event.buffers ?? [],
         );
         if (event.channel === "stdin") {
-          socket?.send(text);
+          socket?.send(text, true);
           return;
         }
         if (event.msgType === "status") {
@@ -293,11 +337,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const pause = () => sleep(pollMs);
 
   /** Waits until READY; false (and the client told) when the session will never be. */
-  async function untilReady(
-    h: Hub,
-    socket: KernelSocket,
-    request: ClientMessage,
-  ): Promise<boolean> {
+  async function untilReady(h: Hub, socket: Client, request: ClientMessage): Promise<boolean> {
     for (;;) {
       const standing = deps.jupyter.standing(h.id);
       if (standing.kind === "Ready") return true;
@@ -313,7 +353,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
 
   async function runShell(
     h: Hub,
-    socket: KernelSocket,
+    socket: Client,
     request: ClientMessage,
     arrival: number,
   ): Promise<void> {
@@ -373,15 +413,17 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   }
 
   // Output between requests: parented to the cell that ran last, as ipykernel does.
+  const queues = new WeakMap<Client, Queued>();
+
   const unsubscribe = deps.jupyter.onOutput((workloadId, cell, event) => {
     const h = hubs.get(workloadId);
-    if (h === undefined || h.sockets.size === 0) return;
+    if (h === undefined || h.clients.size() === 0) return;
     const parent = (cell !== null ? h.parents.get(cell) : undefined) ?? h.lastParent;
     relay(h, null, parent, event);
   });
 
   /** kernel_info from what the kernel said before: a reconnecting client is not held behind a cell. */
-  function answerKernelInfo(h: Hub, socket: KernelSocket, request: ClientMessage): boolean {
+  function answerKernelInfo(h: Hub, socket: Client, request: ClientMessage): boolean {
     if (h.kernelInfo === null) return false;
     const state = h.executionState;
     socket.send(
@@ -406,7 +448,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     return true;
   }
 
-  async function runControl(h: Hub, socket: KernelSocket, request: ClientMessage): Promise<void> {
+  async function runControl(h: Hub, socket: Client, request: ClientMessage): Promise<void> {
     switch (request.msgType) {
       case "interrupt_request": {
         const outcome = await deps.interrupt(h.id);
@@ -440,7 +482,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     }
   }
 
-  function onMessage(h: Hub, socket: KernelSocket, text: string, queued: Queued): void {
+  function onMessage(h: Hub, socket: Client, text: string, queued: Queued): void {
     h.lastActivityMs = deps.now();
     const request = parseClientMessage(text);
     if (typeof request === "string") {
@@ -493,8 +535,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       if (standing.kind === "Starting") return;
       const reason = standing.kind === "Dead" ? standing.message : "no such kernel";
       status(h, "dead", {});
-      for (const s of h.sockets) s.close(1000, reason.slice(0, 120));
-      h.sockets.clear();
+      h.clients.closeAll(1000, reason.slice(0, 120));
       stopWatching(h);
       hubs.delete(h.id);
     });
@@ -515,18 +556,16 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   }
 
   return {
-    connect(workloadId, socket) {
+    connect(workloadId, socket, sessionKey = null) {
       const h = hubOf(workloadId);
-      h.sockets.add(socket);
       if (deps.jupyter.standing(workloadId).kind !== "Ready") h.executionState = "starting";
+      const { client, replayed } = h.clients.attach(sessionKey, socket);
+      greet(h, socket, replayed, replay.maxBytes);
       watch(h);
-      const queued: Queued = { count: 0, bytes: 0 };
+      const share = shareOf(queues, client);
       return {
-        onMessage: (text) => onMessage(h, socket, text, queued),
-        onClose() {
-          h.sockets.delete(socket);
-          if (h.sockets.size === 0) stopWatching(h);
-        },
+        onMessage: (text) => onMessage(h, client, text, share),
+        onClose: () => h.clients.detach(client, socket),
       };
     },
     activity(workloadId) {
@@ -542,7 +581,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
             : "dead";
       return {
         executionState,
-        connections: h?.sockets.size ?? 0,
+        connections: h?.clients.attachedCount() ?? 0,
         lastActivityMs: h?.lastActivityMs ?? null,
       };
     },
@@ -550,8 +589,8 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     closeAll(reason) {
       unsubscribe();
       for (const h of hubs.values()) {
-        for (const s of h.sockets) s.close(1001, reason);
-        h.sockets.clear();
+        // 1012 (service restart): JupyterLab takes 1000/1001 as final and never reconnects.
+        h.clients.closeAll(1012, reason);
         stopWatching(h);
       }
       hubs.clear();

@@ -19,7 +19,12 @@ const HeaderSchema = v.looseObject({
 const ClientMessageSchema = v.looseObject({
   header: HeaderSchema,
   content: v.optional(v.record(v.string(), v.unknown()), {}),
-  channel: v.picklist(["shell", "control", "stdin"]),
+  /**
+   * jupyter_server 1.x's gateway client forwards messages without it; a stock Jupyter
+   * Server routes those as shell (its `channel` default), so nbconvert through a gateway-mode
+   * server does not time out on 117 dropped requests.
+   */
+  channel: v.optional(v.picklist(["shell", "control", "stdin"]), "shell"),
   /** Base64, as v1ToJson puts a binary frame's buffers; a JSON frame's are not carried. */
   buffers: v.optional(v.pipe(v.array(v.unknown()), v.maxLength(100))),
 });

@@ -251,15 +251,28 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
       });
     }
     let connection: ReturnType<KernelHubs["connect"]> | null = null;
+    // The client's session (JupyterLab's clientId, jupyter_server's gateway session): what
+    // the kernel says to it while this websocket is gone is kept for its next one. Scoped
+    // to the caller, so a session id seen elsewhere opens nobody else's replay.
+    const sessionId = c.req.query("session_id");
+    const caller = c.get("caller");
+    const sessionKey =
+      sessionId === undefined || sessionId === "" || sessionId.length > 200
+        ? null
+        : `${caller.kind === "Principal" ? caller.name : ""}\u0000${sessionId}`;
     // Bun selects the first protocol a client offers; JupyterLab offers only v1.
     const offered = c.req.header("sec-websocket-protocol")?.split(",")[0]?.trim() ?? "";
     const v1 = offered === V1_PROTOCOL;
     const handlers: SocketHandlers = {
       open(ws) {
-        connection = hubs.connect(w.id, {
-          send: (text) => void ws.send(v1 ? jsonToV1(text) : jsonFraming(text)),
-          close: (code, reason) => ws.close(code, reason),
-        });
+        connection = hubs.connect(
+          w.id,
+          {
+            send: (text) => void ws.send(v1 ? jsonToV1(text) : jsonFraming(text)),
+            close: (code, reason) => ws.close(code, reason),
+          },
+          sessionKey,
+        );
       },
       message(_ws, message) {
         const text =

@@ -10,7 +10,12 @@ const d = <S extends v.GenericSchema>(schema: S, text: string) =>
 
 export const JupyterQuery = v.looseObject({
   token: v.optional(d(v.string(), "The token, where a header cannot be set (/api/ only).")),
-  session_id: v.optional(d(v.string(), "The client's session id (not used).")),
+  session_id: v.optional(
+    d(
+      v.string(),
+      "The client's session: its messages are kept while its websocket is gone, and replayed when it reconnects.",
+    ),
+  ),
 });
 
 export const KernelStartBody = v.strictObject({
