@@ -23,9 +23,11 @@ import { parseWith, readJson } from "../validation.ts";
 import { profileView } from "../views.ts";
 import { SubmitBody } from "../workloads/schemas.ts";
 import { normalize, submitWorkload } from "../workloads/submit.ts";
+import { createContentsRoutes } from "./contents-routes.ts";
 import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
 import { KernelStartBody } from "./schemas.ts";
+import { createSessionRoutes } from "./sessions-routes.ts";
 import type { SocketHandlers } from "./socket.ts";
 import { binaryToJson, jsonFraming, jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
 
@@ -145,25 +147,25 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     return c.json(kernelspec(p));
   });
 
-  app.post("/api/kernels", async function startKernel(c) {
+  /**
+   * Starts a kernel: a SESSION of the kernelspec's profile, by the same schema and
+   * admission as POST /v1/workloads. "python3" is every notebook's (and jupyter_server's
+   * gateway client's) default kernel name: it means the default profile unless a profile
+   * has that name. Any other unknown name is refused by admission, naming the profile.
+   * Gateway clients send the client's whole environment (nbclient: PATH, HOME, its own
+   * gateway token): as Kernel and Enterprise Gateway do, only KERNEL_* variables reach the
+   * kernel, and of those only names the env policy allows (a credential-shaped one is
+   * dropped, never forwarded).
+   */
+  async function startKernel(caller: Caller, asked: string, givenEnv: unknown): Promise<Workload> {
     if (!jupyter) throw unavailable();
-    const given = parseWith(KernelStartBody, (await readJson(c, { emptyIsNone: true })) ?? {});
     const profiles = sessionProfiles(deps);
     const fallback = (profiles.find((p) => p.name === "default") ?? profiles[0])?.name ?? "default";
-    const asked = typeof given["name"] === "string" ? given["name"] : "";
-    // "python3" is every notebook's (and jupyter_server's gateway client's) default kernel
-    // name: it means the default profile unless a profile has that name. Any other unknown
-    // name is refused by admission, naming the profile.
     const name =
       asked === "" || (PYTHON_ALIASES.has(asked) && !profiles.some((p) => p.name === asked))
         ? fallback
         : asked;
-    // The same schema and admission as POST /v1/workloads. Gateway clients send the client's
-    // whole environment (nbclient: PATH, HOME, its own gateway token): as Kernel and
-    // Enterprise Gateway do, only KERNEL_* variables reach the kernel, and of those only
-    // names the env policy allows (a credential-shaped one is dropped, never forwarded).
-    // `path` (the notebook's) chooses nothing on the host and is not used.
-    const env = kernelEnv(given["env"]);
+    const env = kernelEnv(givenEnv);
     const submission = normalize(
       parseWith(SubmitBody, {
         kind: "SESSION",
@@ -171,11 +173,20 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
         ...(Object.keys(env).length > 0 ? { env } : {}),
       }),
     );
-    const outcome = await submitWorkload(deps, submission, null, submitterFor(c.get("caller")));
+    const outcome = await submitWorkload(deps, submission, null, submitterFor(caller));
     if (outcome.kind === "Admitted") deps.reconciler.admitted(outcome.workload, outcome.attempt);
     deps.log.info("kernel started", { workloadId: outcome.workload.id, profile: name });
-    c.header("Location", `/api/kernels/${kernelIdOf(outcome.workload.id)}`);
-    return c.json(model(outcome.workload), 201);
+    return outcome.workload;
+  }
+
+  app.post("/api/kernels", async function startKernelRoute(c) {
+    if (!jupyter) throw unavailable();
+    const given = parseWith(KernelStartBody, (await readJson(c, { emptyIsNone: true })) ?? {});
+    const asked = typeof given["name"] === "string" ? given["name"] : "";
+    // `path` (the notebook's) chooses nothing on the host and is not used.
+    const workload = await startKernel(c.get("caller"), asked, given["env"]);
+    c.header("Location", `/api/kernels/${kernelIdOf(workload.id)}`);
+    return c.json(model(workload), 201);
   });
 
   app.get("/api/kernels", (c) => {
@@ -284,6 +295,9 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     // Bun has taken the connection over; this answer is never sent.
     return new Response(null);
   });
+
+  app.route("/", createSessionRoutes({ deps, model, kernelOf, startKernel }));
+  app.route("/", createContentsRoutes(deps));
 
   return { app, hubs };
 }
