@@ -12,7 +12,13 @@
  * profile into the host's loopback services, rather than out of them.
  */
 import { availableParallelism } from "node:os";
-import type { ProfileNetwork, ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import { readEnvironments } from "../../core/environments.ts";
+import type {
+  ProfileEnvironment,
+  ProfileNetwork,
+  ResourceProfile,
+  WorkloadKind,
+} from "../../core/models.ts";
 import { DEFAULT_LOCAL_MAX_ARRAY_SIZE, LOCAL_MAX_ARRAY_SIZE_CEILING } from "./backend-options.ts";
 
 /** The shape of the subset reader's tree (structurally the same type; no import needed). */
@@ -130,10 +136,17 @@ function readProfile(
     );
   }
   const values = new Map<string, string | number | boolean>();
+  let environments: readonly ProfileEnvironment[] = [];
   for (const [key, child] of node.entries) {
+    if (key === "environments") {
+      const read = readEnvironments(name, child);
+      if (read.kind === "Refused") return refusal(file, read.line, read.message);
+      environments = read.environments;
+      continue;
+    }
     const spec = Object.hasOwn(KEYS, key) ? KEYS[key] : undefined;
     if (spec === undefined) {
-      const known = Object.keys(KEYS).join(", ");
+      const known = [...Object.keys(KEYS), "environments"].join(", ");
       return refusal(
         file,
         child.position.line,
@@ -180,6 +193,7 @@ function readProfile(
     ...arrayLimit(num("max_array_size")),
     network: (values.get("network") as ProfileNetwork | undefined) ?? defaults.network ?? "none",
     ...(warnSeconds === null ? {} : { warnBeforeLimitSeconds: warnSeconds }),
+    ...(environments.length === 0 ? {} : { environments }),
   };
 }
 

@@ -13,6 +13,7 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import type { AttemptPreparer, PrepareResult } from "../../core/attempt-preparer.ts";
+import { chooseEnvironment, environmentWorkerArgs } from "../../core/environments.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
 import {
@@ -157,6 +158,12 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           message: `profile ${JSON.stringify(workload.profile)} is no longer offered`,
         };
       }
+      const choice = chooseEnvironment(profile, workload.spec.environment);
+      if (choice.kind === "Unknown") {
+        // Admission checked it; the profile changed since (a config reload dropped it).
+        return { kind: "Refused", reason: "SUBMIT_REJECTED", message: choice.message };
+      }
+      const environment = choice.kind === "Found" ? choice.environment : null;
       const ranks = profile.resources.nodes;
       const workspaceDir = layout.workspaceDir(workload.id);
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
@@ -201,10 +208,24 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           launch: {
             kind: "WORKER",
             // The backend appends `--rank-env NAME`; the directory is the preparer's to say.
-            workerCommand: [...options.workerCommand, "--credential-dir", credentialDir],
+            workerCommand: [
+              ...options.workerCommand,
+              "--credential-dir",
+              credentialDir,
+              ...(environment === null ? [] : environmentWorkerArgs(environment)),
+            ],
             credentialDir,
             ranks,
             env: { ...(workload.spec.env ?? {}) },
+            ...(environment === null
+              ? {}
+              : {
+                  environment: {
+                    name: environment.name,
+                    python: environment.python,
+                    prefix: environment.prefix,
+                  },
+                }),
           },
           allocationDir,
           workspaceDir,

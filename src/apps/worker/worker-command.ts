@@ -9,6 +9,7 @@ import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { jsonLog } from "../../lib/log.ts";
+import type { KernelEnvironment } from "./kernel-launch.ts";
 import { makeNonDumpable } from "./non-dumpable.ts";
 import { runWorker, workerExitCode } from "./worker.ts";
 
@@ -26,6 +27,10 @@ Options:
   --rank-env NAME        environment variable that holds this worker's rank (required)
   --grace-seconds N      how long a lost connection may stay lost before exiting (default 60)
   --python PATH          Python 3 interpreter for the kernel (default: python3 on PATH)
+  --environment-prefix DIR  the profile environment's venv or conda prefix: its bin first
+                         on the kernel's PATH (set by the daemon from the profile)
+  --kernel-setup LINE    a shell line run by bash before the kernel starts, e.g. a module
+                         load (repeatable; set by the daemon from the profile)
   --gateway-socket PATH  dial the gateway at this unix socket instead of the credential's
                          TCP address (set by the local backend for a job without network)
   -h, --help             show this help
@@ -41,6 +46,7 @@ interface WorkerArgs {
   readonly graceSeconds: number;
   readonly python: string;
   readonly gatewaySocket: string | null;
+  readonly environment: KernelEnvironment | undefined;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -52,6 +58,8 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let graceSeconds = 60;
   let python = "python3";
   let gatewaySocket: string | null = null;
+  let prefix: string | null = null;
+  const setupLines: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "-h" || arg === "--help") return "help";
@@ -82,6 +90,14 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
       case "--python":
         python = value();
         break;
+      case "--environment-prefix":
+        prefix = value();
+        if (!prefix.startsWith("/"))
+          throw new UsageError("--environment-prefix must be an absolute path");
+        break;
+      case "--kernel-setup":
+        setupLines.push(value());
+        break;
       case "--gateway-socket":
         gatewaySocket = value();
         if (!gatewaySocket.startsWith("/")) {
@@ -94,7 +110,9 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   }
   if (credentialDir === undefined) throw new UsageError("--credential-dir is required");
   if (rankEnv === undefined) throw new UsageError("--rank-env is required");
-  return { credentialDir, rankEnv, graceSeconds, python, gatewaySocket };
+  const environment =
+    prefix === null && setupLines.length === 0 ? undefined : { prefix, setupLines };
+  return { credentialDir, rankEnv, graceSeconds, python, gatewaySocket, environment };
 }
 
 export const workerCommand: Command = {
@@ -121,6 +139,7 @@ export const workerCommand: Command = {
       rank: Number(rankText),
       graceMs: parsed.graceSeconds * 1000,
       python: parsed.python,
+      ...(parsed.environment === undefined ? {} : { environment: parsed.environment }),
       ...(parsed.gatewaySocket === null ? {} : { gatewaySocket: parsed.gatewaySocket }),
     });
   },
@@ -134,6 +153,7 @@ async function runWithSignals(
     graceMs: number;
     python: string;
     gatewaySocket?: string;
+    environment?: KernelEnvironment;
   },
 ): Promise<number> {
   const log = jsonLog((line) => io.stderr(line));

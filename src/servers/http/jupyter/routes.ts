@@ -15,7 +15,12 @@ import {
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Submitter } from "../../../core/admission.ts";
 import { envNameRefusal } from "../../../core/env-policy.ts";
-import { isTerminal, type ResourceProfile, type Workload } from "../../../core/models.ts";
+import {
+  isTerminal,
+  type ProfileEnvironment,
+  type ResourceProfile,
+  type Workload,
+} from "../../../core/models.ts";
 import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound } from "../problem.ts";
@@ -41,19 +46,33 @@ function sessionProfiles(deps: ApiDeps): readonly ResourceProfile[] {
   return deps.backend.profiles().filter((p) => p.kinds.includes("SESSION"));
 }
 
-function kernelspec(p: ResourceProfile) {
+function kernelspec(p: ResourceProfile, environment?: ProfileEnvironment) {
   return {
-    name: p.name,
+    name: environment === undefined ? p.name : `${p.name}/${environment.name}`,
     spec: {
       argv: [],
-      display_name: `Python (${p.name})`,
+      display_name:
+        environment === undefined ? `Python (${p.name})` : `${environment.displayName} (${p.name})`,
       language: "python",
       interrupt_mode: "message",
       env: {},
-      metadata: { openai4s: profileView(p) },
+      metadata: {
+        openai4s: {
+          ...profileView(p),
+          ...(environment === undefined ? {} : { environment: environment.name }),
+        },
+      },
     },
     resources: {},
   };
+}
+
+/** One kernelspec per SESSION profile, and one per environment it declares (`PROFILE/ENV`). */
+function kernelspecs(profiles: readonly ResourceProfile[]) {
+  return profiles.flatMap((p) => [
+    kernelspec(p),
+    ...(p.environments ?? []).map((e) => kernelspec(p, e)),
+  ]);
 }
 
 function unavailable(): ApiError {
@@ -114,7 +133,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     const lastMs = activity?.lastActivityMs ?? w.lastActiveAt ?? w.createdAt;
     return {
       id: kernelIdOf(w.id),
-      name: w.profile,
+      name: w.spec.environment === undefined ? w.profile : `${w.profile}/${w.spec.environment}`,
       last_activity: new Date(lastMs).toISOString(),
       execution_state: isTerminal(w.phase) ? "dead" : (activity?.executionState ?? "starting"),
       connections: activity?.connections ?? 0,
@@ -137,14 +156,14 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     const first = profiles.find((p) => p.name === "default") ?? profiles[0];
     return c.json({
       default: first?.name ?? null,
-      kernelspecs: Object.fromEntries(profiles.map((p) => [p.name, kernelspec(p)])),
+      kernelspecs: Object.fromEntries(kernelspecs(profiles).map((k) => [k.name, k])),
     });
   });
 
   app.get("/api/kernelspecs/:name", (c) => {
-    const p = sessionProfiles(deps).find((x) => x.name === c.req.param("name"));
-    if (!p) throw notFound(`no kernelspec ${JSON.stringify(c.req.param("name"))}`);
-    return c.json(kernelspec(p));
+    const spec = kernelspecs(sessionProfiles(deps)).find((k) => k.name === c.req.param("name"));
+    if (!spec) throw notFound(`no kernelspec ${JSON.stringify(c.req.param("name"))}`);
+    return c.json(spec);
   });
 
   /**
@@ -161,15 +180,21 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     if (!jupyter) throw unavailable();
     const profiles = sessionProfiles(deps);
     const fallback = (profiles.find((p) => p.name === "default") ?? profiles[0])?.name ?? "default";
+    // `PROFILE/ENV` is a profile's environment (its own kernelspec); admission refuses an
+    // unknown one naming it.
+    const slash = asked.indexOf("/");
+    const environment = slash < 0 ? undefined : asked.slice(slash + 1);
+    const base = slash < 0 ? asked : asked.slice(0, slash);
     const name =
-      asked === "" || (PYTHON_ALIASES.has(asked) && !profiles.some((p) => p.name === asked))
+      base === "" || (PYTHON_ALIASES.has(base) && !profiles.some((p) => p.name === base))
         ? fallback
-        : asked;
+        : base;
     const env = kernelEnv(givenEnv);
     const submission = normalize(
       parseWith(SubmitBody, {
         kind: "SESSION",
         profile: name,
+        ...(environment === undefined ? {} : { environment }),
         ...(Object.keys(env).length > 0 ? { env } : {}),
       }),
     );
