@@ -14,7 +14,8 @@
  *   submit, never a refusal discovered when a scientist's job is queued.
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
-import type { ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import { readEnvironments } from "../../core/environments.ts";
+import type { ProfileEnvironment, ResourceProfile, WorkloadKind } from "../../core/models.ts";
 import type { ProfileMount } from "../../core/mounts.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type ClusterProfile, createClusterProfile } from "./cluster-profile.ts";
@@ -107,6 +108,7 @@ function publicViewOf(
   kinds: readonly WorkloadKind[],
   placement: SlurmPlacement,
   mounts: readonly ProfileMount[],
+  environments: readonly ProfileEnvironment[],
 ): ResourceProfile {
   const warnMinutes = int(values, "warn_minutes_before_limit");
   return {
@@ -125,6 +127,7 @@ function publicViewOf(
     ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
     ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
     ...(mounts.length > 0 ? { mounts } : {}),
+    ...(environments.length > 0 ? { environments } : {}),
   };
 }
 
@@ -155,10 +158,25 @@ function readProfile(
   const before = problems.length;
   // [profiles.NAME.mounts.LABEL] tables are read on their own; every other key as before.
   const mountsNode = node.entries.get("mounts");
+  // [profiles.NAME.environments.ENV] likewise, by the rules both backends share.
+  const environmentsNode = node.entries.get("environments");
   const plain: TomlTableNode = {
     ...node,
-    entries: new Map([...node.entries].filter(([k]) => k !== "mounts")),
+    entries: new Map([...node.entries].filter(([k]) => k !== "mounts" && k !== "environments")),
   };
+  let environments: readonly ProfileEnvironment[] = [];
+  if (environmentsNode !== undefined) {
+    const read = readEnvironments(name, environmentsNode);
+    if (read.kind === "Refused") {
+      problems.push({
+        position: { line: read.line, column: 1 },
+        key: joinKey([...path, "environments"]),
+        message: read.message,
+      });
+    } else {
+      environments = read.environments;
+    }
+  }
   const values = readKeys(plain, path, PROFILE_KEYS, problems);
   const mounts =
     mountsNode === undefined
@@ -196,7 +214,7 @@ function readProfile(
     });
     return null;
   }
-  const publicView = publicViewOf(name, values, kinds, placement, mounts);
+  const publicView = publicViewOf(name, values, kinds, placement, mounts, environments);
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
 
