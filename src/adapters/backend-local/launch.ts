@@ -124,6 +124,16 @@ function missingEnvironment(environment: {
   return null;
 }
 
+/**
+ * What a worker's sandbox binds read-only besides the daemon's own: the gateway's socket
+ * (no network), and the environment's prefix (the kernel runs it, and cannot change it).
+ */
+function workerReadOnly(launch: SubmitRequest["launch"], socket: string | null): string[] {
+  if (launch.kind !== "WORKER") return [];
+  const prefix = launch.environment?.prefix ?? null;
+  return [...(socket === null ? [] : [socket]), ...(prefix === null ? [] : [prefix])];
+}
+
 export interface RecordContext {
   readonly wrapper: LaunchWrapper;
   /** PATH and LANG from the daemon's environment (HOME is the workspace). */
@@ -166,14 +176,7 @@ export function buildJobRecord(
     ...sandboxPaths(
       request.workspaceDir,
       credentialDir,
-      [
-        ...context.sandboxReadOnly,
-        ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
-        // The environment's prefix, read-only: the kernel runs it, and cannot change it.
-        ...(launch.kind === "WORKER" && launch.environment?.prefix
-          ? [launch.environment.prefix]
-          : []),
-      ],
+      [...context.sandboxReadOnly, ...workerReadOnly(launch, socket)],
       sharedTmp,
     ),
     ...(mounts.length > 0 ? { mounts } : {}),

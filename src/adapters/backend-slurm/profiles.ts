@@ -131,6 +131,23 @@ function publicViewOf(
   };
 }
 
+/** `[profiles.NAME.environments.ENV]`, by the rules both backends share (core/environments.ts). */
+function profileEnvironments(
+  name: string,
+  node: TomlNode | undefined,
+  problems: Problem[],
+): readonly ProfileEnvironment[] {
+  if (node === undefined) return [];
+  const read = readEnvironments(name, node);
+  if (read.kind === "Valid") return read.environments;
+  problems.push({
+    position: { line: read.line, column: 1 },
+    key: joinKey(["profiles", name, "environments"]),
+    message: read.message,
+  });
+  return [];
+}
+
 function readProfile(
   name: string,
   node: TomlNode,
@@ -164,19 +181,7 @@ function readProfile(
     ...node,
     entries: new Map([...node.entries].filter(([k]) => k !== "mounts" && k !== "environments")),
   };
-  let environments: readonly ProfileEnvironment[] = [];
-  if (environmentsNode !== undefined) {
-    const read = readEnvironments(name, environmentsNode);
-    if (read.kind === "Refused") {
-      problems.push({
-        position: { line: read.line, column: 1 },
-        key: joinKey([...path, "environments"]),
-        message: read.message,
-      });
-    } else {
-      environments = read.environments;
-    }
-  }
+  const environments = profileEnvironments(name, environmentsNode, problems);
   const values = readKeys(plain, path, PROFILE_KEYS, problems);
   const mounts =
     mountsNode === undefined

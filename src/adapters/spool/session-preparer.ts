@@ -13,7 +13,11 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import type { AttemptPreparer, PrepareResult } from "../../core/attempt-preparer.ts";
-import { chooseEnvironment, environmentWorkerArgs } from "../../core/environments.ts";
+import {
+  chooseEnvironment,
+  type EnvironmentChoice,
+  environmentWorkerArgs,
+} from "../../core/environments.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
 import {
@@ -135,6 +139,28 @@ export interface SessionPreparerOptions {
   readonly backend: AllocationBackend;
 }
 
+/**
+ * The worker's command (the backend appends `--rank-env NAME`; the directory is the
+ * preparer's to say) and the environment the session chose: its interpreter and module
+ * lines on the worker's argv, its name and paths for the backend's checks and binds.
+ */
+function workerLaunch(
+  workerCommand: readonly string[],
+  credentialDir: string,
+  choice: EnvironmentChoice,
+): {
+  readonly workerCommand: readonly string[];
+  readonly environment?: { name: string; python: string; prefix: string | null };
+} {
+  const base = [...workerCommand, "--credential-dir", credentialDir];
+  if (choice.kind !== "Found") return { workerCommand: base };
+  const { name, python, prefix } = choice.environment;
+  return {
+    workerCommand: [...base, ...environmentWorkerArgs(choice.environment)],
+    environment: { name, python, prefix },
+  };
+}
+
 export function createSessionPreparer(options: SessionPreparerOptions): AttemptPreparer {
   const { layout, backend } = options;
   return {
@@ -159,11 +185,9 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
         };
       }
       const choice = chooseEnvironment(profile, workload.spec.environment);
-      if (choice.kind === "Unknown") {
-        // Admission checked it; the profile changed since (a config reload dropped it).
+      // Admission checked it; the profile changed since (a config reload dropped it).
+      if (choice.kind === "Unknown")
         return { kind: "Refused", reason: "SUBMIT_REJECTED", message: choice.message };
-      }
-      const environment = choice.kind === "Found" ? choice.environment : null;
       const ranks = profile.resources.nodes;
       const workspaceDir = layout.workspaceDir(workload.id);
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
@@ -208,24 +232,10 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           launch: {
             kind: "WORKER",
             // The backend appends `--rank-env NAME`; the directory is the preparer's to say.
-            workerCommand: [
-              ...options.workerCommand,
-              "--credential-dir",
-              credentialDir,
-              ...(environment === null ? [] : environmentWorkerArgs(environment)),
-            ],
+            ...workerLaunch(options.workerCommand, credentialDir, choice),
             credentialDir,
             ranks,
             env: { ...(workload.spec.env ?? {}) },
-            ...(environment === null
-              ? {}
-              : {
-                  environment: {
-                    name: environment.name,
-                    python: environment.python,
-                    prefix: environment.prefix,
-                  },
-                }),
           },
           allocationDir,
           workspaceDir,
