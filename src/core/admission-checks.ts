@@ -6,6 +6,7 @@
  */
 import type { RefusedField, Submission } from "./admission.ts";
 import { checkArrayRequest } from "./array/array-request.ts";
+import { chooseEnvironment } from "./environments.ts";
 import type { ResourceProfile, WorkloadSpec } from "./models.ts";
 import type { AllocationBackend } from "./ports.ts";
 
@@ -84,6 +85,9 @@ function checkAgainstProfile(
           : `profile "${profile.name}" allows at most ${maxTasks} tasks`,
     });
   }
+  const environment = chooseEnvironment(profile, submission.spec.environment);
+  if (environment.kind === "Unknown")
+    fields.push({ path: "environment", message: environment.message });
   return [...fields, ...checkArray(submission.spec, profile)];
 }
 

@@ -56,6 +56,7 @@ export interface SubmissionRequest {
   readonly maxConcurrent?: number | undefined;
   readonly tasks?: number | undefined;
   readonly tasksPerNode?: number | undefined;
+  readonly environment?: string | undefined;
 }
 
 /** One refused field: `path` names it as the request spelled it. */
@@ -133,6 +134,12 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       fields.push({ path: "idleTimeoutSeconds", message: "only a SESSION has an idle timeout" });
     }
     fields.push(...taskFields(request));
+    if (request.environment !== undefined) {
+      fields.push({
+        path: "environment",
+        message: "an environment is a SESSION's kernel's; a BATCH command chooses its own",
+      });
+    }
   } else {
     if (request.command !== undefined) {
       fields.push({ path: "command", message: "a SESSION runs a kernel, not a command" });
@@ -164,6 +171,7 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       ? { idleTimeoutSeconds: request.idleTimeoutSeconds }
       : {}),
     ...(request.array !== undefined ? { array: request.array } : {}),
+    ...(request.environment !== undefined ? { environment: request.environment } : {}),
     ...(request.maxConcurrent !== undefined ? { maxConcurrent: request.maxConcurrent } : {}),
     // `tasks: 1` is the single-task form spelled out: stored as absent, so both are one
     // request (the same idempotency hash) and run exactly as a BATCH always has.

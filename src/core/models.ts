@@ -246,6 +246,27 @@ export interface ResourceProfile {
    * Sources are the admin's business: the API shows targets and modes only.
    */
   readonly mounts?: readonly ProfileMount[];
+  /**
+   * Named software environments a SESSION may pick (`environment`): each its own kernelspec
+   * `PROFILE/ENV`. Absent or empty: the node's python3 only.
+   */
+  readonly environments?: readonly ProfileEnvironment[];
+}
+
+/**
+ * An environment an admin declares on a profile: the interpreter the kernel runs, the
+ * prefix (a venv or conda env) bound read-only into the sandbox, and environment-module
+ * lines run in a shell before the kernel starts. All the admin's, never a request's.
+ */
+export interface ProfileEnvironment {
+  readonly name: string;
+  readonly displayName: string;
+  /** Absolute path of the interpreter: `python`, or `PREFIX/bin/python`. */
+  readonly python: string;
+  /** The venv or conda prefix, bound read-only; null: an interpreter of the node's own. */
+  readonly prefix: string | null;
+  /** Shell lines (`module load gcc/12`) run before the kernel starts; empty: none. */
+  readonly moduleLines: readonly string[];
 }
 
 export type ProfileNetwork = "host" | "none";
@@ -277,6 +298,8 @@ export interface WorkloadSpec {
   readonly tasks?: number;
   /** BATCH with `tasks`: at most this many on one node (the scheduler spreads the rest). */
   readonly tasksPerNode?: number;
+  /** SESSION: one of its profile's environments, by name. Absent: the node's python3. */
+  readonly environment?: string;
 }
 
 /** What the reconciler wants for a workload. STOP carries why it was asked to stop. */

@@ -59,6 +59,16 @@ export type Launch =
       readonly credentialDir: string;
       readonly ranks: number;
       readonly env: Readonly<Record<string, string>>;
+      /**
+       * The profile's environment the session chose (its interpreter is already on the
+       * worker's argv): the backend checks it exists where the worker runs, and the sandbox
+       * binds its prefix read-only. Absent: the node's python3.
+       */
+      readonly environment?: {
+        readonly name: string;
+        readonly python: string;
+        readonly prefix: string | null;
+      };
     };
 
 export interface SubmitRequest {

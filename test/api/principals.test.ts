@@ -138,6 +138,13 @@ describe("ownership", () => {
       "GET /api/kernelspecs/{name}",
       "GET /api/kernels",
       "POST /api/kernels",
+      // The direct Jupyter server: the caller's own sessions and contents root (the root
+      // takes no writes: 400 for anyone).
+      "GET /api/sessions",
+      "POST /api/sessions",
+      "GET /api/contents",
+      "GET /api/contents/",
+      "POST /api/contents",
     ]);
     let walked = 0;
     for (const [path, methods] of Object.entries(doc.paths)) {
@@ -147,7 +154,10 @@ describe("ownership", () => {
           .replace("/v1/tokens/{id}", `/v1/tokens/${alice.tokenId}`)
           .replace("{id}", mine.id)
           .replace("{kid}", kernelIdOf(mine.id))
-          .replace("{name}", "alice");
+          .replace("{name}", "alice")
+          .replace("{path}", `${mine.id}/a.ipynb`)
+          .replace("{cid}", "checkpoint")
+          .replace("{sid}", "any-session");
         const res = await call(
           h,
           url,
@@ -156,7 +166,7 @@ describe("ownership", () => {
         );
         expect({ route: `${method} ${path}`, status: res.status }).toEqual({
           route: `${method} ${path}`,
-          status: url.startsWith("/v1/workloads/") || url.startsWith("/api/kernels/") ? 404 : 403,
+          status: /^\/(v1\/workloads|api\/(kernels|contents|sessions))\//.test(url) ? 404 : 403,
         });
         walked += 1;
       }

@@ -30,6 +30,7 @@ describe("POST /v1/workloads", () => {
         "kind",
         "name",
         "profile",
+        "environment",
         "owner",
         "phase",
         "reason",

@@ -40,6 +40,7 @@ describe("health and profiles", () => {
     expect(Object.keys(body.profiles[0] ?? {}).sort()).toEqual([
       "degraded",
       "description",
+      "environments",
       "kinds",
       "mounts",
       "name",

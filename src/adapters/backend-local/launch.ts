@@ -3,6 +3,7 @@
  * pass on this machine, the wrapped command line and its environment, and the paths the
  * sandbox exposes. Pure: the backend (backend.ts) writes the record and starts the supervisor.
  */
+import { existsSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { ARRAY_INDEX_ENV } from "../../core/array/array-env.ts";
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
@@ -80,6 +81,10 @@ export function validateLaunch(
       }
       if (launch.ranks !== 1) return `only one node here; ${launch.ranks} ranks requested`;
       if (launch.workerCommand.length === 0) return "empty worker command";
+      if (launch.environment !== undefined) {
+        const missing = missingEnvironment(launch.environment);
+        if (missing !== null) return missing;
+      }
       break;
     default: {
       const unreachable: never = launch;
@@ -98,6 +103,35 @@ export function validateLaunch(
     if (!isAbsolute(p)) return `not an absolute path: ${p}`;
   }
   return null;
+}
+
+/**
+ * This machine is the node: an environment whose interpreter (or prefix) is not here ends
+ * the session at once with the path named, instead of a kernel that never starts.
+ */
+function missingEnvironment(environment: {
+  readonly name: string;
+  readonly python: string;
+  readonly prefix: string | null;
+}): string | null {
+  for (const path of environment.prefix === null
+    ? [environment.python]
+    : [environment.prefix, environment.python]) {
+    if (!existsSync(path)) {
+      return `environment ${JSON.stringify(environment.name)}: ${path} does not exist on this machine`;
+    }
+  }
+  return null;
+}
+
+/**
+ * What a worker's sandbox binds read-only besides the daemon's own: the gateway's socket
+ * (no network), and the environment's prefix (the kernel runs it, and cannot change it).
+ */
+function workerReadOnly(launch: SubmitRequest["launch"], socket: string | null): string[] {
+  if (launch.kind !== "WORKER") return [];
+  const prefix = launch.environment?.prefix ?? null;
+  return [...(socket === null ? [] : [socket]), ...(prefix === null ? [] : [prefix])];
 }
 
 export interface RecordContext {
@@ -142,10 +176,7 @@ export function buildJobRecord(
     ...sandboxPaths(
       request.workspaceDir,
       credentialDir,
-      [
-        ...context.sandboxReadOnly,
-        ...(socket === null || launch.kind !== "WORKER" ? [] : [socket]),
-      ],
+      [...context.sandboxReadOnly, ...workerReadOnly(launch, socket)],
       sharedTmp,
     ),
     ...(mounts.length > 0 ? { mounts } : {}),

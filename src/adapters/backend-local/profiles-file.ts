@@ -12,7 +12,13 @@
  * profile into the host's loopback services, rather than out of them.
  */
 import { availableParallelism } from "node:os";
-import type { ProfileNetwork, ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import { readEnvironments } from "../../core/environments.ts";
+import type {
+  ProfileEnvironment,
+  ProfileNetwork,
+  ResourceProfile,
+  WorkloadKind,
+} from "../../core/models.ts";
 import { DEFAULT_LOCAL_MAX_ARRAY_SIZE, LOCAL_MAX_ARRAY_SIZE_CEILING } from "./backend-options.ts";
 
 /** The shape of the subset reader's tree (structurally the same type; no import needed). */
@@ -132,10 +138,17 @@ function readProfile(
     );
   }
   const values = new Map<string, string | number | boolean>();
+  let environments: readonly ProfileEnvironment[] = [];
   for (const [key, child] of node.entries) {
+    if (key === "environments") {
+      const read = readEnvironments(name, child);
+      if (read.kind === "Refused") return refusal(file, read.line, read.message);
+      environments = read.environments;
+      continue;
+    }
     const spec = Object.hasOwn(KEYS, key) ? KEYS[key] : undefined;
     if (spec === undefined) {
-      const known = Object.keys(KEYS).join(", ");
+      const known = [...Object.keys(KEYS), "environments"].join(", ");
       return refusal(
         file,
         child.position.line,
@@ -183,6 +196,7 @@ function readProfile(
     ...(num("max_output_chars") === null ? {} : { maxOutputChars: num("max_output_chars") ?? 0 }),
     network: (values.get("network") as ProfileNetwork | undefined) ?? defaults.network ?? "none",
     ...(warnSeconds === null ? {} : { warnBeforeLimitSeconds: warnSeconds }),
+    ...(environments.length === 0 ? {} : { environments }),
   };
 }
 

@@ -14,7 +14,8 @@
  *   submit, never a refusal discovered when a scientist's job is queued.
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
-import type { ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import { readEnvironments } from "../../core/environments.ts";
+import type { ProfileEnvironment, ResourceProfile, WorkloadKind } from "../../core/models.ts";
 import type { ProfileMount } from "../../core/mounts.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type ClusterProfile, createClusterProfile } from "./cluster-profile.ts";
@@ -107,6 +108,7 @@ function publicViewOf(
   kinds: readonly WorkloadKind[],
   placement: SlurmPlacement,
   mounts: readonly ProfileMount[],
+  environments: readonly ProfileEnvironment[],
 ): ResourceProfile {
   const warnMinutes = int(values, "warn_minutes_before_limit");
   const maxOutputChars = int(values, "max_output_chars");
@@ -127,7 +129,25 @@ function publicViewOf(
     ...(str(values, "run_as") === "owner" ? { runAs: "owner" as const } : {}),
     ...(maxOutputChars === null ? {} : { maxOutputChars }),
     ...(mounts.length > 0 ? { mounts } : {}),
+    ...(environments.length > 0 ? { environments } : {}),
   };
+}
+
+/** `[profiles.NAME.environments.ENV]`, by the rules both backends share (core/environments.ts). */
+function profileEnvironments(
+  name: string,
+  node: TomlNode | undefined,
+  problems: Problem[],
+): readonly ProfileEnvironment[] {
+  if (node === undefined) return [];
+  const read = readEnvironments(name, node);
+  if (read.kind === "Valid") return read.environments;
+  problems.push({
+    position: { line: read.line, column: 1 },
+    key: joinKey(["profiles", name, "environments"]),
+    message: read.message,
+  });
+  return [];
 }
 
 function readProfile(
@@ -157,10 +177,13 @@ function readProfile(
   const before = problems.length;
   // [profiles.NAME.mounts.LABEL] tables are read on their own; every other key as before.
   const mountsNode = node.entries.get("mounts");
+  // [profiles.NAME.environments.ENV] likewise, by the rules both backends share.
+  const environmentsNode = node.entries.get("environments");
   const plain: TomlTableNode = {
     ...node,
-    entries: new Map([...node.entries].filter(([k]) => k !== "mounts")),
+    entries: new Map([...node.entries].filter(([k]) => k !== "mounts" && k !== "environments")),
   };
+  const environments = profileEnvironments(name, environmentsNode, problems);
   const values = readKeys(plain, path, PROFILE_KEYS, problems);
   const mounts =
     mountsNode === undefined
@@ -198,7 +221,7 @@ function readProfile(
     });
     return null;
   }
-  const publicView = publicViewOf(name, values, kinds, placement, mounts);
+  const publicView = publicViewOf(name, values, kinds, placement, mounts, environments);
   return createClusterProfile(name, node.position.line, publicView, placement, inherited);
 }
 

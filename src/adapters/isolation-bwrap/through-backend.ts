@@ -171,11 +171,24 @@ export interface SandboxedBackendOptions extends WrappedBackendOptions {
   verify(): Promise<IsolationVerdict>;
 }
 
-/** The paths a launch exposes: its workspace writable, its credentials (if any) read-only. */
-function pathsOf(workspaceDir: string, credentialDir: string | null): SandboxPaths {
+/**
+ * The paths a launch exposes: its workspace writable, its credentials (if any) read-only,
+ * and a session's environment prefix read-only (the kernel runs it and cannot change it).
+ */
+function pathsOf(
+  workspaceDir: string,
+  credentialDir: string | null,
+  environmentPrefix: string | null = null,
+): SandboxPaths {
   // A BATCH allocation has no credential directory: binding a missing path fails the launch.
   // The allocation directory (logs, records the daemon reads) is never exposed.
-  return { writable: [workspaceDir], readOnly: credentialDir === null ? [] : [credentialDir] };
+  return {
+    writable: [workspaceDir],
+    readOnly: [
+      ...(credentialDir === null ? [] : [credentialDir]),
+      ...(environmentPrefix === null ? [] : [environmentPrefix]),
+    ],
+  };
 }
 
 /**
@@ -243,7 +256,14 @@ export function wrappedBackend<B extends AllocationBackend>(
         launch: wrapLaunch(
           r.launch,
           wrapper,
-          { ...pathsOf(r.workspaceDir, credentialDir), ...mounts },
+          {
+            ...pathsOf(
+              r.workspaceDir,
+              credentialDir,
+              r.launch.kind === "WORKER" ? (r.launch.environment?.prefix ?? null) : null,
+            ),
+            ...mounts,
+          },
           submitAs === null ? runAs : null,
           options,
         ),

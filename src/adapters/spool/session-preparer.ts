@@ -13,6 +13,11 @@ import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import type { AttemptPreparer, PrepareResult } from "../../core/attempt-preparer.ts";
+import {
+  chooseEnvironment,
+  type EnvironmentChoice,
+  environmentWorkerArgs,
+} from "../../core/environments.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, ResourceProfile, Workload } from "../../core/models.ts";
 import {
@@ -134,19 +139,32 @@ export interface SessionPreparerOptions {
   readonly backend: AllocationBackend;
 }
 
-/** The worker's argv: the daemon's command, its credentials, the admin's cap for the profile's cells. */
-function workerArgv(
-  command: readonly string[],
-  credentialDir: string,
-  profile: ResourceProfile,
-): string[] {
+/** The daemon's worker command and the admin's output cap for the profile's cells. */
+function workerArgv(command: readonly string[], profile: ResourceProfile): string[] {
   const cap = profile.maxOutputChars;
-  return [
-    ...command,
-    "--credential-dir",
-    credentialDir,
-    ...(cap === undefined ? [] : ["--max-output-chars", String(cap)]),
-  ];
+  return [...command, ...(cap === undefined ? [] : ["--max-output-chars", String(cap)])];
+}
+
+/**
+ * The worker's command (the backend appends `--rank-env NAME`; the directory is the
+ * preparer's to say) and the environment the session chose: its interpreter and module
+ * lines on the worker's argv, its name and paths for the backend's checks and binds.
+ */
+function workerLaunch(
+  workerCommand: readonly string[],
+  credentialDir: string,
+  choice: EnvironmentChoice,
+): {
+  readonly workerCommand: readonly string[];
+  readonly environment?: { name: string; python: string; prefix: string | null };
+} {
+  const base = [...workerCommand, "--credential-dir", credentialDir];
+  if (choice.kind !== "Found") return { workerCommand: base };
+  const { name, python, prefix } = choice.environment;
+  return {
+    workerCommand: [...base, ...environmentWorkerArgs(choice.environment)],
+    environment: { name, python, prefix },
+  };
 }
 
 export function createSessionPreparer(options: SessionPreparerOptions): AttemptPreparer {
@@ -172,6 +190,10 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           message: `profile ${JSON.stringify(workload.profile)} is no longer offered`,
         };
       }
+      const choice = chooseEnvironment(profile, workload.spec.environment);
+      // Admission checked it; the profile changed since (a config reload dropped it).
+      if (choice.kind === "Unknown")
+        return { kind: "Refused", reason: "SUBMIT_REJECTED", message: choice.message };
       const ranks = profile.resources.nodes;
       const workspaceDir = layout.workspaceDir(workload.id);
       const allocationDir = layout.allocationDir(workload.id, allocation.id);
@@ -216,7 +238,7 @@ export function createSessionPreparer(options: SessionPreparerOptions): AttemptP
           launch: {
             kind: "WORKER",
             // The backend appends `--rank-env NAME`; the directory is the preparer's to say.
-            workerCommand: workerArgv(options.workerCommand, credentialDir, profile),
+            ...workerLaunch(workerArgv(options.workerCommand, profile), credentialDir, choice),
             credentialDir,
             ranks,
             env: { ...(workload.spec.env ?? {}) },

@@ -79,6 +79,15 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
           ]),
         ),
       );
+      // Environments a session may pick (`session start --env NAME`), one line per profile
+      // that has any; an older daemon lists none.
+      for (const p of profiles) {
+        const envs = (p as { environments?: readonly { name: string; displayName: string }[] })
+          .environments;
+        if (envs === undefined || envs.length === 0) continue;
+        const names = envs.map((e) => `${e.name} (${e.displayName})`).join(", ");
+        io.stdout(`${p.name} environments (session start --env NAME): ${names}\n`);
+      }
       // Why a kind cannot be placed now, once per distinct reason: the table stays narrow.
       const notNow = new Map<string, string>();
       for (const p of profiles) {

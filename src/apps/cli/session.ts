@@ -16,6 +16,9 @@ Start an interactive SESSION: a kernel on granted resources. Prints its id; then
 Options:
   --profile NAME           Profile to run on (default: "default" when it accepts
                            SESSION, else the first profile that does).
+  --env NAME               One of the profile's environments (a venv, conda env or
+                           modules the admin declared; \`openai4s profiles\` lists them).
+                           Default: the node's python3.
   --name NAME              A name for listings.
   --idle-timeout DURATION  Stop the session after this long without exec or tasks
                            (seconds as 90, or 15m, 2h, 1h30m, HH:MM:SS,
@@ -33,6 +36,7 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
     help: HELP,
     options: {
       profile: { type: "string" },
+      env: { type: "string" },
       name: { type: "string" },
       "idle-timeout": { type: "string" },
       "time-limit": { type: "string" },
@@ -51,6 +55,7 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
         throw new UsageError(`session start: unexpected argument "${extra}"`);
       const fields: Record<string, unknown> = {};
       if (values.name !== undefined) fields["name"] = values.name;
+      if (values.env !== undefined) fields["environment"] = values.env;
       const idle = parseDurationFlag("session start", "--idle-timeout", values["idle-timeout"]);
       if (idle !== undefined) fields["idleTimeoutSeconds"] = idle;
       const limit = parseDurationFlag(

@@ -46,6 +46,7 @@ import kernelSource from "./kernel.py" with { type: "text" };
 import { describeExit, oomKillCount } from "./kernel-exit.ts";
 import { createIdleOutput } from "./kernel-idle.ts";
 import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
+import { type KernelEnvironment, kernelArgv } from "./kernel-launch.ts";
 import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
 export interface KernelResult {
@@ -107,6 +108,8 @@ export interface Kernel {
 export interface KernelOptions {
   /** The Python 3 executable (default "python3", looked up on PATH). */
   readonly python?: string;
+  /** The profile's environment the session chose: its prefix and module lines. */
+  readonly environment?: KernelEnvironment;
   readonly cwd?: string;
   /** Per stream (stdout, stderr), value and traceback kept of each cell (default 200 000). */
   readonly maxOutputChars?: number;
@@ -243,13 +246,18 @@ export function createKernel(options: KernelOptions): Kernel {
     try {
       p = Bun.spawn(
         [
-          python,
-          "-u",
-          "-c",
-          kernelSource,
-          String(maxOutputChars),
-          String(maxMimeChars),
-          kernelJupyterSource,
+          ...kernelArgv(
+            python,
+            [
+              "-u",
+              "-c",
+              kernelSource,
+              String(maxOutputChars),
+              String(maxMimeChars),
+              kernelJupyterSource,
+            ],
+            options.environment,
+          ),
         ],
         {
           ...(options.cwd !== undefined && { cwd: options.cwd }),

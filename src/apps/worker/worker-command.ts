@@ -9,6 +9,7 @@ import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { jsonLog } from "../../lib/log.ts";
+import type { KernelEnvironment } from "./kernel-launch.ts";
 import { makeNonDumpable } from "./non-dumpable.ts";
 import { runWorker, workerExitCode } from "./worker.ts";
 
@@ -29,6 +30,10 @@ Options:
   --max-output-chars N   a cell's output sent per stream (first and last halves); past it
                          the whole output goes to openai4s-outputs/ in the workspace
                          (default 200000; the profile's max_output_chars)
+  --environment-prefix DIR  the profile environment's venv or conda prefix: its bin first
+                         on the kernel's PATH (set by the daemon from the profile)
+  --kernel-setup LINE    a shell line run by bash before the kernel starts, e.g. a module
+                         load (repeatable; set by the daemon from the profile)
   --gateway-socket PATH  dial the gateway at this unix socket instead of the credential's
                          TCP address (set by the local backend for a job without network)
   -h, --help             show this help
@@ -45,6 +50,7 @@ interface WorkerArgs {
   readonly python: string;
   readonly gatewaySocket: string | null;
   readonly maxOutputChars: number | null;
+  readonly environment: KernelEnvironment | undefined;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -57,6 +63,8 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let python = "python3";
   let gatewaySocket: string | null = null;
   let maxOutputChars: number | null = null;
+  let prefix: string | null = null;
+  const setupLines: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "-h" || arg === "--help") return "help";
@@ -95,6 +103,14 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
         }
         break;
       }
+      case "--environment-prefix":
+        prefix = value();
+        if (!prefix.startsWith("/"))
+          throw new UsageError("--environment-prefix must be an absolute path");
+        break;
+      case "--kernel-setup":
+        setupLines.push(value());
+        break;
       case "--gateway-socket":
         gatewaySocket = value();
         if (!gatewaySocket.startsWith("/")) {
@@ -107,7 +123,17 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   }
   if (credentialDir === undefined) throw new UsageError("--credential-dir is required");
   if (rankEnv === undefined) throw new UsageError("--rank-env is required");
-  return { credentialDir, rankEnv, graceSeconds, python, gatewaySocket, maxOutputChars };
+  const environment =
+    prefix === null && setupLines.length === 0 ? undefined : { prefix, setupLines };
+  return {
+    credentialDir,
+    rankEnv,
+    graceSeconds,
+    python,
+    gatewaySocket,
+    maxOutputChars,
+    environment,
+  };
 }
 
 export const workerCommand: Command = {
@@ -134,6 +160,7 @@ export const workerCommand: Command = {
       rank: Number(rankText),
       graceMs: parsed.graceSeconds * 1000,
       python: parsed.python,
+      ...(parsed.environment === undefined ? {} : { environment: parsed.environment }),
       ...(parsed.gatewaySocket === null ? {} : { gatewaySocket: parsed.gatewaySocket }),
       ...(parsed.maxOutputChars === null ? {} : { maxOutputChars: parsed.maxOutputChars }),
     });
@@ -149,6 +176,7 @@ async function runWithSignals(
     python: string;
     gatewaySocket?: string;
     maxOutputChars?: number;
+    environment?: KernelEnvironment;
   },
 ): Promise<number> {
   const log = jsonLog((line) => io.stderr(line));

@@ -27,6 +27,7 @@ import {
 import { fitEvent, fitResponse } from "./frame-fit.ts";
 import { dialGateway, type GatewayTarget, type Link, type Welcome } from "./gateway-link.ts";
 import { createKernel, type Kernel } from "./kernel.ts";
+import type { KernelEnvironment } from "./kernel-launch.ts";
 import { handle } from "./worker-requests.ts";
 
 export interface WorkerOptions {
@@ -36,6 +37,8 @@ export interface WorkerOptions {
   readonly graceMs: number;
   /** The Python 3 executable for the kernel. */
   readonly python: string;
+  /** The profile's environment the session chose (its prefix and module lines). */
+  readonly environment?: KernelEnvironment;
   /** Dial the gateway at this unix socket instead of the credential's TCP address. */
   readonly gatewaySocket?: string;
   readonly log: Log;
@@ -112,6 +115,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
   const kernel = createKernel({
     python: options.python,
     ...(options.maxOutputChars !== undefined && { maxOutputChars: options.maxOutputChars }),
+    ...(options.environment === undefined ? {} : { environment: options.environment }),
     log,
     onStatus: (status) => reportStatus?.(status),
     onIdleEvent: (event, cell) => reportOutput?.(event, cell),

@@ -100,6 +100,7 @@ export const WorkloadSchema = v.strictObject({
   kind: v.pipe(v.picklist(WORKLOAD_KINDS), d("SESSION (interactive kernel) or BATCH.")),
   name: text("The name given at submission, or one derived from the id."),
   profile: text("The profile it runs on."),
+  environment: nullableText("A SESSION's environment on its profile; null: the node's python3."),
   owner: nullableText("The principal that submitted it; null: the admin."),
   phase,
   reason: reasonCode("Why it is in this phase (terminal phases always have one)."),
@@ -197,6 +198,17 @@ const ProfileSchema = v.strictObject({
     ),
     d(
       "Directories the admin binds into every job of this profile (your data in, results out); where they come from on the host is not shown.",
+    ),
+  ),
+  environments: v.pipe(
+    v.array(
+      v.strictObject({
+        name: text("What a SESSION names as `environment` (its kernelspec: PROFILE/NAME)."),
+        displayName: text("What a notebook's kernel picker shows."),
+      }),
+    ),
+    d(
+      "Software environments a SESSION may pick (a venv, conda env or modules); empty: the node's python3.",
     ),
   ),
   placement: v.pipe(

@@ -63,6 +63,8 @@ export interface WorkloadView {
   readonly kind: WorkloadKind;
   readonly name: string;
   readonly profile: string;
+  /** A SESSION's environment on its profile; null: the node's python3. */
+  readonly environment: string | null;
   /** The principal that submitted it; null: the admin. */
   readonly owner: string | null;
   readonly phase: Phase;
@@ -272,6 +274,7 @@ export function stableWorkloadView(
     kind: workload.kind,
     name: workload.name,
     profile: workload.profile,
+    environment: workload.spec.environment ?? null,
     owner: workload.owner ?? null,
     phase: workload.phase,
     reason: workload.reason,
@@ -320,6 +323,7 @@ export interface ProfileView {
   readonly network: "host" | "none";
   readonly runAs: ProfileRunAs;
   readonly mounts: readonly { readonly target: string; readonly mode: "ro" | "rw" }[];
+  readonly environments: readonly { readonly name: string; readonly displayName: string }[];
 }
 
 /** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
@@ -341,6 +345,8 @@ export function profileView(p: ResourceProfile): ProfileView {
     runAs: p.runAs ?? "allocation",
     // Where and how, never from where: a host path is the admin's business.
     mounts: (p.mounts ?? []).map((m) => ({ target: m.target, mode: m.mode })),
+    // Names to choose from; the interpreters' paths and module lines are the admin's.
+    environments: (p.environments ?? []).map((e) => ({ name: e.name, displayName: e.displayName })),
   };
 }
 

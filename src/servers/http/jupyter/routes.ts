@@ -15,7 +15,12 @@ import {
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Submitter } from "../../../core/admission.ts";
 import { envNameRefusal } from "../../../core/env-policy.ts";
-import { isTerminal, type ResourceProfile, type Workload } from "../../../core/models.ts";
+import {
+  isTerminal,
+  type ProfileEnvironment,
+  type ResourceProfile,
+  type Workload,
+} from "../../../core/models.ts";
 import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound } from "../problem.ts";
@@ -23,9 +28,11 @@ import { parseWith, readJson } from "../validation.ts";
 import { profileView } from "../views.ts";
 import { SubmitBody } from "../workloads/schemas.ts";
 import { normalize, submitWorkload } from "../workloads/submit.ts";
+import { createContentsRoutes } from "./contents-routes.ts";
 import { createKernelHubs, type KernelHubs } from "./hub.ts";
 import { kernelIdOf, workloadIdOf } from "./ids.ts";
 import { KernelStartBody } from "./schemas.ts";
+import { createSessionRoutes } from "./sessions-routes.ts";
 import type { SocketHandlers } from "./socket.ts";
 import { binaryToJson, jsonFraming, jsonToV1, V1_PROTOCOL, v1ToJson } from "./v1-framing.ts";
 
@@ -39,19 +46,33 @@ function sessionProfiles(deps: ApiDeps): readonly ResourceProfile[] {
   return deps.backend.profiles().filter((p) => p.kinds.includes("SESSION"));
 }
 
-function kernelspec(p: ResourceProfile) {
+function kernelspec(p: ResourceProfile, environment?: ProfileEnvironment) {
   return {
-    name: p.name,
+    name: environment === undefined ? p.name : `${p.name}/${environment.name}`,
     spec: {
       argv: [],
-      display_name: `Python (${p.name})`,
+      display_name:
+        environment === undefined ? `Python (${p.name})` : `${environment.displayName} (${p.name})`,
       language: "python",
       interrupt_mode: "message",
       env: {},
-      metadata: { openai4s: profileView(p) },
+      metadata: {
+        openai4s: {
+          ...profileView(p),
+          ...(environment === undefined ? {} : { environment: environment.name }),
+        },
+      },
     },
     resources: {},
   };
+}
+
+/** One kernelspec per SESSION profile, and one per environment it declares (`PROFILE/ENV`). */
+function kernelspecs(profiles: readonly ResourceProfile[]) {
+  return profiles.flatMap((p) => [
+    kernelspec(p),
+    ...(p.environments ?? []).map((e) => kernelspec(p, e)),
+  ]);
 }
 
 function unavailable(): ApiError {
@@ -112,7 +133,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     const lastMs = activity?.lastActivityMs ?? w.lastActiveAt ?? w.createdAt;
     return {
       id: kernelIdOf(w.id),
-      name: w.profile,
+      name: w.spec.environment === undefined ? w.profile : `${w.profile}/${w.spec.environment}`,
       last_activity: new Date(lastMs).toISOString(),
       execution_state: isTerminal(w.phase) ? "dead" : (activity?.executionState ?? "starting"),
       connections: activity?.connections ?? 0,
@@ -135,48 +156,63 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     const first = profiles.find((p) => p.name === "default") ?? profiles[0];
     return c.json({
       default: first?.name ?? null,
-      kernelspecs: Object.fromEntries(profiles.map((p) => [p.name, kernelspec(p)])),
+      kernelspecs: Object.fromEntries(kernelspecs(profiles).map((k) => [k.name, k])),
     });
   });
 
   app.get("/api/kernelspecs/:name", (c) => {
-    const p = sessionProfiles(deps).find((x) => x.name === c.req.param("name"));
-    if (!p) throw notFound(`no kernelspec ${JSON.stringify(c.req.param("name"))}`);
-    return c.json(kernelspec(p));
+    const spec = kernelspecs(sessionProfiles(deps)).find((k) => k.name === c.req.param("name"));
+    if (!spec) throw notFound(`no kernelspec ${JSON.stringify(c.req.param("name"))}`);
+    return c.json(spec);
   });
 
-  app.post("/api/kernels", async function startKernel(c) {
+  /**
+   * Starts a kernel: a SESSION of the kernelspec's profile, by the same schema and
+   * admission as POST /v1/workloads. "python3" is every notebook's (and jupyter_server's
+   * gateway client's) default kernel name: it means the default profile unless a profile
+   * has that name. Any other unknown name is refused by admission, naming the profile.
+   * Gateway clients send the client's whole environment (nbclient: PATH, HOME, its own
+   * gateway token): as Kernel and Enterprise Gateway do, only KERNEL_* variables reach the
+   * kernel, and of those only names the env policy allows (a credential-shaped one is
+   * dropped, never forwarded).
+   */
+  async function startKernel(caller: Caller, asked: string, givenEnv: unknown): Promise<Workload> {
     if (!jupyter) throw unavailable();
-    const given = parseWith(KernelStartBody, (await readJson(c, { emptyIsNone: true })) ?? {});
     const profiles = sessionProfiles(deps);
     const fallback = (profiles.find((p) => p.name === "default") ?? profiles[0])?.name ?? "default";
-    const asked = typeof given["name"] === "string" ? given["name"] : "";
-    // "python3" is every notebook's (and jupyter_server's gateway client's) default kernel
-    // name: it means the default profile unless a profile has that name. Any other unknown
-    // name is refused by admission, naming the profile.
+    // `PROFILE/ENV` is a profile's environment (its own kernelspec); admission refuses an
+    // unknown one naming it.
+    const slash = asked.indexOf("/");
+    const environment = slash < 0 ? undefined : asked.slice(slash + 1);
+    const base = slash < 0 ? asked : asked.slice(0, slash);
     const name =
-      asked === "" || (PYTHON_ALIASES.has(asked) && !profiles.some((p) => p.name === asked))
+      base === "" || (PYTHON_ALIASES.has(base) && !profiles.some((p) => p.name === base))
         ? fallback
-        : asked;
-    // The same schema and admission as POST /v1/workloads. Gateway clients send the client's
-    // whole environment (nbclient: PATH, HOME, its own gateway token): as Kernel and
-    // Enterprise Gateway do, only KERNEL_* variables reach the kernel, and of those only
-    // names the env policy allows (a credential-shaped one is dropped, never forwarded).
-    // `path` (the notebook's) chooses nothing on the host and is not used.
-    const env = kernelEnv(given["env"]);
+        : base;
+    const env = kernelEnv(givenEnv);
     const submission = normalize(
       parseWith(SubmitBody, {
         kind: "SESSION",
         profile: name,
+        ...(environment === undefined ? {} : { environment }),
         ...(Object.keys(env).length > 0 ? { env } : {}),
       }),
     );
-    const outcome = await submitWorkload(deps, submission, null, submitterFor(c.get("caller")));
+    const outcome = await submitWorkload(deps, submission, null, submitterFor(caller));
     if (outcome.kind === "Admitted") deps.reconciler.admitted(outcome.workload, outcome.attempt);
     deps.log.info("kernel started", { workloadId: outcome.workload.id, profile: name });
-    c.header("Location", `/api/kernels/${kernelIdOf(outcome.workload.id)}`);
-    c.set("createdWorkload", outcome.workload.id);
-    return c.json(model(outcome.workload), 201);
+    return outcome.workload;
+  }
+
+  app.post("/api/kernels", async function startKernelRoute(c) {
+    if (!jupyter) throw unavailable();
+    const given = parseWith(KernelStartBody, (await readJson(c, { emptyIsNone: true })) ?? {});
+    const asked = typeof given["name"] === "string" ? given["name"] : "";
+    // `path` (the notebook's) chooses nothing on the host and is not used.
+    const workload = await startKernel(c.get("caller"), asked, given["env"]);
+    c.header("Location", `/api/kernels/${kernelIdOf(workload.id)}`);
+    c.set("createdWorkload", workload.id);
+    return c.json(model(workload), 201);
   });
 
   app.get("/api/kernels", (c) => {
@@ -298,6 +334,9 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
     // Bun has taken the connection over; this answer is never sent.
     return new Response(null);
   });
+
+  app.route("/", createSessionRoutes({ deps, model, kernelOf, startKernel }));
+  app.route("/", createContentsRoutes(deps));
 
   return { app, hubs };
 }

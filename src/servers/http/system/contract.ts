@@ -49,13 +49,14 @@ import {
   UploadQuery,
 } from "../workloads/schemas.ts";
 import { AuditListSchema, AuditQuerySchema } from "./audit.ts";
+import { DIRECT_JUPYTER_OPERATIONS } from "./contract-jupyter-direct.ts";
 
 export type Body =
   | { readonly kind: "json"; readonly schema: v.GenericSchema; readonly name: string }
   | { readonly kind: "raw"; readonly contentType: string; readonly description: string };
 
 export interface Operation {
-  readonly method: "GET" | "POST" | "PUT" | "DELETE";
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** OpenAPI form: `/v1/workloads/{id}`. */
   readonly path: string;
   readonly operationId: string;
@@ -558,4 +559,5 @@ export const OPERATIONS: readonly Operation[] = [
     problems: {},
   },
   ...JUPYTER_OPERATIONS,
+  ...DIRECT_JUPYTER_OPERATIONS,
 ];

@@ -134,6 +134,15 @@ export const SubmitBody = v.strictObject({
       ),
     ),
   ),
+  environment: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+      v.description(
+        "SESSION: one of the profile's environments (GET /v1/profiles); the kernel runs its interpreter. Absent: the node's python3.",
+      ),
+    ),
+  ),
   timeLimitSeconds: v.optional(
     v.pipe(
       positiveInteger(LIMITS.timeLimitMaxSeconds),

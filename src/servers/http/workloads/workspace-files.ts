@@ -132,7 +132,7 @@ function openParent(
  * Makes the workspace (an upload before the first attempt) and settles who owns it: the
  * identity its job will run as, so the job can read what was uploaded for it.
  */
-function prepareWorkspace(
+export function prepareWorkspace(
   deps: WorkspaceFilesDeps,
   workloadId: string,
   subject: LaunchSubject,
