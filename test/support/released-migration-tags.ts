@@ -14,4 +14,5 @@ export const TAGS_BEFORE_THE_RENAME: readonly string[] = [
   "0008_job_arrays",
   "0009_principals",
   "0010_array_summary",
+  "0011_idempotency_key_per_owner",
 ];

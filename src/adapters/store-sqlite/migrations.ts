@@ -22,6 +22,7 @@ import m0007 from "./migrations/0007_isolation_verdict.sql" with { type: "text" 
 import m0008 from "./migrations/0008_job_arrays.sql" with { type: "text" };
 import m0009 from "./migrations/0009_principals.sql" with { type: "text" };
 import m0010 from "./migrations/0010_array_summary.sql" with { type: "text" };
+import m0011 from "./migrations/0011_idempotency_key_per_owner.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -51,6 +52,7 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   { tag: "0008_job_arrays", sql: m0008 },
   { tag: "0009_principals", sql: m0009 },
   { tag: "0010_array_summary", sql: m0010 },
+  { tag: "0011_idempotency_key_per_owner", sql: m0011 },
 ];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

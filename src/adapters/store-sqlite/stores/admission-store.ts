@@ -6,7 +6,7 @@ import { findWorkloadByIdempotencyKey } from "../ops/find-workload-by-idempotenc
 
 export function bindAdmissionStore(deps: StoreDeps): AdmissionStore {
   return {
-    findByIdempotencyKey: (key) => findWorkloadByIdempotencyKey(deps, key),
+    findByIdempotencyKey: (owner, key) => findWorkloadByIdempotencyKey(deps, owner, key),
     create: (input) => createWorkload(deps, input),
   };
 }
