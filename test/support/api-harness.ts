@@ -63,6 +63,8 @@ export function harness(
     readonly audit?: ApiDeps["audit"];
     /** Who a workspace's uploads are given to (default: the daemon's own uid). */
     readonly claimIdentity?: ApiDeps["files"]["claimIdentity"];
+    /** Sign-in through the site (OIDC, MUNGE), built over the harness's clock. */
+    readonly siteIdentity?: (clock: ManualClock) => NonNullable<ApiDeps["siteIdentity"]>;
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -162,6 +164,7 @@ export function harness(
     ...(options.schedulerCallHistory ? { schedulerCallHistory: options.schedulerCallHistory } : {}),
     ...(options.principalDefaults ? { principalDefaults: options.principalDefaults } : {}),
     ...(options.audit ? { audit: options.audit } : {}),
+    ...(options.siteIdentity ? { siteIdentity: options.siteIdentity(clock) } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;
