@@ -27,6 +27,7 @@ import {
 } from "../../adapters/store-sqlite/index.ts";
 import { checkDatabaseFilesystem } from "../../adapters/store-sqlite/network-fs.ts";
 import type { StateLayout } from "../../core/layout.ts";
+import type { SiteIdentity } from "../../core/ports/site-identity.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
 import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
@@ -36,8 +37,10 @@ import { createCallRateHistory } from "../../servers/http/ui/call-rate-history.t
 import { startListeners } from "./api-listeners.ts";
 import { fileAuditLog } from "./audit-log.ts";
 import { composeCore } from "./composition/index.ts";
+import { composeSiteIdentity } from "./composition/site-identity.ts";
 import { type DaemonSettings, parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import type { ListenAddress } from "./listen.ts";
+import type { SiteIdentityOptions } from "./site-identity-flags.ts";
 import { watchSpool } from "./spool-watch.ts";
 import { prepareState } from "./start-state.ts";
 import { prepareDatabaseFile } from "./state-dir.ts";
@@ -75,6 +78,8 @@ export interface DaemonConfig {
   readonly allowUnsandboxedBatch?: boolean;
   /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
   readonly principalDefaults?: PrincipalLimits;
+  /** Sign-in through the site (`serve --oidc-*`, `--munge*`, `--users-socket`); absent: none. */
+  readonly siteIdentity?: SiteIdentityOptions;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
   readonly pacing?: {
     readonly minIntervalMs?: number;
@@ -160,10 +165,18 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const maxUploadBytes = config.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
 
   // 7. The API, once per listener; each listener says how it authenticates.
+  const siteIdentity =
+    config.siteIdentity === undefined
+      ? null
+      : composeSiteIdentity(config.siteIdentity, config.env, config.clock);
+  if (siteIdentity !== null && "error" in siteIdentity) {
+    return fail({ kind: "ConfigError", message: siteIdentity.error });
+  }
   const beforeDrain: (() => void)[] = [];
   const app = buildApp(
     { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups },
     composed.core,
+    siteIdentity,
   );
   const listeners = startListeners(
     {
@@ -172,6 +185,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
       app,
       beforeDrain,
       bodyTimeoutMs: config.bodyTimeoutMs,
+      usersSocket: config.siteIdentity?.usersSocket ?? null,
       drainTimeoutMs: config.drainTimeoutMs ?? 5000,
       maxUploadBytes,
     },
@@ -331,7 +345,11 @@ interface AppInputs {
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
-function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createApp> {
+function buildApp(
+  inputs: AppInputs,
+  core: Composed,
+  siteIdentity: SiteIdentity | null,
+): ReturnType<typeof createApp> {
   const { config, layout, store, database, metrics, maxUploadBytes, beforeDrain } = inputs;
   const { clock, log } = config;
   const { backend, reconciler, sessions, admission, jobIdentity, identities } = core;
@@ -375,6 +393,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
+    ...(siteIdentity !== null ? { siteIdentity } : {}),
   });
 }
 
