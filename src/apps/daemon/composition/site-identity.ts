@@ -20,11 +20,11 @@ import type { SiteIdentityOptions } from "../site-identity-flags.ts";
 const DEFAULT_TOOL_PATH = "/usr/local/bin:/usr/bin:/bin";
 
 export function composeSiteIdentity(
-  options: SiteIdentityOptions,
+  options: SiteIdentityOptions | undefined,
   env: Readonly<Record<string, string | undefined>>,
   clock: Clock,
 ): SiteIdentity | { readonly error: string } | null {
-  if (options.oidc === null && options.munge === null) return null;
+  if (options === undefined || (options.oidc === null && options.munge === null)) return null;
   const minUid = parseMinOwnerUid(env[MIN_OWNER_UID_ENV]);
   if (typeof minUid !== "number") return { error: minUid.error };
   return {
