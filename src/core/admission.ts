@@ -244,8 +244,8 @@ function replayOrRefuse(
   hash: string,
   owner: string | null,
 ): AdmissionOutcome {
-  // Another principal's key is refused as reused, never replayed: a replay would hand one
-  // principal another's workload.
+  // The store finds only the owner's own keys; the owner check stays as a second lock: a
+  // replay across owners would hand one principal another's workload.
   if (match.requestHash !== hash || (match.workload.owner ?? null) !== owner) {
     return { kind: "Refused", reason: "IDEMPOTENCY_KEY_REUSED", key };
   }
@@ -261,7 +261,7 @@ export async function admitWorkload(
   const hash = requestHash(submission);
   const owner = submitter.owner;
   if (idempotencyKey !== null) {
-    const earlier = deps.store.findByIdempotencyKey(idempotencyKey);
+    const earlier = deps.store.findByIdempotencyKey(owner, idempotencyKey);
     if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash, owner);
   }
   const profiles = deps.backend.profiles();

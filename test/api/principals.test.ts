@@ -177,26 +177,58 @@ describe("ownership", () => {
     expect((await call(h, "/v1/workloads", {}, alice.access)).status).toBe(200);
   });
 
-  test("an Idempotency-Key another principal used is refused, never replayed as theirs", async () => {
+  test("an Idempotency-Key is the principal's own: the same key from two principals makes two workloads", async () => {
     const h = make();
     const alice = await principal(h, "alice");
     const bob = await principal(h, "bob");
     const key = { "Idempotency-Key": "shared-key" };
-    const first = await call(
-      h,
-      "/v1/workloads",
-      { ...json("POST", batch), headers: { "Content-Type": "application/json", ...key } },
-      alice.access,
-    );
+    const post = (who: Who, body: unknown = batch) =>
+      call(
+        h,
+        "/v1/workloads",
+        { ...json("POST", body), headers: { "Content-Type": "application/json", ...key } },
+        who,
+      );
+    const first = await post(alice.access);
     expect(first.status).toBe(201);
-    const second = await call(
-      h,
-      "/v1/workloads",
-      { ...json("POST", batch), headers: { "Content-Type": "application/json", ...key } },
-      bob.access,
+    const aliceId = ((await first.json()) as { id: string }).id;
+    // Bob, with alice's key and another body: no 409 that would tell him alice used it.
+    const other = await post(bob.access, { ...batch, command: ["echo", "bob"] });
+    expect(other.status).toBe(201);
+    const bobs = (await other.json()) as { id: string; owner: string };
+    expect(bobs.owner).toBe("bob");
+    expect(bobs.id).not.toBe(aliceId);
+    // Each principal's retry replays its own workload; the admin's key space is its own too.
+    expect(((await (await post(alice.access)).json()) as { id: string }).id).toBe(aliceId);
+    const bobAgain = await post(bob.access, { ...batch, command: ["echo", "bob"] });
+    expect(((await bobAgain.json()) as { id: string }).id).toBe(bobs.id);
+    const admins = await post(ADMIN);
+    expect(admins.status).toBe(201);
+    const adminId = ((await admins.json()) as { id: string }).id;
+    expect(new Set([aliceId, bobs.id, adminId]).size).toBe(3);
+    expect(((await (await post(ADMIN)).json()) as { id: string }).id).toBe(adminId);
+    // Reuse with another body is still refused, within one principal.
+    expect((await post(alice.access, { ...batch, command: ["echo", "x"] })).status).toBe(409);
+  });
+
+  test("concurrent first uses of one key by two principals both succeed, once each", async () => {
+    const h = make();
+    const alice = await principal(h, "alice");
+    const bob = await principal(h, "bob");
+    const init = (): RequestInit => ({
+      ...json("POST", batch),
+      headers: { "Content-Type": "application/json", "Idempotency-Key": "race" },
+    });
+    const answers = await Promise.all(
+      [alice, bob, alice, bob].map((p) => call(h, "/v1/workloads", init(), p.access)),
     );
-    expect(second.status).toBe(409);
-    expect(await second.text()).not.toContain(((await first.json()) as { id: string }).id);
+    const bodies = (await Promise.all(answers.map((r) => r.json()))) as {
+      id: string;
+      owner: string;
+    }[];
+    expect(answers.map((r) => r.status).every((s) => s === 200 || s === 201)).toBe(true);
+    expect(new Set(bodies.map((b) => b.id)).size).toBe(2);
+    expect(new Set(bodies.map((b) => `${b.owner}:${b.id}`)).size).toBe(2);
   });
 });
 

@@ -28,7 +28,49 @@ describe("serve flags", () => {
       allowUnsandboxedBatch: false,
       pacing: {},
       principalDefaults: { maxSessions: null, maxBatch: null, maxCpus: null, maxGpus: null },
+      siteIdentity: { oidc: null, munge: null, usersSocket: null },
     });
+  });
+
+  test("--oidc-* (else $OPENAI4S_OIDC_*), --munge and --users-socket; mistakes name the flag", () => {
+    expect(
+      parse(
+        [
+          "--oidc-issuer",
+          "https://id.example.org/realms/hpc",
+          "--munge",
+          "--users-socket",
+          "u.sock",
+        ],
+        {
+          OPENAI4S_OIDC_AUDIENCE: "openai4s",
+          OPENAI4S_OIDC_JWKS_FILE: "keys.json",
+        },
+      ),
+    ).toMatchObject({
+      siteIdentity: {
+        oidc: {
+          issuer: "https://id.example.org/realms/hpc",
+          audience: "openai4s",
+          userClaim: "preferred_username",
+          jwksFile: "/srv/o4s/keys.json",
+          jwksUri: null,
+        },
+        munge: { socket: null, createPrincipals: false },
+        usersSocket: "/srv/o4s/u.sock",
+      },
+    });
+    const refused: [string[], string][] = [
+      [["--oidc-issuer", "https://id.example.org"], "--oidc-audience"],
+      [["--oidc-issuer", "http://id.example.org", "--oidc-audience", "a"], "must be https"],
+      [["--oidc-audience", "a"], "--oidc-audience needs --oidc-issuer"],
+      [["--munge-create-principals"], "needs --munge"],
+    ];
+    for (const [args, words] of refused) expect(() => parse(args)).toThrow(words);
+    // Plain http on loopback is allowed (a test issuer, a local proxy).
+    expect(parse(["--oidc-issuer", "http://127.0.0.1:8080", "--oidc-audience", "a"])).toMatchObject(
+      { siteIdentity: { oidc: { issuer: "http://127.0.0.1:8080" } } },
+    );
   });
 
   test("--principal-max-* (else the environment) are the limits of new principals", () => {

@@ -67,6 +67,8 @@ export function harness(
     readonly claimIdentity?: ApiDeps["files"]["claimIdentity"];
     /** Hosts and origins allowed beyond loopback (default: loopback only). */
     readonly browserGuard?: ApiDeps["browserGuard"];
+    /** Sign-in through the site (OIDC, MUNGE), built over the harness's clock. */
+    readonly siteIdentity?: (clock: ManualClock) => NonNullable<ApiDeps["siteIdentity"]>;
   } = {},
 ): Harness {
   const dir = makeTempDir("o4s-api-");
@@ -168,6 +170,7 @@ export function harness(
     ...(options.audit ? { audit: options.audit } : {}),
     ...(options.accounts ? { accounts: options.accounts } : {}),
     ...(options.browserGuard ? { browserGuard: options.browserGuard } : {}),
+    ...(options.siteIdentity ? { siteIdentity: options.siteIdentity(clock) } : {}),
   };
   (h as { app: ReturnType<typeof createApp> }).app = createApp(deps);
   return h;

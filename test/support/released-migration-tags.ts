@@ -14,5 +14,6 @@ export const TAGS_BEFORE_THE_RENAME: readonly string[] = [
   "0008_job_arrays",
   "0009_principals",
   "0010_array_summary",
+  "0011_idempotency_key_per_owner",
   "0012_filtered_list_indexes",
 ];

@@ -246,4 +246,55 @@ describe.skipIf(CHROMIUM === null)("/ui in headless chromium", () => {
     expect(existsSync(join(OUT, "ui-workloads.png"))).toBe(true);
     await page.context().close();
   }, 60_000);
+
+  test("a principal signs in with its own token, sees and cancels its own work, and reads its log only", async () => {
+    expect((await api("/v1/principals", { method: "POST", body: '{"name":"ada"}' })).status).toBe(
+      201,
+    );
+    const issued = await api("/v1/principals/ada/tokens", { method: "POST", body: "{}" });
+    const adaToken = ((await issued.json()) as { token: string }).token;
+    const created = await fetch(`${base}/v1/workloads`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adaToken}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        kind: "BATCH",
+        name: "ada-job",
+        profile: "default",
+        command: ["sh", "-c", "echo ada-says-hi; sleep 600"],
+      }),
+    });
+    expect(created.status).toBe(201);
+    const mine = ((await created.json()) as { id: string }).id;
+    const theirs = await submit("admin-job", ["sh", "-c", "echo admin-secret-output; sleep 600"]);
+    const page = await newPage();
+    await page.goto(`${base}/ui/login`);
+    await page.fill("#token", adaToken);
+    await Promise.all([page.waitForURL("**/ui/workloads"), page.click("button[type=submit]")]);
+    const list = (await page.textContent("main")) ?? "";
+    expect(list).toContain("ada-job");
+    expect(list).not.toContain("admin-job");
+    expect(list).not.toContain("history 9999");
+    await check(page, "workloads-principal");
+    await page.goto(`${base}/ui/workloads/${mine}`);
+    await eventually(async () => ((await page.textContent("#log")) ?? "").includes("ada-says-hi"), {
+      what: "her job's output in the page's log tail",
+    });
+    // The admin's workload: as missing as one that never existed, log included.
+    const foreign = await page.goto(`${base}/ui/workloads/${theirs}`);
+    expect(foreign?.status()).toBe(404);
+    const foreignLog = await page.goto(`${base}/ui/workloads/${theirs}/log`);
+    expect(foreignLog?.status()).toBe(404);
+    expect(await page.content()).not.toContain("admin-secret-output");
+    expect((await page.goto(`${base}/ui/cluster`))?.status()).toBe(403);
+    await page.goto(`${base}/ui/workloads/${mine}`);
+    await Promise.all([page.waitForLoadState("load"), page.click("button.danger")]);
+    await eventually(async () => (await phaseOf(mine)) === "CANCELLED", { what: "hers cancelled" });
+    expect(await phaseOf(theirs)).not.toBe("CANCELLED");
+    await api(`/v1/workloads/${theirs}/cancel`, { method: "POST", body: "{}" });
+    // Chromium logs each refused navigation above (and a plain-text page's /favicon.ico,
+    // fetched later) as a console error: expected here; any other error is the pages'.
+    expect(consoleErrors.filter((e) => !e.includes("Failed to load resource"))).toEqual([]);
+    consoleErrors.splice(0);
+    await page.context().close();
+  }, 120_000);
 });

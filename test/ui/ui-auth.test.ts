@@ -175,3 +175,101 @@ describe("/ui on the unix socket", () => {
     expect(await res.text()).toContain("phase");
   });
 });
+
+describe("/ui for principals (issue 32)", () => {
+  /** A principal with a token, and a workload it submitted over TCP. */
+  async function principalWithWork(h: Harness, name: string) {
+    expect((await h.post("/v1/principals", { name })).status).toBe(201);
+    const minted = await h.post(`/v1/principals/${name}/tokens`, {});
+    expect(minted.status).toBe(201);
+    const token = ((await minted.json()) as { token: string }).token;
+    const created = await h.request(
+      "/v1/workloads",
+      {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
+        body: JSON.stringify({
+          kind: "BATCH",
+          name: `${name}-job`,
+          profile: "default",
+          command: ["true"],
+        }),
+      },
+      TCP,
+    );
+    expect(created.status).toBe(201);
+    const id = ((await created.json()) as { id: string }).id;
+    return { token, id };
+  }
+
+  test("a principal signs in with its token and sees, reads and cancels its own work only", async () => {
+    const h = make();
+    const alice = await principalWithWork(h, "alice");
+    const bob = await principalWithWork(h, "bob");
+    const admins = await submit(h);
+    const signedIn = await login(h, alice.token);
+    expect(signedIn.status).toBe(303);
+    const cookie = cookieOf(signedIn);
+    const get = (path: string) => h.request(path, { headers: { cookie } }, TCP);
+    const list = await (await get("/ui/workloads")).text();
+    expect(list).toContain(alice.id);
+    expect(list).not.toContain(bob.id);
+    expect(list).not.toContain(admins);
+    // Asking for another owner's list still shows only hers.
+    const asked = await (await get("/ui/workloads?owner=bob")).text();
+    expect(asked).not.toContain(bob.id);
+    expect(asked).toContain(alice.id);
+    const own = await get(`/ui/workloads/${alice.id}`);
+    expect(own.status).toBe(200);
+    const csrf = csrfOf(await own.text());
+    // Another's workload, its log and its cancel answer as a missing one.
+    for (const foreign of [bob.id, admins]) {
+      const missing = await get(`/ui/workloads/${foreign}`);
+      expect(missing.status).toBe(404);
+      expect(await missing.text()).toBe(`no workload ${JSON.stringify(foreign)}`);
+      expect((await get(`/ui/workloads/${foreign}/log`)).status).toBe(404);
+      const cancel = await h.request(
+        `/ui/workloads/${foreign}/cancel`,
+        form({ csrf }, { cookie }),
+        TCP,
+      );
+      expect(cancel.status).toBe(404);
+      expect(getWorkload(h.store, foreign)?.desired.kind).toBe("RUN");
+    }
+    expect((await get("/ui/cluster")).status).toBe(403);
+    const mine = await h.request(
+      `/ui/workloads/${alice.id}/cancel`,
+      form({ csrf }, { cookie }),
+      TCP,
+    );
+    expect(mine.status).toBe(303);
+    expect(getWorkload(h.store, alice.id)?.desired.kind).toBe("STOP");
+    // The admin's login still sees everyone's.
+    const adminCookie = cookieOf(await login(h));
+    const all = await (
+      await h.request("/ui/workloads", { headers: { cookie: adminCookie } }, TCP)
+    ).text();
+    for (const id of [alice.id, bob.id, admins]) expect(all).toContain(id);
+  });
+
+  test("a revoked token or a removed principal ends its page login at once", async () => {
+    const h = make();
+    const alice = await principalWithWork(h, "alice");
+    const cookie = cookieOf(await login(h, alice.token));
+    const get = () => h.request("/ui/workloads", { headers: { cookie } }, TCP);
+    expect((await get()).status).toBe(200);
+    const tokenId = alice.token.split("_")[1];
+    expect((await h.post(`/v1/tokens/${tokenId}/revoke`, {})).status).toBe(200);
+    const after = await get();
+    expect(after.status).toBe(303);
+    expect(after.headers.get("location")).toBe("/ui/login");
+  });
+
+  test("a wrong principal token is refused with no cookie", async () => {
+    const h = make();
+    const alice = await principalWithWork(h, "alice");
+    const wrong = await login(h, `${alice.token.slice(0, -4)}AAAA`);
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers.get("set-cookie")).toBeNull();
+  });
+});

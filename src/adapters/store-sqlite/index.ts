@@ -24,6 +24,7 @@ export * from "./ops/load-reconcile-snapshot.ts";
 export * from "./ops/load-reconcile-view.ts";
 export * from "./ops/mint-attempt.ts";
 export * from "./ops/mint-attempts.ts";
+export * from "./ops/principal-by-unix-user.ts";
 export * from "./ops/principals.ts";
 export * from "./ops/request-stop.ts";
 export * from "./ops/touch-activity.ts";

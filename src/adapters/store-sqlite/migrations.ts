@@ -22,6 +22,7 @@ import m0007 from "./migrations/0007_isolation_verdict.sql" with { type: "text" 
 import m0008 from "./migrations/0008_job_arrays.sql" with { type: "text" };
 import m0009 from "./migrations/0009_principals.sql" with { type: "text" };
 import m0010 from "./migrations/0010_array_summary.sql" with { type: "text" };
+import m0011 from "./migrations/0011_idempotency_key_per_owner.sql" with { type: "text" };
 import m0012 from "./migrations/0012_filtered_list_indexes.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
@@ -52,6 +53,7 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   { tag: "0008_job_arrays", sql: m0008 },
   { tag: "0009_principals", sql: m0009 },
   { tag: "0010_array_summary", sql: m0010 },
+  { tag: "0011_idempotency_key_per_owner", sql: m0011 },
   // A list filtered by kind, phase or profile (the API's, /ui's) reads its page, not the
   // store: each filter with the list's order, (created_at, id) (issue 34).
   { tag: "0012_filtered_list_indexes", sql: m0012 },

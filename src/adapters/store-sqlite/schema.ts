@@ -49,7 +49,12 @@ export const workloads = sqliteTable(
     gpus: integer("gpus").notNull().default(0),
   },
   (t) => [
-    uniqueIndex("workloads_idempotency_key").on(t.idempotencyKey),
+    // Keys are each owner's own (0011): the admin's NULL owner folded to '' so its keys
+    // stay unique among themselves (NULLs are distinct in a unique index).
+    uniqueIndex("workloads_owner_idempotency_key").on(
+      sql`coalesce(${t.owner}, '')`,
+      t.idempotencyKey,
+    ),
     index("workloads_phase").on(t.phase),
     index("workloads_created").on(t.createdAt, t.id),
     index("workloads_kind_created").on(t.kind, t.createdAt, t.id),

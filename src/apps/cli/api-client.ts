@@ -28,7 +28,15 @@ export type ApiResult<T> =
   | { readonly kind: "Ok"; readonly status: number; readonly body: T }
   | { readonly kind: "Problem"; readonly status: number; readonly problem: Problem }
   /** No HTTP answer at all: the daemon is not running, the socket is wrong, a proxy died. */
-  | { readonly kind: "Unreachable"; readonly message: string };
+  | {
+      readonly kind: "Unreachable";
+      readonly message: string;
+      /**
+       * Nothing was there to connect to (no socket file, connection refused): the request
+       * was never delivered, so another address may be tried with it.
+       */
+      readonly neverConnected?: boolean;
+    };
 
 export type StreamResult =
   | {
@@ -69,14 +77,23 @@ export function createClient(
   server: ServerAddress,
   token: string | null,
   runtime: { readonly fetch: ClientFetch },
+  /** With no token: each request's `Authorization` made fresh (a MUNGE credential). */
+  sign?: (method: string, path: string, server: ServerAddress) => Promise<string>,
 ): ApiClient {
   async function send(
     method: "GET" | "POST" | "PUT" | "DELETE",
     path: string,
     options: RequestOptions,
-  ): Promise<Response | { readonly kind: "Unreachable"; readonly message: string }> {
+  ): Promise<Response | Extract<ApiResult<never>, { readonly kind: "Unreachable" }>> {
     const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
     if (token !== null) headers["Authorization"] = `Bearer ${token}`;
+    else if (sign !== undefined) {
+      try {
+        headers["Authorization"] = await sign(method, path, server);
+      } catch (error) {
+        return { kind: "Unreachable", message: (error as Error).message };
+      }
+    }
     if (options.body !== undefined) headers["Content-Type"] = "application/json";
     if (options.raw !== undefined) headers["Content-Type"] = "application/octet-stream";
     const init: RequestInit & { unix?: string } = {
@@ -91,7 +108,12 @@ export function createClient(
     try {
       return await runtime.fetch(url, init);
     } catch (error) {
-      return { kind: "Unreachable", message: unreachableMessage(server, error) };
+      const code = (error as { readonly code?: unknown } | null)?.code;
+      return {
+        kind: "Unreachable",
+        message: unreachableMessage(server, error),
+        neverConnected: code === "ENOENT" || code === "ECONNREFUSED",
+      };
     }
   }
 
@@ -241,7 +263,7 @@ function unreachableMessage(server: ServerAddress, error: unknown): string {
   const code = (error as { readonly code?: unknown } | null)?.code;
   const where = describeServer(server);
   if (server.kind === "unix" && (code === "ENOENT" || code === "ECONNREFUSED")) {
-    return `no daemon is running at ${where} (start one with \`openai4s serve\`, or point at it with --server unix:PATH or $${SERVER_ENV})`;
+    return `no daemon is running at ${where} (point at the daemon with --server unix:PATH or $${SERVER_ENV})`;
   }
   if (server.kind === "http" && code === "ECONNREFUSED") {
     return `no daemon is listening at ${where} (check --server or $${SERVER_ENV})`;

@@ -20,6 +20,9 @@ import {
   SERVER_ENV,
   type ServerAddress,
 } from "./api-client.ts";
+import { CLIENT_CONFIG_ENV, DEFAULT_CLIENT_CONFIG, readClientConfig } from "./client-config.ts";
+import { mungeSigner } from "./munge-sign.ts";
+import { fallbackClient } from "./site-daemon.ts";
 
 const TOKEN_ENV = "OPENAI4S_TOKEN";
 
@@ -191,7 +194,11 @@ export function resolveToken(
   return fromEnv === undefined || fromEnv === "" ? null : fromEnv.trim();
 }
 
-/** Connection flags to a client; usage errors name the flag. */
+/**
+ * Connection flags to a client; usage errors name the flag. No `--server` (nor
+ * `$OPENAI4S_SERVER`): the user's own daemon, then the site's, as its client settings list
+ * them (site-daemon.ts). No token: a MUNGE credential per request where the site says so.
+ */
 export function connect(
   values: Pick<ClientOptionValues, "server" | "token-file">,
   io: CommandIo,
@@ -199,7 +206,33 @@ export function connect(
 ): ApiClient {
   const server = resolveServer(values.server, io.env, runtime);
   const token = resolveToken(values["token-file"], io.env, runtime);
-  return createClient(server, token, runtime);
+  const site = readClientConfig(io.env, runtime.readFile);
+  const mungeOn = site.munge || /^(1|on|true|yes)$/i.test(io.env[MUNGE_ENV] ?? "");
+  const sign = token === null && mungeOn ? mungeSigner(site.mungeSocket) : undefined;
+  const explicit = values.server !== undefined || nonEmptyEnv(io.env[SERVER_ENV]);
+  if (explicit) return createClient(server, token, runtime, sign);
+  const addresses: ServerAddress[] = [server];
+  for (const path of [site.adminSocket, site.socket]) {
+    if (path !== null && path !== (server.kind === "unix" ? server.path : null)) {
+      addresses.push({ kind: "unix", path });
+    }
+  }
+  if (site.server !== null) addresses.push({ kind: "http", baseUrl: new URL(site.server).origin });
+  const settingsFile = nonEmptyEnv(io.env[CLIENT_CONFIG_ENV])
+    ? (io.env[CLIENT_CONFIG_ENV] as string)
+    : DEFAULT_CLIENT_CONFIG;
+  return fallbackClient(
+    addresses.map((a) => createClient(a, token, runtime, sign)),
+    settingsFile,
+    addresses.length > 1 || site.munge,
+  );
+}
+
+/** `$OPENAI4S_MUNGE=1`: prove the user with MUNGE though the site's settings do not say so. */
+const MUNGE_ENV = "OPENAI4S_MUNGE";
+
+function nonEmptyEnv(value: string | undefined): boolean {
+  return value !== undefined && value !== "";
 }
 
 export function renderProblem(command: string, problem: Problem): string {

@@ -10,7 +10,7 @@ import { bunWebSocket, type SocketHandlers } from "../../servers/http/jupyter/so
 import { declaresBody } from "../../servers/http/validation.ts";
 import type { Cleanup, StartFailure } from "./daemon.ts";
 import { formatListenAddress, type ListenAddress } from "./listen.ts";
-import { removeSocket, withPrivateSocket } from "./unix-socket.ts";
+import { removeSocket, withPrivateSocket, withUsersSocket } from "./unix-socket.ts";
 
 export interface ListenerOptions {
   readonly listen: readonly ListenAddress[];
@@ -20,6 +20,8 @@ export interface ListenerOptions {
   /** Closers the API registered for daemon stop (Jupyter's websockets), run before the drain. */
   readonly beforeDrain: readonly (() => void)[];
   readonly bodyTimeoutMs: number | undefined;
+  /** `serve --users-socket`: a socket every local user may open; null: none. */
+  readonly usersSocket: string | null;
   readonly drainTimeoutMs: number;
   readonly maxUploadBytes: number;
 }
@@ -41,7 +43,9 @@ export function startListeners(options: ListenerOptions, cleanups: Cleanup[]): L
   // Bun refuses bodies past 128 MiB by default; uploads are capped by the files route
   // (streamed), JSON bodies by the API's own bound (validation.ts).
   const maxRequestBodySize = options.maxUploadBytes + 1024 * 1024;
-  for (const address of options.listen) {
+  const users: ListenAddress[] =
+    options.usersSocket === null ? [] : [{ kind: "unix", path: options.usersSocket }];
+  for (const address of [...options.listen, ...users]) {
     try {
       const server = listenOn(address, options, maxRequestBodySize);
       servers.push(server);
@@ -72,7 +76,7 @@ function listenOn(
   let server: Server<SocketHandlers> | null = null;
   const bindings: ApiBindings = {
     upgrade: (request, handlers) => server?.upgrade(request, { data: handlers }) ?? false,
-    access: accessFor(address, options.adminToken),
+    access: accessFor(address, options),
     ...(options.bodyTimeoutMs !== undefined ? { bodyTimeoutMs: options.bodyTimeoutMs } : {}),
     ...(address.kind === "tcp"
       ? { peerOf: (request: Request) => server?.requestIP(request)?.address ?? null }
@@ -92,7 +96,8 @@ function listenOn(
     // has no effect on a unix socket. No idle timeout here, then: the socket is 0600,
     // only the daemon's own user can hold a connection open. A body that stops arriving
     // is still cut (the API's body deadline, then Connection: close), as on TCP.
-    server = withPrivateSocket(address.path, () =>
+    const born = address.path === options.usersSocket ? withUsersSocket : withPrivateSocket;
+    server = born(address.path, () =>
       // Bun's types leave idleTimeout off the unix options; the runtime honours it
       // (the logs-live test fails without it).
       Bun.serve({
@@ -115,8 +120,14 @@ function listenOn(
   return server;
 }
 
-function accessFor(address: ListenAddress, adminToken: string): Access {
-  return address.kind === "unix" ? { kind: "LocalSocket" } : { kind: "Bearer", token: adminToken };
+function accessFor(address: ListenAddress, options: ListenerOptions): Access {
+  if (address.kind === "unix" && address.path === options.usersSocket) {
+    // Open to every local user: its mode grants nothing, callers prove who they are.
+    return { kind: "Bearer", token: options.adminToken, socketPath: address.path };
+  }
+  return address.kind === "unix"
+    ? { kind: "LocalSocket" }
+    : { kind: "Bearer", token: options.adminToken };
 }
 
 /**

@@ -9,6 +9,9 @@
  * The steps, in order, each pushing what it started onto one undo stack: the settings, the
  * state (start-state.ts: dirs, lock, migration, admin token, socket paths), the store, the
  * working parts and their loops, the API's listeners (api-listeners.ts).
+ *
+ * Over 400 lines because the start is one numbered sequence with its config type; the site's
+ * identity (issue 32) took it just past: its parts live in composition/site-identity.ts.
  */
 
 import { realpathSync } from "node:fs";
@@ -27,6 +30,7 @@ import {
 } from "../../adapters/store-sqlite/index.ts";
 import { checkDatabaseFilesystem } from "../../adapters/store-sqlite/network-fs.ts";
 import type { StateLayout } from "../../core/layout.ts";
+import type { SiteIdentity } from "../../core/ports/site-identity.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
 import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
@@ -38,8 +42,10 @@ import { startListeners } from "./api-listeners.ts";
 import { fileAuditLog } from "./audit-log.ts";
 import { withListenHosts } from "./browser-settings.ts";
 import { composeCore } from "./composition/index.ts";
+import { composeSiteIdentity } from "./composition/site-identity.ts";
 import { type DaemonSettings, parseDaemonSettings, settingErrorsMessage } from "./config.ts";
 import type { ListenAddress } from "./listen.ts";
+import type { SiteIdentityOptions } from "./site-identity-flags.ts";
 import { watchSpool, watchStateDir } from "./spool-watch.ts";
 import { prepareState } from "./start-state.ts";
 import { prepareDatabaseFile } from "./state-dir.ts";
@@ -79,6 +85,8 @@ export interface DaemonConfig {
   readonly allowUnsandboxedBatch?: boolean;
   /** Limits a new principal gets when `principal add` names none (`serve --principal-max-*`). */
   readonly principalDefaults?: PrincipalLimits;
+  /** Sign-in through the site (`serve --oidc-*`, `--munge*`, `--users-socket`). */
+  readonly siteIdentity?: SiteIdentityOptions;
   /** Polling ceiling, back-off maximum and command bound (`serve --poll-min-ms` ...). */
   readonly pacing?: {
     readonly minIntervalMs?: number;
@@ -164,11 +172,16 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const maxUploadBytes = config.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES;
 
   // 7. The API, once per listener; each listener says how it authenticates.
+  const siteIdentity = composeSiteIdentity(config.siteIdentity, config.env, config.clock);
+  if (siteIdentity !== null && "error" in siteIdentity) {
+    return fail({ kind: "ConfigError", message: siteIdentity.error });
+  }
   const beforeDrain: (() => void)[] = [];
   const browser = withListenHosts(settings.browser, config.listen);
   const app = buildApp(
     { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups, browser },
     composed.core,
+    siteIdentity,
   );
   const listeners = startListeners(
     {
@@ -177,6 +190,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
       app,
       beforeDrain,
       bodyTimeoutMs: config.bodyTimeoutMs,
+      usersSocket: config.siteIdentity?.usersSocket ?? null,
       drainTimeoutMs: config.drainTimeoutMs ?? 5000,
       maxUploadBytes,
     },
@@ -337,7 +351,7 @@ interface AppInputs {
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
-function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createApp> {
+function buildApp(inputs: AppInputs, core: Composed, siteIdentity: SiteIdentity | null) {
   const { config, layout, store, database, metrics, maxUploadBytes, beforeDrain } = inputs;
   const { clock, log } = config;
   const { backend, reconciler, sessions, admission, jobIdentity, identities } = core;
@@ -387,6 +401,7 @@ function buildApp(inputs: AppInputs, core: Composed): ReturnType<typeof createAp
     audit: fileAuditLog({ path: layout.auditLog }),
     accounts: core.accounts,
     browserGuard: inputs.browser,
+    ...(siteIdentity !== null ? { siteIdentity } : {}),
   });
 }
 

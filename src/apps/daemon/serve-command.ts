@@ -86,6 +86,7 @@ export const serveCommand: Command = {
       identity: options.identity,
       allowUnsandboxedBatch: options.allowUnsandboxedBatch,
       principalDefaults: options.principalDefaults,
+      siteIdentity: options.siteIdentity,
     });
     switch (started.kind) {
       case "ConfigError":

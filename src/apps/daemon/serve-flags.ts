@@ -18,6 +18,11 @@ import { parseStrict } from "../../lib/command/parse-args.ts";
 import type { LogLevel } from "../../lib/log.ts";
 import { BACKENDS, DEFAULT_BACKEND } from "./composition/index.ts";
 import { isLoopback, type ListenAddress, parseListenAddress } from "./listen.ts";
+import {
+  parseSiteIdentity,
+  SITE_IDENTITY_FLAGS,
+  type SiteIdentityOptions,
+} from "./site-identity-flags.ts";
 import { parseLowWater } from "./spool-watch.ts";
 import { resolveSpoolDir, resolveStateDir } from "./state-dir.ts";
 
@@ -47,6 +52,8 @@ export interface ServeOptions {
   readonly bodyTimeoutMs?: number;
   /** `--max-upload-size`; absent: the daemon's default. */
   readonly maxUploadBytes?: number;
+  /** Sign-in through the site: OIDC, MUNGE, the users' socket (`--oidc-*`, `--munge*`). */
+  readonly siteIdentity: SiteIdentityOptions;
 }
 
 /** The reconciler's polling ceiling, back-off and command bound; unset fields: defaults. */
@@ -150,6 +157,7 @@ export function parseServeArgs(
     ...bodyTimeout(v),
     ...maxUpload(v),
     principalDefaults: principalDefaults(v, env),
+    siteIdentity: parseSiteIdentity(v, env, cwd),
   };
 }
 
@@ -222,6 +230,7 @@ function parse(args: readonly string[]) {
     "principal-max-batch": { type: "string" },
     "principal-max-cpus": { type: "string" },
     "principal-max-gpus": { type: "string" },
+    ...SITE_IDENTITY_FLAGS,
     help: { type: "boolean", short: "h" },
   });
 }

@@ -82,6 +82,25 @@ const TAIL = `  --cluster-config FILE   The cluster.toml a cluster backend reads
   --principal-max-gpus N  Limits a principal gets when \`principal add\` names none (else
                           $OPENAI4S_PRINCIPAL_MAX_SESSIONS and alike; default: none).
                           Applied when the principal is added; the admin is unlimited.
+  --oidc-issuer URL       Accept JWTs from the site's OIDC issuer as bearer tokens (https;
+                          http only on loopback). Keys from its discovery document's
+                          jwks_uri, reloaded on an unknown kid at most every 30 s. A
+                          person's first valid token makes their principal (these limits),
+                          mapped to the unix account the claim names. Needs:
+  --oidc-audience AUD     The client id tokens must be issued for (aud).
+  --oidc-user-claim NAME  The claim that names the unix account (preferred_username).
+  --oidc-jwks-file FILE, --oidc-jwks-uri URL
+                          The issuer's keys from a file (no outbound access; re-read on an
+                          unknown kid) or this URL, instead of discovery.
+                          Each --oidc-* flag may be given as $OPENAI4S_OIDC_* instead.
+  --munge                 Accept MUNGE credentials (Authorization: MUNGE CRED) bound to the
+                          request and this daemon; the uid's principal is the caller, root and
+                          this daemon's own user are the admin. --munge-socket PATH names
+                          munged's socket; --munge-create-principals makes a principal for an
+                          account that has none (else 403 naming \`principal add\`).
+  --users-socket PATH     A second socket, mode 0666, for every local user: nothing is
+                          granted by its mode, each request proves its caller (MUNGE, a
+                          token). The admin's socket in the state dir stays 0600.
   --log-level LEVEL       debug, info (default), warn or error. Logs are JSON lines on stderr.
   --poll-min-ms MS        Shortest time between two observations of the backend, however
                           often the API wakes the reconciler (default 1000).

@@ -76,6 +76,17 @@ export function withPrivateSocket<T>(path: string, listen: () => T): T {
   return result;
 }
 
+/**
+ * The users' socket (`serve --users-socket`): born private as the admin's is, then opened to
+ * everyone (0666) only once the daemon serves it, since on it nothing is granted by the file
+ * mode: every caller proves who it is (MUNGE, a token) on every request.
+ */
+export function withUsersSocket<T>(path: string, listen: () => T): T {
+  const result = withPrivateSocket(path, listen);
+  chmodSync(path, 0o666);
+  return result;
+}
+
 /** Removes our socket file at shutdown, only if it is still a socket (never someone's file). */
 export function removeSocket(path: string): void {
   try {

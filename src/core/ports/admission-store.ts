@@ -66,13 +66,14 @@ export type CreateWorkloadResult =
       /** The first attempt, when one was asked for (SUBMITTING, no handle yet). */
       readonly attempt: Allocation | null;
     }
-  /** Another request created a workload with this Idempotency-Key first; nothing written. */
+  /** Another request by the same owner created a workload with this key first; nothing written. */
   | { readonly kind: "KeyTaken"; readonly existing: IdempotentMatch }
   /** The owner is at one of its limits; nothing written. */
   | { readonly kind: "OverLimit"; readonly exceeded: LimitExceeded };
 
 export interface AdmissionStore {
-  findByIdempotencyKey(key: string): IdempotentMatch | null;
+  /** The owner's own workload with this key (null owner: the admin's); keys are per owner. */
+  findByIdempotencyKey(owner: string | null, key: string): IdempotentMatch | null;
   /**
    * Inserts the workload and its first event in one transaction, with its first attempt when
    * asked (then SUBMITTING, else PENDING). Writes; answered once the write is durable (the

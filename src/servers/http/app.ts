@@ -10,7 +10,7 @@ import type { Caller } from "../../core/principals.ts";
 import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
 import { browserGuard, LOOPBACK_ONLY } from "./browser-guard.ts";
-import type { ApiDeps, ApiEnv } from "./deps.ts";
+import type { ApiBindings, ApiDeps, ApiEnv } from "./deps.ts";
 import { workloadIdOf } from "./jupyter/ids.ts";
 import { createJupyterRoutes } from "./jupyter/routes.ts";
 import { createMcpRoutes } from "./mcp/index.ts";
@@ -26,6 +26,7 @@ import {
 } from "./problem.ts";
 import { createProfileRoutes } from "./profiles/routes.ts";
 import { checkRequestShape } from "./request-shape.ts";
+import { siteCaller } from "./site-sign-in.ts";
 import { createAuditRoutes } from "./system/audit.ts";
 import { createBackupRoutes } from "./system/backup.ts";
 import { createRequestCounter } from "./system/exposition.ts";
@@ -106,6 +107,24 @@ function jupyterAuthorization(
   if (header !== undefined) return header;
   const query = new URL(url).searchParams.get("token");
   return query ? `Bearer ${query}` : undefined;
+}
+
+/** A site's credential (OIDC token, MUNGE) when the daemon takes them; null: none presented. */
+function signInThroughSite(
+  deps: ApiDeps,
+  listener: ApiBindings["access"] | undefined,
+  authorization: string | undefined,
+  req: { readonly method: string; readonly url: string; header(name: string): string | undefined },
+): Promise<Caller | null> | null {
+  const identity = deps.siteIdentity;
+  if (identity === undefined) return null;
+  const url = new URL(req.url);
+  return siteCaller(
+    { identity, store: deps.store, defaults: deps.principalDefaults, log: deps.log },
+    listener,
+    authorization,
+    { method: req.method, path: url.pathname + url.search, host: req.header("host") },
+  );
 }
 
 function problemResponse(error: ApiError): Response {
@@ -212,12 +231,14 @@ export function createApp(deps: ApiDeps) {
     const liveness =
       c.req.path === "/healthz" && (c.req.method === "GET" || c.req.method === "HEAD");
     if (!liveness || bindings === undefined) {
-      const caller = authorize(
-        bindings?.access,
-        jupyterAuthorization(c.req.path, c.req.header("authorization"), c.req.url),
-        (id) => access.token(id),
-        deps.clock.now(),
+      const authorization = jupyterAuthorization(
+        c.req.path,
+        c.req.header("authorization"),
+        c.req.url,
       );
+      const caller =
+        (await signInThroughSite(deps, bindings?.access, authorization, c.req)) ??
+        authorize(bindings?.access, authorization, (id) => access.token(id), deps.clock.now());
       c.set("caller", caller);
       if (caller.kind === "Principal") refuseForeign(access, c.req.method, c.req.path, caller.name);
     }

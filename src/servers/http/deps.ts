@@ -12,6 +12,7 @@ import type { WatchedHealth } from "../../core/backend-health.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
 import type { AdmissionStore, AttemptIds } from "../../core/ports/admission-store.ts";
+import type { SiteIdentity } from "../../core/ports/site-identity.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { Caller, PrincipalLimits } from "../../core/principals.ts";
 import type { JupyterService } from "../../core/session/jupyter-service.ts";
@@ -172,6 +173,8 @@ export interface ApiDeps {
   readonly browserGuard?: BrowserGuardSettings;
   /** Where state-changing requests are recorded; absent: not recorded (tests). */
   readonly audit?: AuditLog;
+  /** Sign-in through the site (OIDC tokens, MUNGE); absent: only the project's own tokens. */
+  readonly siteIdentity?: SiteIdentity;
 }
 
 /** One state-changing request, as the audit log keeps it. */
@@ -220,7 +223,16 @@ export interface IsolationSettings {
  */
 export type Access =
   | { readonly kind: "LocalSocket" }
-  | { readonly kind: "Bearer"; readonly token: string };
+  | {
+      readonly kind: "Bearer";
+      readonly token: string;
+      /**
+       * A users' socket (`serve --users-socket`): open to every local user, so nothing is
+       * granted by its file mode; callers prove themselves (MUNGE, a token). A MUNGE
+       * credential presented on it must be bound to this path. Absent: a TCP listener.
+       */
+      readonly socketPath?: string;
+    };
 
 export interface ApiBindings {
   readonly access: Access;

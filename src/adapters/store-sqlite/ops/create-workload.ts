@@ -1,4 +1,3 @@
-import { eq } from "drizzle-orm";
 import type { Allocation, Workload } from "../../../core/models.ts";
 import type {
   CreateWorkloadInput,
@@ -6,14 +5,13 @@ import type {
 } from "../../../core/ports/admission-store.ts";
 import type { PrincipalUsage } from "../../../core/principals.ts";
 import type { StoreDeps } from "../deps.ts";
-import { toWorkload } from "../rows.ts";
-import { workloads } from "../schema.ts";
+import { findWorkloadByIdempotencyKey } from "./find-workload-by-idempotency-key.ts";
 import { insertAttempt } from "./mint-attempt.ts";
 
 /**
  * Inserts a workload and its first event in one transaction, with its first attempt (token
  * and allocation) when the input carries one, or answers KeyTaken (writing nothing) when
- * another workload already holds the Idempotency-Key: two requests with one key can both
+ * another of the same owner's workloads already holds the Idempotency-Key (keys are per owner): two requests with one key can both
  * find nothing and both insert, and the unique index lets one through. Only that index's
  * conflict is expected; any other (an id collision) still throws.
  *
@@ -47,7 +45,7 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
       lastActiveAt,
       owner,
     });
-    if (inserted.changes === 0) return keyTaken(deps, input.idempotencyKey);
+    if (inserted.changes === 0) return keyTaken(deps, owner, input.idempotencyKey);
     sqlite
       .query<never, [string, number]>(
         "INSERT INTO events (workload_id, at, phase, message) VALUES (?, ?, 'PENDING', 'accepted')",
@@ -118,7 +116,7 @@ function insertWorkloadRow(
         number,
       ]
     >(
-      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (coalesce(owner, ''), idempotency_key) DO NOTHING",
     )
     .run(
       input.id,
@@ -157,15 +155,9 @@ function ownerUsage(sqlite: StoreDeps["db"]["$client"], owner: string): Principa
 const LIVE_PHASES_SQL =
   "phase = 'PENDING' OR phase = 'SUBMITTING' OR phase = 'QUEUED' OR phase = 'RUNNING' OR phase = 'STOPPING'";
 
-/** Read inside the transaction that lost the insert: the winner's row, as committed. */
-function keyTaken(deps: StoreDeps, key: string | null): CreateWorkloadResult {
-  const winner =
-    key === null
-      ? undefined
-      : deps.db.select().from(workloads).where(eq(workloads.idempotencyKey, key)).get();
+/** Read inside the transaction that lost the insert: the same owner's winner, as committed. */
+function keyTaken(deps: StoreDeps, owner: string | null, key: string | null): CreateWorkloadResult {
+  const winner = key === null ? null : findWorkloadByIdempotencyKey(deps, owner, key);
   if (!winner) throw new Error("insert returned no row");
-  return {
-    kind: "KeyTaken",
-    existing: { workload: toWorkload(winner), requestHash: winner.requestHash },
-  };
+  return { kind: "KeyTaken", existing: winner };
 }

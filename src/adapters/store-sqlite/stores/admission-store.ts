@@ -59,7 +59,7 @@ export function bindAdmissionStore(
   }
 
   return {
-    findByIdempotencyKey: (key) => findWorkloadByIdempotencyKey(deps, key),
+    findByIdempotencyKey: (owner, key) => findWorkloadByIdempotencyKey(deps, owner, key),
     create(input) {
       return new Promise<CreateWorkloadResult>((resolve, reject) => {
         if (waiting.length === 0) void flushAt().then(flush);

@@ -18,10 +18,11 @@ import {
   listWorkloadPage,
   requestStop,
   type WorkloadKey,
+  workloadOwner,
 } from "../../../adapters/store-sqlite/index.ts";
 import { PHASES, type Phase, WORKLOAD_KINDS, type WorkloadKind } from "../../../core/models.ts";
 import { batchRefusal, sessionIsolationVerdict } from "../../../core/ports.ts";
-import { tokensMatch } from "../auth.ts";
+import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
 import { placement } from "../profiles/routes.ts";
@@ -41,6 +42,7 @@ import {
   type UiKeys,
   uiCaller,
 } from "./ui-auth.ts";
+import { stillSignedIn, uiSignIn } from "./ui-sign-in.ts";
 import { WorkloadPage } from "./workload-page.tsx";
 import { ADMIN_OWNER_OPTION, WorkloadsPage } from "./workloads-page.tsx";
 
@@ -134,15 +136,20 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   let health: { readonly healthy: boolean; readonly sinceMs: number } | null = null;
   let verdict: { readonly text: string; readonly sinceMs: number } | null = null;
 
-  /** The caller's CSRF token, or the answer that turns them away. */
-  function admit(c: Ctx): { csrf: string; logoutCsrf: string | undefined } | Response {
+  /** The caller and its CSRF token, or the answer that turns them away. */
+  function admit(
+    c: Ctx,
+  ): { csrf: string; logoutCsrf: string | undefined; caller: Caller } | Response {
     const access = (c.env as ApiEnv["Bindings"] | undefined)?.access;
     const caller = uiCaller(keys, access, getCookie(c, UI_COOKIE), deps.clock.now());
     switch (caller.kind) {
       case "Allowed":
+        // A principal's login ends with its token or its principal, not 12 hours later.
+        if (!stillSignedIn(deps, caller.caller)) return redirect(c, "/ui/login");
         return {
           csrf: caller.csrf,
           logoutCsrf: access?.kind === "Bearer" ? caller.csrf : undefined,
+          caller: caller.caller,
         };
       case "NeedsLogin":
         return redirect(c, "/ui/login");
@@ -156,7 +163,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   }
 
   /** A state-changing form: admitted, same origin, and carrying this caller's CSRF token. */
-  async function admitPost(c: Ctx): Promise<Response | null> {
+  async function admitPost(c: Ctx): Promise<Response | Caller> {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
     const form = await readForm(c);
@@ -164,7 +171,15 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     if (!sameOrigin(c) || !csrfValid(admitted.csrf, form.get("csrf") ?? undefined)) {
       return plain(c, "refused: the form's CSRF token is missing or stale; reload the page", 403);
     }
-    return null;
+    return admitted.caller;
+  }
+
+  /**
+   * A workload a principal may not see answers as one that does not exist (as the API's
+   * refuseForeign does): its existence is not leaked.
+   */
+  function foreign(caller: Caller, id: string): boolean {
+    return caller.kind === "Principal" && workloadOwner(deps.store, id) !== caller.name;
   }
 
   app.get("/ui", (c) => redirect(c, "/ui/workloads"));
@@ -185,14 +200,18 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     const form = await readForm(c);
     if (form === null) return tooLarge(c);
     const token = (form.get("token") ?? "").trim();
-    if (!tokensMatch(token, access.token)) {
-      return page(
-        c,
-        (nonce) => <LoginPage nonce={nonce} error="That is not the admin token." />,
-        401,
-      );
+    const signedIn = await uiSignIn(deps, access, token);
+    if (signedIn.kind === "Refused") {
+      return page(c, (nonce) => <LoginPage nonce={nonce} error={signedIn.message} />, 401);
     }
-    setCookie(c, UI_COOKIE, mintLogin(keys, access.token, deps.clock.now()), {
+    const cookie = mintLogin(
+      keys,
+      access.token,
+      deps.clock.now(),
+      signedIn.caller,
+      signedIn.notAfterMs,
+    );
+    setCookie(c, UI_COOKIE, cookie, {
       path: "/ui",
       httpOnly: true,
       sameSite: "Strict",
@@ -204,7 +223,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
 
   app.post("/ui/logout", async function uiLogout(c) {
     const refused = await admitPost(c);
-    if (refused) return refused;
+    if (refused instanceof Response) return refused;
     deleteCookie(c, UI_COOKIE, { path: "/ui" });
     return secure(c.redirect("/ui/login", 303), newNonce());
   });
@@ -227,7 +246,9 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
       );
     }
     if (profile !== undefined && profile.length > 200) return plain(c, "profile: too long", 400);
-    const owner = q["owner"] || undefined;
+    const mine = admitted.caller.kind === "Principal" ? admitted.caller.name : undefined;
+    // A principal's list is its own, whatever owner the query names.
+    const owner = mine ?? (q["owner"] || undefined);
     if (owner !== undefined && owner.length > 64) return plain(c, "owner: too long", 400);
     const after = parseKey(q["after"]);
     const before = parseKey(q["before"]);
@@ -254,7 +275,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         logoutCsrf={admitted.logoutCsrf}
         filters={{ phase, kind, profile, owner }}
         profiles={profiles}
-        owners={listPrincipals(deps.store).map((p) => p.name)}
+        owners={mine !== undefined ? [mine] : listPrincipals(deps.store).map((p) => p.name)}
         page={result}
         live={live}
         nowMs={deps.clock.now()}
@@ -265,7 +286,9 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   app.get("/ui/workloads/:id", function uiWorkload(c) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
-    const details = getWorkloadDetails(deps.store, c.req.param("id"));
+    const details = foreign(admitted.caller, c.req.param("id"))
+      ? null
+      : getWorkloadDetails(deps.store, c.req.param("id"));
     if (details === null) return plain(c, `no workload ${JSON.stringify(c.req.param("id"))}`, 404);
     const events = listEvents(deps.store, details.workload.id);
     return page(c, (nonce) => (
@@ -286,6 +309,9 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   app.get("/ui/workloads/:id/log", async function uiLog(c) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
+    if (foreign(admitted.caller, c.req.param("id"))) {
+      return plain(c, `no workload ${JSON.stringify(c.req.param("id"))}`, 404);
+    }
     const query = new URL(c.req.url).search;
     const inner = new Request(
       `http://ui/v1/workloads/${encodeURIComponent(c.req.param("id"))}/logs${query}`,
@@ -295,9 +321,10 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   });
 
   app.post("/ui/workloads/:id/cancel", async function uiCancel(c) {
-    const refused = await admitPost(c);
-    if (refused) return refused;
+    const caller = await admitPost(c);
+    if (caller instanceof Response) return caller;
     const id = c.req.param("id");
+    if (foreign(caller, id)) return plain(c, `no workload ${JSON.stringify(id)}`, 404);
     const result = requestStop(deps.store, id, "USER_CANCELLED", "cancelled by the user");
     if (result.kind === "NotFound") return plain(c, `no workload ${JSON.stringify(id)}`, 404);
     if (result.kind === "Requested") {
@@ -310,7 +337,12 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   app.get("/ui/sessions", function uiSessions(c) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
-    const sessions = listWorkloadDetails(deps.store, { kind: "SESSION", limit: 200 }).items;
+    const caller = admitted.caller;
+    const sessions = listWorkloadDetails(deps.store, {
+      kind: "SESSION",
+      limit: 200,
+      ...(caller.kind === "Principal" ? { owner: caller.name } : {}),
+    }).items;
     return page(c, (nonce) => (
       <SessionsPage
         nonce={nonce}
@@ -324,6 +356,10 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   app.get("/ui/cluster", async function uiCluster(c) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
+    // Every profile's load, orphans and the scheduler's health: the admin's, as /metrics is.
+    if (admitted.caller.kind === "Principal") {
+      return plain(c, "the cluster page is for the admin only", 403);
+    }
     const { report: backend, verdict: backendVerdict } = await readBackendHealth(deps);
     const healthy = backendVerdict.healthy;
     const nowMs = deps.clock.now();
