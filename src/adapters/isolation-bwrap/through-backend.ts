@@ -12,6 +12,10 @@
  *    that backend, under a directory the nodes see at the same path (the spool is shared
  *    with the nodes, or workers could not read their credentials), and judges what it
  *    printed exactly as the local probe does.
+ *
+ * Over 400 lines because the rewrite of each launch kind, the node-side environment it
+ * inherits and who the scheduler submits it as (an owner's or a leased uid's account) are
+ * one decision per launch, read top to bottom; splitting it would scatter that decision.
  */
 import { existsSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
