@@ -21,8 +21,11 @@ function answering(body: unknown) {
     },
     homeDir: () => "/home/test",
     cwd: () => "/srv/o4s",
-    readFile: () => {
-      throw new Error("no files in this test");
+    // As the file system answers for a file that is not there (the site's client.toml).
+    readFile: (path) => {
+      throw Object.assign(new Error(`ENOENT: no such file: ${path} (no files in this test)`), {
+        code: "ENOENT",
+      });
     },
     isTty: () => false,
     sleep: async () => {},

@@ -49,8 +49,11 @@ export function runtimeFor(h: Harness, options: { readonly tty?: boolean } = {})
     },
     homeDir: () => "/home/test",
     cwd: () => "/srv/o4s",
-    readFile: () => {
-      throw new Error("no files in this test");
+    // As the file system answers for a file that is not there (the site's client.toml).
+    readFile: (path) => {
+      throw Object.assign(new Error(`ENOENT: no such file: ${path} (no files in this test)`), {
+        code: "ENOENT",
+      });
     },
     isTty: () => options.tty === true,
     sleep: async (ms) => {
