@@ -213,9 +213,11 @@ describe("against a live gateway", () => {
     const huge = await exec("print('\u20ac' * 200000)\n'\u20ac' * 200000");
     expect(huge.status).toBe("OK");
     // 200 001 characters printed: the cap's head and tail arrive (in frames that fit), with
-    // the one character between them counted.
+    // the one character between them counted, and the file holding the whole output named.
     expect(huge.output.startsWith("\u20ac".repeat(100000))).toBe(true);
-    expect(huge.output).toContain("[... 1 more characters not shown]");
+    expect(huge.output).toMatch(
+      /\[\.\.\. 1 more characters not shown; the whole output is in openai4s-outputs\/[^\]]+\]/,
+    );
     expect(huge.output.endsWith(`${"\u20ac".repeat(99999)}\n`)).toBe(true);
     expect(huge.value).toContain("more characters not shown");
     expect(huge.value!.startsWith("'\u20ac\u20ac")).toBe(true);
