@@ -212,7 +212,7 @@ describe("the MCP door over Streamable HTTP", () => {
     expect(hijack.status).toBe(404);
   });
 
-  test("a page's Origin is refused (DNS rebinding); a loopback Origin is not", async () => {
+  test("a page's Origin is refused (DNS rebinding), another local port's too; the own origin is not", async () => {
     const h = make();
     const init = (origin: string) => ({
       method: "POST",
@@ -237,11 +237,16 @@ describe("the MCP door over Streamable HTTP", () => {
       init("http://evil.example.com"),
     );
     expect(evil.status).toBe(403);
-    const local = await tcpFetch(h, ADMIN_TOKEN)(
+    // A page on another local port is another origin (the browser guard's rule, as Jupyter
+    // Server's allow_origin); the daemon's own origin is the page it serves.
+    const otherPort = await tcpFetch(h, ADMIN_TOKEN)(
       "http://127.0.0.1/mcp",
       init("http://localhost:8080"),
     );
-    expect(local.status).toBe(200);
+    expect(otherPort.status).toBe(403);
+    // (The harness asks as http://localhost.)
+    const own = await tcpFetch(h, ADMIN_TOKEN)("http://127.0.0.1/mcp", init("http://localhost"));
+    expect(own.status).toBe(200);
   });
 
   test("MCP sessions are bounded per caller: the idle least recently used one is closed", async () => {
