@@ -106,32 +106,6 @@ function refusedWhileDegraded(live: Live, message: string, now: number): Transit
   };
 }
 
-/**
- * A refusal while the breaker learned: the attempt FAILED, the workload waits (not sent
- * again) for the profile's verdict.
- */
-function refusedWhileLearning(live: Live, message: string, now: number): Transition {
-  const { workload: w, allocation: a } = live;
-  return {
-    allocation: {
-      id: a.id,
-      expectedPhase: a.phase,
-      phase: "FAILED",
-      reason: "SUBMIT_REJECTED",
-      message,
-      endedAt: now,
-    },
-    workload: {
-      id: w.id,
-      expectedPhase: w.phase,
-      expectedEpoch: w.executionEpoch,
-      phase: "PENDING",
-      reason: "SUBMIT_REFUSED",
-      message: `the backend refused this submission (${message}); it waits while profile ${w.profile} shows whether the refusal is the profile's or this workload's own`,
-    },
-  };
-}
-
 /** The verdict on a refusal held while the breaker learned: its own, so the workload ends. */
 function failOwnRefusal(w: Workload, message: string): Transition {
   return {
@@ -347,7 +321,10 @@ async function submitAndRecord(
     // A refusal of this request alone (its own arguments, its owner's account) says nothing
     // about the profile.
     if (answer.kind === "Rejected" && answer.byRequest !== true && answer.reason === undefined) {
-      env.breakers.rejected(request.profile, answer.message, env.clock.now(), live.workload.id);
+      // No workload id: a refusal while the breaker learns fails its workload, as before.
+      // Holding it for the profile's verdict (issue 32) failed work during an outage or let
+      // it hang with nothing left to tell by; it waits for a design that keeps INV I4.
+      env.breakers.rejected(request.profile, answer.message, env.clock.now());
       const state = env.breakers.state(request.profile);
       if (state.kind === "Open") {
         // Refused with the profile degraded: not this workload's failure. The attempt ends
@@ -360,7 +337,9 @@ async function submitAndRecord(
         recorded.push(refusedWhileDegraded(live, answer.message, env.clock.now()));
         continue;
       }
-      recorded.push(refusedWhileLearning(live, answer.message, env.clock.now()));
+      recorded.push(
+        recordSubmitResult(live.workload, live.allocation, answer, env.clock.now(), sandboxed),
+      );
       continue;
     }
     if (answer.kind === "Unknown") {
