@@ -85,7 +85,7 @@ function exchange(
 async function metricsText(): Promise<string> {
   const res = await exchange(
     "unix",
-    "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    "GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
   );
   return res.received;
 }
@@ -100,7 +100,7 @@ function openFds(): number {
   return readdirSync(`/proc/${daemon.proc.pid}/fd`).length;
 }
 
-const SUBMIT_HEAD = "POST /v1/workloads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+const SUBMIT_HEAD = "POST /v1/workloads HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
 
 describe.each<Target>(["unix", "tcp"])("on the %s listener", (target) => {
   test(
@@ -155,7 +155,7 @@ describe.each<Target>(["unix", "tcp"])("on the %s listener", (target) => {
     async () => {
       const res = await exchange(
         target,
-        'GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"a":',
+        'GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{"a":',
         { waitMs: 5000 },
       );
       expect(res.received).toStartWith("HTTP/1.1 200");
@@ -209,7 +209,7 @@ test(
     for (let i = 0; i < 20; i++) {
       const head = await exchange(
         "unix",
-        `HEAD ${logPath} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+        `HEAD ${logPath} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`,
       );
       expect(head.received).toStartWith("HTTP/1.1 200");
       peak = Math.max(peak, openFds());
@@ -223,7 +223,7 @@ test(
       // Read the first bytes of the log, then go away.
       await new Promise<void>((resolve) => {
         const socket = createConnection({ path: daemon.socket });
-        socket.on("connect", () => socket.write(`GET ${logPath} HTTP/1.1\r\nHost: x\r\n\r\n`));
+        socket.on("connect", () => socket.write(`GET ${logPath} HTTP/1.1\r\nHost: localhost\r\n\r\n`));
         socket.once("data", () => {
           socket.destroy();
           resolve();
@@ -276,10 +276,10 @@ test(
 
 test.each([
   ["GET / HTTP/9.9\r\n\r\n", "505"],
-  ["GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", "505"],
+  ["GET /a b HTTP/1.1\r\nHost: localhost\r\n\r\n", "505"],
   ["GARBAGE\r\n\r\n", "400"],
   ["GET /healthz HTTP/1.1\r\nBad Header: x\r\n\r\n", "400"],
-  ["GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", "400"],
+  ["GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: abc\r\n\r\n", "400"],
 ])(
   "the runtime answers %p itself with a bare %s and closes, as docs/api.md says",
   async (raw, status) => {
