@@ -54,6 +54,9 @@ deadline = time.time() + 30
 while len([f for f in os.listdir("/tmp") if f.startswith("r")]) < per_node and time.time() < deadline:
     time.sleep(0.05)
 time.sleep(0.5)
+# One rank at a time: with the job's variables each line is several KiB, and lines the
+# launcher forwards at once from four tasks were seen interleaved in the log.
+time.sleep(0.4 * int(rank))
 print(json.dumps({
     "env": dict(os.environ),
     "uid": os.getuid(),
