@@ -23,7 +23,7 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
   SUBMIT_REFUSED:
     "the cluster refused this submission once: it waits while the server tells whether the profile or this request is at fault",
   ACCOUNT_UNUSABLE:
-    "the unix account your work runs as cannot run it (missing, root or a system account): an administrator must fix your principal's unix user",
+    "the unix user your work runs as cannot run it (missing, root or a system user): an administrator must fix your principal's unix user",
   NOT_FOUND_BY_BACKEND: "the cluster lost track of it: resubmit",
   ATTEMPTS_EXHAUSTED: "every attempt ended on an infrastructure failure: tell an administrator",
   WAITING_FOR_RESOURCES: "it waits its turn for free resources: nothing to do but wait",

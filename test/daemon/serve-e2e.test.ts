@@ -160,7 +160,8 @@ describe("openai4s serve over its unix socket", () => {
       expect(listed.out).toContain(id);
       const failing = await cli("submit", "--", "sh", "-c", "exit 3");
       const failed = await cli("wait", failing.out.trim(), "--timeout", "30s");
-      expect(failed.code).toBe(1);
+      // The job's own exit code, as a scheduler's submit-and-wait returns it.
+      expect(failed.code).toBe(3);
       expect(failed.err).toContain("FAILED");
     },
     TEST_TIMEOUT_MS,

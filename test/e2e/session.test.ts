@@ -240,7 +240,7 @@ describe("idle sessions are reclaimed", () => {
       await waitReady(d, id);
       const started = Date.now();
       const r = await d.cli("wait", id, "--until", "TERMINAL", "--timeout", "30s");
-      expect(r.code).toBe(1); // ended, but not by completing
+      expect(r.code).toBe(143); // ended, but not by completing: wait's code for CANCELLED
       const w = await d.show(id);
       expect(w.phase).toBe("CANCELLED");
       expect(w.reason).toBe("IDLE_TIMEOUT");
