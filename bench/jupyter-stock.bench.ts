@@ -12,7 +12,7 @@
  *
  * Run: `node_modules/.bin/bun bench/jupyter-stock.bench.ts [execs] [prints]`.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { type Daemon, ensureBuilt, freePort, startDaemon } from "../test/support/binary-daemon.ts";
 import { eventually } from "../test/support/eventually.ts";

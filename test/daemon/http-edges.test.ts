@@ -100,7 +100,8 @@ function openFds(): number {
   return readdirSync(`/proc/${daemon.proc.pid}/fd`).length;
 }
 
-const SUBMIT_HEAD = "POST /v1/workloads HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
+const SUBMIT_HEAD =
+  "POST /v1/workloads HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
 
 describe.each<Target>(["unix", "tcp"])("on the %s listener", (target) => {
   test(
@@ -223,7 +224,9 @@ test(
       // Read the first bytes of the log, then go away.
       await new Promise<void>((resolve) => {
         const socket = createConnection({ path: daemon.socket });
-        socket.on("connect", () => socket.write(`GET ${logPath} HTTP/1.1\r\nHost: localhost\r\n\r\n`));
+        socket.on("connect", () =>
+          socket.write(`GET ${logPath} HTTP/1.1\r\nHost: localhost\r\n\r\n`),
+        );
         socket.once("data", () => {
           socket.destroy();
           resolve();
