@@ -268,6 +268,9 @@ export async function submitAll(
       }
     }
   }
+  // In the workloads' order, whatever order the caller found them in: which job id the
+  // scheduler hands which submission then does not depend on how a tick walked its rows.
+  toSubmit.sort((a, b) => (a.workloadId < b.workloadId ? -1 : a.workloadId > b.workloadId ? 1 : 0));
   const results = await inPool(toSubmit, ctx.submitConcurrency, (r) => submitOne(ctx, r));
   for (const result of results) out.set(result.token, result);
   return out;
