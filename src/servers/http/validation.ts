@@ -62,6 +62,22 @@ function acceptsAsJson(contentType: string | undefined): boolean {
 }
 
 /**
+ * The one body-type rule of every JSON route (readJson, the contents API's large reader): a
+ * form or text body is a 415, except a Jupyter client's under /api/ with its token in a header.
+ */
+export function refuseNonJsonBody(c: Context): void {
+  const contentType = c.req.header("content-type");
+  if (acceptsAsJson(contentType) || jupyterClientWithToken(c)) return;
+  throw new ApiError({
+    status: 415,
+    slug: "unsupported-media-type",
+    title: "Unsupported media type",
+    detail: `the body must be JSON (Content-Type: application/json), not ${JSON.stringify(contentType)}`,
+    errors: [{ path: "Content-Type", message: "must be application/json" }],
+  });
+}
+
+/**
  * A Jupyter client (under /api/) that put its token in a header: JupyterLab's services send
  * their JSON typed `text/plain;charset=UTF-8` from Node and browsers, and a stock Jupyter
  * Server parses it as JSON. A browser page cannot forge the header on a cross-site form post,
@@ -175,16 +191,7 @@ export async function readJson(
   c: Context,
   options: { readonly emptyIsNone?: boolean } = {},
 ): Promise<unknown> {
-  const contentType = c.req.header("content-type");
-  if (!acceptsAsJson(contentType) && !jupyterClientWithToken(c)) {
-    throw new ApiError({
-      status: 415,
-      slug: "unsupported-media-type",
-      title: "Unsupported media type",
-      detail: `the body must be JSON (Content-Type: application/json), not ${JSON.stringify(contentType)}`,
-      errors: [{ path: "Content-Type", message: "must be application/json" }],
-    });
-  }
+  refuseNonJsonBody(c);
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw bodyTooLarge();
   const bindings = c.env as ApiBindings | undefined;

@@ -7,16 +7,10 @@ import type { Context } from "hono";
 import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiEnv } from "../deps.ts";
 import { ApiError, validationFailed } from "../problem.ts";
-import { DEFAULT_BODY_TIMEOUT_MS } from "../validation.ts";
+import { DEFAULT_BODY_TIMEOUT_MS, refuseNonJsonBody } from "../validation.ts";
 
 /** base64 is 4/3 of the bytes; JSON escapes and a notebook's keys add the rest. */
 const OVERHEAD_BYTES = 1024 * 1024;
-
-function isJsonType(contentType: string | undefined): boolean {
-  if (contentType === undefined) return true;
-  const media = (contentType.split(";")[0] ?? "").trim().toLowerCase();
-  return media === "" || media === "application/json" || media.endsWith("+json");
-}
 
 function tooLarge(maxBytes: number): ApiError {
   return new ApiError({
@@ -31,17 +25,8 @@ export async function readContentsBody(
   c: Context<ApiEnv>,
   maxUploadBytes: number,
 ): Promise<unknown> {
-  const contentType = c.req.header("content-type");
-  // The same rule as every other body (validation.ts): a form or text body is refused.
-  if (!isJsonType(contentType)) {
-    throw new ApiError({
-      status: 415,
-      slug: "unsupported-media-type",
-      title: "Unsupported media type",
-      detail: `the body must be JSON (Content-Type: application/json), not ${JSON.stringify(contentType)}`,
-      errors: [{ path: "Content-Type", message: "must be application/json" }],
-    });
-  }
+  // The same rule as every other body, from the same function (validation.ts).
+  refuseNonJsonBody(c);
   const maxBytes = Math.ceil((maxUploadBytes * 4) / 3) + OVERHEAD_BYTES;
   if (Number(c.req.header("content-length") ?? "0") > maxBytes) throw tooLarge(maxBytes);
   const reader = c.req.raw.body?.getReader();
