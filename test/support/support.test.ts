@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { eventually } from "./eventually.ts";
-import { tempDir, tempDirs } from "./temp-dir.ts";
+import { makeTempDir, removeDir, tempDir, tempDirs } from "./temp-dir.ts";
 
 describe("eventually", () => {
   test("returns the first value that is not null, undefined or false; a throw is not yet", async () => {
@@ -58,5 +58,23 @@ describe("temp dirs", () => {
     }).toThrow("an assertion failed");
     expect(path).not.toBe("");
     expect(existsSync(path)).toBe(false);
+  });
+
+  test("a supervisor still running under a removed dir is stopped first, so it cannot make it again", async () => {
+    const dir = makeTempDir("o4s-support-");
+    const jobDir = join(dir, "backend", "jobs", "j1");
+    // Stands in for `openai4s __supervise`: its job dir in its argv, and on SIGTERM it writes
+    // its record with mkdir -p, as the real one writes its logs after a late start.
+    const script = `trap 'mkdir -p "$1/logs" && echo ended > "$1/logs/exit"; exit 0' TERM; echo up > "$2"; while :; do sleep 0.05; done`;
+    const ready = join(makeTempDir("o4s-support-"), "up");
+    const child = Bun.spawn(["sh", "-c", script, "__supervise", jobDir, ready], {
+      stdio: ["ignore", "ignore", "ignore"],
+    });
+    // argv of `sh -c SCRIPT __supervise JOBDIR` is [sh, -c, SCRIPT, __supervise, JOBDIR, READY].
+    await eventually(() => existsSync(ready), { what: "the stand-in supervisor up" });
+    removeDir(dir);
+    await child.exited;
+    expect(existsSync(dir)).toBe(false);
+    removeDir(join(ready, ".."));
   });
 });

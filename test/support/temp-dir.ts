@@ -14,7 +14,7 @@
  *    close() already owns (it removes the dir after stopping the daemon that writes there).
  */
 import { afterAll, afterEach } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -24,7 +24,55 @@ export function makeTempDir(prefix: string): string {
 }
 
 export function removeDir(path: string): void {
+  stopSupervisorsUnder(path);
   rmSync(path, { recursive: true, force: true });
+}
+
+const SUPERVISORS_GONE_MS = 10_000;
+
+/**
+ * Local jobs outlive a stopped daemon (by design), and so do their supervisors
+ * (`openai4s __supervise --job-dir DIR/...`). One that was still starting when its test
+ * removed DIR made its log directory again (mkdir -p) and the suite left a tree behind: a CI
+ * run failed on an `o4s-backup-*` leftover. They are stopped first (SIGTERM: the job is
+ * ended and its record written while DIR still exists), then waited for, bounded.
+ */
+function stopSupervisorsUnder(path: string): void {
+  let pids = supervisorsUnder(path);
+  for (const pid of pids) signal(pid, "SIGTERM");
+  const deadline = Date.now() + SUPERVISORS_GONE_MS;
+  while (pids.length > 0 && Date.now() < deadline) {
+    Bun.sleepSync(20);
+    pids = supervisorsUnder(path);
+  }
+  for (const pid of pids) signal(pid, "SIGKILL");
+}
+
+function supervisorsUnder(path: string): number[] {
+  const inside = `${path}/`;
+  const found: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0");
+      // A zombie has an empty cmdline: it writes nothing more.
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (argv.includes("__supervise") && argv.some((a) => a.startsWith(inside))) {
+      found.push(Number(name));
+    }
+  }
+  return found;
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // already gone
+  }
 }
 
 /**
