@@ -381,5 +381,6 @@ export function createReconciler(options: ReconcilerOptions): Reconciler {
     profileBreakers: () => breakers.views(),
     commandsInFlight: () => lanes.inFlight + (admittedQueue.waiting > 0 ? 1 : 0),
     idle: () => admittedQueue.drained().then(() => lanes.idle()),
+    close: () => admittedQueue.close(),
   };
 }

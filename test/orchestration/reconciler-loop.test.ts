@@ -259,6 +259,37 @@ describe("run and wake", () => {
     await done;
   });
 
+  test("closed before an admitted attempt's turn: nothing is sent, the attempt stays for the next start", async () => {
+    const { reconciler } = setup();
+    const h = harnesses.at(-1) as Harness;
+    const created = createWorkload(h.deps, {
+      id: "admitted-late",
+      kind: "BATCH",
+      name: "admitted-late",
+      profile: "default",
+      spec: { command: ["true"] },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+      firstAttempt: { ...reconciler.newAttemptIds(), message: "attempt 1 of 1" },
+    });
+    if (created.kind !== "Created" || created.attempt === null) throw new Error(created.kind);
+    const submitsBefore = h.sim.calls.submit;
+    reconciler.admitted(created.workload, created.attempt);
+    // The daemon's stop: the reconciler is closed, then the store; the turn comes after.
+    reconciler.close();
+    await settle();
+    expect(h.sim.calls.submit).toBe(submitsBefore);
+    expect(h.allocations("admitted-late").map((a) => [a.phase, a.handle])).toEqual([
+      ["SUBMITTING", null],
+    ]);
+    reconciler.admitted(created.workload, created.attempt);
+    h.close();
+    harnesses.splice(harnesses.indexOf(h), 1);
+    // A turn after the store closed would have thrown "Cannot use a closed database".
+    await settle();
+  });
+
   test("wakes during a tick coalesce into one more tick after the minimum interval", async () => {
     const { clock, gated, reconciler, ticks } = setup();
     const abort = new AbortController();

@@ -216,6 +216,7 @@ export function harness(options: HarnessOptions = {}): Harness {
       return h.reconciler.reconcileOnce({ waitForCommands: false });
     },
     close() {
+      h.reconciler.close();
       opened.close();
     },
   };

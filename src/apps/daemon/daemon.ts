@@ -329,6 +329,7 @@ function startLoops(core: Composed, drainTimeoutMs: number, cleanups: Cleanup[])
     // Commands still in flight get the drain grace to record their answers; one that does
     // not answer is left to the next start, which resolves it by token (INV-8).
     await withDeadline(reconciler.idle(), drainTimeoutMs, () => {});
+    reconciler.close();
   });
   // The backend's own background work (the orphan sweep), beside the reconciler.
   for (const service of services) {

@@ -22,6 +22,8 @@ export interface AdmittedQueue {
   readonly waiting: number;
   /** Resolves once none waits (each has been handed to the submission step). */
   drained(): Promise<void>;
+  /** From now on nothing is handed over: the store is about to close. */
+  close(): void;
 }
 
 export interface AdmittedQueueDeps {
@@ -35,6 +37,7 @@ export interface AdmittedQueueDeps {
 
 export function createAdmittedQueue(deps: AdmittedQueueDeps): AdmittedQueue {
   let waiting: Live[] = [];
+  let closed = false;
 
   /**
    * The attempts as the store has them now, those still wanted: a stop that came in the
@@ -56,6 +59,7 @@ export function createAdmittedQueue(deps: AdmittedQueueDeps): AdmittedQueue {
   }
 
   function submitWaiting(): void {
+    if (closed) return;
     const group = waiting;
     waiting = [];
     const wanted = stillWanted(group);
@@ -67,6 +71,7 @@ export function createAdmittedQueue(deps: AdmittedQueueDeps): AdmittedQueue {
 
   return {
     admitted(workload, attempt) {
+      if (closed) return;
       if (attempt === null) {
         deps.wake();
         return;
@@ -80,6 +85,11 @@ export function createAdmittedQueue(deps: AdmittedQueueDeps): AdmittedQueue {
     },
     async drained() {
       while (waiting.length > 0) await nextTurn();
+    },
+    close() {
+      // Those waiting stay SUBMITTING in the store; `drained` no longer waits for them.
+      closed = true;
+      waiting = [];
     },
   };
 }

@@ -186,6 +186,12 @@ export interface Reconciler {
   commandsInFlight(): number;
   /** Resolves once no command is in flight. */
   idle(): Promise<void>;
+  /**
+   * Before the store closes: admitted attempts still waiting for their turn are not sent
+   * (they stay SUBMITTING with their token, for the next start to take: INV-8). Without it a
+   * turn that came after the close read a closed database.
+   */
+  close(): void;
 }
 
 export interface BackendCallRate {
