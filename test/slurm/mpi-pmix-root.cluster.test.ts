@@ -145,8 +145,11 @@ describe.skipIf(!IS_ROOT || !pmixReady(testCluster))("slurm-cluster Open MPI, ro
     if (scratch !== undefined) removeDir(scratch);
   });
 
-  /** Waits for the workload, then its phase, stdout, stderr and the job's sacct user. */
-  async function outcome(id: string, bearer: string) {
+  /**
+   * Waits for the workload, then its phase, stdout, stderr and the job's sacct user: the
+   * first of `users` that sacct names.
+   */
+  async function outcome(id: string, bearer: string, users: readonly string[]) {
     const get = async (path: string) =>
       fetch(`${base}${path}`, { headers: { authorization: `Bearer ${bearer}` } });
     const view = (await eventually(
@@ -173,8 +176,10 @@ describe.skipIf(!IS_ROOT || !pmixReady(testCluster))("slurm-cluster Open MPI, ro
       return { phase: view.phase, err: `${view.message ?? ""}\n${log}`, ranks: [], user: "" };
     }
     // sacct lags: poll until the job's row names its owner. By uid: the User column is a
-    // name the accounting resolved on its own, and read "root" once in CI for a job slurmd
-    // launched as the lease's uid (its log: "Launching batch job N for UID 62960").
+    // name the accounting resolved on its own. And its first row of a job submitted with
+    // --uid can carry the submitter's uid (0) for a moment, although slurmd launched the job
+    // as the lease's ("Launching batch job N for UID 62960") and MPI_Init, which checks the
+    // job's owner, passed: seen here and in CI, the row says the owner's uid seconds later.
     const user = await eventually(
       () => {
         const r = Bun.spawnSync({
@@ -183,7 +188,8 @@ describe.skipIf(!IS_ROOT || !pmixReady(testCluster))("slurm-cluster Open MPI, ro
           stdout: "pipe",
         });
         const text = r.stdout.toString().trim();
-        return text === "" ? null : text;
+        if (!users.includes(text)) throw new Error(`sacct names UID "${text}"`);
+        return text;
       },
       { what: `sacct user of job ${jobId}`, timeoutMs: 30_000, intervalMs: 500 },
     );
@@ -212,7 +218,7 @@ describe.skipIf(!IS_ROOT || !pmixReady(testCluster))("slurm-cluster Open MPI, ro
     async () => {
       const admin = readFileSync(join(d.stateDir, "admin-token"), "utf8").trim();
       const id = await submit(admin, "pmix");
-      const got = await outcome(id, admin);
+      const got = await outcome(id, admin, made.map(String));
       expect({ phase: got.phase, err: got.err }).toEqual({ phase: "COMPLETED", err: "" });
       expect(got.ranks).toEqual(RANKS);
       expect(made.map(String)).toContain(got.user);
@@ -228,7 +234,7 @@ describe.skipIf(!IS_ROOT || !pmixReady(testCluster))("slurm-cluster Open MPI, ro
       expect(issued.code).toBe(0);
       const token = issued.stdout.trim().split(/\s+/).at(-1) ?? "";
       const id = await submit(token, "pmix-owner");
-      const got = await outcome(id, token);
+      const got = await outcome(id, token, [String(owner.uid)]);
       expect({ phase: got.phase, err: got.err }).toEqual({ phase: "COMPLETED", err: "" });
       expect(got.ranks).toEqual(RANKS);
       expect(got.user).toBe(String(owner.uid));
