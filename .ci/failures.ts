@@ -9,9 +9,7 @@ const PER_FAILURE_LINES = 40;
 
 const path = process.argv[2];
 if (!path) throw new Error("usage: failures.ts TEST_LOG");
-const lines = (await Bun.file(path).text())
-  .replace(/\x1b\[[0-9;]*m/g, "")
-  .split("\n");
+const lines = (await Bun.file(path).text()).replace(/\x1b\[[0-9;]*m/g, "").split("\n");
 
 const isBoundary = (line: string) => /^\((pass|fail|skip|todo)\) |^test\/\S+:$/.test(line);
 const blocks: string[][] = [];
