@@ -1,0 +1,68 @@
+/**
+ * docs/architecture.md names the tree's files and folders; when a file moved and the doc did
+ * not, a reader was sent to paths that no longer exist (three were stale at once). Every
+ * repository path the doc names in backticks must be a tracked file or folder, named whole or
+ * by its trailing segments (`reconciler/lanes.ts` for src/core/reconciler/lanes.ts).
+ */
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+function tracked(): string[] {
+  const run = Bun.spawnSync(["git", "ls-files", "-z"], { cwd: ROOT, stdout: "pipe" });
+  if (run.exitCode !== 0) throw new Error("git ls-files failed");
+  return run.stdout
+    .toString()
+    .split("\0")
+    .filter((f) => f !== "");
+}
+
+/** The first segments that make a backticked name a path of this repository. */
+const TREE_ROOTS =
+  /^(src|test|bench|docs|deploy|scripts|\.ci|core|adapters|servers|wire|apps|lib|backend-[a-z]+|store-sqlite|isolation-bwrap|reconciler|ports|ops|composition)\//;
+
+/** Backticked names that are repository paths: a source file, or a folder of the tree. */
+function namedPaths(doc: string): string[] {
+  const names = [...doc.matchAll(/`([^`\s]+)`/g)].map((m) => m[1] ?? "");
+  return [
+    ...new Set(
+      names.filter(
+        (name) =>
+          !/[<>{}*]/.test(name) &&
+          !name.startsWith("/") &&
+          (/\.(ts|sh)$/.test(name) ||
+            (name.includes("/") && (/\.(md|toml|service)$/.test(name) || TREE_ROOTS.test(name)))),
+      ),
+    ),
+  ];
+}
+
+function stalePaths(doc: string, files: readonly string[]): string[] {
+  const entries = new Set(files);
+  for (const file of files) {
+    const parts = file.split("/");
+    for (let i = 1; i < parts.length; i++) entries.add(`${parts.slice(0, i).join("/")}/`);
+  }
+  const all = [...entries];
+  return namedPaths(doc).filter((p) => !all.some((e) => e === p || e.endsWith(`/${p}`)));
+}
+
+describe("docs/architecture.md names only paths that exist", () => {
+  const files = tracked();
+  const doc = readFileSync(join(ROOT, "docs", "architecture.md"), "utf8");
+
+  test("it names paths (a pattern that matches nothing must not make this vacuous)", () => {
+    expect(namedPaths(doc).length).toBeGreaterThan(40);
+  });
+
+  test("every path it names is tracked", () => {
+    expect(stalePaths(doc, files)).toEqual([]);
+  });
+
+  test("a planted stale path is found, and a path named by its tail is not", () => {
+    const planted = `${doc}\nSee \`isolation/through-backend.ts\` and \`reconciler/lanes.ts\`.\n`;
+    expect(stalePaths(planted, files)).toEqual(["isolation/through-backend.ts"]);
+  });
+});
