@@ -3,14 +3,14 @@
  * the broker's own), the mounts tables, and the reading of one table's keys against them.
  */
 import { mountProblem, overlappingTargets, type ProfileMount } from "../../core/mounts.ts";
-import { SCHEDULER_NAME_PATTERN } from "./broker-validation.ts";
 import {
   joinKey,
   type TomlNode,
   type TomlPosition,
   type TomlScalar,
   type TomlTableNode,
-} from "./toml-subset.ts";
+} from "../../lib/toml/subset.ts";
+import { SCHEDULER_NAME_PATTERN } from "./broker-validation.ts";
 
 export const PROFILE_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const MAX_DESCRIPTION_CHARS = 200;

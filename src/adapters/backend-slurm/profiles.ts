@@ -6,7 +6,7 @@
  *   partition, QoS and account: a queue name in a JSON body is the same leak by a slower
  *   route. `toJSON()` returns the same view, so serialising a profile by accident cannot
  *   leak either.
- * - The file is read in a strict TOML subset (toml-subset.ts), cross-checked by two readers.
+ * - The file is read in a strict TOML subset (lib/toml/subset.ts), cross-checked by two readers.
  * - Unknown keys are refused by name with their line instead of ignored: a misspelt `qos`
  *   that is silently dropped sends every job to the default queue.
  * - Every profile is also put through the submission boundary's own validation (the broker's
@@ -17,6 +17,14 @@ import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { readEnvironments } from "../../core/environments.ts";
 import type { ProfileEnvironment, ResourceProfile, WorkloadKind } from "../../core/models.ts";
 import type { ProfileMount } from "../../core/mounts.ts";
+import { readTomlSubset } from "../../lib/toml/cross-check.ts";
+import {
+  joinKey,
+  type TomlNode,
+  type TomlRefusal,
+  type TomlScalar,
+  type TomlTableNode,
+} from "../../lib/toml/subset.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type ClusterProfile, createClusterProfile } from "./cluster-profile.ts";
 import { resourceOptions } from "./profiles-argv.ts";
@@ -35,14 +43,6 @@ import {
   str,
   TOP_LEVEL,
 } from "./profiles-schema.ts";
-import { readTomlSubset } from "./toml-cross-check.ts";
-import {
-  joinKey,
-  type TomlNode,
-  type TomlRefusal,
-  type TomlScalar,
-  type TomlTableNode,
-} from "./toml-subset.ts";
 
 /** A cluster.toml is a page of text; anything larger is not one. */
 export const MAX_CLUSTER_CONFIG_BYTES = 1024 * 1024;

@@ -36,7 +36,6 @@ import {
   withPublicMessages,
 } from "../../../adapters/backend-slurm/public-messages.ts";
 import { createSiteArrayLimit } from "../../../adapters/backend-slurm/site-array-limit.ts";
-import { readTomlSubset } from "../../../adapters/backend-slurm/toml-cross-check.ts";
 import {
   verifiedInBackground,
   withoutSessionIsolation,
@@ -47,6 +46,7 @@ import { withSpoolFullEndings } from "../../../core/spool-full-endings.ts";
 import { backgroundTimers } from "../../../lib/clock.ts";
 import { errorCode } from "../../../lib/durable-fs.ts";
 import { spoolFullness } from "../../../lib/spool-space.ts";
+import { readTomlSubset } from "../../../lib/toml/cross-check.ts";
 import {
   type BackendContext,
   type BackendCreation,

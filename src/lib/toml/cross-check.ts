@@ -1,6 +1,6 @@
 /**
  * The cross-check: three readers look at every cluster.toml and must agree: the subset
- * parser (toml-subset.ts, which knows where every key is, so every refusal has a line),
+ * parser (subset.ts, which knows where every key is, so every refusal has a line),
  * smol-toml and Bun's built-in reader. Both of those are production paths, so a file one of
  * them reads differently from the other is refused rather than trusted: a divergence is a
  * profile silently landing on the wrong queue. Measured differences this guards against
@@ -16,7 +16,7 @@ import {
   type SubsetParse,
   type TomlPosition,
   type TomlTableNode,
-} from "./toml-subset.ts";
+} from "./subset.ts";
 
 /** The tree as plain data, for comparison with what the other readers return. */
 export function toPlain(table: TomlTableNode): Record<string, unknown> {

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import { parse as smolParse } from "smol-toml";
-import { readTomlSubset, toPlain } from "../../src/adapters/backend-slurm/toml-cross-check.ts";
-import { parseTomlSubset } from "../../src/adapters/backend-slurm/toml-subset.ts";
+import { readTomlSubset, toPlain } from "../../src/lib/toml/cross-check.ts";
+import { parseTomlSubset } from "../../src/lib/toml/subset.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Generated documents inside the accepted subset: every piece carries its TOML text and the

@@ -2,7 +2,7 @@
  * Where the TOML subset reader is in its text, and what every part of it shares: the
  * position of a refusal, line endings, spaces, comments and the end of a statement's line.
  */
-import type { TomlPosition } from "./toml-subset.ts";
+import type { TomlPosition } from "./subset.ts";
 
 /** The reader's place: an index into the text, and the line it is on (for positions). */
 export interface Cursor {
@@ -45,7 +45,7 @@ export function refuse(
 }
 
 /** TOML forbids control characters other than tab in strings and comments. */
-export function isControl(code: number): boolean {
+export function forbiddenControl(code: number): boolean {
   return code !== 0x09 && (code < 0x20 || code === 0x7f);
 }
 
@@ -77,7 +77,7 @@ export function comment(c: Cursor): void {
   // At '#': to the end of the line. TOML forbids control characters here as well.
   c.pos += 1;
   while (c.pos < c.text.length && c.text[c.pos] !== "\n" && c.text[c.pos] !== "\r") {
-    if (isControl(c.text.charCodeAt(c.pos))) {
+    if (forbiddenControl(c.text.charCodeAt(c.pos))) {
       throw refuse(c, `${describeChar(c.text[c.pos])} in a comment`);
     }
     c.pos += 1;

@@ -2,9 +2,9 @@
  * The TOML subset's keys (bare, quoted, dotted) and scalar values: strings, integers the
  * readers hold exactly, booleans. Floats, dates, arrays and inline tables are refused by name.
  */
-import { type Cursor, describeChar, here, refuse, skipSpaces } from "./toml-cursor.ts";
-import { basicString, literalString, multilineBasic, multilineLiteral } from "./toml-strings.ts";
-import type { TomlScalar } from "./toml-subset.ts";
+import { type Cursor, describeChar, here, refuse, skipSpaces } from "./cursor.ts";
+import { basicString, literalString, multilineBasic, multilineLiteral } from "./strings.ts";
+import type { TomlScalar } from "./subset.ts";
 
 const BARE_KEY_CHAR = /[A-Za-z0-9_-]/;
 const DECIMAL_INTEGER = /^[+-]?(?:0|[1-9](?:_?[0-9])*)$/;

@@ -3,7 +3,7 @@
  * escapes only. Where the two other readers of the cross-check were measured to disagree on a
  * string, it is refused with its line rather than read one way.
  */
-import { type Cursor, describeChar, here, isControl, newline, refuse } from "./toml-cursor.ts";
+import { type Cursor, describeChar, forbiddenControl, here, newline, refuse } from "./cursor.ts";
 
 /** TOML 1.0's escapes. `\e` and `\xHH` are TOML 1.1: TOML 1.0 readers refuse them. */
 const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
@@ -74,7 +74,7 @@ export function basicString(c: Cursor, key: string | null): string {
       out += escapeSequence(c, key);
       continue;
     }
-    if (isControl(c.text.charCodeAt(c.pos))) {
+    if (forbiddenControl(c.text.charCodeAt(c.pos))) {
       throw refuse(c, `${describeChar(ch)} in a string: escape it`, key);
     }
     out += ch;
@@ -94,7 +94,7 @@ export function literalString(c: Cursor, key: string | null): string {
       c.pos += 1;
       return c.text.slice(start, c.pos - 1);
     }
-    if (isControl(c.text.charCodeAt(c.pos))) {
+    if (forbiddenControl(c.text.charCodeAt(c.pos))) {
       throw refuse(c, `${describeChar(ch)} in a string`, key);
     }
     c.pos += 1;
@@ -182,7 +182,7 @@ export function multilineBasic(c: Cursor, key: string | null): string {
       out += multilineNewline(c, key);
       continue;
     }
-    if (isControl(c.text.charCodeAt(c.pos))) {
+    if (forbiddenControl(c.text.charCodeAt(c.pos))) {
       throw refuse(c, `${describeChar(ch)} in a string: escape it`, key);
     }
     out += ch;
@@ -207,7 +207,7 @@ export function multilineLiteral(c: Cursor, key: string | null): string {
       out += multilineNewline(c, key);
       continue;
     }
-    if (isControl(c.text.charCodeAt(c.pos))) {
+    if (forbiddenControl(c.text.charCodeAt(c.pos))) {
       throw refuse(c, `${describeChar(ch)} in a string`, key);
     }
     out += ch;

@@ -5,8 +5,8 @@
  * at: failing to read is recoverable, misreading schedules onto the wrong queue.
  *
  * This is the reader that knows where every key is, so every refusal has a line. Files are
- * read through the cross-check (toml-cross-check.ts), which has two more readers agree.
- * Its parts: toml-cursor.ts (position, lines, comments), toml-strings.ts, toml-tokens.ts
+ * read through the cross-check (cross-check.ts), which has two more readers agree.
+ * Its parts: cursor.ts (position, lines, comments), strings.ts, tokens.ts
  * (keys and scalar values); here, the statements and the tables they build.
  */
 import {
@@ -20,8 +20,8 @@ import {
   Refusal,
   refuse,
   skipSpaces,
-} from "./toml-cursor.ts";
-import { keyPath, scalar } from "./toml-tokens.ts";
+} from "./cursor.ts";
+import { keyPath, scalar } from "./tokens.ts";
 
 export type TomlScalar = string | number | boolean;
 
