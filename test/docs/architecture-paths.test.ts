@@ -7,17 +7,10 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { REPO_ROOT, trackedFiles } from "../support/tracked-files.ts";
 
-const ROOT = join(import.meta.dir, "..", "..");
-
-function tracked(): string[] {
-  const run = Bun.spawnSync(["git", "ls-files", "-z"], { cwd: ROOT, stdout: "pipe" });
-  if (run.exitCode !== 0) throw new Error("git ls-files failed");
-  return run.stdout
-    .toString()
-    .split("\0")
-    .filter((f) => f !== "");
-}
+const ROOT = REPO_ROOT;
+const tracked = trackedFiles;
 
 /** The first segments that make a backticked name a path of this repository. */
 const TREE_ROOTS =

@@ -8,17 +8,10 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { tempDir } from "../support/temp-dir.ts";
+import { REPO_ROOT, trackedFiles } from "../support/tracked-files.ts";
 
-const ROOT = join(import.meta.dir, "..", "..");
-
-function tracked(): string[] {
-  const run = Bun.spawnSync(["git", "ls-files", "-z"], { cwd: ROOT, stdout: "pipe" });
-  if (run.exitCode !== 0) throw new Error("git ls-files failed");
-  return run.stdout
-    .toString()
-    .split("\0")
-    .filter((f) => f !== "");
-}
+const ROOT = REPO_ROOT;
+const tracked = trackedFiles;
 
 /** Paths of the machines this was developed on, and the shared notes outside the repo. */
 const FOREIGN = [/\/work\//, /(?<!\/\$bunfs)\/root\//, /\.\.\/shared\b/];
