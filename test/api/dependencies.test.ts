@@ -88,7 +88,9 @@ describe("dependencies", () => {
       await call(h, "/v1/workloads", json("POST", { ...batch, afterAny: [mine.id] }), alice),
     );
     expect(own.after).toEqual([{ kind: "afterany", workloadId: mine.id }]);
-    await created(await call(h, "/v1/workloads", json("POST", { ...batch, afterOk: [mine.id] }), ADMIN));
+    await created(
+      await call(h, "/v1/workloads", json("POST", { ...batch, afterOk: [mine.id] }), ADMIN),
+    );
   });
 
   test("a SESSION cannot run after others (400 naming the field)", async () => {
