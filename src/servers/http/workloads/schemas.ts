@@ -212,7 +212,7 @@ export const SubmitBody = v.strictObject({
     v.pipe(
       dependencyIds,
       v.description(
-        "BATCH only: workload ids it runs after, each once it COMPLETED (Slurm's afterok); one that ends otherwise ends this one CANCELLED, reason DEPENDENCY_NEVER_SATISFIED.",
+        "BATCH only: workload ids it runs after, each once it COMPLETED (a batch scheduler's afterok); one that ends otherwise ends this one CANCELLED, reason DEPENDENCY_NEVER_SATISFIED.",
       ),
     ),
   ),
@@ -220,7 +220,7 @@ export const SubmitBody = v.strictObject({
     v.pipe(
       dependencyIds,
       v.description(
-        "BATCH only: workload ids it runs after, each once it ended in any way (Slurm's afterany).",
+        "BATCH only: workload ids it runs after, each once it ended in any way (a batch scheduler's afterany).",
       ),
     ),
   ),
