@@ -14,6 +14,7 @@
  */
 import { createHash } from "node:crypto";
 import { fieldRefusals } from "./admission-checks.ts";
+import { type Dependency, dependenciesOf } from "./dependencies.ts";
 import {
   type Allocation,
   attemptMessage,
@@ -37,6 +38,10 @@ export interface Submission {
   readonly name: string;
   readonly spec: WorkloadSpec;
   readonly maxAttempts: number;
+  /** Created held until released (staged input); absent: runs as soon as it may. */
+  readonly held?: true;
+  /** The workloads it runs after; absent: none. */
+  readonly after?: readonly Dependency[];
 }
 
 /** A workload's name: what listings show, and the default derived from the program. */
@@ -57,6 +62,9 @@ export interface SubmissionRequest {
   readonly tasks?: number | undefined;
   readonly tasksPerNode?: number | undefined;
   readonly environment?: string | undefined;
+  readonly hold?: boolean | undefined;
+  readonly afterOk?: readonly string[] | undefined;
+  readonly afterAny?: readonly string[] | undefined;
 }
 
 /** One refused field: `path` names it as the request spelled it. */
@@ -75,6 +83,11 @@ export type AdmissionRefusal =
    * as the daemon's own uid without a verified sandbox.
    */
   | { readonly reason: "ISOLATION_UNAVAILABLE"; readonly message: string }
+  /**
+   * A dependency names a workload that does not exist or is another principal's (404: the
+   * same answer for both, so a principal cannot probe others' ids).
+   */
+  | { readonly reason: "UNKNOWN_DEPENDENCY"; readonly fields: readonly RefusedField[] }
   /** The owner already holds what one of its limits allows (429). */
   | ({ readonly reason: "OVER_LIMIT" } & LimitExceeded);
 
@@ -151,6 +164,13 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       }
     }
   }
+  if (request.kind !== "BATCH") {
+    for (const path of ["afterOk", "afterAny"] as const) {
+      if (request[path] !== undefined && request[path].length > 0) {
+        fields.push({ path, message: "only a BATCH workload runs after others" });
+      }
+    }
+  }
   if (request.kind !== "BATCH" && request.array !== undefined) {
     fields.push({ path: "array", message: "only a BATCH workload runs as a job array" });
   }
@@ -180,6 +200,7 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       ? { tasksPerNode: request.tasksPerNode }
       : {}),
   };
+  const after = dependenciesOf(request.afterOk, request.afterAny);
   return {
     kind: "Normalized",
     submission: {
@@ -188,6 +209,8 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       name: request.name ?? defaultName(request),
       spec,
       maxAttempts: request.maxAttempts ?? 1,
+      ...(request.hold === true ? { held: true } : {}),
+      ...(after.length > 0 ? { after } : {}),
     },
   };
 }
@@ -264,6 +287,8 @@ export async function admitWorkload(
     const earlier = deps.store.findByIdempotencyKey(owner, idempotencyKey);
     if (earlier) return replayOrRefuse(idempotencyKey, earlier, hash, owner);
   }
+  const unknown = unknownDependencies(deps.store, submission.after ?? [], owner);
+  if (unknown.length > 0) return { kind: "Refused", reason: "UNKNOWN_DEPENDENCY", fields: unknown };
   const profiles = deps.backend.profiles();
   const fields = fieldRefusals(submission, profiles, owner, deps.backend);
   if (fields.length > 0) return { kind: "Refused", reason: "INVALID", fields };
@@ -301,7 +326,10 @@ export async function admitWorkload(
     maxAttempts: submission.maxAttempts,
     idempotencyKey,
     requestHash: hash,
-    ...(deps.newAttempt === undefined
+    ...(submission.held === true ? { held: true } : {}),
+    ...(submission.after === undefined ? {} : { after: submission.after }),
+    // Held or dependent: the reconciler mints its first attempt once it may run.
+    ...(deps.newAttempt === undefined || submission.held === true || submission.after !== undefined
       ? {}
       : {
           firstAttempt: {
@@ -325,4 +353,28 @@ export async function admitWorkload(
       throw new Error(`unhandled create result ${JSON.stringify(never)}`);
     }
   }
+}
+
+/**
+ * The dependencies naming a workload the submitter may not see: missing, or (for a
+ * principal) another's. The admin may name any. One message for both, so the answer says
+ * nothing about another principal's ids. A cycle cannot be formed: ids are the server's,
+ * minted at creation, and dependencies are fixed then, so every parent is older.
+ */
+function unknownDependencies(
+  store: AdmissionStore,
+  after: readonly Dependency[],
+  owner: string | null,
+): RefusedField[] {
+  if (after.length === 0) return [];
+  const owners = store.ownersOf(after.map((d) => d.workloadId));
+  const fields: RefusedField[] = [];
+  const index = { afterok: 0, afterany: 0 };
+  for (const dep of after) {
+    const path = `${dep.kind === "afterok" ? "afterOk" : "afterAny"}[${index[dep.kind]++}]`;
+    const found = owners.has(dep.workloadId);
+    if (found && (owner === null || owners.get(dep.workloadId) === owner)) continue;
+    fields.push({ path, message: `no workload ${JSON.stringify(dep.workloadId)}` });
+  }
+  return fields;
 }

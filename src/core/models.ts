@@ -7,6 +7,7 @@
  * stale values (INV-7) is `executionEpoch`; the version of the declarative spec is
  * `specRevision`. The kernel layer's word for the former is never used here.
  */
+import type { Dependency } from "./dependencies.ts";
 import type { ProfileMount } from "./mounts.ts";
 
 export const WORKLOAD_KINDS = ["SESSION", "BATCH"] as const;
@@ -133,6 +134,12 @@ export const REASONS = [
   "ADMIN_CANCELLED",
   // An event, not a phase: the allocation is within its warning time of its time limit.
   "TIME_LIMIT_NEAR",
+  // Dependencies (core/dependencies.ts), Slurm's own words: it waits for the workloads it
+  // runs after, or one of them ended so that it never can run.
+  "DEPENDENCY",
+  "DEPENDENCY_NEVER_SATISFIED",
+  // Created held (`hold`), e.g. for its input to be uploaded: it waits for its release.
+  "AWAITING_RELEASE",
 ] as const;
 export type Reason = (typeof REASONS)[number];
 
@@ -328,6 +335,10 @@ export interface Workload {
   readonly lastActiveAt: number | null;
   /** The principal that submitted it; null or absent: the admin. */
   readonly owner?: string | null;
+  /** Created held and not released yet: the reconciler submits nothing. Absent: false. */
+  readonly held?: boolean;
+  /** The workloads it runs after (core/dependencies.ts); absent or empty: none. */
+  readonly after?: readonly Dependency[];
 }
 
 /** One attempt at a workload, with one executionEpoch and one SubmissionToken. */

@@ -28,6 +28,12 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
   ATTEMPTS_EXHAUSTED: "every attempt ended on an infrastructure failure: tell an administrator",
   WAITING_FOR_RESOURCES: "it waits its turn for free resources: nothing to do but wait",
   HELD: "an administrator holds it: ask them to release it",
+  DEPENDENCY:
+    "it waits for the workloads it runs after (the message names them): nothing to do but wait",
+  DEPENDENCY_NEVER_SATISFIED:
+    "a workload it runs after ended so that it never can (the message names it): fix that one, then resubmit both",
+  AWAITING_RELEASE:
+    "it was created held: upload its input, then release it (POST /v1/workloads/{id}/release, or openai4s release)",
   LIMIT_REACHED:
     "a usage limit (jobs, CPUs, time per user or group) is reached: wait for your other work to end, or stop some",
   NODES_UNAVAILABLE:

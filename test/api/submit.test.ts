@@ -32,6 +32,8 @@ describe("POST /v1/workloads", () => {
         "profile",
         "environment",
         "owner",
+        "held",
+        "after",
         "phase",
         "reason",
         "message",

@@ -235,6 +235,7 @@ describe("admission", () => {
     /** The real store, except that the first lookup misses: the other request won the race. */
     const racing = (store: AdmissionStore): AdmissionStore => ({
       findByIdempotencyKey: () => null,
+      ownersOf: (ids) => store.ownersOf(ids),
       create: (input) => store.create(input),
     });
 

@@ -121,6 +121,10 @@ function crashable(real: () => Real, inner: ReconcilerStore): ReconcilerStore {
       writes = 0;
       return inner.loadView();
     },
+    parentStates: (ids) => {
+      read();
+      return inner.parentStates(ids);
+    },
     decodeSpecs: (workloads) => {
       read();
       inner.decodeSpecs(workloads);

@@ -516,6 +516,7 @@ describe("cancel barrier", () => {
         };
         return {
           loadView: () => inner.loadView(),
+          parentStates: (ids) => inner.parentStates(ids),
           decodeSpecs: (w) => inner.decodeSpecs(w),
           findAllocationsByTokens: (t) => inner.findAllocationsByTokens(t),
           mintAttempts: (i) => {

@@ -16,4 +16,5 @@ export const TAGS_BEFORE_THE_RENAME: readonly string[] = [
   "0010_array_summary",
   "0011_idempotency_key_per_owner",
   "0012_filtered_list_indexes",
+  "0013_dependencies_and_hold",
 ];

@@ -24,6 +24,7 @@ import m0009 from "./migrations/0009_principals.sql" with { type: "text" };
 import m0010 from "./migrations/0010_array_summary.sql" with { type: "text" };
 import m0011 from "./migrations/0011_idempotency_key_per_owner.sql" with { type: "text" };
 import m0012 from "./migrations/0012_filtered_list_indexes.sql" with { type: "text" };
+import m0013 from "./migrations/0013_dependencies_and_hold.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -57,6 +58,8 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   // A list filtered by kind, phase or profile (the API's, /ui's) reads its page, not the
   // store: each filter with the list's order, (created_at, id) (issue 34).
   { tag: "0012_filtered_list_indexes", sql: m0012 },
+  // Workloads held until released, and the workloads one runs after (issue 35).
+  { tag: "0013_dependencies_and_hold", sql: m0013 },
 ];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

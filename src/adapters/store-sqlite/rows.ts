@@ -1,3 +1,4 @@
+import { DEPENDENCY_KINDS, type Dependency } from "../../core/dependencies.ts";
 import {
   type Allocation,
   type Condition,
@@ -45,6 +46,36 @@ export function parseWorkloadKind(value: string): WorkloadKind {
 // 10,000 allocations per reconciler tick for nothing.
 const RUN: DesiredState = Object.freeze({ kind: "RUN" });
 
+const dependencyKinds: ReadonlySet<string> = new Set(DEPENDENCY_KINDS);
+
+/** `after_json` as stored; a malformed one is a corrupted store, not "no dependencies". */
+export function parseAfter(json: string | null): readonly Dependency[] | null {
+  if (json === null) return null;
+  const value: unknown = JSON.parse(json);
+  if (
+    !Array.isArray(value) ||
+    !value.every(
+      (d) =>
+        typeof d === "object" &&
+        d !== null &&
+        dependencyKinds.has(d.kind) &&
+        typeof d.workloadId === "string",
+    )
+  ) {
+    throw new Error(`store holds a malformed after_json ${JSON.stringify(json)}`);
+  }
+  return value as Dependency[];
+}
+
+/** The optional fields of a workload row: absent when unset, so old rows read as before. */
+export function heldAndAfter(
+  held: number,
+  afterJson: string | null,
+): { held?: true; after?: readonly Dependency[] } {
+  const after = parseAfter(afterJson);
+  return { ...(held === 1 ? { held: true } : {}), ...(after === null ? {} : { after }) };
+}
+
 export function parseDesired(
   desired: string,
   stopReason: string | null,
@@ -78,6 +109,7 @@ export function toWorkload(row: WorkloadRow): Workload {
     updatedAt: row.updatedAt,
     lastActiveAt: row.lastActiveAt,
     owner: row.owner,
+    ...heldAndAfter(row.held, row.afterJson),
   };
 }
 

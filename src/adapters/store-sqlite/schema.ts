@@ -47,6 +47,10 @@ export const workloads = sqliteTable(
     /** CPUs and GPUs its profile holds while it is live, summed for the owner's limits. */
     cpus: integer("cpus").notNull().default(0),
     gpus: integer("gpus").notNull().default(0),
+    /** 1 from a submission with `hold` until its release: nothing is submitted meanwhile. */
+    held: integer("held").notNull().default(0),
+    /** The workloads it runs after, as JSON (core/dependencies.ts); NULL: none. */
+    afterJson: text("after_json"),
   },
   (t) => [
     // Keys are each owner's own (0011): the admin's NULL owner folded to '' so its keys

@@ -82,6 +82,11 @@ export const COMMANDS: readonly CommandEntry[] = [
     load: async () => (await import("./cancel.ts")).cancelCommand,
   },
   {
+    name: "release",
+    summary: "Let a held workload run",
+    load: async () => (await import("./release.ts")).releaseCommand,
+  },
+  {
     name: "wait",
     summary: "Wait until a workload is READY or terminal",
     load: async () => (await import("./wait.ts")).waitCommand,

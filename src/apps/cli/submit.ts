@@ -6,6 +6,7 @@ import {
   createWorkload,
   systemRuntime,
 } from "./client.ts";
+import { parseDependencyFlags } from "./dependency-flags.ts";
 import { parseDurationFlag } from "./duration.ts";
 import { parseIntegerFlag } from "./numbers.ts";
 
@@ -31,6 +32,14 @@ Options:
                          rank, the node list; see docs/operations.md), at most the
                          profile's maxTasks (default 1: CMD runs once, on the first node).
   --tasks-per-node M     With --tasks: at most M tasks on one node.
+  --after-ok ID          Run once workload ID COMPLETED (Slurm's afterok); if it ends
+                         otherwise this one ends CANCELLED, DEPENDENCY_NEVER_SATISFIED.
+                         Repeatable.
+  --after ID             Run once workload ID ended, however (Slurm's afterany). Repeatable.
+  --dependency SPEC      As sbatch: afterok:ID[:ID...] and afterany:ID[:ID...], joined
+                         by commas.
+  --hold                 Create it held: upload its input (\`openai4s cp\`), then
+                         \`openai4s release ID\`.
   --idempotency-key KEY  Retrying with the same key returns the same workload.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -49,6 +58,10 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       "max-concurrent": { type: "string" },
       tasks: { type: "string" },
       "tasks-per-node": { type: "string" },
+      "after-ok": { type: "string", multiple: true },
+      after: { type: "string", multiple: true },
+      dependency: { type: "string", multiple: true },
+      hold: { type: "boolean" },
       "idempotency-key": { type: "string" },
     },
     async run({ values, positionals, io, json, connect }) {
@@ -94,6 +107,10 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
         }
         fields[field] = Number(n);
       }
+      const deps = parseDependencyFlags(values["after-ok"], values.after, values.dependency);
+      if (deps.afterOk.length > 0) fields["afterOk"] = deps.afterOk;
+      if (deps.afterAny.length > 0) fields["afterAny"] = deps.afterAny;
+      if (values.hold === true) fields["hold"] = true;
       return createWorkload(
         connect(),
         {

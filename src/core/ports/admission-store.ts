@@ -5,6 +5,8 @@
  * decides "replay or conflict" lives in the core, not in a match on the database's error
  * text. Implemented by adapters/store-sqlite/stores/admission-store.ts.
  */
+
+import type { Dependency } from "../dependencies.ts";
 import type {
   Allocation,
   SubmissionToken,
@@ -51,6 +53,10 @@ export interface CreateWorkloadInput {
    * usage: a refusal there writes nothing. Absent: no limit (the admin).
    */
   readonly withinLimits?: (usage: PrincipalUsage) => LimitExceeded | null;
+  /** Created held (AWAITING_RELEASE) until released; never with `firstAttempt`. */
+  readonly held?: boolean;
+  /** The workloads it runs after; never with `firstAttempt`. */
+  readonly after?: readonly Dependency[];
 }
 
 /** A workload found by its Idempotency-Key, with the hash of the request that created it. */
@@ -74,6 +80,8 @@ export type CreateWorkloadResult =
 export interface AdmissionStore {
   /** The owner's own workload with this key (null owner: the admin's); keys are per owner. */
   findByIdempotencyKey(owner: string | null, key: string): IdempotentMatch | null;
+  /** The owner (null: the admin) of each of these workloads that exists. */
+  ownersOf(ids: readonly string[]): ReadonlyMap<string, string | null>;
   /**
    * Inserts the workload and its first event in one transaction, with its first attempt when
    * asked (then SUBMITTING, else PENDING). Writes; answered once the write is durable (the

@@ -6,6 +6,7 @@
  * chosen write, because "the tick died half way" is the failure a daemon really meets and
  * it can only be tested if the writes are countable.
  */
+import type { ParentState } from "../dependencies.ts";
 import type {
   Allocation,
   ExternalHandle,
@@ -141,4 +142,9 @@ export interface ReconcilerStore {
   findAllocationsByTokens(tokens: readonly SubmissionToken[]): readonly AllocationWithWorkload[];
   /** Records that the backend was told it may forget this allocation's terminal fact. Writes. */
   markAcknowledged(allocationId: string): void;
+  /**
+   * Phase and reason of each of these workloads that exists, live or ended: what a
+   * dependent's dependencies are decided on (core/dependencies.ts).
+   */
+  parentStates(ids: readonly string[]): ReadonlyMap<string, ParentState>;
 }

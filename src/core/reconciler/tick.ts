@@ -12,6 +12,7 @@ import type { ObservedChange } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
 import { followObservation, isObservablePhase, recordFound, settleEnded } from "./decisions.ts";
+import { gateMint } from "./dependency-gate.ts";
 import { type TickEnv, write } from "./env.ts";
 import {
   absorbChanges,
@@ -240,7 +241,7 @@ function readTargets(
 
 async function takeSteps(env: TickEnv, plan: Plan, reads: BackendReads): Promise<void> {
   const resubmit = followAndResolve(env, plan, reads);
-  submitAttempts(env, plan.mint, plan.freshUnresolved, resubmit);
+  submitAttempts(env, gateMint(env, plan.mint), plan.freshUnresolved, resubmit);
   await cancelBarrier(env, plan.stopping, reads);
   await acknowledgeSweep(env);
 }
@@ -290,7 +291,7 @@ export async function reconcileSubmissions(env: TickEnv): Promise<number> {
   const look = lookAt(env, env.clock.now(), true);
   const plan = classify(look.looked, env.lanes.busy, env.fresh);
   decodePlanSpecs(env, plan);
-  submitAttempts(env, plan.mint, plan.freshUnresolved);
+  submitAttempts(env, gateMint(env, plan.mint), plan.freshUnresolved);
   return look.size;
 }
 

@@ -102,6 +102,24 @@ export const WorkloadSchema = v.strictObject({
   profile: text("The profile it runs on."),
   environment: nullableText("A SESSION's environment on its profile; null: the node's python3."),
   owner: nullableText("The principal that submitted it; null: the admin."),
+  held: v.pipe(
+    v.boolean(),
+    d(
+      "Created held (`hold`) and not released yet: nothing runs until POST /v1/workloads/{id}/release.",
+    ),
+  ),
+  after: v.pipe(
+    v.array(
+      v.strictObject({
+        kind: v.pipe(
+          v.picklist(["afterok", "afterany"]),
+          d("afterok: once it COMPLETED; afterany: once it ended."),
+        ),
+        workloadId: text("The workload it runs after."),
+      }),
+    ),
+    d("The workloads it runs after (afterOk, afterAny at submission)."),
+  ),
   phase,
   reason: reasonCode("Why it is in this phase (terminal phases always have one)."),
   message: nullableText("The same for people."),

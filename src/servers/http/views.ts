@@ -67,6 +67,10 @@ export interface WorkloadView {
   readonly environment: string | null;
   /** The principal that submitted it; null: the admin. */
   readonly owner: string | null;
+  /** Created held and not released yet. */
+  readonly held: boolean;
+  /** The workloads it runs after. */
+  readonly after: readonly { readonly kind: string; readonly workloadId: string }[];
   readonly phase: Phase;
   readonly reason: string | null;
   readonly message: string | null;
@@ -276,6 +280,8 @@ export function stableWorkloadView(
     profile: workload.profile,
     environment: workload.spec.environment ?? null,
     owner: workload.owner ?? null,
+    held: workload.held === true,
+    after: workload.after ?? [],
     phase: workload.phase,
     reason: workload.reason,
     message: workload.message,

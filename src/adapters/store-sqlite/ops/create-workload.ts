@@ -24,9 +24,18 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
   const sqlite = deps.db.$client;
   const first = input.firstAttempt ?? null;
   return sqlite.transaction((): CreateWorkloadResult => {
+    if (first !== null && (input.held === true || (input.after?.length ?? 0) > 0)) {
+      // An attempt minted with a held or dependent workload would be submitted at once.
+      throw new Error("a held or dependent workload is created without its first attempt");
+    }
     const phase = first === null ? "PENDING" : "SUBMITTING";
     const epoch = first === null ? 0 : 1;
-    const message = first === null ? null : first.message;
+    const held = input.held === true;
+    const reason = held ? "AWAITING_RELEASE" : null;
+    const message = held
+      ? "created held: upload its input, then release it"
+      : (first?.message ?? null);
+    const after = input.after !== undefined && input.after.length > 0 ? input.after : null;
     const lastActiveAt = input.kind === "SESSION" ? now : null;
     const owner = input.owner ?? null;
     if (owner !== null && input.withinLimits !== undefined) {
@@ -44,6 +53,9 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
       now,
       lastActiveAt,
       owner,
+      reason,
+      held,
+      afterJson: after === null ? null : JSON.stringify(after),
     });
     if (inserted.changes === 0) return keyTaken(deps, owner, input.idempotencyKey);
     sqlite
@@ -62,7 +74,7 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
       spec: JSON.parse(specJson),
       specRevision: 1,
       phase,
-      reason: null,
+      reason,
       message,
       desired: { kind: "RUN" },
       executionEpoch: epoch,
@@ -73,6 +85,8 @@ export function createWorkload(deps: StoreDeps, input: CreateWorkloadInput): Cre
       updatedAt: now,
       lastActiveAt,
       owner,
+      ...(held ? { held: true } : {}),
+      ...(after === null ? {} : { after }),
     };
     return { kind: "Created", workload, attempt };
   })();
@@ -90,6 +104,9 @@ function insertWorkloadRow(
     readonly now: number;
     readonly lastActiveAt: number | null;
     readonly owner: string | null;
+    readonly reason: string | null;
+    readonly held: boolean;
+    readonly afterJson: string | null;
   },
 ): { readonly changes: number } {
   const { specJson, phase, message, epoch, now, lastActiveAt, owner } = row;
@@ -114,9 +131,12 @@ function insertWorkloadRow(
         string | null,
         number,
         number,
+        string | null,
+        number,
+        string | null,
       ]
     >(
-      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (coalesce(owner, ''), idempotency_key) DO NOTHING",
+      "INSERT INTO workloads (id, kind, name, profile, spec_json, phase, message, execution_epoch, max_attempts, idempotency_key, request_hash, created_at, updated_at, last_active_at, owner, cpus, gpus, reason, held, after_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (coalesce(owner, ''), idempotency_key) DO NOTHING",
     )
     .run(
       input.id,
@@ -136,6 +156,9 @@ function insertWorkloadRow(
       owner,
       input.cpus ?? 0,
       input.gpus ?? 0,
+      row.reason,
+      row.held ? 1 : 0,
+      row.afterJson,
     );
 }
 

@@ -9,7 +9,7 @@ import {
 } from "../../../core/models.ts";
 import type { ReconcileItem } from "../../../core/ports/reconciler-store.ts";
 import type { StoreDeps } from "../deps.ts";
-import { parseDesired, parsePhase, parseReason, parseWorkloadKind } from "../rows.ts";
+import { heldAndAfter, parseDesired, parsePhase, parseReason, parseWorkloadKind } from "../rows.ts";
 
 const terminal: ReadonlySet<string> = new Set(TERMINAL_PHASES);
 // Written as literals (they are our own constants, never user input) so the statement text is
@@ -40,7 +40,7 @@ SELECT
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
   a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at, a.deadline_at,
-  a.deadline_warned_at, a.array_size, w.owner, a.array_view_json
+  a.deadline_warned_at, a.array_size, w.owner, a.array_view_json, w.held, w.after_json
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE ${LIVE_PREDICATE_SQL}
@@ -84,6 +84,8 @@ type SnapshotRow = [
   // Last, so the columns before it keep their places.
   owner: string | null,
   aArrayViewJson: string | null,
+  held: number,
+  afterJson: string | null,
 ];
 
 /**
@@ -182,6 +184,7 @@ function decodeWorkload(r: SnapshotRow): Workload {
     updatedAt: r[17],
     lastActiveAt: r[18],
     owner: r[34],
+    ...heldAndAfter(r[36], r[37]),
   };
 }
 

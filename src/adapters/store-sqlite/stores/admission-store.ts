@@ -18,6 +18,7 @@ import { nextTurn } from "../../../lib/clock.ts";
 import type { StoreDeps } from "../deps.ts";
 import { createWorkloads } from "../ops/create-workloads.ts";
 import { findWorkloadByIdempotencyKey } from "../ops/find-workload-by-idempotency-key.ts";
+import { workloadOwners } from "../ops/workload-owners.ts";
 
 interface Waiting {
   readonly input: CreateWorkloadInput;
@@ -60,6 +61,7 @@ export function bindAdmissionStore(
 
   return {
     findByIdempotencyKey: (owner, key) => findWorkloadByIdempotencyKey(deps, owner, key),
+    ownersOf: (ids) => workloadOwners(deps, ids),
     create(input) {
       return new Promise<CreateWorkloadResult>((resolve, reject) => {
         if (waiting.length === 0) void flushAt().then(flush);

@@ -11,6 +11,7 @@ import { applyTransitions } from "../ops/apply-transitions.ts";
 import { findAllocationsByTokens } from "../ops/find-allocations-by-tokens.ts";
 import { decodeSpecs, loadReconcileSnapshot } from "../ops/load-reconcile-snapshot.ts";
 import { mintAttempts } from "../ops/mint-attempts.ts";
+import { parentStates } from "../ops/parent-states.ts";
 import { createLiveView } from "./reconciler-live-view.ts";
 
 export interface BindReconcilerStoreOptions {
@@ -70,5 +71,6 @@ export function bindReconcilerStore(
       chunked(ts, maxBatch, (c) => applyTransitions(deps, c, { durable: mustBeDurable(c) })),
     findAllocationsByTokens: (tokens) => findAllocationsByTokens(deps, tokens),
     markAcknowledged: (allocationId) => markAcknowledged(deps, allocationId),
+    parentStates: (ids) => parentStates(deps, ids),
   };
 }

@@ -351,6 +351,17 @@ export const OPERATIONS: readonly Operation[] = [
   },
   {
     method: "POST",
+    path: "/v1/workloads/{id}/release",
+    operationId: "releaseWorkload",
+    summary: "Let a workload created held (`hold`) run; idempotent",
+    ok: { "202": { description: "Released (or it was not held).", body: workload } },
+    problems: {
+      "404": "No such workload (or another principal's).",
+      "409": "It ended while held (cancelled): it can no longer run.",
+    },
+  },
+  {
+    method: "POST",
     path: "/v1/workloads/{id}/exec",
     operationId: "execInSession",
     summary: "Run code in a READY session's kernel",

@@ -10,6 +10,7 @@ import {
   listAllocations,
   listConditions,
   listEvents,
+  releaseWorkload,
   requestStop,
   touchActivity,
 } from "../../../adapters/store-sqlite/index.ts";
@@ -204,6 +205,34 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       default: {
         const never: never = result;
         throw new Error(`unhandled stop result ${JSON.stringify(never)}`);
+      }
+    }
+    const after = getWorkload(deps.store, workload.id) ?? workload;
+    return c.json(view(after), 202);
+  });
+
+  app.post("/v1/workloads/:id/release", function release(c) {
+    const workload = mustGet(c);
+    const result = releaseWorkload(deps.store, workload.id);
+    switch (result.kind) {
+      case "NotFound":
+        throw notFound(`no workload ${JSON.stringify(workload.id)}`);
+      case "Released":
+        deps.log.info("released", { workloadId: workload.id });
+        deps.reconciler.wake();
+        break;
+      case "NotHeld":
+        // Idempotent: a second release finds it running (or waiting) as the first left it.
+        break;
+      case "Ended":
+        throw conflict(
+          "workload-ended",
+          "Workload ended",
+          `workload ${workload.id} ended ${workload.phase} while held: it can no longer run`,
+        );
+      default: {
+        const never: never = result;
+        throw new Error(`unhandled release result ${JSON.stringify(never)}`);
       }
     }
     const after = getWorkload(deps.store, workload.id) ?? workload;

@@ -23,6 +23,8 @@ export const LIMITS = {
   maxAttemptsMax: 10,
   /** The scheduler's own ceiling on a job's task count is far above any profile's. */
   tasksMax: 1_000_000,
+  /** Workloads one submission may run after, per kind (afterOk, afterAny). */
+  dependenciesMax: 64,
   codeMaxLength: 512 * 1024,
   taskTimeoutMaxSeconds: 24 * 3600,
   taskTimeoutDefaultSeconds: 600,
@@ -97,6 +99,12 @@ const envObject = v.pipe(
     }
   }),
   v.record(envKey, envValue),
+);
+
+/** A dependency's workload ids: a few, each an id's length (looked up, never interpreted). */
+const dependencyIds = v.pipe(
+  v.array(v.pipe(v.string(), v.minLength(1), v.maxLength(128), noNul("a workload id"))),
+  v.maxLength(LIMITS.dependenciesMax, `at most ${LIMITS.dependenciesMax} workloads`),
 );
 
 export const SubmitBody = v.strictObject({
@@ -190,6 +198,30 @@ export const SubmitBody = v.strictObject({
     v.pipe(
       positiveInteger(LIMITS.tasksMax),
       v.description("BATCH with tasks: at most this many tasks on one node."),
+    ),
+  ),
+  hold: v.optional(
+    v.pipe(
+      v.boolean(),
+      v.description(
+        "Create it held (reason AWAITING_RELEASE): upload its input with PUT /v1/workloads/{id}/files/{path}, then POST /v1/workloads/{id}/release.",
+      ),
+    ),
+  ),
+  afterOk: v.optional(
+    v.pipe(
+      dependencyIds,
+      v.description(
+        "BATCH only: workload ids it runs after, each once it COMPLETED (a batch scheduler's afterok); one that ends otherwise ends this one CANCELLED, reason DEPENDENCY_NEVER_SATISFIED.",
+      ),
+    ),
+  ),
+  afterAny: v.optional(
+    v.pipe(
+      dependencyIds,
+      v.description(
+        "BATCH only: workload ids it runs after, each once it ended in any way (a batch scheduler's afterany).",
+      ),
     ),
   ),
 });

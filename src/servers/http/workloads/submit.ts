@@ -64,6 +64,16 @@ function admissionProblem(refusal: AdmissionRefusal): ApiError {
         detail: refusal.message,
         extensions: { reason: "ISOLATION_UNAVAILABLE" },
       });
+    case "UNKNOWN_DEPENDENCY":
+      // 404 with the fields named, as a missing workload anywhere else: another principal's
+      // workload is answered exactly the same (app.ts refuseForeign's rule).
+      return new ApiError({
+        status: 404,
+        slug: "not-found",
+        title: "Not found",
+        detail: `not found: ${refusal.fields.map((f) => f.path).join(", ")}`,
+        errors: refusal.fields,
+      });
     case "OVER_LIMIT":
       return new ApiError({
         status: 429,
