@@ -1,5 +1,5 @@
 /**
- * Dependencies between workloads, as Slurm users write them (`afterok`, `afterany`): a
+ * Dependencies between workloads, as batch users write them (`afterok`, `afterany`): a
  * BATCH names workloads it runs after, and the daemon holds it (PENDING, never submitted)
  * until each of them has ended the way it asked. Held by the daemon on every backend, so a
  * parent that is retried (a new job id per attempt) or not yet submitted cannot leave the
@@ -35,7 +35,7 @@ export type DependencyVerdict =
 
 /**
  * The verdict on a dependent's dependencies. "Never" wins over "Wait": once one parent
- * failed, waiting for the others is pointless (Slurm's DependencyNeverSatisfied).
+ * failed, waiting for the others is pointless (a batch scheduler's DependencyNeverSatisfied).
  */
 export function dependencyVerdict(
   after: readonly Dependency[],

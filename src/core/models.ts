@@ -6,6 +6,9 @@
  * Naming is fixed so two vocabularies cannot blur: the incarnation counter that must refuse
  * stale values (INV-7) is `executionEpoch`; the version of the declarative spec is
  * `specRevision`. The kernel layer's word for the former is never used here.
+ *
+ * Over 400 lines because it is the one vocabulary every layer shares (phases, reasons, the
+ * workload and allocation records); split, its parts would only import each other.
  */
 import type { Dependency } from "./dependencies.ts";
 import type { ProfileMount } from "./mounts.ts";
@@ -134,8 +137,7 @@ export const REASONS = [
   "ADMIN_CANCELLED",
   // An event, not a phase: the allocation is within its warning time of its time limit.
   "TIME_LIMIT_NEAR",
-  // Dependencies (core/dependencies.ts), Slurm's own words: it waits for the workloads it
-  // runs after, or one of them ended so that it never can run.
+  // Dependencies (core/dependencies.ts): waiting for its parents, or one ended so it never can.
   "DEPENDENCY",
   "DEPENDENCY_NEVER_SATISFIED",
   // Created held (`hold`), e.g. for its input to be uploaded: it waits for its release.

@@ -1,14 +1,14 @@
 import { UsageError } from "../../lib/command/command.ts";
 
-/** The API's dependency fields from `--after-ok`, `--after` and Slurm's `--dependency`. */
+/** The API's dependency fields from `--after-ok`, `--after` and a batch scheduler's `--dependency`. */
 export interface DependencyFields {
   readonly afterOk: string[];
   readonly afterAny: string[];
 }
 
 /**
- * `--dependency` as sbatch spells it: `afterok:ID[:ID...]` and `afterany:ID[:ID...]`, joined
- * by commas (all must hold). Slurm's other types (after, afternotok, singleton, `?` for any)
+ * `--dependency` as batch schedulers spell it: `afterok:ID[:ID...]` and `afterany:ID[:ID...]`, joined
+ * by commas (all must hold). Their other types (after, afternotok, singleton, `?` for any)
  * are refused by name rather than read as something they are not.
  */
 export function parseDependencyFlags(

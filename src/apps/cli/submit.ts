@@ -32,12 +32,11 @@ Options:
                          rank, the node list; see docs/operations.md), at most the
                          profile's maxTasks (default 1: CMD runs once, on the first node).
   --tasks-per-node M     With --tasks: at most M tasks on one node.
-  --after-ok ID          Run once workload ID COMPLETED (Slurm's afterok); if it ends
-                         otherwise this one ends CANCELLED, DEPENDENCY_NEVER_SATISFIED.
-                         Repeatable.
-  --after ID             Run once workload ID ended, however (Slurm's afterany). Repeatable.
-  --dependency SPEC      As sbatch: afterok:ID[:ID...] and afterany:ID[:ID...], joined
-                         by commas.
+  --after-ok ID          Run once workload ID COMPLETED (afterok); if it ends otherwise
+                         this one ends CANCELLED, DEPENDENCY_NEVER_SATISFIED. Repeatable.
+  --after ID             Run once workload ID ended, however (afterany). Repeatable.
+  --dependency SPEC      As batch schedulers spell it: afterok:ID[:ID...] and
+                         afterany:ID[:ID...], joined by commas.
   --hold                 Create it held: upload its input (\`openai4s cp\`), then
                          \`openai4s release ID\`.
   --idempotency-key KEY  Retrying with the same key returns the same workload.

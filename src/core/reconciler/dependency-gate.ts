@@ -4,7 +4,7 @@
  * triggered: such a workload is looked at every tick (it is never settled, focus.ts), so a
  * parent that ended since is seen on the next one. Writes why it waits once (DEPENDENCY, with
  * the parents it waits for), and ends it CANCELLED, DEPENDENCY_NEVER_SATISFIED, naming the
- * parent, when one ended so that it never can run: what Slurm calls the same thing, and
+ * parent, when one ended so that it never can run: what batch schedulers call the same thing, and
  * what an admin expects of a job nobody will ever start.
  */
 import { dependencyVerdict } from "../dependencies.ts";
