@@ -92,4 +92,49 @@ describe("an agent through MCP on the local backend", () => {
       await client.close();
     }
   }, 600_000);
+
+  test("over stdio, a message over the bound is answered and dropped; the next one is served", async () => {
+    const child = Bun.spawn([BINARY, "mcp"], {
+      env: { OPENAI4S_SERVER: `unix:${d.socket}`, PATH: process.env["PATH"] ?? "/usr/bin:/bin" },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    try {
+      // 3 MiB with no newline until its end, then a well-formed initialize.
+      const huge = `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"${"x".repeat(3 << 20)}"}}\n`;
+      child.stdin.write(huge);
+      child.stdin.write(
+        `${JSON.stringify({
+          jsonrpc: "2.0",
+          id: 2,
+          method: "initialize",
+          params: {
+            protocolVersion: "2025-06-18",
+            capabilities: {},
+            clientInfo: { name: "raw", version: "1" },
+          },
+        })}\n`,
+      );
+      await child.stdin.flush();
+      const answers: { id: unknown; error?: { message: string }; result?: unknown }[] = [];
+      const reader = child.stdout.getReader();
+      let buffered = "";
+      while (answers.length < 2) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffered += new TextDecoder().decode(value);
+        const lines = buffered.split("\n");
+        buffered = lines.pop() ?? "";
+        for (const line of lines) if (line.trim() !== "") answers.push(JSON.parse(line));
+      }
+      expect(answers[0]?.id).toBeNull();
+      expect(answers[0]?.error?.message).toContain(`${huge.length - 1} bytes is over`);
+      expect(answers[1]?.id).toBe(2);
+      expect(answers[1]?.result).toHaveProperty("protocolVersion");
+    } finally {
+      child.stdin.end();
+      await child.exited;
+    }
+  }, 60_000);
 });

@@ -249,6 +249,53 @@ describe("the MCP door over Streamable HTTP", () => {
     expect(own.status).toBe(200);
   });
 
+  test("a message over the body cap is refused with 413, streamed or declared; the session goes on", async () => {
+    const h = make();
+    const transport = new StreamableHTTPClientTransport(new URL("http://127.0.0.1/mcp"), {
+      fetch: tcpFetch(h, ADMIN_TOKEN),
+    });
+    const client = new Client({ name: "test-agent", version: "1.0.0" });
+    await client.connect(transport);
+    clients.push(client);
+    const sessionId = transport.sessionId ?? "";
+    expect(sessionId).not.toBe("");
+    // A tools/call whose code is 4 MiB: the API's 1 MiB body cap holds here too.
+    const huge = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 99,
+      method: "tools/call",
+      params: { name: "run_code", arguments: { session: "w-x", code: "#".repeat(4 << 20) } },
+    });
+    const headers = {
+      "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream",
+      "Mcp-Session-Id": sessionId,
+      "Mcp-Protocol-Version": "2025-06-18",
+    };
+    const bytes = new TextEncoder().encode(huge);
+    // No Content-Length: the cap is counted as the bytes arrive, not trusted from a header.
+    const streamed = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < bytes.length; at += 64 * 1024) {
+          controller.enqueue(bytes.subarray(at, at + 64 * 1024));
+        }
+        controller.close();
+      },
+    });
+    const send = tcpFetch(h, ADMIN_TOKEN);
+    const chunked = await send("http://127.0.0.1/mcp", { method: "POST", headers, body: streamed });
+    expect(chunked.status).toBe(413);
+    const declared = await send("http://127.0.0.1/mcp", {
+      method: "POST",
+      headers: { ...headers, "Content-Length": String(bytes.length) },
+      body: huge,
+    });
+    expect(declared.status).toBe(413);
+    // The same MCP session still answers.
+    const tools = await client.listTools();
+    expect(tools.tools.map((t) => t.name)).toContain("run_code");
+  });
+
   test("MCP sessions are bounded per caller: the idle least recently used one is closed", async () => {
     const h = make();
     const alice = await principal(h, "alice");

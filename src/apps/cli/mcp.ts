@@ -11,6 +11,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { isJSONRPCRequest, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import type { Command } from "../../lib/command/command.ts";
 import type { ServerAddress } from "./api-client.ts";
+import { boundedLines } from "./bounded-lines.ts";
 import {
   CLIENT_OPTIONS_HELP,
   type ClientRuntime,
@@ -30,6 +31,10 @@ ${CLIENT_OPTIONS_HELP}`;
 
 /** The JSON-RPC error an agent gets for a request the daemon never answered. */
 const UNREACHABLE = -32000;
+/** JSON-RPC's "Invalid Request": what a message over the size bound is answered with. */
+const INVALID_REQUEST = -32600;
+/** One message on stdin, at most: the daemon's own body cap, so nothing is carried in vain. */
+export const STDIO_MESSAGE_MAX_BYTES = 1024 * 1024;
 
 function mcpUrl(server: ServerAddress): URL {
   // Over a unix socket the host part is a formality; the path is what routes.
@@ -60,8 +65,22 @@ export function createMcpCommand(runtime: ClientRuntime = systemRuntime): Comman
           });
         },
       });
-      const stdio = new StdioServerTransport();
-      return await relay(stdio, upstream, (line) => io.stderr(`${line}\n`));
+      const warn = (line: string) => io.stderr(`${line}\n`);
+      const input = boundedLines(STDIO_MESSAGE_MAX_BYTES, (lineBytes) => {
+        warn(`mcp: a message of ${lineBytes} bytes was dropped: over ${STDIO_MESSAGE_MAX_BYTES}`);
+        // Its id is unread (the line was never held whole): JSON-RPC's null id says so.
+        void stdio.send({
+          jsonrpc: "2.0",
+          id: null,
+          error: {
+            code: INVALID_REQUEST,
+            message: `a message of ${lineBytes} bytes is over the ${STDIO_MESSAGE_MAX_BYTES}-byte limit; write large files over HTTP (docs/agents.md)`,
+          },
+        } as unknown as JSONRPCMessage);
+      });
+      process.stdin.pipe(input);
+      const stdio = new StdioServerTransport(input, process.stdout);
+      return await relay(stdio, upstream, warn);
     },
   });
 }
