@@ -41,6 +41,29 @@ describe("/ui pages", () => {
     expect(page).toContain("Live (1)");
   });
 
+  test("a row that does not decode is listed as unreadable and its page says why; the others show", async () => {
+    const h = make();
+    const good = newWorkload(h.store, "BATCH", { command: ["true"] });
+    const bad = newWorkload(h.store, "BATCH", { command: ["true"] });
+    h.sqlite.run("UPDATE workloads SET phase = 'NOT_A_PHASE' WHERE id = ?", [bad]);
+    const list = await html(h, "/ui/workloads");
+    expect(list).toContain(good);
+    const row = list.slice(list.indexOf(bad), list.indexOf("</tr>", list.indexOf(bad)));
+    expect(row).toContain("unreadable");
+    expect(row).toContain("NOT_A_PHASE");
+    const shown = await h.request(`/ui/workloads/${bad}`);
+    expect(shown.status).toBe(200);
+    expect(await shown.text()).toContain("its stored record cannot be read");
+    expect((await h.request(`/ui/workloads/${good}`)).status).toBe(200);
+    const session = newWorkload(h.store, "SESSION", {});
+    h.sqlite.run("UPDATE workloads SET spec_json = '{broken' WHERE id = ?", [session]);
+    for (const path of ["/ui/sessions", "/ui/cluster", "/ui/workloads"]) {
+      expect((await h.request(path)).status).toBe(200);
+    }
+    const sessions = await html(h, "/ui/sessions");
+    expect(sessions).toContain(`${session}</span>: its stored record cannot be read`);
+  });
+
   test("an attempt's backend job id is shown; its submission token and the job's env are not", async () => {
     const h = make();
     const id = newWorkload(h.store, "BATCH", {

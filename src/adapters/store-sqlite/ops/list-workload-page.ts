@@ -27,9 +27,27 @@ export interface WorkloadPageQuery {
   readonly before?: WorkloadKey | undefined;
 }
 
+/**
+ * A row of the page that does not decode (an unknown phase, a hand edit): listed by its id
+ * and why, never skipped and never a 500 for the whole page (issue 34, as the API's list).
+ */
+export interface UnreadableListedWorkload {
+  readonly unreadable: true;
+  readonly id: string;
+  readonly createdAt: number;
+  /** What did not decode, as the decoder said it. */
+  readonly message: string;
+}
+
+export type ListedWorkload = Workload | UnreadableListedWorkload;
+
+export function isUnreadable(w: ListedWorkload): w is UnreadableListedWorkload {
+  return "unreadable" in w;
+}
+
 export interface TwoWayWorkloadPage {
   /** Newest first. */
-  readonly items: readonly Workload[];
+  readonly items: readonly ListedWorkload[];
   readonly hasOlder: boolean;
   readonly hasNewer: boolean;
 }
@@ -74,11 +92,24 @@ export function listWorkloadPage(deps: StoreDeps, query: WorkloadPageQuery): Two
   }
   const rows = deps.db.$client.query(pageSql(query, newer)).all(params) as Row[];
   const more = rows.length > query.limit;
-  const page = rows.slice(0, query.limit).map(toWorkload);
+  const page = rows.slice(0, query.limit).map(decodeListed);
   if (newer) {
     return { items: page.reverse(), hasOlder: true, hasNewer: more };
   }
   return { items: page, hasOlder: more, hasNewer: key !== undefined };
+}
+
+function decodeListed(row: Row): ListedWorkload {
+  try {
+    return toWorkload(row);
+  } catch (error) {
+    return {
+      unreadable: true,
+      id: row.id,
+      createdAt: row.createdAt,
+      message: error instanceof Error ? error.message : String(error),
+    };
+  }
 }
 
 export interface LiveProfileCount {

@@ -11,11 +11,11 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { JSX } from "hono/jsx/jsx-runtime";
 import {
   countLiveWorkloadsByProfile,
-  getWorkloadDetails,
   listEvents,
   listPrincipals,
-  listWorkloadDetails,
+  listWorkloadIds,
   listWorkloadPage,
+  readWorkloadDetailsByIds,
   requestStop,
   type WorkloadKey,
   workloadOwner,
@@ -73,7 +73,7 @@ function page(c: Ctx, render: (nonce: string) => JSX.Element, status = 200): Res
   return secure(c.html(body, status as 200), nonce);
 }
 
-function plain(c: Ctx, text: string, status: 400 | 403 | 404): Response {
+function plain(c: Ctx, text: string, status: 200 | 400 | 403 | 404): Response {
   return secure(c.text(text, status), newNonce());
 }
 
@@ -286,10 +286,19 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
   app.get("/ui/workloads/:id", function uiWorkload(c) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
-    const details = foreign(admitted.caller, c.req.param("id"))
-      ? null
-      : getWorkloadDetails(deps.store, c.req.param("id"));
-    if (details === null) return plain(c, `no workload ${JSON.stringify(c.req.param("id"))}`, 404);
+    const id = c.req.param("id");
+    const read = foreign(admitted.caller, id) ? null : readWorkloadDetailsByIds(deps.store, [id]);
+    // A row that does not decode is named, as the API's show names it, not a 500.
+    const unreadable = read?.unreadable[0];
+    if (unreadable !== undefined) {
+      return plain(
+        c,
+        `workload ${id}: its stored record cannot be read: ${unreadable.message}`,
+        200,
+      );
+    }
+    const details = read?.details[0] ?? null;
+    if (details === null) return plain(c, `no workload ${JSON.stringify(id)}`, 404);
     const events = listEvents(deps.store, details.workload.id);
     return page(c, (nonce) => (
       <WorkloadPage
@@ -338,16 +347,23 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     const admitted = admit(c);
     if (admitted instanceof Response) return admitted;
     const caller = admitted.caller;
-    const sessions = listWorkloadDetails(deps.store, {
+    const { ids } = listWorkloadIds(deps.store, {
       kind: "SESSION",
       limit: 200,
       ...(caller.kind === "Principal" ? { owner: caller.name } : {}),
-    }).items;
+    });
+    // One row that does not decode is named on the page; it no longer makes the page a 500.
+    const read = readWorkloadDetailsByIds(deps.store, ids);
+    const order = new Map(ids.map((id, i) => [id, i]));
+    const sessions = [...read.details].sort(
+      (a, b) => (order.get(a.workload.id) ?? 0) - (order.get(b.workload.id) ?? 0),
+    );
     return page(c, (nonce) => (
       <SessionsPage
         nonce={nonce}
         logoutCsrf={admitted.logoutCsrf}
         sessions={sessions}
+        unreadable={read.unreadable}
         nowMs={deps.clock.now()}
       />
     ));

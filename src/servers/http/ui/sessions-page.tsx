@@ -1,7 +1,7 @@
 /** @jsxImportSource hono/jsx */
 /** Sessions and their clocks: how long idle, how long held, against which limits. */
 
-import type { WorkloadDetails } from "../../../adapters/store-sqlite/index.ts";
+import type { UnreadableWorkload, WorkloadDetails } from "../../../adapters/store-sqlite/index.ts";
 import { isTerminal, type Workload } from "../../../core/models.ts";
 import { ago, duration } from "./format.ts";
 import { Layout, PhaseBadge } from "./layout.tsx";
@@ -10,6 +10,8 @@ export interface SessionsPageProps {
   readonly nonce: string;
   readonly logoutCsrf: string | undefined;
   readonly sessions: readonly WorkloadDetails[];
+  /** Sessions whose stored record does not decode: named, not dropped (issue 34). */
+  readonly unreadable: readonly UnreadableWorkload[];
   readonly nowMs: number;
 }
 
@@ -84,6 +86,18 @@ export function SessionsPage(props: SessionsPageProps) {
       {table(live, "No live session.")}
       <h2>Recently ended</h2>
       {table(ended, "No ended session among the latest.")}
+      {props.unreadable.length === 0 ? null : (
+        <>
+          <h2>Unreadable ({props.unreadable.length})</h2>
+          <ul>
+            {props.unreadable.map((u) => (
+              <li>
+                <span class="mono">{u.id}</span>: its stored record cannot be read: {u.message}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
     </Layout>
   );
 }

@@ -1,7 +1,12 @@
 /** @jsxImportSource hono/jsx */
 /** The workload list: newest first, filtered by phase, kind, profile and owner, keyset-paged. */
 
-import type { TwoWayWorkloadPage, WorkloadKey } from "../../../adapters/store-sqlite/index.ts";
+import {
+  isUnreadable,
+  type ListedWorkload,
+  type TwoWayWorkloadPage,
+  type WorkloadKey,
+} from "../../../adapters/store-sqlite/index.ts";
 import { PHASES, WORKLOAD_KINDS, type Workload } from "../../../core/models.ts";
 import { ago, utc } from "./format.ts";
 import { Layout, PhaseBadge } from "./layout.tsx";
@@ -37,7 +42,7 @@ export function keyText(w: WorkloadKey): string {
   return `${w.createdAt}.${w.id}`;
 }
 
-function pageHref(filters: ListFilters, edge: "after" | "before", w: Workload): string {
+function pageHref(filters: ListFilters, edge: "after" | "before", w: WorkloadKey): string {
   const q = new URLSearchParams();
   if (filters.phase) q.set("phase", filters.phase);
   if (filters.kind) q.set("kind", filters.kind);
@@ -68,8 +73,21 @@ function Select(props: {
   );
 }
 
-function Row(props: { readonly w: Workload; readonly nowMs: number }) {
+function Row(props: { readonly w: ListedWorkload; readonly nowMs: number }) {
   const { w, nowMs } = props;
+  if (isUnreadable(w)) {
+    return (
+      <tr>
+        <td class="mono">{w.id}</td>
+        <td colspan={6}>
+          <strong>unreadable</strong>
+          <div class="muted">this workload's stored record cannot be read: {w.message}</div>
+        </td>
+        <td title={utc(w.createdAt)}>{ago(w.createdAt, nowMs)}</td>
+        <td />
+      </tr>
+    );
+  }
   return (
     <tr>
       <td class="mono">
