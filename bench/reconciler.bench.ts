@@ -1,12 +1,17 @@
 /**
- * The reconciler tick against the simulated backend at 100, 1,000 and 10,000 active
- * workloads: milliseconds per tick and backend calls per tick. The store is a real SQLite
- * file (WAL, synchronous=FULL, checkpoints on their own thread: as the daemon opens it); the
- * backend answers from memory, so the figure is the reconciler's own cost (store read,
- * planning, diffing), not a scheduler's.
+ * The reconciler tick against the simulated backend at 1,000 and 10,000 active workloads
+ * (and 100 and 100,000 in the full run): milliseconds per tick and backend calls per tick.
+ * The store is a real SQLite file (WAL, synchronous=FULL, checkpoints on their own thread: as
+ * the daemon opens it); the backend answers from memory, so no scheduler's latency is in the
+ * figure: the reconciler's cost (store read, planning, diffing) and the double's answering.
  *
- * Targets: backend calls per tick constant in N; a steady tick (every workload RUNNING,
- * nothing changed) under 50 ms at 10,000 workloads on a 2-core machine.
+ * Targets (issue 34): backend calls per tick constant in N; a steady tick (every workload
+ * RUNNING, nothing changed) at most 5 ms at 10,000 workloads on a 2-core machine, and at
+ * most 12 times the tick at 1,000 (near-linear; the ratio is printed). The full run adds
+ * 100,000 to show the trend. Not met as of this writing: 11 to 12 ms at 10,000, 12x to 22x
+ * (the 1,000 tick is under a millisecond, so the ratio is noisy); about half of a steady
+ * tick here is the double answering every target (the Slurm backend's feed answers changes
+ * only), so the figure overstates the reconciler's own.
  *
  * Run: `node_modules/.bin/bun bench/reconciler.bench.ts [N,N,...] [steadyTicks]`.
  */
@@ -141,7 +146,7 @@ export async function benchReconciler(
     {
       metric: `steady tick ms (median/p95), N=${r.workloads}`,
       value: `${f(r.steadyTickMs.median)} / ${f(r.steadyTickMs.p95)}`,
-      ...(r.workloads === 10_000 ? { target: "< 50" } : {}),
+      ...(r.workloads === 10_000 ? { target: `≤ ${TARGET_MS_AT_10K}` } : {}),
     },
     {
       metric: `backend calls per steady tick, N=${r.workloads}`,
@@ -153,7 +158,26 @@ export async function benchReconciler(
       value: `${f(r.submitTickMs)} (${r.submitTickCalls})`,
     },
   ]);
+  const ratio = tickRatio(rows);
+  if (ratio !== null) {
+    table.push({
+      metric: "steady tick median ratio, 10,000 / 1,000",
+      value: ratio.toFixed(1),
+      target: `≤ ${TARGET_RATIO}`,
+    });
+  }
   return { machine: machine(), rows, table };
+}
+
+const TARGET_MS_AT_10K = 5;
+const TARGET_RATIO = 12;
+
+/** How the steady tick grows from 1,000 to 10,000 workloads; null without both sizes. */
+function tickRatio(rows: readonly ReconcilerBenchRow[]): number | null {
+  const at = (n: number) => rows.find((r) => r.workloads === n)?.steadyTickMs.median;
+  const small = at(1_000);
+  const large = at(10_000);
+  return small === undefined || large === undefined || small === 0 ? null : large / small;
 }
 
 function printResult(result: ReconcilerBenchResult): void {
@@ -173,12 +197,16 @@ function printResult(result: ReconcilerBenchResult): void {
       `| ${r.workloads} | ${f(r.steadyTickMs.median)} | ${f(r.steadyTickMs.p95)} | ${f(r.steadyTickMs.max)} | ${r.steadyCallsPerTickTotal} (${calls}) | ${f(r.submitTickMs)} | ${r.submitTickCalls} | ${f(r.startTickMs)} |`,
     );
   }
-  console.log("targets: calls per tick constant in N; steady tick < 50 ms at 10,000 workloads");
+  const ratio = tickRatio(result.rows);
+  if (ratio !== null) console.log(`steady tick 10,000 / 1,000: ${ratio.toFixed(1)}x`);
+  console.log(
+    `targets: calls per tick constant in N; steady tick ≤ ${TARGET_MS_AT_10K} ms at 10,000 workloads and ≤ ${TARGET_RATIO}x the tick at 1,000`,
+  );
 }
 
 if (import.meta.main) {
   const quick = process.env["O4S_BENCH_QUICK"] === "1";
-  const sizes = (process.argv[2] ?? (quick ? "100,10000" : "100,1000,10000"))
+  const sizes = (process.argv[2] ?? (quick ? "1000,10000" : "100,1000,10000,100000"))
     .split(",")
     .map(Number);
   const steadyTicks = Number(process.argv[3] ?? (quick ? 10 : 30));
