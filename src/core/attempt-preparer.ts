@@ -19,7 +19,12 @@ export interface PreparedAttempt {
 export type PrepareResult =
   | { readonly kind: "Prepared"; readonly attempt: PreparedAttempt }
   /** The attempt must not be submitted; the workload fails with this reason. */
-  | { readonly kind: "Refused"; readonly reason: Reason; readonly message: string };
+  | { readonly kind: "Refused"; readonly reason: Reason; readonly message: string }
+  /**
+   * Not yet: something the attempt needs has no answer yet (the nodes' first sandbox probe).
+   * The attempt stays SUBMITTING, unsubmitted, and is prepared again on a later tick.
+   */
+  | { readonly kind: "NotYet"; readonly message: string };
 
 export interface AttemptPreparer {
   /**

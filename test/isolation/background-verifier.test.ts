@@ -229,3 +229,30 @@ describe("background isolation verification", () => {
     expect(clock.live()).toBe(0);
   });
 });
+
+describe("concluded(): whether any verdict is known yet", () => {
+  test("false until a probe concludes; an inconclusive probe does not conclude", async () => {
+    const { probe, verifier } = setup();
+    verifier.start();
+    expect(verifier.concluded()).toBe(false);
+    probe.answer(QUEUED);
+    await verifier.settled();
+    expect(verifier.concluded()).toBe(false);
+  });
+
+  test("true after an Unverified or a Verified verdict, and from a remembered one", async () => {
+    const unverified = setup();
+    unverified.verifier.start();
+    unverified.probe.answer(UNVERIFIED);
+    await unverified.verifier.settled();
+    expect(unverified.verifier.concluded()).toBe(true);
+    const verified = setup();
+    verified.verifier.start();
+    verified.probe.answer(VERIFIED);
+    await verified.verifier.settled();
+    expect(verified.verifier.concluded()).toBe(true);
+    expect(setup({ kind: "Verified", mechanism: "bwrap (remembered)" }).verifier.concluded()).toBe(
+      true,
+    );
+  });
+});

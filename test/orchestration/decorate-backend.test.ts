@@ -132,6 +132,7 @@ const DECORATORS: readonly [string, (base: FullBackend) => AllocationBackend][] 
         plain: b,
         sandboxed: b,
         sandboxing: () => true,
+        pending: () => false,
         verify: async () => ({ kind: "Verified", mechanism: "test" }),
       }),
   ],

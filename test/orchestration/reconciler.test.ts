@@ -262,6 +262,35 @@ describe("submission", () => {
     expect(h.sim.calls.submit).toBe(1);
     expect(onlyAllocation(h, id).phase).toBe("QUEUED");
   });
+
+  test("a preparer that says not yet leaves the attempt SUBMITTING, unsubmitted, until it may go", async () => {
+    let ready = false;
+    const h = make({
+      preparer: {
+        prepare: async (w, a) =>
+          ready
+            ? {
+                kind: "Prepared",
+                attempt: {
+                  launch: { kind: "COMMAND", command: ["true"], env: {} },
+                  allocationDir: `/x/${a.id}`,
+                  workspaceDir: `/x/${w.id}`,
+                  timeLimitSeconds: null,
+                },
+              }
+            : { kind: "NotYet", message: "the nodes' sandbox is not checked yet" },
+      },
+    });
+    const id = h.addWorkload();
+    for (let i = 0; i < 3; i += 1) await h.tick();
+    expect(onlyAllocation(h, id)).toMatchObject({ phase: "SUBMITTING", handle: null });
+    expect(h.sim.calls.submit).toBe(0);
+    ready = true;
+    await h.tick();
+    expect(h.sim.calls.findByToken).toBe(0);
+    expect(h.sim.calls.submit).toBe(1);
+    expect(onlyAllocation(h, id).phase).toBe("QUEUED");
+  });
 });
 
 describe("fault points", () => {

@@ -9,7 +9,15 @@
  * test makes its own unix account and group (useradd/groupadd) and removes them after.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, existsSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { RunningDaemon } from "../../src/apps/daemon/daemon.ts";
 import {
@@ -91,6 +99,15 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
       { timeoutMs: 90_000, intervalMs: 250, what: `workload ${id} to end` },
     ) as Promise<WorkloadView>;
 
+  let early: string;
+  let sandboxedAtEarlySubmit: boolean;
+  const launchesSandboxed = async () => {
+    const diagnostics = (await (await call("GET", "/v1/diagnostics", adminToken)).json()) as {
+      isolation?: { launchesSandboxed?: boolean };
+    };
+    return diagnostics.isolation?.launchesSandboxed === true;
+  };
+
   beforeAll(async () => {
     dir = makeTempDir("o4s-slurm-owner-");
     // The spool's parent, as a site's would be: the job's account passes through to its own
@@ -103,6 +120,7 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
       chownSync(d, account.uid, account.gid);
     }
     chmodSync(join(dir, "data"), 0o711);
+    writeFileSync(join(dir, "ref", "in.txt"), "reference\n", { mode: 0o644 });
     daemon = await startedDaemon(
       clusterDaemonFor(cluster, dir, join(dir, "api.sock"), {
         toml: [
@@ -124,6 +142,14 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     base = tcpBase(daemon);
     adminToken = readFileSync(daemon.layout.adminToken, "utf8").trim();
     token = await principalToken(base, adminToken, "sci", account.user);
+    // Issue 33: on a fresh state dir the nodes' sandbox is not verified yet, and a job of a
+    // profile with mounts failed at once (SUBMIT_REJECTED); it must wait for the verdict.
+    sandboxedAtEarlySubmit = await launchesSandboxed();
+    early = await submit(
+      token,
+      ["/bin/sh", "-c", "cat /ref/in.txt; echo early > /data/early.txt"],
+      "mine-data",
+    );
   }, 60_000);
 
   afterAll(async () => {
@@ -180,17 +206,28 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster run as the owne
     expect((await call("POST", `/v1/workloads/${id}/cancel`, token)).status).toBeLessThan(300);
   }, 120_000);
 
+  test("a mount profile's job submitted before the nodes' sandbox is verified waits for it, then runs", async () => {
+    // Submitted while no verdict existed, or this test proves nothing.
+    expect(sandboxedAtEarlySubmit).toBe(false);
+    const view = await ended(early, token);
+    const logs = await (
+      await call("GET", `/v1/workloads/${early}/logs?stream=stdout`, token)
+    ).text();
+    expect({ phase: view.phase, message: view.message, out: logs }).toEqual({
+      phase: "COMPLETED",
+      message: view.message,
+      out: "reference\n",
+    });
+    expect(readFileSync(join(dir, "data", account.user, "early.txt"), "utf8")).toBe("early\n");
+  }, 150_000);
+
   test("its rw mount takes the scientist's file; its ro mount refuses writes", async () => {
     // Mounts exist only in the sandbox: wait until the nodes' sandbox is verified.
-    await eventually(
-      async () => {
-        const diagnostics = (await (await call("GET", "/v1/diagnostics", adminToken)).json()) as {
-          isolation?: { launchesSandboxed?: boolean };
-        };
-        return diagnostics.isolation?.launchesSandboxed === true;
-      },
-      { timeoutMs: 90_000, intervalMs: 500, what: "the nodes' sandbox to be verified" },
-    );
+    await eventually(launchesSandboxed, {
+      timeoutMs: 90_000,
+      intervalMs: 500,
+      what: "the nodes' sandbox to be verified",
+    });
     const script =
       "if echo x > /ref/new.txt; then echo ro-written; else echo ro-refused; fi; echo mine > /data/out.txt && echo rw-written";
     const id = await submit(token, ["/bin/sh", "-c", script], "mine-data");

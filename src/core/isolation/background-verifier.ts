@@ -45,6 +45,11 @@ export interface BackgroundVerifierOptions {
 export interface BackgroundVerifier {
   /** The last conclusive verdict; Unverified ("not verified yet") before the first. */
   current(): IsolationVerdict;
+  /**
+   * Whether a conclusive verdict exists (seeded, remembered or probed). Before it, work that
+   * needs the sandbox waits for it rather than failing on "not verified yet".
+   */
+  concluded(): boolean;
   /** Starts the first probe now (not awaited) and the schedule after it. */
   start(): void;
   /** Cancels the schedule and aborts the probe in flight (which then schedules nothing). */
@@ -60,6 +65,7 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
       kind: "Unverified",
       message: "not verified yet: the first isolation probe is still running",
     };
+  let concluded = options.seed !== undefined || options.remembered !== undefined;
   let inFlight: Promise<void> | null = null;
   let cancelNext: (() => void) | null = null;
   let stopped = false;
@@ -69,10 +75,12 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
     switch (outcome.kind) {
       case "Verified":
         verdict = outcome;
+        concluded = true;
         options.onVerdict?.(outcome);
         return options.verifiedIntervalMs;
       case "Unverified":
         verdict = outcome;
+        concluded = true;
         options.onVerdict?.(outcome);
         return options.retryIntervalMs;
       case "Inconclusive":
@@ -115,6 +123,7 @@ export function createBackgroundVerifier(options: BackgroundVerifierOptions): Ba
 
   return {
     current: () => verdict,
+    concluded: () => concluded,
     start() {
       if (options.seed === undefined) {
         runOnce();

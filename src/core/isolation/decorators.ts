@@ -82,6 +82,8 @@ export function switchingToSandbox(options: {
   readonly plain: AllocationBackend;
   readonly sandboxed: AllocationBackend;
   sandboxing(): boolean;
+  /** No conclusive verdict yet: work needing the sandbox waits (mounts-await-verdict.ts). */
+  pending(): boolean;
   verify(): Promise<IsolationVerdict>;
 }): BackendWith<"sessionIsolation" | "launchSandbox"> {
   const { backend, plain, sandboxed, sandboxing } = options;
@@ -102,7 +104,7 @@ export function switchingToSandbox(options: {
     { submit: (requests) => current().submit(requests) },
     {
       tasks,
-      launchSandbox: { launchesSandboxed: () => sandboxing() },
+      launchSandbox: { launchesSandboxed: () => sandboxing(), sandboxPending: options.pending },
       sessionIsolation: { verifySessionIsolation: () => options.verify() },
     },
   );

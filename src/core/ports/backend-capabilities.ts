@@ -164,11 +164,22 @@ export interface SessionIsolationProvider {
  */
 export interface LaunchSandboxReporter {
   launchesSandboxed(): boolean;
+  /**
+   * True while the backend does not know yet whether it will sandbox (a cluster's first probe
+   * of its nodes still running): work that needs the sandbox waits instead of failing.
+   * Absent: the backend always knows (the local one checks at start).
+   */
+  sandboxPending?(): boolean;
 }
 
 /** The backend's answer of the moment; false for a backend that does not say. */
 export function launchesSandboxed(backend: AllocationBackend): boolean {
   return backend.capabilities.launchSandbox?.launchesSandboxed() ?? false;
+}
+
+/** Whether the backend's sandbox verdict is still to come; false for one that does not say. */
+export function sandboxPending(backend: AllocationBackend): boolean {
+  return backend.capabilities.launchSandbox?.sandboxPending?.() ?? false;
 }
 
 /**

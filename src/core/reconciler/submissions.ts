@@ -250,6 +250,15 @@ async function prepareAndSubmit(env: TickEnv, attempts: readonly Live[]): Promis
       case "Prepared":
         requests.push({ live, request: submitRequest(env, live, p) });
         break;
+      case "NotYet":
+        // Nothing was submitted: the attempt keeps its fresh token and waits for a later
+        // tick, as a preparation that threw does, without an error in the log each tick.
+        env.log.debug("attempt waits to be prepared", {
+          workloadId: live.workload.id,
+          allocationId: live.allocation.id,
+          detail: p.message,
+        });
+        break;
       default: {
         const unreachable: never = p;
         throw new Error(`unhandled prepare result ${JSON.stringify(unreachable)}`);

@@ -30,6 +30,7 @@ import {
 import type { AccountLookup } from "../../../core/accounts.ts";
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
+import { mountsAwaitVerdict } from "../../../core/isolation/mounts-await-verdict.ts";
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
 import type { ResourceProfile } from "../../../core/models.ts";
 import type { AdmissionStore } from "../../../core/ports/admission-store.ts";
@@ -211,12 +212,15 @@ function composeReconciler(
 ): Reconciler {
   const { clock, log, faults, metrics, layout } = config;
   const { backend, sessions } = parts;
-  const preparer = preparerByKind({
-    BATCH: gatedBatchPreparer(batchPreparer({ layout }), backend),
-    SESSION:
-      sessions?.preparer ??
-      sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
-  });
+  const preparer = mountsAwaitVerdict(
+    preparerByKind({
+      BATCH: gatedBatchPreparer(batchPreparer({ layout }), backend),
+      SESSION:
+        sessions?.preparer ??
+        sessionsDisabledPreparer("sessions are not enabled on this daemon (no worker gateway)"),
+    }),
+    backend,
+  );
   const observer = observeTransitions(parts.store, metrics);
   const running = createReconciler({
     store: observer.store,

@@ -325,6 +325,7 @@ export async function withClusterSessionIsolation(
       plain,
       sandboxed,
       sandboxing: () => sandboxing,
+      pending: () => !verifier.concluded(),
       verify,
     }),
     services: [verifierService(verifier)],
