@@ -159,4 +159,71 @@ describe.skipIf(!isRoot)("a full state dir loses nothing (tmpfs, as root)", () =
       unmount();
     }
   }, 120_000);
+
+  test("an array's element records are kept: every element of a 300-element array ends on a full disk", async () => {
+    // Each element appends two lines to elements.jsonl (~600 bytes): the single job's 64 KiB
+    // reserve ran out a hundred elements in, and the rest had nowhere to record their end.
+    using base = tempDir("o4s-statefull-array-");
+    const mnt = join(base.path, "mnt");
+    const unmount = mountTmpfs(mnt, "4m");
+    try {
+      const stateDir = join(mnt, "state");
+      const config = localDaemonConfig(stateDir, {
+        spoolDir: join(base.path, "spool"),
+        stateLowWaterBytes: 1 * MIB,
+      });
+      const daemon = await startedDaemon(config);
+      const socket = daemon.layout.apiSocket;
+      const view = async (id: string) => (await api(socket, "GET", `/v1/workloads/${id}`)).body;
+      try {
+        const size = 300;
+        const created = await api(socket, "POST", "/v1/workloads", {
+          kind: "BATCH",
+          profile: "default",
+          array: size,
+          maxConcurrent: 1,
+          // Element 0 holds the array until the disk is full; the rest run then, one by one.
+          command: [
+            "sh",
+            "-c",
+            'if [ "$OPENAI4S_ARRAY_INDEX" = 0 ]; then while [ ! -e go ]; do sleep 0.05; done; fi',
+          ],
+        });
+        expect(created.status).toBe(201);
+        const id = String(created.body["id"]);
+        await eventually(async () => (await view(id))["phase"] === "RUNNING", {
+          what: "the array running",
+          timeoutMs: 30_000,
+        });
+        fill(join(mnt, "filler"));
+        await Bun.write(join(daemon.layout.workspaceDir(id), "go"), "");
+        const local = join(stateDir, "backends", "local");
+        await eventually(
+          () => [...new Bun.Glob("**/exit.json").scanSync({ cwd: local })].length === 1,
+          { what: "the array's end written on a full state dir", timeoutMs: 60_000 },
+        );
+        const [elements] = [...new Bun.Glob("**/elements.jsonl").scanSync({ cwd: local })];
+        const lines = readFileSync(join(local, String(elements)), "utf8")
+          .trim()
+          .split("\n");
+        const ends = lines.filter((l) => (JSON.parse(l) as { exit?: unknown }).exit !== undefined);
+        expect(ends.length).toBe(size);
+        rmSync(join(mnt, "filler"));
+        const ended = await eventually(
+          async () => {
+            const w = await view(id);
+            return ["COMPLETED", "FAILED", "LOST", "CANCELLED"].includes(String(w["phase"]))
+              ? w
+              : null;
+          },
+          { what: "the array's end seen", timeoutMs: 30_000 },
+        );
+        expect(ended["phase"]).toBe("COMPLETED");
+      } finally {
+        await daemon.stop();
+      }
+    } finally {
+      unmount();
+    }
+  }, 150_000);
 });

@@ -8,10 +8,20 @@
  * Also each element's own names: its logs beside the allocation's (`stdout.log.K`, the name
  * `logs --index K` reads on every backend) and its cgroup beside the array's (`TOKEN.K`).
  */
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  readSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
 import { errorCode } from "../../lib/durable-fs.ts";
+import { type PreallocateResult, preallocate } from "../../lib/preallocate.ts";
 import {
   type ExitRecord,
   exitRecordSchema,
@@ -39,7 +49,12 @@ const lineSchema = v.union([
  */
 const ELEMENTS_MAX_BYTES_PER_ELEMENT = 16 * 1024;
 
-/** Appends one line and flushes it: an element's start or end is on disk before it is acted on. */
+/**
+ * Appends one line and flushes it: an element's start or end is on disk before it is acted on.
+ * A write that fails part-way (a full disk) is cut back off before the error goes up: the
+ * retry's line would otherwise follow half a line, and the unparsable pair would make every
+ * later read of the array Indeterminate. Only the array's one supervisor appends.
+ */
 function appendLine(dir: string, line: v.InferOutput<typeof lineSchema>): void {
   const fd = openSync(
     join(dir, JOB_FILES.elements),
@@ -47,21 +62,66 @@ function appendLine(dir: string, line: v.InferOutput<typeof lineSchema>): void {
     0o600,
   );
   try {
-    const bytes = Buffer.from(`${JSON.stringify(line)}\n`, "utf8");
-    let offset = 0;
-    while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
-    fsyncSync(fd);
+    const before = fstatSync(fd).size;
+    try {
+      const bytes = Buffer.from(`${JSON.stringify(line)}\n`, "utf8");
+      let offset = 0;
+      while (offset < bytes.length) offset += writeSync(fd, bytes, offset, bytes.length - offset);
+      fsyncSync(fd);
+    } catch (error) {
+      ftruncateSync(fd, before);
+      throw error;
+    }
   } finally {
     closeSync(fd);
   }
 }
 
-export function recordElementStart(dir: string, index: number, start: JobStart): void {
-  appendLine(dir, { index, start });
+/**
+ * Room an element's two lines take at most, in practice (a start line is ~150 bytes, an end
+ * line with its message a few hundred).
+ */
+const ELEMENT_ROOM_BYTES = 1024;
+
+/**
+ * Takes the disk room every element's lines will need, up front, inside elements.jsonl (its
+ * size unchanged): on a full state dir the lines still land (issue 33). The single job's
+ * 64 KiB end-reserve, given back when a write fails, was taken by the daemon's database
+ * before an array's later elements could use it.
+ */
+export function reserveElementRoom(dir: string, size: number): PreallocateResult {
+  const fd = openSync(
+    join(dir, JOB_FILES.elements),
+    constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW,
+    0o600,
+  );
+  try {
+    return preallocate(fd, fstatSync(fd).size, size * ELEMENT_ROOM_BYTES);
+  } finally {
+    closeSync(fd);
+  }
 }
 
-export function recordElementExit(dir: string, index: number, exit: ExitRecord): void {
-  appendLine(dir, { index, exit });
+/** How an element's line is written: at once (tests), or kept until it lands (the supervisor). */
+export type LineWriter = (dir: string, write: () => void) => void;
+const AT_ONCE: LineWriter = (_dir, write) => write();
+
+export function recordElementStart(
+  dir: string,
+  index: number,
+  start: JobStart,
+  writer: LineWriter = AT_ONCE,
+): void {
+  writer(dir, () => appendLine(dir, { index, start }));
+}
+
+export function recordElementExit(
+  dir: string,
+  index: number,
+  exit: ExitRecord,
+  writer: LineWriter = AT_ONCE,
+): void {
+  writer(dir, () => appendLine(dir, { index, exit }));
 }
 
 /**

@@ -12,15 +12,17 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ARRAY_INDEX_ENV } from "../../core/array/array-env.ts";
-import { writeFileDurable } from "../../lib/durable-fs.ts";
 import {
   elementLimits,
   elementLogPath,
+  type LineWriter,
   readElements,
   recordElementExit,
   recordElementStart,
+  reserveElementRoom,
 } from "./array-records.ts";
 import { limitArgv } from "./job-limits.ts";
+import { keepTrying, RETRY_SLEEP, writeKept } from "./kept-records.ts";
 import { type ExitRecord, JOB_FILES, type JobRecord } from "./records.ts";
 import type { StopReason, SupervisedRun, SupervisorDeps } from "./supervisor.ts";
 
@@ -33,6 +35,7 @@ export function elementRun(
   record: JobRecord,
   index: number,
   stopRequested: () => boolean,
+  writer?: LineWriter,
 ): SupervisedRun {
   const limits = elementLimits(record.limits, index);
   return {
@@ -45,8 +48,8 @@ export function elementRun(
     },
     extraEnv: { [ARRAY_INDEX_ENV]: String(index) },
     cancelRequested: stopRequested,
-    started: (start) => recordElementStart(dir, index, start),
-    ended: (exit) => recordElementExit(dir, index, exit),
+    started: (start) => recordElementStart(dir, index, start, writer),
+    ended: (exit) => recordElementExit(dir, index, exit, writer),
   };
 }
 
@@ -68,9 +71,19 @@ export async function superviseArray(
     for (const stop of stops.values()) stop(reason);
   });
   const stopRequested = () => state.stopping !== null || existsSync(join(dir, JOB_FILES.cancel));
+  // Each element's lines are kept as a single job's records are (kept-records.ts): on a full
+  // state dir an element that ran must not read as never started, nor the array as LOST.
+  const kept: LineWriter = (d, write) =>
+    keepTrying(d, join(d, JOB_FILES.elements), write, deps.log, RETRY_SLEEP);
   // Only this supervisor ever writes the log (its claim is exclusive); an element it names
   // is never started again all the same.
   const known = readElements(dir, array.size);
+  const room = reserveElementRoom(dir, array.size);
+  if (room.kind === "Failed") {
+    // A filesystem without fallocate: the lines are still written and retried until they
+    // land, only without room of their own on a full disk.
+    deps.log.warn("cannot reserve room for the elements' records", { detail: room.message });
+  }
   const running = new Set<Promise<unknown>>();
   let startedAt: number | null = null;
   for (let index = 0; index < array.size; index += 1) {
@@ -78,7 +91,7 @@ export async function superviseArray(
     while (running.size >= array.maxConcurrent) await Promise.race(running);
     if (stopRequested()) break;
     startedAt ??= deps.now();
-    const run = elementRun(dir, record, index, stopRequested);
+    const run = elementRun(dir, record, index, stopRequested, kept);
     const done: Promise<unknown> = runOne(run, (install) => stops.set(index, install)).finally(
       () => {
         stops.delete(index);
@@ -93,14 +106,19 @@ export async function superviseArray(
   for (let index = 0; index < array.size; index += 1) {
     const element = ended.get(index);
     if (element !== undefined && element.exit !== null) continue;
-    recordElementExit(dir, index, {
-      reason,
-      exitCode: null,
-      signal: null,
-      message: "cancelled before it started",
-      startedAt: null,
-      endedAt: deps.now(),
-    });
+    recordElementExit(
+      dir,
+      index,
+      {
+        reason,
+        exitCode: null,
+        signal: null,
+        message: "cancelled before it started",
+        startedAt: null,
+        endedAt: deps.now(),
+      },
+      kept,
+    );
   }
   writeArrayExit(dir, deps, startedAt, state.stopping);
   deps.log.info("array ended", { size: array.size, stopped: state.stopping });
@@ -122,5 +140,5 @@ function writeArrayExit(
     startedAt,
     endedAt: deps.now(),
   };
-  writeFileDurable(join(dir, JOB_FILES.exit), JSON.stringify(exit));
+  writeKept(dir, join(dir, JOB_FILES.exit), JSON.stringify(exit), deps.log, RETRY_SLEEP);
 }

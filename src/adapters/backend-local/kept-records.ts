@@ -1,5 +1,6 @@
 /**
- * The records a local job's fate is learnt from (job.json, exit.json), kept whatever the
+ * The records a local job's fate is learnt from (job.json, exit.json, an array's
+ * elements.jsonl), kept whatever the
  * state dir's free space: room reserved before the job starts, and writes retried until
  * they land, the supervisor alive meanwhile (issue 33).
  */
@@ -38,9 +39,23 @@ export function writeKept(
   log: Log,
   sleep: RetrySleep,
 ): void {
+  keepTrying(dir, path, () => writeFileDurable(path, data), log, sleep);
+}
+
+/**
+ * `write` (of `path`) until it lands, as writeKept does. `write` must leave nothing behind
+ * when it throws (a half-appended line would corrupt the next one).
+ */
+export function keepTrying(
+  dir: string,
+  path: string,
+  write: () => void,
+  log: Log,
+  sleep: RetrySleep,
+): void {
   for (let attempt = 0; ; attempt += 1) {
     try {
-      writeFileDurable(path, data);
+      write();
       return;
     } catch (error) {
       try {
