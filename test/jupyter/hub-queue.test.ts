@@ -49,6 +49,58 @@ function commMsg(n: number, data: string): string {
   });
 }
 
+/** Sends `message(n)` until the socket is closed; how many were offered, the last included. */
+function floodUntilClosed(
+  onMessage: (text: string) => void,
+  closed: readonly unknown[],
+  message: (n: number) => string,
+): number {
+  let n = 0;
+  while (closed.length === 0 && n < 5000) onMessage(message(n++));
+  return n;
+}
+
+function stuckHubs() {
+  const kernel = stuckKernel();
+  const hubs = createKernelHubs({
+    jupyter: kernel.service,
+    interrupt: async () => ({ kind: "Ok", interrupted: false }),
+    shutdown: () => {},
+    touch: () => {},
+    now: () => 0,
+    log: silentLog,
+  });
+  return { kernel, hubs };
+}
+
+// Each cap alone, the other far away: a test that trips both at once lets either be broken.
+describe("each of the shell queue's two caps holds by itself", () => {
+  test("bytes: 1 MiB requests close the socket on the one that passes 64 MiB queued", () => {
+    const { kernel, hubs } = stuckHubs();
+    const flooder = fakeSocket();
+    const a = hubs.connect("w-1", flooder.socket);
+    const payload = "x".repeat(1024 * 1024);
+    const offered = floodUntilClosed(a.onMessage, flooder.closed, (n) => commMsg(n, payload));
+    // 64 fit (a little over 1 MiB each with the envelope: 63 of them, then the 64th passes).
+    expect(offered).toBeGreaterThan(60);
+    expect(offered).toBeLessThanOrEqual(65);
+    expect(flooder.closed[0]?.code).toBe(1008);
+    kernel.release();
+    hubs.closeAll("test over");
+  });
+
+  test("count: tiny requests close the socket on the 1,001st queued", () => {
+    const { kernel, hubs } = stuckHubs();
+    const flooder = fakeSocket();
+    const a = hubs.connect("w-1", flooder.socket);
+    const offered = floodUntilClosed(a.onMessage, flooder.closed, (n) => commMsg(n, "x"));
+    expect(offered).toBe(1001);
+    expect(flooder.closed[0]?.code).toBe(1008);
+    kernel.release();
+    hubs.closeAll("test over");
+  });
+});
+
 describe("the kernel hub's shell queue", () => {
   test("a client flooding requests behind a running cell is closed at the cap, not buffered for", async () => {
     const kernel = stuckKernel();

@@ -325,3 +325,49 @@ describe("bindReconcilerStore", () => {
     expect(bound.loadView()).toHaveLength(7);
   });
 });
+
+// Issue 33: the epoch half of each compare-and-set was untested; a phase that matches by
+// coincidence (a workload back in PENDING for its next attempt) must not let a decision
+// made about an earlier attempt land on the current one.
+describe("epoch guards", () => {
+  test("a transition decided at an older epoch is refused, though the phase matches", () => {
+    const { deps } = populated();
+    const applied = applyTransition(deps, {
+      workload: {
+        id: "retrying",
+        expectedPhase: "PENDING",
+        expectedEpoch: 0,
+        phase: "FAILED",
+        reason: "SUBMIT_REJECTED",
+        message: "about the first attempt",
+      },
+    });
+    expect(applied).toBe(false);
+    expect(getWorkload(deps, "retrying")).toMatchObject({
+      phase: "PENDING",
+      reason: "RETRYING",
+      executionEpoch: 1,
+    });
+  });
+
+  test("an attempt minted from an older epoch is Stale and adds no row", () => {
+    const { deps, sqlite } = populated();
+    const count = () =>
+      sqlite
+        .query<{ n: number }, [string]>(
+          "SELECT count(*) AS n FROM allocations WHERE workload_id = ?",
+        )
+        .get("retrying")?.n;
+    const before = count();
+    const result = mintAttempt(deps, {
+      workloadId: "retrying",
+      allocationId: "retrying-again",
+      token: mintSubmissionToken(random),
+      expectedEpoch: 0,
+      message: "attempt",
+    });
+    expect(result).toEqual({ kind: "Stale", message: "epoch moved to 1" });
+    expect(count()).toBe(before);
+    expect(getWorkload(deps, "retrying")?.executionEpoch).toBe(1);
+  });
+});
