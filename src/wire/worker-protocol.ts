@@ -158,6 +158,8 @@ const ExecRequestSchema = v.pipe(
     code: v.string(),
     /** Names the cell, so a later interrupt reaches this cell and no other. */
     cell: v.optional(v.string()),
+    /** Lowers the kernel's per-stream output cap for this cell (never raises it). */
+    maxOutputChars: v.optional(count),
   }),
   v.readonly(),
 );
@@ -188,6 +190,8 @@ const JupyterRequestSchema = v.pipe(
     buffers: v.optional(v.array(v.string())),
     /** As exec's: names the cell, so an interrupt reaches this one and no other. */
     cell: v.optional(v.string()),
+    /** As exec's: lowers the output cap for this request's cell. */
+    maxOutputChars: v.optional(count),
   }),
   v.readonly(),
 );

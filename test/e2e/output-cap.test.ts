@@ -68,4 +68,53 @@ describe("a profile's max_output_chars", () => {
     },
     TIMEOUT_MS,
   );
+
+  test(
+    "a client lowers the cap for one cell, never raises it, and a bad value is a 400 naming it",
+    async () => {
+      const started = await d.cli("session", "start", "--profile", "default");
+      const id = started.stdout.trim().split(/\s+/).at(-1) ?? "";
+      expect((await d.cli("wait", id, "--until", "READY", "--timeout", "30s")).code).toBe(0);
+      const exec = (body: Record<string, unknown>) =>
+        fetch(`http://localhost/v1/workloads/${id}/exec`, {
+          unix: d.socket,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+      const code = "for i in range(20000):\n    print('line', i)";
+      const workspace = join(`${d.stateDir}-spool`, "workloads", id, "workspace");
+      const whole = Array.from({ length: 20000 }, (_, i) => `line ${i}\n`).join("");
+
+      const lowered = (await (await exec({ code, maxOutputChars: 200 })).json()) as {
+        output: string;
+      };
+      expect(lowered.output).toContain("output over 100 characters");
+      expect(lowered.output.length).toBeLessThan(800);
+      const named = /the whole output is in (openai4s-outputs\/\S+-stdout\.txt)\]/.exec(
+        lowered.output,
+      )?.[1];
+      expect(readFileSync(join(workspace, named ?? "missing"), "utf8")).toBe(whole);
+
+      // Above the profile's 1000: the profile's cap holds.
+      const raised = (await (await exec({ code, maxOutputChars: 50_000 })).json()) as {
+        output: string;
+      };
+      expect(raised.output).toContain("output over 500 characters");
+      expect(raised.output.length).toBeGreaterThan(1000);
+      expect(raised.output.length).toBeLessThan(2000);
+
+      // The next cell without one is back at the profile's cap.
+      const next = (await (await exec({ code })).json()) as { output: string };
+      expect(next.output).toContain("output over 500 characters");
+
+      for (const bad of [0, -5, 1.5, "100"]) {
+        const refused = await exec({ code: "1", maxOutputChars: bad });
+        expect(refused.status).toBe(400);
+        expect(await refused.text()).toContain("maxOutputChars");
+      }
+      await d.cli("cancel", id);
+    },
+    TIMEOUT_MS,
+  );
 });

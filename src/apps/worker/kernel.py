@@ -324,7 +324,7 @@ class Stream(io.TextIOBase):
         return len(text)
 
     def open_cell(self):
-        self._cap = HeadTail(self._kernel.limit, self._spill)
+        self._cap = HeadTail(self._kernel.cell_limit, self._spill)
 
     def _spill(self):
         return self._kernel.spill_file(self._name)
@@ -360,6 +360,8 @@ def time_remaining():
 class Kernel:
     def __init__(self, limit, mime_limit, writer):
         self.limit = limit
+        # The running cell's cap: the client may lower it for one cell, never raise it.
+        self.cell_limit = limit
         self.mime_limit = mime_limit
         self.writer = writer
         # The workspace: where a cell's whole output is kept, whatever a cell chdir'd to.
@@ -429,10 +431,14 @@ class Kernel:
                 }
             )
 
-    def open_cell(self, cell_id):
-        """From here what is written belongs to cell `cell_id` (its caps start afresh)."""
+    def open_cell(self, cell_id, max_output_chars=None):
+        """From here what is written belongs to cell `cell_id` (its caps start afresh, at
+        `max_output_chars` when the client asked for less than the kernel's own)."""
         with self.lock:
             self.cell_id = cell_id
+            self.cell_limit = self.limit
+            if isinstance(max_output_chars, int) and 0 < max_output_chars < self.limit:
+                self.cell_limit = max_output_chars
             self.idle_chars = 0
             self.stdout.open_cell()
             self.stderr.open_cell()
@@ -612,7 +618,7 @@ def main():
         request = json.loads(line)
         if "id" not in request:
             continue  # an input_reply that came after its cell ended (interrupted): stale
-        kernel.open_cell(request["id"])
+        kernel.open_cell(request["id"], request.get("max_output_chars"))
         if "jupyter" in request:
             reply = (
                 jupyter.handle(request["id"], request["jupyter"])

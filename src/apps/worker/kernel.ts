@@ -47,6 +47,7 @@ import { describeExit, oomKillCount } from "./kernel-exit.ts";
 import { createIdleOutput } from "./kernel-idle.ts";
 import kernelJupyterSource from "./kernel-jupyter.py" with { type: "text" };
 import { type KernelEnvironment, kernelArgv } from "./kernel-launch.ts";
+import { cellLine } from "./kernel-line.ts";
 import { createRestartBudget, RESTART_BUDGET } from "./restart-budget.ts";
 
 export interface KernelResult {
@@ -74,6 +75,8 @@ export interface ExecOptions {
   readonly cell?: string;
   /** Run this Jupyter shell request instead of `code` (kernel-jupyter.py answers it). */
   readonly jupyter?: JupyterReply;
+  /** This cell's per-stream output cap, when lower than the kernel's own (kernel.py). */
+  readonly maxOutputChars?: number;
 }
 
 export type InterruptOutcome =
@@ -157,11 +160,12 @@ const DRAIN_AFTER_EXIT_MS = 500;
 
 type KernelProcess = Subprocess<"pipe", "pipe", "inherit">;
 
-interface Cell {
+export interface Cell {
   readonly id: number;
   readonly code: string;
   readonly name: string | undefined;
   readonly jupyter: JupyterReply | undefined;
+  readonly maxOutputChars: number | undefined;
   readonly onEvent: ((event: CellEvent) => void) | undefined;
   readonly resolve: (result: KernelResult) => void;
 }
@@ -480,18 +484,7 @@ export function createKernel(options: KernelOptions): Kernel {
       escalation: null,
     };
     try {
-      const line =
-        cell.jupyter !== undefined
-          ? {
-              id: cell.id,
-              jupyter: {
-                msg_type: cell.jupyter.msgType,
-                content: cell.jupyter.content,
-                buffers: cell.jupyter.buffers ?? [],
-              },
-            }
-          : { id: cell.id, code: cell.code };
-      started.stdin.write(`${JSON.stringify(line)}\n`);
+      started.stdin.write(`${JSON.stringify(cellLine(cell))}\n`);
       void started.stdin.flush();
     } catch (error) {
       log.error("kernel: cannot write to the interpreter", { error: String(error) });
@@ -507,6 +500,7 @@ export function createKernel(options: KernelOptions): Kernel {
           code,
           name: execOptions.cell,
           jupyter: execOptions.jupyter,
+          maxOutputChars: execOptions.maxOutputChars,
           onEvent: execOptions.onEvent,
           resolve,
         });

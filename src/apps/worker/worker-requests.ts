@@ -23,6 +23,7 @@ export async function handle(
       const result = await kernel.exec(request.code, {
         onEvent,
         ...(request.cell !== undefined && { cell: request.cell }),
+        ...(request.maxOutputChars !== undefined && { maxOutputChars: request.maxOutputChars }),
       });
       const { jupyter: _reply, ...exec } = result;
       return { kind: "exec", ...exec };
@@ -42,6 +43,7 @@ export async function handle(
           ...(request.buffers !== undefined && { buffers: request.buffers }),
         },
         ...(request.cell !== undefined && { cell: request.cell }),
+        ...(request.maxOutputChars !== undefined && { maxOutputChars: request.maxOutputChars }),
       });
       return jupyterResponse(request.msgType, result);
     }

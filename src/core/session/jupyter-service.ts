@@ -51,6 +51,8 @@ export interface JupyterRequestOptions {
   readonly cell?: string;
   /** The request's binary buffers (a comm message's), base64. */
   readonly buffers?: readonly string[];
+  /** As exec's: this cell's output cap, when lower than the profile's. */
+  readonly maxOutputChars?: number;
 }
 
 export interface JupyterService {
@@ -164,6 +166,7 @@ export function createJupyterService(deps: {
           msgType,
           content: { ...content },
           ...(options.cell !== undefined && { cell: options.cell }),
+          ...(options.maxOutputChars !== undefined && { maxOutputChars: options.maxOutputChars }),
           ...(options.buffers !== undefined &&
             options.buffers.length > 0 && { buffers: [...options.buffers] }),
         },

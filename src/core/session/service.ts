@@ -149,7 +149,14 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
         current.id,
         current.epoch,
         0,
-        { kind: "exec", code, cell },
+        {
+          kind: "exec",
+          code,
+          cell,
+          ...(execOptions.maxOutputChars === undefined
+            ? {}
+            : { maxOutputChars: execOptions.maxOutputChars }),
+        },
         execTimeoutMs,
         { onEvent },
       );

@@ -66,6 +66,12 @@ export interface ExecOptions {
    * Absent: no limit of its own; the session's limits (lifetime, the job's) still apply.
    */
   readonly timeoutSeconds?: number;
+  /**
+   * At most this many characters of each output stream go to the client for this cell (first
+   * and last halves; the whole output is kept in a file the truncation line names). Only
+   * lowers the profile's cap: a larger value is the profile's.
+   */
+  readonly maxOutputChars?: number;
   /** The kernel running this cell is being restarted (an interrupt did not stop the cell). */
   readonly onKernel?: (message: string) => void;
   /**

@@ -380,6 +380,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         },
         cell: String(request.header["msg_id"]),
         buffers: request.buffers,
+        ...(request.maxOutputChars === undefined ? {} : { maxOutputChars: request.maxOutputChars }),
       });
       if (outcome.kind !== "Reply") {
         const message = outcome.kind === "NotReady" ? outcome.message : "no such kernel";

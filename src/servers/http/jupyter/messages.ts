@@ -27,7 +27,24 @@ const ClientMessageSchema = v.looseObject({
   channel: v.optional(v.picklist(["shell", "control", "stdin"]), "shell"),
   /** Base64, as v1ToJson puts a binary frame's buffers; a JSON frame's are not carried. */
   buffers: v.optional(v.pipe(v.array(v.unknown()), v.maxLength(100))),
+  /** Read for `openai4s.max_output_chars` only; anything else a client sets is ignored. */
+  metadata: v.optional(v.unknown()),
 });
+
+/**
+ * A cell's own output cap, from its message's `metadata.openai4s.max_output_chars` (a
+ * positive whole number); anything else there is no cap of its own. Only lowers the
+ * profile's cap (the kernel takes the smaller).
+ */
+function capOf(metadata: unknown): { readonly maxOutputChars?: number } {
+  if (typeof metadata !== "object" || metadata === null) return {};
+  const ours = (metadata as Record<string, unknown>)["openai4s"];
+  if (typeof ours !== "object" || ours === null) return {};
+  const value = (ours as Record<string, unknown>)["max_output_chars"];
+  return typeof value === "number" && Number.isSafeInteger(value) && value > 0
+    ? { maxOutputChars: value }
+    : {};
+}
 
 export type Header = Readonly<Record<string, unknown>>;
 
@@ -38,6 +55,8 @@ export interface ClientMessage {
   readonly content: Readonly<Record<string, unknown>>;
   /** Binary buffers (a comm message's), base64. */
   readonly buffers: readonly string[];
+  /** metadata.openai4s.max_output_chars: this cell's lower output cap. */
+  readonly maxOutputChars?: number;
 }
 
 /** A client's message, or why it is not one (the socket is then told, not dropped). */
@@ -58,6 +77,7 @@ export function parseClientMessage(text: string): ClientMessage | string {
     header: m.header,
     content: m.content,
     buffers,
+    ...capOf(m.metadata),
   };
 }
 

@@ -112,6 +112,7 @@ export async function runCodeTool(
   };
   const running = sessions.exec(workload.id, args.code, {
     ...(args.timeoutSeconds === undefined ? {} : { timeoutSeconds: args.timeoutSeconds }),
+    ...(args.maxOutputChars === undefined ? {} : { maxOutputChars: args.maxOutputChars }),
     onStart: () => {
       started = true;
       // Cancelled while the cell was being handed over: interrupted once it is running.

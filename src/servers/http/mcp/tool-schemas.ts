@@ -89,6 +89,7 @@ export const RunCodeArgs = v.strictObject({
   session: SESSION_ID,
   code: ExecBody.entries.code,
   timeoutSeconds: ExecBody.entries.timeoutSeconds,
+  maxOutputChars: ExecBody.entries.maxOutputChars,
 });
 
 export const WriteFileArgs = v.strictObject({

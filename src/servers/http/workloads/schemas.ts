@@ -1,6 +1,9 @@
 /**
  * Request schemas of the workload routes. Limits are named constants because the OpenAPI
  * document states the same numbers: one source, so the two cannot drift apart.
+ *
+ * Over 400 lines because each field's description is the API reference's text (the OpenAPI
+ * document is generated from these schemas): splitting would scatter one route's shape.
  */
 import * as v from "valibot";
 import { WORKLOAD_NAME_PATTERN } from "../../../core/admission.ts";
@@ -26,6 +29,8 @@ export const LIMITS = {
   /** Workloads one submission may run after, per kind (afterOk, afterAny). */
   dependenciesMax: 64,
   codeMaxLength: 512 * 1024,
+  /** A cell's own output cap: up to the largest a profile may set (100 million). */
+  maxOutputCharsMax: 100_000_000,
   taskTimeoutMaxSeconds: 24 * 3600,
   taskTimeoutDefaultSeconds: 600,
   listLimitMax: 500,
@@ -238,6 +243,14 @@ export const ExecBody = v.strictObject({
       positiveInteger(LIMITS.timeLimitMaxSeconds),
       v.description(
         "The cell's own time limit: past it the cell is interrupted (its kernel restarted if that does not stop it) and answered ERROR with ename CellTimeout, its output kept. Absent: no limit of its own; the session's lifetime and the job's time limit still apply.",
+      ),
+    ),
+  ),
+  maxOutputChars: v.optional(
+    v.pipe(
+      positiveInteger(LIMITS.maxOutputCharsMax),
+      v.description(
+        "At most this many characters of each output stream (stdout, stderr) come back for this cell: its first and last halves, with a line between them naming the file in the workspace that holds the whole output. Lowers the profile's cap (its max_output_chars, default 200000) for this cell; a larger value is the profile's cap.",
       ),
     ),
   ),

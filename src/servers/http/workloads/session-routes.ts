@@ -43,6 +43,9 @@ export function registerSessionRoutes(
   /** What each cell said, for clients that come back (bounded: see cell-log.ts). */
   const cells = createCellLog(deps.clock);
 
+  /** What a client may set for one cell: its time limit, and a lower output cap. */
+  type CellLimits = { readonly timeoutSeconds?: number; readonly maxOutputChars?: number };
+
   /** The checks exec and interrupt share (live-session.ts, also MCP's). */
   const mustBeLiveSession = (c: Context<ApiEnv>) => liveSession(deps, mustGet(c));
 
@@ -53,7 +56,10 @@ export function registerSessionRoutes(
     const body = await readBody(c, ExecBody);
     // An attempt to run code is a present user, whether or not the kernel is ready yet.
     touchActivity(deps.store, workload.id);
-    const limit = body.timeoutSeconds === undefined ? {} : { timeoutSeconds: body.timeoutSeconds };
+    const limit = {
+      ...(body.timeoutSeconds === undefined ? {} : { timeoutSeconds: body.timeoutSeconds }),
+      ...(body.maxOutputChars === undefined ? {} : { maxOutputChars: body.maxOutputChars }),
+    };
     if (wantsStream(c, query.stream)) return streamExec(workload, sessions, body.code, limit);
     // A client that disconnects changes nothing: the cell runs on (see docs/sessions.md).
     const { cell, running } = runLogged(workload, sessions, body.code, limit);
@@ -82,7 +88,7 @@ export function registerSessionRoutes(
     workload: Workload,
     sessions: SessionService,
     code: string,
-    limit: { readonly timeoutSeconds?: number },
+    limit: CellLimits,
   ): Promise<Response> {
     let started!: () => void;
     const startedPromise = new Promise<"started">((resolve) => {
@@ -107,7 +113,7 @@ export function registerSessionRoutes(
     workload: Workload,
     sessions: SessionService,
     code: string,
-    limit: { readonly timeoutSeconds?: number },
+    limit: CellLimits,
     onStart?: () => void,
   ): { readonly cell: string; readonly running: Promise<ExecOutcome> } {
     const cell = randomUUID();
