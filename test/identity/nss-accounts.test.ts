@@ -12,14 +12,12 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import {
-  getentAccounts,
-  NssLookupError,
-} from "../../src/adapters/accounts-nss/getent-accounts.ts";
+import { getentAccounts, NssLookupError } from "../../src/adapters/accounts-nss/getent-accounts.ts";
 import { ownerAccount, systemAccounts } from "../../src/adapters/isolation-bwrap/run-as.ts";
 import { composeSiteIdentity } from "../../src/apps/daemon/composition/site-identity.ts";
 import { checkAccount } from "../../src/core/accounts.ts";
 import { manualClock } from "../../src/lib/clock.ts";
+import { createExtrausersAccount, extrausersConfigured } from "../support/extrausers-account.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const tmp = tempDirs("o4s-nss-", "each");
@@ -147,49 +145,19 @@ describe("this machine's getent", () => {
   });
 });
 
-/** Whether NSS here asks libnss-extrausers (/var/lib/extrausers) for passwd and group. */
-function extrausersConfigured(): boolean {
-  try {
-    const conf = readFileSync("/etc/nsswitch.conf", "utf8");
-    return ["passwd", "group"].every((db) =>
-      new RegExp(`^${db}:.*\\bextrausers\\b`, "m").test(conf),
-    );
-  } catch {
-    return false;
-  }
-}
-
-const EXTRA_DIR = "/var/lib/extrausers";
-
-describe.skipIf(process.getuid?.() !== 0 || !extrausersConfigured())(
+describe.skipIf(!extrausersConfigured())(
   "an account only in another NSS source (libnss-extrausers)",
   () => {
     test("is found, may own work, and may sign in; /etc/passwd never names it", () => {
-      const suffix = Math.random().toString(16).slice(2, 8);
-      const user = `o4sldap${suffix}`;
-      const id = 47_000 + Math.floor(Math.random() * 2_000);
-      const files = { passwd: join(EXTRA_DIR, "passwd"), group: join(EXTRA_DIR, "group") };
-      const lines = {
-        passwd: `${user}:x:${id}:${id}::/nonexistent:/bin/sh\n`,
-        group: `${user}:x:${id}:\n`,
-      };
-      const read = (path: string) => {
-        try {
-          return readFileSync(path, "utf8");
-        } catch {
-          return "";
-        }
-      };
-      const without = (path: string, line: string) => read(path).split(line).join("");
-      for (const db of ["passwd", "group"] as const) {
-        writeFileSync(files[db], read(files[db]) + lines[db], { mode: 0o644 });
-      }
+      const account = createExtrausersAccount();
       try {
+        const { user, uid } = account;
         expect(readFileSync("/etc/passwd", "utf8")).not.toContain(user);
         const clock = manualClock();
         const accounts = systemAccounts(clock);
-        expect(accounts.account(user)).toEqual({ name: user, uid: id, gid: id, groups: [id] });
-        expect(accounts.nameOfUid(id)).toBe(user);
+        expect(accounts.account(user)).toMatchObject({ name: user, uid, gid: account.gid });
+        expect(accounts.account(user)?.groups).toContain(account.gid);
+        expect(accounts.nameOfUid(uid)).toBe(user);
         // What `principal add --unix-user` and a run-as-owner job check.
         expect(checkAccount(user, accounts, 1000).kind).toBe("Usable");
         expect(ownerAccount(user, accounts, 1000).kind).toBe("Resolved");
@@ -202,9 +170,7 @@ describe.skipIf(process.getuid?.() !== 0 || !extrausersConfigured())(
         if (identity === null || "error" in identity) throw new Error("no site identity");
         expect(identity.accountRefusal(user)).toBeNull();
       } finally {
-        for (const db of ["passwd", "group"] as const) {
-          writeFileSync(files[db], without(files[db], lines[db]));
-        }
+        account.remove();
       }
     });
   },
