@@ -23,6 +23,17 @@ export interface AccountLookup {
   account(name: string): UnixAccount | null;
 }
 
+/**
+ * The site's account and group databases by name and by id (NSS: files, LDAP, SSSD), for
+ * the adapters that name a uid or resolve `--run-as USER:GROUP`.
+ */
+export interface AccountDatabase extends AccountLookup {
+  /** The name of the account with this uid, or null when there is none. */
+  nameOfUid(uid: number): string | null;
+  /** The gid of the group with this name, or null when there is none. */
+  groupId(name: string): number | null;
+}
+
 /** Below this, a uid is a system account (Debian's and RHEL's first user is 1000). */
 export const DEFAULT_MIN_ACCOUNT_UID = 1000;
 /** nobody, which services share (Debian and most Linux distributions). */

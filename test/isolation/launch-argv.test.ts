@@ -1,6 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { dropArgv, envArgv, plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
-import { chooseRunAs, resolveRunAs } from "../../src/adapters/isolation-bwrap/run-as.ts";
+import {
+  chooseRunAs,
+  identityDatabaseAccounts,
+  resolveRunAs,
+} from "../../src/adapters/isolation-bwrap/run-as.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 
 function run(argv: readonly string[], env: Record<string, string>): string {
@@ -78,11 +82,11 @@ describe("plainWrapper: no sandbox, still never root", () => {
 });
 
 describe("run-as", () => {
-  const db = {
+  const db = identityDatabaseAccounts({
     passwd:
       "root:x:0:0::/root:/bin/sh\nsvc:x:900:901::/srv:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n",
     group: "root:x:0:\nsvcgrp:x:902:\nnogroup:x:65534:\n",
-  };
+  });
 
   test("names and numbers resolve; a user's primary group by default", () => {
     expect(resolveRunAs("svc", db)).toEqual({
@@ -91,7 +95,9 @@ describe("run-as", () => {
     });
     expect(resolveRunAs("svc:svcgrp", db)).toMatchObject({ runAs: { uid: 900, gid: 902 } });
     expect(resolveRunAs("1234", db)).toMatchObject({ runAs: { uid: 1234, gid: 1234 } });
-    expect(resolveRunAs("nobody", { passwd: null, group: null })).toMatchObject({
+    expect(
+      resolveRunAs("nobody", identityDatabaseAccounts({ passwd: null, group: null })),
+    ).toMatchObject({
       runAs: { uid: 65534, gid: 65534 },
     });
   });

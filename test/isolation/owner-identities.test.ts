@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { dropArgv } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import { ownerIdentities } from "../../src/adapters/isolation-bwrap/owner-identities.ts";
 import {
-  type IdentityDatabase,
+  identityDatabaseAccounts,
   ownerAccount,
   ownerModeRefusal,
   parseMinOwnerUid,
@@ -23,7 +23,7 @@ import { tempDirs } from "../support/temp-dir.ts";
 const IS_ROOT = process.getuid?.() === 0;
 const tmp = tempDirs("o4s-owner-ids-", "each");
 
-const DB: IdentityDatabase = {
+const DB = identityDatabaseAccounts({
   passwd: [
     "root:x:0:0:root:/root:/bin/bash",
     "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin",
@@ -42,7 +42,7 @@ const DB: IdentityDatabase = {
     "lab:x:72000:alice,bob",
     "gpu:x:72001:carol,alice",
   ].join("\n"),
-};
+});
 
 describe("the owner's account", () => {
   test("its uid, primary gid and every group that lists it", () => {
@@ -123,7 +123,7 @@ function identities(ownerProfiles: readonly string[]) {
     anyRunsAsOwner: () => ownerProfiles.length > 0,
     unixUserOf: (p) => principals.get(p) ?? null,
     isPrincipalAccount: (u) => [...principals.values()].includes(u),
-    identityDb: () => DB,
+    accounts: DB,
     minUid: 1000,
   });
 }

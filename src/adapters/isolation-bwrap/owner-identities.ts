@@ -11,9 +11,9 @@
  * chown), so it cannot steer a later step to another account.
  */
 import { lchownSync, lstatSync } from "node:fs";
-import { AccountUnusableError } from "../../core/accounts.ts";
+import { type AccountDatabase, AccountUnusableError } from "../../core/accounts.ts";
 import type { JobIdentities, LaunchSubject, RunAs } from "../../core/sandbox.ts";
-import { type IdentityDatabase, ownerAccount } from "./run-as.ts";
+import { ownerAccount } from "./run-as.ts";
 
 export interface OwnerIdentitiesOptions {
   /** Who every other launch runs as (the admin's choice at start). */
@@ -26,19 +26,13 @@ export interface OwnerIdentitiesOptions {
   readonly unixUserOf: (principal: string) => string | null;
   /** True when some principal is this unix user. */
   readonly isPrincipalAccount: (unixUser: string) => boolean;
-  /** Read at every claim: accounts and group memberships change while the daemon runs. */
-  readonly identityDb: () => IdentityDatabase;
+  /**
+   * The site's accounts (NSS), asked at every claim: accounts and group memberships change
+   * while the daemon runs (the NSS adapter caches for seconds, not for the daemon's life).
+   */
+  readonly accounts: AccountDatabase;
   /** The lowest uid a job may run as (system accounts are below it). */
   readonly minUid: number;
-}
-
-/** The name of the account with `uid` in the password database, or null. */
-function accountNameOf(passwd: string | null, uid: number): string | null {
-  for (const line of (passwd ?? "").split("\n")) {
-    const fields = line.split(":");
-    if (fields[2] === String(uid) && fields[0] !== undefined && fields[0] !== "") return fields[0];
-  }
-  return null;
 }
 
 export function ownerIdentities(options: OwnerIdentitiesOptions): JobIdentities {
@@ -56,7 +50,7 @@ export function ownerIdentities(options: OwnerIdentitiesOptions): JobIdentities 
         `${where}, and principal ${JSON.stringify(subject.owner)} has no unix user (principal add NAME --unix-user USER)`,
       );
     }
-    const resolved = ownerAccount(user, options.identityDb(), options.minUid);
+    const resolved = ownerAccount(user, options.accounts, options.minUid);
     // The owner's account alone is at fault (deleted after they left, say): this workload
     // fails, and the profile's breaker never counts it (issue 32).
     if (resolved.kind === "Invalid")
@@ -72,10 +66,9 @@ export function ownerIdentities(options: OwnerIdentitiesOptions): JobIdentities 
     } catch {
       return null;
     }
-    const db = options.identityDb();
-    const name = accountNameOf(db.passwd, uid);
+    const name = options.accounts.nameOfUid(uid);
     if (name === null || !options.isPrincipalAccount(name)) return null;
-    const resolved = ownerAccount(name, db, options.minUid);
+    const resolved = ownerAccount(name, options.accounts, options.minUid);
     return resolved.kind === "Resolved" ? resolved.runAs : null;
   }
 

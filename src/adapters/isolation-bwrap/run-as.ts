@@ -6,8 +6,15 @@
  * root owns.
  */
 import { readFileSync } from "node:fs";
-import { type AccountLookup, checkAccount, DEFAULT_MIN_ACCOUNT_UID } from "../../core/accounts.ts";
+import {
+  type AccountDatabase,
+  type AccountLookup,
+  checkAccount,
+  DEFAULT_MIN_ACCOUNT_UID,
+} from "../../core/accounts.ts";
 import type { RunAs } from "../../core/sandbox.ts";
+import type { Clock } from "../../lib/clock.ts";
+import { DEFAULT_GETENT_SETTINGS, getentAccounts } from "../accounts-nss/getent-accounts.ts";
 import { DEFAULT_UID_RANGE, type UidRange } from "./uid-leases.ts";
 
 export const RUN_AS_ENV = "OPENAI4S_RUN_AS";
@@ -20,6 +27,11 @@ export type RunAsResolution =
   | { readonly kind: "Resolved"; readonly runAs: RunAs }
   | { readonly kind: "Invalid"; readonly message: string };
 
+/**
+ * The text of this machine's /etc/passwd and /etc/group. Only for what must enumerate them
+ * (the uids a lease range must skip, uid-leases.ts); an account is looked up through NSS
+ * (systemAccounts), where a site's LDAP and SSSD users are, and these files never name them.
+ */
 export interface IdentityDatabase {
   /** Lines of /etc/passwd and /etc/group, or null when unreadable. */
   readonly passwd: string | null;
@@ -35,6 +47,11 @@ export function systemIdentityDatabase(): IdentityDatabase {
     }
   };
   return { passwd: read("/etc/passwd"), group: read("/etc/group") };
+}
+
+/** The site's accounts as NSS answers (getent), cached briefly on `clock`. */
+export function systemAccounts(clock: Clock): AccountDatabase {
+  return getentAccounts({ ...DEFAULT_GETENT_SETTINGS, now: () => clock.now() });
 }
 
 const NUMBER = /^\d{1,10}$/;
@@ -55,18 +72,18 @@ function lookup(text: string | null, name: string, index: number): number | null
 function idOf(
   spelled: string,
   what: "user" | "group",
-  db: IdentityDatabase,
+  accounts: AccountDatabase,
 ): number | { readonly error: string } {
   if (NUMBER.test(spelled)) return Number(spelled);
   if (!NAME.test(spelled)) return { error: `${JSON.stringify(spelled)} is not a ${what} name` };
-  const id = lookup(what === "user" ? db.passwd : db.group, spelled, 2);
+  const id = what === "user" ? (accounts.account(spelled)?.uid ?? null) : accounts.groupId(spelled);
   if (id !== null) return id;
   // A minimal image may lack the entry; nobody/nogroup are 65534 by convention.
   if (spelled === "nobody" || spelled === "nogroup") return NOBODY_ID;
   return { error: `no ${what} named ${spelled} on this machine` };
 }
 
-export function resolveRunAs(spec: string, db: IdentityDatabase): RunAsResolution {
+export function resolveRunAs(spec: string, accounts: AccountDatabase): RunAsResolution {
   const invalid = (message: string): RunAsResolution => ({
     kind: "Invalid",
     message: `--run-as ${JSON.stringify(spec)}: ${message}`,
@@ -75,12 +92,12 @@ export function resolveRunAs(spec: string, db: IdentityDatabase): RunAsResolutio
   if (userPart === undefined || userPart === "" || extra !== undefined || groupPart === "") {
     return invalid("expected USER, UID, USER:GROUP or UID:GID");
   }
-  const uid = idOf(userPart, "user", db);
+  const uid = idOf(userPart, "user", accounts);
   if (typeof uid !== "number") return invalid(uid.error);
   let gid: number | { readonly error: string };
-  if (groupPart !== undefined) gid = idOf(groupPart, "group", db);
+  if (groupPart !== undefined) gid = idOf(groupPart, "group", accounts);
   else if (NUMBER.test(userPart)) gid = uid;
-  else gid = lookup(db.passwd, userPart, 3) ?? (userPart === "nobody" ? NOBODY_ID : uid);
+  else gid = accounts.account(userPart)?.gid ?? (userPart === "nobody" ? NOBODY_ID : uid);
   if (typeof gid !== "number") return invalid(gid.error);
   if (uid === 0) return invalid("resolves to uid 0: jobs must never run as root");
   if (gid === 0) return invalid("resolves to gid 0: jobs must never run in root's group");
@@ -100,9 +117,9 @@ export type RunAsChoice =
 export function chooseRunAs(
   spec: string | undefined,
   daemonUid: number,
-  db: IdentityDatabase,
+  accounts: AccountDatabase,
 ): RunAsChoice {
-  const resolved = resolveRunAs(spec ?? DEFAULT_RUN_AS, db);
+  const resolved = resolveRunAs(spec ?? DEFAULT_RUN_AS, accounts);
   if (resolved.kind === "Invalid") return resolved;
   if (daemonUid === 0) return { kind: "Chosen", runAs: resolved.runAs };
   if (spec === undefined || resolved.runAs.uid === daemonUid) {
@@ -152,7 +169,7 @@ export function chooseJobIdentity(
   runAsSpec: string | undefined,
   uidRangeSpec: string | undefined,
   daemonUid: number,
-  db: IdentityDatabase,
+  accounts: AccountDatabase,
 ): IdentityChoiceResult {
   if (runAsSpec !== undefined && uidRangeSpec !== undefined) {
     return {
@@ -172,7 +189,7 @@ export function chooseJobIdentity(
     if ("error" in range) return { kind: "Invalid", message: range.error };
     return { kind: "Chosen", identity: { kind: "Leased", range } };
   }
-  const chosen = chooseRunAs(runAsSpec, daemonUid, db);
+  const chosen = chooseRunAs(runAsSpec, daemonUid, accounts);
   if (chosen.kind === "Invalid") return chosen;
   if (chosen.runAs === null) return { kind: "Chosen", identity: { kind: "DaemonUid" } };
   if (runAsSpec === undefined) {
@@ -198,10 +215,11 @@ function memberGids(group: string | null, user: string): number[] {
 }
 
 /**
- * The AccountLookup port over the password and group databases' text: an account's uid,
- * primary gid and supplementary groups (the ones whose member list names it).
+ * The AccountDatabase port over the text of a password and a group database (their file
+ * format): an account's uid, primary gid and supplementary groups (the groups whose member
+ * list names it). For what is given such text; the daemon asks NSS (systemAccounts).
  */
-export function identityDatabaseAccounts(db: IdentityDatabase): AccountLookup {
+export function identityDatabaseAccounts(db: IdentityDatabase): AccountDatabase {
   return {
     account(name) {
       if (!NAME.test(name)) return null;
@@ -211,26 +229,16 @@ export function identityDatabaseAccounts(db: IdentityDatabase): AccountLookup {
       const groups = [...new Set([gid, ...memberGids(db.group, name)])].sort((a, b) => a - b);
       return { name, uid, gid, groups };
     },
-  };
-}
-
-/**
- * The name of the account with `uid` in the password database, or null: a leased uid that
- * the site gave an account can own its jobs in the scheduler (whose controller and nodes look
- * the uid up: a job of a uid without one was requeued for ever, "getpwuid failed").
- */
-export function accountNameOfUid(db: IdentityDatabase, uid: number): string | null {
-  for (const line of (db.passwd ?? "").split("\n")) {
-    const fields = line.split(":");
-    if (fields[2] === String(uid) && fields[0] !== undefined && fields[0] !== "") return fields[0];
-  }
-  return null;
-}
-
-/** The site's accounts as this machine's /etc/passwd and /etc/group say now. */
-export function systemAccounts(): AccountLookup {
-  return {
-    account: (name) => identityDatabaseAccounts(systemIdentityDatabase()).account(name),
+    nameOfUid(uid) {
+      for (const line of (db.passwd ?? "").split("\n")) {
+        const fields = line.split(":");
+        if (fields[2] === String(uid) && fields[0] !== undefined && fields[0] !== "") {
+          return fields[0];
+        }
+      }
+      return null;
+    },
+    groupId: (name) => (NAME.test(name) ? lookup(db.group, name, 2) : null),
   };
 }
 
@@ -238,8 +246,12 @@ export function systemAccounts(): AccountLookup {
  * The account a principal's jobs run as on a `run_as = "owner"` profile: `user`'s uid,
  * primary gid and supplementary groups, if the core rule (checkAccount) lets work run as it.
  */
-export function ownerAccount(user: string, db: IdentityDatabase, minUid: number): RunAsResolution {
-  const checked = checkAccount(user, identityDatabaseAccounts(db), minUid);
+export function ownerAccount(
+  user: string,
+  accounts: AccountLookup,
+  minUid: number,
+): RunAsResolution {
+  const checked = checkAccount(user, accounts, minUid);
   if (checked.kind === "Unusable") return { kind: "Invalid", message: checked.message };
   const { uid, gid, groups } = checked.account;
   return { kind: "Resolved", runAs: { uid, gid, groups, label: `${user} (owner)`, account: user } };

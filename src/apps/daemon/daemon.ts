@@ -18,7 +18,7 @@ import { realpathSync } from "node:fs";
 import {
   chooseJobIdentity,
   type IdentityChoice,
-  systemIdentityDatabase,
+  systemAccounts,
 } from "../../adapters/isolation-bwrap/run-as.ts";
 import { createDaemonMetrics, type DaemonMetrics } from "../../adapters/metrics/daemon-metrics.ts";
 import { createProcessFigures } from "../../adapters/metrics/process-figures.ts";
@@ -33,7 +33,7 @@ import type { StateLayout } from "../../core/layout.ts";
 import type { SiteIdentity } from "../../core/ports/site-identity.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
-import { type Clock, every, systemTimers, withDeadline } from "../../lib/clock.ts";
+import { type Clock, every, systemClock, systemTimers, withDeadline } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
 import type { BrowserGuardSettings } from "../../servers/http/browser-guard.ts";
@@ -415,7 +415,7 @@ function defaultIdentity(): IdentityChoice {
     undefined,
     undefined,
     process.getuid?.() ?? -1,
-    systemIdentityDatabase(),
+    systemAccounts(systemClock),
   );
   // Nothing given resolves always: the default range, or the daemon's own uid.
   if (choice.kind === "Invalid") throw new Error(choice.message);

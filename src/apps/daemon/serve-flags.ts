@@ -9,10 +9,11 @@ import {
   chooseJobIdentity,
   type IdentityChoice,
   RUN_AS_ENV,
-  systemIdentityDatabase,
+  systemAccounts,
   UID_RANGE_ENV,
 } from "../../adapters/isolation-bwrap/run-as.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
+import { systemClock } from "../../lib/clock.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import type { LogLevel } from "../../lib/log.ts";
@@ -135,7 +136,12 @@ export function parseServeArgs(
   const runAsSpec = v["run-as"] ?? (runAsEnv === "" ? undefined : runAsEnv);
   const rangeEnv = env[UID_RANGE_ENV];
   const uidRangeSpec = v["uid-range"] ?? (rangeEnv === "" ? undefined : rangeEnv);
-  const identity = chooseJobIdentity(runAsSpec, uidRangeSpec, daemonUid, systemIdentityDatabase());
+  const identity = chooseJobIdentity(
+    runAsSpec,
+    uidRangeSpec,
+    daemonUid,
+    systemAccounts(systemClock),
+  );
   if (identity.kind === "Invalid") throw new UsageError(`serve: ${identity.message}`);
   return {
     stateDir,

@@ -3,6 +3,7 @@
  * (backends.ts), the isolation policy (session-isolation.ts) and the daemon share.
  */
 
+import type { AccountDatabase } from "../../../core/accounts.ts";
 import type { BackgroundVerifier } from "../../../core/isolation/background-verifier.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { SubmissionToken } from "../../../core/models.ts";
@@ -38,6 +39,8 @@ export interface BackendContext {
    * the daemon is root; its own uid otherwise (in a user namespace when sandboxed).
    */
   readonly identities: JobIdentities;
+  /** The site's accounts (NSS): who a uid is, for the scheduler to own a job as it. */
+  readonly accounts?: AccountDatabase;
   /** When background isolation probes run (tests fire them by hand); default: timers. */
   readonly isolationSchedule?: Timers;
   /** The tokens among these that have an allocation row (the orphan sweep's one store query). */

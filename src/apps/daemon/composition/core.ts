@@ -27,7 +27,7 @@ import {
   getPrincipal,
   isPrincipalUnixUser,
 } from "../../../adapters/store-sqlite/ops/principals.ts";
-import type { AccountLookup } from "../../../core/accounts.ts";
+import type { AccountDatabase, AccountLookup } from "../../../core/accounts.ts";
 import { gatedBatchPreparer, gatedUnsandboxedBatch } from "../../../core/isolation/batch-gate.ts";
 import { guardedByLiveAllocations } from "../../../core/isolation/live-guard.ts";
 import { mountsAwaitVerdict } from "../../../core/isolation/mounts-await-verdict.ts";
@@ -106,7 +106,9 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const stores = bindStores(config.store);
   // Filled once the backend has read its profiles (below), before anything is submitted.
   const ownerProfiles = new Set<string>();
-  const identities = composeIdentities(config, ownerProfiles);
+  // The site's accounts through NSS (LDAP and SSSD users too), one cache for the daemon.
+  const accounts = systemAccounts(clock);
+  const identities = composeIdentities(config, ownerProfiles, accounts);
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -117,6 +119,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     env: config.env,
     settings: config.settings,
     identities,
+    accounts,
     knownTokens: stores.knownTokens,
     isolationVerdicts: stores.isolationVerdicts,
     binary: binaryIdentity(config.selfCommand),
@@ -174,8 +177,8 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       admission: stores.admission,
       jobIdentity: identities.description,
       identities,
-      // What `principal add` checks a unix user against: the machine's accounts (NSS files).
-      accounts: { lookup: systemAccounts(), minUid: config.settings.minOwnerUid },
+      // What `principal add` checks a unix user against: the site's accounts (NSS).
+      accounts: { lookup: accounts, minUid: config.settings.minOwnerUid },
     },
   };
 }
@@ -184,14 +187,18 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
  * Who jobs run as: the admin's choice, except a principal's work under a profile that runs
  * as its owner (`ownerProfiles`, filled once the backend has read its profiles).
  */
-function composeIdentities(config: CoreConfig, ownerProfiles: ReadonlySet<string>): JobIdentities {
+function composeIdentities(
+  config: CoreConfig,
+  ownerProfiles: ReadonlySet<string>,
+  accounts: AccountDatabase,
+): JobIdentities {
   return ownerIdentities({
     base: jobIdentities(config.identity, config.layout),
     runsAsOwner: (profile) => ownerProfiles.has(profile),
     anyRunsAsOwner: () => ownerProfiles.size > 0,
     unixUserOf: (principal) => getPrincipal(config.store, principal)?.unixUser ?? null,
     isPrincipalAccount: (user) => isPrincipalUnixUser(config.store, user),
-    identityDb: systemIdentityDatabase,
+    accounts,
     minUid: config.settings.minOwnerUid,
   });
 }

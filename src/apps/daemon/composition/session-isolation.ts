@@ -17,10 +17,6 @@ import { verifyThroughBackend } from "../../../adapters/isolation-bwrap/backend-
 import { createBubblewrapSandbox } from "../../../adapters/isolation-bwrap/bubblewrap.ts";
 import { plainWrapper } from "../../../adapters/isolation-bwrap/launch-argv.ts";
 import {
-  accountNameOfUid,
-  systemIdentityDatabase,
-} from "../../../adapters/isolation-bwrap/run-as.ts";
-import {
   locateInStateDir,
   sandboxedBackend,
   wrappedBackend,
@@ -248,8 +244,8 @@ export async function withClusterSessionIsolation(
     mountForbidden: [context.layout.root, context.layout.spool],
     // A root daemon has the scheduler own each job as the uid it runs as, when that uid has
     // an account (a leased uid the site gave one): PMIx and accounting need the real owner.
-    ...(process.getuid?.() === 0
-      ? { accountOfUid: (uid: number) => accountNameOfUid(systemIdentityDatabase(), uid) }
+    ...(process.getuid?.() === 0 && context.accounts !== undefined
+      ? { accountOfUid: context.accounts.nameOfUid }
       : {}),
   };
   // Without a verified sandbox every launch still goes through this: never as root, and the

@@ -11,7 +11,7 @@ import {
   MIN_OWNER_UID_ENV,
   ownerAccount,
   parseMinOwnerUid,
-  systemIdentityDatabase,
+  systemAccounts,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import type { SiteIdentity } from "../../../core/ports/site-identity.ts";
 import type { Clock } from "../../../lib/clock.ts";
@@ -27,6 +27,7 @@ export function composeSiteIdentity(
   if (options === undefined || (options.oidc === null && options.munge === null)) return null;
   const minUid = parseMinOwnerUid(env[MIN_OWNER_UID_ENV]);
   if (typeof minUid !== "number") return { error: minUid.error };
+  const accounts = systemAccounts(clock);
   return {
     oidc: options.oidc === null ? null : createJwtVerifier(options.oidc, clock),
     munge:
@@ -39,8 +40,9 @@ export function composeSiteIdentity(
     mungeCreatesPrincipals: options.munge?.createPrincipals ?? false,
     daemonUid: process.getuid?.() ?? -1,
     accountRefusal(account) {
-      // Read per first sign-in, not cached: an account made after start must be found.
-      const checked = ownerAccount(account, systemIdentityDatabase(), minUid);
+      // Asked through NSS (an LDAP or SSSD user is no line of /etc/passwd), cached for
+      // seconds only: an account made after start is found.
+      const checked = ownerAccount(account, accounts, minUid);
       return checked.kind === "Invalid" ? checked.message : null;
     },
   };
