@@ -15,7 +15,12 @@
  */
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { readEnvironments } from "../../core/environments.ts";
-import type { ProfileEnvironment, ResourceProfile, WorkloadKind } from "../../core/models.ts";
+import type {
+  ProfileEnvironment,
+  ResourceMaxima,
+  ResourceProfile,
+  WorkloadKind,
+} from "../../core/models.ts";
 import type { ProfileMount } from "../../core/mounts.ts";
 import { readTomlSubset } from "../../lib/toml/cross-check.ts";
 import {
@@ -84,6 +89,7 @@ function placementOf(
   const warnMinutes = int(values, "warn_minutes_before_limit");
   const maxTasks = int(values, "max_tasks");
   const mpi = str(values, "mpi");
+  const maxima = maximaOf(values);
   const placement: SlurmPlacement = {
     partition: mapped("partition"),
     qos: mapped("qos"),
@@ -97,8 +103,64 @@ function placementOf(
     // Only when set: a profile without them is the one-task placement it always was.
     ...(maxTasks === null ? {} : { maxTasks }),
     ...(mpi === null ? {} : { mpi }),
+    ...(maxima === null ? {} : { maxima }),
   };
   return { placement, inherited };
+}
+
+/** `max_cpus`, `max_gpus`, `max_memory_mb`, `max_time_limit_minutes`; null when none is set. */
+function maximaOf(values: ReadonlyMap<string, TomlScalar>): ResourceMaxima | null {
+  const cpus = int(values, "max_cpus");
+  const gpus = int(values, "max_gpus");
+  const memoryMb = int(values, "max_memory_mb");
+  const minutes = int(values, "max_time_limit_minutes");
+  const maxima: ResourceMaxima = {
+    ...(cpus === null ? {} : { cpus }),
+    ...(gpus === null ? {} : { gpus }),
+    ...(memoryMb === null ? {} : { memoryMb }),
+    ...(minutes === null ? {} : { timeLimitSeconds: minutes * 60 }),
+  };
+  return Object.keys(maxima).length === 0 ? null : maxima;
+}
+
+/** The default each `max_` key raises, and the default it falls back to when left out. */
+const MAXIMA: readonly {
+  readonly max: string;
+  readonly of: string;
+  readonly fallback: number | null;
+}[] = [
+  { max: "max_cpus", of: "cpus", fallback: 1 },
+  { max: "max_gpus", of: "gpus", fallback: 0 },
+  { max: "max_memory_mb", of: "memory_mb", fallback: null },
+  { max: "max_time_limit_minutes", of: "time_limit_minutes", fallback: null },
+];
+
+/**
+ * A maximum below its default would refuse the profile's own default; a time maximum without
+ * a default would run a job that asks for none with no limit at all, past the maximum.
+ */
+function maximaProblems(
+  values: ReadonlyMap<string, TomlScalar>,
+  node: TomlTableNode,
+  path: readonly string[],
+  problems: Problem[],
+): void {
+  for (const { max, of, fallback } of MAXIMA) {
+    const bound = int(values, max);
+    if (bound === null) continue;
+    const position = node.entries.get(max)?.position ?? node.position;
+    const key = joinKey([...path, max]);
+    const value = int(values, of) ?? fallback;
+    if (value === null && of === "time_limit_minutes") {
+      problems.push({
+        position,
+        key,
+        message: `${max} needs ${of} (the limit of a workload that asks for none)`,
+      });
+    } else if (value !== null && bound < value) {
+      problems.push({ position, key, message: `${max} (${bound}) is below ${of} (${value})` });
+    }
+  }
 }
 
 /** What scientists see of a profile: no partition, no QoS, no account. */
@@ -123,6 +185,7 @@ function publicViewOf(
       memoryMb: placement.memoryMb,
       timeLimitSeconds: placement.timeLimitSeconds,
     },
+    ...(placement.maxima === undefined ? {} : { maxima: placement.maxima }),
     // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
     ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
@@ -201,6 +264,7 @@ function readProfile(
   const kinds: WorkloadKind[] = [];
   if (bool(values, "allow_sessions")) kinds.push("SESSION");
   if (bool(values, "allow_batch")) kinds.push("BATCH");
+  maximaProblems(values, plain, path, problems);
   if (kinds.length === 0 && problems.length === before) {
     problems.push({
       position: node.position,

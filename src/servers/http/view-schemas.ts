@@ -182,10 +182,22 @@ const ProfileSchema = v.strictObject({
   resources: v.pipe(
     v.strictObject({
       nodes: integer("Nodes per attempt."),
-      cpus: integer("CPUs per node."),
-      gpus: integer("GPUs per node."),
-      memoryMb: nullableInteger("Memory per node in MB; null when not limited."),
-      timeLimitSeconds: nullableInteger("Longest time limit it allows; null when none."),
+      cpus: integer("CPUs per node a workload gets when it asks for none (`resources.cpus`)."),
+      gpus: integer("GPUs per node a workload gets when it asks for none (`resources.gpus`)."),
+      memoryMb: nullableInteger(
+        "Memory per node in MB a workload gets when it asks for none (`resources.memoryMb`); null when not limited.",
+      ),
+      timeLimitSeconds: nullableInteger(
+        "The time limit a workload gets when it asks for none; null when none.",
+      ),
+      maxCpus: integer("Most CPUs per node a workload may ask for (`cpus` unless raised)."),
+      maxMemoryMb: nullableInteger(
+        "Most memory per node in MB a workload may ask for (`memoryMb` unless raised); null: not bounded by the profile.",
+      ),
+      maxGpus: integer("Most GPUs per node a workload may ask for (`gpus` unless raised)."),
+      maxTimeLimitSeconds: nullableInteger(
+        "Longest time limit a workload may ask for (`timeLimitSeconds` unless raised); null when none.",
+      ),
       maxTasks: integer(
         "Most tasks (MPI ranks) one BATCH workload may ask for; 1: a single command.",
       ),
@@ -193,7 +205,7 @@ const ProfileSchema = v.strictObject({
         "Most elements one BATCH job array may have (a cluster's own limit, or a local profile's max_array_size); 0: it runs no arrays.",
       ),
     }),
-    d("What an attempt on this profile is granted."),
+    d("What an attempt on this profile is granted by default, and the most a workload may ask."),
   ),
   network: v.pipe(
     v.picklist(["host", "none"]),

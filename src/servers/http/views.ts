@@ -20,6 +20,7 @@ import {
 } from "../../core/models.ts";
 import { hintFor, type RanOutOfTime } from "../../core/reason-hints.ts";
 import type { ProfileBreakerState } from "../../core/reconciler/profile-breaker.ts";
+import { profileBounds } from "../../core/resources.ts";
 import { type ArrayAllocationView, arrayAllocationView, arrayCap } from "./array-view.ts";
 
 export function iso(ms: number): string {
@@ -320,8 +321,12 @@ export interface ProfileView {
   readonly name: string;
   readonly description: string;
   readonly kinds: readonly WorkloadKind[];
-  /** The profile's own resources, with its task and array limits filled in. */
+  /** The profile's defaults, with its maxima and task and array limits filled in. */
   readonly resources: ResourceProfile["resources"] & {
+    readonly maxCpus: number;
+    readonly maxMemoryMb: number | null;
+    readonly maxGpus: number;
+    readonly maxTimeLimitSeconds: number | null;
     readonly maxTasks: number;
     readonly maxArraySize: number;
   };
@@ -344,6 +349,7 @@ export function profileView(p: ResourceProfile): ProfileView {
       gpus: p.resources.gpus,
       memoryMb: p.resources.memoryMb,
       timeLimitSeconds: p.resources.timeLimitSeconds,
+      ...maximaView(p),
       maxTasks: p.maxTasks ?? 1,
       maxArraySize: p.maxArraySize ?? 0,
     },
@@ -353,6 +359,17 @@ export function profileView(p: ResourceProfile): ProfileView {
     mounts: (p.mounts ?? []).map((m) => ({ target: m.target, mode: m.mode })),
     // Names to choose from; the interpreters' paths and module lines are the admin's.
     environments: (p.environments ?? []).map((e) => ({ name: e.name, displayName: e.displayName })),
+  };
+}
+
+/** Each maximum, the default where the profile states none (core/resources.ts). */
+function maximaView(p: ResourceProfile) {
+  const bounds = profileBounds(p);
+  return {
+    maxCpus: bounds.cpus,
+    maxMemoryMb: bounds.memoryMb,
+    maxGpus: bounds.gpus,
+    maxTimeLimitSeconds: bounds.timeLimitSeconds,
   };
 }
 
