@@ -8,8 +8,8 @@ import {
 } from "./client.ts";
 import { parseDependencyFlags } from "./dependency-flags.ts";
 import { parseDurationFlag } from "./duration.ts";
-import { parseMemoryFlag } from "./memory.ts";
 import { parseIntegerFlag } from "./numbers.ts";
+import { parseResourceFlags, RESOURCE_OPTIONS, resourceFlagsHelp } from "./resource-flags.ts";
 
 const HELP = `Usage: openai4s submit [options] -- CMD [ARG ...]
 
@@ -23,13 +23,7 @@ Options:
   --time-limit DURATION  As a batch scheduler's --time reads it: a bare number is
                          minutes (90), or 90s, 15m,
                          2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS.
-  --cpus N               CPUs per node (per task with --tasks) in place of the profile's
-                         default, at most its maximum (\`openai4s profiles\`).
-  --mem SIZE             Memory per node in place of the profile's default, at most its
-                         maximum: as a batch scheduler's --mem reads it, a bare number is
-                         MB (300), or 300M, 2G, 1T.
-  --gpus N               GPUs per node in place of the profile's default, at most its
-                         maximum.
+${resourceFlagsHelp(25, true)}
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).
   --array N              Run CMD as a job array of N elements (0..N-1), each told its
@@ -59,9 +53,7 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       profile: { type: "string" },
       name: { type: "string" },
       "time-limit": { type: "string" },
-      cpus: { type: "string" },
-      mem: { type: "string" },
-      gpus: { type: "string" },
+      ...RESOURCE_OPTIONS,
       env: { type: "string", multiple: true },
       "max-attempts": { type: "string" },
       array: { type: "string" },
@@ -82,14 +74,8 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       if (values.name !== undefined) fields["name"] = values.name;
       const limit = parseDurationFlag("submit", "--time-limit", values["time-limit"], "minutes");
       if (limit !== undefined) fields["timeLimitSeconds"] = limit;
-      // Bounds are the server's (the profile's maxima): only the form is checked here.
-      const resources = {
-        cpus: parseIntegerFlag("submit", "--cpus", values.cpus, { min: 1, max: 1_000_000 }),
-        memoryMb: parseMemoryFlag("submit", "--mem", values.mem),
-        gpus: parseIntegerFlag("submit", "--gpus", values.gpus, { min: 0, max: 1_000 }),
-      };
-      const asked = Object.entries(resources).filter(([, n]) => n !== undefined);
-      if (asked.length > 0) fields["resources"] = Object.fromEntries(asked);
+      const resources = parseResourceFlags("submit", values);
+      if (resources !== undefined) fields["resources"] = resources;
       if (values.env !== undefined) {
         const env: Record<string, string> = {};
         for (const pair of values.env) {
