@@ -317,6 +317,30 @@ describe("submit", () => {
     expect(String(warned[0]?.["said"])).toContain("Invalid partition name specified");
   });
 
+  test("the scheduler refusing figures a workload asked for is that request's refusal, not the profile's", async () => {
+    const refuse = () =>
+      cluster.inject("sbatch", {
+        kind: "refuse",
+        stderr:
+          "sbatch: error: Batch job submission failed: Requested node configuration is not available\n",
+      });
+    refuse();
+    const asked = request(dir, command(["/bin/true"]), {
+      profile: "roomy",
+      resources: { gpus: 2 },
+    });
+    expect((await backend.submit([asked])).get(asked.token)).toMatchObject({
+      kind: "Rejected",
+      byRequest: true,
+    });
+    // The profile's own figures refused: the profile's, as before (its breaker counts it).
+    refuse();
+    const plain = request(dir, command(["/bin/true"]), { profile: "roomy" });
+    const result = (await backend.submit([plain])).get(plain.token);
+    expect(result?.kind).toBe("Rejected");
+    expect(result && "byRequest" in result).toBe(false);
+  });
+
   for (const [what, env] of [
     ["a credential-shaped name", { API_TOKEN: "x" }],
     ["a comma in a value", { X: "1,ALL" }],

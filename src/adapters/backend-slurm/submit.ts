@@ -190,6 +190,23 @@ function writeBatchScript(request: SubmitRequest, scriptPath: string, script: st
   writeNoFollow(scriptPath, script);
 }
 
+/** Whether the request raised any figure above its profile's default (within its maxima). */
+function asksAboveDefaults(ctx: SlurmContext, request: SubmitRequest): boolean {
+  const placement = ctx.placements.placement(request.profile);
+  if (placement === null) return false;
+  const asked = request.resources ?? {};
+  const above = (value: number | undefined, base: number | null) =>
+    value !== undefined && (base === null || value > base);
+  return (
+    above(asked.cpus, placement.cpus) ||
+    above(asked.memoryMb, placement.memoryMb) ||
+    above(asked.gpus, placement.gpus) ||
+    (request.timeLimitSeconds !== null &&
+      placement.timeLimitSeconds !== null &&
+      request.timeLimitSeconds > placement.timeLimitSeconds)
+  );
+}
+
 async function submitOne(ctx: SlurmContext, request: SubmitRequest): Promise<SubmitResult> {
   const token = request.token;
   const prepared = prepare(ctx, request);
@@ -230,12 +247,16 @@ async function submitOne(ctx: SlurmContext, request: SubmitRequest): Promise<Sub
         said: error.message,
       });
       // No exit code: refused by the broker's validation before sbatch ran (this request's
-      // arguments), not by the scheduler.
+      // arguments), not by the scheduler. Nor is a refusal of figures the workload raised
+      // above the profile's defaults (which the dry run at start tested) the profile's: one
+      // user asking for GPUs the partition lacks would otherwise degrade it for everyone.
       return {
         kind: "Rejected",
         token,
         message: error.message,
-        ...(error.exitCode === null ? { byRequest: true as const } : {}),
+        ...(error.exitCode === null || asksAboveDefaults(ctx, request)
+          ? { byRequest: true as const }
+          : {}),
       };
     case "timed_out":
     case "unreachable":
