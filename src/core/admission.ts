@@ -30,7 +30,7 @@ import {
   type PrincipalLimits,
   resourcesHeld,
 } from "./principals.ts";
-import { effectiveResources } from "./resources.ts";
+import { askedResources, effectiveResources } from "./resources.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -195,7 +195,7 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
     ...(request.timeLimitSeconds !== undefined
       ? { timeLimitSeconds: request.timeLimitSeconds }
       : {}),
-    ...resourcesOf(request.resources),
+    ...askedResources(request.resources),
     ...(request.idleTimeoutSeconds !== undefined
       ? { idleTimeoutSeconds: request.idleTimeoutSeconds }
       : {}),
@@ -222,19 +222,6 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
       ...(after.length > 0 ? { after } : {}),
     },
   };
-}
-
-/**
- * The asked resources with only the fields given, in one key order; none at all is stored as
- * absent, so `resources: {}` and no `resources` are one request (one idempotency hash).
- */
-function resourcesOf(asked: SubmissionRequest["resources"]): Pick<WorkloadSpec, "resources"> {
-  if (asked === undefined) return {};
-  const resources: { cpus?: number; memoryMb?: number; gpus?: number } = {};
-  if (asked.cpus !== undefined) resources.cpus = asked.cpus;
-  if (asked.memoryMb !== undefined) resources.memoryMb = asked.memoryMb;
-  if (asked.gpus !== undefined) resources.gpus = asked.gpus;
-  return Object.keys(resources).length === 0 ? {} : { resources };
 }
 
 /** `tasksPerNode` spreads `tasks`: meaningless without them, and never more than them. */

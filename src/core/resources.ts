@@ -75,6 +75,28 @@ export function effectiveResources(
   };
 }
 
+/**
+ * The asked resources with only the fields given, in one key order, as a spec stores them;
+ * none at all is stored as absent, so `resources: {}` and no `resources` are one request
+ * (one idempotency hash).
+ */
+export function askedResources(
+  asked:
+    | {
+        readonly cpus?: number | undefined;
+        readonly memoryMb?: number | undefined;
+        readonly gpus?: number | undefined;
+      }
+    | undefined,
+): { readonly resources?: ResourceRequest } {
+  if (asked === undefined) return {};
+  const resources: { cpus?: number; memoryMb?: number; gpus?: number } = {};
+  if (asked.cpus !== undefined) resources.cpus = asked.cpus;
+  if (asked.memoryMb !== undefined) resources.memoryMb = asked.memoryMb;
+  if (asked.gpus !== undefined) resources.gpus = asked.gpus;
+  return Object.keys(resources).length === 0 ? {} : { resources };
+}
+
 const UNITS = {
   "resources.cpus": (n: number) => `${n} CPU${n === 1 ? "" : "s"} per node`,
   "resources.memoryMb": (n: number) => `${n} MB of memory per node`,

@@ -7,6 +7,7 @@
 import * as v from "valibot";
 import { CONDITION_TYPES, REASONS, WORKLOAD_KINDS } from "../../core/models.ts";
 import { PROBLEMS, type ProblemSlug, problemReason } from "./problem.ts";
+import type { ListedProfileView, PlacementView } from "./profiles/profile-view.ts";
 import {
   d,
   integer,
@@ -18,14 +19,7 @@ import {
   text,
   time,
 } from "./schema-fields.ts";
-import type {
-  AllocationView,
-  ConditionView,
-  EventView,
-  ListedProfileView,
-  PlacementView,
-  WorkloadView,
-} from "./views.ts";
+import type { AllocationView, ConditionView, EventView, WorkloadView } from "./views.ts";
 
 /** The reason codes of phases, attempts and events, documented once. */
 export const ReasonSchema = v.pipe(

@@ -7,6 +7,7 @@ import { WORKLOAD_NAME_PATTERN } from "../../../core/admission.ts";
 import { envNameRefusal } from "../../../core/env-policy.ts";
 import { PHASES, WORKLOAD_KINDS } from "../../../core/models.ts";
 import { noNul } from "../validation.ts";
+import { ResourcesBody } from "./resource-schema.ts";
 
 export const LIMITS = {
   nameMaxLength: 63,
@@ -23,10 +24,6 @@ export const LIMITS = {
   maxAttemptsMax: 10,
   /** The scheduler's own ceiling on a job's task count is far above any profile's. */
   tasksMax: 1_000_000,
-  /** Per-node figures a submission may ask at most; the profile's maxima are checked at admission. */
-  cpusMax: 1_000_000,
-  memoryMbMax: 2 ** 30,
-  gpusMax: 1_000,
   /** Workloads one submission may run after, per kind (afterOk, afterAny). */
   dependenciesMax: 64,
   codeMaxLength: 512 * 1024,
@@ -158,41 +155,10 @@ export const SubmitBody = v.strictObject({
   timeLimitSeconds: v.optional(
     v.pipe(
       positiveInteger(LIMITS.timeLimitMaxSeconds),
-      v.description(
-        "At most the profile's maxTimeLimitSeconds when it has one; absent: its timeLimitSeconds.",
-      ),
+      v.description("At most the profile's maxTimeLimitSeconds; absent: its timeLimitSeconds."),
     ),
   ),
-  resources: v.optional(
-    v.pipe(
-      v.strictObject({
-        cpus: v.optional(
-          v.pipe(
-            positiveInteger(LIMITS.cpusMax),
-            v.description("CPUs per node (per task for tasks); absent: the profile's cpus."),
-          ),
-        ),
-        memoryMb: v.optional(
-          v.pipe(
-            positiveInteger(LIMITS.memoryMbMax),
-            v.description("Memory per node in MB; absent: the profile's memoryMb."),
-          ),
-        ),
-        gpus: v.optional(
-          v.pipe(
-            v.number(),
-            v.integer("must be an integer"),
-            v.minValue(0),
-            v.maxValue(LIMITS.gpusMax),
-            v.description("GPUs per node; absent: the profile's gpus."),
-          ),
-        ),
-      }),
-      v.description(
-        "What each allocation gets in place of the profile's defaults, each at most the profile's maximum (GET /v1/profiles: maxCpus, maxMemoryMb, maxGpus); over one is a 400 naming the field and the bound.",
-      ),
-    ),
-  ),
+  resources: ResourcesBody,
   idleTimeoutSeconds: v.optional(
     v.pipe(
       v.number(),
