@@ -58,13 +58,16 @@ describe("resources in a submission", () => {
     ]);
   });
 
-  test("within the maxima: 201", async () => {
+  test("within the maxima: 201, and the workload's view shows what was asked", async () => {
     const h = make();
     const res = await h.post("/v1/workloads", {
       ...batch,
-      resources: { cpus: 4, memoryMb: 2000, gpus: 0 },
+      resources: { cpus: 4, memoryMb: 2000 },
     });
     expect(res.status).toBe(201);
+    // The view says what was asked; null is the profile's default.
+    const view = (await res.json()) as { resources: unknown };
+    expect(view.resources).toEqual({ cpus: 4, memoryMb: 2000, gpus: null });
   });
 
   test.each([

@@ -410,6 +410,20 @@ describe("list, show, cancel, profiles", () => {
     expect(bad.err()).toContain("phase");
   });
 
+  test("show names what a workload asked in place of its profile's defaults, and nothing when none", async () => {
+    const h = make();
+    const post = async (body: Record<string, unknown>) =>
+      ((await (await h.post("/v1/workloads", body)).json()) as { id: string }).id;
+    const batch = { kind: "BATCH", profile: "default", command: ["true"] };
+    const asked = await post({ ...batch, resources: { cpus: 1, memoryMb: 300 } });
+    const io = captureIo();
+    expect(await createShowCommand(runtimeFor(h)).run([asked], io)).toBe(0);
+    expect(io.out()).toContain("Asked:       1 CPU, 300 MB per node");
+    const plain = captureIo();
+    expect(await createShowCommand(runtimeFor(h)).run([await post(batch)], plain)).toBe(0);
+    expect(plain.out()).not.toContain("Asked:");
+  });
+
   test("show renders the workload with allocations and events; unknown id exits 1", async () => {
     const h = make();
     const id = (

@@ -95,6 +95,14 @@ export const WorkloadSchema = v.strictObject({
   name: text("The name given at submission, or one derived from the id."),
   profile: text("The profile it runs on."),
   environment: nullableText("A SESSION's environment on its profile; null: the node's python3."),
+  resources: v.pipe(
+    v.strictObject({
+      cpus: nullableInteger("CPUs per node it asked for; null: the profile's `cpus`."),
+      memoryMb: nullableInteger("Memory per node in MB it asked for; null: the profile's."),
+      gpus: nullableInteger("GPUs per node it asked for; null: the profile's `gpus`."),
+    }),
+    d("What it asked for in place of its profile's defaults (`resources` at submission)."),
+  ),
   owner: nullableText("The principal that submitted it; null: the admin."),
   held: v.pipe(
     v.boolean(),

@@ -62,6 +62,12 @@ export interface WorkloadView {
   readonly profile: string;
   /** A SESSION's environment on its profile; null: the node's python3. */
   readonly environment: string | null;
+  /** What it asked for in place of its profile's defaults; null: that default. */
+  readonly resources: {
+    readonly cpus: number | null;
+    readonly memoryMb: number | null;
+    readonly gpus: number | null;
+  };
   /** The principal that submitted it; null: the admin. */
   readonly owner: string | null;
   /** Created held and not released yet. */
@@ -276,6 +282,11 @@ export function stableWorkloadView(
     name: workload.name,
     profile: workload.profile,
     environment: workload.spec.environment ?? null,
+    resources: {
+      cpus: workload.spec.resources?.cpus ?? null,
+      memoryMb: workload.spec.resources?.memoryMb ?? null,
+      gpus: workload.spec.resources?.gpus ?? null,
+    },
     owner: workload.owner ?? null,
     held: workload.held === true,
     after: workload.after ?? [],
