@@ -3,7 +3,8 @@
  * states defaults and maxima in cluster.toml; `openai4s submit --cpus 2 --mem 300M --gpus 1
  * --time-limit 20` gets exactly those as its job's own figures in `scontrol show job`, one
  * that asks nothing gets the defaults, and one over a maximum is refused by the daemon naming
- * the field and the bound, with no job submitted.
+ * the field and the bound, with no job submitted. A session asking for CPUs and memory gets
+ * them in its job too.
  * Seen failing with the options taken from the profile again: NumCPUs=1, MinMemoryNode=200M.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -70,16 +71,21 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster per-workload re
     );
     expect(submitted.stderr).toBe("");
     const id = submitted.stdout.trim().split(/\s+/).at(-1) ?? "";
+    return { id, job: await jobOf(id) };
+  }
+
+  /** `scontrol show job` of the workload's job once it runs (a session's job runs its worker). */
+  async function jobOf(id: string): Promise<string> {
     const jobId = await eventually(
       async () => {
         const view = await d.show(id);
         const handle = (view as unknown as { allocations: { backendJobId: string | null }[] })
           .allocations[0]?.backendJobId;
-        return view.phase === "RUNNING" && handle ? handle : null;
+        return ["RUNNING", "READY"].includes(view.phase) && handle ? handle : null;
       },
       { what: `${id} RUNNING`, timeoutMs: 90_000 },
     );
-    return { id, job: adminCommand(cluster, "scontrol", "show", "job", String(jobId)) };
+    return adminCommand(cluster, "scontrol", "show", "job", String(jobId));
   }
 
   test(
@@ -105,6 +111,29 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster per-workload re
       expect(job).toMatch(/MinMemoryNode=300M/);
       expect(job).toMatch(/TresPerNode=gres\/gpu:1|TresPerNode=gres:gpu:1/);
       expect(job).toContain("TimeLimit=00:20:00");
+      expect((await d.cli("cancel", id)).code).toBe(0);
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
+    "a session asking --cpus 2 --mem 400M: its job's own figures too",
+    async () => {
+      const started = await d.cli(
+        "session",
+        "start",
+        "--profile",
+        "small",
+        "--cpus",
+        "2",
+        "--mem",
+        "400M",
+      );
+      expect(started.stderr).toBe("");
+      const id = started.stdout.trim().split(/\s+/).at(-1) ?? "";
+      const job = await jobOf(id);
+      expect(job).toContain("NumCPUs=2");
+      expect(job).toMatch(/MinMemoryNode=400M/);
       expect((await d.cli("cancel", id)).code).toBe(0);
     },
     TIMEOUT_MS,
