@@ -9,6 +9,7 @@ import { checkArrayRequest } from "./array/array-request.ts";
 import { chooseEnvironment } from "./environments.ts";
 import type { ResourceProfile, WorkloadSpec } from "./models.ts";
 import type { AllocationBackend } from "./ports.ts";
+import { checkResources } from "./resources.ts";
 
 /** Every field the submission gets wrong against `profiles` and the backend; empty: it fits. */
 export function fieldRefusals(
@@ -45,8 +46,8 @@ function checkOwnerAccount(
 }
 
 /**
- * The profile must exist, accept the kind, and allow the time limit, tasks and array asked
- * for.
+ * The profile must exist, accept the kind, and allow the resources, time limit, tasks and
+ * array asked for.
  */
 function checkAgainstProfile(
   submission: Submission,
@@ -66,13 +67,13 @@ function checkAgainstProfile(
       message: `profile "${profile.name}" does not accept ${submission.kind} (it accepts ${profile.kinds.join(", ")})`,
     });
   }
-  const limit = profile.resources.timeLimitSeconds;
-  const asked = submission.spec.timeLimitSeconds;
-  if (limit !== null && asked !== undefined && asked > limit) {
-    fields.push({
-      path: "timeLimitSeconds",
-      message: `profile "${profile.name}" allows at most ${limit} seconds`,
-    });
+  const bounds = checkResources(
+    profile,
+    submission.spec.resources,
+    submission.spec.timeLimitSeconds,
+  );
+  if (bounds.kind === "OverMaximum") {
+    for (const f of bounds.fields) fields.push({ path: f.path, message: f.message });
   }
   const tasks = submission.spec.tasks ?? 1;
   const maxTasks = profile.maxTasks ?? 1;

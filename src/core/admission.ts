@@ -30,6 +30,7 @@ import {
   type PrincipalLimits,
   resourcesHeld,
 } from "./principals.ts";
+import { askedResources, effectiveResources } from "./resources.ts";
 
 /** The request after defaults: what is stored, and what the idempotency hash covers. */
 export interface Submission {
@@ -55,6 +56,13 @@ export interface SubmissionRequest {
   readonly command?: readonly string[] | undefined;
   readonly env?: Readonly<Record<string, string>> | undefined;
   readonly timeLimitSeconds?: number | undefined;
+  readonly resources?:
+    | {
+        readonly cpus?: number | undefined;
+        readonly memoryMb?: number | undefined;
+        readonly gpus?: number | undefined;
+      }
+    | undefined;
   readonly idleTimeoutSeconds?: number | undefined;
   readonly maxAttempts?: number | undefined;
   readonly array?: number | undefined;
@@ -187,6 +195,7 @@ export function normalizeSubmission(request: SubmissionRequest): NormalizeOutcom
     ...(request.timeLimitSeconds !== undefined
       ? { timeLimitSeconds: request.timeLimitSeconds }
       : {}),
+    ...askedResources(request.resources),
     ...(request.idleTimeoutSeconds !== undefined
       ? { idleTimeoutSeconds: request.idleTimeoutSeconds }
       : {}),
@@ -305,8 +314,12 @@ export async function admitWorkload(
     }
   }
   const resources = profiles.find((p) => p.name === submission.profile)?.resources;
+  // What was asked, not the profile's default: a principal held to 8 CPUs asking 8 each time
+  // on a 1-CPU default would otherwise hold 8 times its limit.
   const { cpus, gpus } =
-    resources === undefined ? { cpus: 0, gpus: 0 } : resourcesHeld(resources, submission.spec);
+    resources === undefined
+      ? { cpus: 0, gpus: 0 }
+      : resourcesHeld(effectiveResources(resources, submission.spec.resources), submission.spec);
   const limits = submitter.limits;
   const created = await deps.store.create({
     owner,

@@ -12,6 +12,7 @@
  */
 import type { Dependency } from "./dependencies.ts";
 import type { ProfileMount } from "./mounts.ts";
+import type { ResourceMaxima, ResourceRequest } from "./resources.ts";
 
 export const WORKLOAD_KINDS = ["SESSION", "BATCH"] as const;
 export type WorkloadKind = (typeof WORKLOAD_KINDS)[number];
@@ -217,6 +218,11 @@ export interface ResourceProfile {
     readonly timeLimitSeconds: number | null;
   };
   /**
+   * How far a submission may raise `resources` (core/resources.ts): each field left out is
+   * its default, so a profile without maxima runs every job on its defaults or less.
+   */
+  readonly maxima?: ResourceMaxima;
+  /**
    * How long before an allocation's time limit it is warned (an event, and a signal to the
    * job where the backend can send one); 0 turns the warning off. Absent: the default
    * (reconciler/runway.ts). Never shown by the API.
@@ -280,6 +286,7 @@ export interface ProfileEnvironment {
 
 export type ProfileNetwork = "host" | "none";
 export type { ProfileMount } from "./mounts.ts";
+export type { ResourceMaxima, ResourceRequest } from "./resources.ts";
 export type ProfileRunAs = "allocation" | "owner";
 
 /** Processes per allocation when its profile names none: far above science code, far below pid_max. */
@@ -293,6 +300,8 @@ export interface WorkloadSpec {
   readonly command?: readonly string[];
   readonly env?: Readonly<Record<string, string>>;
   readonly timeLimitSeconds?: number;
+  /** CPUs, memory and GPUs per node asked within the profile's maxima; absent: its defaults. */
+  readonly resources?: ResourceRequest;
   readonly idleTimeoutSeconds?: number;
   readonly maxLifetimeSeconds?: number;
   /** BATCH only: run `array` elements of the command (0..array-1) from one submission. */

@@ -18,6 +18,7 @@ import type {
   WorkloadKind,
 } from "./models.ts";
 import type { BackendCapabilities } from "./ports/backend-capabilities.ts";
+import type { ResourceRequest } from "./resources.ts";
 
 // The capability record and each capability: ports/backend-capabilities.ts.
 export * from "./ports/backend-capabilities.ts";
@@ -81,6 +82,11 @@ export interface SubmitRequest {
   readonly name: string;
   readonly launch: Launch;
   readonly timeLimitSeconds: number | null;
+  /**
+   * CPUs, memory and GPUs per node asked within the profile's maxima (admission checked
+   * them): the backend puts them in place of the profile's defaults. Absent: the defaults.
+   */
+  readonly resources?: ResourceRequest;
   /** Directory the daemon owns for this allocation: logs, markers, credentials live here. */
   readonly allocationDir: string;
   /** The workload's workspace (its working directory). */

@@ -31,6 +31,7 @@ describe("POST /v1/workloads", () => {
         "name",
         "profile",
         "environment",
+        "resources",
         "owner",
         "held",
         "after",

@@ -188,6 +188,35 @@ describe("submit", () => {
     ).rejects.toThrow("--array");
   });
 
+  test("--cpus, --mem and --gpus reach the request as resources; over the profile's bound is its refusal", async () => {
+    const h = make();
+    const io = captureIo();
+    const code = await createSubmitCommand(runtimeFor(h)).run(
+      ["--cpus", "1", "--mem", "2G", "--", "true"],
+      io,
+    );
+    expect(io.err()).toBe("");
+    expect(code).toBe(0);
+    expect(getWorkload(h.store, io.out().trim())?.spec.resources).toEqual({
+      cpus: 1,
+      memoryMb: 2048,
+    });
+    // The harness's default profile: 2 CPUs and no GPUs, no maxima.
+    const over = captureIo();
+    expect(
+      await createSubmitCommand(runtimeFor(h)).run(
+        ["--cpus", "3", "--gpus", "1", "--", "true"],
+        over,
+      ),
+    ).toBe(2);
+    expect(over.err()).toContain(
+      'resources.cpus: profile "default" allows at most 2 CPUs per node (asked 3)',
+    );
+    expect(over.err()).toContain(
+      'resources.gpus: profile "default" allows at most 0 GPUs per node (asked 1)',
+    );
+  });
+
   test("--json prints the API body", async () => {
     const h = make();
     const io = captureIo();
@@ -200,6 +229,9 @@ describe("submit", () => {
     [["--time-limit", "0", "--", "x"], "--time-limit"],
     [["--env", "NOEQUALS", "--", "x"], "--env"],
     [["--max-attempts", "lots", "--", "x"], "--max-attempts"],
+    [["--mem", "1.5G", "--", "x"], "--mem"],
+    [["--cpus", "0", "--", "x"], "--cpus"],
+    [["--gpus", "two", "--", "x"], "--gpus"],
     [["--bogus", "--", "x"], "--bogus"],
     [[], "command"],
   ])("%p is a usage error naming %s; nothing is sent", async (args, named) => {
@@ -236,17 +268,18 @@ describe("submit", () => {
 });
 
 describe("session start and exec", () => {
-  test("session start posts a SESSION with the idle timeout", async () => {
+  test("session start posts a SESSION with the idle timeout and the memory asked", async () => {
     const h = make({ backend: verified() });
     const io = captureIo();
     const code = await createSessionCommand(runtimeFor(h)).run(
-      ["start", "--idle-timeout", "15m", "--name", "nb"],
+      ["start", "--idle-timeout", "15m", "--name", "nb", "--mem", "512M"],
       io,
     );
     expect(code).toBe(0);
     const w = getWorkload(h.store, io.out().trim());
     expect(w).toMatchObject({ kind: "SESSION", profile: "interactive", name: "nb" });
     expect(w?.spec.idleTimeoutSeconds).toBe(900);
+    expect(w?.spec.resources).toEqual({ memoryMb: 512 });
   });
 
   test("the isolation refusal reaches the user with its reason; exit 1", async () => {
@@ -377,6 +410,20 @@ describe("list, show, cancel, profiles", () => {
     expect(bad.err()).toContain("phase");
   });
 
+  test("show names what a workload asked in place of its profile's defaults, and nothing when none", async () => {
+    const h = make();
+    const post = async (body: Record<string, unknown>) =>
+      ((await (await h.post("/v1/workloads", body)).json()) as { id: string }).id;
+    const batch = { kind: "BATCH", profile: "default", command: ["true"] };
+    const asked = await post({ ...batch, resources: { cpus: 1, memoryMb: 300 } });
+    const io = captureIo();
+    expect(await createShowCommand(runtimeFor(h)).run([asked], io)).toBe(0);
+    expect(io.out()).toContain("Asked:       1 CPU, 300 MB per node");
+    const plain = captureIo();
+    expect(await createShowCommand(runtimeFor(h)).run([await post(batch)], plain)).toBe(0);
+    expect(plain.out()).not.toContain("Asked:");
+  });
+
   test("show renders the workload with allocations and events; unknown id exits 1", async () => {
     const h = make();
     const id = (
@@ -439,6 +486,27 @@ describe("list, show, cancel, profiles", () => {
     expect(io.out()).toContain("default");
     expect(io.out()).toContain("1h");
     expect(io.out()).toContain("1024 MB");
+  });
+
+  test("profiles shows how far a workload may raise each default", async () => {
+    const roomy = {
+      name: "roomy",
+      description: "Defaults and maxima",
+      kinds: ["BATCH"],
+      resources: { nodes: 1, cpus: 1, gpus: 0, memoryMb: 500, timeLimitSeconds: 600 },
+      maxima: { cpus: 8, memoryMb: 4000, timeLimitSeconds: 3600 },
+    } as const;
+    const h = make({ backend: fakeBackend({ profiles: () => [roomy] }) });
+    const io = captureIo();
+    expect(await createProfilesCommand(runtimeFor(h)).run([], io)).toBe(0);
+    const row =
+      io
+        .out()
+        .split("\n")
+        .find((line) => line.startsWith("roomy")) ?? "";
+    expect(row).toContain("1 (max 8)");
+    expect(row).toContain("500 MB (max 4000 MB)");
+    expect(row).toContain("10m (max 1h)");
   });
 });
 

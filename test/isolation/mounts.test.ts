@@ -12,7 +12,7 @@ import { parseClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts
 import { bubblewrapArgv } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
 import { mountProblem, parseMountList, sourceFor } from "../../src/core/mounts.ts";
 import { boundMount, forbiddenRoots, startupSourceProblem } from "../../src/lib/mount-sources.ts";
-import { profileView } from "../../src/servers/http/views.ts";
+import { profileView } from "../../src/servers/http/profiles/profile-view.ts";
 import { localProfilesFromEnv } from "../support/local-profiles.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

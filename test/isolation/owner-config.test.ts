@@ -11,7 +11,7 @@ import {
   srunArgv,
 } from "../../src/adapters/backend-slurm/broker-argv.ts";
 import { parseClusterConfig } from "../../src/adapters/backend-slurm/profiles.ts";
-import { profileView } from "../../src/servers/http/views.ts";
+import { profileView } from "../../src/servers/http/profiles/profile-view.ts";
 import { localProfilesFromEnv } from "../support/local-profiles.ts";
 
 const profile = (runAs: string) =>

@@ -16,7 +16,7 @@ import {
   pidsNote,
 } from "../../src/adapters/backend-local/job-limits.ts";
 import { exitObservation } from "../../src/adapters/backend-local/job-state.ts";
-import { buildJobRecord } from "../../src/adapters/backend-local/launch.ts";
+import { buildJobRecord, validateLaunch } from "../../src/adapters/backend-local/launch.ts";
 import { ownV1Paths } from "../../src/adapters/backend-local/limit-enforcement.ts";
 import type { JobLimits } from "../../src/adapters/backend-local/records.ts";
 import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
@@ -180,6 +180,61 @@ describe("the argv under limits", () => {
     expect(record.argv[0]).toBe("/bin/sh");
     expect(record.argv.indexOf("/usr/bin/setpriv")).toBeGreaterThan(record.argv.indexOf("--"));
     expect(record.limits?.cgroup?.version).toBe("v1");
+  });
+});
+
+describe("per-workload resources (issue 35)", () => {
+  const roomy: ResourceProfile = {
+    ...profile("roomy", 512),
+    maxima: { cpus: 2, memoryMb: 1024 },
+  };
+  const asking = (resources: SubmitRequest["resources"]): SubmitRequest =>
+    ({
+      token: submissionToken("o4s-abcdefghijklmnopqrstuvwxyz"),
+      workloadId: "w1",
+      allocationId: "a1",
+      epoch: 1,
+      workloadKind: "BATCH",
+      profile: "roomy",
+      name: "job",
+      timeLimitSeconds: null,
+      allocationDir: "/spool/w1/a1",
+      workspaceDir: "/spool/w1/workspace",
+      launch: { kind: "COMMAND", command: ["python3"], env: {} },
+      ...(resources === undefined ? {} : { resources }),
+    }) as SubmitRequest;
+  const limitsOf = (request: SubmitRequest) =>
+    buildJobRecord(
+      request,
+      {
+        wrapper: plainWrapper(fixedIdentities({ uid: 65534, gid: 65534, label: "nobody" })),
+        baseEnv: { PATH: "/usr/bin" },
+        profiles: [roomy],
+        killGraceMs: 1000,
+        sandboxReadOnly: [],
+        now: 0,
+        limits: { kind: "Cgroup", driver: V1 },
+      },
+      null,
+    ).limits;
+
+  test("the job's cgroup holds it to what it asked, else to the profile's defaults", () => {
+    expect(limitsOf(asking({ memoryMb: 300, cpus: 1 }))).toMatchObject({
+      memoryBytes: 300 * 1024 ** 2,
+      cpus: 1,
+    });
+    expect(limitsOf(asking({ memoryMb: 1024 }))).toMatchObject({
+      memoryBytes: 1024 ** 3,
+      cpus: 2,
+    });
+    expect(limitsOf(asking(undefined))).toMatchObject({ memoryBytes: 512 * 1024 ** 2, cpus: 2 });
+  });
+
+  test("a request over a maximum that got past admission is refused here, never run", () => {
+    expect(validateLaunch(asking({ memoryMb: 1025 }), [roomy], true)).toBe(
+      'resources.memoryMb: profile "roomy" allows at most 1024 MB of memory per node (asked 1025)',
+    );
+    expect(validateLaunch(asking({ memoryMb: 1024 }), [roomy], true)).toBeNull();
   });
 });
 

@@ -56,6 +56,39 @@ describe("a profiles file", () => {
     );
   });
 
+  test("max_cpus, max_memory_mb, max_time_limit_minutes: how far a workload may raise the defaults", () => {
+    const read = (lines: string) => {
+      const loaded = load(
+        `[profiles.a]\ndescription = "a"\ncpus = 1\nmemory_mb = 256\ntime_limit_minutes = 10\n${lines}allow_batch = true\n`,
+      );
+      return loaded.kind === "Valid" ? loaded.profiles[0]?.maxima : loaded.message;
+    };
+    expect(read("")).toBeUndefined();
+    expect(
+      read(
+        `max_cpus = ${availableParallelism()}\nmax_memory_mb = 1024\nmax_time_limit_minutes = 60\n`,
+      ),
+    ).toEqual({
+      cpus: availableParallelism(),
+      memoryMb: 1024,
+      timeLimitSeconds: 3600,
+    });
+    expect(read("max_memory_mb = 255\n")).toBe(
+      "/etc/openai4s/local.toml:6: [profiles.a] max_memory_mb (255) is below memory_mb (256)",
+    );
+    expect(read("max_time_limit_minutes = 9\n")).toBe(
+      "/etc/openai4s/local.toml:6: [profiles.a] max_time_limit_minutes (9) is below time_limit_minutes (10)",
+    );
+    const untimed = load(
+      '[profiles.a]\ndescription = "a"\nmax_time_limit_minutes = 9\nallow_batch = true\n',
+    );
+    expect(untimed.kind === "ConfigError" && untimed.message).toBe(
+      "/etc/openai4s/local.toml:3: [profiles.a] max_time_limit_minutes needs time_limit_minutes (the limit of a workload that asks for none)",
+    );
+    // GPUs are not this machine's to give: no max_gpus.
+    expect(read("max_gpus = 1\n")).toContain('unknown key "max_gpus"');
+  });
+
   test("each key lands in its profile; network left out is none", () => {
     const loaded = load(TWO, { OPENAI4S_LOCAL_MEMORY_MB: "2048" });
     expect(loaded.kind).toBe("Valid");

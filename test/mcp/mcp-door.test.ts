@@ -8,6 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { getWorkload } from "../../src/adapters/store-sqlite/index.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
 import { MCP_SESSIONS_PER_CALLER } from "../../src/servers/http/mcp/routes.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
@@ -132,6 +133,34 @@ describe("the MCP door over Streamable HTTP", () => {
     expect(byName.get("submit_batch")?.inputSchema.required).toEqual(
       expect.arrayContaining(["command", "profile", "idempotency_key"]),
     );
+  });
+
+  test("submit_batch asks for resources as the API does; over the profile's bound, its words", async () => {
+    const h = make();
+    const client = await connect(h, ADMIN_TOKEN);
+    const asked = await client.callTool({
+      name: "submit_batch",
+      arguments: {
+        command: ["true"],
+        profile: "default",
+        idempotency_key: "r1",
+        resources: { cpus: 1 },
+      },
+    });
+    expect(asked.isError).toBeUndefined();
+    const id = (JSON.parse(textOf(asked)) as { workload: string }).workload;
+    expect(getWorkload(h.store, id)?.spec.resources).toEqual({ cpus: 1 });
+    const over = await client.callTool({
+      name: "submit_batch",
+      arguments: {
+        command: ["true"],
+        profile: "default",
+        idempotency_key: "r2",
+        resources: { cpus: 3 },
+      },
+    });
+    expect(over.isError).toBe(true);
+    expect(textOf(over)).toContain('profile "default" allows at most 2 CPUs per node (asked 3)');
   });
 
   test("malformed arguments: JSON-RPC invalid params naming the field", async () => {

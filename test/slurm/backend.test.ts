@@ -33,6 +33,10 @@ beforeEach(() => {
     placements: catalog({
       cpu: BASE_PLACEMENT,
       pair: { ...BASE_PLACEMENT, nodes: 2, gpus: 1, qos: "normal", account: "lab" },
+      roomy: {
+        ...BASE_PLACEMENT,
+        maxima: { cpus: 4, memoryMb: 1000, gpus: 2, timeLimitSeconds: 3600 },
+      },
     }),
     clock,
     log,
@@ -149,6 +153,36 @@ describe("submit", () => {
     expect(await minutes(3600)).toBe("--time=10");
     expect(await minutes(61)).toBe("--time=2");
     expect(await minutes(1)).toBe("--time=1");
+  });
+
+  test("asked resources become the job's own options, the profile's defaults the rest; the maximum caps the time", async () => {
+    const options = async (overrides: Parameters<typeof request>[2]) => {
+      const req = request(dir, command(["/bin/true"]), { profile: "roomy", ...overrides });
+      const handle = created((await backend.submit([req])).get(req.token));
+      return cluster.jobs
+        .get(handle)
+        ?.argv.filter((a) => /^--(cpus-per-task|mem|gres|time)=/.test(a));
+    };
+    expect(await options({})).toEqual(["--cpus-per-task=1", "--mem=100M", "--time=10"]);
+    expect(
+      await options({ resources: { cpus: 2, memoryMb: 300, gpus: 1 }, timeLimitSeconds: 1800 }),
+    ).toEqual(["--cpus-per-task=2", "--gres=gpu:1", "--mem=300M", "--time=30"]);
+    expect(await options({ resources: { memoryMb: 300 }, timeLimitSeconds: 7200 })).toEqual([
+      "--cpus-per-task=1",
+      "--mem=300M",
+      "--time=60",
+    ]);
+  });
+
+  test("a request over a maximum that got past admission is Rejected for itself, never run", async () => {
+    const req = request(dir, command(["/bin/true"]), { resources: { cpus: 2 } });
+    const result = (await backend.submit([req])).get(req.token);
+    expect(result).toMatchObject({
+      kind: "Rejected",
+      byRequest: true,
+      message: 'resources.cpus: profile "cpu" allows at most 1 CPU per node (asked 2)',
+    });
+    expect(cluster.jobs.size).toBe(0);
   });
 
   test("a WORKER launch starts one task per rank, naming only the rank variable", async () => {
@@ -281,6 +315,30 @@ describe("submit", () => {
     expect(warned).toHaveLength(1);
     expect(warned[0]?.["profile"]).toBe(req.profile);
     expect(String(warned[0]?.["said"])).toContain("Invalid partition name specified");
+  });
+
+  test("the scheduler refusing figures a workload asked for is that request's refusal, not the profile's", async () => {
+    const refuse = () =>
+      cluster.inject("sbatch", {
+        kind: "refuse",
+        stderr:
+          "sbatch: error: Batch job submission failed: Requested node configuration is not available\n",
+      });
+    refuse();
+    const asked = request(dir, command(["/bin/true"]), {
+      profile: "roomy",
+      resources: { gpus: 2 },
+    });
+    expect((await backend.submit([asked])).get(asked.token)).toMatchObject({
+      kind: "Rejected",
+      byRequest: true,
+    });
+    // The profile's own figures refused: the profile's, as before (its breaker counts it).
+    refuse();
+    const plain = request(dir, command(["/bin/true"]), { profile: "roomy" });
+    const result = (await backend.submit([plain])).get(plain.token);
+    expect(result?.kind).toBe("Rejected");
+    expect(result && "byRequest" in result).toBe(false);
   });
 
   for (const [what, env] of [

@@ -50,6 +50,7 @@ describe("cluster.toml.example", () => {
       gpus: 1,
       memoryMb: 1000,
       timeLimitSeconds: 240 * 60,
+      maxima: { cpus: 16, gpus: 2, memoryMb: 64000, timeLimitSeconds: 720 * 60 },
       warnBeforeLimitSeconds: 10 * 60,
     });
     expect(gpu?.public()).toEqual({
@@ -57,6 +58,7 @@ describe("cluster.toml.example", () => {
       description: "One GPU for interactive work (sessions and short jobs)",
       kinds: ["SESSION", "BATCH"],
       resources: { nodes: 1, cpus: 4, gpus: 1, memoryMb: 1000, timeLimitSeconds: 14400 },
+      maxima: { cpus: 16, gpus: 2, memoryMb: 64000, timeLimitSeconds: 43200 },
       maxArraySize: 1001,
       // Not a scheduler name: the reconciler's TIME_LIMIT_NEAR lead, never shown by the API.
       warnBeforeLimitSeconds: 600,
@@ -87,6 +89,10 @@ describe("cluster.toml.example", () => {
       "max_tasks",
       "mpi",
       "time_limit_minutes",
+      "max_cpus",
+      "max_gpus",
+      "max_memory_mb",
+      "max_time_limit_minutes",
       "allow_batch",
       "allow_sessions",
     ]) {
@@ -250,6 +256,52 @@ describe("refusals name the key and its line", () => {
       ),
       { numRuns: 200 },
     );
+  });
+});
+
+describe("maxima (issue 35)", () => {
+  test("max_ keys bound what a workload may ask; the public view and the placement carry them", () => {
+    const config = loaded(
+      parseClusterConfig(
+        `${MINIMAL}cpus = 2\nmemory_mb = 500\ntime_limit_minutes = 10\nmax_cpus = 4\nmax_gpus = 2\nmax_memory_mb = 1000\nmax_time_limit_minutes = 30\n`,
+      ),
+    );
+    const maxima = { cpus: 4, gpus: 2, memoryMb: 1000, timeLimitSeconds: 1800 };
+    expect(config.profiles[0]?.placement.maxima).toEqual(maxima);
+    expect(config.profiles[0]?.public().maxima).toEqual(maxima);
+    expect(config.profiles[0]?.describeMapping()).toContain(
+      "a workload may ask up to 4 CPUs, 2 GPUs, 1000 MB, 30 min",
+    );
+  });
+
+  test("without max_ keys there are no maxima: the defaults bound", () => {
+    const config = loaded(parseClusterConfig(`${MINIMAL}cpus = 2\n`));
+    expect(config.profiles[0]?.public().maxima).toBeUndefined();
+  });
+
+  test.each([
+    [
+      "a maximum below its default",
+      "cpus = 4\nmax_cpus = 2\n",
+      5,
+      /max_cpus \(2\) is below cpus \(4\)/,
+    ],
+    [
+      "max_cpus below the default of 1",
+      "max_gpus = 0\ngpus = 1\n",
+      4,
+      /max_gpus \(0\) is below gpus \(1\)/,
+    ],
+    [
+      "a time maximum without a default",
+      "max_time_limit_minutes = 30\n",
+      4,
+      /max_time_limit_minutes needs time_limit_minutes/,
+    ],
+  ])("%s is refused at its line", (_label, keys, line, why) => {
+    const r = refused(parseClusterConfig(`${MINIMAL}${keys}`));
+    expect(r.line).toBe(line);
+    expect(r.message).toMatch(why);
   });
 });
 

@@ -17,8 +17,8 @@ import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { createApp } from "../../src/servers/http/app.ts";
 import type { Access, ApiDeps, SpoolSpace, TickFigures } from "../../src/servers/http/deps.ts";
+import type { BreakerState } from "../../src/servers/http/profiles/profile-view.ts";
 import type { CallRateHistory } from "../../src/servers/http/ui/call-rate-history.ts";
-import type { BreakerState } from "../../src/servers/http/views.ts";
 import { fakeBackend } from "./fake-backend.ts";
 import { makeTempDir, removeDir } from "./temp-dir.ts";
 

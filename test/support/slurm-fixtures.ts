@@ -38,6 +38,7 @@ export function catalog(placements: Readonly<Record<string, SlurmPlacement>>): P
           memoryMb: p.memoryMb,
           timeLimitSeconds: p.timeLimitSeconds,
         },
+        ...(p.maxima === undefined ? {} : { maxima: p.maxima }),
         ...(p.warnBeforeLimitSeconds != null
           ? { warnBeforeLimitSeconds: p.warnBeforeLimitSeconds }
           : {}),

@@ -11,6 +11,7 @@ import { allocationLogPath } from "../../core/layout.ts";
 import type { ResourceProfile } from "../../core/models.ts";
 import type { SubmitRequest } from "../../core/ports.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../../core/reconciler/runway.ts";
+import { checkResources, effectiveResources } from "../../core/resources.ts";
 import type { LaunchWrapper, RunAs, SandboxMount, SandboxPaths } from "../../core/sandbox.ts";
 import { HELPER_ENV } from "../../core/sandbox.ts";
 import { arrayConcurrency, arrayProblem, type HostCapacity } from "./array-launch.ts";
@@ -59,6 +60,12 @@ export function validateLaunch(
   // Fail closed likewise: the admin's mounts exist only in the sandbox's mount namespace.
   if ((profile.mounts ?? []).length > 0 && !sandboxed) {
     return `profile ${profile.name} declares mounts, and this machine's backend has no sandbox to bind them in`;
+  }
+  // Admission refuses these first; one that got here anyway (a maximum lowered since the
+  // workload was admitted) is refused, never run over the profile's bound.
+  const bounds = checkResources(profile, request.resources, request.timeLimitSeconds ?? undefined);
+  if (bounds.kind === "OverMaximum") {
+    return bounds.fields.map((f) => `${f.path}: ${f.message}`).join("; ");
   }
   const array = arrayProblem(request, profile);
   if (array !== null) return array;
@@ -165,7 +172,9 @@ export function buildJobRecord(
 ): JobRecord {
   const { wrapper, killGraceMs } = context;
   const launch = request.launch;
-  const profile = context.profiles.find((p) => p.name === request.profile);
+  const own = context.profiles.find((p) => p.name === request.profile);
+  // The job's cgroup and its array's share of the host count what it asked for.
+  const profile = own === undefined ? undefined : sizedProfile(own, request.resources);
   const network = profile?.network ?? "host";
   // Without network the worker cannot dial TCP: it gets the gateway's unix socket, bound in.
   const socket = network === "none" ? (context.workerSocket ?? null) : null;
@@ -232,6 +241,16 @@ export function buildJobRecord(
     network,
     ...(sharedTmp === null ? {} : { sharedTmpDir: sharedTmp }),
   };
+}
+
+/** The profile with the request's CPUs and memory in place of its defaults. */
+function sizedProfile(
+  profile: ResourceProfile,
+  asked: SubmitRequest["resources"],
+): ResourceProfile {
+  if (asked === undefined) return profile;
+  const { cpus, memoryMb, gpus } = effectiveResources(profile.resources, asked);
+  return { ...profile, resources: { ...profile.resources, cpus, memoryMb, gpus } };
 }
 
 /** The job's own argv, its environment, and (a session's worker) its credential directory. */

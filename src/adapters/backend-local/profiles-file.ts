@@ -16,6 +16,7 @@ import { readEnvironments } from "../../core/environments.ts";
 import type {
   ProfileEnvironment,
   ProfileNetwork,
+  ResourceMaxima,
   ResourceProfile,
   WorkloadKind,
 } from "../../core/models.ts";
@@ -80,6 +81,11 @@ const KEYS: Readonly<Record<string, Spec>> = {
   memory_mb: { type: "integer", min: 16, max: () => 2 ** 40 },
   pids_max: { type: "integer", min: 16, max: () => 4_194_304 },
   time_limit_minutes: { type: "integer", min: 1, max: () => 100_000_000 },
+  // How far a submission may raise cpus, memory_mb and time_limit_minutes (`resources`,
+  // `timeLimitSeconds`); absent: the default is also the maximum.
+  max_cpus: { type: "integer", min: 1, max: () => availableParallelism() },
+  max_memory_mb: { type: "integer", min: 16, max: () => 2 ** 40 },
+  max_time_limit_minutes: { type: "integer", min: 1, max: () => 100_000_000 },
   warn_minutes_before_limit: { type: "integer", min: 0, max: () => 1_092 },
   // 0: the profile runs no job arrays. Absent: DEFAULT_LOCAL_MAX_ARRAY_SIZE.
   max_array_size: { type: "integer", min: 0, max: () => LOCAL_MAX_ARRAY_SIZE_CEILING },
@@ -180,17 +186,21 @@ function readProfile(
   const minutes = num("time_limit_minutes");
   const warnMinutes = num("warn_minutes_before_limit");
   const warnSeconds = warnMinutes === null ? defaults.warnBeforeLimitSeconds : warnMinutes * 60;
+  const resources = {
+    nodes: 1,
+    cpus: num("cpus") ?? availableParallelism(),
+    gpus: 0,
+    memoryMb: num("memory_mb") ?? defaults.memoryMb,
+    timeLimitSeconds: minutes === null ? null : minutes * 60,
+  };
+  const maxima = maximaOf(file, where, node, num, resources);
+  if ("kind" in maxima) return maxima;
   return {
     name,
     description,
     kinds,
-    resources: {
-      nodes: 1,
-      cpus: num("cpus") ?? availableParallelism(),
-      gpus: 0,
-      memoryMb: num("memory_mb") ?? defaults.memoryMb,
-      timeLimitSeconds: minutes === null ? null : minutes * 60,
-    },
+    resources,
+    ...(Object.keys(maxima).length === 0 ? {} : { maxima }),
     pidsMax: num("pids_max") ?? defaults.pidsMax,
     ...arrayLimit(num("max_array_size")),
     ...(num("max_output_chars") === null ? {} : { maxOutputChars: num("max_output_chars") ?? 0 }),
@@ -198,6 +208,45 @@ function readProfile(
     ...(warnSeconds === null ? {} : { warnBeforeLimitSeconds: warnSeconds }),
     ...(environments.length === 0 ? {} : { environments }),
   };
+}
+
+/**
+ * `max_cpus`, `max_memory_mb`, `max_time_limit_minutes`, each at least its default: a maximum
+ * below it would refuse the profile's own default. A time maximum needs a default, or a job
+ * asking for none would run with no limit, past the maximum.
+ */
+function maximaOf(
+  file: string,
+  where: string,
+  node: ProfilesTomlTable,
+  num: (key: string) => number | null,
+  resources: ResourceProfile["resources"],
+): ResourceMaxima | LocalProfilesFile {
+  const maxima: { cpus?: number; memoryMb?: number; timeLimitSeconds?: number } = {};
+  const checks = [
+    ["max_cpus", "cpus", resources.cpus, 1],
+    ["max_memory_mb", "memory_mb", resources.memoryMb, 1],
+    ["max_time_limit_minutes", "time_limit_minutes", resources.timeLimitSeconds, 60],
+  ] as const;
+  for (const [key, of, value, scale] of checks) {
+    const max = num(key);
+    if (max === null) continue;
+    const line = node.entries.get(key)?.position.line ?? node.position.line;
+    if (value === null) {
+      return refusal(
+        file,
+        line,
+        `${where} ${key} needs ${of} (the limit of a workload that asks for none)`,
+      );
+    }
+    if (max * scale < value) {
+      return refusal(file, line, `${where} ${key} (${max}) is below ${of} (${value / scale})`);
+    }
+    if (key === "max_cpus") maxima.cpus = max;
+    else if (key === "max_memory_mb") maxima.memoryMb = max;
+    else maxima.timeLimitSeconds = max * 60;
+  }
+  return maxima;
 }
 
 /** `max_array_size`: absent, the default; 0, no arrays (admission then refuses `array`). */

@@ -3,7 +3,7 @@
  * (cluster.toml, adapted by the profile loader), the broker, and the options with their
  * defaults.
  */
-import type { ResourceProfile } from "../../core/models.ts";
+import type { ResourceMaxima, ResourceProfile } from "../../core/models.ts";
 import type { BackendWith, ProfileCheck } from "../../core/ports.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
@@ -25,6 +25,11 @@ export interface SlurmPlacement {
   readonly gpus: number;
   readonly memoryMb: number | null;
   readonly timeLimitSeconds: number | null;
+  /**
+   * How far a submission may raise the four above (`max_cpus`, ...); absent, or a field left
+   * out: the default is the maximum.
+   */
+  readonly maxima?: ResourceMaxima;
   /** Seconds before the limit the job is warned (SIGURG); 0 turns it off; default 300. */
   readonly warnBeforeLimitSeconds?: number | null;
   /** The most tasks one BATCH may ask for (admission checks); absent: 1. */

@@ -3,7 +3,7 @@
  * placement, and the public view that deliberately omits partition, QoS and account (its
  * `toJSON()` is the same view, so serialising a profile by accident cannot leak them).
  */
-import type { ResourceProfile } from "../../core/models.ts";
+import type { ResourceMaxima, ResourceProfile } from "../../core/models.ts";
 import type { SlurmPlacement } from "./backend-options.ts";
 import { resourceOptions } from "./profiles-argv.ts";
 import type { MappedField } from "./profiles-schema.ts";
@@ -28,6 +28,17 @@ export interface ClusterProfile {
  * `array`, rather than by sbatch after a round trip.
  */
 export const DEFAULT_MAX_ARRAY_SIZE = 1001;
+
+/** What a workload may raise its defaults to (`max_` keys), for check-config. */
+function maximaLine(maxima: ResourceMaxima): string {
+  const parts = [
+    maxima.cpus === undefined ? null : `${maxima.cpus} CPUs`,
+    maxima.gpus === undefined ? null : `${maxima.gpus} GPUs`,
+    maxima.memoryMb === undefined ? null : `${maxima.memoryMb} MB`,
+    maxima.timeLimitSeconds === undefined ? null : `${maxima.timeLimitSeconds / 60} min`,
+  ];
+  return `a workload may ask up to ${parts.filter((p) => p !== null).join(", ")}`;
+}
 
 export function createClusterProfile(
   name: string,
@@ -67,6 +78,7 @@ export function createClusterProfile(
         options.kind === "Valid"
           ? `sbatch ${options.argv.join(" ")}`
           : `invalid: ${options.message}`,
+        ...(placement.maxima === undefined ? [] : [maximaLine(placement.maxima)]),
         // The admin's eyes only: who jobs run as and what is bound in, sources included.
         ...(publicView.runAs === "owner"
           ? ["runs as the owning principal's unix account (submitted with --uid/--gid)"]

@@ -141,6 +141,12 @@ export const PROFILE_KEYS: Readonly<Record<string, KeySpec>> = {
   gpus: { type: "integer", check: range(0, 1_000) },
   memory_mb: { type: "integer", check: range(1, 2 ** 30) },
   time_limit_minutes: { type: "integer", check: range(1, 100_000_000) },
+  // How far a submission may raise the four above (`resources`, `timeLimitSeconds`); absent:
+  // the default is also the maximum. Each at least its default, the same ranges as them.
+  max_cpus: { type: "integer", check: range(1, 1_000_000) },
+  max_gpus: { type: "integer", check: range(0, 1_000) },
+  max_memory_mb: { type: "integer", check: range(1, 2 ** 30) },
+  max_time_limit_minutes: { type: "integer", check: range(1, 100_000_000) },
   // Minutes before the time limit a job is warned (SIGURG); 0 turns the warning off.
   warn_minutes_before_limit: { type: "integer", check: range(0, 1_092) },
   allow_batch: { type: "boolean" },

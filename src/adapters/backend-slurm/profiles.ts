@@ -27,6 +27,7 @@ import {
 } from "../../lib/toml/subset.ts";
 import type { PlacementCatalog, SlurmPlacement } from "./backend.ts";
 import { type ClusterProfile, createClusterProfile } from "./cluster-profile.ts";
+import { maximaOf, maximaProblems } from "./profile-maxima.ts";
 import { resourceOptions } from "./profiles-argv.ts";
 import {
   bool,
@@ -84,6 +85,7 @@ function placementOf(
   const warnMinutes = int(values, "warn_minutes_before_limit");
   const maxTasks = int(values, "max_tasks");
   const mpi = str(values, "mpi");
+  const maxima = maximaOf(values);
   const placement: SlurmPlacement = {
     partition: mapped("partition"),
     qos: mapped("qos"),
@@ -97,6 +99,7 @@ function placementOf(
     // Only when set: a profile without them is the one-task placement it always was.
     ...(maxTasks === null ? {} : { maxTasks }),
     ...(mpi === null ? {} : { mpi }),
+    ...(maxima === null ? {} : { maxima }),
   };
   return { placement, inherited };
 }
@@ -123,6 +126,7 @@ function publicViewOf(
       memoryMb: placement.memoryMb,
       timeLimitSeconds: placement.timeLimitSeconds,
     },
+    ...(placement.maxima === undefined ? {} : { maxima: placement.maxima }),
     // The reconciler's TIME_LIMIT_NEAR event uses the same lead as the job's --signal.
     ...(warnMinutes === null ? {} : { warnBeforeLimitSeconds: warnMinutes * 60 }),
     ...((placement.maxTasks ?? 1) > 1 ? { maxTasks: placement.maxTasks } : {}),
@@ -201,6 +205,7 @@ function readProfile(
   const kinds: WorkloadKind[] = [];
   if (bool(values, "allow_sessions")) kinds.push("SESSION");
   if (bool(values, "allow_batch")) kinds.push("BATCH");
+  maximaProblems(values, plain, path, problems);
   if (kinds.length === 0 && problems.length === before) {
     problems.push({
       position: node.position,

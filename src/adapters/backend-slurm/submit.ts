@@ -8,6 +8,11 @@ import { join } from "node:path";
 import { allocationLogPath } from "../../core/layout.ts";
 import { externalHandle, type SubmissionToken } from "../../core/models.ts";
 import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
+import {
+  checkResources,
+  type EffectiveResources,
+  effectiveResources,
+} from "../../core/resources.ts";
 import { errorCode } from "../../lib/durable-fs.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS, type SlurmPlacement } from "./backend-options.ts";
 import { type BatchBody, renderBatchScript } from "./batch-script.ts";
@@ -72,13 +77,39 @@ function batchBody(
   }
 }
 
-/** The profile's limit is a ceiling ("a workload may ask for less"), never raised here. */
+/**
+ * The asked time limit, else the profile's default; the profile's maximum (its default when
+ * it states none) is a ceiling, never raised here.
+ */
 function timeLimitOf(request: SubmitRequest, placement: SlurmPlacement): number | null {
+  const ceiling = placement.maxima?.timeLimitSeconds ?? placement.timeLimitSeconds;
   return request.timeLimitSeconds === null
     ? placement.timeLimitSeconds
-    : placement.timeLimitSeconds === null
+    : ceiling === null
       ? request.timeLimitSeconds
-      : Math.min(request.timeLimitSeconds, placement.timeLimitSeconds);
+      : Math.min(request.timeLimitSeconds, ceiling);
+}
+
+/**
+ * The request's CPUs, memory and GPUs in place of the profile's defaults, or why not:
+ * admission refuses a request over a maximum first; one that got here anyway (a workload
+ * admitted before the administrator lowered a maximum) is refused, never run over it.
+ */
+function resourcesOf(
+  request: SubmitRequest,
+  placement: SlurmPlacement,
+  name: string,
+): EffectiveResources | { readonly refused: string } {
+  const profile = {
+    name,
+    resources: placement,
+    ...(placement.maxima ? { maxima: placement.maxima } : {}),
+  };
+  const check = checkResources(profile, request.resources, undefined);
+  if (check.kind === "OverMaximum") {
+    return { refused: check.fields.map((f) => `${f.path}: ${f.message}`).join("; ") };
+  }
+  return effectiveResources(placement, request.resources);
 }
 
 function prepare(ctx: SlurmContext, request: SubmitRequest): Prepared {
@@ -87,6 +118,10 @@ function prepare(ctx: SlurmContext, request: SubmitRequest): Prepared {
     return { kind: "Rejected", message: `no such profile: ${JSON.stringify(request.profile)}` };
   }
   const launch = request.launch;
+  const resources = resourcesOf(request, placement, request.profile);
+  if ("refused" in resources) {
+    return { kind: "Rejected", message: resources.refused, byRequest: true };
+  }
   const { body, nodes } = batchBody(ctx, launch, placement);
   const rendered = renderBatchScript(body, { array: request.array !== undefined });
   if (rendered.kind === "Invalid") {
@@ -117,9 +152,10 @@ function prepare(ctx: SlurmContext, request: SubmitRequest): Prepared {
       ...(launch.kind === "COMMAND" && launch.tasks !== undefined
         ? { tasks: { count: launch.tasks.count, perNode: launch.tasks.perNode } }
         : {}),
-      cpusPerTask: placement.cpus,
-      gpusPerNode: placement.gpus,
-      memoryMb: placement.memoryMb,
+      // What the workload asked for, else the profile's defaults: the job's own options.
+      cpusPerTask: resources.cpus,
+      gpusPerNode: resources.gpus,
+      memoryMb: resources.memoryMb,
       // The scheduler counts whole minutes: round up, never cut the user's time short.
       timeLimitMinutes:
         timeLimitSeconds === null ? null : Math.max(1, Math.ceil(timeLimitSeconds / 60)),
@@ -152,6 +188,23 @@ function writeBatchScript(request: SubmitRequest, scriptPath: string, script: st
   mkdirSync(request.allocationDir, { recursive: true, mode: 0o700 });
   mkdirSync(request.workspaceDir, { recursive: true, mode: 0o700 });
   writeNoFollow(scriptPath, script);
+}
+
+/** Whether the request raised any figure above its profile's default (within its maxima). */
+function asksAboveDefaults(ctx: SlurmContext, request: SubmitRequest): boolean {
+  const placement = ctx.placements.placement(request.profile);
+  if (placement === null) return false;
+  const asked = request.resources ?? {};
+  const above = (value: number | undefined, base: number | null) =>
+    value !== undefined && (base === null || value > base);
+  return (
+    above(asked.cpus, placement.cpus) ||
+    above(asked.memoryMb, placement.memoryMb) ||
+    above(asked.gpus, placement.gpus) ||
+    (request.timeLimitSeconds !== null &&
+      placement.timeLimitSeconds !== null &&
+      request.timeLimitSeconds > placement.timeLimitSeconds)
+  );
 }
 
 async function submitOne(ctx: SlurmContext, request: SubmitRequest): Promise<SubmitResult> {
@@ -194,12 +247,16 @@ async function submitOne(ctx: SlurmContext, request: SubmitRequest): Promise<Sub
         said: error.message,
       });
       // No exit code: refused by the broker's validation before sbatch ran (this request's
-      // arguments), not by the scheduler.
+      // arguments), not by the scheduler. Nor is a refusal of figures the workload raised
+      // above the profile's defaults (which the dry run at start tested) the profile's: one
+      // user asking for GPUs the partition lacks would otherwise degrade it for everyone.
       return {
         kind: "Rejected",
         token,
         message: error.message,
-        ...(error.exitCode === null ? { byRequest: true as const } : {}),
+        ...(error.exitCode === null || asksAboveDefaults(ctx, request)
+          ? { byRequest: true as const }
+          : {}),
       };
     case "timed_out":
     case "unreachable":

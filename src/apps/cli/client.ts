@@ -9,7 +9,8 @@ import { sleep } from "../../lib/clock.ts";
 import { type Command, type CommandIo, UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import { joinPath, resolvePath } from "../../lib/posix-path.ts";
-import type { EventView, ListedProfileView, WorkloadView } from "../../servers/http/views.ts";
+import type { ListedProfileView } from "../../servers/http/profiles/profile-view.ts";
+import type { EventView, WorkloadView } from "../../servers/http/views.ts";
 import { resolveStateDir } from "../daemon/state-dir-path.ts";
 import {
   type ApiClient,

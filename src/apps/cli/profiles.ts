@@ -13,7 +13,9 @@ import { formatDuration } from "./duration.ts";
 
 const HELP = `Usage: openai4s profiles
 
-List the profiles the daemon's backend offers: what each accepts and grants, and
+List the profiles the daemon's backend offers: what each accepts and grants (CPUS,
+GPUS, MEMORY and TIME LIMIT are what a workload gets unless it asks; "(max N)" is
+the most it may ask for with submit --cpus, --gpus, --mem, --time-limit), and
 who its jobs run as (RUN AS "owner": your own unix account, so the files a job
 writes are yours and the cluster's accounting charges you; "allocation": a service
 identity of the workload's own).
@@ -65,12 +67,12 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
             String(p.resources.maxTasks ?? 1),
             // The largest `submit --array`; "-": no arrays (or an older daemon).
             p.resources.maxArraySize ? String(p.resources.maxArraySize) : "-",
-            String(p.resources.cpus),
-            String(p.resources.gpus),
-            p.resources.memoryMb === null ? "-" : `${p.resources.memoryMb} MB`,
-            p.resources.timeLimitSeconds === null
-              ? "-"
-              : formatDuration(p.resources.timeLimitSeconds),
+            // The default, and how far `submit --cpus` may raise it ("1 (max 8)"); an older
+            // daemon states no maxima.
+            upTo(p.resources.cpus, p.resources.maxCpus, String),
+            upTo(p.resources.gpus, p.resources.maxGpus, String),
+            upTo(p.resources.memoryMb, p.resources.maxMemoryMb, (mb) => `${mb} MB`),
+            upTo(p.resources.timeLimitSeconds, p.resources.maxTimeLimitSeconds, formatDuration),
             // An older daemon does not say: its jobs had the host's.
             p.network ?? "host",
             // "owner": your own unix account; an older daemon says nothing: a service uid.
@@ -104,6 +106,18 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
       return 0;
     },
   });
+}
+
+/** `1`, or `1 (max 8)` when a workload may ask for more; "-" for none. */
+function upTo(
+  value: number | null,
+  max: number | null | undefined,
+  format: (n: number) => string,
+): string {
+  const shown = value === null ? "-" : format(value);
+  return max === undefined || max === null || max === value
+    ? shown
+    : `${shown} (max ${format(max)})`;
 }
 
 export const profilesCommand = createProfilesCommand();

@@ -7,6 +7,7 @@ import {
   systemRuntime,
 } from "./client.ts";
 import { parseDurationFlag } from "./duration.ts";
+import { parseResourceFlags, RESOURCE_OPTIONS, resourceFlagsHelp } from "./resource-flags.ts";
 
 const HELP = `Usage: openai4s session start [options]
 
@@ -26,6 +27,7 @@ Options:
   --time-limit DURATION    Hard limit on the session's allocation, as a batch
                            scheduler's --time reads it:
                            a bare number is minutes (90), or 2h, 1d, D-HH:MM:SS.
+${resourceFlagsHelp(27, false)}
   --idempotency-key KEY    Retrying with the same key returns the same session.
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -40,6 +42,7 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
       name: { type: "string" },
       "idle-timeout": { type: "string" },
       "time-limit": { type: "string" },
+      ...RESOURCE_OPTIONS,
       "idempotency-key": { type: "string" },
     },
     async run({ values, positionals, io, json, connect }) {
@@ -65,6 +68,8 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
         "minutes",
       );
       if (limit !== undefined) fields["timeLimitSeconds"] = limit;
+      const resources = parseResourceFlags("session start", values);
+      if (resources !== undefined) fields["resources"] = resources;
       return createWorkload(
         connect(),
         {

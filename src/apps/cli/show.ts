@@ -40,12 +40,25 @@ function timeLeft(seconds: number | null): string {
   return `${s}s`;
 }
 
+/** What it asked in place of its profile's defaults; nothing when it asked none. */
+function askedLine(resources: WorkloadBody["resources"] | undefined): string[] {
+  // An older daemon sends no such field.
+  if (resources === undefined) return [];
+  const parts = [
+    resources.cpus === null ? null : `${resources.cpus} CPU${resources.cpus === 1 ? "" : "s"}`,
+    resources.memoryMb === null ? null : `${resources.memoryMb} MB`,
+    resources.gpus === null ? null : `${resources.gpus} GPU${resources.gpus === 1 ? "" : "s"}`,
+  ].filter((p) => p !== null);
+  return parts.length === 0 ? [] : [`Asked:       ${parts.join(", ")} per node`];
+}
+
 function renderWorkload(w: WorkloadBody): string {
   const lines = [
     `ID:          ${w.id}`,
     `Name:        ${w.name}`,
     `Kind:        ${w.kind}`,
     `Profile:     ${w.profile}`,
+    ...askedLine(w.resources),
     // Only for a principal's workload: the admin's own have none, and older daemons send none.
     ...(w.owner ? [`Owner:       ${w.owner}`] : []),
     `Phase:       ${w.phase}${w.reason ? ` (${w.reason})` : ""}`,

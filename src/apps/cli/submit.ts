@@ -9,6 +9,7 @@ import {
 import { parseDependencyFlags } from "./dependency-flags.ts";
 import { parseDurationFlag } from "./duration.ts";
 import { parseIntegerFlag } from "./numbers.ts";
+import { parseResourceFlags, RESOURCE_OPTIONS, resourceFlagsHelp } from "./resource-flags.ts";
 
 const HELP = `Usage: openai4s submit [options] -- CMD [ARG ...]
 
@@ -22,6 +23,7 @@ Options:
   --time-limit DURATION  As a batch scheduler's --time reads it: a bare number is
                          minutes (90), or 90s, 15m,
                          2h, 1d, 1h30m, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS.
+${resourceFlagsHelp(25, true)}
   --env K=V              Environment variable for the job; repeatable.
   --max-attempts N       Attempts after node failures or preemption, 1-10 (default 1).
   --array N              Run CMD as a job array of N elements (0..N-1), each told its
@@ -51,6 +53,7 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       profile: { type: "string" },
       name: { type: "string" },
       "time-limit": { type: "string" },
+      ...RESOURCE_OPTIONS,
       env: { type: "string", multiple: true },
       "max-attempts": { type: "string" },
       array: { type: "string" },
@@ -71,6 +74,8 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       if (values.name !== undefined) fields["name"] = values.name;
       const limit = parseDurationFlag("submit", "--time-limit", values["time-limit"], "minutes");
       if (limit !== undefined) fields["timeLimitSeconds"] = limit;
+      const resources = parseResourceFlags("submit", values);
+      if (resources !== undefined) fields["resources"] = resources;
       if (values.env !== undefined) {
         const env: Record<string, string> = {};
         for (const pair of values.env) {

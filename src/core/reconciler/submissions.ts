@@ -284,6 +284,9 @@ function submitRequest(
     name: live.workload.name,
     launch: p.attempt.launch,
     timeLimitSeconds: p.attempt.timeLimitSeconds,
+    ...(live.workload.spec.resources === undefined
+      ? {}
+      : { resources: live.workload.spec.resources }),
     allocationDir: p.attempt.allocationDir,
     workspaceDir: p.attempt.workspaceDir,
     owner: live.workload.owner ?? null,

@@ -21,8 +21,8 @@ import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { BrowserGuardSettings } from "./browser-guard.ts";
 import type { SocketHandlers } from "./jupyter/socket.ts";
+import type { BreakerState } from "./profiles/profile-view.ts";
 import type { CallRateHistory } from "./ui/call-rate-history.ts";
-import type { BreakerState } from "./views.ts";
 import type { WorkspaceFilesDeps } from "./workloads/workspace-files.ts";
 
 /**

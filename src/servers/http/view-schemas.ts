@@ -7,6 +7,7 @@
 import * as v from "valibot";
 import { CONDITION_TYPES, REASONS, WORKLOAD_KINDS } from "../../core/models.ts";
 import { PROBLEMS, type ProblemSlug, problemReason } from "./problem.ts";
+import type { ListedProfileView, PlacementView } from "./profiles/profile-view.ts";
 import {
   d,
   integer,
@@ -18,14 +19,7 @@ import {
   text,
   time,
 } from "./schema-fields.ts";
-import type {
-  AllocationView,
-  ConditionView,
-  EventView,
-  ListedProfileView,
-  PlacementView,
-  WorkloadView,
-} from "./views.ts";
+import type { AllocationView, ConditionView, EventView, WorkloadView } from "./views.ts";
 
 /** The reason codes of phases, attempts and events, documented once. */
 export const ReasonSchema = v.pipe(
@@ -101,6 +95,14 @@ export const WorkloadSchema = v.strictObject({
   name: text("The name given at submission, or one derived from the id."),
   profile: text("The profile it runs on."),
   environment: nullableText("A SESSION's environment on its profile; null: the node's python3."),
+  resources: v.pipe(
+    v.strictObject({
+      cpus: nullableInteger("CPUs per node it asked for; null: the profile's `cpus`."),
+      memoryMb: nullableInteger("Memory per node in MB it asked for; null: the profile's."),
+      gpus: nullableInteger("GPUs per node it asked for; null: the profile's `gpus`."),
+    }),
+    d("What it asked for in place of its profile's defaults (`resources` at submission)."),
+  ),
   owner: nullableText("The principal that submitted it; null: the admin."),
   held: v.pipe(
     v.boolean(),
@@ -182,10 +184,22 @@ const ProfileSchema = v.strictObject({
   resources: v.pipe(
     v.strictObject({
       nodes: integer("Nodes per attempt."),
-      cpus: integer("CPUs per node."),
-      gpus: integer("GPUs per node."),
-      memoryMb: nullableInteger("Memory per node in MB; null when not limited."),
-      timeLimitSeconds: nullableInteger("Longest time limit it allows; null when none."),
+      cpus: integer("CPUs per node a workload gets when it asks for none (`resources.cpus`)."),
+      gpus: integer("GPUs per node a workload gets when it asks for none (`resources.gpus`)."),
+      memoryMb: nullableInteger(
+        "Memory per node in MB a workload gets when it asks for none (`resources.memoryMb`); null when not limited.",
+      ),
+      timeLimitSeconds: nullableInteger(
+        "The time limit a workload gets when it asks for none; null when none.",
+      ),
+      maxCpus: integer("Most CPUs per node a workload may ask for (`cpus` unless raised)."),
+      maxMemoryMb: nullableInteger(
+        "Most memory per node in MB a workload may ask for (`memoryMb` unless raised); null: not bounded by the profile.",
+      ),
+      maxGpus: integer("Most GPUs per node a workload may ask for (`gpus` unless raised)."),
+      maxTimeLimitSeconds: nullableInteger(
+        "Longest time limit a workload may ask for (`timeLimitSeconds` unless raised); null when none.",
+      ),
       maxTasks: integer(
         "Most tasks (MPI ranks) one BATCH workload may ask for; 1: a single command.",
       ),
@@ -193,7 +207,7 @@ const ProfileSchema = v.strictObject({
         "Most elements one BATCH job array may have (a cluster's own limit, or a local profile's max_array_size); 0: it runs no arrays.",
       ),
     }),
-    d("What an attempt on this profile is granted."),
+    d("What an attempt on this profile is granted by default, and the most a workload may ask."),
   ),
   network: v.pipe(
     v.picklist(["host", "none"]),

@@ -12,14 +12,11 @@ import {
   type ConditionStatus,
   type ConditionType,
   type Phase,
-  type ProfileRunAs,
-  type ResourceProfile,
   type TransitionEvent,
   type Workload,
   type WorkloadKind,
 } from "../../core/models.ts";
 import { hintFor, type RanOutOfTime } from "../../core/reason-hints.ts";
-import type { ProfileBreakerState } from "../../core/reconciler/profile-breaker.ts";
 import { type ArrayAllocationView, arrayAllocationView, arrayCap } from "./array-view.ts";
 
 export function iso(ms: number): string {
@@ -65,6 +62,12 @@ export interface WorkloadView {
   readonly profile: string;
   /** A SESSION's environment on its profile; null: the node's python3. */
   readonly environment: string | null;
+  /** What it asked for in place of its profile's defaults; null: that default. */
+  readonly resources: {
+    readonly cpus: number | null;
+    readonly memoryMb: number | null;
+    readonly gpus: number | null;
+  };
   /** The principal that submitted it; null: the admin. */
   readonly owner: string | null;
   /** Created held and not released yet. */
@@ -279,6 +282,11 @@ export function stableWorkloadView(
     name: workload.name,
     profile: workload.profile,
     environment: workload.spec.environment ?? null,
+    resources: {
+      cpus: workload.spec.resources?.cpus ?? null,
+      memoryMb: workload.spec.resources?.memoryMb ?? null,
+      gpus: workload.spec.resources?.gpus ?? null,
+    },
     owner: workload.owner ?? null,
     held: workload.held === true,
     after: workload.after ?? [],
@@ -307,91 +315,4 @@ export interface EventView {
 
 export function eventView(e: TransitionEvent): EventView {
   return { at: iso(e.at), phase: e.phase, reason: e.reason, message: e.message };
-}
-
-/** Whether a kind can be placed on a profile now; `reason` (UPPER_SNAKE) says why not. */
-export interface PlacementView {
-  readonly placeable: boolean;
-  readonly reason: string | null;
-  readonly message: string | null;
-}
-
-export interface ProfileView {
-  readonly name: string;
-  readonly description: string;
-  readonly kinds: readonly WorkloadKind[];
-  /** The profile's own resources, with its task and array limits filled in. */
-  readonly resources: ResourceProfile["resources"] & {
-    readonly maxTasks: number;
-    readonly maxArraySize: number;
-  };
-  /** "none": its jobs get their own network namespace, loopback only; "host": the machine's. */
-  readonly network: "host" | "none";
-  readonly runAs: ProfileRunAs;
-  readonly mounts: readonly { readonly target: string; readonly mode: "ro" | "rw" }[];
-  readonly environments: readonly { readonly name: string; readonly displayName: string }[];
-}
-
-/** The public view only: a backend's mapping onto its own queues never leaves the daemon. */
-export function profileView(p: ResourceProfile): ProfileView {
-  return {
-    name: p.name,
-    description: p.description,
-    kinds: [...p.kinds],
-    resources: {
-      nodes: p.resources.nodes,
-      cpus: p.resources.cpus,
-      gpus: p.resources.gpus,
-      memoryMb: p.resources.memoryMb,
-      timeLimitSeconds: p.resources.timeLimitSeconds,
-      maxTasks: p.maxTasks ?? 1,
-      maxArraySize: p.maxArraySize ?? 0,
-    },
-    network: p.network ?? "host",
-    runAs: p.runAs ?? "allocation",
-    // Where and how, never from where: a host path is the admin's business.
-    mounts: (p.mounts ?? []).map((m) => ({ target: m.target, mode: m.mode })),
-    // Names to choose from; the interpreters' paths and module lines are the admin's.
-    environments: (p.environments ?? []).map((e) => ({ name: e.name, displayName: e.displayName })),
-  };
-}
-
-/** A profile as `GET /v1/profiles` lists it: with whether each kind can be placed now. */
-export interface ListedProfileView extends ProfileView {
-  readonly placement: Readonly<Partial<Record<WorkloadKind, PlacementView>>>;
-  /** Set while the backend keeps refusing the profile (its breaker is open); else null. */
-  readonly degraded: DegradedProfileView | null;
-}
-
-/** A profile whose breaker is open: the backend refused its last submissions. */
-export interface DegradedProfileView {
-  /** The backend's own words for the last refusal. */
-  readonly message: string;
-  readonly consecutiveRejections: number;
-  readonly since: string;
-  /** When one submission is tried again. */
-  readonly retryAt: string;
-}
-
-/** The breaker of one profile as the reconciler keeps it (profile-breaker.ts). */
-export type BreakerState = ProfileBreakerState;
-
-/** Each profile's breaker by name, read once per request (absent from the map: closed, none). */
-export function breakerStates(reconciler: {
-  readonly profileBreakers?: () => readonly {
-    readonly profile: string;
-    readonly state: BreakerState;
-  }[];
-}): ReadonlyMap<string, BreakerState> {
-  return new Map((reconciler.profileBreakers?.() ?? []).map((b) => [b.profile, b.state]));
-}
-
-export function degradedView(state: BreakerState | undefined): DegradedProfileView | null {
-  if (state === undefined || state.kind !== "Open") return null;
-  return {
-    message: state.message,
-    consecutiveRejections: state.consecutiveRejections,
-    since: iso(state.openedAtMs),
-    retryAt: iso(state.retryAtMs),
-  };
 }

@@ -24,8 +24,8 @@ import {
 import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound } from "../problem.ts";
+import { profileView } from "../profiles/profile-view.ts";
 import { parseWith, readJson } from "../validation.ts";
-import { profileView } from "../views.ts";
 import { SubmitBody } from "../workloads/schemas.ts";
 import { normalize, submitWorkload } from "../workloads/submit.ts";
 import { createContentsRoutes } from "./contents-routes.ts";

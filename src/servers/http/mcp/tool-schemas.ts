@@ -60,6 +60,7 @@ export const StartSessionArgs = v.strictObject({
   ),
   name: submit.name,
   timeLimitSeconds: submit.timeLimitSeconds,
+  resources: submit.resources,
   idleTimeoutSeconds: submit.idleTimeoutSeconds,
   wait: v.optional(
     v.pipe(
@@ -159,6 +160,7 @@ export const SubmitBatchArgs = v.strictObject({
   name: submit.name,
   env: submit.env,
   timeLimitSeconds: submit.timeLimitSeconds,
+  resources: submit.resources,
   maxAttempts: submit.maxAttempts,
   array: submit.array,
   maxConcurrent: submit.maxConcurrent,

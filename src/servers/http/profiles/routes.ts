@@ -6,7 +6,7 @@ import {
   sessionIsolationVerdict,
 } from "../../../core/ports.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { breakerStates, degradedView, type PlacementView, profileView } from "../views.ts";
+import { breakerStates, degradedView, type PlacementView, profileView } from "./profile-view.ts";
 
 /**
  * Whether each kind a profile accepts can be placed now, and if not why: the same verdict

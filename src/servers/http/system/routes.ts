@@ -13,7 +13,8 @@ import {
 } from "../../../core/ports.ts";
 import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
-import { breakerStates, degradedView, iso } from "../views.ts";
+import { breakerStates, degradedView } from "../profiles/profile-view.ts";
+import { iso } from "../views.ts";
 import { DEFAULT_DIAGNOSTICS_TIMEOUT_MS, readBackendHealth } from "./backend-health.ts";
 import type { RequestCounter } from "./exposition.ts";
 import { PROMETHEUS_CONTENT_TYPE, renderMetrics } from "./metrics.ts";

@@ -9,7 +9,7 @@ import type { LiveProfileCount } from "../../../adapters/store-sqlite/index.ts";
 import type { ResourceProfile } from "../../../core/models.ts";
 import type { BackendDiagnostics, IsolationVerdict } from "../../../core/ports.ts";
 import type { TickFigures } from "../deps.ts";
-import type { PlacementView } from "../views.ts";
+import type { PlacementView } from "../profiles/profile-view.ts";
 import { CallRateChart } from "./call-rate-chart.tsx";
 import type { CallRatePoint } from "./call-rate-history.ts";
 import { ago, duration, utc } from "./format.ts";

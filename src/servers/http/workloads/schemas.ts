@@ -10,6 +10,7 @@ import { WORKLOAD_NAME_PATTERN } from "../../../core/admission.ts";
 import { envNameRefusal } from "../../../core/env-policy.ts";
 import { PHASES, WORKLOAD_KINDS } from "../../../core/models.ts";
 import { noNul } from "../validation.ts";
+import { ResourcesBody } from "./resource-schema.ts";
 
 export const LIMITS = {
   nameMaxLength: 63,
@@ -159,9 +160,10 @@ export const SubmitBody = v.strictObject({
   timeLimitSeconds: v.optional(
     v.pipe(
       positiveInteger(LIMITS.timeLimitMaxSeconds),
-      v.description("At most the profile's limit when it has one."),
+      v.description("At most the profile's maxTimeLimitSeconds; absent: its timeLimitSeconds."),
     ),
   ),
+  resources: ResourcesBody,
   idleTimeoutSeconds: v.optional(
     v.pipe(
       v.number(),

@@ -14,7 +14,7 @@ import {
 } from "../../../core/admission.ts";
 import type { ApiDeps } from "../deps.ts";
 import { ApiError, validationFailed } from "../problem.ts";
-import { breakerStates } from "../views.ts";
+import { breakerStates } from "../profiles/profile-view.ts";
 import { mintWorkloadId } from "./ids.ts";
 import { IDEMPOTENCY_KEY_PATTERN, type SubmitBody } from "./schemas.ts";
 
