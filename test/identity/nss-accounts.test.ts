@@ -12,8 +12,12 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { getentAccounts, NssLookupError } from "../../src/adapters/accounts-nss/getent-accounts.ts";
-import { ownerAccount, systemAccounts } from "../../src/adapters/isolation-bwrap/run-as.ts";
+import {
+  getentAccounts,
+  NssLookupError,
+  systemAccounts,
+} from "../../src/adapters/accounts-nss/getent-accounts.ts";
+import { ownerAccount } from "../../src/adapters/isolation-bwrap/run-as.ts";
 import { composeSiteIdentity } from "../../src/apps/daemon/composition/site-identity.ts";
 import { checkAccount } from "../../src/core/accounts.ts";
 import { manualClock } from "../../src/lib/clock.ts";

@@ -12,6 +12,7 @@
  * broken infrastructure, never mistaken for "no such account".
  */
 import type { AccountDatabase, UnixAccount } from "../../core/accounts.ts";
+import type { Clock } from "../../lib/clock.ts";
 
 export interface GetentSettings {
   /** The `getent` program: a bare name looked up on `path`, or an absolute path. */
@@ -208,4 +209,9 @@ export function getentAccounts(settings: GetentSettings): AccountDatabase {
         return entry.gid;
       }),
   };
+}
+
+/** The site's accounts as NSS answers (getent), cached briefly on `clock`. */
+export function systemAccounts(clock: Clock): AccountDatabase {
+  return getentAccounts({ ...DEFAULT_GETENT_SETTINGS, now: () => clock.now() });
 }

@@ -13,8 +13,6 @@ import {
   DEFAULT_MIN_ACCOUNT_UID,
 } from "../../core/accounts.ts";
 import type { RunAs } from "../../core/sandbox.ts";
-import type { Clock } from "../../lib/clock.ts";
-import { DEFAULT_GETENT_SETTINGS, getentAccounts } from "../accounts-nss/getent-accounts.ts";
 import { DEFAULT_UID_RANGE, type UidRange } from "./uid-leases.ts";
 
 export const RUN_AS_ENV = "OPENAI4S_RUN_AS";
@@ -47,11 +45,6 @@ export function systemIdentityDatabase(): IdentityDatabase {
     }
   };
   return { passwd: read("/etc/passwd"), group: read("/etc/group") };
-}
-
-/** The site's accounts as NSS answers (getent), cached briefly on `clock`. */
-export function systemAccounts(clock: Clock): AccountDatabase {
-  return getentAccounts({ ...DEFAULT_GETENT_SETTINGS, now: () => clock.now() });
 }
 
 const NUMBER = /^\d{1,10}$/;

@@ -15,11 +15,8 @@
  */
 
 import { realpathSync } from "node:fs";
-import {
-  chooseJobIdentity,
-  type IdentityChoice,
-  systemAccounts,
-} from "../../adapters/isolation-bwrap/run-as.ts";
+import { systemAccounts } from "../../adapters/accounts-nss/getent-accounts.ts";
+import { chooseJobIdentity, type IdentityChoice } from "../../adapters/isolation-bwrap/run-as.ts";
 import { createDaemonMetrics, type DaemonMetrics } from "../../adapters/metrics/daemon-metrics.ts";
 import { createProcessFigures } from "../../adapters/metrics/process-figures.ts";
 import {

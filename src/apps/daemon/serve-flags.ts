@@ -4,12 +4,13 @@
  * parsed into typed options; every problem is a UsageError naming its flag (exit 2).
  * config.ts puts these and the daemon's settings together as the one configuration.
  */
+
 import { resolve } from "node:path";
+import { systemAccounts } from "../../adapters/accounts-nss/getent-accounts.ts";
 import {
   chooseJobIdentity,
   type IdentityChoice,
   RUN_AS_ENV,
-  systemAccounts,
   UID_RANGE_ENV,
 } from "../../adapters/isolation-bwrap/run-as.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";

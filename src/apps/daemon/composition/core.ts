@@ -4,13 +4,14 @@
  * reconciler. The daemon starts and stops what this returns; it binds no adapter and builds
  * no part itself.
  */
+
 import { join } from "node:path";
+import { systemAccounts } from "../../../adapters/accounts-nss/getent-accounts.ts";
 import { ownerIdentities } from "../../../adapters/isolation-bwrap/owner-identities.ts";
 import {
   type IdentityChoice,
   type IdentityDatabase,
   ownerModeRefusal,
-  systemAccounts,
   systemIdentityDatabase,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import {

@@ -5,13 +5,13 @@
  * missing account, the same rule as running work as its owner).
  */
 
+import { systemAccounts } from "../../../adapters/accounts-nss/getent-accounts.ts";
 import { createMungeVerifier } from "../../../adapters/identity-munge/munge-verifier.ts";
 import { createJwtVerifier } from "../../../adapters/identity-oidc/jwt-verifier.ts";
 import {
   MIN_OWNER_UID_ENV,
   ownerAccount,
   parseMinOwnerUid,
-  systemAccounts,
 } from "../../../adapters/isolation-bwrap/run-as.ts";
 import type { SiteIdentity } from "../../../core/ports/site-identity.ts";
 import type { Clock } from "../../../lib/clock.ts";
