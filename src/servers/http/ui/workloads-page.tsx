@@ -7,7 +7,7 @@ import {
   type TwoWayWorkloadPage,
   type WorkloadKey,
 } from "../../../adapters/store-sqlite/index.ts";
-import { PHASES, WORKLOAD_KINDS, } from "../../../core/models.ts";
+import { PHASES, WORKLOAD_KINDS } from "../../../core/models.ts";
 import { ago, utc } from "./format.ts";
 import { Layout, PhaseBadge } from "./layout.tsx";
 
