@@ -211,7 +211,14 @@ export function getentAccounts(settings: GetentSettings): AccountDatabase {
   };
 }
 
-/** The site's accounts as NSS answers (getent), cached briefly on `clock`. */
-export function systemAccounts(clock: Clock): AccountDatabase {
-  return getentAccounts({ ...DEFAULT_GETENT_SETTINGS, now: () => clock.now() });
+/** The site's accounts as NSS answers (getent), cached briefly on `clock` unless asked not to. */
+export function systemAccounts(
+  clock: Clock,
+  options: { readonly cached: boolean } = { cached: true },
+): AccountDatabase {
+  return getentAccounts({
+    ...DEFAULT_GETENT_SETTINGS,
+    ...(options.cached ? {} : { cacheTtlMs: 0 }),
+    now: () => clock.now(),
+  });
 }

@@ -107,9 +107,12 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const stores = bindStores(config.store);
   // Filled once the backend has read its profiles (below), before anything is submitted.
   const ownerProfiles = new Set<string>();
-  // The site's accounts through NSS (LDAP and SSSD users too), one cache for the daemon.
+  // The site's accounts through NSS (LDAP and SSSD users too). A launch asks afresh: with
+  // a cached answer a job started as the uid of an account deleted seconds before (the
+  // broken-account test); the API's checks may take an answer a few seconds old.
   const accounts = systemAccounts(clock);
-  const identities = composeIdentities(config, ownerProfiles, accounts);
+  const launchAccounts = systemAccounts(clock, { cached: false });
+  const identities = composeIdentities(config, ownerProfiles, launchAccounts);
   const created = await createBackend(config.backendName, {
     faults,
     layout,
@@ -120,7 +123,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     env: config.env,
     settings: config.settings,
     identities,
-    accounts,
+    accounts: launchAccounts,
     knownTokens: stores.knownTokens,
     isolationVerdicts: stores.isolationVerdicts,
     binary: binaryIdentity(config.selfCommand),
