@@ -84,12 +84,15 @@ describe("the reconciler with a profile the backend keeps refusing", () => {
       await h.tick();
     }
     expect(submits).toBe(3);
-    // The first two failed as before; the third opened the breaker and waits instead.
-    expect(first.map((id) => h.workload(id).phase)).toEqual(["FAILED", "FAILED", "PENDING"]);
-    expect(h.workload(first[2] as string)).toMatchObject({
-      reason: "PROFILE_DEGRADED",
-      message: expect.stringContaining("simulated rejection"),
-    });
+    // None failed (issue 32): the first two waited for the verdict, the third opened the
+    // breaker, and all three wait for the profile.
+    for (const id of first) {
+      expect(h.workload(id)).toMatchObject({
+        phase: "PENDING",
+        reason: "PROFILE_DEGRADED",
+        message: expect.stringContaining("simulated rejection"),
+      });
+    }
     const waiting = [h.addWorkload(), h.addWorkload()];
     for (let i = 0; i < 5; i++) await h.tick();
     // No submission while the breaker is open: they wait, saying why.
@@ -114,7 +117,7 @@ describe("the reconciler with a profile the backend keeps refusing", () => {
     await h.tick();
     await h.tick();
     expect(h.reconciler.profileBreakers()).toEqual([]);
-    for (const id of [first[2] as string, ...waiting]) {
+    for (const id of [...first, ...waiting]) {
       expect(h.workload(id).phase).toBe("QUEUED");
     }
   });
@@ -138,6 +141,119 @@ describe("a refusal of one request's own arguments", () => {
     const ids = [1, 2, 3, 4, 5].map(() => h.addWorkload());
     await h.tick();
     expect(ids.map((id) => h.workload(id).reason)).toEqual(Array(5).fill("SUBMIT_REJECTED"));
+    expect(h.reconciler.profileBreakers()).toEqual([]);
+    const next = h.addWorkload();
+    await h.tick();
+    expect(h.workload(next).phase).toBe("QUEUED");
+  });
+});
+
+describe("while the breaker learns (issue 32)", () => {
+  test("a profile refused for all: 0 of 10 FAILED; they wait, and all run once it is back", async () => {
+    const h = harness();
+    open.push(h);
+    h.sim.failNextSubmits(...Array<"REJECT">(20).fill("REJECT"));
+    const ids = Array.from({ length: 10 }, () => h.addWorkload());
+    for (let i = 0; i < 3; i++) await h.tick();
+    const phases = ids.map((id) => h.workload(id).phase);
+    expect(phases.filter((p) => p === "FAILED")).toEqual([]);
+    for (const id of ids) {
+      expect(h.workload(id)).toMatchObject({ phase: "PENDING", reason: "PROFILE_DEGRADED" });
+    }
+    h.sim.clearSubmitFaults();
+    h.clock.advance(30_000);
+    for (let i = 0; i < 4; i++) await h.tick();
+    expect(h.reconciler.profileBreakers()).toEqual([]);
+    expect(ids.map((id) => h.workload(id).phase)).toEqual(Array(10).fill("QUEUED"));
+  });
+
+  test("one workload refused alone: it waits, then fails with its own refusal once the profile accepts another", async () => {
+    const h = harness();
+    open.push(h);
+    let submits = 0;
+    const base = h.sim.backend.submit.bind(h.sim.backend);
+    h.sim.backend.submit = (requests) => {
+      submits += requests.length;
+      return base(requests);
+    };
+    h.sim.failNextSubmits("REJECT");
+    const refused = h.addWorkload();
+    await h.tick();
+    // Not yet known whose fault it is: it waits, and is not sent again meanwhile.
+    expect(h.workload(refused)).toMatchObject({ phase: "PENDING", reason: "SUBMIT_REFUSED" });
+    await h.tick();
+    expect(submits).toBe(1);
+    const fine = h.addWorkload();
+    await h.tick();
+    await h.tick();
+    expect(h.workload(fine).phase).toBe("QUEUED");
+    // The profile works: the refusal was this workload's own.
+    expect(h.workload(refused)).toMatchObject({
+      phase: "FAILED",
+      reason: "SUBMIT_REJECTED",
+      message: expect.stringContaining("simulated rejection"),
+    });
+    expect(submits).toBe(2);
+  });
+
+  test("one workload refused and nothing else to tell by: it fails after the back-off, never hangs", async () => {
+    const h = harness();
+    open.push(h);
+    h.sim.failNextSubmits("REJECT");
+    const refused = h.addWorkload();
+    await h.tick();
+    expect(h.workload(refused)).toMatchObject({ phase: "PENDING", reason: "SUBMIT_REFUSED" });
+    h.clock.advance(30_000);
+    await h.tick();
+    expect(h.workload(refused)).toMatchObject({ phase: "FAILED", reason: "SUBMIT_REJECTED" });
+  });
+
+  test("that failure waits for a tick in which the backend answers (never during an outage)", async () => {
+    const h = harness();
+    open.push(h);
+    h.sim.failNextSubmits("REJECT");
+    const refused = h.addWorkload();
+    await h.tick();
+    h.sim.setAvailable(false);
+    h.clock.advance(30_000);
+    for (let i = 0; i < 3; i++) await h.tick();
+    expect(h.workload(refused)).toMatchObject({ phase: "PENDING", reason: "SUBMIT_REFUSED" });
+    h.sim.setAvailable(true);
+    await h.tick();
+    expect(h.workload(refused)).toMatchObject({ phase: "FAILED", reason: "SUBMIT_REJECTED" });
+  });
+});
+
+describe("a refusal naming the owner's unusable account", () => {
+  test("fails that workload with ACCOUNT_UNUSABLE and never counts towards the breaker", async () => {
+    const h = harness();
+    open.push(h);
+    const base = h.sim.backend.submit.bind(h.sim.backend);
+    h.sim.backend.submit = async (requests) => {
+      const answers = await base(requests);
+      return new Map(
+        [...answers].map(([token, a]) => [
+          token,
+          a.kind === "Rejected"
+            ? {
+                ...a,
+                message: 'unix user "gone": no such account',
+                reason: "ACCOUNT_UNUSABLE" as const,
+              }
+            : a,
+        ]),
+      );
+    };
+    h.sim.failNextSubmits("REJECT", "REJECT", "REJECT", "REJECT", "REJECT");
+    const ids = [1, 2, 3, 4, 5].map(() => h.addWorkload());
+    await h.tick();
+    for (const id of ids) {
+      expect(h.workload(id)).toMatchObject({
+        phase: "FAILED",
+        reason: "ACCOUNT_UNUSABLE",
+        message: expect.stringContaining('"gone"'),
+      });
+    }
     expect(h.reconciler.profileBreakers()).toEqual([]);
     const next = h.addWorkload();
     await h.tick();

@@ -89,12 +89,17 @@ describe("submission", () => {
     const id = h.addWorkload();
     h.sim.failNextSubmits("REJECT");
     await h.tick();
+    // The attempt ends at once; the workload waits one back-off for its profile's verdict
+    // (profile-breaker.ts), and with none it is its own refusal.
+    expect(onlyAllocation(h, id).phase).toBe("FAILED");
+    expect(h.workload(id)).toMatchObject({ phase: "PENDING", reason: "SUBMIT_REFUSED" });
+    h.clock.advance(30_000);
+    await h.tick();
     expect(h.workload(id)).toMatchObject({
       phase: "FAILED",
       reason: "SUBMIT_REJECTED",
       message: "simulated rejection",
     });
-    expect(onlyAllocation(h, id).phase).toBe("FAILED");
     await h.tick();
     expect(h.sim.calls.submit).toBe(1);
   });

@@ -1,9 +1,10 @@
 /**
  * A breaker per profile, staged on the REAL cluster (issue 21): a partition this test creates
  * INACTIVE (sbatch then says "Required partition not available"), a profile on it and one
- * on the usual partition. The broken profile stops after K sbatch calls and is degraded in
- * every view; the other keeps running jobs; once the partition is back, a trial succeeds and
- * the waiting workloads run. The partition is deleted afterwards.
+ * on the usual partition. Ten workloads submitted at once: none FAILED while the breaker
+ * learned (issue 32: 2 of 10 did), the profile stops after between K and 10 sbatch calls and
+ * is degraded in every view; the other keeps running jobs; once the partition is back, a
+ * trial succeeds and every waiting workload runs. The partition is deleted afterwards.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
@@ -109,16 +110,29 @@ describe.skipIf(testCluster === null)(
       await settled(await submit("small"), ["COMPLETED"]);
       const before = await sbatchCalls();
 
-      // K refusals, one at a time: two fail as refused, the K-th degrades the profile.
-      const first: string[] = [];
-      for (let i = 0; i < THRESHOLD; i++) {
-        const id = await submit("broken");
-        first.push(id);
-        await settled(id, i < THRESHOLD - 1 ? ["FAILED"] : ["PENDING"]);
-      }
-      expect(await sbatchCalls()).toBe(before + THRESHOLD);
-      const degradedAt = Date.now();
-      const waiting = await view(first[THRESHOLD - 1] as string);
+      // Ten at once (issue 32): none fails while the breaker learns (2 of 10 did), all wait.
+      const first = await Promise.all(Array.from({ length: 10 }, () => submit("broken")));
+      // Counted when the profile is first seen degraded: the trials after it are counted below.
+      const degradedSince = async () => {
+        const profiles = (await api("GET", "/v1/profiles")).body["profiles"] as {
+          name: string;
+          degraded: { since: string } | null;
+        }[];
+        return profiles.find((p) => p.name === "broken")?.degraded?.since ?? null;
+      };
+      const since = await eventually(degradedSince, {
+        what: "the broken profile degraded",
+        timeoutMs: 60_000,
+        intervalMs: 50,
+      });
+      const toDegrade = (await sbatchCalls()) - before;
+      const degradedAt = Date.parse(since);
+      expect(toDegrade).toBeGreaterThanOrEqual(THRESHOLD);
+      expect(toDegrade).toBeLessThanOrEqual(first.length + 1);
+      for (const id of first) await settled(id, ["PENDING"], "PROFILE_DEGRADED");
+      const phases = await Promise.all(first.map(async (id) => String((await view(id))["phase"])));
+      expect(phases.filter((p) => p === "FAILED")).toEqual([]);
+      const waiting = await view(first[0] as string);
       expect(waiting["reason"]).toBe("PROFILE_DEGRADED");
       // The scheduler's own words ("Required partition not available (inactive or drain)", its
       // partition named placement), or "invalid partition" when a controller restart by another
@@ -134,7 +148,7 @@ describe.skipIf(testCluster === null)(
       }[];
       expect(profiles.find((p) => p.name === "small")?.degraded).toBeNull();
       expect(profiles.find((p) => p.name === "broken")?.degraded).toMatchObject({
-        consecutiveRejections: THRESHOLD,
+        consecutiveRejections: expect.any(Number),
         message: expect.stringContaining("Batch job submission failed"),
       });
       const metrics = (await api("GET", "/metrics")).text;
@@ -149,19 +163,17 @@ describe.skipIf(testCluster === null)(
       await settled(await submit("small"), ["COMPLETED"]);
       // Only trials go out meanwhile: one per back-off (2 s, then 4 s, 8 s, ...). Two of
       // them, refused, leave every waiting workload PENDING.
-      const trialsSoFar = async () => (await sbatchCalls()) - before - THRESHOLD - 1;
+      const trialsSoFar = async () => (await sbatchCalls()) - before - toDegrade - 1;
       await eventually(async () => (await trialsSoFar()) >= 2, {
         what: "two trials",
         timeoutMs: 30_000,
         intervalMs: 200,
       });
-      for (const id of [first[THRESHOLD - 1] as string, ...more]) {
-        await settled(id, ["PENDING"], "PROFILE_DEGRADED");
-      }
+      for (const id of [...first, ...more]) await settled(id, ["PENDING"], "PROFILE_DEGRADED");
       const elapsedS = (Date.now() - degradedAt) / 1000;
       const trials = await trialsSoFar();
       console.log(
-        `sbatch calls for the broken profile: ${THRESHOLD} to degrade it, then ${trials} trial(s) in ${elapsedS.toFixed(1)} s for ${more.length + 1} waiting workloads`,
+        `sbatch calls for the broken profile: ${toDegrade} to degrade it, then ${trials} trial(s) in ${elapsedS.toFixed(1)} s for ${first.length + more.length} waiting workloads`,
       );
       expect(trials).toBeLessThanOrEqual(Math.ceil(Math.log2(elapsedS / 2 + 1)) + 1);
 
@@ -171,7 +183,8 @@ describe.skipIf(testCluster === null)(
         scontrol("update", `PartitionName=${partition}`, "State=UP").ok ||
         scontrol("create", `PartitionName=${partition}`, "Nodes=ALL", "State=UP").ok;
       expect(up).toBe(true);
-      for (const id of [first[THRESHOLD - 1] as string, ...more]) await settled(id, ["COMPLETED"]);
+      // Every one of them: 0 of the first 10 FAILED.
+      for (const id of [...first, ...more]) await settled(id, ["COMPLETED"]);
       const healed = (await api("GET", "/v1/profiles")).body["profiles"] as {
         name: string;
         degraded: unknown;

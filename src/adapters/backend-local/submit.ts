@@ -57,7 +57,9 @@ export function readySubmission(
     ctx.sandbox !== undefined,
     ctx.options.workerSocket ?? null,
   );
-  if (problem !== null) return { kind: "Rejected", token, message: problem };
+  // This backend's own check, before anything runs: the request's answer, at once. Counted
+  // by the profile's breaker it would wait a back-off for a verdict no scheduler gives.
+  if (problem !== null) return { kind: "Rejected", token, message: problem, byRequest: true };
   const handle = externalHandle(token);
   const dir = jobDir(ctx.backendDir, token);
   // Asked first, so the retry after an Unknown returns Existing instead of a second job.

@@ -247,7 +247,13 @@ export function wrappedBackend<B extends AllocationBackend>(
       }
       const mounts = mountsFor(backend, r.profile, runAs?.account ?? null, wrapper, mountForbidden);
       if ("error" in mounts) {
-        refused.set(r.token, { kind: "Rejected", token: r.token, message: mounts.error });
+        // The daemon's own check, not the scheduler's: answered at once (byRequest).
+        refused.set(r.token, {
+          kind: "Rejected",
+          token: r.token,
+          message: mounts.error,
+          byRequest: true,
+        });
         continue;
       }
       // An owner's job (or a leased uid's with an account) is submitted AS that uid: it

@@ -66,6 +66,12 @@ export interface ProfileBreakers {
    */
   rejected(profile: string, message: string, nowMs: number, workloadId?: string): void;
   accepted(profile: string): void;
+  /**
+   * A workload the store shows refused while the breaker learned, which this breaker does
+   * not know (a restart lost its memory): a suspect again, from now, while the profile's
+   * breaker is closed; false when it is open (the workload then waits with the others).
+   */
+  suspect(profile: string, workloadId: string, message: string, nowMs: number): boolean;
   /** What to do now with a workload refused while the breaker learned. */
   verdict(workloadId: string, nowMs: number): RefusalVerdict;
   /** The workload's verdict was acted on (or it moved on): no longer a suspect. */
@@ -176,6 +182,12 @@ export function createProfileBreakers(
       if (counted !== "Opened") return;
       // Refused for all: the suspects were the profile's victims, and wait with the others.
       for (const [id, x] of suspects) if (x.profile === profile) suspects.delete(id);
+    },
+    suspect(profile, workloadId, message, nowMs) {
+      if (entries.get(profile)?.open) return false;
+      const heldUntilMs = nowMs + Math.min(options.maxBackoffMs, options.initialBackoffMs);
+      suspects.set(workloadId, { profile, message, heldUntilMs, own: false });
+      return true;
     },
     accepted(profile) {
       entries.delete(profile);

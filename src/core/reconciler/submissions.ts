@@ -16,6 +16,7 @@ import type { Transition, WorkloadChange } from "../ports/reconciler-store.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { type TickEnv, write } from "./env.ts";
 import type { LaneOutcome } from "./lanes.ts";
+import { refusedWhileLearning } from "./refused-while-learning.ts";
 import { recordSubmitResult, refuseAttempt } from "./submit-decisions.ts";
 
 export interface Live {
@@ -60,20 +61,7 @@ export function submitAttempts(
   }
   const mintNow: Workload[] = [];
   const waitingForProfile: Workload[] = [];
-  const ownRefusals: Transition[] = [];
-  for (const w of mint) {
-    // Refused while the profile's breaker learned (profile-breaker.ts): it waits for the
-    // profile's verdict, and fails with its own refusal once that says it was its own.
-    const verdict = env.breakers.verdict(w.id, now);
-    if (verdict.kind === "Held") continue;
-    if (verdict.kind === "Own") {
-      env.breakers.forget(w.id);
-      ownRefusals.push(failOwnRefusal(w, verdict.message));
-      continue;
-    }
-    (allowed(w) ? mintNow : waitingForProfile).push(w);
-  }
-  write(env, ownRefusals);
+  for (const w of mint) (allowed(w) ? mintNow : waitingForProfile).push(w);
   holdDegraded(env, waitingForProfile);
   const attempts = [
     ...mintAll(env, mintNow),
@@ -103,20 +91,6 @@ function refusedWhileDegraded(live: Live, message: string, now: number): Transit
       endedAt: now,
     },
     workload: wait.workload,
-  };
-}
-
-/** The verdict on a refusal held while the breaker learned: its own, so the workload ends. */
-function failOwnRefusal(w: Workload, message: string): Transition {
-  return {
-    workload: {
-      id: w.id,
-      expectedPhase: w.phase,
-      expectedEpoch: w.executionEpoch,
-      phase: "FAILED",
-      reason: "SUBMIT_REJECTED",
-      message,
-    },
   };
 }
 
@@ -333,10 +307,7 @@ async function submitAndRecord(
     // A refusal of this request alone (its own arguments, its owner's account) says nothing
     // about the profile.
     if (answer.kind === "Rejected" && answer.byRequest !== true && answer.reason === undefined) {
-      // No workload id: a refusal while the breaker learns fails its workload, as before.
-      // Holding it for the profile's verdict (issue 32) failed work during an outage or let
-      // it hang with nothing left to tell by; it waits for a design that keeps INV I4.
-      env.breakers.rejected(request.profile, answer.message, env.clock.now());
+      env.breakers.rejected(request.profile, answer.message, env.clock.now(), live.workload.id);
       const state = env.breakers.state(request.profile);
       if (state.kind === "Open") {
         // Refused with the profile degraded: not this workload's failure. The attempt ends
@@ -349,9 +320,8 @@ async function submitAndRecord(
         recorded.push(refusedWhileDegraded(live, answer.message, env.clock.now()));
         continue;
       }
-      recorded.push(
-        recordSubmitResult(live.workload, live.allocation, answer, env.clock.now(), sandboxed),
-      );
+      // While the breaker learns: not failed yet, it waits for the profile's verdict.
+      recorded.push(refusedWhileLearning(live, answer.message, env.clock.now()));
       continue;
     }
     if (answer.kind === "Unknown") {

@@ -23,6 +23,7 @@ import {
   type TickFocus,
 } from "./focus.ts";
 import { type BackendReads, readBackend, readBackendChanges } from "./reads.ts";
+import { failConfirmed, sortRefused } from "./refused-while-learning.ts";
 import { warnNearDeadline } from "./runway.ts";
 import { type Live, submitAttempts } from "./submissions.ts";
 
@@ -33,6 +34,8 @@ interface Plan {
   readonly settle: Transition[];
   /** Submission outcome never recorded: ask by token first (INV-8). */
   readonly unresolved: Live[];
+  /** Refused while their profile's breaker learned (refused-while-learning.ts). */
+  readonly refused: Live[];
   /**
    * Minted by this process and never handed to the backend (`env.fresh`): asking for the
    * token could only answer Absent, so these are submitted without a lookup.
@@ -53,6 +56,7 @@ function classify(
     mint: [],
     settle: [],
     unresolved: [],
+    refused: [],
     freshUnresolved: [],
     watched: [],
     stopping: [],
@@ -75,6 +79,10 @@ function classify(
       const phase = a.phase;
       // An allocation in PENDING does not exist (attempts are born SUBMITTING).
       if (!isTerminal(phase)) continue;
+      if (w.phase === "PENDING" && w.reason === "SUBMIT_REFUSED") {
+        plan.refused.push({ workload: w, allocation: a });
+        continue;
+      }
       const settle = settleEnded(w, { ...a, phase });
       // Null: back in PENDING after a recoverable end (RETRYING), so the next attempt.
       if (settle === null) plan.mint.push(w);
@@ -141,9 +149,12 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   if (items !== null) indexAllocations(env.focus, looked, full);
   const plan = classify(looked, env.lanes.busy, env.fresh);
   decodePlanSpecs(env, plan);
-  const targets = readTargets(env, plan);
+  const refused = sortRefused(env, plan.refused, now);
+  plan.mint.push(...refused.release);
+  const targets = readTargets(env, plan, refused.confirm);
   if (items === null) {
-    await takeSteps(env, plan, await readBackend(env, targets.observed, targets.unresolved));
+    const reads = await readBackend(env, targets.observed, targets.unresolved);
+    await takeSteps(env, plan, reads, refused.confirm);
     return look.size;
   }
   const { focus } = env;
@@ -155,7 +166,7 @@ export async function reconcileTick(env: TickEnv): Promise<number> {
   focus.cursor = null;
   const read = await readBackendChanges(env, cursor, targets.observed, targets.unresolved);
   const reads = followChanges(env, items, plan, looked, read);
-  await takeSteps(env, plan, reads);
+  await takeSteps(env, plan, reads, refused.confirm);
   // Null when there is none to go on from (an outage, an expired cursor): the next tick
   // looks at everything.
   focus.cursor = read.cursor;
@@ -226,9 +237,10 @@ function keepFresh(env: TickEnv, items: readonly ReconcileItem[]): void {
 function readTargets(
   env: TickEnv,
   plan: Plan,
+  confirm: readonly Live[],
 ): { readonly observed: Allocation[]; readonly unresolved: Allocation[] } {
   const observed: Allocation[] = plan.watched.map((l) => l.allocation);
-  const unresolved: Allocation[] = plan.unresolved.map((l) => l.allocation);
+  const unresolved: Allocation[] = [...plan.unresolved, ...confirm].map((l) => l.allocation);
   for (const { current: a } of plan.stopping) {
     if (a === null || !isActiveAllocation(a.phase)) continue;
     // In flight: no token lookup, so the barrier waits for the lane's answer (NoAnswer).
@@ -239,8 +251,14 @@ function readTargets(
   return { observed, unresolved };
 }
 
-async function takeSteps(env: TickEnv, plan: Plan, reads: BackendReads): Promise<void> {
+async function takeSteps(
+  env: TickEnv,
+  plan: Plan,
+  reads: BackendReads,
+  confirm: readonly Live[],
+): Promise<void> {
   const resubmit = followAndResolve(env, plan, reads);
+  failConfirmed(env, confirm, reads);
   submitAttempts(env, gateMint(env, plan.mint), plan.freshUnresolved, resubmit);
   await cancelBarrier(env, plan.stopping, reads);
   await acknowledgeSweep(env);
