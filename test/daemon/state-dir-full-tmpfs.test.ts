@@ -67,115 +67,121 @@ function fill(path: string): void {
   }
 }
 
+/** `run` against a daemon whose state dir is a 4 MiB tmpfs (low water 1 MiB), then cleaned up. */
+async function onSmallStateDir(
+  prefix: string,
+  run: (on: {
+    readonly mnt: string;
+    readonly stateDir: string;
+    readonly daemon: Awaited<ReturnType<typeof startedDaemon>>;
+    readonly socket: string;
+    readonly view: (id: string) => Promise<Record<string, unknown>>;
+  }) => Promise<void>,
+): Promise<void> {
+  using base = tempDir(prefix);
+  const mnt = join(base.path, "mnt");
+  const unmount = mountTmpfs(mnt, "4m");
+  try {
+    const stateDir = join(mnt, "state");
+    const config = localDaemonConfig(stateDir, {
+      spoolDir: join(base.path, "spool"),
+      stateLowWaterBytes: 1 * MIB,
+    });
+    const daemon = await startedDaemon(config);
+    const socket = daemon.layout.apiSocket;
+    const view = async (id: string) => (await api(socket, "GET", `/v1/workloads/${id}`)).body;
+    try {
+      await run({ mnt, stateDir, daemon, socket, view });
+    } finally {
+      await daemon.stop();
+    }
+  } finally {
+    unmount();
+  }
+}
+
 describe.skipIf(!isRoot)("a full state dir loses nothing (tmpfs, as root)", () => {
   test("the running job's end is kept; 503 STATE_DIR_FULL and degraded health; back without a restart", async () => {
-    using base = tempDir("o4s-statefull-");
-    const mnt = join(base.path, "mnt");
-    const unmount = mountTmpfs(mnt, "4m");
-    try {
-      const stateDir = join(mnt, "state");
-      const config = localDaemonConfig(stateDir, {
-        spoolDir: join(base.path, "spool"),
-        stateLowWaterBytes: 1 * MIB,
+    await onSmallStateDir("o4s-statefull-", async ({ mnt, stateDir, daemon, socket, view }) => {
+      const running = await api(socket, "POST", "/v1/workloads", {
+        kind: "BATCH",
+        profile: "default",
+        command: ["sh", "-c", "echo ran >> runs; while [ ! -e go ]; do sleep 0.05; done"],
       });
-      const daemon = await startedDaemon(config);
-      const socket = daemon.layout.apiSocket;
-      const view = async (id: string) => (await api(socket, "GET", `/v1/workloads/${id}`)).body;
-      try {
-        const running = await api(socket, "POST", "/v1/workloads", {
-          kind: "BATCH",
-          profile: "default",
-          command: ["sh", "-c", "echo ran >> runs; while [ ! -e go ]; do sleep 0.05; done"],
-        });
-        expect(running.status).toBe(201);
-        const id = String(running.body["id"]);
-        await eventually(async () => (await view(id))["phase"] === "RUNNING", {
-          what: "the job running",
-          timeoutMs: 30_000,
-        });
+      expect(running.status).toBe(201);
+      const id = String(running.body["id"]);
+      await eventually(async () => (await view(id))["phase"] === "RUNNING", {
+        what: "the job running",
+        timeoutMs: 30_000,
+      });
 
-        fill(join(mnt, "filler"));
-        const refused = await api(socket, "POST", "/v1/workloads", {
-          kind: "BATCH",
-          profile: "default",
-          command: ["true"],
-        });
-        expect(refused.status).toBe(503);
-        expect(refused.body["reason"]).toBe("STATE_DIR_FULL");
-        const health = (await api(socket, "GET", "/healthz")).body;
-        expect(health["status"]).toBe("degraded");
-        expect(String(health["problems"])).toContain(stateDir);
-        const diagnostics = (await api(socket, "GET", "/v1/diagnostics")).body;
-        const state = diagnostics["stateDir"] as Record<string, unknown>;
-        expect(state["healthy"]).toBe(false);
-        expect(state["lowWaterBytes"]).toBe(1 * MIB);
-        expect(Number(state["freeBytes"])).toBeLessThan(1 * MIB);
-        const metrics = (await api(socket, "GET", "/metrics")).text;
-        expect(metrics).toContain("openai4s_state_dir_low 1");
-        expect(metrics).toContain(`openai4s_state_dir_low_water_bytes ${1 * MIB}`);
+      fill(join(mnt, "filler"));
+      const refused = await api(socket, "POST", "/v1/workloads", {
+        kind: "BATCH",
+        profile: "default",
+        command: ["true"],
+      });
+      expect(refused.status).toBe(503);
+      expect(refused.body["reason"]).toBe("STATE_DIR_FULL");
+      const health = (await api(socket, "GET", "/healthz")).body;
+      expect(health["status"]).toBe("degraded");
+      expect(String(health["problems"])).toContain(stateDir);
+      const diagnostics = (await api(socket, "GET", "/v1/diagnostics")).body;
+      const state = diagnostics["stateDir"] as Record<string, unknown>;
+      expect(state["healthy"]).toBe(false);
+      expect(state["lowWaterBytes"]).toBe(1 * MIB);
+      expect(Number(state["freeBytes"])).toBeLessThan(1 * MIB);
+      const metrics = (await api(socket, "GET", "/metrics")).text;
+      expect(metrics).toContain("openai4s_state_dir_low 1");
+      expect(metrics).toContain(`openai4s_state_dir_low_water_bytes ${1 * MIB}`);
 
-        // The job ends while the disk is full: its end record still lands (room reserved).
-        await Bun.write(join(daemon.layout.workspaceDir(id), "go"), "");
-        const local = join(stateDir, "backends", "local");
-        await eventually(
-          () => [...new Bun.Glob("**/exit.json").scanSync({ cwd: local })].length === 1,
-          { what: "the exit record written on a full state dir", timeoutMs: 30_000 },
-        );
+      // The job ends while the disk is full: its end record still lands (room reserved).
+      await Bun.write(join(daemon.layout.workspaceDir(id), "go"), "");
+      const local = join(stateDir, "backends", "local");
+      await eventually(
+        () => [...new Bun.Glob("**/exit.json").scanSync({ cwd: local })].length === 1,
+        { what: "the exit record written on a full state dir", timeoutMs: 30_000 },
+      );
 
-        rmSync(join(mnt, "filler"));
-        const ended = await eventually(
-          async () => {
-            const w = await view(id);
-            return ["COMPLETED", "FAILED", "LOST", "CANCELLED"].includes(String(w["phase"]))
-              ? w
-              : null;
-          },
-          { what: "the job's end seen", timeoutMs: 30_000 },
-        );
-        expect(ended["phase"]).toBe("COMPLETED");
-        expect((await api(socket, "GET", "/healthz")).body["status"]).toBe("ok");
-        const again = await api(socket, "POST", "/v1/workloads", {
-          kind: "BATCH",
-          profile: "default",
-          command: ["sh", "-c", "echo again >> runs"],
-        });
-        expect(again.status).toBe(201);
-        const second = await eventually(
-          async () => {
-            const w = await view(String(again.body["id"]));
-            return ["COMPLETED", "FAILED", "LOST"].includes(String(w["phase"])) ? w : null;
-          },
-          { what: "the job after recovery", timeoutMs: 30_000 },
-        );
-        expect(second["phase"]).toBe("COMPLETED");
-        // Each ran exactly once.
-        expect(readFileSync(join(daemon.layout.workspaceDir(id), "runs"), "utf8")).toBe("ran\n");
-        const secondDir = daemon.layout.workspaceDir(String(again.body["id"]));
-        expect(readFileSync(join(secondDir, "runs"), "utf8")).toBe("again\n");
-      } finally {
-        await daemon.stop();
-      }
-    } finally {
-      unmount();
-    }
+      rmSync(join(mnt, "filler"));
+      const ended = await eventually(
+        async () => {
+          const w = await view(id);
+          return ["COMPLETED", "FAILED", "LOST", "CANCELLED"].includes(String(w["phase"]))
+            ? w
+            : null;
+        },
+        { what: "the job's end seen", timeoutMs: 30_000 },
+      );
+      expect(ended["phase"]).toBe("COMPLETED");
+      expect((await api(socket, "GET", "/healthz")).body["status"]).toBe("ok");
+      const again = await api(socket, "POST", "/v1/workloads", {
+        kind: "BATCH",
+        profile: "default",
+        command: ["sh", "-c", "echo again >> runs"],
+      });
+      expect(again.status).toBe(201);
+      const second = await eventually(
+        async () => {
+          const w = await view(String(again.body["id"]));
+          return ["COMPLETED", "FAILED", "LOST"].includes(String(w["phase"])) ? w : null;
+        },
+        { what: "the job after recovery", timeoutMs: 30_000 },
+      );
+      expect(second["phase"]).toBe("COMPLETED");
+      // Each ran exactly once.
+      expect(readFileSync(join(daemon.layout.workspaceDir(id), "runs"), "utf8")).toBe("ran\n");
+      const secondDir = daemon.layout.workspaceDir(String(again.body["id"]));
+      expect(readFileSync(join(secondDir, "runs"), "utf8")).toBe("again\n");
+    });
   }, 120_000);
 
   test("an array's element records are kept: every element of a 300-element array ends on a full disk", async () => {
     // Each element appends two lines to elements.jsonl (~600 bytes): the single job's 64 KiB
     // reserve ran out a hundred elements in, and the rest had nowhere to record their end.
-    using base = tempDir("o4s-statefull-array-");
-    const mnt = join(base.path, "mnt");
-    const unmount = mountTmpfs(mnt, "4m");
-    try {
-      const stateDir = join(mnt, "state");
-      const config = localDaemonConfig(stateDir, {
-        spoolDir: join(base.path, "spool"),
-        stateLowWaterBytes: 1 * MIB,
-      });
-      const daemon = await startedDaemon(config);
-      const socket = daemon.layout.apiSocket;
-      const view = async (id: string) => (await api(socket, "GET", `/v1/workloads/${id}`)).body;
-      try {
+    await onSmallStateDir(
+      "o4s-statefull-array-",
+      async ({ mnt, stateDir, daemon, socket, view }) => {
         const size = 300;
         const created = await api(socket, "POST", "/v1/workloads", {
           kind: "BATCH",
@@ -219,11 +225,7 @@ describe.skipIf(!isRoot)("a full state dir loses nothing (tmpfs, as root)", () =
           { what: "the array's end seen", timeoutMs: 30_000 },
         );
         expect(ended["phase"]).toBe("COMPLETED");
-      } finally {
-        await daemon.stop();
-      }
-    } finally {
-      unmount();
-    }
+      },
+    );
   }, 150_000);
 });

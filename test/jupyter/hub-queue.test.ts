@@ -103,15 +103,7 @@ describe("each of the shell queue's two caps holds by itself", () => {
 
 describe("the kernel hub's shell queue", () => {
   test("a client flooding requests behind a running cell is closed at the cap, not buffered for", async () => {
-    const kernel = stuckKernel();
-    const hubs = createKernelHubs({
-      jupyter: kernel.service,
-      interrupt: async () => ({ kind: "Ok", interrupted: false }),
-      shutdown: () => {},
-      touch: () => {},
-      now: () => 0,
-      log: silentLog,
-    });
+    const { kernel, hubs } = stuckHubs();
     const flooder = fakeSocket();
     const other = fakeSocket();
     const a = hubs.connect("w-1", flooder.socket);

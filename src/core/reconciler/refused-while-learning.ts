@@ -16,8 +16,8 @@
  * A first try failed such work in a tick the backend did not answer (INV I4 of the model
  * test), and a restart let it run past its refused attempt (maxAttempts).
  */
-import type { Workload } from "../models.ts";
-import type { Transition } from "../ports/reconciler-store.ts";
+import type { Allocation, Workload } from "../models.ts";
+import type { AllocationChange, Transition } from "../ports/reconciler-store.ts";
 import { type TickEnv, write } from "./env.ts";
 import type { BackendReads } from "./reads.ts";
 import type { Live } from "./submissions.ts";
@@ -67,18 +67,23 @@ export function failConfirmed(env: TickEnv, confirm: readonly Live[], reads: Bac
   write(env, transitions);
 }
 
+/** The refused attempt itself: FAILED with the backend's words, whatever its workload does. */
+export function refusedAttempt(a: Allocation, message: string, now: number): AllocationChange {
+  return {
+    id: a.id,
+    expectedPhase: a.phase,
+    phase: "FAILED",
+    reason: "SUBMIT_REJECTED",
+    message,
+    endedAt: now,
+  };
+}
+
 /** A refusal while the breaker learned: the attempt FAILED, the workload waits. */
 export function refusedWhileLearning(live: Live, message: string, now: number): Transition {
   const { workload: w, allocation: a } = live;
   return {
-    allocation: {
-      id: a.id,
-      expectedPhase: a.phase,
-      phase: "FAILED",
-      reason: "SUBMIT_REJECTED",
-      message,
-      endedAt: now,
-    },
+    allocation: refusedAttempt(a, message, now),
     workload: {
       id: w.id,
       expectedPhase: w.phase,

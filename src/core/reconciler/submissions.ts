@@ -16,7 +16,7 @@ import type { Transition, WorkloadChange } from "../ports/reconciler-store.ts";
 import type { SubmitRequest } from "../ports.ts";
 import { type TickEnv, write } from "./env.ts";
 import type { LaneOutcome } from "./lanes.ts";
-import { refusedWhileLearning } from "./refused-while-learning.ts";
+import { refusedAttempt, refusedWhileLearning } from "./refused-while-learning.ts";
 import { recordSubmitResult, refuseAttempt } from "./submit-decisions.ts";
 
 export interface Live {
@@ -80,17 +80,9 @@ function start(env: TickEnv, attempts: readonly Live[]): number {
 /** A rejected attempt of a degraded profile: the attempt FAILED, the workload back to wait. */
 function refusedWhileDegraded(live: Live, message: string, now: number): Transition {
   const { workload: w, allocation: a } = live;
-  const wait = degradedWait(w, message);
   return {
-    allocation: {
-      id: a.id,
-      expectedPhase: a.phase,
-      phase: "FAILED",
-      reason: "SUBMIT_REJECTED",
-      message,
-      endedAt: now,
-    },
-    workload: wait.workload,
+    allocation: refusedAttempt(a, message, now),
+    workload: degradedWait(w, message).workload,
   };
 }
 
