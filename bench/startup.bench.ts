@@ -3,7 +3,9 @@
  *  - `openai4s --version` against a compiled `console.log` one-liner;
  *  - `openai4s list` against a live daemon, against a compiled one-liner that makes the same
  *    request over the same socket (so the daemon's answer is in both, and the difference is
- *    what the CLI costs to start and print).
+ *    what the CLI costs to start and print), and against `curl` on the same route (issue 34:
+ *    what an admin's script would run instead; curl is C, so this ratio carries the runtime's
+ *    own start-up, which the one-liner's does not).
  * Both one-liners are compiled with the options build.ts uses (bytecode, minified), so the
  * runtime is the same. Target: each ratio ≤ 1.3 (issue 20), in wall time and in CPU time
  * (the steadier figure on a busy machine): every `exec` from an agent and every `wait` in a
@@ -162,6 +164,24 @@ export async function benchStartup(runs: number): Promise<{
         baseline: { argv: [fetchList], env: { ...env, O4S_SOCK: daemon.socket } },
       },
     ];
+    // Issue 34 names curl on the same route: what an admin's script would use instead.
+    const curl = Bun.which("curl");
+    if (curl !== null) {
+      pairs.push({
+        metric: "openai4s list (live daemon) vs curl on the same route",
+        ours: { argv: [BINARY, "list"], env: { ...env, OPENAI4S_SERVER: `unix:${daemon.socket}` } },
+        baseline: {
+          argv: [
+            curl,
+            "-s",
+            "--unix-socket",
+            daemon.socket,
+            "http://localhost/v1/workloads?limit=50",
+          ],
+          env,
+        },
+      });
+    }
     const hyperfine = Bun.which("hyperfine");
     const rows = pairs.map((pair) => {
       const [ours, baseline] =
