@@ -101,16 +101,26 @@ describe.skipIf(testCluster === null)(
           // Generous: on the shared cluster other suites may hold the nodes for a while.
           { what: `${id} in ${phases.join("/")}`, timeoutMs: 120_000, intervalMs: 100 },
         );
-      const sbatchCalls = async () => {
-        const { body } = await api("GET", "/v1/diagnostics");
-        return (body["backend"] as { calls: Record<string, number> }).calls["sbatch"] ?? 0;
-      };
-
-      // The other profile works (and the start-up isolation probe's sbatch is behind us).
+      // The other profile works.
       await settled(await submit("small"), ["COMPLETED"]);
-      const before = await sbatchCalls();
 
       // Ten at once (issue 32): none fails while the breaker learns (2 of 10 did), all wait.
+      // The broken profile's own sbatch calls: each one left a refused attempt. (The daemon's
+      // total also counts its background calls, the isolation probe and the profiles' dry
+      // run, which may land in this window.)
+      const refusedAttempts = async (ids: readonly string[]) => {
+        let n = 0;
+        for (const id of ids) {
+          const allocations = (await view(id))["allocations"] as {
+            phase: string;
+            reason: string | null;
+          }[];
+          n += allocations.filter(
+            (a) => a.phase === "FAILED" && a.reason === "SUBMIT_REJECTED",
+          ).length;
+        }
+        return n;
+      };
       const first = await Promise.all(Array.from({ length: 10 }, () => submit("broken")));
       // Counted when the profile is first seen degraded: the trials after it are counted below.
       const degradedSince = async () => {
@@ -125,7 +135,7 @@ describe.skipIf(testCluster === null)(
         timeoutMs: 60_000,
         intervalMs: 50,
       });
-      const toDegrade = (await sbatchCalls()) - before;
+      const toDegrade = await refusedAttempts(first);
       const degradedAt = Date.parse(since);
       expect(toDegrade).toBeGreaterThanOrEqual(THRESHOLD);
       expect(toDegrade).toBeLessThanOrEqual(first.length + 1);
@@ -163,7 +173,7 @@ describe.skipIf(testCluster === null)(
       await settled(await submit("small"), ["COMPLETED"]);
       // Only trials go out meanwhile: one per back-off (2 s, then 4 s, 8 s, ...). Two of
       // them, refused, leave every waiting workload PENDING.
-      const trialsSoFar = async () => (await sbatchCalls()) - before - toDegrade - 1;
+      const trialsSoFar = async () => (await refusedAttempts([...first, ...more])) - toDegrade;
       await eventually(async () => (await trialsSoFar()) >= 2, {
         what: "two trials",
         timeoutMs: 30_000,

@@ -107,9 +107,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
   const stores = bindStores(config.store);
   // Filled once the backend has read its profiles (below), before anything is submitted.
   const ownerProfiles = new Set<string>();
-  // The site's accounts through NSS (LDAP and SSSD users too). A launch asks afresh: with
-  // a cached answer a job started as the uid of an account deleted seconds before (the
-  // broken-account test); the API's checks may take an answer a few seconds old.
+  // NSS (LDAP, SSSD too); a launch asks afresh, or a just-deleted account's uid still runs.
   const accounts = systemAccounts(clock);
   const launchAccounts = systemAccounts(clock, { cached: false });
   const identities = composeIdentities(config, ownerProfiles, launchAccounts);
