@@ -175,11 +175,14 @@ export function chooseEnvironment(
 }
 
 /**
- * The worker's arguments for an environment: the interpreter, and each module line (run by
- * a shell before the kernel). Paths and lines only: nothing a request wrote.
+ * The worker's arguments for an environment: its name (the worker checks it on the node and
+ * names it in what it reports), the interpreter, and each module line (run by a shell before
+ * the kernel). Paths and lines only: nothing a request wrote.
  */
 export function environmentWorkerArgs(environment: ProfileEnvironment): readonly string[] {
   return [
+    "--environment-name",
+    environment.name,
     "--python",
     environment.python,
     ...(environment.prefix === null ? [] : ["--environment-prefix", environment.prefix]),

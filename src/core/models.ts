@@ -128,6 +128,9 @@ export const REASONS = [
   // Infrastructure, not the job: the spool's filesystem was full (ENOSPC), so the job could
   // not write its files or logs, or new work is refused until space returns.
   "SPOOL_FULL",
+  // The session's environment cannot run on its node (a path not there, a module line that
+  // fails): the worker said so, naming it and the node, instead of starting a kernel.
+  "ENVIRONMENT_UNAVAILABLE",
   // Why an allocation waits or was ended by someone else, each with its own user action
   // (README lists what each asks the user to do).
   "WAITING_FOR_RESOURCES",

@@ -45,6 +45,8 @@ export const REASON_HINTS: Readonly<Partial<Record<Reason, string>>> = {
   IDLE_TIMEOUT: "it was idle too long: start a new session",
   MAX_LIFETIME: "it reached its maximum lifetime: start a new session",
   ISOLATION_UNAVAILABLE: "this server cannot isolate sessions: tell an administrator",
+  ENVIRONMENT_UNAVAILABLE:
+    "the session's environment is not usable on the node it ran on (the message names the path or module line, and the node): tell an administrator, or start the session with another environment",
   SPOOL_FULL:
     "the server's job filesystem was full, not your code's fault: free space in your workspaces, tell an administrator, then resubmit",
 };

@@ -73,6 +73,13 @@ export interface SandboxPaths {
   /** Directories it may read only (e.g. the credential directory, the binary's directory). */
   readonly readOnly: readonly string[];
   /**
+   * Directories it may read only where they exist: a session environment's prefix, which
+   * the daemon cannot see on a node. One missing there is left out of the sandbox, for the
+   * worker to report by name (environment-check.ts); a plain bind of it failed the sandbox's
+   * start, and the session ended "exit code 1".
+   */
+  readonly readOnlyIfPresent?: readonly string[];
+  /**
    * A host directory whose `tmp/` and `shm/` become the sandbox's /tmp and /dev/shm, shared
    * by the launches of one allocation on one node; absent: a private tmpfs for each. The
    * local backend names the allocation's own directory (its job and its steps share it); on

@@ -17,7 +17,9 @@
  *   worker  → gateway  `heartbeat` every `heartbeatIntervalMs`; `response` to each request,
  *                      preceded by the `event`s (output, displays) of an `exec`;
  *                      `kernel_output` for output while no request runs;
- *                      `kernel_status` whenever the kernel starts or dies.
+ *                      `kernel_status` whenever the kernel starts or dies;
+ *                      `environment_unavailable` instead of all that when the session's
+ *                      environment cannot run on this node (answered `stop`; it exits 1).
  *   gateway → worker   `heartbeat_ack` (carrying a fresh resume credential), `request`, `stop`.
  * Either side treats 3 heartbeat intervals without any frame from the other as a dead
  * connection (LIVENESS_INTERVALS), which catches half-open TCP that no FIN will ever announce.
@@ -413,6 +415,19 @@ const WorkerMessageSchema = v.variant("kind", [
   v.pipe(v.object({ kind: v.literal("kernel_status"), status: KernelStatusSchema }), v.readonly()),
   v.pipe(
     v.object({ kind: v.literal("response"), id: count, response: WorkerResponseSchema }),
+    v.readonly(),
+  ),
+  /**
+   * The profile's environment cannot run here (its prefix or interpreter is not on this
+   * node, a module line failed): no kernel was started, and the worker exits after this.
+   * The message names the path or line and the node; it becomes the session's ending
+   * message, so it is bounded like everything a worker says.
+   */
+  v.pipe(
+    v.object({
+      kind: v.literal("environment_unavailable"),
+      message: v.pipe(v.string(), v.minLength(1), v.maxLength(1000)),
+    }),
     v.readonly(),
   ),
 ]);

@@ -2,7 +2,9 @@
  * A profile environment on the REAL Slurm dev cluster (gated on OPENAI4S_SLURM_TEST_DIR):
  * cluster.toml declares a venv (made by `python3 -m venv --system-site-packages`, holding a
  * marker module) with an Lmod module line; `session start --env` runs the kernel on a node
- * in it, the prefix bound read-only in the node's sandbox.
+ * in it, the prefix bound read-only in the node's sandbox. An environment whose prefix is on no
+ * node, or whose module line fails there, ends the session FAILED naming the path (or the
+ * line) and the node, as the worker found it there (before: FAILED "exit code 1").
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
@@ -68,6 +70,16 @@ modules = """
 module use ${prefix}/modulefiles
 module load marker/1.0
 """
+
+[profiles.one.environments.gone]
+prefix = "${scratch}/no-such-env"
+
+[profiles.one.environments.badmodule]
+prefix = "${prefix}"
+modules = """
+. ${LMOD_INIT}
+module load no-such-module/9
+"""
 `,
     );
     const port = await freePort();
@@ -114,4 +126,42 @@ module load marker/1.0
     expect(existsSync(join(prefix, "planted"))).toBe(false);
     await d.cli("cancel", id);
   }, 240_000);
+
+  /** Starts a session with `env` and waits (bounded) for it to end; its view. */
+  async function endedSession(env: string) {
+    const started = await d.cli("session", "start", "--profile", "one", "--env", env);
+    expect(started.code).toBe(0);
+    const id = started.stdout.trim().split(/\s+/).at(-1) ?? "";
+    return eventually(
+      async () => {
+        const view = await d.show(id);
+        return view.phase === "FAILED" || view.phase === "COMPLETED" || view.phase === "CANCELLED"
+          ? view
+          : null;
+      },
+      { what: `session ${id} (--env ${env}) ended`, timeoutMs: 90_000, intervalMs: 250 },
+    );
+  }
+
+  test("an environment whose prefix is on no node ends the session FAILED naming the path and node", async () => {
+    const view = await endedSession("gone");
+    expect({ phase: view.phase, reason: view.reason }).toEqual({
+      phase: "FAILED",
+      reason: "ENVIRONMENT_UNAVAILABLE",
+    });
+    expect(view.message).toContain(`environment "gone": ${scratch}/no-such-env`);
+    expect(view.message).toMatch(/is not on node n[12]\b/);
+  }, 120_000);
+
+  test("a module line that fails on the node ends the session FAILED naming the line and node", async () => {
+    const view = await endedSession("badmodule");
+    expect({ phase: view.phase, reason: view.reason }).toEqual({
+      phase: "FAILED",
+      reason: "ENVIRONMENT_UNAVAILABLE",
+    });
+    expect(view.message).toContain(
+      'environment "badmodule": module line "module load no-such-module/9" failed',
+    );
+    expect(view.message).toMatch(/on node n[12]\b/);
+  }, 120_000);
 });

@@ -205,7 +205,7 @@ describe("submit", () => {
     expect(args).toContain("--account=lab");
     const script = readFileSync(join(req.allocationDir, "job.sh"), "utf8");
     expect(script).toContain(
-      "exec 'srun' '--export=ALL' '--nodes=2' '--ntasks=2' '--ntasks-per-node=1' '--kill-on-bad-exit=1' '/opt/openai4s-worker' '--credential-dir' '/state/creds' '--rank-env' 'SLURM_PROCID'",
+      "exec 'srun' '--export=ALL' '--nodes=2' '--ntasks=2' '--ntasks-per-node=1' '--kill-on-bad-exit=1' '/opt/openai4s-worker' '--credential-dir' '/state/creds' '--rank-env' 'SLURM_PROCID' '--node-env' 'SLURMD_NODENAME'",
     );
   });
 

@@ -117,7 +117,7 @@ describe("batch script", () => {
     expect(rendered).toMatchObject({ kind: "Rendered" });
     if (rendered.kind === "Rendered") {
       expect(rendered.script).toContain(
-        "exec 'srun' '--export=ALL' '--nodes=3' '--ntasks=3' '--ntasks-per-node=1' '--kill-on-bad-exit=1' '/opt/w' '--credential-dir' '/s/c' '--rank-env' 'SLURM_PROCID'",
+        "exec 'srun' '--export=ALL' '--nodes=3' '--ntasks=3' '--ntasks-per-node=1' '--kill-on-bad-exit=1' '/opt/w' '--credential-dir' '/s/c' '--rank-env' 'SLURM_PROCID' '--node-env' 'SLURMD_NODENAME'",
       );
     }
     expect(

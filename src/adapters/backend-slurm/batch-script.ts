@@ -11,6 +11,7 @@
  * are the options on sbatch's own argv.
  */
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
+import { NODE_ENV } from "./task-env.ts";
 import { CLEANUP_SCRIPT, TASK_SCRIPT } from "./task-script.ts";
 
 export type QuoteResult =
@@ -90,6 +91,10 @@ function workerLaunchArgv(body: Extract<BatchBody, { kind: "WORKER" }>): readonl
     ...body.workerCommand,
     "--rank-env",
     body.rankEnv,
+    // What the worker calls its node when it reports (an environment missing there): the
+    // scheduler's name for it, which the admin reads in sinfo, not the host's name.
+    "--node-env",
+    NODE_ENV,
   ];
 }
 

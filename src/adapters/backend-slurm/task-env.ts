@@ -1,6 +1,9 @@
 /** The variable the launcher sets to each task's rank. */
 export const RANK_ENV = "SLURM_PROCID";
 
+/** The variable that names the node a task runs on (in JOB_ENV: a session's worker sees it). */
+export const NODE_ENV = "SLURMD_NODENAME";
+
 /**
  * What each task of a multi-task BATCH sees of the launcher's environment, by name (the
  * sandbox's `env -i` drops everything else, the login environment included): the rank and

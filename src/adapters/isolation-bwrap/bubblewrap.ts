@@ -242,6 +242,9 @@ export function bubblewrapArgv(
   parents.clear();
   for (const dir of paths.writable) bindWithParents(out, parents, "--bind", checkedBind(dir));
   for (const dir of paths.readOnly) bindWithParents(out, parents, "--ro-bind", checkedBind(dir));
+  for (const dir of paths.readOnlyIfPresent ?? []) {
+    bindWithParents(out, parents, "--ro-bind-try", checkedBind(dir));
+  }
   // The admin's mounts, last: at their own targets, never over what is bound above.
   for (const m of paths.mounts ?? []) {
     makeParents(out, parents, m.target);

@@ -177,7 +177,8 @@ export interface SandboxedBackendOptions extends WrappedBackendOptions {
 
 /**
  * The paths a launch exposes: its workspace writable, its credentials (if any) read-only,
- * and a session's environment prefix read-only (the kernel runs it and cannot change it).
+ * and a session's environment prefix read-only where the node has it (the kernel runs it and
+ * cannot change it; a node without it is the worker's to report, by name).
  */
 function pathsOf(
   workspaceDir: string,
@@ -188,10 +189,8 @@ function pathsOf(
   // The allocation directory (logs, records the daemon reads) is never exposed.
   return {
     writable: [workspaceDir],
-    readOnly: [
-      ...(credentialDir === null ? [] : [credentialDir]),
-      ...(environmentPrefix === null ? [] : [environmentPrefix]),
-    ],
+    readOnly: credentialDir === null ? [] : [credentialDir],
+    ...(environmentPrefix === null ? {} : { readOnlyIfPresent: [environmentPrefix] }),
   };
 }
 

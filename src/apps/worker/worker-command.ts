@@ -5,6 +5,7 @@
  * worker never needs to know which launcher set it.
  */
 
+import { ENVIRONMENT_NAME } from "../../core/environments.ts";
 import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
@@ -34,13 +35,21 @@ Options:
                          on the kernel's PATH (set by the daemon from the profile)
   --kernel-setup LINE    a shell line run by bash before the kernel starts, e.g. a module
                          load (repeatable; set by the daemon from the profile)
+  --environment-name NAME  the profile environment these belong to: its prefix and
+                         interpreter are checked on this node, and its module lines run
+                         once, before the kernel starts; what fails is reported to the
+                         daemon (naming the path or line, and the node) and the worker
+                         exits 1 (set by the daemon from the profile)
+  --node-env NAME        environment variable that holds this node's name, for that report
+                         (set by a cluster's backend; default: the host name)
   --gateway-socket PATH  dial the gateway at this unix socket instead of the credential's
                          TCP address (set by the local backend for a job without network)
   -h, --help             show this help
 
-Exit codes: 0 stopped by the daemon (or by SIGTERM/SIGINT), 1 refused, unreachable or
-connection lost for longer than the grace period, 2 usage or credential-file problem, or the
-process could not be made non-dumpable (no credential is read then).
+Exit codes: 0 stopped by the daemon (or by SIGTERM/SIGINT), 1 refused, unreachable,
+connection lost for longer than the grace period, or the environment cannot run here,
+2 usage or credential-file problem, or the process could not be made non-dumpable (no
+credential is read then).
 `;
 
 interface WorkerArgs {
@@ -51,10 +60,20 @@ interface WorkerArgs {
   readonly gatewaySocket: string | null;
   readonly maxOutputChars: number | null;
   readonly environment: KernelEnvironment | undefined;
+  readonly environmentName: string | null;
+  readonly nodeEnv: string | null;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const RANK = /^(0|[1-9][0-9]{0,6})$/;
+/** A node's name as a report may carry it: a host name, nothing a shell or log would mangle. */
+const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/;
+
+/** `value` when it matches `pattern`; else a usage error saying what `arg` takes. */
+function matching(arg: string, value: string, pattern: RegExp, what: string): string {
+  if (!pattern.test(value)) throw new UsageError(`${arg} ${JSON.stringify(value)} is not ${what}`);
+  return value;
+}
 
 function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let credentialDir: string | undefined;
@@ -65,6 +84,8 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
   let maxOutputChars: number | null = null;
   let prefix: string | null = null;
   const setupLines: string[] = [];
+  let environmentName: string | null = null;
+  let nodeEnv: string | null = null;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "-h" || arg === "--help") return "help";
@@ -77,13 +98,9 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
       case "--credential-dir":
         credentialDir = value();
         break;
-      case "--rank-env": {
-        rankEnv = value();
-        if (!ENV_NAME.test(rankEnv)) {
-          throw new UsageError(`--rank-env ${JSON.stringify(rankEnv)} is not a variable name`);
-        }
+      case "--rank-env":
+        rankEnv = matching(arg, value(), ENV_NAME, "a variable name");
         break;
-      }
       case "--grace-seconds": {
         const raw = value();
         graceSeconds = Number(raw);
@@ -111,6 +128,12 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
       case "--kernel-setup":
         setupLines.push(value());
         break;
+      case "--environment-name":
+        environmentName = matching(arg, value(), ENVIRONMENT_NAME, "an environment name");
+        break;
+      case "--node-env":
+        nodeEnv = matching(arg, value(), ENV_NAME, "a variable name");
+        break;
       case "--gateway-socket":
         gatewaySocket = value();
         if (!gatewaySocket.startsWith("/")) {
@@ -133,6 +156,8 @@ function parseWorkerArgs(args: readonly string[]): WorkerArgs | "help" {
     gatewaySocket,
     maxOutputChars,
     environment,
+    environmentName,
+    nodeEnv,
   };
 }
 
@@ -163,9 +188,16 @@ export const workerCommand: Command = {
       ...(parsed.environment === undefined ? {} : { environment: parsed.environment }),
       ...(parsed.gatewaySocket === null ? {} : { gatewaySocket: parsed.gatewaySocket }),
       ...(parsed.maxOutputChars === null ? {} : { maxOutputChars: parsed.maxOutputChars }),
+      ...(parsed.environmentName === null ? {} : { environmentName: parsed.environmentName }),
+      ...nodeOf(parsed.nodeEnv === null ? undefined : io.env[parsed.nodeEnv]),
     });
   },
 };
+
+/** The launcher's name for this node when it is one a report may carry; else the host name. */
+function nodeOf(value: string | undefined): { node?: string } {
+  return value !== undefined && NODE_NAME.test(value) ? { node: value } : {};
+}
 
 async function runWithSignals(
   io: CommandIo,
@@ -177,6 +209,8 @@ async function runWithSignals(
     gatewaySocket?: string;
     maxOutputChars?: number;
     environment?: KernelEnvironment;
+    environmentName?: string;
+    node?: string;
   },
 ): Promise<number> {
   const log = jsonLog((line) => io.stderr(line));
@@ -208,6 +242,7 @@ async function runWithSignals(
       case "Unreachable":
       case "Lost":
       case "BadCredential":
+      case "EnvironmentUnavailable":
         log.error(`worker: ${exit.message}`);
         break;
       case "WrongCertificate":

@@ -10,6 +10,10 @@
  * for at most the grace period, so a network blip or a daemon restart costs the user nothing.
  * When the grace period runs out the worker exits, and the session is the reconciler's to
  * judge. `stop` from the gateway ends it at once.
+ *
+ * A session's environment is checked here, on the node, before any dial or kernel
+ * (environment-check.ts): one that cannot run is reported to the gateway in place of a
+ * kernel, and the worker exits 1, so the session ends naming what is missing and where.
  */
 import { type Clock, every, pause, systemTimers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
@@ -24,6 +28,7 @@ import {
   parseGatewayMessage,
   type WorkerResponse,
 } from "../../wire/worker-protocol.ts";
+import { checkEnvironment, reportUnavailable } from "./environment-report.ts";
 import { fitEvent, fitResponse } from "./frame-fit.ts";
 import { dialGateway, type GatewayTarget, type Link, type Welcome } from "./gateway-link.ts";
 import { createKernel, type Kernel } from "./kernel.ts";
@@ -39,6 +44,13 @@ export interface WorkerOptions {
   readonly python: string;
   /** The profile's environment the session chose (its prefix and module lines). */
   readonly environment?: KernelEnvironment;
+  /**
+   * The environment's name: given, the environment (`python`, the prefix, the module lines)
+   * is checked on this node before the kernel starts. Absent: the node's own python3.
+   */
+  readonly environmentName?: string;
+  /** This node's name, for what the worker reports (default: the host name). */
+  readonly node?: string;
   /** Dial the gateway at this unix socket instead of the credential's TCP address. */
   readonly gatewaySocket?: string;
   readonly log: Log;
@@ -64,7 +76,9 @@ export type WorkerExit =
   /** No usable credential file: a configuration problem, not a runtime one. */
   | { readonly kind: "BadCredential"; readonly message: string }
   /** The gateway's certificate is not the pinned one: nothing was sent to it. */
-  | { readonly kind: "WrongCertificate"; readonly message: string };
+  | { readonly kind: "WrongCertificate"; readonly message: string }
+  /** The session's environment cannot run on this node (reported to the gateway). */
+  | { readonly kind: "EnvironmentUnavailable"; readonly message: string };
 
 export function workerExitCode(exit: WorkerExit): number {
   switch (exit.kind) {
@@ -74,6 +88,7 @@ export function workerExitCode(exit: WorkerExit): number {
     case "Unreachable":
     case "Lost":
     case "WrongCertificate":
+    case "EnvironmentUnavailable":
       return 1;
     case "BadCredential":
       return 2;
@@ -96,9 +111,9 @@ const RESUME_MAX_BACKOFF_MS = 1000;
 
 export async function runWorker(options: WorkerOptions, signal: AbortSignal): Promise<WorkerExit> {
   const { log, clock, rank } = options;
-  const start = readStart(options);
+  const start = await readStart(options);
   if (start.kind !== "Ready") return start;
-  const { initial, gateway, address, pin } = start;
+  const { initial, gateway, address, pin, unavailable } = start;
   log.info("worker: starting", {
     allocationId: initial.allocationId,
     epoch: initial.epoch,
@@ -145,6 +160,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
         case "WrongCertificate":
           return dialed;
         case "Welcomed": {
+          if (unavailable !== null) return await reportUnavailable(dialed.link, unavailable);
           if (!everConnected) kernel.start(); // a refused worker never pays for Python
           everConnected = true;
           log.info("worker: connected", {
@@ -192,11 +208,18 @@ type Start =
       readonly address: GatewayTarget;
       /** The certificate fingerprint to pin; undefined without TLS. */
       readonly pin: string | undefined;
+      /** What keeps the session's environment from running on this node, or null. */
+      readonly unavailable: string | null;
     }
   | Extract<WorkerExit, { readonly kind: "BadCredential" }>;
 
-/** This rank's credential, the gateway it names (or the socket given) and the pin. */
-function readStart(options: WorkerOptions): Start {
+/**
+ * This rank's credential, the gateway it names (or the socket given) and the pin; then the
+ * session's environment checked on this node, before the first dial: its module lines may
+ * take longer than the gateway waits for a heartbeat, and a worker with nothing to run has
+ * nothing to serve.
+ */
+async function readStart(options: WorkerOptions): Promise<Start> {
   const { rank } = options;
   const read = readCredentialFile(credentialPath(options.credentialDir, rank));
   if (read.kind !== "Read") return { kind: "BadCredential", message: read.message };
@@ -216,7 +239,14 @@ function readStart(options: WorkerOptions): Start {
   if (!address || ("port" in address && address.port === 0)) {
     return { kind: "BadCredential", message: `the credential names no usable gateway address` };
   }
-  return { kind: "Ready", initial, gateway, address, pin };
+  return {
+    kind: "Ready",
+    initial,
+    gateway,
+    address,
+    pin,
+    unavailable: await checkEnvironment(options),
+  };
 }
 
 type DialUntilResult =

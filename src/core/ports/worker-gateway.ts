@@ -69,6 +69,18 @@ export type GatewayEvent =
       readonly epoch: number;
       readonly rank: number;
       readonly status: KernelStatus;
+    }
+  /**
+   * A worker found the session's environment unusable on its node (a path missing, a module
+   * line failing) and exits without a kernel: `message` names what and where. Untrusted
+   * text, bounded by the protocol.
+   */
+  | {
+      readonly kind: "EnvironmentUnavailable";
+      readonly allocationId: string;
+      readonly epoch: number;
+      readonly rank: number;
+      readonly message: string;
     };
 
 export interface WorkerConnectionInfo {

@@ -125,6 +125,24 @@ const RELAY: Relay = {
     return "kept";
   },
 
+  environment_unavailable(room, conn, live, message) {
+    room.settings.log.warn("worker gateway: a worker cannot run the session's environment", {
+      allocationId: live.allocationId,
+      rank: live.rank,
+      message: message.message,
+    });
+    room.emit({
+      kind: "EnvironmentUnavailable",
+      allocationId: live.allocationId,
+      epoch: live.epoch,
+      rank: live.rank,
+      message: message.message,
+    });
+    // The worker waits for this before it exits: the report is in once it is answered.
+    room.send(conn, { kind: "stop", reason: "the environment cannot run on the worker's node" });
+    return "kept";
+  },
+
   response(room, conn, live, message) {
     const pending = live.pending.get(message.id);
     // Unknown ids are answers that came after their request timed out: harmless.

@@ -43,6 +43,11 @@ import {
   type ReconcilerOptions,
 } from "../../../core/reconciler.ts";
 import type { JobIdentities } from "../../../core/sandbox.ts";
+import {
+  createEnvironmentEndings,
+  type EnvironmentEndings,
+  withEnvironmentEndings,
+} from "../../../core/session/environment-endings.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
@@ -137,15 +142,13 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
     await Promise.all((created.services ?? []).map((service) => service.stop()));
     return { kind: "ConfigError", message: refusal };
   }
-  // SESSIONs wait while any live allocation runs outside the verified sandbox; BATCH is
-  // refused while its jobs would run as the daemon's own uid outside one.
-  const backend = gatedUnsandboxedBatch(
-    guardedByLiveAllocations(created.backend, stores.unsandboxedLive),
-    {
-      jobsKeepDaemonUid: !identities.switchesUid,
-      allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
-    },
-  );
+  // A session's worker that finds its environment unusable on its node names the end.
+  const environmentEndings = createEnvironmentEndings();
+  const backend = daemonBackend(config, created.backend, {
+    stores,
+    identities,
+    environmentEndings,
+  });
 
   // Sessions (opt-in: the worker gateway only listens when OPENAI4S_WORKER_LISTEN says so).
   // Null means SESSION attempts are refused by the preparer, after admission already
@@ -160,6 +163,7 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       log,
       settings: config.settings,
       metrics: config.metrics,
+      environmentEndings,
     });
   } catch (error) {
     // The backend's verifiers started when it was made; they must not outlive the refusal.
@@ -183,6 +187,33 @@ export async function composeCore(config: CoreConfig): Promise<CoreResult> {
       accounts: { lookup: accounts, minUid: config.settings.minOwnerUid },
     },
   };
+}
+
+/**
+ * The backend as the daemon uses it: an allocation whose session worker reported its
+ * environment unusable ends naming what and where; SESSIONs wait while any live allocation
+ * runs outside the verified sandbox; BATCH is refused while its jobs would run as the
+ * daemon's own uid outside one.
+ */
+function daemonBackend(
+  config: CoreConfig,
+  created: AllocationBackend,
+  parts: {
+    readonly stores: ReturnType<typeof bindStores>;
+    readonly identities: JobIdentities;
+    readonly environmentEndings: EnvironmentEndings;
+  },
+): AllocationBackend {
+  return gatedUnsandboxedBatch(
+    guardedByLiveAllocations(
+      withEnvironmentEndings(created, parts.environmentEndings),
+      parts.stores.unsandboxedLive,
+    ),
+    {
+      jobsKeepDaemonUid: !parts.identities.switchesUid,
+      allowUnsandboxedBatch: config.allowUnsandboxedBatch === true,
+    },
+  );
 }
 
 /**

@@ -28,6 +28,7 @@ import type { GatewayEvent, WorkerGateway } from "../../../core/ports/worker-gat
 import type { AllocationBackend } from "../../../core/ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../../../core/reclaimer.ts";
 import type { BarrierHooks } from "../../../core/reconciler/types.ts";
+import type { EnvironmentEndings } from "../../../core/session/environment-endings.ts";
 import {
   createJupyterService,
   type JupyterService,
@@ -94,6 +95,8 @@ export interface SessionEngineOptions {
   readonly tls?: GatewayTlsSetting;
   /** Gateway connections and refusals, time to READY. */
   readonly metrics?: DaemonMetrics;
+  /** Where a worker's report of an unusable environment goes, to name the session's end. */
+  readonly environmentEndings?: EnvironmentEndings;
 }
 
 /** The gateway's figures for /metrics: connections, disconnections, refusals. */
@@ -262,6 +265,10 @@ function openGateway(options: SessionEngineOptions, parts: GatewayParts): Worker
     expectations: parts.expectations,
     onEvent(event) {
       countGatewayEvent(options.metrics, event);
+      if (event.kind === "EnvironmentUnavailable") {
+        options.environmentEndings?.note(event.allocationId, event.message);
+        return;
+      }
       // Output between cells: to the Jupyter sockets of its session, live.
       if (event.kind === "KernelOutput") {
         parts.jupyter()?.kernelOutput(event);

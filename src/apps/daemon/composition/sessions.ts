@@ -16,6 +16,7 @@ import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { AllocationBackend } from "../../../core/ports.ts";
 import type { BarrierHooks } from "../../../core/reconciler.ts";
+import type { EnvironmentEndings } from "../../../core/session/environment-endings.ts";
 import type { JupyterService } from "../../../core/session/jupyter-service.ts";
 import { markSessionsUnobserved } from "../../../core/session/readiness.ts";
 import type { SessionService } from "../../../core/session/session-service.ts";
@@ -35,6 +36,8 @@ export interface SessionsContext {
   /** Parsed once at start (config.ts): the gateway's address and the session settings. */
   readonly settings: DaemonSettings;
   readonly metrics: DaemonMetrics;
+  /** Workers' reports of an unusable environment, which name their sessions' ends. */
+  readonly environmentEndings: EnvironmentEndings;
 }
 
 export interface SessionsComponent {
@@ -74,6 +77,7 @@ export async function composeSessions(context: SessionsContext): Promise<Session
     interruptGraceMs: sessions.interruptGraceMs,
     tls: sessions.tls,
     metrics: context.metrics,
+    environmentEndings: context.environmentEndings,
   });
   return {
     service: timedSessionService(engine.service, context.metrics),
