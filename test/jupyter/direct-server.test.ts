@@ -179,6 +179,43 @@ describe.skipIf(missing !== null)("a direct Jupyter server, through @jupyterlab/
   );
 
   test(
+    "a cell's output past the cap reaches the client with its tail, which comes before idle",
+    async () => {
+      // 300,000 characters, over the default cap of 200,000. The tail (the last 100,000)
+      // went out after the kernel said idle: JupyterLab, which waits for the reply too, still
+      // showed it, but nbclient ends a cell's output at idle and the notebook lost it.
+      const line = (i: number) => `${String(i).padStart(4, "0")} ${"z".repeat(95)}\n`;
+      const kernel = first.kernel as Kernel.IKernelConnection;
+      let beforeIdle = "";
+      let afterIdle = "";
+      let idle = false;
+      const future = kernel.requestExecute({
+        code: "for i in range(3000):\n    print(f'{i:04d} ' + 'z' * 95)",
+      });
+      future.onIOPub = (msg) => {
+        if (msg.header.msg_type === "status") {
+          idle ||= (msg.content as { execution_state: string }).execution_state === "idle";
+        }
+        if (msg.header.msg_type === "stream") {
+          const text = (msg.content as { text: string }).text;
+          if (idle) afterIdle += text;
+          else beforeIdle += text;
+        }
+      };
+      expect((await future.done).content.status).toBe("ok");
+      // Booleans and lengths: a failure does not print 200,000 characters.
+      expect(afterIdle.length).toBe(0);
+      expect(beforeIdle.startsWith(line(0))).toBe(true);
+      expect(
+        /\[\.\.\. \d+ more characters not shown; the whole output is in /.test(beforeIdle),
+      ).toBe(true);
+      expect(beforeIdle.endsWith(line(2999))).toBe(true);
+      expect(beforeIdle.length).toBeLessThan(205_000);
+    },
+    TIMEOUT_MS,
+  );
+
+  test(
     "shutting the session down ends the kernel, and its directory leaves the root",
     async () => {
       await first.shutdown();

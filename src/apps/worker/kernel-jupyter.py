@@ -168,6 +168,10 @@ class Jupyter:
         finally:
             self.active = False
             builtins.display = native_display
+        # The kept tails of an output past the cap go out before idle: a Jupyter client
+        # (nbclient, JupyterLab) takes idle as the end of the cell's output, and nbclient
+        # dropped the tail that came after it (the final loss, the summary) from the notebook.
+        self.kernel.end_streams()
         # Idle goes out before the reply line: the daemon relays both in this order.
         self.emit("iopub", "status", {"execution_state": "idle"})
         return {"status": "OK", "result": None, "error": None, "jupyter": {"msgType": reply_type, "content": reply}}

@@ -446,10 +446,15 @@ class Kernel:
         # kernel's streams from every later cell.
         sys.stdout, sys.stderr = self.stdout, self.stderr
 
-    def close_cell(self, reply):
-        """The streams' kept tails, then the reply; what is written after goes out as idle."""
+    def end_streams(self):
+        """Sends the streams' kept tails now (a cell past the cap): the cell's output is whole
+        from here, and close_cell has none left to send."""
         self.stdout.close_cell()
         self.stderr.close_cell()
+
+    def close_cell(self, reply):
+        """The streams' kept tails, then the reply; what is written after goes out as idle."""
+        self.end_streams()
         with self.lock:
             self.writer.put({"id": self.cell_id, "reply": reply})
             self.last_cell_id = self.cell_id
