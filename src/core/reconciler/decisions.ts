@@ -278,10 +278,9 @@ export function recordFound(
 export function settleEnded(w: Workload, a: Allocation & { readonly phase: TerminalPhase }) {
   // Refused while its profile was degraded (submissions.ts): not this workload's ending. It
   // waits PENDING for the profile, and its next attempt is minted when the breaker allows.
-  // Likewise one refused while the breaker learned (SUBMIT_REFUSED): it waits for a verdict.
-  if (w.phase === "PENDING" && (w.reason === "PROFILE_DEGRADED" || w.reason === "SUBMIT_REFUSED")) {
-    return null;
-  }
+  // (One refused while the breaker learned, SUBMIT_REFUSED, never gets here: classify hands
+  // it to refused-while-learning.ts, which waits for its verdict.)
+  if (w.phase === "PENDING" && w.reason === "PROFILE_DEGRADED") return null;
   const outcome = outcomeOfAttempt(w, endingOf(a));
   if (outcome.kind === "Retry") {
     if (w.phase === "PENDING") return null;

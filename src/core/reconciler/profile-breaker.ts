@@ -162,6 +162,11 @@ export function createProfileBreakers(
   const threshold = Math.max(1, Math.floor(options.threshold));
   const entries = new Map<string, Entry>();
   const suspects = new Map<string, Suspect>();
+  /** A suspect waits one first back-off for its verdict (the profile's or its own). */
+  function hold(profile: string, workloadId: string, message: string, nowMs: number): void {
+    const heldUntilMs = nowMs + Math.min(options.maxBackoffMs, options.initialBackoffMs);
+    suspects.set(workloadId, { profile, message, heldUntilMs, own: false });
+  }
   return {
     allow(profile, nowMs) {
       const open = entries.get(profile)?.open ?? null;
@@ -176,8 +181,7 @@ export function createProfileBreakers(
       entries.set(profile, entry);
       const counted = countRejection(entry, options, threshold, message, nowMs);
       if (counted === "Learning" && workloadId !== undefined) {
-        const heldUntilMs = nowMs + Math.min(options.maxBackoffMs, options.initialBackoffMs);
-        suspects.set(workloadId, { profile, message, heldUntilMs, own: false });
+        hold(profile, workloadId, message, nowMs);
       }
       if (counted !== "Opened") return;
       // Refused for all: the suspects were the profile's victims, and wait with the others.
@@ -185,8 +189,7 @@ export function createProfileBreakers(
     },
     suspect(profile, workloadId, message, nowMs) {
       if (entries.get(profile)?.open) return false;
-      const heldUntilMs = nowMs + Math.min(options.maxBackoffMs, options.initialBackoffMs);
-      suspects.set(workloadId, { profile, message, heldUntilMs, own: false });
+      hold(profile, workloadId, message, nowMs);
       return true;
     },
     accepted(profile) {
