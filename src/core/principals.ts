@@ -39,6 +39,22 @@ export type Caller =
 
 export const ADMIN: Caller = Object.freeze({ kind: "Admin" });
 
+/**
+ * The one ownership rule, applied by every door (the HTTP API, Jupyter's kernels, sessions and
+ * contents, MCP's tools and resources, /ui): the admin may use every workload, a principal
+ * only its own. `owner` undefined: there is no such workload. Every door answers a workload
+ * the caller may not use exactly as one that does not exist, so existence is not leaked.
+ */
+export function mayUse(caller: Caller, owner: string | null | undefined): boolean {
+  if (owner === undefined) return false;
+  return caller.kind === "Admin" || owner === caller.name;
+}
+
+/** What every list is narrowed to for the caller: a principal's hold only its own. */
+export function listScope(caller: Caller): { readonly owner?: string } {
+  return caller.kind === "Principal" ? { owner: caller.name } : {};
+}
+
 /** The owner recorded on a workload the caller submits: null for the admin. */
 export function ownerOf(caller: Caller): string | null {
   return caller.kind === "Admin" ? null : caller.name;

@@ -6,7 +6,7 @@
 import { Hono } from "hono";
 import { routePath } from "hono/route";
 import { createDaemonMetrics, httpKey } from "../../adapters/metrics/daemon-metrics.ts";
-import type { Caller } from "../../core/principals.ts";
+import { type Caller, mayUse } from "../../core/principals.ts";
 import { type AccessCache, createAccessCache } from "./access-cache.ts";
 import { authorize } from "./auth.ts";
 import { browserGuard, LOOPBACK_ONLY } from "./browser-guard.ts";
@@ -67,7 +67,7 @@ const KERNEL_PATH = /^\/api\/kernels\/([^/]+)/;
  * workload (under every route beneath /v1/workloads/{id}, present and future) answers the
  * same 404 as a workload that does not exist, so existence is not leaked.
  */
-function refuseForeign(access: AccessCache, method: string, path: string, name: string): void {
+function refuseForeign(access: AccessCache, method: string, path: string, caller: Caller): void {
   if (ADMIN_ONLY.test(path)) {
     throw new ApiError({
       status: 403,
@@ -88,7 +88,7 @@ function refuseForeign(access: AccessCache, method: string, path: string, name: 
     }
   }
   if (kernel !== undefined) id = workloadIdOf(id);
-  if (access.owner(id) !== name) throw notFound(`no workload ${JSON.stringify(id)}`);
+  if (!mayUse(caller, access.owner(id))) throw notFound(`no workload ${JSON.stringify(id)}`);
 }
 
 /**
@@ -240,7 +240,7 @@ export function createApp(deps: ApiDeps) {
         (await signInThroughSite(deps, bindings?.access, authorization, c.req)) ??
         authorize(bindings?.access, authorization, (id) => access.token(id), deps.clock.now());
       c.set("caller", caller);
-      if (caller.kind === "Principal") refuseForeign(access, c.req.method, c.req.path, caller.name);
+      if (caller.kind === "Principal") refuseForeign(access, c.req.method, c.req.path, caller);
     }
     await next();
   });

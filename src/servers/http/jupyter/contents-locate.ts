@@ -15,7 +15,7 @@ import {
   type StoreDeps,
 } from "../../../adapters/store-sqlite/index.ts";
 import { isTerminal, type Workload } from "../../../core/models.ts";
-import type { Caller } from "../../../core/principals.ts";
+import { type Caller, listScope, mayUse } from "../../../core/principals.ts";
 import { parseWorkspacePath } from "../workloads/file-path.ts";
 import {
   fileNotFound,
@@ -37,7 +37,7 @@ export type Located =
 
 function visibleTo(caller: Caller, w: Workload | null): w is Workload {
   if (w === null || w.kind !== "SESSION" || isTerminal(w.phase)) return false;
-  return caller.kind === "Admin" || w.owner === caller.name;
+  return mayUse(caller, w.owner ?? null);
 }
 
 /** Jupyter clients name directories with and without a trailing slash alike. */
@@ -78,7 +78,7 @@ export function visibleSessions(store: StoreDeps, caller: Caller): Workload[] {
     const page = listWorkloads(store, {
       kind: "SESSION",
       limit: 500,
-      ...(caller.kind === "Principal" ? { owner: caller.name } : {}),
+      ...listScope(caller),
       ...(cursor ? { cursor } : {}),
     });
     live.push(...page.items.filter((w) => visibleTo(caller, w)));

@@ -7,13 +7,11 @@
  */
 import { Hono } from "hono";
 import {
-  getPrincipal,
   getWorkload,
   listWorkloads,
   requestStop,
   touchActivity,
 } from "../../../adapters/store-sqlite/index.ts";
-import type { Submitter } from "../../../core/admission.ts";
 import { envNameRefusal } from "../../../core/env-policy.ts";
 import {
   isTerminal,
@@ -21,10 +19,11 @@ import {
   type ResourceProfile,
   type Workload,
 } from "../../../core/models.ts";
-import type { Caller } from "../../../core/principals.ts";
+import { type Caller, listScope } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, notFound } from "../problem.ts";
 import { profileView } from "../profiles/profile-view.ts";
+import { submitterFor } from "../submitter.ts";
 import { parseWith, readJson } from "../validation.ts";
 import { SubmitBody } from "../workloads/schemas.ts";
 import { normalize, submitWorkload } from "../workloads/submit.ts";
@@ -119,15 +118,6 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
 
   if (hubs) deps.onDaemonStop?.(() => hubs.closeAll("the daemon is stopping; reconnect"));
 
-  function submitterFor(caller: Caller): Submitter {
-    if (caller.kind === "Admin") return { owner: null, limits: null };
-    const principal = getPrincipal(deps.store, caller.name);
-    return {
-      owner: caller.name,
-      limits: principal ?? { maxSessions: 0, maxBatch: 0, maxCpus: 0, maxGpus: 0 },
-    };
-  }
-
   function model(w: Workload) {
     const activity = hubs?.activity(w.id);
     const lastMs = activity?.lastActivityMs ?? w.lastActiveAt ?? w.createdAt;
@@ -198,7 +188,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
         ...(Object.keys(env).length > 0 ? { env } : {}),
       }),
     );
-    const outcome = await submitWorkload(deps, submission, null, submitterFor(caller));
+    const outcome = await submitWorkload(deps, submission, null, submitterFor(deps, caller));
     if (outcome.kind === "Admitted") deps.reconciler.admitted(outcome.workload, outcome.attempt);
     deps.log.info("kernel started", { workloadId: outcome.workload.id, profile: name });
     return outcome.workload;
@@ -224,7 +214,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
       const page = listWorkloads(deps.store, {
         kind: "SESSION",
         limit: 500,
-        ...(caller.kind === "Principal" ? { owner: caller.name } : {}),
+        ...listScope(caller),
         ...(cursor ? { cursor } : {}),
       });
       live.push(...page.items.filter((w) => !isTerminal(w.phase)));

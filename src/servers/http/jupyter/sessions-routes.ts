@@ -19,7 +19,7 @@ import type { Context } from "hono";
 import { Hono } from "hono";
 import { getWorkload, requestStop } from "../../../adapters/store-sqlite/index.ts";
 import { isTerminal, type Workload } from "../../../core/models.ts";
-import type { Caller } from "../../../core/principals.ts";
+import { type Caller, mayUse, ownerOf } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { notFound } from "../problem.ts";
 import { parseWith, readJson } from "../validation.ts";
@@ -45,10 +45,6 @@ interface JupyterSession {
   readonly owner: string | null;
 }
 
-function ownerOf(caller: Caller): string | null {
-  return caller.kind === "Admin" ? null : caller.name;
-}
-
 export function createSessionRoutes(s: SessionRoutesDeps): Hono<ApiEnv> {
   const { deps } = s;
   const app = new Hono<ApiEnv>();
@@ -68,7 +64,7 @@ export function createSessionRoutes(s: SessionRoutesDeps): Hono<ApiEnv> {
         sessions.delete(js.id);
         continue;
       }
-      if (caller.kind === "Admin" || js.owner === caller.name) out.push({ js, w });
+      if (mayUse(caller, js.owner)) out.push({ js, w });
     }
     return out;
   }
@@ -92,7 +88,7 @@ export function createSessionRoutes(s: SessionRoutesDeps): Hono<ApiEnv> {
   /** A live kernel the caller may use, by id; another principal's is the same 404. */
   function ownKernel(caller: Caller, kernelId: string): Workload {
     const w = s.kernelOf(kernelId);
-    if (caller.kind === "Principal" && w.owner !== caller.name) {
+    if (!mayUse(caller, w.owner ?? null)) {
       throw notFound(`no kernel ${JSON.stringify(kernelId)}`);
     }
     return w;
@@ -104,7 +100,7 @@ export function createSessionRoutes(s: SessionRoutesDeps): Hono<ApiEnv> {
     if (parsed.kind === "Invalid" || parsed.parts.length < 2) return null;
     const w = getWorkload(deps.store, parsed.parts[0] as string);
     if (w?.kind !== "SESSION" || isTerminal(w.phase)) return null;
-    return caller.kind === "Admin" || w.owner === caller.name ? w : null;
+    return mayUse(caller, w.owner ?? null) ? w : null;
   }
 
   async function kernelFor(

@@ -12,6 +12,7 @@ import type {
   ResourceTemplate,
 } from "@modelcontextprotocol/sdk/types.js";
 import { listWorkloads } from "../../../adapters/store-sqlite/index.ts";
+import { listScope } from "../../../core/principals.ts";
 import { ApiError, notFound } from "../problem.ts";
 import { readLog } from "./batch-tools.ts";
 import { asText, fileUri, INLINE_READ_MAX_BYTES, readWorkspaceFile } from "./file-tools.ts";
@@ -46,7 +47,7 @@ export const RESOURCE_TEMPLATES: readonly ResourceTemplate[] = [
 export function listResources(ctx: ToolContext): Resource[] {
   const page = listWorkloads(ctx.deps.store, {
     limit: LISTED_WORKLOADS,
-    ...(ctx.caller.kind === "Principal" ? { owner: ctx.caller.name } : {}),
+    ...listScope(ctx.caller),
   });
   return page.items.flatMap((w) =>
     (["stdout", "stderr"] as const).map((stream) => ({

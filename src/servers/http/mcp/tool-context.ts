@@ -7,7 +7,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { getWorkload } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
-import type { Caller } from "../../../core/principals.ts";
+import { type Caller, mayUse } from "../../../core/principals.ts";
 import type { ApiDeps } from "../deps.ts";
 import { notFound } from "../problem.ts";
 
@@ -25,10 +25,8 @@ export type ToolHandler = (ctx: ToolContext, args: never) => Promise<CallToolRes
 /** The workload, when this caller may see it; else the HTTP API's 404, word for word. */
 export function ownedWorkload(ctx: ToolContext, id: string): Workload {
   const workload = getWorkload(ctx.deps.store, id);
-  const visible =
-    workload !== null &&
-    (ctx.caller.kind === "Admin" || (workload.owner ?? null) === ctx.caller.name);
-  if (!visible) throw notFound(`no workload ${JSON.stringify(id)}`);
+  if (workload === null || !mayUse(ctx.caller, workload.owner ?? null))
+    throw notFound(`no workload ${JSON.stringify(id)}`);
   return workload;
 }
 

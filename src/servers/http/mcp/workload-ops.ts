@@ -10,9 +10,10 @@ import {
   requestStop,
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
+import { submitterFor } from "../submitter.ts";
 import { parseWith } from "../validation.ts";
 import { type WorkloadView, workloadView } from "../views.ts";
-import { refuseWhenSpoolLow, submitterFor } from "../workloads/routes.ts";
+import { refuseWhenSpoolLow } from "../workloads/routes.ts";
 import { SubmitBody } from "../workloads/schemas.ts";
 import { normalize, submitWorkload } from "../workloads/submit.ts";
 import type { ToolContext } from "./tool-context.ts";

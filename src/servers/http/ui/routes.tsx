@@ -22,7 +22,7 @@ import {
 } from "../../../adapters/store-sqlite/index.ts";
 import { PHASES, type Phase, WORKLOAD_KINDS, type WorkloadKind } from "../../../core/models.ts";
 import { batchRefusal, sessionIsolationVerdict } from "../../../core/ports.ts";
-import type { Caller } from "../../../core/principals.ts";
+import { type Caller, listScope } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
 import { placement } from "../profiles/routes.ts";
@@ -350,7 +350,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     const { ids } = listWorkloadIds(deps.store, {
       kind: "SESSION",
       limit: 200,
-      ...(caller.kind === "Principal" ? { owner: caller.name } : {}),
+      ...listScope(caller),
     });
     // One row that does not decode is named on the page; it no longer makes the page a 500.
     const read = readWorkloadDetailsByIds(deps.store, ids);

@@ -5,7 +5,6 @@
  */
 import { type Context, Hono } from "hono";
 import {
-  getPrincipal,
   getWorkload,
   listAllocations,
   listConditions,
@@ -14,12 +13,12 @@ import {
   requestStop,
   touchActivity,
 } from "../../../adapters/store-sqlite/index.ts";
-import type { Submitter } from "../../../core/admission.ts";
 import type { Workload } from "../../../core/models.ts";
-import type { Caller } from "../../../core/principals.ts";
+import { listScope } from "../../../core/principals.ts";
 import { placeStep, type StepPlacement } from "../../../core/steps.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
+import { submitterFor } from "../submitter.ts";
 import { parseWith, readBody, readJson } from "../validation.ts";
 import { eventView, type PhaseConfirmedAt, type WorkloadView, workloadView } from "../views.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
@@ -55,17 +54,6 @@ export function refuseWhenSpoolLow(deps: ApiDeps): void {
     detail: space.message ?? `the spool ${space.path} is below its low-water mark`,
     extensions: { freeBytes: space.freeBytes, lowWaterBytes: space.lowWaterBytes },
   });
-}
-
-/** The admin submits unowned and unlimited; a principal under its stored limits. */
-export function submitterFor(deps: ApiDeps, caller: Caller): Submitter {
-  if (caller.kind === "Admin") return { owner: null, limits: null };
-  const principal = getPrincipal(deps.store, caller.name);
-  // Removed while its token was in flight: held to nothing rather than to no limit.
-  return {
-    owner: caller.name,
-    limits: principal ?? { maxSessions: 0, maxBatch: 0, maxCpus: 0, maxGpus: 0 },
-  };
 }
 
 export function createWorkloadRoutes(deps: ApiDeps) {
@@ -157,7 +145,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     }
     const caller = c.get("caller");
     // A principal lists its own workloads only; asking for another's gives an empty page.
-    const owner = caller.kind === "Principal" ? caller.name : query.owner;
+    const owner = listScope(caller).owner ?? query.owner;
     if (caller.kind === "Principal" && query.owner !== undefined && query.owner !== owner) {
       return jsonText(c, `{"items":[],"nextCursor":null}`);
     }
