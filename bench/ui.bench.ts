@@ -82,6 +82,7 @@ async function measure(count: number, targetMs: number) {
     } as unknown as AllocationBackend;
     const app = createApp({
       store,
+      presence: { seen() {}, whileRunning: () => () => {} },
       admission: bindAdmissionStore(store),
       backend,
       reconciler: {

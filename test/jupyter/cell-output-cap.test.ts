@@ -64,7 +64,7 @@ describe("a cell's own output cap in its metadata", () => {
       jupyter: service as JupyterService,
       interrupt: async () => ({ kind: "Ok", interrupted: false }),
       shutdown: () => {},
-      touch: () => {},
+      presence: { seen() {}, whileRunning: () => () => {} },
       now: () => 0,
       log: silentLog,
     });

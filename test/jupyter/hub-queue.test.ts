@@ -66,7 +66,7 @@ function stuckHubs() {
     jupyter: kernel.service,
     interrupt: async () => ({ kind: "Ok", interrupted: false }),
     shutdown: () => {},
-    touch: () => {},
+    presence: { seen() {}, whileRunning: () => () => {} },
     now: () => 0,
     log: silentLog,
   });

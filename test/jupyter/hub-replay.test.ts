@@ -92,7 +92,7 @@ function setUp(limits?: Partial<ReplayLimits>) {
     jupyter: kernel.service,
     interrupt: async () => ({ kind: "Ok", interrupted: false }),
     shutdown: () => {},
-    touch: () => {},
+    presence: { seen() {}, whileRunning: () => () => {} },
     now: () => 0,
     log: silentLog,
     timers: timeline,

@@ -27,7 +27,7 @@ describe("one timer port", () => {
   });
 
   test.each([
-    ["a setTimeout in the core", "core/session/keep-active.ts", "setTimeout(() => {}, 5);"],
+    ["a setTimeout in the core", "core/session/presence.ts", "setTimeout(() => {}, 5);"],
     [
       "a setInterval in an adapter",
       "adapters/backend-slurm/orphan-sweeper.ts",

@@ -7,13 +7,15 @@ import { expect } from "bun:test";
 import { readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { openDatabase, type StoreDeps } from "../../src/adapters/store-sqlite/index.ts";
+import { bindActivityRecorder } from "../../src/adapters/store-sqlite/stores/activity-recorder.ts";
 import { bindAdmissionStore } from "../../src/adapters/store-sqlite/stores/admission-store.ts";
 import { storeBackup } from "../../src/apps/daemon/store-backup.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { mintSubmissionToken } from "../../src/core/models.ts";
 import type { AllocationBackend } from "../../src/core/ports.ts";
+import { createPresence } from "../../src/core/session/presence.ts";
 import type { SessionService } from "../../src/core/session/session-service.ts";
-import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
+import { type ManualClock, manualClock, manualTimeline } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { createApp } from "../../src/servers/http/app.ts";
 import type { Access, ApiDeps, SpoolSpace, TickFigures } from "../../src/servers/http/deps.ts";
@@ -121,6 +123,13 @@ export function harness(
   };
   const deps: ApiDeps = {
     store,
+    // Presence as the daemon records it; its renewal runs on a timeline no test moves here.
+    presence: createPresence({
+      activity: bindActivityRecorder(store),
+      log: memoryLog(),
+      timers: manualTimeline(),
+      renewMs: 10_000,
+    }),
     admission: bindAdmissionStore(store),
     backend: options.backend ?? fakeBackend(),
     reconciler: {

@@ -26,14 +26,15 @@ import {
   startWalCheckpointer,
 } from "../../adapters/store-sqlite/index.ts";
 import { checkDatabaseFilesystem } from "../../adapters/store-sqlite/network-fs.ts";
+import { bindActivityRecorder } from "../../adapters/store-sqlite/stores/activity-recorder.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { SiteIdentity } from "../../core/ports/site-identity.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
+import { activityRenewMs, createPresence } from "../../core/session/presence.ts";
 import { type Clock, every, systemClock, systemTimers, withDeadline } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
-import type { BrowserGuardSettings } from "../../servers/http/browser-guard.ts";
 import { createCallRateHistory } from "../../servers/http/ui/call-rate-history.ts";
 import { startListeners } from "./api-listeners.ts";
 import { fileAuditLog } from "./audit-log.ts";
@@ -174,9 +175,8 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
     return fail({ kind: "ConfigError", message: siteIdentity.error });
   }
   const beforeDrain: (() => void)[] = [];
-  const browser = withListenHosts(settings.browser, config.listen);
   const app = buildApp(
-    { config, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups, browser },
+    { config, settings, layout, store, database, metrics, maxUploadBytes, beforeDrain, cleanups },
     composed.core,
     siteIdentity,
   );
@@ -345,7 +345,7 @@ interface AppInputs {
   /** Filled by the API with what must close before the listeners drain. */
   readonly beforeDrain: (() => void)[];
   readonly cleanups: Cleanup[];
-  readonly browser: BrowserGuardSettings; // beyond loopback (browser-settings.ts)
+  readonly settings: DaemonSettings;
 }
 
 /** The Hono app every listener serves, with the cluster page's sampled call history. */
@@ -393,12 +393,20 @@ function buildApp(inputs: AppInputs, core: Composed, siteIdentity: SiteIdentity 
     stateDirSpace: watchStateDir(layout.root, config.stateLowWaterBytes ?? null),
     metrics,
     processFigures: createProcessFigures(),
+    presence: createPresence({
+      activity: bindActivityRecorder(store),
+      log,
+      timers: systemTimers,
+      // One renewal period for every door, from the sessions' default lease.
+      renewMs: activityRenewMs(inputs.settings.sessions.lease),
+    }),
     ...(sessions?.service ? { sessions: sessions.service } : {}),
     ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
     audit: fileAuditLog({ path: layout.auditLog }),
     accounts: core.accounts,
-    browserGuard: inputs.browser,
+    // Beyond loopback (browser-settings.ts): the names the daemon listens on.
+    browserGuard: withListenHosts(inputs.settings.browser, config.listen),
     ...(siteIdentity !== null ? { siteIdentity } : {}),
   });
 }

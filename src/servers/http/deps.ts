@@ -16,6 +16,7 @@ import type { SiteIdentity } from "../../core/ports/site-identity.ts";
 import type { AllocationBackend } from "../../core/ports.ts";
 import type { Caller, PrincipalLimits } from "../../core/principals.ts";
 import type { JupyterService } from "../../core/session/jupyter-service.ts";
+import type { Presence } from "../../core/session/presence.ts";
 import type { SessionService } from "../../core/session/session-service.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
@@ -133,6 +134,8 @@ export interface ApiDeps {
   readonly backup: StoreBackup;
   /** Where workspaces are and who owns them (`/v1/workloads/{id}/files`). */
   readonly files: WorkspaceFilesDeps;
+  /** When a user counts as present, for every door (core/session/presence.ts). */
+  readonly presence: Presence;
   /** Absent when sessions are not enabled: exec then answers 409. */
   readonly sessions?: SessionService;
   /** Absent when sessions are not enabled: the Jupyter routes answer 409. */

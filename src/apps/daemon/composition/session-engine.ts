@@ -33,7 +33,6 @@ import {
   createJupyterService,
   type JupyterService,
 } from "../../../core/session/jupyter-service.ts";
-import { activityRenewMs, keepActiveWhileRunning } from "../../../core/session/keep-active.ts";
 import { createSessionReadiness, type SessionReadiness } from "../../../core/session/readiness.ts";
 import {
   createGatewayExpectations,
@@ -297,18 +296,15 @@ function execServices(
   onWorkerLost: () => void,
 ): { readonly service: SessionService; readonly jupyter: JupyterService } {
   const { stores, log } = options;
-  const service = keepActiveWhileRunning(
-    createSessionService({
-      store: stores.sessions,
-      gateway,
-      log,
-      onWorkerLost,
-      ...(options.interruptGraceMs !== undefined && {
-        interruptGraceMs: options.interruptGraceMs,
-      }),
+  const service = createSessionService({
+    store: stores.sessions,
+    gateway,
+    log,
+    onWorkerLost,
+    ...(options.interruptGraceMs !== undefined && {
+      interruptGraceMs: options.interruptGraceMs,
     }),
-    { activity: stores.activity, log, renewMs: activityRenewMs(options.lease ?? DEFAULT_LEASE) },
-  );
+  });
   const jupyter = createJupyterService({ store: stores.sessions, gateway, log, onWorkerLost });
   return { service, jupyter };
 }

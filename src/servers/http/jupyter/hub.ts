@@ -16,8 +16,10 @@
  *
  * Over 400 lines because one kernel's websockets, execution state and shell order share one factory; the relay of messages is the next split.
  */
+
 import { randomUUID } from "node:crypto";
 import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";
+import type { Presence } from "../../../core/session/presence.ts";
 import type { InterruptOutcome } from "../../../core/session/session-service.ts";
 import { every, sleep, systemTimers, type Timers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
@@ -57,8 +59,8 @@ export interface KernelHubsDeps {
   readonly interrupt: (workloadId: string) => Promise<InterruptOutcome>;
   /** Ends the session (a `shutdown_request` without restart). */
   readonly shutdown: (workloadId: string) => void;
-  /** A user is present: the session's idle clock starts again. */
-  readonly touch: (workloadId: string) => void;
+  /** When a user is present (a request runs): the session's idle clock starts again. */
+  readonly presence: Presence;
   readonly now: () => number;
   readonly log: Log;
   /** How often a waiting request and a watched session look again (default 250 ms). */
@@ -163,9 +165,6 @@ function queueShell(
     });
   return true;
 }
-
-/** How often a running request renews the session's activity (its idle clock). */
-const RENEW_ACTIVITY_MS = 10_000;
 
 function rememberParent(h: Hub, header: Header): void {
   h.lastParent = header;
@@ -367,8 +366,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     }
     if (!(await untilReady(h, socket, request))) return;
     if (request.msgType === "execute_request") rememberParent(h, request.header);
-    deps.touch(h.id);
-    const renew = every(systemTimers, RENEW_ACTIVITY_MS, () => deps.touch(h.id));
+    const present = deps.presence.whileRunning(h.id);
     try {
       let idle = false;
       const outcome = await deps.jupyter.request(h.id, request.msgType, request.content, {
@@ -408,8 +406,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
       // waits for idle as much as for the reply. The next request starts a fresh one.
       if (!idle) status(h, "idle", request.header);
     } finally {
-      renew();
-      deps.touch(h.id);
+      present();
     }
   }
 

@@ -6,12 +6,7 @@
  * its own kernels, and another's answers 404.
  */
 import { Hono } from "hono";
-import {
-  getWorkload,
-  listWorkloads,
-  requestStop,
-  touchActivity,
-} from "../../../adapters/store-sqlite/index.ts";
+import { getWorkload, listWorkloads, requestStop } from "../../../adapters/store-sqlite/index.ts";
 import { envNameRefusal } from "../../../core/env-policy.ts";
 import {
   isTerminal,
@@ -111,7 +106,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
             requestStop(deps.store, id, "USER_CANCELLED", "shut down by a Jupyter client");
             deps.reconciler.wake();
           },
-          touch: (id) => touchActivity(deps.store, id),
+          presence: deps.presence,
           now: () => deps.clock.now(),
           log: deps.log,
         });

@@ -8,7 +8,6 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type * as v from "valibot";
-import { touchActivity } from "../../../adapters/store-sqlite/index.ts";
 import type { ExecOk, ExecOutput, MimeBundle } from "../../../core/session/session-service.ts";
 import { mustBeLiveSession, sessionFailure } from "../workloads/live-session.ts";
 import { ownedWorkload, type ToolContext } from "./tool-context.ts";
@@ -90,8 +89,9 @@ export async function runCodeTool(
 ): Promise<CallToolResult> {
   const { deps } = ctx;
   const { workload, sessions } = mustBeLiveSession(deps, ownedWorkload(ctx, args.session));
-  // An attempt to run code is a present user, whether or not the kernel is ready yet.
-  touchActivity(deps.store, workload.id);
+  // An attempt to run code is a present user, whether or not the kernel is ready yet, and
+  // stays one while the cell runs (core/session/presence.ts).
+  const present = deps.presence.whileRunning(workload.id);
   let step = 0;
   let started = false;
   const interrupt = () => {
@@ -134,7 +134,6 @@ export async function runCodeTool(
     return answer(outcome);
   } finally {
     ctx.signal.removeEventListener("abort", interrupt);
-    // Again after the run: a long computation must not leave the lease looking idle.
-    touchActivity(deps.store, workload.id);
+    present();
   }
 }

@@ -11,7 +11,6 @@ import {
   listEvents,
   releaseWorkload,
   requestStop,
-  touchActivity,
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
 import { listScope } from "../../../core/principals.ts";
@@ -235,12 +234,13 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     const placement = placeStep(deps.backend, workload, listAllocations(deps.store, workload.id));
     if (placement.kind === "Refused") throw stepProblem(placement.reason, placement.message);
     const { runner, target } = placement;
-    touchActivity(deps.store, workload.id);
-    const result = await runner.runTask(target, body.command, {
-      timeoutMs: (body.timeoutSeconds ?? LIMITS.taskTimeoutDefaultSeconds) * 1000,
-      subject: { profile: workload.profile, owner: workload.owner ?? null },
-    });
-    touchActivity(deps.store, workload.id);
+    const present = deps.presence.whileRunning(workload.id);
+    const result = await runner
+      .runTask(target, body.command, {
+        timeoutMs: (body.timeoutSeconds ?? LIMITS.taskTimeoutDefaultSeconds) * 1000,
+        subject: { profile: workload.profile, owner: workload.owner ?? null },
+      })
+      .finally(present);
     switch (result.kind) {
       case "Completed":
         return c.json({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr });

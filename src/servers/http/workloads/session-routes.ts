@@ -6,7 +6,6 @@
 import { randomUUID } from "node:crypto";
 import type { Context, Hono } from "hono";
 import type * as v from "valibot";
-import { touchActivity } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
 import { finalEvent, logOutput } from "../../../core/session/cell-events.ts";
 import { type CellLogEvent, createCellLog } from "../../../core/session/cell-log.ts";
@@ -54,8 +53,6 @@ export function registerSessionRoutes(
     const query = parseWith(ExecQuery, c.req.query());
     const { workload, sessions } = mustBeLiveSession(c);
     const body = await readBody(c, ExecBody);
-    // An attempt to run code is a present user, whether or not the kernel is ready yet.
-    touchActivity(deps.store, workload.id);
     const limit = {
       ...(body.timeoutSeconds === undefined ? {} : { timeoutSeconds: body.timeoutSeconds }),
       ...(body.maxOutputChars === undefined ? {} : { maxOutputChars: body.maxOutputChars }),
@@ -65,8 +62,6 @@ export function registerSessionRoutes(
     const { cell, running } = runLogged(workload, sessions, body.code, limit);
     const outcome = await running;
     if (outcome.kind !== "Ok") sessionFailure(workload, outcome);
-    // Again after the run: a long computation must not leave the lease looking idle.
-    touchActivity(deps.store, workload.id);
     const answer: ExecResponseBody = {
       status: outcome.status,
       output: outcome.output,
@@ -97,10 +92,8 @@ export function registerSessionRoutes(
     const { cell, running } = runLogged(workload, sessions, code, limit, started);
     const first = await Promise.race([startedPromise, running]);
     if (first !== "started" && first.kind !== "Ok") sessionFailure(workload, first);
-    void running.then(
-      () => touchActivity(deps.store, workload.id),
-      (error) =>
-        deps.log.error("streaming exec failed", { workloadId: workload.id, error: String(error) }),
+    running.catch((error) =>
+      deps.log.error("streaming exec failed", { workloadId: workload.id, error: String(error) }),
     );
     return cellEventStream(workload, cell, 0);
   }
@@ -118,6 +111,9 @@ export function registerSessionRoutes(
   ): { readonly cell: string; readonly running: Promise<ExecOutcome> } {
     const cell = randomUUID();
     cells.open(workload.id, cell);
+    // An attempt to run code is a present user, whether or not the kernel is ready yet, and
+    // stays one while the cell runs, even if its client went away (core/session/presence.ts).
+    const present = deps.presence.whileRunning(workload.id);
     const running = sessions.exec(workload.id, code, {
       ...limit,
       ...(onStart !== undefined && { onStart }),
@@ -126,6 +122,7 @@ export function registerSessionRoutes(
     });
     // Exactly one final event, whatever happened: a reader must always see an end.
     const end = (outcome: ExecOutcome | null) => {
+      present();
       const [event, data] = finalEvent(outcome);
       cells.append(cell, event, data, true);
     };
