@@ -60,7 +60,13 @@ describe.skipIf(testCluster === null)(
       tcp = `http://127.0.0.1:${port}`;
       d = await startDaemon({
         args: ["--backend", "slurm", "--cluster-config", config, "--listen", `127.0.0.1:${port}`],
-        env: { SLURM_CONF: cluster.slurmConf, PATH: cluster.path, HOME: scratch },
+        env: {
+          SLURM_CONF: cluster.slurmConf,
+          PATH: cluster.path,
+          HOME: scratch,
+          // A refused submission ends after one back-off (the breaker learning whose fault).
+          OPENAI4S_PROFILE_BREAKER_BACKOFF_SECONDS: "1",
+        },
         gateway: false,
         startTimeoutMs: 60_000,
       });
@@ -116,5 +122,52 @@ describe.skipIf(testCluster === null)(
       expect(principal?.degraded?.message).toContain("Invalid placement name specified");
       expect(principal?.degraded?.since).toBe(typo?.since ?? "");
     }, 90_000);
+
+    test("a principal's workload on it ends SUBMIT_REJECTED in the hidden form; the log keeps sbatch's words", async () => {
+      const adminToken = readFileSync(join(d.stateDir, "admin-token"), "utf8").trim();
+      const call = (token: string, method: string, path: string, body?: unknown) =>
+        fetch(`${tcp}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      expect((await call(adminToken, "POST", "/v1/principals", { name: "sci2" })).status).toBe(201);
+      const issued = await call(adminToken, "POST", "/v1/principals/sci2/tokens", {});
+      const token = ((await issued.json()) as { token: string }).token;
+      const created = await call(token, "POST", "/v1/workloads", {
+        kind: "BATCH",
+        profile: "typo",
+        command: ["/bin/true"],
+      });
+      expect(created.status).toBe(201);
+      const id = ((await created.json()) as { id: string }).id;
+      const ended = await eventually(
+        async () => {
+          const text = await (await call(token, "GET", `/v1/workloads/${id}`)).text();
+          const view = JSON.parse(text) as { phase: string; reason: string; message: string };
+          if (view.phase === "FAILED") return { text, view };
+          throw new Error(`not yet: ${text}`);
+        },
+        { what: "the refused workload FAILED", timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect(ended.view.reason).toBe("SUBMIT_REJECTED");
+      expect(ended.view.message).toContain("invalid placement specified: [hidden]");
+      expect(ended.text).not.toMatch(/partition/i);
+      expect(ended.text).not.toContain(MISSING);
+      const eventsRes = await call(token, "GET", `/v1/workloads/${id}/events`);
+      expect(eventsRes.status).toBe(200);
+      const events = await eventsRes.text();
+      expect(events).toContain("SUBMIT_REJECTED");
+      expect(events).not.toMatch(/partition/i);
+      expect(events).not.toContain(MISSING);
+      // The admin's: the daemon's log at its default level, in sbatch's own words.
+      const refused = d
+        .log()
+        .split("\n")
+        .filter((l) => l.includes("the scheduler refused a submission"));
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused[0]).toContain(`invalid partition specified: ${MISSING}`);
+      expect(refused[0]).toContain('"level":"warn"');
+    }, 60_000);
   },
 );
