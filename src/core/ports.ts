@@ -235,8 +235,15 @@ export interface ProfileCheck {
   readonly profile: string;
   readonly outcome: "POSSIBLE" | "IMPOSSIBLE" | "UNANSWERED";
   readonly detail: string;
+  /**
+   * The same with the cluster's partition, QoS and account names hidden: what a principal
+   * may read (scheduler text names the site's queues, which never leave the daemon).
+   */
+  readonly publicDetail: string;
   /** Epoch ms of the answer. */
   readonly checkedAt: number;
+  /** Epoch ms of the first of the answers in a row with this outcome. */
+  readonly since: number;
 }
 
 export type OrphanPolicy = "report" | "cancel";

@@ -112,6 +112,7 @@ describe("a degraded profile (its breaker open)", () => {
       },
     });
     const degraded = {
+      reason: "SUBMISSIONS_REFUSED",
       message: "Batch job submission failed: Requested partition configuration not available now",
       consecutiveRejections: 3,
       since: new Date(openedAtMs).toISOString(),

@@ -488,6 +488,35 @@ describe("list, show, cancel, profiles", () => {
     expect(io.out()).toContain("1024 MB");
   });
 
+  test("profiles names a degraded profile with the scheduler's words", async () => {
+    const said = "sbatch: error: Batch job submission failed: Invalid partition name specified";
+    const backend = fakeBackend({
+      diagnostics: async () => ({
+        backend: "fake",
+        healthy: true,
+        message: "fine",
+        calls: {},
+        profileChecks: [
+          {
+            profile: "default",
+            outcome: "IMPOSSIBLE",
+            detail: said,
+            publicDetail: "hidden form",
+            checkedAt: 0,
+            since: 0,
+          },
+        ],
+      }),
+    });
+    const h = make({ backend });
+    const io = captureIo();
+    expect(await createProfilesCommand(runtimeFor(h)).run([], io)).toBe(0);
+    expect(io.out()).toContain(
+      `default is degraded (SCHEDULER_REFUSES) since 1970-01-01T00:00:00.000Z: ${said}\n`,
+    );
+    expect(io.out()).not.toContain("interactive is degraded");
+  });
+
   test("profiles shows how far a workload may raise each default", async () => {
     const roomy = {
       name: "roomy",

@@ -7,6 +7,10 @@ import { expect, test } from "bun:test";
 import type { PlacementCatalog } from "../../src/adapters/backend-slurm/backend-options.ts";
 import { createProfileChecks } from "../../src/adapters/backend-slurm/profile-checks.ts";
 import type { SbatchTestAnswer } from "../../src/adapters/backend-slurm/profiles-preflight.ts";
+import {
+  hiddenNamesOf,
+  publicMessageRewriter,
+} from "../../src/adapters/backend-slurm/public-messages.ts";
 import { manualTimeline } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { BASE_PLACEMENT } from "../support/slurm-fixtures.ts";
@@ -20,6 +24,7 @@ const catalog: PlacementCatalog = {
       ? { ...BASE_PLACEMENT, partition: name === "typo" ? "gpuu" : "gpu" }
       : null,
 };
+const publicForm = publicMessageRewriter(hiddenNamesOf(catalog));
 
 const REFUSED: SbatchTestAnswer = {
   kind: "Exited",
@@ -54,6 +59,7 @@ test("a refused profile is logged once in the scheduler's words, its clearing on
     timers: timeline,
     log,
     intervalMs: 60_000,
+    publicForm,
   });
   expect(checks.report()).toEqual([]);
   checks.start();
@@ -66,11 +72,19 @@ test("a refused profile is logged once in the scheduler's words, its clearing on
   ]);
   expect(checks.report()[1]?.detail).toContain("Invalid partition name specified");
   expect(checks.report()[1]?.checkedAt).toBe(timeline.now());
+  // What a principal reads: no word of the site's partitions.
+  expect(checks.report()[1]?.publicDetail).toBe(
+    "sbatch: error: Batch job submission failed: Invalid placement name specified",
+  );
+  const firstRefusedAt = timeline.now();
 
   // Asked again after the interval: still refused, and not logged again.
   timeline.advance(60_000);
   await settle();
   expect(asked).toHaveLength(4);
+  // Refused since the first answer, not the last: "degraded since" in GET /v1/profiles.
+  expect(checks.report()[1]?.since).toBe(firstRefusedAt);
+  expect(checks.report()[1]?.checkedAt).toBe(timeline.now());
   const warnings = () =>
     log.lines
       .map((l) => JSON.parse(l) as Record<string, unknown>)
@@ -99,6 +113,7 @@ test("no answer from the scheduler is UNANSWERED, never IMPOSSIBLE, and logged a
     timers: timeline,
     log,
     intervalMs: 60_000,
+    publicForm,
   });
   checks.start();
   timeline.advance(0);

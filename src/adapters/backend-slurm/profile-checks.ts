@@ -5,7 +5,12 @@
  * without a word, and every submission to it, the admin's too, ended SUBMIT_REJECTED
  * "invalid placement specified: [hidden]" with nothing at the default log level. Now the
  * refusal is logged at warn in the scheduler's own words when it is first seen (and once
- * when it clears), and diagnostics show each profile's last answer to the admin.
+ * when it clears), and diagnostics show each profile's last answer to the admin;
+ * GET /v1/profiles shows a refused profile as degraded, in these words to the admin and with
+ * the site's names hidden to principals.
+ *
+ * The daemon reads cluster.toml once, at start (there is no reload): a changed file takes a
+ * restart, which checks every profile again before the first interval.
  */
 
 import type { ProfileCheck } from "../../core/ports.ts";
@@ -30,6 +35,8 @@ export interface ProfileChecksOptions {
   readonly log: Log;
   /** Between runs; a partition an admin creates later is seen within it. */
   readonly intervalMs: number;
+  /** The scheduler's words as a principal may read them (public-messages.ts). */
+  readonly publicForm: (detail: string) => string;
 }
 
 export function createProfileChecks(options: ProfileChecksOptions): ProfileChecks {
@@ -57,7 +64,16 @@ export function createProfileChecks(options: ProfileChecksOptions): ProfileCheck
     const at = options.clock.now();
     const next = new Map<string, ProfileCheck>();
     for (const v of verdicts) {
-      const check = { profile: v.profile, outcome: v.outcome, detail: v.detail, checkedAt: at };
+      const before = last.get(v.profile);
+      const check: ProfileCheck = {
+        profile: v.profile,
+        outcome: v.outcome,
+        detail: v.detail,
+        publicDetail: options.publicForm(v.detail),
+        checkedAt: at,
+        // Since when it has said so: "degraded since" in GET /v1/profiles.
+        since: before?.outcome === v.outcome ? before.since : at,
+      };
       note(check);
       next.set(v.profile, check);
     }

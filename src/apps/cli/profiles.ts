@@ -18,7 +18,8 @@ GPUS, MEMORY and TIME LIMIT are what a workload gets unless it asks; "(max N)" i
 the most it may ask for with submit --cpus, --gpus, --mem, --time-limit), and
 who its jobs run as (RUN AS "owner": your own unix account, so the files a job
 writes are yours and the cluster's accounting charges you; "allocation": a service
-identity of the workload's own).
+identity of the workload's own). A profile whose jobs the scheduler refuses (or
+keeps rejecting) is named after the table as degraded, with the reason.
 
 ${CLIENT_OPTIONS_HELP}`;
 
@@ -103,6 +104,14 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
         }
       }
       for (const line of notNow.values()) io.stdout(`${line}\n`);
+      // A degraded profile's submissions will fail: say so with the daemon's words (the
+      // scheduler's own to the admin). An older daemon may not say; null: not degraded.
+      for (const p of profiles) {
+        const degraded = p.degraded;
+        if (degraded === null || degraded === undefined) continue;
+        const why = degraded.reason ?? "SUBMISSIONS_REFUSED";
+        io.stdout(`${p.name} is degraded (${why}) since ${degraded.since}: ${degraded.message}\n`);
+      }
       return 0;
     },
   });

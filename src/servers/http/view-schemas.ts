@@ -171,10 +171,20 @@ const PlacementSchema = v.strictObject({
 });
 
 export const DegradedSchema = v.strictObject({
-  message: text("The backend's own words for its last refusal."),
+  reason: v.pipe(
+    v.picklist(["SCHEDULER_REFUSES", "SUBMISSIONS_REFUSED"]),
+    d(
+      "SCHEDULER_REFUSES: the scheduler's dry run of the profile (at start and every 10 minutes) refuses any job of it, e.g. a queue the cluster does not have; SUBMISSIONS_REFUSED: the backend refused its last submissions (its breaker is open).",
+    ),
+  ),
+  message: text(
+    "The scheduler's (or backend's) own words: as said to the admin; a principal reads them with the site's queue, policy and account names hidden.",
+  ),
   consecutiveRejections: integer("Submissions it refused in a row."),
   since: time("When the profile became degraded."),
-  retryAt: time("When one submission is tried again (a back-off that doubles with each refusal)."),
+  retryAt: nullableTime(
+    "When one submission is tried again (a back-off that doubles with each refusal); null while its breaker is closed.",
+  ),
 });
 
 const ProfileSchema = v.strictObject({
@@ -253,7 +263,7 @@ const ProfileSchema = v.strictObject({
   degraded: v.pipe(
     v.nullable(DegradedSchema),
     d(
-      "Set while the backend keeps refusing this profile: its workloads wait PENDING (PROFILE_DEGRADED) and one submission is tried again after a back-off; null when it is not degraded.",
+      "Set while the scheduler refuses this profile's dry run (its submissions will be rejected), or the backend keeps refusing it: then its workloads wait PENDING (PROFILE_DEGRADED) and one submission is tried again after a back-off; null when it is not degraded.",
     ),
   ),
 });

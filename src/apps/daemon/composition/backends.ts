@@ -33,6 +33,7 @@ import { createProfileChecks } from "../../../adapters/backend-slurm/profile-che
 import { createSbatchTestRun } from "../../../adapters/backend-slurm/profiles-preflight.ts";
 import {
   hiddenNamesOf,
+  publicMessageRewriter,
   withPublicMessages,
 } from "../../../adapters/backend-slurm/public-messages.ts";
 import { createSiteArrayLimit } from "../../../adapters/backend-slurm/site-array-limit.ts";
@@ -309,6 +310,8 @@ function slurmProfileChecks(
     timers: backgroundTimers,
     log: context.log,
     intervalMs: PROFILE_CHECK_INTERVAL_MS,
+    // What a principal reads of a refusal: the rewrite workload messages get.
+    publicForm: publicMessageRewriter(hiddenNamesOf(catalog)),
   });
 }
 

@@ -23,7 +23,7 @@ import { admit, stop, viewOf } from "./workload-ops.ts";
 const READY_POLL_MS = 500;
 
 export async function listProfilesTool(ctx: ToolContext): Promise<CallToolResult> {
-  return jsonResult(await listProfiles(ctx.deps));
+  return jsonResult(await listProfiles(ctx.deps, ctx.caller));
 }
 
 function readiness(view: WorkloadView): string {

@@ -4,6 +4,8 @@
  * and maxima, and whether each kind can be placed now.
  */
 import type { ProfileRunAs, ResourceProfile, WorkloadKind } from "../../../core/models.ts";
+import type { ProfileCheck } from "../../../core/ports.ts";
+import type { Caller } from "../../../core/principals.ts";
 import type { ProfileBreakerState } from "../../../core/reconciler/profile-breaker.ts";
 import { profileBounds } from "../../../core/resources.ts";
 import { iso } from "../views.ts";
@@ -78,14 +80,19 @@ export interface ListedProfileView extends ProfileView {
   readonly degraded: DegradedProfileView | null;
 }
 
-/** A profile whose breaker is open: the backend refused its last submissions. */
+/**
+ * A profile no job can be placed on as it stands: the scheduler's dry run refuses it
+ * (SCHEDULER_REFUSES), or its breaker is open, the backend having refused its last
+ * submissions (SUBMISSIONS_REFUSED).
+ */
 export interface DegradedProfileView {
-  /** The backend's own words for the last refusal. */
+  readonly reason: "SCHEDULER_REFUSES" | "SUBMISSIONS_REFUSED";
+  /** The scheduler's own words (the admin's); a principal's have the site's names hidden. */
   readonly message: string;
   readonly consecutiveRejections: number;
   readonly since: string;
-  /** When one submission is tried again. */
-  readonly retryAt: string;
+  /** When one submission is tried again; null while the breaker is closed. */
+  readonly retryAt: string | null;
 }
 
 /** The breaker of one profile as the reconciler keeps it (profile-breaker.ts). */
@@ -104,9 +111,32 @@ export function breakerStates(reconciler: {
 export function degradedView(state: BreakerState | undefined): DegradedProfileView | null {
   if (state === undefined || state.kind !== "Open") return null;
   return {
+    reason: "SUBMISSIONS_REFUSED",
     message: state.message,
     consecutiveRejections: state.consecutiveRejections,
     since: iso(state.openedAtMs),
     retryAt: iso(state.retryAtMs),
+  };
+}
+
+/**
+ * A profile as degraded for this caller. The scheduler's refusal of its dry run comes first:
+ * it says why every job of it will fail (a partition the cluster does not have), where the
+ * breaker only counts the failures. The admin reads the scheduler's own words; a principal
+ * the form workload messages have, the site's partition, QoS and account names hidden.
+ */
+export function profileDegradedView(
+  breaker: BreakerState | undefined,
+  check: ProfileCheck | undefined,
+  caller: Caller,
+): DegradedProfileView | null {
+  const open = degradedView(breaker);
+  if (check === undefined || check.outcome !== "IMPOSSIBLE") return open;
+  return {
+    reason: "SCHEDULER_REFUSES",
+    message: caller.kind === "Admin" ? check.detail : check.publicDetail,
+    consecutiveRejections: open?.consecutiveRejections ?? 0,
+    since: iso(check.since),
+    retryAt: open?.retryAt ?? null,
   };
 }

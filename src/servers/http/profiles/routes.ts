@@ -3,10 +3,17 @@ import type { ResourceProfile, WorkloadKind } from "../../../core/models.ts";
 import {
   batchRefusal,
   type IsolationVerdict,
+  type ProfileCheck,
   sessionIsolationVerdict,
 } from "../../../core/ports.ts";
+import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
-import { breakerStates, degradedView, type PlacementView, profileView } from "./profile-view.ts";
+import {
+  breakerStates,
+  type PlacementView,
+  profileDegradedView,
+  profileView,
+} from "./profile-view.ts";
 
 /**
  * Whether each kind a profile accepts can be placed now, and if not why: the same verdict
@@ -31,19 +38,30 @@ export function placement(
   return out;
 }
 
-/** The body of GET /v1/profiles (also the MCP tool list_profiles: one answer, two doors). */
-export async function listProfiles(deps: ApiDeps) {
+/** The scheduler's last dry run of each profile, by name; none from a backend that runs none. */
+export async function profileChecks(deps: ApiDeps): Promise<ReadonlyMap<string, ProfileCheck>> {
+  // The backend's own report: cheap (no scheduler call), and a failure only hides the checks.
+  const report = await deps.backend.diagnostics().catch(() => null);
+  return new Map((report?.profileChecks ?? []).map((c) => [c.profile, c]));
+}
+
+/**
+ * The body of GET /v1/profiles (also the MCP tool list_profiles: one answer, two doors),
+ * as the caller may read it: a principal never reads the scheduler's own words.
+ */
+export async function listProfiles(deps: ApiDeps, caller: Caller) {
   const all = deps.backend.profiles();
   const sessions = all.some((p) => p.kinds.includes("SESSION"))
     ? await sessionIsolationVerdict(deps.backend)
     : null;
   const batch = batchRefusal(deps.backend);
   const breakers = breakerStates(deps.reconciler);
+  const checks = await profileChecks(deps);
   return {
     profiles: all.map((p) => ({
       ...profileView(p),
       placement: placement(p, sessions, batch),
-      degraded: degradedView(breakers.get(p.name)),
+      degraded: profileDegradedView(breakers.get(p.name), checks.get(p.name), caller),
     })),
   };
 }
@@ -52,7 +70,7 @@ export function createProfileRoutes(deps: ApiDeps) {
   const app = new Hono<ApiEnv>();
 
   app.get("/v1/profiles", async function profiles(c) {
-    return c.json(await listProfiles(deps));
+    return c.json(await listProfiles(deps, c.get("caller")));
   });
 
   return app;

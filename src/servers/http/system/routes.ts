@@ -119,7 +119,9 @@ export function createSystemRoutes(
           ? {}
           : {
               profileChecks: backend.profileChecks.map((check) => ({
-                ...check,
+                profile: check.profile,
+                outcome: check.outcome,
+                detail: check.detail,
                 checkedAt: iso(check.checkedAt),
               })),
             }),

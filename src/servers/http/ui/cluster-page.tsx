@@ -9,7 +9,7 @@ import type { LiveProfileCount } from "../../../adapters/store-sqlite/index.ts";
 import type { ResourceProfile } from "../../../core/models.ts";
 import type { BackendDiagnostics, IsolationVerdict } from "../../../core/ports.ts";
 import type { TickFigures } from "../deps.ts";
-import type { PlacementView } from "../profiles/profile-view.ts";
+import type { DegradedProfileView, PlacementView } from "../profiles/profile-view.ts";
 import { CallRateChart } from "./call-rate-chart.tsx";
 import type { CallRatePoint } from "./call-rate-history.ts";
 import { ago, duration, utc } from "./format.ts";
@@ -38,6 +38,8 @@ export interface ClusterPageProps {
   readonly profiles: readonly {
     readonly profile: ResourceProfile;
     readonly placement: Readonly<Partial<Record<string, PlacementView>>>;
+    /** Why no job of it can be placed (the scheduler's words); null when it can. */
+    readonly degraded: DegradedProfileView | null;
   }[];
   readonly live: readonly LiveProfileCount[];
 }
@@ -203,7 +205,7 @@ export function ClusterPage(props: ClusterPageProps) {
           </tr>
         </thead>
         <tbody>
-          {props.profiles.map(({ profile, placement }) => (
+          {props.profiles.map(({ profile, placement, degraded }) => (
             <tr>
               <td>
                 <strong>{profile.name}</strong>
@@ -216,6 +218,11 @@ export function ClusterPage(props: ClusterPageProps) {
                     {kind}: {p?.placeable ? "placeable" : `refused (${p?.reason ?? "?"})`}
                   </div>
                 ))}
+                {degraded === null ? null : (
+                  <div class="bad">
+                    degraded ({degraded.reason}) since {degraded.since}: {degraded.message}
+                  </div>
+                )}
               </td>
               <td>
                 <a href={`/ui/workloads?profile=${encodeURIComponent(profile.name)}`}>

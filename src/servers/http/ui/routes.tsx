@@ -25,6 +25,7 @@ import { batchRefusal, sessionIsolationVerdict } from "../../../core/ports.ts";
 import { type Caller, listScope } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
+import { breakerStates, profileDegradedView } from "../profiles/profile-view.ts";
 import { placement } from "../profiles/routes.ts";
 import { readBackendHealth } from "../system/backend-health.ts";
 import { createLogRoutes } from "../workloads/logs.ts";
@@ -392,6 +393,7 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
     const sinceMs = health.sinceMs;
     const isolationSinceMs = verdict.sinceMs;
     const history = deps.schedulerCallHistory;
+    const breakers = breakerStates(deps.reconciler);
     return page(c, (nonce) => (
       <ClusterPage
         nonce={nonce}
@@ -412,6 +414,12 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         profiles={all.map((p) => ({
           profile: p,
           placement: placement(p, isolation, batchRefusal(deps.backend)),
+          // The scheduler's refusal in its own words: this page is the admin's only.
+          degraded: profileDegradedView(
+            breakers.get(p.name),
+            backend.profileChecks?.find((check) => check.profile === p.name),
+            admitted.caller,
+          ),
         }))}
         live={countLiveWorkloadsByProfile(deps.store)}
       />
