@@ -168,6 +168,53 @@ describe("the kernel hub's client sessions", () => {
     hubs.closeAll("test over");
   });
 
+  // Notebook 6 and jupyter_server 1.x in gateway mode open their websocket here without the
+  // browser's session_id; the browser's messages name it in their header.
+  const byHeader = (session: string) => `caller\u0000${session}`;
+  const KERNEL_INFO = JSON.stringify({
+    channel: "shell",
+    header: { msg_id: "info-2", msg_type: "kernel_info_request", session: "client-a" },
+    content: {},
+  });
+
+  test("a websocket naming no session takes the one its messages' header names, and gets its replay", async () => {
+    const { kernel, hubs } = setUp();
+    const first = fakeSocket();
+    const a = hubs.connect("w-1", first.socket, null, byHeader);
+    a.onMessage(EXECUTE);
+    await eventually(() => kernel.running());
+    a.onClose();
+    kernel.print("during the blip\n");
+    kernel.finish();
+    await Bun.sleep(0);
+    const again = fakeSocket();
+    const b = hubs.connect("w-1", again.socket, null, byHeader);
+    expect(again.sent).toEqual([]);
+    b.onMessage(KERNEL_INFO);
+    expect(stdoutOf(again.sent)).toBe("during the blip\n");
+    expect(again.sent.slice(0, 3).map((m) => m.msg_type)).toEqual([
+      "stream",
+      "status",
+      "execute_reply",
+    ]);
+    expect(again.sent[2]?.parent).toBe("cell-1");
+    hubs.closeAll("test over");
+  });
+
+  test("a header's session never takes over a session whose websocket is open", async () => {
+    const { kernel, hubs } = setUp();
+    const named = fakeSocket();
+    hubs.connect("w-1", named.socket, byHeader("client-a"));
+    const other = fakeSocket();
+    const b = hubs.connect("w-1", other.socket, null, byHeader);
+    b.onMessage(EXECUTE);
+    await eventually(() => kernel.running());
+    expect(named.closed).toEqual([]);
+    expect(hubs.activity("w-1").connections).toBe(2);
+    kernel.finish();
+    hubs.closeAll("test over");
+  });
+
   test("a new websocket of an attached session replaces the old one", () => {
     const { hubs } = setUp();
     const first = fakeSocket();

@@ -9,7 +9,9 @@
  * detached session holds at most `maxBytes` (past it the oldest output is dropped and the
  * replay says how much; replies and input prompts are kept, a client waits on them), for at
  * most `keepMs`, and a kernel keeps at most `maxDetached` detached sessions (the oldest goes).
- * A websocket that names no session cannot be recognised again and keeps nothing.
+ * A websocket that names no session cannot be recognised again and keeps nothing, until
+ * the session is learnt from what it sends (`adopt`): notebook 6's and jupyter_server 1.x's
+ * gateway clients drop the browser's `session_id`, while its messages still carry it.
  */
 import type { Timers } from "../../../lib/clock.ts";
 
@@ -80,6 +82,17 @@ export interface ClientSessions {
    * sent before this returns; its previous websocket, if still open, is closed (replaced).
    */
   attach(key: string | null, socket: KernelSocket): { client: Client; replayed: Replayed };
+  /**
+   * The anonymous `client` on `socket` turns out to be session `key` (named in its messages'
+   * headers): the session's state, with what it missed sent to `socket` first, or null (it
+   * stays anonymous) when that session has a websocket open already: a header is no reason
+   * to close a live websocket.
+   */
+  adopt(
+    client: Client,
+    socket: KernelSocket,
+    key: string,
+  ): { client: Client; replayed: Replayed } | null;
   /** The websocket closed: its session keeps what follows, or is forgotten (no key). */
   detach(client: Client, socket: KernelSocket): void;
   /** To every session, attached or not (iopub). */
@@ -159,28 +172,43 @@ export function createClientSessions(
       .sort((a, b) => a.detachedSeq - b.detachedSeq);
   }
 
+  function attach(
+    key: string | null,
+    socket: KernelSocket,
+  ): { client: Client; replayed: Replayed } {
+    const known = key === null ? undefined : byKey.get(key);
+    const c = known ?? create(key);
+    if (key === null) anonymous.add(c);
+    else byKey.set(key, c);
+    const replaced = c.socket;
+    c.socket = null;
+    // The same client came back before its old websocket's close was seen (a blip):
+    // the old one is dead to the client, and closing it keeps one websocket per session.
+    replaced?.close(1000, "replaced by a new websocket of this session");
+    c.expiry?.();
+    c.expiry = null;
+    for (const e of c.entries) if (e !== null) socket.send(e.text);
+    const replayed = { dropped: c.dropped, droppedBytes: c.droppedBytes, known: !!known };
+    c.entries = [];
+    c.cursor = 0;
+    c.bytes = 0;
+    c.dropped = 0;
+    c.droppedBytes = 0;
+    c.socket = socket;
+    return { client: c, replayed };
+  }
+
   return {
-    attach(key, socket) {
-      const known = key === null ? undefined : byKey.get(key);
-      const c = known ?? create(key);
-      if (key === null) anonymous.add(c);
-      else byKey.set(key, c);
-      const replaced = c.socket;
+    attach,
+    adopt(client, socket, key) {
+      const c = client as ClientState;
+      if (c.key !== null || c.socket !== socket) return null;
+      const known = byKey.get(key);
+      if (known !== undefined && known.socket !== null) return null;
+      // Moved, not forgotten (forget() would tell the kernel it has no client left).
+      anonymous.delete(c);
       c.socket = null;
-      // The same client came back before its old websocket's close was seen (a blip):
-      // the old one is dead to the client, and closing it keeps one websocket per session.
-      replaced?.close(1000, "replaced by a new websocket of this session");
-      c.expiry?.();
-      c.expiry = null;
-      for (const e of c.entries) if (e !== null) socket.send(e.text);
-      const replayed = { dropped: c.dropped, droppedBytes: c.droppedBytes, known: !!known };
-      c.entries = [];
-      c.cursor = 0;
-      c.bytes = 0;
-      c.dropped = 0;
-      c.droppedBytes = 0;
-      c.socket = socket;
-      return { client: c, replayed };
+      return attach(key, socket);
     },
     detach(client, socket) {
       const c = client as ClientState;

@@ -73,12 +73,15 @@ export interface KernelHubsDeps {
 export interface KernelHubs {
   /**
    * A new websocket of `workloadId`'s kernel, of client session `sessionKey` (null: none
-   * named, nothing kept for it): feed it the socket's frames and its close.
+   * named, nothing kept for it): feed it the socket's frames and its close. With
+   * `sessionKeyOf`, a websocket that named none takes the session its first message's
+   * header names (the key `sessionKeyOf` makes of it; null: none).
    */
   connect(
     workloadId: string,
     socket: KernelSocket,
     sessionKey?: string | null,
+    sessionKeyOf?: (headerSession: string) => string | null,
   ): { onMessage(text: string): void; onClose(): void };
   activity(workloadId: string): KernelActivity;
   restart(workloadId: string): Promise<RestartOutcome>;
@@ -190,6 +193,13 @@ function greet(h: Hub, socket: KernelSocket, replayed: Replayed, maxBytes: numbe
   // restart() as the kernel's own news and cancels its kernel_info_request.
   if (h.executionState !== "busy") return;
   socket.send(kernelMessage("iopub", "status", { execution_state: "busy" }, {}, h.kernelSession));
+}
+
+/** The client session a message's header names (jupyter_client's Session id), if any. */
+function headerSession(text: string): string | null {
+  const m = parseClientMessage(text);
+  const session = typeof m === "string" ? undefined : m.header["session"];
+  return typeof session === "string" && session !== "" ? session : null;
 }
 
 /** One share of the shell queue per client session: reconnecting does not buy another. */
@@ -554,15 +564,33 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   }
 
   return {
-    connect(workloadId, socket, sessionKey = null) {
+    connect(workloadId, socket, sessionKey = null, sessionKeyOf) {
       const h = hubOf(workloadId);
       if (deps.jupyter.standing(workloadId).kind !== "Ready") h.executionState = "starting";
-      const { client, replayed } = h.clients.attach(sessionKey, socket);
+      let { client, replayed } = h.clients.attach(sessionKey, socket);
       greet(h, socket, replayed, replay.maxBytes);
       watch(h);
-      const share = shareOf(queues, client);
+      let share = shareOf(queues, client);
+      // Classic Notebook 6 and jupyter_server 1.x in gateway mode drop the browser's
+      // session_id from the websocket they open here, but forward its messages, whose
+      // header names that session: without learning it, a reconnect mid-cell lost the
+      // cell's output and execute_reply (the notebook showed [*] forever).
+      let learning = sessionKey === null && sessionKeyOf !== undefined;
       return {
-        onMessage: (text) => onMessage(h, client, text, share),
+        onMessage: (text) => {
+          if (learning) {
+            learning = false;
+            const session = headerSession(text);
+            const key = session === null ? null : (sessionKeyOf?.(session) ?? null);
+            const adopted = key === null ? null : h.clients.adopt(client, socket, key);
+            if (adopted !== null) {
+              ({ client, replayed } = adopted);
+              greet(h, socket, replayed, replay.maxBytes);
+              share = shareOf(queues, client);
+            }
+          }
+          onMessage(h, client, text, share);
+        },
         onClose: () => h.clients.detach(client, socket),
       };
     },

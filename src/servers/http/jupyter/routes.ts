@@ -272,15 +272,16 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
       });
     }
     let connection: ReturnType<KernelHubs["connect"]> | null = null;
-    // The client's session (JupyterLab's clientId, jupyter_server's gateway session): what
+    // The client's session (JupyterLab's clientId; where a gateway-mode server drops it, as
+    // notebook 6 and jupyter_server 1.x do, the session its messages' headers name): what
     // the kernel says to it while this websocket is gone is kept for its next one. Scoped
     // to the caller, so a session id seen elsewhere opens nobody else's replay.
-    const sessionId = c.req.query("session_id");
     const caller = c.get("caller");
-    const sessionKey =
+    const sessionKeyOf = (sessionId: string | undefined): string | null =>
       sessionId === undefined || sessionId === "" || sessionId.length > 200
         ? null
         : `${caller.kind === "Principal" ? caller.name : ""}\u0000${sessionId}`;
+    const sessionKey = sessionKeyOf(c.req.query("session_id"));
     // Bun selects the first protocol a client offers; JupyterLab offers only v1.
     const offered = c.req.header("sec-websocket-protocol")?.split(",")[0]?.trim() ?? "";
     const v1 = offered === V1_PROTOCOL;
@@ -293,6 +294,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
             close: (code, reason) => ws.close(code, reason),
           },
           sessionKey,
+          sessionKeyOf,
         );
       },
       message(_ws, message) {
