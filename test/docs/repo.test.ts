@@ -6,6 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { parseServeArgs } from "../../src/apps/daemon/serve-flags.ts";
 import { REPO_ROOT, trackedFiles } from "../support/tracked-files.ts";
 
 const ROOT = REPO_ROOT;
@@ -70,13 +71,16 @@ describe("docs/operations.md: an admin's first hour has no trap", () => {
     expect(example).toContain('"Who the daemon runs as"');
   });
 
-  test("the unit offers the TCP listener the docs describe, on loopback", () => {
-    const listen =
-      /^#ExecStart=\/usr\/local\/bin\/openai4s serve .* --listen (127\.0\.0\.1:[0-9]+)$/m.exec(
-        unit,
-      );
-    expect(listen?.[1]).toBeDefined();
-    expect(ops).toContain(`--listen\n${listen?.[1]}\``);
+  test("the unit offers the TCP listener, with TLS, in flags serve really takes", () => {
+    const line = /^#(ExecStart=\/usr\/local\/bin\/openai4s serve .*--listen .*)$/m.exec(unit)?.[1];
+    expect(line).toBeDefined();
+    const args = (line ?? "").split(" ").slice(2);
+    const parsed = parseServeArgs(args, { OPENAI4S_STATE_DIR: "/var/lib/openai4s" }, "/", "/", 941);
+    expect(parsed).toMatchObject({
+      listen: [{ kind: "unix" }, { kind: "tcp", port: 8470 }],
+      listenTls: { certPath: "/etc/openai4s/api-cert.pem", keyPath: "/etc/openai4s/api-key.pem" },
+    });
+    expect(ops).toContain("`--tls-cert FILE --tls-key FILE`");
   });
 
   test("the unit stops the daemon only, as the docs promise local jobs keep running", () => {
