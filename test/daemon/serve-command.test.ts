@@ -21,6 +21,7 @@ describe("serve flags", () => {
       spoolLowWaterBytes: null,
       stateLowWaterBytes: null,
       listen: [{ kind: "unix", path: "/s/api.sock" }],
+      listenTls: null,
       backend: "local",
       clusterConfigPath: null,
       logLevel: "info",
@@ -211,6 +212,19 @@ describe("serve flags", () => {
         { kind: "tcp", host: "0.0.0.0", port: 8080 },
       ],
     });
+  });
+
+  test("--tls-cert and --tls-key: both, relative to the working dir, and only with a TCP --listen", () => {
+    expect(
+      parse(["--listen", "127.0.0.1:8470", "--tls-cert", "c.pem", "--tls-key", "/k.pem"]),
+    ).toMatchObject({ listenTls: { certPath: "/srv/o4s/c.pem", keyPath: "/k.pem" } });
+    expect(() => parse(["--listen", "127.0.0.1:8470", "--tls-cert", "c.pem"])).toThrow(
+      /--tls-cert and --tls-key go together/,
+    );
+    // A pair with no TCP listener would leave the admin thinking tokens travel encrypted.
+    expect(() => parse(["--tls-cert", "c.pem", "--tls-key", "k.pem"])).toThrow(
+      /for a TCP --listen HOST:PORT; none is given/,
+    );
   });
 
   test("the state dir's socket named with --listen is served once", () => {

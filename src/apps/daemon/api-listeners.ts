@@ -1,19 +1,23 @@
 /**
  * The API's listeners, one per `--listen`: a unix socket (0600, no idle timeout) or TCP
- * with the admin token. Each listener says how it authenticates; shutdown closes the
+ * with the admin token, over TLS when the admin gave a certificate and key. Each listener says how it authenticates; shutdown closes the
  * websockets, stops accepting everywhere at once and gives requests in flight a grace period.
  */
+import { readFileSync } from "node:fs";
 import type { Server } from "bun";
 import { withDeadline } from "../../lib/clock.ts";
+import { checkPrivateFile } from "../../lib/durable-fs.ts";
 import type { Access, ApiBindings } from "../../servers/http/deps.ts";
 import { bunWebSocket, type SocketHandlers } from "../../servers/http/jupyter/socket.ts";
 import { declaresBody } from "../../servers/http/validation.ts";
 import type { Cleanup, StartFailure } from "./daemon.ts";
-import { formatListenAddress, type ListenAddress } from "./listen.ts";
+import { formatListenAddress, type ListenAddress, type ListenTlsPaths } from "./listen.ts";
 import { removeSocket, withPrivateSocket, withUsersSocket } from "./unix-socket.ts";
 
 export interface ListenerOptions {
   readonly listen: readonly ListenAddress[];
+  /** TLS for the TCP listeners; null: plain HTTP. */
+  readonly tls: ListenTlsPaths | null;
   readonly adminToken: string;
   /** The API (the Hono app's fetch), answering with the listener's bindings. */
   readonly app: { fetch(request: Request, bindings: ApiBindings): Response | Promise<Response> };
@@ -32,6 +36,8 @@ export type Listening =
 
 /** Step 7 of the start; each listener's stop and socket removal go onto `cleanups`. */
 export function startListeners(options: ListenerOptions, cleanups: Cleanup[]): Listening {
+  const tls = options.tls === null ? null : loadListenTls(options.tls);
+  if (tls !== null && "message" in tls) return { kind: "Failed", message: tls.message };
   const servers: Server<unknown>[] = [];
   const listening: string[] = [];
   cleanups.push(async () => {
@@ -47,7 +53,7 @@ export function startListeners(options: ListenerOptions, cleanups: Cleanup[]): L
     options.usersSocket === null ? [] : [{ kind: "unix", path: options.usersSocket }];
   for (const address of [...options.listen, ...users]) {
     try {
-      const server = listenOn(address, options, maxRequestBodySize);
+      const server = listenOn(address, options, maxRequestBodySize, tls);
       servers.push(server);
       if (address.kind === "unix") {
         cleanups.push(() => removeSocket(address.path));
@@ -70,6 +76,7 @@ function listenOn(
   address: ListenAddress,
   options: ListenerOptions,
   maxRequestBodySize: number,
+  tls: PemPair | null,
 ): Server<SocketHandlers> {
   // Set once the listener exists: the audit log names a TCP request's client address, and
   // Jupyter's channels upgrade on the listener they arrived on.
@@ -116,8 +123,33 @@ function listenOn(
     fetch,
     maxRequestBodySize,
     websocket: bunWebSocket,
+    ...(tls !== null ? { tls: { cert: tls.cert, key: tls.key } } : {}),
   });
   return server;
+}
+
+interface PemPair {
+  readonly cert: string;
+  readonly key: string;
+}
+
+/**
+ * The admin's pair, read once at start. The key must be a private file (0600): a key any
+ * local user can read lets them impersonate the daemon to every client. A certificate that
+ * does not match its key makes Bun.serve throw, named as the listener's failure.
+ */
+function loadListenTls(paths: ListenTlsPaths): PemPair | { readonly message: string } {
+  const check = checkPrivateFile(paths.keyPath);
+  if (check.kind !== "Private") {
+    return {
+      message: `--tls-key ${paths.keyPath} is not a private file (${check.kind}; expected mode 600)`,
+    };
+  }
+  try {
+    return { cert: readFileSync(paths.certPath, "utf8"), key: readFileSync(paths.keyPath, "utf8") };
+  } catch (error) {
+    return { message: `cannot read the TLS certificate or key: ${String(error)}` };
+  }
 }
 
 function accessFor(address: ListenAddress, options: ListenerOptions): Access {

@@ -42,7 +42,7 @@ import { withListenHosts } from "./browser-settings.ts";
 import { composeCore } from "./composition/index.ts";
 import { composeSiteIdentity } from "./composition/site-identity.ts";
 import { type DaemonSettings, parseDaemonSettings, settingErrorsMessage } from "./config.ts";
-import type { ListenAddress } from "./listen.ts";
+import type { ListenAddress, ListenTlsPaths } from "./listen.ts";
 import type { SiteIdentityOptions } from "./site-identity-flags.ts";
 import { watchSpool, watchStateDir } from "./spool-watch.ts";
 import { prepareState } from "./start-state.ts";
@@ -64,6 +64,8 @@ export interface DaemonConfig {
   readonly uid?: number;
   /** Already validated (loopback or --allow-remote) by the caller. */
   readonly listen: readonly ListenAddress[];
+  /** TLS on the TCP listeners (`--tls-cert`, `--tls-key`); null or absent: plain HTTP. */
+  readonly listenTls?: ListenTlsPaths | null;
   readonly backend: string;
   readonly clusterConfigPath: string | null;
   readonly version: string;
@@ -183,6 +185,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const listeners = startListeners(
     {
       listen: config.listen,
+      tls: config.listenTls ?? null,
       adminToken,
       app,
       beforeDrain,

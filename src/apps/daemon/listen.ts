@@ -50,3 +50,9 @@ export function formatListenAddress(address: ListenAddress): string {
     ? `[${address.host}]:${address.port}`
     : `${address.host}:${address.port}`;
 }
+
+/** The admin's certificate (chain) and private key files for the TCP listeners. */
+export interface ListenTlsPaths {
+  readonly certPath: string;
+  readonly keyPath: string;
+}

@@ -72,6 +72,7 @@ export const serveCommand: Command = {
       spoolLowWaterBytes: options.spoolLowWaterBytes,
       stateLowWaterBytes: options.stateLowWaterBytes,
       listen: options.listen,
+      listenTls: options.listenTls,
       backend: options.backend,
       clusterConfigPath: options.clusterConfigPath,
       pacing: options.pacing,

@@ -19,7 +19,12 @@ import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import type { LogLevel } from "../../lib/log.ts";
 import { BACKENDS, DEFAULT_BACKEND } from "./composition/index.ts";
-import { isLoopback, type ListenAddress, parseListenAddress } from "./listen.ts";
+import {
+  isLoopback,
+  type ListenAddress,
+  type ListenTlsPaths,
+  parseListenAddress,
+} from "./listen.ts";
 import {
   parseSiteIdentity,
   SITE_IDENTITY_FLAGS,
@@ -42,6 +47,8 @@ export interface ServeOptions {
   /** `--state-low-water`; null: the default (5 % of the state dir's filesystem, at most 256 MiB). */
   readonly stateLowWaterBytes: number | null;
   readonly listen: readonly ListenAddress[];
+  /** `--tls-cert` and `--tls-key`: TLS on every TCP `--listen`; null: plain HTTP. */
+  readonly listenTls: ListenTlsPaths | null;
   readonly backend: string;
   readonly clusterConfigPath: string | null;
   readonly logLevel: LogLevel;
@@ -56,6 +63,28 @@ export interface ServeOptions {
   readonly maxUploadBytes?: number;
   /** Sign-in through the site: OIDC, MUNGE, the users' socket (`--oidc-*`, `--munge*`). */
   readonly siteIdentity: SiteIdentityOptions;
+}
+
+/**
+ * `--tls-cert` and `--tls-key` go together, and only with a TCP `--listen`: a pair given
+ * without one would leave the admin believing tokens travel encrypted.
+ */
+function parseListenTls(
+  cert: string | undefined,
+  key: string | undefined,
+  listen: readonly ListenAddress[],
+  cwd: string,
+): ListenTlsPaths | null {
+  if (cert === undefined && key === undefined) return null;
+  if (cert === undefined || key === undefined || cert === "" || key === "") {
+    throw new UsageError("serve: --tls-cert and --tls-key go together: give both files or neither");
+  }
+  if (!listen.some((a) => a.kind === "tcp")) {
+    throw new UsageError(
+      "serve: --tls-cert and --tls-key are for a TCP --listen HOST:PORT; none is given",
+    );
+  }
+  return { certPath: resolve(cwd, cert), keyPath: resolve(cwd, key) };
 }
 
 /** The reconciler's polling ceiling, back-off and command bound; unset fields: defaults. */
@@ -126,6 +155,7 @@ export function parseServeArgs(
     }
     listen.push(address);
   }
+  const listenTls = parseListenTls(v["tls-cert"], v["tls-key"], listen, cwd);
   // The state dir's socket is where the CLI and `backup` find the daemon: --listen adds to
   // it, never replaces it (a TCP listener must not make the local tools say "no daemon").
   const defaultSocket = resolve(stateDir, "api.sock");
@@ -155,6 +185,7 @@ export function parseServeArgs(
         ? null
         : parseLowWater(v["state-low-water"], "state-low-water"),
     listen,
+    listenTls,
     backend,
     clusterConfigPath: clusterConfig === undefined ? null : resolve(cwd, clusterConfig),
     logLevel,
@@ -223,6 +254,8 @@ function parse(args: readonly string[]) {
     "state-low-water": { type: "string" },
     listen: { type: "string", multiple: true },
     "allow-remote": { type: "boolean" },
+    "tls-cert": { type: "string" },
+    "tls-key": { type: "string" },
     backend: { type: "string" },
     "cluster-config": { type: "string" },
     "log-level": { type: "string" },

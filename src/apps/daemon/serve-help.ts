@@ -55,6 +55,10 @@ Options:
   --max-upload-size SIZE  The largest file \`PUT /v1/workloads/ID/files/PATH\` (and
                           \`openai4s cp\`) accepts, e.g. 500M or 64G (default 16G).
   --allow-remote          Allow a --listen address that is not loopback.
+  --tls-cert FILE         TLS on every TCP --listen: the certificate (PEM, the chain
+                          after it) ...
+  --tls-key FILE          ... and its private key (PEM, mode 600). Both or neither;
+                          without them a TCP listener speaks plain HTTP, tokens in clear.
 `;
 
 const TAIL = `  --cluster-config FILE   The cluster.toml a cluster backend reads its profiles from.
