@@ -83,6 +83,12 @@ interface WrkFigures {
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly non2xx: number;
+  /**
+   * The daemon's CPU per answered request (this process: the daemon runs in it, and the
+   * bench itself only waits on wrk). Steadier than throughput on a shared machine: another
+   * program's load takes the daemon's turns, not more of its CPU per request.
+   */
+  readonly cpuMicrosPerRequest: number;
 }
 
 function parseMs(text: string): number {
@@ -93,6 +99,7 @@ function parseMs(text: string): number {
 }
 
 async function wrk(url: string, token: string, seconds: number): Promise<WrkFigures> {
+  const cpuBefore = process.cpuUsage();
   const child = Bun.spawn(
     [
       "wrk",
@@ -108,11 +115,19 @@ async function wrk(url: string, token: string, seconds: number): Promise<WrkFigu
   );
   const out = await new Response(child.stdout).text();
   if ((await child.exited) !== 0) throw new Error(`wrk failed: ${out}`);
+  const cpu = process.cpuUsage(cpuBefore);
+  const requests = Number(/(\d+) requests in/.exec(out)?.[1] ?? Number.NaN);
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? Number.NaN);
   const p50 = parseMs(/\s50%\s+(\S+)/.exec(out)?.[1] ?? "");
   const p99 = parseMs(/\s99%\s+(\S+)/.exec(out)?.[1] ?? "");
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
-  return { requestsPerSecond: rps, p50Ms: p50, p99Ms: p99, non2xx };
+  return {
+    requestsPerSecond: rps,
+    p50Ms: p50,
+    p99Ms: p99,
+    non2xx,
+    cpuMicrosPerRequest: (cpu.user + cpu.system) / requests,
+  };
 }
 
 if (import.meta.main) {
@@ -239,6 +254,10 @@ if (import.meta.main) {
           0.9,
           "the admin's list",
         ),
+      },
+      {
+        metric: "the daemon's CPU per request, median round: healthz / list / own list / show",
+        value: `${[(x: (typeof rounds)[number]) => x.health, (x: (typeof rounds)[number]) => x.list, (x: (typeof rounds)[number]) => x.own, (x: (typeof rounds)[number]) => x.show].map((pick) => median(rounds.map((x) => pick(x).cpuMicrosPerRequest)).toFixed(0)).join(" / ")} µs`,
       },
       {
         metric: "GET /healthz, same daemon (each round)",
