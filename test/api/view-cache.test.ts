@@ -249,6 +249,32 @@ describe("workload view cache", () => {
     expect(JSON.parse(after ?? "null").message).toBe("changed");
   });
 
+  test("a page served again after a change anywhere is read again, not from its held ids", () => {
+    const { deps, other } = twoConnections();
+    const cache = createWorkloadViewCache(deps);
+    for (const id of ["w1", "w2"]) {
+      createWorkload(deps, {
+        id,
+        kind: "BATCH",
+        name: id,
+        profile: "default",
+        spec: { command: ["true"] },
+        maxAttempts: 1,
+        idempotencyKey: null,
+        requestHash: null,
+      });
+    }
+    other.db.$client.query("UPDATE workloads SET phase = 'RUNNING' WHERE id = 'w1'").run();
+    const running = () =>
+      cache.list({ limit: 10, phase: "RUNNING" }).items.map((t) => JSON.parse(t).id);
+    expect(running()).toEqual(["w1"]);
+    // w2 joins the filtered page; its entry is evicted, but the page held names only w1.
+    other.db.$client.query("UPDATE workloads SET phase = 'RUNNING' WHERE id = 'w2'").run();
+    // Another query catches the cache up with the change first: the held page must go too.
+    expect(cache.list({ limit: 10 }).items).toHaveLength(2);
+    expect(running()).toEqual(["w2", "w1"]);
+  });
+
   test.each(["list", "show"] as const)(
     "a condition-only change (insert, update, delete) evicts what %s serves",
     (read) => {
@@ -369,6 +395,57 @@ describe("workload view cache", () => {
     expect(cache.show("w1")).toBe(
       serializeWorkload(getWorkloadDetails(deps, "w1") ?? fail(), clock.now()),
     );
+  });
+
+  test("phaseConfirmedAt of a held running entry follows the reconciler, not the moment it was cached", () => {
+    const { deps, clock } = twoConnections();
+    // Heard from the backend after the entry was cached: no store write says so.
+    let heard: number | null = null;
+    const cache = createWorkloadViewCache(deps, { confirmed: () => heard });
+    createWorkload(deps, {
+      id: "w1",
+      kind: "BATCH",
+      name: "w1",
+      profile: "default",
+      spec: { command: ["true"] },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    const token = mintSubmissionToken((k) => new Uint8Array(k));
+    mintAttempts(deps, [
+      { workloadId: "w1", allocationId: "a1", token, expectedEpoch: 0, message: "minted" },
+    ]);
+    // Running with no deadline: only the confirmation can move without a write.
+    applyTransitions(deps, [
+      {
+        allocation: {
+          id: "a1",
+          expectedPhase: "SUBMITTING",
+          phase: "RUNNING",
+          reason: "STARTED",
+          message: "running",
+          startedAt: clock.now(),
+        },
+        workload: {
+          id: "w1",
+          expectedPhase: "SUBMITTING",
+          expectedEpoch: 1,
+          phase: "RUNNING",
+          reason: "STARTED",
+          message: "running",
+        },
+      },
+    ]);
+    const shown = () => JSON.parse(cache.show("w1") ?? "null").phaseConfirmedAt;
+    const listed = () => JSON.parse(cache.list({ limit: 10 }).items[0] ?? "null").phaseConfirmedAt;
+    expect(shown()).toBeNull();
+    expect(listed()).toBeNull();
+    clock.advance(5_000);
+    heard = clock.now();
+    expect(cache.size()).toBe(1);
+    expect(shown()).toBe(new Date(heard).toISOString());
+    expect(listed()).toBe(new Date(heard).toISOString());
   });
 
   test("a change pruned from the log before the cache saw it still evicts (everything)", () => {

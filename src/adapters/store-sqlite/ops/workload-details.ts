@@ -41,7 +41,9 @@ const WORKLOAD_COLUMNS = `id, kind, name, profile, spec_json AS specJson,
   created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt, owner,
   held, after_json AS afterJson`;
 
-const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, handle, phase,
+// The statements below are exported for test/store/query-plans.test.ts, which checks that
+// each finds its rows by key, however many the store holds.
+export const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, handle, phase,
   reason, message, exit_code AS exitCode, submitted_at AS submittedAt,
   started_at AS startedAt, ended_at AS endedAt, acknowledged_at AS acknowledgedAt,
   created_at AS createdAt, deadline_at AS deadlineAt, deadline_warned_at AS deadlineWarnedAt,
@@ -49,14 +51,14 @@ const ALLOCATIONS_SQL = `SELECT id, workload_id AS workloadId, epoch, token, han
 FROM allocations WHERE workload_id IN (SELECT value FROM json_each(?1))
 ORDER BY workload_id, epoch`;
 
-const CONDITIONS_SQL = `SELECT workload_id AS workloadId, type, status, reason, message,
+export const CONDITIONS_SQL = `SELECT workload_id AS workloadId, type, status, reason, message,
   last_transition_time AS lastTransitionTime
 FROM conditions WHERE workload_id IN (SELECT value FROM json_each(?1))
 ORDER BY workload_id, type`;
 
-const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
+export const SHOW_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads WHERE id = ?1`;
 
-const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
+export const BY_IDS_SQL = `SELECT ${WORKLOAD_COLUMNS} FROM workloads
 WHERE id IN (SELECT value FROM json_each(?1))`;
 
 /** The list statement for a query (exported for test/store/query-plans.test.ts). */

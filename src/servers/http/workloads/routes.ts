@@ -24,7 +24,7 @@ import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { LIMITS, ListQuery, SubmitBody, TaskBody } from "./schemas.ts";
 import { registerSessionRoutes } from "./session-routes.ts";
 import { normalize, parseIdempotencyKey, submitWorkload } from "./submit.ts";
-import { createWorkloadViewCache } from "./view-cache.ts";
+import { createWorkloadViewCache, type JsonBytes, joinJsonBytes } from "./view-cache.ts";
 
 /**
  * Below the spool's low-water mark nothing new is admitted (issue 18: a full spool made the
@@ -76,6 +76,8 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   /** Already-serialized JSON, sent as `c.json` would send it. */
   const jsonText = (c: Context<ApiEnv>, text: string) =>
     c.body(text, 200, { "Content-Type": "application/json" });
+  const jsonBytes = (c: Context<ApiEnv>, bytes: JsonBytes) =>
+    c.body(bytes, 200, { "Content-Type": "application/json" });
 
   function mustGet(c: Context<ApiEnv>): Workload {
     const id = c.req.param("id") ?? "";
@@ -149,7 +151,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       return jsonText(c, `{"items":[],"nextCursor":null}`);
     }
     // Cached serialized views; the misses come from batched statements (view-cache.ts).
-    const page = views.list({
+    const page = views.listBytes({
       ...(owner !== undefined ? { owner } : {}),
       limit: query.limit ?? LIMITS.listLimitDefault,
       ...(query.kind !== undefined ? { kind: query.kind } : {}),
@@ -159,14 +161,14 @@ export function createWorkloadRoutes(deps: ApiDeps) {
     });
     // The text JSON.stringify({ items, nextCursor }) gives, without re-serializing items.
     const nextCursor = JSON.stringify(page.next ? encodeCursor(page.next) : null);
-    return jsonText(c, `{"items":[${page.items.join(",")}],"nextCursor":${nextCursor}}`);
+    return jsonBytes(c, joinJsonBytes(`{"items":[`, page.items, `],"nextCursor":${nextCursor}}`));
   });
 
   app.get("/v1/workloads/:id", function show(c) {
     const id = c.req.param("id");
-    const json = views.show(id);
+    const json = views.showBytes(id);
     if (json === null) throw notFound(`no workload ${JSON.stringify(id)}`);
-    return jsonText(c, json);
+    return jsonBytes(c, json);
   });
 
   app.get("/v1/workloads/:id/events", function events(c) {
