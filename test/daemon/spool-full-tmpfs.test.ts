@@ -5,11 +5,12 @@
  * show the free space, and once space returns work is accepted and runs again.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDir } from "../support/temp-dir.ts";
+import { mountTmpfs } from "../support/tmpfs.ts";
 
 const isRoot = process.geteuid?.() === 0;
 const MIB = 1024 * 1024;
@@ -29,27 +30,10 @@ async function api(
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-function mountTmpfs(dir: string, size: string): () => void {
-  mkdirSync(dir, { mode: 0o755 });
-  const mounted = Bun.spawnSync([
-    "mount",
-    "-t",
-    "tmpfs",
-    "-o",
-    `size=${size},mode=0755`,
-    "o4s-spool-test",
-    dir,
-  ]);
-  if (mounted.exitCode !== 0) throw new Error(`mount: ${mounted.stderr.toString()}`);
-  return () => {
-    Bun.spawnSync(["umount", "-l", dir]);
-  };
-}
-
 describe.skipIf(!isRoot)("a full spool is named (tmpfs, as root)", () => {
   test("SPOOL_FULL for the job that filled it, 503 for new work, accepted again once space returns", async () => {
     using base = tempDir("o4s-spoolfull-");
-    const unmount = mountTmpfs(join(base.path, "mnt"), "8m");
+    const unmount = mountTmpfs(join(base.path, "mnt"), "8m", 0o755);
     try {
       const spoolDir = join(base.path, "mnt", "spool");
       const config = localDaemonConfig(join(base.path, "state"), {

@@ -8,11 +8,12 @@
  * LOST or ran twice.
  */
 import { describe, expect, test } from "bun:test";
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { localDaemonConfig, startedDaemon } from "../support/daemon-config.ts";
 import { eventually } from "../support/eventually.ts";
 import { tempDir } from "../support/temp-dir.ts";
+import { fillFilesystem as fill, mountTmpfs } from "../support/tmpfs.ts";
 
 const isRoot = process.geteuid?.() === 0;
 const MIB = 1024 * 1024;
@@ -37,36 +38,6 @@ async function api(
   return { status: res.status, body: parsed, text };
 }
 
-function mountTmpfs(dir: string, size: string): () => void {
-  mkdirSync(dir, { mode: 0o700 });
-  const mounted = Bun.spawnSync([
-    "mount",
-    "-t",
-    "tmpfs",
-    "-o",
-    `size=${size},mode=0700`,
-    "o4s-state-test",
-    dir,
-  ]);
-  if (mounted.exitCode !== 0) throw new Error(`mount: ${mounted.stderr.toString()}`);
-  return () => {
-    Bun.spawnSync(["umount", "-l", dir]);
-  };
-}
-
-/** Writes zeros into `path` until the filesystem is full. */
-function fill(path: string): void {
-  const fd = openSync(path, "w", 0o600);
-  const chunk = new Uint8Array(64 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch {
-    // ENOSPC: full.
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** `run` against a daemon whose state dir is a 4 MiB tmpfs (low water 1 MiB), then cleaned up. */
 async function onSmallStateDir(
   prefix: string,
@@ -80,7 +51,7 @@ async function onSmallStateDir(
 ): Promise<void> {
   using base = tempDir(prefix);
   const mnt = join(base.path, "mnt");
-  const unmount = mountTmpfs(mnt, "4m");
+  const unmount = mountTmpfs(mnt, "4m", 0o700);
   try {
     const stateDir = join(mnt, "state");
     const config = localDaemonConfig(stateDir, {

@@ -6,39 +6,22 @@
  * Seen failing (NONZERO_EXIT) without the decorator in the Slurm wiring.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { clusterDaemonFor, socketApi, waitForPhase } from "../support/cluster-daemon.ts";
 import { startedDaemon } from "../support/daemon-config.ts";
 import { type TestCluster, testCluster } from "../support/slurm-cluster.ts";
 import { tempDir } from "../support/temp-dir.ts";
+import { mountTmpfs } from "../support/tmpfs.ts";
 
 const isRoot = process.geteuid?.() === 0;
 const MIB = 1024 * 1024;
-
-function mountTmpfs(dir: string, size: string): () => void {
-  mkdirSync(dir, { mode: 0o755 });
-  const mounted = Bun.spawnSync([
-    "mount",
-    "-t",
-    "tmpfs",
-    "-o",
-    `size=${size},mode=0755`,
-    "o4s-slurm-spool-test",
-    dir,
-  ]);
-  if (mounted.exitCode !== 0) throw new Error(`mount: ${mounted.stderr.toString()}`);
-  return () => {
-    Bun.spawnSync(["umount", "-l", dir]);
-  };
-}
 
 describe.skipIf(testCluster === null || !isRoot)("slurm-cluster: a full spool is named", () => {
   const cluster = testCluster as TestCluster;
 
   test("the job that filled it ends FAILED/SPOOL_FULL, with the figures", async () => {
     using base = tempDir("o4s-slurm-spoolfull-");
-    const unmount = mountTmpfs(join(base.path, "mnt"), "8m");
+    const unmount = mountTmpfs(join(base.path, "mnt"), "8m", 0o755);
     try {
       const socket = join(base.path, "api.sock");
       const config = clusterDaemonFor(cluster, base.path, socket, {

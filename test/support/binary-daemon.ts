@@ -96,6 +96,8 @@ export async function startDaemon(options: {
   readonly daemonUid?: number;
   /** An existing state dir (a restart of an earlier daemon's); default: a fresh one. */
   readonly stateDir?: string;
+  /** The spool; default: `STATE_DIR-spool` (beside the state dir, on its filesystem). */
+  readonly spoolDir?: string;
   /** Another build of the binary (a bench comparing with main's); default: this checkout's. */
   readonly binary?: string;
 }): Promise<Daemon> {
@@ -119,7 +121,7 @@ export async function startDaemon(options: {
     ...options.env,
   };
   // The spool named explicitly (a cluster backend requires it), where the default would be.
-  const spoolArgs = ["--spool-dir", `${stateDir}-spool`];
+  const spoolArgs = ["--spool-dir", options.spoolDir ?? `${stateDir}-spool`];
   const serveArgs = ["serve", "--state-dir", stateDir, ...spoolArgs, ...(options.args ?? [])];
   const proc = Bun.spawn([...prefix, binary, ...serveArgs], {
     env,

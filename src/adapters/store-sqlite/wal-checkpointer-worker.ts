@@ -33,11 +33,22 @@ function run(intervalMs: number): void {
     runs += 1;
     report({ kind: "Checkpointed", runs, walFrames: row?.[1] ?? 0, copiedFrames: row?.[2] ?? 0 });
   } catch (error) {
-    close();
-    report({ kind: "Failed", message: String(error) });
-    return;
+    // A full disk passes: the WAL keeps its frames and the next run copies them. Ending the
+    // thread for it left the store checkpointing in its commits until the next restart,
+    // long after space had returned (a full state dir, issue 33).
+    if (!isFull(error)) {
+      close();
+      report({ kind: "Failed", message: String(error) });
+      return;
+    }
+    report({ kind: "Skipped", message: String(error) });
   }
   cancelTimer = systemTimers.after(intervalMs, () => run(intervalMs));
+}
+
+function isFull(error: unknown): boolean {
+  const code = (error as { readonly code?: unknown }).code;
+  return code === "SQLITE_FULL" || code === "ENOSPC" || /disk is full/.test(String(error));
 }
 
 self.onmessage = (event: MessageEvent<CheckpointerCommand>) => {

@@ -87,6 +87,8 @@ export type CheckpointerReport =
       readonly copiedFrames: number;
     }
   | { readonly kind: "Failed"; readonly message: string }
+  /** A run that found no room (a full disk); the thread goes on, the next run retries. */
+  | { readonly kind: "Skipped"; readonly message: string }
   | { readonly kind: "Stopped" };
 
 const DEFAULT_INTERVAL_MS = 250;
@@ -103,6 +105,7 @@ export function startWalCheckpointer(
   let state: CheckpointerState = { kind: "Starting" };
   let stats: CheckpointerStats = { runs: 0, walFrames: 0, copiedFrames: 0 };
   let stopped: (() => void) | null = null;
+  let skipping = false;
 
   // From here on the commits of this connection no longer stop to checkpoint.
   sqlite.run(`PRAGMA wal_autocheckpoint = ${backstopPages}`);
@@ -119,6 +122,7 @@ export function startWalCheckpointer(
     // The work falls back to where SQLite does it by default: slower ticks, a bounded WAL.
     sqlite.run(`PRAGMA wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT_PAGES}`);
     log.error("store: the WAL checkpointer thread failed; commits checkpoint again", {
+      path: options.path,
       error: message,
     });
     worker.terminate();
@@ -133,6 +137,10 @@ export function startWalCheckpointer(
         log.info("store: WAL checkpoints run on a thread of their own", { intervalMs });
         break;
       case "Checkpointed":
+        if (skipping) {
+          skipping = false;
+          log.info("store: WAL checkpoints run again", { path: options.path });
+        }
         stats = {
           runs: report.runs,
           walFrames: report.walFrames,
@@ -141,6 +149,16 @@ export function startWalCheckpointer(
         break;
       case "Failed":
         fail(report.message);
+        break;
+      case "Skipped":
+        // Once per streak: a run every interval on a full disk must not flood the log.
+        if (!skipping) {
+          skipping = true;
+          log.error("store: a WAL checkpoint found no room; retried until space returns", {
+            path: options.path,
+            error: report.message,
+          });
+        }
         break;
       case "Stopped":
         stopped?.();

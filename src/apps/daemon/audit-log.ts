@@ -4,7 +4,15 @@
  * audit.log.N (the oldest dropped), so it can neither fill the disk nor be rewritten by
  * the API. Never holds a token: a principal's token is named by its id.
  */
-import { appendFileSync, existsSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  appendFileSync,
+  existsSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+} from "node:fs";
 import type { AuditEntry, AuditLog, AuditQuery } from "../../servers/http/deps.ts";
 
 export interface AuditLogOptions {
@@ -38,7 +46,24 @@ export function fileAuditLog(options: AuditLogOptions): AuditLog {
     append(entry) {
       const line = `${JSON.stringify(entry)}\n`;
       if (size > 0 && size + line.length > maxBytes) rotate();
-      appendFileSync(path, line, { mode: 0o600 });
+      // Its length now, from the file itself: what a failed append is cut back to.
+      const before = existsSync(path) ? statSync(path).size : 0;
+      try {
+        appendFileSync(path, line, { mode: 0o600 });
+      } catch (error) {
+        // A write that fails for want of space can land in part (the rest of the file's
+        // last page): the torn line then ran into the next entry and every later read of
+        // the log threw, so GET /v1/audit answered 500 after a full state dir (issue 33).
+        // Cut it back to the last whole line; the error names the file.
+        try {
+          truncateSync(path, before);
+        } catch {
+          // Nothing more to undo here; the read below would still refuse a torn line.
+        }
+        throw Object.assign(new Error(`cannot append to the audit log ${path}: ${String(error)}`), {
+          code: (error as { readonly code?: unknown }).code,
+        });
+      }
       size += Buffer.byteLength(line);
     },
     read(query) {

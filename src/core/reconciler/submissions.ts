@@ -71,9 +71,15 @@ export function submitAttempts(
   return waiting - start(env, attempts);
 }
 
-/** One lane for `attempts` (none for none); how many went. */
+/**
+ * One lane for `attempts` (none for none); how many went. An attempt already in a lane is
+ * left to it: a tick's plan is made before it awaits the backend, and meanwhile the turn of
+ * an admitted attempt (admitted.ts) handed the same attempt over, or the other way round.
+ * Both then submitted its token, lookup-free while fresh: one token, two jobs (issue 33).
+ */
 function start(env: TickEnv, attempts: readonly Live[]): number {
-  if (attempts.length > 0) env.started.push(startSubmissions(env, attempts));
+  const free = attempts.filter((a) => !env.lanes.busy(a.allocation.id));
+  if (free.length > 0) env.started.push(startSubmissions(env, free));
   return attempts.length;
 }
 
