@@ -138,5 +138,6 @@ export const localBackendPlugin: BackendPlugin<LocalSettings> = {
     setAsideDir,
     rewriteRecordPaths,
   },
+  schedulerBroker: null,
   create,
 };

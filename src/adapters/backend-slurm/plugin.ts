@@ -207,5 +207,6 @@ export const slurmBackendPlugin: BackendPlugin<Record<string, never>> = {
     jobEnv: true,
   },
   restore: null,
+  schedulerBroker: "broker.ts",
   create,
 };

@@ -214,6 +214,12 @@ export interface BackendPlugin<Settings> {
   readonly capabilities: Readonly<Record<CapabilityName, boolean>>;
   /** Null: it keeps no records of its own jobs. */
   readonly restore: BackendRestoreHelpers | null;
+  /**
+   * The one module of its folder (a file name in it) that starts the scheduler's client
+   * commands, for a backend that drives a scheduler: the guards (INV-2, INV-9) then let its
+   * folder name the scheduler and that module alone start its commands. Null: it starts none.
+   */
+  readonly schedulerBroker: string | null;
   create(context: BackendPluginContext<Settings>): Promise<BackendCreation>;
 }
 
