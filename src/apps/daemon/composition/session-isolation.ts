@@ -55,7 +55,7 @@ type LocalSessionIsolation =
  * with the daemon's private dir and every other workspace reachable (issue 8). BATCH never
  * requires it: without bubblewrap, jobs still run, unsandboxed.
  */
-export async function localSessionIsolation(
+async function localSessionIsolation(
   context: BackendContext,
   readOnlyExtra: readonly string[],
 ): Promise<LocalSessionIsolation> {
@@ -259,7 +259,7 @@ function rememberVerdict(
  * in the store; a restart of the same binary within its time to live starts from it (and
  * probes at once), so sessions are accepted while the new probe still waits in the queue.
  */
-export async function withClusterSessionIsolation(
+async function withClusterSessionIsolation(
   context: BackendContext,
   backend: AllocationBackend,
   /** The backend the probe is submitted through: `PROBE_PROFILE` is its smallest placement
