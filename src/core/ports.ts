@@ -236,7 +236,7 @@ export interface ProfileCheck {
   readonly outcome: "POSSIBLE" | "IMPOSSIBLE" | "UNANSWERED";
   readonly detail: string;
   /**
-   * The same with the cluster's partition, QoS and account names hidden: what a principal
+   * The same with the site's placement names (queues, service classes, accounts) hidden: what a principal
    * may read (scheduler text names the site's queues, which never leave the daemon).
    */
   readonly publicDetail: string;

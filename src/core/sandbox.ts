@@ -14,7 +14,7 @@
  * EVERY launch with it (BATCH included) and may then declare SessionIsolationProvider by
  * delegating to `verify()`.
  */
-import type { IsolationVerdict } from "./ports.ts";
+import type { IsolationVerdict } from "./ports/backend-capabilities.ts";
 
 /** The unprivileged identity jobs run as when the daemon runs as root. Never uid 0. */
 export interface RunAs {

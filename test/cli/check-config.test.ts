@@ -180,6 +180,16 @@ describe("openai4s check-config FILE", () => {
     expect(r.code).toBe(0);
     expect(r.out).toContain("Usage: openai4s check-config FILE [--preflight]");
   });
+
+  test("the check is the named backend's plugin's: one that takes no file is a usage error", async () => {
+    expect((await checkConfig([writeConfig(VALID), "--backend", "slurm"])).code).toBe(0);
+    const local = await checkConfig([writeConfig(VALID), "--backend", "local"]);
+    expect(local.code).toBe(2);
+    expect(local.err).toContain("the local backend takes no config file");
+    const unknown = await checkConfig([writeConfig(VALID), "--backend", "pbs"]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.err).toContain('--backend "pbs" is not one of local, slurm');
+  });
 });
 
 describe("openai4s check-config FILE --preflight", () => {

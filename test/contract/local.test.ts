@@ -3,6 +3,7 @@
  * supervisors and processes on this machine, no sandbox.
  */
 import { afterEach } from "bun:test";
+import { localBackendPlugin } from "../../src/adapters/backend-local/plugin.ts";
 import { backendContract } from "../support/backend-contract.ts";
 import { cleanUpStates, makeBackend, makeRequest, makeState } from "../support/local-backend.ts";
 
@@ -12,15 +13,8 @@ afterEach(() => {
 
 backendContract({
   name: "local",
-  capabilities: {
-    tasks: true,
-    changes: true,
-    terminalFacts: true,
-    sessionIsolation: false,
-    launchSandbox: true,
-    batchGate: false,
-    jobEnv: false,
-  },
+  // What its plugin declares: the suite holds the declaration to the record.
+  capabilities: localBackendPlugin.capabilities,
   phaseTimeoutMs: 20_000,
   arrays: true,
   make() {

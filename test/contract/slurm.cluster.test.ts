@@ -5,6 +5,7 @@
  */
 import { describe } from "bun:test";
 import { createSlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
+import { slurmBackendPlugin } from "../../src/adapters/backend-slurm/plugin.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { backendContract } from "../support/backend-contract.ts";
@@ -16,15 +17,8 @@ describe.skipIf(testCluster === null)("slurm", () => {
   const cluster = testCluster as TestCluster;
   backendContract({
     name: "slurm",
-    capabilities: {
-      tasks: true,
-      changes: true,
-      terminalFacts: false,
-      sessionIsolation: false,
-      launchSandbox: false,
-      batchGate: false,
-      jobEnv: true,
-    },
+    // What its plugin declares: the suite holds the declaration to the record.
+    capabilities: slurmBackendPlugin.capabilities,
     // A job starts within the controller's scheduling pass and its end reaches accounting
     // within seconds on the test cluster; the margin is for a machine other suites load too.
     phaseTimeoutMs: 60_000,

@@ -50,7 +50,7 @@ describe("the daemon's settings from its environment", () => {
       sandboxReadOnly: [],
       faults: noFaultPoints,
       minOwnerUid: 1000,
-      local: { knobs: {}, profilesFile: null, cgroupRoot: null },
+      backends: { local: { knobs: {}, profilesFile: null, cgroupRoot: null }, slurm: {} },
       browser: { allowedHosts: [], allowedOrigins: [] },
     });
   });
@@ -93,10 +93,13 @@ describe("the daemon's settings from its environment", () => {
       sandboxReadOnly: ["/opt/conda", "/usr/share/fonts"],
       faults: noFaultPoints,
       minOwnerUid: 500,
-      local: {
-        knobs: { memoryMb: 300, network: "none" },
-        profilesFile: "/etc/o4s/local.toml",
-        cgroupRoot: "off",
+      backends: {
+        local: {
+          knobs: { memoryMb: 300, network: "none" },
+          profilesFile: "/etc/o4s/local.toml",
+          cgroupRoot: "off",
+        },
+        slurm: {},
       },
       browser: {
         allowedHosts: ["login1.example.org", "10.1.2.3", "[fe80::1]"],

@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { WARN_MINUTES_ENV } from "../../src/apps/daemon/composition/local-settings.ts";
+import { WARN_MINUTES_ENV } from "../../src/adapters/backend-local/settings.ts";
 import {
   type DaemonConfig,
   type RunningDaemon,

@@ -268,9 +268,9 @@ describe("serve flags", () => {
   test("--help lists every registered backend and exits 0", async () => {
     const io = captureIo();
     expect(await main("openai4s", ["serve", "--help"], io)).toBe(0);
-    for (const [name, entry] of Object.entries(BACKENDS)) {
-      expect(io.out()).toContain(name);
-      expect(io.out()).toContain(entry.describe);
+    for (const backend of BACKENDS) {
+      expect(io.out()).toContain(backend.name);
+      expect(io.out()).toContain(backend.describe);
     }
     expect(io.out()).toContain("--allow-remote");
   });
@@ -289,7 +289,7 @@ describe("serve's configuration: flags and environment in one parse", () => {
     if (parsed.kind !== "Parsed") return;
     expect(parsed.options).toMatchObject({ stateDir: "/s", pacing: { minIntervalMs: 500 } });
     expect(parsed.settings.orphanSweep.policy).toBe("cancel");
-    expect(parsed.settings.local.knobs).toEqual({ memoryMb: 300 });
+    expect(parsed.settings.backends["local"]).toMatchObject({ knobs: { memoryMb: 300 } });
     expect(parsed.settings.sessions.workerCommand).toEqual(["/opt/openai4s", "worker"]);
   });
 

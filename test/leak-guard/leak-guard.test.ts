@@ -1,7 +1,16 @@
 import { describe, expect, test } from "bun:test";
-import { appendFileSync, cpSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import {
+  appendFileSync,
+  cpSync,
+  mkdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { join } from "node:path";
+import { BACKEND_LIST_FILE, listedBackends } from "../support/backend-list.ts";
+import {
+  BACKEND_PACKAGES,
   checkLeaks,
   findBackendImports,
   findContractLeaks,
@@ -11,6 +20,7 @@ import {
   findSchedulerWords,
   formatViolations,
   KNOWN_LAYER_IMPORTS,
+  SCHEDULER_EXEMPT,
 } from "../support/leak-guard.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
@@ -87,6 +97,44 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
     );
     const files = findSchedulerWords(copy).map((v) => v.file);
     expect(files).toEqual(["apps/daemon/composition/core.ts"]);
+  });
+
+  test("the guards' lists are the list of backends': a backend added there is guarded", async () => {
+    // They were three hand-kept lists (exempt folders, backend packages, the broker file):
+    // a third backend had to be added to each, and one forgotten went unguarded.
+    expect(SCHEDULER_EXEMPT).toEqual(["adapters/backend-slurm/", BACKEND_LIST_FILE]);
+    expect(BACKEND_PACKAGES).toEqual(["adapters/backend-local/", "adapters/backend-slurm/"]);
+    const copy = copyOfSrc();
+    // The copy's modules are imported: its packages resolve through the project's own.
+    symlinkSync(join(SRC, "..", "node_modules"), join(copy, "..", "node_modules"));
+    const folder = join(copy, "adapters", "backend-other");
+    mkdirSync(folder);
+    writeFileSync(
+      join(folder, "plugin.ts"),
+      [
+        'import { localBackendPlugin } from "../backend-local/plugin.ts";',
+        'export const otherPlugin = { ...localBackendPlugin, name: "other", schedulerBroker: "client.ts" };',
+        "",
+      ].join("\n"),
+    );
+    const list = join(copy, BACKEND_LIST_FILE);
+    writeFileSync(
+      list,
+      readFileSync(list, "utf8")
+        .replace(
+          "export const BACKENDS",
+          'import { otherPlugin } from "../../../adapters/backend-other/plugin.ts";\nexport const BACKENDS',
+        )
+        .replace(
+          "registerBackend(slurmBackendPlugin),",
+          "registerBackend(slurmBackendPlugin),\n  registerBackend(otherPlugin),",
+        ),
+    );
+    expect(await listedBackends(copy)).toContainEqual({
+      name: "other",
+      folder: "adapters/backend-other/",
+      schedulerBroker: "client.ts",
+    });
   });
 
   test("a scheduler word in a file name", () => {

@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { LOCAL_PROFILES_ENV } from "../../src/apps/daemon/composition/local-settings.ts";
+import { LOCAL_PROFILES_ENV } from "../../src/adapters/backend-local/settings.ts";
 import { readTomlSubset } from "../../src/lib/toml/cross-check.ts";
 import { BINARY, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { localProfilesFromEnv } from "../support/local-profiles.ts";

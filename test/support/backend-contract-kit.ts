@@ -55,7 +55,8 @@ export interface ContractFactory {
    * admission refuses every array before the backend sees it.
    */
   readonly arrays?: true;
-  make(): ContractSubject;
+  /** A fresh subject; async for a backend built the way the daemon builds it (a plugin's create). */
+  make(): ContractSubject | Promise<ContractSubject>;
 }
 
 export const CAPABILITIES: readonly CapabilityName[] = [
@@ -118,7 +119,7 @@ export function contractRun(factory: ContractFactory): ContractRun {
     timeoutMs,
     testMs: timeoutMs * 3 + 10_000,
     withSubject: (body) => async () => {
-      const subject = factory.make();
+      const subject = await factory.make();
       const submitted: Submitted[] = [];
       try {
         await body(subject, async (script) => {
@@ -141,7 +142,7 @@ export async function withBareSubject(
   factory: ContractFactory,
   body: (s: ContractSubject) => void | Promise<void>,
 ): Promise<void> {
-  const subject = factory.make();
+  const subject = await factory.make();
   try {
     await body(subject);
   } finally {

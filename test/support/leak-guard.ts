@@ -23,6 +23,7 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
+import { BACKEND_LIST_FILE, LISTED_BACKENDS } from "./backend-list.ts";
 
 /** Substrings, case-insensitive. Deliberately substring, not word, matching: stricter wins. */
 export const SCHEDULER_WORDS = [
@@ -38,14 +39,17 @@ export const SCHEDULER_WORDS = [
   "slurm_",
 ] as const;
 
-/** Paths (relative to src/) allowed to name the scheduler. */
-export const SCHEDULER_EXEMPT = [
-  "adapters/backend-slurm/",
-  "apps/daemon/composition/backends.ts",
-] as const;
+/**
+ * Paths (relative to src/) allowed to name the scheduler: the list of backends, and the
+ * folder of each listed backend whose plugin drives a scheduler (backend-lists.ts).
+ */
+export const SCHEDULER_EXEMPT: readonly string[] = [
+  ...LISTED_BACKENDS.filter((b) => b.schedulerBroker !== null).map((b) => b.folder),
+  BACKEND_LIST_FILE,
+];
 
 /** Backend packages: only the composition root (and the package itself) may import them. */
-export const BACKEND_PACKAGES = ["adapters/backend-slurm/", "adapters/backend-local/"] as const;
+export const BACKEND_PACKAGES: readonly string[] = LISTED_BACKENDS.map((b) => b.folder);
 
 /** The composition root, a folder: every module in it may import a backend package. */
 export const COMPOSITION_ROOT = "apps/daemon/composition/";

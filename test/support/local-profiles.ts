@@ -4,7 +4,7 @@
  * ConfigError naming it, as the start would refuse.
  */
 import { type LocalProfiles, localProfiles } from "../../src/adapters/backend-local/profiles.ts";
-import { parseLocalSettings } from "../../src/apps/daemon/composition/local-settings.ts";
+import { parseLocalSettings } from "../../src/adapters/backend-local/settings.ts";
 
 export function localProfilesFromEnv(
   env: Readonly<Record<string, string | undefined>>,

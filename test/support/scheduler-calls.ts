@@ -13,6 +13,7 @@
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative, sep } from "node:path";
+import { LISTED_BACKENDS } from "./backend-list.ts";
 
 export const SCHEDULER_COMMANDS = [
   "sbatch",
@@ -25,8 +26,13 @@ export const SCHEDULER_COMMANDS = [
   "sacctmgr",
 ] as const;
 
-/** The broker: the one place that starts scheduler commands. */
-export const BROKER_FILE = "adapters/backend-slurm/broker.ts";
+/**
+ * The brokers: the one module of each listed backend that starts scheduler commands, as its
+ * plugin names it (backend-list.ts).
+ */
+export const BROKER_FILES: readonly string[] = LISTED_BACKENDS.flatMap((b) =>
+  b.schedulerBroker === null ? [] : [`${b.folder}${b.schedulerBroker}`],
+);
 
 /** Files whose shell text may run a scheduler command, each with why it is not the daemon's. */
 export const SHELL_TEXT_EXEMPT: Readonly<Record<string, string>> = {
@@ -79,7 +85,7 @@ export function findSchedulerSpawns(
   const violations: SpawnViolation[] = [];
   for (const path of walk(srcRoot)) {
     const file = relative(srcRoot, path).split(sep).join("/");
-    if (file === BROKER_FILE) continue;
+    if (BROKER_FILES.includes(file)) continue;
     readFileSync(path, "utf8")
       .split("\n")
       .forEach((text, i) => {

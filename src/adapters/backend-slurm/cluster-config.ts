@@ -3,12 +3,16 @@
  * the profiles a cluster backend is built from (`serve --cluster-config FILE`). Owned by
  * the cluster.toml work. The check-config command names no scheduler: every word about
  * where a profile lands comes from here (describeMapping, the preflight details), reached
- * through the backend registry (apps/daemon/composition/backends.ts).
+ * through the backend's plugin (plugin.ts).
  */
 
-import type { ResourceProfile } from "../../core/models.ts";
+import type {
+  CheckedProfile,
+  ConfigCheck,
+  ConfigPreflight,
+} from "../../core/ports/backend-plugin.ts";
 import type { PlacementCatalog } from "./backend.ts";
-import { type ConfigWarning, placeholderWarnings } from "./placeholder-names.ts";
+import { placeholderWarnings } from "./placeholder-names.ts";
 import { formatRefusal, loadClusterConfig } from "./profiles.ts";
 import {
   createSbatchTestRun,
@@ -16,29 +20,7 @@ import {
   type SbatchTestRun,
 } from "./profiles-preflight.ts";
 
-export interface CheckedProfile {
-  /** The public view: what `GET /v1/profiles` shows. */
-  readonly view: ResourceProfile;
-  /** Where it lands, in the backend's words, one string per output line. */
-  readonly mapping: readonly string[];
-}
-
-export type ConfigCheck =
-  | {
-      readonly kind: "Valid";
-      readonly profiles: readonly CheckedProfile[];
-      /** What loads but is likely wrong (the example's placeholder names). */
-      readonly warnings: readonly ConfigWarning[];
-    }
-  /** `FILE:LINE:COLUMN: message` (column when known) for the first problem in the file. */
-  | { readonly kind: "Invalid"; readonly problem: string }
-  | { readonly kind: "Unreadable"; readonly problem: string };
-
-export interface ConfigPreflight {
-  readonly profile: string;
-  readonly outcome: "POSSIBLE" | "IMPOSSIBLE" | "UNANSWERED";
-  readonly detail: string;
-}
+export type { CheckedProfile, ConfigCheck, ConfigPreflight };
 
 /** `displayName` is the FILE printed in problems (what the admin typed). */
 export function checkClusterConfig(path: string, displayName: string = path): ConfigCheck {

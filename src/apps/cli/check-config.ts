@@ -1,17 +1,21 @@
 /**
  * `openai4s check-config FILE [--preflight]`: validates a cluster configuration and prints
  * each profile, public fields first, then what it maps to. This module never names the
- * scheduler (INV-2): the mapping lines and preflight details are the backend package's
- * words, handed through the composition root.
+ * scheduler (INV-2): the mapping lines and preflight details are the backend's words, from
+ * its plugin's config check (core/ports/backend-plugin.ts), found in the list of backends.
  */
 
 import type { ResourceProfile } from "../../core/models.ts";
+import type {
+  CheckedProfile,
+  ConfigPreflight,
+  RegisteredBackend,
+} from "../../core/ports/backend-plugin.ts";
 import { type Command, type CommandIo, UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
-import type { CheckedProfile, ConfigPreflight } from "../daemon/composition/index.ts";
-import { checkClusterConfig, preflightClusterConfig } from "../daemon/composition/index.ts";
+import { BACKENDS, backendNamed } from "../daemon/composition/backends.ts";
 
-const HELP = `Usage: openai4s check-config FILE [--preflight]
+const HELP = `Usage: openai4s check-config FILE [--preflight] [--backend NAME]
 
 Check a cluster configuration (cluster.toml) and print its profiles: first what scientists
 see (name, description, kinds, resources), then what each profile maps to on the cluster.
@@ -20,6 +24,8 @@ Options:
   --preflight   Also ask the cluster, per profile, whether such a job could ever start (a
                 test-only submission: nothing is queued). Needs the cluster's client
                 commands on PATH (and its configuration, e.g. via the environment).
+  --backend NAME  The backend whose configuration FILE is (default: the first listed
+                backend that takes one, as \`serve --help\` lists them).
   -h, --help    Show this help.
 
 A placement (where jobs go, their service class, the account charged) still named as in
@@ -76,7 +82,8 @@ async function checkConfig(args: readonly string[], io: CommandIo): Promise<numb
   if (file === undefined) throw new UsageError("check-config: FILE is required");
   if (extra.length > 0) throw new UsageError(`check-config: unexpected argument "${extra[0]}"`);
 
-  const checked = checkClusterConfig(file);
+  const configCheck = configCheckOf(parsed.values.backend);
+  const checked = configCheck.check(file);
   switch (checked.kind) {
     case "Invalid":
     case "Unreadable":
@@ -92,7 +99,7 @@ async function checkConfig(args: readonly string[], io: CommandIo): Promise<numb
 
   let verdicts: readonly ConfigPreflight[] | null = null;
   if (parsed.values.preflight) {
-    verdicts = await preflightClusterConfig(file, io.env);
+    verdicts = await configCheck.preflight(file, io.env);
     if (verdicts === null) {
       // It loaded a moment ago: the file changed under us. Say so rather than guess.
       io.stderr(`${file}: changed while being checked; run check-config again\n`);
@@ -120,9 +127,27 @@ async function checkConfig(args: readonly string[], io: CommandIo): Promise<numb
   return 0;
 }
 
+/** The named backend's config check, or the first listed backend's that has one. */
+function configCheckOf(name: string | undefined): NonNullable<RegisteredBackend["configCheck"]> {
+  const backend =
+    name === undefined ? BACKENDS.find((b) => b.configCheck !== null) : backendNamed(name);
+  if (backend === undefined) {
+    throw new UsageError(
+      name === undefined
+        ? "check-config: no listed backend takes a config file"
+        : `check-config: --backend "${name}" is not one of ${BACKENDS.map((b) => b.name).join(", ")}`,
+    );
+  }
+  if (backend.configCheck === null) {
+    throw new UsageError(`check-config: the ${backend.name} backend takes no config file`);
+  }
+  return backend.configCheck;
+}
+
 function parse(args: readonly string[]) {
   return parseStrict("check-config", args, {
     preflight: { type: "boolean" },
+    backend: { type: "string" },
     help: { type: "boolean", short: "h" },
   });
 }

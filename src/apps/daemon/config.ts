@@ -15,6 +15,7 @@
  */
 import * as v from "valibot";
 import { MIN_OWNER_UID_ENV, parseMinOwnerUid } from "../../adapters/isolation-bwrap/run-as.ts";
+import type { RegisteredBackend } from "../../core/ports/backend-plugin.ts";
 import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../../core/ports/worker-gateway.ts";
 import type { OrphanPolicy } from "../../core/ports.ts";
 import type { ReclaimerDefaults } from "../../core/reclaimer.ts";
@@ -26,7 +27,7 @@ import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/service.ts";
 import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
 import type { BrowserGuardSettings } from "../../servers/http/browser-guard.ts";
 import { parseBrowserSettings } from "./browser-settings.ts";
-import { type LocalSettings, parseLocalSettings } from "./composition/local-settings.ts";
+import { BACKENDS } from "./composition/backends.ts";
 import { parseServeArgs, type ServeOptions } from "./serve-flags.ts";
 
 /** How sessions run: the worker command, the default lease, the exec grace, the gateway's TLS. */
@@ -60,8 +61,12 @@ export interface DaemonSettings {
   readonly faults: FaultPoints;
   /** `OPENAI4S_MIN_OWNER_UID`: the lowest uid a job may run as under `run_as = "owner"`. */
   readonly minOwnerUid: number;
-  /** The local backend's knobs, profiles file and cgroup root (local-settings.ts). */
-  readonly local: LocalSettings;
+  /**
+   * Each listed backend's own settings, by name, as its plugin read them (the local
+   * backend's knobs, profiles file and cgroup root): every backend's variables are checked
+   * whether or not this daemon runs it.
+   */
+  readonly backends: Readonly<Record<string, unknown>>;
   /** `OPENAI4S_ALLOWED_HOSTS` and `_ORIGINS`: what the API's browser guard allows. */
   readonly browser: BrowserGuardSettings;
 }
@@ -182,6 +187,7 @@ const Environment = v.object({
 export function parseDaemonSettings(
   env: Readonly<Record<string, string | undefined>>,
   selfCommand: readonly string[],
+  backendList: readonly RegisteredBackend[] = BACKENDS,
 ): SettingsResult {
   const raw: Record<string, string> = {};
   for (const name of Object.keys(Environment.entries)) {
@@ -195,8 +201,8 @@ export function parseDaemonSettings(
   if (typeof minOwnerUid !== "number") {
     errors.push({ variable: MIN_OWNER_UID_ENV, message: minOwnerUid.error });
   }
-  const local = parseLocalSettings(env);
-  if (local.kind === "Invalid") errors.push(...local.errors);
+  const backends = parseBackendSettings(env, backendList);
+  if (backends.kind === "Invalid") errors.push(...backends.errors);
   const browser = parseBrowserSettings(env);
   if (browser.kind === "Invalid") errors.push(...browser.errors);
   const parsed = v.safeParse(Environment, raw, { abortPipeEarly: true });
@@ -219,7 +225,7 @@ export function parseDaemonSettings(
     tls.kind === "Invalid" ||
     listen.kind === "Invalid" ||
     typeof minOwnerUid !== "number" ||
-    local.kind === "Invalid" ||
+    backends.kind === "Invalid" ||
     browser.kind === "Invalid"
   ) {
     return { kind: "Invalid", errors };
@@ -252,10 +258,27 @@ export function parseDaemonSettings(
       sandboxReadOnly: (e[SANDBOX_READONLY_ENV] ?? "").split(":").filter((d) => d !== ""),
       faults: faultPointsFromEnv(env),
       minOwnerUid,
-      local: local.local,
+      backends: backends.settings,
       browser: browser.settings,
     },
   };
+}
+
+/** Every listed backend's own settings, by name; every bad variable of any of them. */
+function parseBackendSettings(
+  env: Readonly<Record<string, string | undefined>>,
+  backendList: readonly RegisteredBackend[],
+):
+  | { readonly kind: "Parsed"; readonly settings: Readonly<Record<string, unknown>> }
+  | { readonly kind: "Invalid"; readonly errors: readonly SettingError[] } {
+  const settings: Record<string, unknown> = {};
+  const errors: SettingError[] = [];
+  for (const backend of backendList) {
+    const read = backend.settings.read(env);
+    if (read.kind === "Invalid") errors.push(...read.errors);
+    else settings[backend.name] = read.settings;
+  }
+  return errors.length > 0 ? { kind: "Invalid", errors } : { kind: "Parsed", settings };
 }
 
 /** The pair goes together, and off contradicts a given key. */

@@ -19,20 +19,14 @@ import { resolve } from "node:path";
 import { openDatabase, requestStop } from "../../adapters/store-sqlite/index.ts";
 import { type StateLayout, stateLayout } from "../../core/layout.ts";
 import { TERMINAL_PHASES } from "../../core/models.ts";
+import type { BackendRestoreHelpers, UnknownJob } from "../../core/ports/backend-plugin.ts";
 import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import { errorCode } from "../../lib/durable-fs.ts";
 import { type CarriedOutcome, restoreCarried } from "./backup-carried.ts";
-import {
-  cancelUnknownJobs,
-  setAsideDir,
-  setAsideEndedUnknownJobs,
-  type UnknownJob,
-  unknownRunningJobs,
-  waitUntilEnded,
-} from "./composition/index.ts";
+import { BACKENDS } from "./composition/backends.ts";
 import { type RestoreStep, swapInCopy, sweepRestoreLeftovers } from "./restore-swap.ts";
 import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
@@ -275,13 +269,7 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
       parsed.values["cancel-pending"] === true,
     );
     const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
-    const jobs = await unknownJobs(
-      layout.backendDir("local"),
-      layout.spool,
-      adjusted.tokens,
-      cancelUnknown,
-      stamp,
-    );
+    const jobs = await unknownJobs(layout, adjusted.tokens, cancelUnknown, stamp);
     io.stdout(
       [
         `restored ${source} into ${layout.database}`,
@@ -322,21 +310,46 @@ interface UnknownJobs {
   readonly setAside: { readonly count: number; readonly dir: string } | null;
 }
 
-/** The local jobs the copy does not know: listed, stopped when asked, ended ones set aside. */
+/**
+ * The jobs the copy does not know, of every backend that keeps records of its own (the
+ * local one; a cluster's are the orphan sweep's): listed, stopped when asked, ended ones set
+ * aside.
+ */
 async function unknownJobs(
-  localDir: string,
-  spoolDir: string,
+  layout: StateLayout,
   tokens: ReadonlySet<string>,
   cancel: boolean,
   stamp: string,
 ): Promise<UnknownJobs> {
-  const running = unknownRunningJobs(localDir, tokens);
-  const problems = cancel ? await cancelUnknownJobs(localDir, spoolDir, running) : [];
+  const running: UnknownJob[] = [];
+  const problems: string[] = [];
+  let setAside: UnknownJobs["setAside"] = null;
+  for (const backend of BACKENDS) {
+    if (backend.restore === null) continue;
+    const found = await unknownJobsOf(backend.restore, layout, backend.name, tokens, cancel, stamp);
+    running.push(...found.running);
+    problems.push(...found.problems);
+    setAside = found.setAside ?? setAside;
+  }
+  return { running, problems, setAside };
+}
+
+async function unknownJobsOf(
+  restore: BackendRestoreHelpers,
+  layout: StateLayout,
+  name: string,
+  tokens: ReadonlySet<string>,
+  cancel: boolean,
+  stamp: string,
+): Promise<UnknownJobs> {
+  const dir = layout.backendDir(name);
+  const running = restore.unknownRunningJobs(dir, tokens);
+  const problems = cancel ? await restore.cancelUnknownJobs(dir, layout.spool, running) : [];
   // Their supervisors stop them within the kill grace: then their records go aside too.
-  if (cancel && problems.length === 0) await waitUntilEnded(localDir, running, STOP_WAIT_MS);
-  const moved = setAsideEndedUnknownJobs(localDir, tokens, stamp);
+  if (cancel && problems.length === 0) await restore.waitUntilEnded(dir, running, STOP_WAIT_MS);
+  const moved = restore.setAsideEndedUnknownJobs(dir, tokens, stamp);
   const setAside =
-    moved.length === 0 ? null : { count: moved.length, dir: setAsideDir(localDir, stamp) };
+    moved.length === 0 ? null : { count: moved.length, dir: restore.setAsideDir(dir, stamp) };
   return { running, problems, setAside };
 }
 

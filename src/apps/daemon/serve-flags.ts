@@ -18,7 +18,7 @@ import { systemClock } from "../../lib/clock.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import type { LogLevel } from "../../lib/log.ts";
-import { BACKENDS, DEFAULT_BACKEND } from "./composition/index.ts";
+import { BACKENDS, backendNamed, DEFAULT_BACKEND } from "./composition/backends.ts";
 import {
   isLoopback,
   type ListenAddress,
@@ -133,9 +133,9 @@ export function parseServeArgs(
   }
   const stateDir = resolveStateDir({ flag: v["state-dir"], env, homeDir, cwd }).path;
   const backend = v.backend ?? DEFAULT_BACKEND;
-  if (!Object.hasOwn(BACKENDS, backend)) {
+  if (backendNamed(backend) === undefined) {
     throw new UsageError(
-      `serve: --backend "${backend}" is not one of ${Object.keys(BACKENDS).join(", ")}`,
+      `serve: --backend "${backend}" is not one of ${BACKENDS.map((b) => b.name).join(", ")}`,
     );
   }
   const logLevel = (v["log-level"] ?? "info") as LogLevel;

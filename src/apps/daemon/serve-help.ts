@@ -1,14 +1,14 @@
 /**
  * The text of `openai4s serve --help`, around the list of backends (the composition's
- * registry names them). Kept apart from the flag parsing: it is a page of prose, not code.
+ * list of backends names them). Kept apart from the flag parsing: it is a page of prose, not code.
  */
-import { BACKENDS, DEFAULT_BACKEND } from "./composition/index.ts";
+import { BACKENDS, DEFAULT_BACKEND } from "./composition/backends.ts";
 
-/** The help page, with the registry's backends and the default named. */
+/** The help page, with the listed backends and the default named. */
 export function serveHelp(): string {
-  const backends = Object.entries(BACKENDS)
-    .map(([name, entry]) => `                          ${name.padEnd(8)} ${entry.describe}`)
-    .join("\n");
+  const backends = BACKENDS.map(
+    (b) => `                          ${b.name.padEnd(8)} ${b.describe}`,
+  ).join("\n");
   return `${HEAD}  --backend NAME          Where work runs (default ${DEFAULT_BACKEND}):\n${backends}\n${TAIL}`;
 }
 

@@ -15,7 +15,7 @@ import {
 import type { Log } from "../../lib/log.ts";
 import { sweepUploadStaging } from "../../servers/http/workloads/workspace-files.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
-import { BACKENDS, migrateBackendRecords } from "./composition/index.ts";
+import { backendNamed, migrateBackendRecords } from "./composition/backends.ts";
 import type { Cleanup, DaemonConfig, StartFailure } from "./daemon.ts";
 import { sweepRestoreLeftovers } from "./restore-swap.ts";
 import { prepareSpoolDir, prepareStateDir, SPOOL_DIR_ENV } from "./state-dir.ts";
@@ -164,7 +164,7 @@ function prepareLayout(config: DaemonConfig, log: Log): PreparedLayout {
     return { kind: "ConfigError", message: `state dir ${stateDir}: ${String(error)}` };
   }
   const explicitSpool = config.spoolDir ?? null;
-  if (explicitSpool === null && BACKENDS[config.backend]?.requiresSpoolDir === true) {
+  if (explicitSpool === null && backendNamed(config.backend)?.requiresSpoolDir === true) {
     return {
       kind: "ConfigError",
       message: `the ${config.backend} backend needs --spool-dir DIR (or $${SPOOL_DIR_ENV}): a directory on the filesystem the nodes share, outside the state dir`,

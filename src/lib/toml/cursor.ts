@@ -2,7 +2,12 @@
  * Where the TOML subset reader is in its text, and what every part of it shares: the
  * position of a refusal, line endings, spaces, comments and the end of a statement's line.
  */
-import type { TomlPosition } from "./subset.ts";
+
+/** 1-based, like an editor's status line. */
+export interface TomlPosition {
+  readonly line: number;
+  readonly column: number;
+}
 
 /** The reader's place: an index into the text, and the line it is on (for positions). */
 export interface Cursor {

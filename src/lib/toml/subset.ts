@@ -20,16 +20,14 @@ import {
   Refusal,
   refuse,
   skipSpaces,
+  type TomlPosition,
 } from "./cursor.ts";
 import { keyPath, scalar } from "./tokens.ts";
 
 export type TomlScalar = string | number | boolean;
 
-/** 1-based, like an editor's status line. */
-export interface TomlPosition {
-  readonly line: number;
-  readonly column: number;
-}
+// Where the cursor stands (cursor.ts); named here too, for the subset's readers.
+export type { TomlPosition };
 
 export interface TomlValueNode {
   readonly kind: "value";

@@ -379,28 +379,3 @@ export const VIEWS_AGREE: readonly true[] = [
   true satisfies SameKeys<ListedProfileView, Out<typeof ProfileSchema>>,
   true satisfies SameKeys<PlacementView, Out<typeof PlacementSchema>>,
 ];
-
-export const FileEntrySchema = v.strictObject({
-  path: text("The entry's path inside the workspace."),
-  type: v.pipe(
-    v.picklist(["file", "directory", "symlink", "other"]),
-    d("What it is (a link is listed, never followed)."),
-  ),
-  sizeBytes: v.pipe(v.number(), d("Its size in bytes (lstat).")),
-  mode: text("Its permission bits in octal, e.g. 0600."),
-  modifiedAt: text("When its content last changed (ISO 8601)."),
-});
-
-export const FileListSchema = v.strictObject({
-  items: v.pipe(
-    v.array(FileEntrySchema),
-    d("Depth first, names sorted; a directory before its entries."),
-  ),
-  nextCursor: nullableText("Pass as `cursor` for the next page; null on the last page."),
-});
-
-export const UploadedFileSchema = v.strictObject({
-  path: text("The file's path inside the workspace."),
-  sizeBytes: v.pipe(v.number(), d("Bytes written.")),
-  mode: text("Its permission bits in octal."),
-});

@@ -1,14 +1,14 @@
 /**
- * What a backend is built from and what building one answers: the types the registry
- * (backends.ts), the isolation policy (session-isolation.ts) and the daemon share.
+ * What the daemon builds its backend from (create-backend.ts turns it into the chosen
+ * plugin's context) and the isolation policy (session-isolation.ts) reads.
  */
 
 import type { AccountDatabase } from "../../../core/accounts.ts";
 import type { BackgroundVerifier } from "../../../core/isolation/background-verifier.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { SubmissionToken } from "../../../core/models.ts";
+import type { BackgroundService } from "../../../core/ports/backend-plugin.ts";
 import type { IsolationVerdictStore } from "../../../core/ports/isolation-verdict-store.ts";
-import type { AllocationBackend } from "../../../core/ports.ts";
 import type { JobIdentities } from "../../../core/sandbox.ts";
 import type { Clock, Timers } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
@@ -51,12 +51,6 @@ export interface BackendContext {
   readonly binary?: string;
 }
 
-/** Something a backend runs beside the reconciler (the orphan sweep), started and stopped with the daemon. */
-export interface BackgroundService {
-  start(): void;
-  stop(): Promise<void>;
-}
-
 /**
  * An isolation verifier as a service: stopped with the daemon, and waited for, so a probe
  * still in flight neither keeps its timer nor writes into a spool being removed.
@@ -73,22 +67,4 @@ export function verifierService(verifier: BackgroundVerifier): BackgroundService
   };
 }
 
-export type BackendCreation =
-  | {
-      readonly kind: "Created";
-      readonly backend: AllocationBackend;
-      readonly services?: readonly BackgroundService[];
-    }
-  /** A configuration problem the admin must fix: `serve` exits 2 with this message. */
-  | { readonly kind: "ConfigError"; readonly message: string };
-
-export interface BackendEntry {
-  /** One line for `serve --help`. */
-  readonly describe: string;
-  /**
-   * The spool must be named (`--spool-dir`): the nodes must share it, and a default beside
-   * the private dir on the daemon's local disk would not be shared.
-   */
-  readonly requiresSpoolDir?: boolean;
-  create(context: BackendContext): Promise<BackendCreation>;
-}
+export type { BackendCreation, BackgroundService } from "../../../core/ports/backend-plugin.ts";

@@ -53,9 +53,9 @@ import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
 import { forbiddenRoots, startupSourceProblem } from "../../../lib/mount-sources.ts";
 import type { DaemonSettings } from "../config.ts";
-import { createBackend } from "./backends.ts";
 import { binaryIdentity } from "./binary-identity.ts";
 import type { BackgroundService } from "./context.ts";
+import { createBackend } from "./create-backend.ts";
 import { composeSessions, type SessionsComponent } from "./sessions.ts";
 import { bindStores } from "./stores.ts";
 

@@ -22,11 +22,22 @@ import {
   wrappedBackend,
 } from "../../../adapters/isolation-bwrap/through-backend.ts";
 import { createBackgroundVerifier } from "../../../core/isolation/background-verifier.ts";
-import { switchingToSandbox, withoutSessionIsolation } from "../../../core/isolation/decorators.ts";
+import {
+  switchingToSandbox,
+  verifiedInBackground,
+  withoutSessionIsolation,
+} from "../../../core/isolation/decorators.ts";
 import {
   judgeRememberedVerdict,
   REMEMBERED_VERDICT_TTL_MS,
 } from "../../../core/isolation/remembered-verdict.ts";
+import {
+  type ClusterJobEnv,
+  type IsolatedBackend,
+  PROBE_JOB_TIME_LIMIT_SECONDS,
+  PROBE_PROFILE,
+  type SessionIsolationKit,
+} from "../../../core/ports/backend-plugin.ts";
 import { WORKER_LISTEN_ENV } from "../../../core/ports/worker-gateway.ts";
 import type { AllocationBackend, IsolationVerdict } from "../../../core/ports.ts";
 import type { Sandbox } from "../../../core/sandbox.ts";
@@ -44,7 +55,7 @@ type LocalSessionIsolation =
  * with the daemon's private dir and every other workspace reachable (issue 8). BATCH never
  * requires it: without bubblewrap, jobs still run, unsandboxed.
  */
-export async function localSessionIsolation(
+async function localSessionIsolation(
   context: BackendContext,
   readOnlyExtra: readonly string[],
 ): Promise<LocalSessionIsolation> {
@@ -69,6 +80,47 @@ export async function localSessionIsolation(
       throw new Error(`unhandled isolation verdict ${JSON.stringify(never)}`);
     }
   }
+}
+
+/**
+ * The policy as every backend's plugin receives it: a backend whose jobs run on this machine
+ * is built with the sandbox verified here (or without one, SESSION refused with the reason);
+ * one whose jobs run on nodes is wrapped and verified there.
+ */
+export function sessionIsolationKit(
+  context: BackendContext,
+  readOnlyExtra: readonly string[],
+): SessionIsolationKit {
+  return {
+    async onThisMachine(build): Promise<IsolatedBackend> {
+      const isolation = await localSessionIsolation(context, readOnlyExtra);
+      switch (isolation.kind) {
+        case "Sessions": {
+          const verified = verifiedInBackground({
+            backend: build(isolation.sandbox),
+            sandbox: isolation.sandbox,
+            log: context.log,
+            intervalMs: LOCAL_ISOLATION_INTERVAL_MS,
+          });
+          return { backend: verified.backend, services: [verifierService(verified.verifier)] };
+        }
+        case "SandboxOnly":
+          // BATCH still runs in the sandbox: the private dir and other workloads stay hidden.
+          return {
+            backend: withoutSessionIsolation(build(isolation.sandbox), isolation.message),
+            services: [],
+          };
+        case "Unavailable":
+          return { backend: withoutSessionIsolation(build(null), isolation.message), services: [] };
+        default: {
+          const never: never = isolation;
+          throw new Error(`unhandled isolation ${JSON.stringify(never)}`);
+        }
+      }
+    },
+    onNodes: (backend, probe, jobEnv) =>
+      withClusterSessionIsolation(context, backend, probe, jobEnv, readOnlyExtra),
+  };
 }
 
 /** How often the local sandbox is re-verified, in the background. */
@@ -143,22 +195,6 @@ const CLUSTER_ISOLATION_TTL_MS = 10 * 60 * 1000;
  * restarted it.
  */
 export const CLUSTER_ISOLATION_RETRY_MS = 60 * 1000;
-/** The probe job's own time limit: it runs for seconds; the shortest a placement takes. */
-export const PROBE_JOB_TIME_LIMIT_SECONDS = 60;
-/** The name the probe's private placement goes by (never offered to anyone). */
-export const PROBE_PROFILE = "isolation-probe";
-
-/** What a cluster backend's launch line needs from its scheduler (given by its entry). */
-export interface ClusterJobEnv {
-  /** The variable the cluster's task launcher sets per task (inherited by WORKERs). */
-  readonly rankEnv: string;
-  /** The job's base environment (its PATH on the nodes). */
-  readonly baseEnv: Readonly<Record<string, string>>;
-  /** Names the batch script exports before the launch line, copied into the sandbox. */
-  readonly launchEnv: readonly string[];
-  /** What each task of a multi-task BATCH inherits from the launcher (its allowlist). */
-  readonly taskEnv?: readonly string[];
-}
 
 /**
  * The Verified verdict an earlier run of this binary stored, when it still counts
@@ -223,7 +259,7 @@ function rememberVerdict(
  * in the store; a restart of the same binary within its time to live starts from it (and
  * probes at once), so sessions are accepted while the new probe still waits in the queue.
  */
-export async function withClusterSessionIsolation(
+async function withClusterSessionIsolation(
   context: BackendContext,
   backend: AllocationBackend,
   /** The backend the probe is submitted through: `PROBE_PROFILE` is its smallest placement

@@ -121,9 +121,9 @@ export function degradedView(state: BreakerState | undefined): DegradedProfileVi
 
 /**
  * A profile as degraded for this caller. The scheduler's refusal of its dry run comes first:
- * it says why every job of it will fail (a partition the cluster does not have), where the
+ * it says why every job of it will fail (a queue the cluster does not have), where the
  * breaker only counts the failures. The admin reads the scheduler's own words; a principal
- * the form workload messages have, the site's partition, QoS and account names hidden.
+ * the form workload messages have, the site's placement names hidden.
  */
 export function profileDegradedView(
   breaker: BreakerState | undefined,

@@ -28,15 +28,14 @@ import {
 import {
   EventListSchema,
   ExecResultSchema,
-  FileListSchema,
   InterruptResultSchema,
   ProfileListSchema,
   RestartResultSchema,
   TaskResultSchema,
-  UploadedFileSchema,
   WorkloadListSchema,
   WorkloadSchema,
 } from "../view-schemas.ts";
+import { FileListSchema, UploadedFileSchema } from "../workloads/file-schemas.ts";
 import {
   CellEventsQuery,
   ExecBody,

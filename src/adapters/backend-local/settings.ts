@@ -1,18 +1,19 @@
 /**
  * The local backend's settings from the daemon's environment, parsed with the others at start
- * (../config.ts): the knobs every local profile gets, the profiles file's path and where job
+ * (apps/daemon/config.ts, through this backend's plugin): the knobs every local profile gets, the profiles file's path and where job
  * cgroups go. The backend receives them typed (adapters/backend-local/profiles.ts) and reads
  * no variable itself. A bad value stops the start naming its variable; an empty one is unset.
  */
-import { CGROUP_ROOT_ENV } from "../../../adapters/backend-local/limit-enforcement.ts";
-import type { LocalKnobs } from "../../../adapters/backend-local/profiles.ts";
-import type { ProfileNetwork, ProfileRunAs } from "../../../core/models.ts";
+
+import type { ProfileNetwork, ProfileRunAs } from "../../core/models.ts";
 import {
   mountProblem,
   overlappingTargets,
   type ProfileMount,
   parseMountList,
-} from "../../../core/mounts.ts";
+} from "../../core/mounts.ts";
+import { CGROUP_ROOT_ENV } from "./limit-enforcement.ts";
+import type { LocalKnobs } from "./profiles.ts";
 
 export { CGROUP_ROOT_ENV };
 export const WARN_MINUTES_ENV = "OPENAI4S_WARN_MINUTES_BEFORE_LIMIT";

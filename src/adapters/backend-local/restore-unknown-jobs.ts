@@ -5,14 +5,15 @@
  */
 import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { createLocalBackend } from "../../../adapters/backend-local/backend.ts";
-import { readJobSnapshot } from "../../../adapters/backend-local/job-state.ts";
-import { readBootId } from "../../../adapters/backend-local/proc.ts";
-import { jobDir, jobsRoot } from "../../../adapters/backend-local/records.ts";
-import { externalHandle, type SubmissionToken } from "../../../core/models.ts";
-import { sleep, systemClock } from "../../../lib/clock.ts";
-import { silentLog } from "../../../lib/log.ts";
-import { selfCommand } from "../../../lib/self-command.ts";
+import { externalHandle, type SubmissionToken } from "../../core/models.ts";
+import type { UnknownJob } from "../../core/ports/backend-plugin.ts";
+import { sleep, systemClock } from "../../lib/clock.ts";
+import { silentLog } from "../../lib/log.ts";
+import { selfCommand } from "../../lib/self-command.ts";
+import { createLocalBackend } from "./backend.ts";
+import { readJobSnapshot } from "./job-state.ts";
+import { readBootId } from "./proc.ts";
+import { jobDir, jobsRoot } from "./records.ts";
 
 /**
  * Where restore moves the records of ended jobs the copy does not know. Left among the jobs,
@@ -68,12 +69,6 @@ export async function waitUntilEnded(
   while (!jobs.every((j) => ended(backendDir, j.token, bootId)) && Date.now() < deadline) {
     await sleep(100);
   }
-}
-
-export interface UnknownJob {
-  readonly token: string;
-  readonly workloadId: string;
-  readonly allocationId: string;
 }
 
 /** Jobs with a record in `backendDir` that have not ended and whose token is not known. */
