@@ -97,6 +97,17 @@ describe("state dir ownership (StrictModes)", () => {
     }
   });
 
+  test("every ancestor is checked, not only the parent: a group-writable grandparent is refused", () => {
+    // Guards the walk's loop: stopping after the parent would let whoever can write the
+    // grandparent swap the whole branch (parent and state dir) for their own.
+    const grand = join(tmp(), "g");
+    mkdirSync(join(grand, "p", "state"), { recursive: true, mode: 0o700 });
+    chmodSync(join(grand, "p"), 0o755);
+    chmodSync(grand, 0o775);
+    const check = checkAncestors(join(grand, "p", "state"), uid);
+    expect(check.kind === "Refused" && check.message).toContain(`${grand} (above`);
+  });
+
   test("owners are named by uid and passwd name", () => {
     expect(describeOwner(65534, () => "nobody:x:65534:65534::/:/bin/false\n")).toBe(
       "uid 65534 (nobody)",
