@@ -2,6 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { SubmissionToken } from "../../src/core/models.ts";
+import type { AllocationBackend, AllocationObservation } from "../../src/core/ports.ts";
 import {
   createReconciler,
   RECONCILER_FAULT_POINTS,
@@ -363,6 +364,33 @@ describe("unavailability", () => {
     expect(report.error).toBeNull();
     expect(h.workload(id).phase).toBe("QUEUED");
     expect(h.log.lines.some((l) => l.includes("backend call threw"))).toBe(true);
+  });
+
+  test("a phase no backend can observe (PENDING, SUBMITTING) is ignored, not followed", async () => {
+    // Guards isObservablePhase: followed, a backend's "PENDING" would move a queued attempt
+    // back to a phase that means "not submitted yet", and the next tick would submit it again.
+    const h = make();
+    const id = h.addWorkload();
+    await h.tick();
+    const a = onlyAllocation(h, id);
+    const backend = h.sim.backend as { observe: AllocationBackend["observe"] };
+    const real = backend.observe.bind(h.sim.backend);
+    for (const phase of ["PENDING", "SUBMITTING"] as const) {
+      backend.observe = async (targets) => {
+        const seen = await real(targets);
+        if (seen.kind !== "Observed") return seen;
+        const rewritten = new Map<string, AllocationObservation>();
+        for (const [k, o] of seen.observations) {
+          rewritten.set(k, o.kind === "Observed" ? { ...o, phase } : o);
+        }
+        return { ...seen, observations: rewritten };
+      };
+      await h.tick();
+      expect(h.workload(id).phase).toBe("QUEUED");
+      expect(onlyAllocation(h, id)).toMatchObject({ id: a.id, phase: "QUEUED" });
+    }
+    expect(h.sim.jobs()).toHaveLength(1);
+    expect(h.log.lines.some((l) => l.includes("a phase it cannot observe"))).toBe(true);
   });
 
   test("Indeterminate never becomes LOST", async () => {
