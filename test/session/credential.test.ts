@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import {
   chmodSync,
+  existsSync,
   readdirSync,
   readFileSync,
   statSync,
@@ -385,6 +386,35 @@ describe("mintCredentials", () => {
     mintCredentials(input);
     expect(readFileSync(path!, "utf8")).not.toBe(before);
     expect(readdirSync(credentialDir)).toEqual(["rank-0.cred"]);
+  });
+
+  test("a rank count or lifetime that is not a positive integer is a bug: throws, writes nothing", () => {
+    // Guards the input checks: zero ranks would mint no file (every worker exits "no usable
+    // credential"), a fractional count one file too many, a non-positive TTL a credential
+    // already expired.
+    const credentialDir = join(tempDir(), "credentials");
+    const input = {
+      key,
+      allocationId: "a",
+      epoch: 1,
+      ranks: 1,
+      ttlMs: 1000,
+      clock: manualClock(NOW),
+      random: randomBytes,
+      gatewayAddress: "h:1",
+      credentialDir,
+    };
+    for (const ranks of [0, -1, 1.5, Number.NaN]) {
+      expect(() => mintCredentials({ ...input, ranks })).toThrow(
+        "ranks must be a positive integer",
+      );
+    }
+    for (const ttlMs of [0, -5, 0.5]) {
+      expect(() => mintCredentials({ ...input, ttlMs })).toThrow(
+        "ttlMs must be a positive integer",
+      );
+    }
+    expect(existsSync(credentialDir)).toBe(false);
   });
 
   test("readCredentialFile: missing and invalid files, without echoing content", () => {
