@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
+import { createWorkload, findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { SubmissionToken } from "../../src/core/models.ts";
 import type { AllocationBackend, AllocationObservation } from "../../src/core/ports.ts";
@@ -13,6 +13,7 @@ import {
   type HarnessOptions,
   harness,
   inertPreparer,
+  recordSubmits,
 } from "../support/reconciler-harness.ts";
 import { isLiveJob } from "../support/simulated-backend.ts";
 
@@ -296,6 +297,32 @@ describe("submission", () => {
     expect(h.sim.calls.findByToken).toBe(0);
     expect(h.sim.calls.submit).toBe(1);
     expect(onlyAllocation(h, id).phase).toBe("QUEUED");
+  });
+});
+
+describe("what the submission carries", () => {
+  test("a workload's asked resources reach the backend's submit; none asked, none sent", async () => {
+    // Guards the spread into the SubmitRequest: dropped, a job asking 2 CPUs would run
+    // with the profile's default and nobody would be told.
+    const h = make();
+    const sent = recordSubmits(h);
+    const resources = { cpus: 2, memoryMb: 300 };
+    createWorkload(h.deps, {
+      id: "w-sized",
+      kind: "BATCH",
+      name: "w-sized",
+      profile: "default",
+      spec: { command: ["true"], resources },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    const plain = h.addWorkload();
+    await h.tick();
+    const byWorkload = new Map(sent.map((r) => [r.workloadId, r]));
+    expect(byWorkload.get("w-sized")?.resources).toEqual(resources);
+    expect(byWorkload.get(plain)).toBeDefined();
+    expect("resources" in (byWorkload.get(plain) ?? {})).toBe(false);
   });
 });
 
