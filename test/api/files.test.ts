@@ -93,6 +93,8 @@ describe("files round trip", () => {
     });
     expect(beyond.status).toBe(416);
     expect(beyond.headers.get("content-range")).toBe("bytes */8");
+    // The problem body names the same status as the response (RFC 9457).
+    expect(((await beyond.json()) as { status: number }).status).toBe(416);
 
     const listed = await page(await h.request(`/v1/workloads/${id}/files`));
     expect(listed.items.map((e) => e.path)).toEqual(["data", "data/in.csv"]);
