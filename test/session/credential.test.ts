@@ -417,6 +417,47 @@ describe("mintCredentials", () => {
     expect(existsSync(credentialDir)).toBe(false);
   });
 
+  test("the signed bytes are exactly the length-prefixed fields, nothing after them", () => {
+    // Guards the layout: padding or a miscounted prefix would change what a signature
+    // covers (and break every worker of another build).
+    const bytes = canonicalClaims({
+      allocationId: "a-1",
+      epoch: 12,
+      rank: 3,
+      expiresAt: 45,
+      nonce: "n0",
+    });
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const fields: string[] = [];
+    let offset = 0;
+    while (offset < bytes.length) {
+      const length = view.getUint32(offset);
+      fields.push(new TextDecoder().decode(bytes.subarray(offset + 4, offset + 4 + length)));
+      offset += 4 + length;
+    }
+    expect(offset).toBe(bytes.length);
+    expect(fields.slice(1)).toEqual(["a-1", "12", "3", "45", "n0"]);
+    expect(fields[0]?.length).toBeGreaterThan(0);
+  });
+
+  test("a credential file's gateway address is at most 300 characters", () => {
+    const dir = tempDir();
+    const credential = signCredential(key, {
+      allocationId: "a",
+      epoch: 1,
+      rank: 0,
+      expiresAt: NOW,
+      nonce: "0".repeat(32),
+    });
+    const write = (gateway: string) => {
+      const path = join(dir, `g${gateway.length}.cred`);
+      writeFileSync(path, JSON.stringify({ gateway, credential }), { mode: 0o600 });
+      return readCredentialFile(path).kind;
+    };
+    expect(write(`${"h".repeat(295)}:7000`)).toBe("Read");
+    expect(write(`${"h".repeat(296)}:7000`)).toBe("Invalid");
+  });
+
   test("readCredentialFile: missing and invalid files, without echoing content", () => {
     const dir = tempDir();
     expect(readCredentialFile(join(dir, "nope")).kind).toBe("Missing");
