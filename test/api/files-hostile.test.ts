@@ -149,6 +149,11 @@ describe("an upload's temporary file is never the user's", () => {
     mkdirSync(join(staging, "a-dir-is-not-ours"));
     expect(sweepUploadStaging(stateLayout(h.dir).spool)).toEqual(["upload-left-by-a-kill"]);
     expect(readdirSync(staging)).toEqual(["a-dir-is-not-ours"]);
+    // A spool where no upload ever ran has no staging directory: nothing to sweep, and no
+    // error (a throw here stopped every fresh daemon's start).
+    const fresh = join(h.dir, "fresh-spool");
+    mkdirSync(fresh, { mode: 0o711 });
+    expect(sweepUploadStaging(fresh)).toEqual([]);
     expect(readdirSync(stateLayout(h.dir).workspaceDir(id))).toEqual(["keep"]);
   });
 });

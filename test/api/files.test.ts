@@ -93,6 +93,8 @@ describe("files round trip", () => {
     });
     expect(beyond.status).toBe(416);
     expect(beyond.headers.get("content-range")).toBe("bytes */8");
+    // The problem body names the same status as the response (RFC 9457).
+    expect(((await beyond.json()) as { status: number }).status).toBe(416);
 
     const listed = await page(await h.request(`/v1/workloads/${id}/files`));
     expect(listed.items.map((e) => e.path)).toEqual(["data", "data/in.csv"]);
@@ -139,6 +141,24 @@ describe("files round trip", () => {
     const res = await put(h, `/v1/workloads/${id}/files/big.bin`, stream);
     expect(res.status).toBe(413);
     expect(readdirSync(workspace(h, id))).toEqual([]);
+  });
+
+  test("an upload of exactly the cap is taken; one byte more is 413 by its Content-Length", async () => {
+    // Guards the declared-length check's boundary: the cap is the largest upload allowed.
+    const h = make({ maxUploadBytes: 1000 });
+    const id = await submitted(h);
+    const sized = (path: string, bytes: number) =>
+      h.request(`/v1/workloads/${id}/files/${path}`, {
+        method: "PUT",
+        body: "x".repeat(bytes),
+        headers: { "content-length": String(bytes) },
+      });
+    const exact = await sized("exact.bin", 1000);
+    expect(exact.status).toBe(201);
+    expect(statSync(join(workspace(h, id), "exact.bin")).size).toBe(1000);
+    const over = await sized("over.bin", 1001);
+    expect(over.status).toBe(413);
+    expect(existsSync(join(workspace(h, id), "over.bin"))).toBe(false);
   });
 });
 

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { createWorkload } from "../../src/adapters/store-sqlite/index.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
-import { limitExceeded, NO_LIMITS } from "../../src/core/principals.ts";
+import { limitExceeded, NO_LIMITS, resourcesHeld } from "../../src/core/principals.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
 import { kernelIdOf } from "../../src/servers/http/jupyter/ids.ts";
 import { openApiDocument } from "../../src/servers/http/system/openapi.ts";
@@ -429,6 +429,18 @@ describe("authentication's edges", () => {
       expect((await h.request(`/v1/profiles${q}`, {}, TCP)).status).toBe(401);
       expect((await h.request(`/api/kernels${q}`, {}, TCP)).status).toBe(200);
     }
+  });
+
+  test("what a workload holds against a principal's CPU and GPU limits", () => {
+    // Guards the count the CPU limit is checked with: tasks (2 and up) times CPUs per task,
+    // else CPUs per node times nodes; each array element that may run at once counts.
+    const r = { nodes: 1, cpus: 4, gpus: 1 };
+    expect(resourcesHeld(r, {})).toEqual({ cpus: 4, gpus: 1 });
+    expect(resourcesHeld(r, { tasks: 1 })).toEqual({ cpus: 4, gpus: 1 });
+    expect(resourcesHeld(r, { tasks: 2 })).toEqual({ cpus: 8, gpus: 1 });
+    expect(resourcesHeld({ ...r, nodes: 3 }, {})).toEqual({ cpus: 12, gpus: 3 });
+    expect(resourcesHeld(r, { array: 10 })).toEqual({ cpus: 40, gpus: 10 });
+    expect(resourcesHeld(r, { array: 10, maxConcurrent: 2 })).toEqual({ cpus: 8, gpus: 2 });
   });
 
   test("maxSessions: a principal's second live session is refused naming the limit", async () => {

@@ -146,14 +146,35 @@ describe("sign-in with the site's OIDC issuer", () => {
         key: stranger.current().keys.privateKey,
       }),
       "a claim that is no account": await iss.sign({ preferred_username: "../etc" }, now),
+      "not a JWT": "abc.def.ghi",
     };
     expect(keys.privateKey).toBeDefined();
+    const reasons: Record<string, string> = {};
     for (const [what, token] of Object.entries(hostile)) {
       const answer = await as(h, token, "/v1/workloads");
       expect({ what, status: answer.status }).toEqual({ what, status: 401 });
       const detail = ((await answer.json()) as { detail: string }).detail;
       expect(detail).not.toContain(token);
+      reasons[what] = detail;
     }
+    // Each refusal says why, so the user can act on it (a reason folded into another, say
+    // an expired token told "not valid", sends them to the wrong fix).
+    const why = (reason: string) => `site sign-in refused: ${reason}`;
+    expect(reasons).toEqual({
+      expired: why("the token has expired"),
+      "not yet valid": why("the token's nbf claim is not accepted (check_failed)"),
+      "wrong audience": why("the token's aud claim is not accepted (check_failed)"),
+      "wrong issuer": why("the token's iss claim is not accepted (check_failed)"),
+      "no expiry": why("the token's exp claim is not accepted (missing)"),
+      "alg none": why("the token's algorithm is not accepted"),
+      "HMAC with the public key": why("the token's algorithm is not accepted"),
+      "unknown kid": why("no key of the issuer matches the token"),
+      "another key under the issuer's kid": why("the signature is not valid"),
+      "a claim that is no account": why(
+        "the token's preferred_username claim does not name a unix account",
+      ),
+      "not a JWT": why("the token is not valid (ERR_JWS_INVALID)"),
+    });
     expect(principals(h)).toEqual([]);
     // The same issuer's good token still works: the refusals above were the tokens'.
     const good = await iss.sign(claims, now);

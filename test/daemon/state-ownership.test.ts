@@ -97,6 +97,43 @@ describe("state dir ownership (StrictModes)", () => {
     }
   });
 
+  test("every ancestor is checked, not only the parent: a group-writable grandparent is refused", () => {
+    // Guards the walk's loop: stopping after the parent would let whoever can write the
+    // grandparent swap the whole branch (parent and state dir) for their own.
+    const grand = join(tmp(), "g");
+    mkdirSync(join(grand, "p", "state"), { recursive: true, mode: 0o700 });
+    chmodSync(join(grand, "p"), 0o755);
+    chmodSync(grand, 0o775);
+    const check = checkAncestors(join(grand, "p", "state"), uid);
+    expect(check.kind === "Refused" && check.message).toContain(`${grand} (above`);
+  });
+
+  test("the walk stops at its entry cap: a tree of exactly the cap passes, one more is refused", () => {
+    // Guards the count: an over-counting walk would refuse a busy but genuine state dir.
+    const state = join(tmp(), "state");
+    mkdirSync(join(state, "sub"), { recursive: true, mode: 0o700 });
+    for (const name of ["a", "b", "sub/c", "sub/d"]) writeFileSync(join(state, name), "x");
+    expect(checkStateDirOwnership(state, uid, { maxEntries: 5 })).toEqual({ kind: "Owned" });
+    const over = checkStateDirOwnership(state, uid, { maxEntries: 4 });
+    expect(over.kind === "Refused" && over.message).toContain("holds more than 4 entries");
+  });
+
+  test.skipIf(uid !== 0)(
+    "for a daemon of another uid, root's directories are trusted, sticky /tmp included",
+    () => {
+      // Guards "root or ours": run as root the two are the same uid, so every check here is
+      // also made for a daemon of uid 4242 over directories root owns (the temp dir's parents
+      // up to the sticky /tmp, and a root-owned child under it).
+      const base = join(tmp(), "p");
+      mkdirSync(join(base, "state"), { recursive: true, mode: 0o700 });
+      chmodSync(base, 0o755);
+      expect(checkAncestors(join(base, "state"), 4242)).toEqual({ kind: "Owned" });
+      expect(checkFutureDir(join(base, "new", "state"), 4242, "state dir")).toEqual({
+        kind: "Owned",
+      });
+    },
+  );
+
   test("owners are named by uid and passwd name", () => {
     expect(describeOwner(65534, () => "nobody:x:65534:65534::/:/bin/false\n")).toBe(
       "uid 65534 (nobody)",

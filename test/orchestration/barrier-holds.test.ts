@@ -50,6 +50,35 @@ describe("the cancel barrier holds", () => {
     expect(h.sim.calls.cancel).toBe(1);
   });
 
+  test("while the drain check throws: not released, until it answers", async () => {
+    // Guards the drain stage's catch: counted as drained, a check that cannot tell would
+    // free the allocation while the session's workers may still be writing.
+    let throwing = true;
+    const seen: string[] = [];
+    const h = make({
+      barrierHooks: {
+        cancelTasks: async () => {},
+        drained: async () => {
+          seen.push("drained");
+          if (throwing) throw new Error("gateway down");
+          return true;
+        },
+      },
+    });
+    const id = h.addWorkload();
+    await h.tick();
+    h.stop(id);
+    h.sim.resetCalls();
+    await h.tick();
+    await h.tick();
+    expect(seen).toEqual(["drained", "drained"]);
+    expect(h.sim.calls.cancel).toBe(0);
+    expect(h.workload(id).phase).toBe("STOPPING");
+    throwing = false;
+    await h.tick();
+    expect(h.sim.calls.cancel).toBe(1);
+  });
+
   test("while cancelTasks hangs: the tick waits for it before draining or releasing", async () => {
     let finish = () => {};
     const { seen, barrierHooks } = hooks(

@@ -13,12 +13,13 @@ import {
   withoutSessionIsolation,
 } from "../../src/core/isolation/decorators.ts";
 import { guardedByLiveAllocations } from "../../src/core/isolation/live-guard.ts";
-import type { SubmissionToken } from "../../src/core/models.ts";
+import type { ExternalHandle, SubmissionToken } from "../../src/core/models.ts";
 import type {
   AllocationBackend,
   BackendWith,
   CapabilityName,
   ObservationCursor,
+  ObservationTarget,
 } from "../../src/core/ports.ts";
 import type { Sandbox } from "../../src/core/sandbox.ts";
 import { silentLog } from "../../src/lib/log.ts";
@@ -200,5 +201,37 @@ describe("every backend decorator keeps every capability of its base", () => {
       kind: "Unverified",
       message: "off",
     });
+  });
+});
+
+const TARGET: ObservationTarget = {
+  allocationId: "a-1",
+  token: "t" as SubmissionToken,
+  handle: "h-1" as ExternalHandle,
+};
+
+describe("switchingToSandbox: steps follow the current verdict", () => {
+  test("a step runs through the sandboxed backend while sandboxing, the plain one otherwise", async () => {
+    // Guards the step's routing: a step that never reached a runner would fail every
+    // `steps` call of a job on this backend ("steps are not available").
+    const plainCalls: string[] = [];
+    const sandboxedCalls: string[] = [];
+    let sandboxing = true;
+    const decorated = switchingToSandbox({
+      backend: fullBackend([]),
+      plain: fullBackend(plainCalls),
+      sandboxed: fullBackend(sandboxedCalls),
+      sandboxing: () => sandboxing,
+      pending: () => false,
+      verify: async () => ({ kind: "Verified", mechanism: "test" }),
+    });
+    const tasks = decorated.capabilities.tasks;
+    if (tasks === null) throw new Error("the base's steps were dropped");
+    const run = () => tasks.runTask(TARGET, ["true"], { timeoutMs: 1_000 });
+    expect(await run()).toMatchObject({ kind: "Completed", exitCode: 0 });
+    expect(sandboxedCalls).toEqual(["runTask"]);
+    sandboxing = false;
+    expect(await run()).toMatchObject({ kind: "Completed", exitCode: 0 });
+    expect(plainCalls).toEqual(["runTask"]);
   });
 });

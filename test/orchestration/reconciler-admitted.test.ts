@@ -56,6 +56,27 @@ describe("admitted: the first attempt goes out at once", () => {
     expect(h.sim.jobs()).toHaveLength(2);
   });
 
+  test("a tick that finds a waiting admitted attempt beside a workload with no attempt yet", async () => {
+    // Guards keepFresh's null check: reading the attempt of a workload not minted yet threw,
+    // and the whole tick (every other workload's progress) failed with it.
+    const h = make({ maxCommandsInFlight: 2 });
+    h.sim.holdNextSubmit();
+    h.addWorkload();
+    await h.tickNoWait();
+    const { id } = h.admit();
+    await settle();
+    expect(h.workload(id).phase).toBe("SUBMITTING");
+    const bare = h.addWorkload();
+    const report = await h.tickNoWait();
+    expect(report.error).toBeNull();
+    h.sim.settleHeld("land");
+    await h.reconciler.idle();
+    await h.tick();
+    expect(h.workload(id).phase).toBe("QUEUED");
+    expect(h.workload(bare).phase).toBe("QUEUED");
+    expect(h.sim.jobs()).toHaveLength(3);
+  });
+
   test("while the backend is not answering it waits; once it answers, one fresh submit", async () => {
     const h = make();
     const seen = recording(h);

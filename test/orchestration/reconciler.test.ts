@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
+import { createWorkload, findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { SubmissionToken } from "../../src/core/models.ts";
+import type { AllocationBackend, AllocationObservation } from "../../src/core/ports.ts";
 import {
   createReconciler,
   RECONCILER_FAULT_POINTS,
@@ -12,6 +13,7 @@ import {
   type HarnessOptions,
   harness,
   inertPreparer,
+  recordSubmits,
 } from "../support/reconciler-harness.ts";
 import { isLiveJob } from "../support/simulated-backend.ts";
 
@@ -298,6 +300,32 @@ describe("submission", () => {
   });
 });
 
+describe("what the submission carries", () => {
+  test("a workload's asked resources reach the backend's submit; none asked, none sent", async () => {
+    // Guards the spread into the SubmitRequest: dropped, a job asking 2 CPUs would run
+    // with the profile's default and nobody would be told.
+    const h = make();
+    const sent = recordSubmits(h);
+    const resources = { cpus: 2, memoryMb: 300 };
+    createWorkload(h.deps, {
+      id: "w-sized",
+      kind: "BATCH",
+      name: "w-sized",
+      profile: "default",
+      spec: { command: ["true"], resources },
+      maxAttempts: 1,
+      idempotencyKey: null,
+      requestHash: null,
+    });
+    const plain = h.addWorkload();
+    await h.tick();
+    const byWorkload = new Map(sent.map((r) => [r.workloadId, r]));
+    expect(byWorkload.get("w-sized")?.resources).toEqual(resources);
+    expect(byWorkload.get(plain)).toBeDefined();
+    expect("resources" in (byWorkload.get(plain) ?? {})).toBe(false);
+  });
+});
+
 describe("fault points", () => {
   test("a crash at each named point is survived by a fresh reconciler on the same store", async () => {
     for (const point of RECONCILER_FAULT_POINTS) {
@@ -363,6 +391,33 @@ describe("unavailability", () => {
     expect(report.error).toBeNull();
     expect(h.workload(id).phase).toBe("QUEUED");
     expect(h.log.lines.some((l) => l.includes("backend call threw"))).toBe(true);
+  });
+
+  test("a phase no backend can observe (PENDING, SUBMITTING) is ignored, not followed", async () => {
+    // Guards isObservablePhase: followed, a backend's "PENDING" would move a queued attempt
+    // back to a phase that means "not submitted yet", and the next tick would submit it again.
+    const h = make();
+    const id = h.addWorkload();
+    await h.tick();
+    const a = onlyAllocation(h, id);
+    const backend = h.sim.backend as { observe: AllocationBackend["observe"] };
+    const real = backend.observe.bind(h.sim.backend);
+    for (const phase of ["PENDING", "SUBMITTING"] as const) {
+      backend.observe = async (targets) => {
+        const seen = await real(targets);
+        if (seen.kind !== "Observed") return seen;
+        const rewritten = new Map<string, AllocationObservation>();
+        for (const [k, o] of seen.observations) {
+          rewritten.set(k, o.kind === "Observed" ? { ...o, phase } : o);
+        }
+        return { ...seen, observations: rewritten };
+      };
+      await h.tick();
+      expect(h.workload(id).phase).toBe("QUEUED");
+      expect(onlyAllocation(h, id)).toMatchObject({ id: a.id, phase: "QUEUED" });
+    }
+    expect(h.sim.jobs()).toHaveLength(1);
+    expect(h.log.lines.some((l) => l.includes("a phase it cannot observe"))).toBe(true);
   });
 
   test("Indeterminate never becomes LOST", async () => {

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import {
   chmodSync,
+  existsSync,
   readdirSync,
   readFileSync,
   statSync,
@@ -385,6 +386,76 @@ describe("mintCredentials", () => {
     mintCredentials(input);
     expect(readFileSync(path!, "utf8")).not.toBe(before);
     expect(readdirSync(credentialDir)).toEqual(["rank-0.cred"]);
+  });
+
+  test("a rank count or lifetime that is not a positive integer is a bug: throws, writes nothing", () => {
+    // Guards the input checks: zero ranks would mint no file (every worker exits "no usable
+    // credential"), a fractional count one file too many, a non-positive TTL a credential
+    // already expired.
+    const credentialDir = join(tempDir(), "credentials");
+    const input = {
+      key,
+      allocationId: "a",
+      epoch: 1,
+      ranks: 1,
+      ttlMs: 1000,
+      clock: manualClock(NOW),
+      random: randomBytes,
+      gatewayAddress: "h:1",
+      credentialDir,
+    };
+    for (const ranks of [0, -1, 1.5, Number.NaN]) {
+      expect(() => mintCredentials({ ...input, ranks })).toThrow(
+        "ranks must be a positive integer",
+      );
+    }
+    for (const ttlMs of [0, -5, 0.5]) {
+      expect(() => mintCredentials({ ...input, ttlMs })).toThrow(
+        "ttlMs must be a positive integer",
+      );
+    }
+    expect(existsSync(credentialDir)).toBe(false);
+  });
+
+  test("the signed bytes are exactly the length-prefixed fields, nothing after them", () => {
+    // Guards the layout: padding or a miscounted prefix would change what a signature
+    // covers (and break every worker of another build).
+    const bytes = canonicalClaims({
+      allocationId: "a-1",
+      epoch: 12,
+      rank: 3,
+      expiresAt: 45,
+      nonce: "n0",
+    });
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const fields: string[] = [];
+    let offset = 0;
+    while (offset < bytes.length) {
+      const length = view.getUint32(offset);
+      fields.push(new TextDecoder().decode(bytes.subarray(offset + 4, offset + 4 + length)));
+      offset += 4 + length;
+    }
+    expect(offset).toBe(bytes.length);
+    expect(fields.slice(1)).toEqual(["a-1", "12", "3", "45", "n0"]);
+    expect(fields[0]?.length).toBeGreaterThan(0);
+  });
+
+  test("a credential file's gateway address is at most 300 characters", () => {
+    const dir = tempDir();
+    const credential = signCredential(key, {
+      allocationId: "a",
+      epoch: 1,
+      rank: 0,
+      expiresAt: NOW,
+      nonce: "0".repeat(32),
+    });
+    const write = (gateway: string) => {
+      const path = join(dir, `g${gateway.length}.cred`);
+      writeFileSync(path, JSON.stringify({ gateway, credential }), { mode: 0o600 });
+      return readCredentialFile(path).kind;
+    };
+    expect(write(`${"h".repeat(295)}:7000`)).toBe("Read");
+    expect(write(`${"h".repeat(296)}:7000`)).toBe("Invalid");
   });
 
   test("readCredentialFile: missing and invalid files, without echoing content", () => {

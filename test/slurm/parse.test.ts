@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import {
   parseExitStatus,
+  parseLiveJobs,
   parseSacct,
   parseSbatchParsable,
   SACCT_FIELDS,
@@ -152,6 +153,28 @@ describe("squeue parser", () => {
 
   test("empty output is zero jobs (squeue answered: nothing by those names)", () => {
     expect(parseSqueue("")).toEqual({ kind: "Parsed", value: [] });
+  });
+});
+
+describe("squeue of the account's live jobs (the orphan sweep)", () => {
+  test("rows read back; a (null) comment is empty; a | in the comment stays in it", () => {
+    expect(parseLiveJobs("12|RUNNING|o4s-tok.1\n13|PENDING|(null)\n14|RUNNING|a|b\n")).toEqual({
+      kind: "Parsed",
+      value: [
+        { jobId: "12", state: "RUNNING", comment: "o4s-tok.1" },
+        { jobId: "13", state: "PENDING", comment: "" },
+        { jobId: "14", state: "RUNNING", comment: "a|b" },
+      ],
+    });
+  });
+
+  test.each([
+    ["a state that is not a state word", "12|running;x|tok\n"],
+    ["a job id that is not one", "x12|RUNNING|tok\n"],
+    ["a row one field short", "12|RUNNING\n"],
+  ])("%s makes the whole listing Malformed", (_label, stdout) => {
+    // Guards the sweep: a listing read wrongly could cancel a job that is not an orphan.
+    expect(parseLiveJobs(stdout).kind).toBe("Malformed");
   });
 });
 

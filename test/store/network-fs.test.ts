@@ -127,6 +127,25 @@ describe("checkDatabaseFilesystem: only what is known local passes", () => {
     expect(checkDatabaseFilesystem("/srv/o4s", table(plus)).kind).toBe("Local");
   });
 
+  test("overlays on overlays are followed four deep; a fifth is not judged, so refused", () => {
+    // Guards the depth cap's boundary and where it starts counting: the chain /o1 .. /oN,
+    // each overlay's layers on the next, the last one's on the ext4 root.
+    const chain = (n: number) =>
+      Array.from({ length: n }, (_, i) => {
+        const under = i + 1 < n ? `/o${i + 2}` : "/var";
+        return `${70 + i} 22 0:${70 + i} / /o${i + 1} rw - overlay overlay rw,lowerdir=${under}/l,upperdir=${under}/u,workdir=${under}/w`;
+      });
+    expect(checkDatabaseFilesystem("/o1/db", table(...chain(4)))).toEqual({
+      kind: "Local",
+      type: "overlay",
+    });
+    const five = checkDatabaseFilesystem("/o1/db", table(...chain(5)));
+    expect(five.kind).toBe("NotLocal");
+    expect(five.kind === "NotLocal" && five.message).toContain(
+      "cannot tell what its layers are on",
+    );
+  });
+
   test("an overlay with a layer on NFS is refused, naming what is under it", () => {
     const nfs = "61 22 0:61 / /shared rw - nfs4 srv:/x rw";
     for (const options of [

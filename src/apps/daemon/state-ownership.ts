@@ -168,7 +168,8 @@ function checkPrivateTree(
 export function checkStateDirOwnership(
   path: string,
   uid: number,
-  options: { readonly skip?: readonly string[] } = {},
+  // maxEntries: the walk's cap, given by tests (a million entries is too many to make).
+  options: { readonly skip?: readonly string[]; readonly maxEntries?: number } = {},
 ): OwnershipCheck {
   const itself = checkStateDirItself(path, uid);
   if (itself.kind === "Refused") return itself;
