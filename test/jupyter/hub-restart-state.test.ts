@@ -65,7 +65,7 @@ describe("a request waiting through a restart", () => {
       jupyter: kernel.service,
       interrupt: async () => ({ kind: "Ok", interrupted: false }),
       shutdown: () => {},
-      touch: () => {},
+      presence: { seen() {}, whileRunning: () => () => {} },
       now: () => 0,
       log: silentLog,
       pollMs: 1,
