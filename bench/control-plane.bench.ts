@@ -27,13 +27,13 @@ import {
   startWalCheckpointer,
 } from "../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
-import type { AllocationBackend } from "../src/core/ports.ts";
+import type { AllocationBackend } from "../src/core/ports/allocation-backend.ts";
 import {
   createReconciler,
   type ReconcilerOptions,
   type ReconcilerStore,
   type Timers,
-} from "../src/core/reconciler.ts";
+} from "../src/core/reconciler/create-reconciler.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";

@@ -29,7 +29,7 @@ import {
   type BackendOperation,
   createReconciler,
   type TickReport,
-} from "../src/core/reconciler.ts";
+} from "../src/core/reconciler/create-reconciler.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";

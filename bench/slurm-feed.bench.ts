@@ -27,8 +27,8 @@ import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconci
 import type { AttemptPreparer } from "../src/core/attempt-preparer.ts";
 import { decorateBackend } from "../src/core/decorate-backend.ts";
 import type { ExternalHandle } from "../src/core/models.ts";
-import type { AllocationBackend, ObservationCursor } from "../src/core/ports.ts";
-import { createReconciler } from "../src/core/reconciler.ts";
+import type { AllocationBackend, ObservationCursor } from "../src/core/ports/allocation-backend.ts";
+import { createReconciler } from "../src/core/reconciler/create-reconciler.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import type { ProcessOutcome, ProgramRunner } from "../src/lib/process-runner.ts";

@@ -42,7 +42,7 @@ import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconci
 import { stateLayout } from "../src/core/layout.ts";
 import type { SubmissionToken } from "../src/core/models.ts";
 import { preparerByKind } from "../src/core/preparer-by-kind.ts";
-import { createReconciler } from "../src/core/reconciler.ts";
+import { createReconciler } from "../src/core/reconciler/create-reconciler.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { jsonLog } from "../src/lib/log.ts";
 import { createProgramRunner, type ProgramRunner } from "../src/lib/process-runner.ts";

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { defaultLocalProfiles } from "../src/adapters/backend-local/backend-options.ts";
 import { openDatabase } from "../src/adapters/store-sqlite/index.ts";
 import { bindAdmissionStore } from "../src/adapters/store-sqlite/stores/admission-store.ts";
-import type { AllocationBackend } from "../src/core/ports.ts";
+import type { AllocationBackend } from "../src/core/ports/allocation-backend.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { createApp } from "../src/servers/http/app.ts";

@@ -8,7 +8,7 @@ import type { RefusedField, Submission } from "./admission.ts";
 import { checkArrayRequest } from "./array/array-request.ts";
 import { chooseEnvironment } from "./environments.ts";
 import type { ResourceProfile, WorkloadSpec } from "./models.ts";
-import type { AllocationBackend } from "./ports.ts";
+import type { AllocationBackend } from "./ports/allocation-backend.ts";
 import { checkResources } from "./resources.ts";
 
 /** Every field the submission gets wrong against `profiles` and the backend; empty: it fits. */

@@ -23,7 +23,11 @@ import {
   type WorkloadSpec,
 } from "./models.ts";
 import type { AdmissionStore, AttemptIds, IdempotentMatch } from "./ports/admission-store.ts";
-import { type AllocationBackend, batchRefusal, sessionIsolationVerdict } from "./ports.ts";
+import {
+  type AllocationBackend,
+  batchRefusal,
+  sessionIsolationVerdict,
+} from "./ports/allocation-backend.ts";
 import {
   type LimitExceeded,
   limitExceeded,

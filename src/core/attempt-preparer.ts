@@ -5,7 +5,7 @@
  * attempt: new epoch, new derivation.
  */
 import type { Allocation, Reason, Workload } from "./models.ts";
-import type { Launch } from "./ports.ts";
+import type { Launch } from "./ports/allocation-backend.ts";
 
 export interface PreparedAttempt {
   readonly launch: Launch;

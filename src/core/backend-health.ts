@@ -15,7 +15,7 @@
  * The reconciler's pacing (no new submissions while a call hangs) reads the watch directly:
  * it is deciding whether to add a call, not whether the backend is healthy.
  */
-import type { BackendDiagnostics } from "./ports.ts";
+import type { BackendDiagnostics } from "./ports/allocation-backend.ts";
 
 /** What the call watch saw: degraded from the moment a call is slow or went unanswered. */
 export type WatchedHealth =

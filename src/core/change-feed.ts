@@ -21,7 +21,7 @@ import type {
   ObservationTarget,
   ObserveChangesResult,
   ObservedChange,
-} from "./ports.ts";
+} from "./ports/allocation-backend.ts";
 
 export interface WatchedAllocation {
   readonly target: ObservationTarget;

@@ -8,7 +8,7 @@
  * feed; such a wrapper loses `changes` (full ticks, the slow but rewritten path) unless it
  * gives its own.
  */
-import type { AllocationBackend, BackendCapabilities } from "./ports.ts";
+import type { AllocationBackend, BackendCapabilities } from "./ports/allocation-backend.ts";
 
 /** The calls of the port a wrapper may replace. */
 export type BackendMethods = Omit<AllocationBackend, "name" | "capabilities">;

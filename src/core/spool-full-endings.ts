@@ -18,7 +18,7 @@ import type {
   FindResult,
   ObserveChangesResult,
   ObserveResult,
-} from "./ports.ts";
+} from "./ports/allocation-backend.ts";
 
 /** The spool's figures (what an unprivileged writer may still use); null when unreadable. */
 export interface SpoolFullness {

@@ -6,7 +6,11 @@
  * A rule, not a handler: it returns a union and the API maps each refusal to its problem.
  */
 import { type Allocation, isTerminal, type Workload } from "./models.ts";
-import type { AllocationBackend, ObservationTarget, TaskRunner } from "./ports.ts";
+import type {
+  AllocationBackend,
+  ObservationTarget,
+  TaskRunner,
+} from "./ports/allocation-backend.ts";
 
 export type StepPlacement =
   | {

@@ -7,7 +7,7 @@
  * "invalid placement specified: [hidden]" and no clue in the list an admin reads first.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { BackendDiagnostics, ProfileCheck } from "../../src/core/ports.ts";
+import type { BackendDiagnostics, ProfileCheck } from "../../src/core/ports/allocation-backend.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { IsolationVerdict } from "../../src/core/ports.ts";
+import type { IsolationVerdict } from "../../src/core/ports/allocation-backend.ts";
 import { type Harness, harness, problemOf, snapshotFiles } from "../support/api-harness.ts";
 import { eventually } from "../support/eventually.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

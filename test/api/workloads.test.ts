@@ -10,8 +10,8 @@ import {
   mintSubmissionToken,
   type SubmissionToken,
 } from "../../src/core/models.ts";
-import type { ObservationTarget, TaskResult } from "../../src/core/ports.ts";
-import type { ExecOutcome, SessionService } from "../../src/core/session/session-service.ts";
+import type { ObservationTarget, TaskResult } from "../../src/core/ports/allocation-backend.ts";
+import type { ExecOutcome, SessionService } from "../../src/core/session/session-port.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 

@@ -16,7 +16,7 @@ import { createShowCommand } from "../../src/apps/cli/show.ts";
 import { createSubmitCommand } from "../../src/apps/cli/submit.ts";
 import { createWaitCommand } from "../../src/apps/cli/wait.ts";
 import { externalHandle, mintSubmissionToken } from "../../src/core/models.ts";
-import type { ExecOutcome } from "../../src/core/session/session-service.ts";
+import type { ExecOutcome } from "../../src/core/session/session-port.ts";
 import { UsageError } from "../../src/lib/command/command.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";

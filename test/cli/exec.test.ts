@@ -6,7 +6,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createExecCommand } from "../../src/apps/cli/exec.ts";
-import type { ExecOutput } from "../../src/core/session/session-service.ts";
+import type { ExecOutput } from "../../src/core/session/session-port.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { captureIo, runtimeFor } from "../support/cli-runtime.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

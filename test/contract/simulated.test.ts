@@ -5,7 +5,7 @@
  * `advance` plays each job's script: `sleep` runs until cancelled, `exit N` ends with N.
  */
 import { isTerminal, mintSubmissionToken } from "../../src/core/models.ts";
-import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import { manualClock } from "../../src/lib/clock.ts";
 import { backendContract } from "../support/backend-contract.ts";
 import { createSimulatedBackend } from "../support/simulated-backend.ts";

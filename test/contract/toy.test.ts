@@ -14,8 +14,8 @@ import { createBackend } from "../../src/apps/daemon/composition/create-backend.
 import { parseDaemonSettings } from "../../src/apps/daemon/config.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { mintSubmissionToken } from "../../src/core/models.ts";
+import type { AllocationBackend } from "../../src/core/ports/allocation-backend.ts";
 import { registerBackend } from "../../src/core/ports/backend-plugin.ts";
-import type { AllocationBackend } from "../../src/core/ports.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { noFaultPoints } from "../../src/lib/fault-point.ts";
 import { silentLog } from "../../src/lib/log.ts";

@@ -12,7 +12,7 @@ import {
   unsandboxedBatchRefusal,
 } from "../../src/core/isolation/batch-gate.ts";
 import type { Allocation, Workload } from "../../src/core/models.ts";
-import { batchRefusal } from "../../src/core/ports.ts";
+import { batchRefusal } from "../../src/core/ports/allocation-backend.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 
 const closed = { jobsKeepDaemonUid: true, allowUnsandboxedBatch: false };

@@ -11,7 +11,7 @@ import { bubblewrapArgv } from "../../src/adapters/isolation-bwrap/bubblewrap.ts
 import { wrappedBackend } from "../../src/adapters/isolation-bwrap/through-backend.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { type ExternalHandle, mintSubmissionToken } from "../../src/core/models.ts";
-import type { Launch, SubmitRequest } from "../../src/core/ports.ts";
+import type { Launch, SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import {
   type JobEnv,
   type LaunchWrapper,

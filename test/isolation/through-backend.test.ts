@@ -20,7 +20,7 @@ import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.t
 import { decorateBackend } from "../../src/core/decorate-backend.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { type ExternalHandle, mintSubmissionToken } from "../../src/core/models.ts";
-import type { IsolationVerdict } from "../../src/core/ports.ts";
+import type { IsolationVerdict } from "../../src/core/ports/allocation-backend.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { selfCommand } from "../../src/lib/self-command.ts";

@@ -10,7 +10,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stateLayout } from "../../src/core/layout.ts";
-import type { IsolationVerdict } from "../../src/core/ports.ts";
+import type { IsolationVerdict } from "../../src/core/ports/allocation-backend.ts";
 import type { Access } from "../../src/servers/http/deps.ts";
 import { type Harness, harness } from "../support/api-harness.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import { createWorkload } from "../../src/adapters/store-sqlite/index.ts";
-import type { InterruptOutcome, SessionService } from "../../src/core/session/session-service.ts";
+import type { InterruptOutcome, SessionService } from "../../src/core/session/session-port.ts";
 import { kernelIdOf } from "../../src/servers/http/jupyter/ids.ts";
 import { type Harness, harness, problemOf } from "../support/api-harness.ts";
 

@@ -166,11 +166,11 @@ describe("the guard fails when the rule is broken (planted in a temporary copy)"
   test("a core module importing a backend package", () => {
     const copy = copyOfSrc();
     appendFileSync(
-      join(copy, "core", "ports.ts"),
-      'import { x } from "../adapters/backend-local/backend.ts";\nexport const y = x;\n',
+      join(copy, "core", "ports", "allocation-backend.ts"),
+      'import { x } from "../../adapters/backend-local/backend.ts";\nexport const y = x;\n',
     );
     const violations = findBackendImports(copy);
-    expect(violations.some((v) => v.file === "core/ports.ts")).toBe(true);
+    expect(violations.some((v) => v.file === "core/ports/allocation-backend.ts")).toBe(true);
   });
 
   test.each([

@@ -9,7 +9,7 @@ import { buildJobRecord, validateLaunch } from "../../src/adapters/backend-local
 import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { type ResourceProfile, submissionToken } from "../../src/core/models.ts";
-import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 
 function profile(fields: Partial<ResourceProfile> = {}): ResourceProfile {
   return {

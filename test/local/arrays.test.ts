@@ -15,7 +15,10 @@ import {
 import type { CgroupDriver } from "../../src/adapters/backend-local/cgroup-port.ts";
 import { sweepJobCgroups } from "../../src/adapters/backend-local/cgroup-sweep.ts";
 import { isTerminal } from "../../src/core/models.ts";
-import type { AllocationObservation, SubmitRequest } from "../../src/core/ports.ts";
+import type {
+  AllocationObservation,
+  SubmitRequest,
+} from "../../src/core/ports/allocation-backend.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import {
   cleanUpStates,

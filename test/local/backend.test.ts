@@ -7,8 +7,8 @@ import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LOCAL_FAULT_POINTS } from "../../src/adapters/backend-local/backend-options.ts";
-import type { SubmitResult } from "../../src/core/ports.ts";
-import { sessionIsolationVerdict } from "../../src/core/ports.ts";
+import type { SubmitResult } from "../../src/core/ports/allocation-backend.ts";
+import { sessionIsolationVerdict } from "../../src/core/ports/allocation-backend.ts";
 import {
   cleanUpStates,
   crashAt,

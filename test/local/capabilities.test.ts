@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { createLocalBackend } from "../../src/adapters/backend-local/backend.ts";
 import { defaultLocalProfiles } from "../../src/adapters/backend-local/backend-options.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
-import { sessionIsolationVerdict } from "../../src/core/ports.ts";
+import { sessionIsolationVerdict } from "../../src/core/ports/allocation-backend.ts";
 import type { LaunchReach, Sandbox, SandboxPaths } from "../../src/core/sandbox.ts";
 import {
   backendOptions,

@@ -6,7 +6,10 @@
 import { afterEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { renameSync } from "node:fs";
 import { jobsRoot } from "../../src/adapters/backend-local/records.ts";
-import type { ObservationCursor, ObserveChangesResult } from "../../src/core/ports.ts";
+import type {
+  ObservationCursor,
+  ObserveChangesResult,
+} from "../../src/core/ports/allocation-backend.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   cleanUpStates,

@@ -22,7 +22,7 @@ import type { JobLimits } from "../../src/adapters/backend-local/records.ts";
 import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { DEFAULT_PIDS_MAX, type ResourceProfile, submissionToken } from "../../src/core/models.ts";
-import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import { hintFor } from "../../src/core/reason-hints.ts";
 import { localProfilesFromEnv } from "../support/local-profiles.ts";
 import { tempDirs } from "../support/temp-dir.ts";

@@ -9,7 +9,7 @@ import { buildJobRecord, validateLaunch } from "../../src/adapters/backend-local
 import { bubblewrapArgv } from "../../src/adapters/isolation-bwrap/bubblewrap.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
-import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import type { LaunchWrapper } from "../../src/core/sandbox.ts";
 
 const CONFIG = { bwrap: "/usr/bin/bwrap", maskedRoots: [], readOnlyExtra: [], runAs: null };

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { buildJobRecord, sharedTmpDir } from "../../src/adapters/backend-local/launch.ts";
 import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
-import type { SubmitRequest } from "../../src/core/ports.ts";
+import type { SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import type { LaunchWrapper, SandboxPaths } from "../../src/core/sandbox.ts";
 import { type Daemon, ensureBuilt, startDaemon } from "../support/binary-daemon.ts";
 import { eventually } from "../support/eventually.ts";

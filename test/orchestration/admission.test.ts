@@ -16,7 +16,10 @@ import {
 import { gatedUnsandboxedBatch } from "../../src/core/isolation/batch-gate.ts";
 import { mintSubmissionToken } from "../../src/core/models.ts";
 import type { AdmissionStore } from "../../src/core/ports/admission-store.ts";
-import type { AllocationBackend, IsolationVerdict } from "../../src/core/ports.ts";
+import type {
+  AllocationBackend,
+  IsolationVerdict,
+} from "../../src/core/ports/allocation-backend.ts";
 import { manualClock } from "../../src/lib/clock.ts";
 import { fakeBackend, PROFILES } from "../support/fake-backend.ts";
 

@@ -5,7 +5,7 @@
  * still run, or while another writer has moved the workload on.
  */
 import { describe, expect, test } from "bun:test";
-import type { ReconcilerStore } from "../../src/core/reconciler.ts";
+import type { ReconcilerStore } from "../../src/core/reconciler/create-reconciler.ts";
 import { harnessPerTest, settleLanes } from "../support/reconciler-harness.ts";
 
 const make = harnessPerTest();

@@ -13,7 +13,7 @@ import type {
   AllocationObservation,
   ObservationCursor,
   ObservationTarget,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 
 const ALLOCATIONS = 5;
 

@@ -20,7 +20,7 @@ import type {
   CapabilityName,
   ObservationCursor,
   ObservationTarget,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import type { Sandbox } from "../../src/core/sandbox.ts";
 import { silentLog } from "../../src/lib/log.ts";
 

@@ -10,7 +10,7 @@ import type {
   AllocationObservation,
   ObservationCursor,
   ObservationTarget,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import {
   createEnvironmentEndings,
   withEnvironmentEndings,

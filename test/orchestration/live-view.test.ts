@@ -18,7 +18,7 @@ import {
 import { createLiveView } from "../../src/adapters/store-sqlite/stores/reconciler-live-view.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { ReconcileItem } from "../../src/core/ports/reconciler-store.ts";
-import { createReconciler } from "../../src/core/reconciler.ts";
+import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
 import { manualClock } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { inertPreparer, seededBytes } from "../support/reconciler-harness.ts";

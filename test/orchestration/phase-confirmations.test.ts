@@ -4,7 +4,7 @@
  * since a restart (issue 21: a purged job read RUNNING for 90 s before it became LOST).
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import type { AllocationObservation } from "../../src/core/ports.ts";
+import type { AllocationObservation } from "../../src/core/ports/allocation-backend.ts";
 import { createPhaseConfirmations } from "../../src/core/reconciler/confirmations.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 

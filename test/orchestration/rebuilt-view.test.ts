@@ -4,7 +4,7 @@
  * that narrowed to "what changed" would skip a write that landed before the rebuild.
  */
 import { describe, expect, test } from "bun:test";
-import type { ReconcilerStore } from "../../src/core/reconciler.ts";
+import type { ReconcilerStore } from "../../src/core/reconciler/create-reconciler.ts";
 import { harnessPerTest } from "../support/reconciler-harness.ts";
 
 const make = harnessPerTest();

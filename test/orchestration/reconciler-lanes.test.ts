@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
-import { createReconciler } from "../../src/core/reconciler.ts";
+import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
 import {
   harnessPerTest,
   inertPreparer,

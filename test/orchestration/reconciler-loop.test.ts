@@ -2,8 +2,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { createWorkload, listEvents } from "../../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
-import type { AllocationBackend, TerminalFact } from "../../src/core/ports.ts";
-import { createReconciler, type Reconciler, type Timers } from "../../src/core/reconciler.ts";
+import type { AllocationBackend, TerminalFact } from "../../src/core/ports/allocation-backend.ts";
+import {
+  createReconciler,
+  type Reconciler,
+  type Timers,
+} from "../../src/core/reconciler/create-reconciler.ts";
 import {
   type Harness,
   type HarnessOptions,

@@ -43,7 +43,7 @@ import {
   type SubmissionToken,
   type Workload,
 } from "../../src/core/models.ts";
-import type { ReconcilerStore } from "../../src/core/reconciler.ts";
+import type { ReconcilerStore } from "../../src/core/reconciler/create-reconciler.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 import {
   isLiveJob,

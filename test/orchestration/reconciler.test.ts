@@ -2,12 +2,15 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { createWorkload, findAllocationByToken } from "../../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { SubmissionToken } from "../../src/core/models.ts";
-import type { AllocationBackend, AllocationObservation } from "../../src/core/ports.ts";
+import type {
+  AllocationBackend,
+  AllocationObservation,
+} from "../../src/core/ports/allocation-backend.ts";
 import {
   createReconciler,
   RECONCILER_FAULT_POINTS,
   type ReconcilerStore,
-} from "../../src/core/reconciler.ts";
+} from "../../src/core/reconciler/create-reconciler.ts";
 import {
   type Harness,
   type HarnessOptions,

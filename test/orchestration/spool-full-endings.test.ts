@@ -11,7 +11,7 @@ import type {
   AllocationObservation,
   ObservationCursor,
   ObservationTarget,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import { withSpoolFullEndings } from "../../src/core/spool-full-endings.ts";
 import { FULL_BELOW_BYTES, formatBytes, spoolFullness } from "../../src/lib/spool-space.ts";
 import { fakeBackend } from "../support/fake-backend.ts";

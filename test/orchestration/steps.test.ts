@@ -6,7 +6,7 @@ import {
   submissionToken,
   type Workload,
 } from "../../src/core/models.ts";
-import type { TaskResult } from "../../src/core/ports.ts";
+import type { TaskResult } from "../../src/core/ports/allocation-backend.ts";
 import { placeStep } from "../../src/core/steps.ts";
 import { fakeBackend } from "../support/fake-backend.ts";
 

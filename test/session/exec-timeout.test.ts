@@ -9,7 +9,7 @@ import { SESSION_ATTEMPT_FILE } from "../../src/adapters/spool/session-preparer.
 import { getAllocation, setCondition } from "../../src/adapters/store-sqlite/index.ts";
 import { bindSessionStore } from "../../src/adapters/store-sqlite/stores/session-store.ts";
 import { stateLayout } from "../../src/core/layout.ts";
-import { createSessionService } from "../../src/core/session/service.ts";
+import { createSessionService } from "../../src/core/session/exec-service.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { fakeGateway } from "../support/fake-gateway.ts";
 import { newWorkload, startAttempt, type TestStore, testStore } from "../support/store-fixtures.ts";

@@ -13,7 +13,10 @@ import { getAllocation, getWorkload } from "../../src/adapters/store-sqlite/inde
 import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
-import type { AllocationBackend, IsolationVerdict } from "../../src/core/ports.ts";
+import type {
+  AllocationBackend,
+  IsolationVerdict,
+} from "../../src/core/ports/allocation-backend.ts";
 import { preparerByKind } from "../../src/core/preparer-by-kind.ts";
 import {
   credentialPath,

@@ -17,7 +17,7 @@ import {
   createGatewayExpectations,
   createSessionBarrierHooks,
   createSessionService,
-} from "../../src/core/session/service.ts";
+} from "../../src/core/session/exec-service.ts";
 import { manualTimeline } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { signingKeyFromBytes } from "../../src/wire/credential.ts";

@@ -13,7 +13,7 @@ import type {
   AllocationObservation,
   ObservationTarget,
   SubmitResult,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import {
   answerLosingRunner,
   clusterBackend,

@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
-import type { ObservationTarget } from "../../src/core/ports.ts";
+import type { ObservationTarget } from "../../src/core/ports/allocation-backend.ts";
 import { hintFor } from "../../src/core/reason-hints.ts";
 import { eventually } from "../support/eventually.ts";
 import {

@@ -9,7 +9,10 @@ import { userInfo } from "node:os";
 import { join } from "node:path";
 import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import { createSlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
-import type { AllocationObservation, SubmitResult } from "../../src/core/ports.ts";
+import type {
+  AllocationObservation,
+  SubmitResult,
+} from "../../src/core/ports/allocation-backend.ts";
 import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { type FakeCluster, fakeCluster } from "../support/fake-slurm-cluster.ts";

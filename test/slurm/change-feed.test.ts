@@ -21,7 +21,7 @@ import type {
   ObservationCursor,
   ObservationTarget,
   ObserveChangesResult,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { type FakeCluster, fakeCluster } from "../support/fake-slurm-cluster.ts";

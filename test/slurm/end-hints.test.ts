@@ -14,7 +14,7 @@ import {
   parseUsage,
 } from "../../src/adapters/backend-slurm/parse-usage.ts";
 import type { ResourceProfile } from "../../src/core/models.ts";
-import type { AllocationObservation } from "../../src/core/ports.ts";
+import type { AllocationObservation } from "../../src/core/ports/allocation-backend.ts";
 
 type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
 

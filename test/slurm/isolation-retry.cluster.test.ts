@@ -18,7 +18,7 @@ import {
 } from "../../src/apps/daemon/composition/index.ts";
 import { parseDaemonSettings } from "../../src/apps/daemon/config.ts";
 import { stateLayout } from "../../src/core/layout.ts";
-import { sessionIsolationVerdict } from "../../src/core/ports.ts";
+import { sessionIsolationVerdict } from "../../src/core/ports/allocation-backend.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { noFaultPoints } from "../../src/lib/fault-point.ts";
 import { silentLog } from "../../src/lib/log.ts";

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
 import type { SlurmBroker } from "../../src/adapters/backend-slurm/broker.ts";
 import type { Phase } from "../../src/core/models.ts";
-import type { ObservationTarget, ObserveResult } from "../../src/core/ports.ts";
+import type { ObservationTarget, ObserveResult } from "../../src/core/ports/allocation-backend.ts";
 import { eventually } from "../support/eventually.ts";
 import {
   answerLosingRunner,

@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { createSlurmBackend, type SlurmBackend } from "../../src/adapters/backend-slurm/backend.ts";
-import type { ObservationTarget } from "../../src/core/ports.ts";
+import type { ObservationTarget } from "../../src/core/ports/allocation-backend.ts";
 import { hintFor } from "../../src/core/reason-hints.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";

@@ -21,8 +21,8 @@ import {
 } from "../../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
-import type { AllocationBackend } from "../../src/core/ports.ts";
-import { createReconciler } from "../../src/core/reconciler.ts";
+import type { AllocationBackend } from "../../src/core/ports/allocation-backend.ts";
+import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
 import { manualClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { fakeCluster } from "../support/fake-slurm-cluster.ts";

@@ -21,8 +21,8 @@ import {
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
 import { isTerminal } from "../../src/core/models.ts";
-import type { ObservationTarget } from "../../src/core/ports.ts";
-import { createReconciler } from "../../src/core/reconciler.ts";
+import type { ObservationTarget } from "../../src/core/ports/allocation-backend.ts";
+import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { workloadView } from "../../src/servers/http/views.ts";

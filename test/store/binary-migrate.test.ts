@@ -6,8 +6,8 @@
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import { JOURNAL_TAGS } from "../../src/adapters/store-sqlite/embedded-migrations.ts";
 import { migrate } from "../../src/adapters/store-sqlite/migrate.ts";
-import { JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
 import { BINARY, ensureBuilt } from "../support/binary.ts";
 import { eventually } from "../support/eventually.ts";
 import { TAGS_BEFORE_THE_RENAME } from "../support/released-migration-tags.ts";

@@ -2,8 +2,11 @@ import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import {
+  EMBEDDED_MIGRATIONS,
+  JOURNAL_TAGS,
+} from "../../src/adapters/store-sqlite/embedded-migrations.ts";
 import { migrate } from "../../src/adapters/store-sqlite/migrate.ts";
-import { EMBEDDED_MIGRATIONS, JOURNAL_TAGS } from "../../src/adapters/store-sqlite/migrations.ts";
 import { TAGS_BEFORE_THE_RENAME } from "../support/released-migration-tags.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 

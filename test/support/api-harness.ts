@@ -12,9 +12,9 @@ import { bindAdmissionStore } from "../../src/adapters/store-sqlite/stores/admis
 import { storeBackup } from "../../src/apps/daemon/store-backup.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { mintSubmissionToken } from "../../src/core/models.ts";
-import type { AllocationBackend } from "../../src/core/ports.ts";
+import type { AllocationBackend } from "../../src/core/ports/allocation-backend.ts";
 import { createPresence } from "../../src/core/session/presence.ts";
-import type { SessionService } from "../../src/core/session/session-service.ts";
+import type { SessionService } from "../../src/core/session/session-port.ts";
 import { type ManualClock, manualClock, manualTimeline } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { createApp } from "../../src/servers/http/app.ts";

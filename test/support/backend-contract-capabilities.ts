@@ -12,7 +12,7 @@ import {
   type ObservationCursor,
   type ObservedChange,
   sessionIsolationVerdict,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import { placeStep } from "../../src/core/steps.ts";
 import {
   type ContractRun,

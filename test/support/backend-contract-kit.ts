@@ -15,7 +15,7 @@ import type {
   CapabilityName,
   ObservationTarget,
   SubmitRequest,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import { tickBackend } from "../../src/core/reconciler/backend-calls.ts";
 import { createBackendWatch } from "../../src/core/reconciler/watch.ts";
 import { silentLog } from "../../src/lib/log.ts";

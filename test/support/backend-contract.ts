@@ -14,7 +14,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { type ExternalHandle, isTerminal } from "../../src/core/models.ts";
-import type { ObservationTarget, SubmitRequest } from "../../src/core/ports.ts";
+import type { ObservationTarget, SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import { capabilityTests } from "./backend-contract-capabilities.ts";
 import {
   CAPABILITIES,

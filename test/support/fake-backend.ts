@@ -12,7 +12,7 @@ import {
   NO_CAPABILITIES,
   type ObserveResult,
   type SubmitResult,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 
 export const PROFILES: readonly ResourceProfile[] = [
   {

@@ -59,7 +59,7 @@ export const CONTRACTS_INDEX = "core/index.ts";
 export const CONTRACT_MODULES = [
   "core/index.ts",
   "core/models.ts",
-  "core/ports.ts",
+  "core/ports/allocation-backend.ts",
   "core/ports/backend-capabilities.ts",
   "core/attempt-preparer.ts",
   "core/sandbox.ts",

@@ -27,7 +27,7 @@ import type {
   AllocationObservation,
   ObservationTarget,
   SubmitRequest,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import type { FaultPoints } from "../../src/lib/fault-point.ts";
 import { silentLog } from "../../src/lib/log.ts";

@@ -22,15 +22,15 @@ import {
   type Workload,
   type WorkloadKind,
 } from "../../src/core/models.ts";
-import type { SubmitRequest } from "../../src/core/ports.ts";
-import type { ProfileBreakerOptions } from "../../src/core/reconciler/profile-breaker.ts";
+import type { SubmitRequest } from "../../src/core/ports/allocation-backend.ts";
 import {
   type BarrierHooks,
   createReconciler,
   type Reconciler,
   type ReconcilerStore,
   type Timers,
-} from "../../src/core/reconciler.ts";
+} from "../../src/core/reconciler/create-reconciler.ts";
+import type { ProfileBreakerOptions } from "../../src/core/reconciler/profile-breaker.ts";
 import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import {

@@ -41,7 +41,7 @@ import {
   type SubmitResult,
   type TerminalAllocationAcknowledger,
   type TerminalFact,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import type { Clock } from "../../src/lib/clock.ts";
 import type { OptionalCapabilities } from "./fake-backend.ts";
 

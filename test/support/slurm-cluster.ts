@@ -16,7 +16,7 @@ import type {
   AllocationObservation,
   ObservationTarget,
   SubmitResult,
-} from "../../src/core/ports.ts";
+} from "../../src/core/ports/allocation-backend.ts";
 import { systemClock } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import type { ProgramRunner } from "../../src/lib/process-runner.ts";

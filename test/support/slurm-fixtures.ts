@@ -7,7 +7,11 @@ import {
   type ResourceProfile,
   type SubmissionToken,
 } from "../../src/core/models.ts";
-import type { Launch, ObservationTarget, SubmitRequest } from "../../src/core/ports.ts";
+import type {
+  Launch,
+  ObservationTarget,
+  SubmitRequest,
+} from "../../src/core/ports/allocation-backend.ts";
 
 export function newToken(): SubmissionToken {
   return mintSubmissionToken((n) => new Uint8Array(randomBytes(n)));

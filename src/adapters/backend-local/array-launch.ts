@@ -5,7 +5,7 @@
 import { ARRAY_INDEX_ENV } from "../../core/array/array-env.ts";
 import { checkArrayRequest } from "../../core/array/array-request.ts";
 import type { ResourceProfile } from "../../core/models.ts";
-import type { SubmitRequest } from "../../core/ports.ts";
+import type { SubmitRequest } from "../../core/ports/allocation-backend.ts";
 
 /** What this machine holds: what an element's share of it is counted against. */
 export interface HostCapacity {

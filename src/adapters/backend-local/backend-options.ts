@@ -5,7 +5,7 @@
  */
 import { availableParallelism, totalmem } from "node:os";
 import { DEFAULT_PIDS_MAX, type ResourceProfile } from "../../core/models.ts";
-import type { BackendWith } from "../../core/ports.ts";
+import type { BackendWith } from "../../core/ports/allocation-backend.ts";
 import type { JobIdentities, RunAs, Sandbox } from "../../core/sandbox.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { FaultPoints } from "../../lib/fault-point.ts";

@@ -24,7 +24,7 @@
 import { randomBytes } from "node:crypto";
 import { createChangeFeed } from "../../core/change-feed.ts";
 import { decorateBackend } from "../../core/decorate-backend.ts";
-import { type CancelResult, NO_CAPABILITIES } from "../../core/ports.ts";
+import { type CancelResult, NO_CAPABILITIES } from "../../core/ports/allocation-backend.ts";
 import type { LaunchWrapper, Sandbox } from "../../core/sandbox.ts";
 import { plainWrapper } from "../isolation-bwrap/launch-argv.ts";
 import { fixedIdentities } from "../isolation-bwrap/uid-leases.ts";

@@ -3,7 +3,7 @@
  * or a running one's supervisor signalled (it stops the job's group and records the end); a
  * job whose supervisor is gone is stopped here.
  */
-import type { CancelResult, ObservationTarget } from "../../core/ports.ts";
+import type { CancelResult, ObservationTarget } from "../../core/ports/allocation-backend.ts";
 import { errorCode } from "../../lib/durable-fs.ts";
 import { readJobSnapshot } from "./job-state.ts";
 import type { LocalContext } from "./local-context.ts";

@@ -9,7 +9,7 @@
  */
 import { constants } from "node:os";
 import { arrayObservation, type TimedElementState } from "../../core/array/array-observation.ts";
-import type { AllocationObservation } from "../../core/ports.ts";
+import type { AllocationObservation } from "../../core/ports/allocation-backend.ts";
 import { type ElementRecord, type ElementsCache, readElements } from "./array-records.ts";
 import { isAlive } from "./proc.ts";
 import {

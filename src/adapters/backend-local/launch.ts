@@ -9,7 +9,7 @@ import { ARRAY_INDEX_ENV } from "../../core/array/array-env.ts";
 import { DEADLINE_ENV } from "../../core/deadline-env.ts";
 import { allocationLogPath } from "../../core/layout.ts";
 import type { ResourceProfile } from "../../core/models.ts";
-import type { SubmitRequest } from "../../core/ports.ts";
+import type { SubmitRequest } from "../../core/ports/allocation-backend.ts";
 import { DEFAULT_WARN_BEFORE_LIMIT_SECONDS } from "../../core/reconciler/runway.ts";
 import { checkResources, effectiveResources } from "../../core/resources.ts";
 import type { LaunchWrapper, RunAs, SandboxMount, SandboxPaths } from "../../core/sandbox.ts";

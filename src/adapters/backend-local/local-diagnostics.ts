@@ -4,7 +4,7 @@
  * supervisors starting, the sandbox, how jobs are held to their limits).
  */
 import { accessSync, constants as fsConstants } from "node:fs";
-import type { BackendDiagnostics } from "../../core/ports.ts";
+import type { BackendDiagnostics } from "../../core/ports/allocation-backend.ts";
 import { LOCAL_BACKEND_NAME } from "./backend-options.ts";
 import { describeEnforcement } from "./limit-enforcement.ts";
 import type { LocalContext } from "./local-context.ts";

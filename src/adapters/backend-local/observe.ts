@@ -11,7 +11,7 @@ import type {
   FindResult,
   ObservationTarget,
   ObserveResult,
-} from "../../core/ports.ts";
+} from "../../core/ports/allocation-backend.ts";
 import { observationOf } from "./job-state.ts";
 import type { LocalContext } from "./local-context.ts";
 import { jobsDirProblem } from "./record-store.ts";

@@ -3,7 +3,7 @@
  * allocation's record says it is RUNNING, then run by tasks.ts's runStep with the job's own
  * deadline, in its sandbox and cgroup.
  */
-import type { ObservationTarget, TaskResult } from "../../core/ports.ts";
+import type { ObservationTarget, TaskResult } from "../../core/ports/allocation-backend.ts";
 import { observationOf } from "./job-state.ts";
 import type { LocalContext, Looked } from "./local-context.ts";
 import { look } from "./supervisors.ts";

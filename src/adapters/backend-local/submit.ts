@@ -8,7 +8,7 @@
 import { AccountUnusableError } from "../../core/accounts.ts";
 import type { SubmissionToken } from "../../core/models.ts";
 import { externalHandle } from "../../core/models.ts";
-import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
+import type { SubmitRequest, SubmitResult } from "../../core/ports/allocation-backend.ts";
 import type { RunAs } from "../../core/sandbox.ts";
 import { chownDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
 import { nextTurn } from "../../lib/clock.ts";

@@ -6,7 +6,7 @@
  */
 
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
-import type { TaskResult } from "../../core/ports.ts";
+import type { TaskResult } from "../../core/ports/allocation-backend.ts";
 import type { LaunchWrapper, RunAs } from "../../core/sandbox.ts";
 import { HELPER_ENV } from "../../core/sandbox.ts";
 import type { ProcessOutcome, ProgramRunner } from "../../lib/process-runner.ts";

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { isTerminal, type SubmissionToken } from "../../core/models.ts";
-import type { TerminalFact } from "../../core/ports.ts";
+import type { TerminalFact } from "../../core/ports/allocation-backend.ts";
 import { fsyncDir } from "../../lib/durable-fs.ts";
 import { observationOf } from "./job-state.ts";
 import type { LocalContext } from "./local-context.ts";

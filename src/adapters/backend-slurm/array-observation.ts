@@ -6,7 +6,7 @@
  * every backend.
  */
 import type { TimedElementState } from "../../core/array/array-observation.ts";
-import type { AllocationObservation } from "../../core/ports.ts";
+import type { AllocationObservation } from "../../core/ports/allocation-backend.ts";
 import type { ArrayTask } from "./array-job-id.ts";
 
 /** An element's state and times: the core's, so the core's `arrayObservation` sums it up. */

@@ -4,7 +4,7 @@
  * defaults.
  */
 import type { ResourceMaxima, ResourceProfile } from "../../core/models.ts";
-import type { BackendWith, ProfileCheck } from "../../core/ports.ts";
+import type { BackendWith, ProfileCheck } from "../../core/ports/allocation-backend.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";

@@ -30,7 +30,7 @@
  */
 
 import type { SubmissionToken } from "../../core/models.ts";
-import { NO_CAPABILITIES } from "../../core/ports.ts";
+import { NO_CAPABILITIES } from "../../core/ports/allocation-backend.ts";
 import type { SlurmBackend, SlurmBackendOptions } from "./backend-options.ts";
 import { jobEnvRefusals } from "./broker-validation.ts";
 import { cancelAll } from "./cancel.ts";

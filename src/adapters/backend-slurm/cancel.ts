@@ -1,5 +1,5 @@
 /** Cancelling: one scancel for every target; no answer leaves each Unavailable. */
-import type { CancelResult, ObservationTarget } from "../../core/ports.ts";
+import type { CancelResult, ObservationTarget } from "../../core/ports/allocation-backend.ts";
 import type { SlurmContext } from "./slurm-context.ts";
 
 export async function cancelAll(

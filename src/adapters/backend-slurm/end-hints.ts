@@ -9,7 +9,7 @@
  * user action is "ask for more memory", not "debug your exit code".
  */
 import type { ResourceProfile } from "../../core/models.ts";
-import type { AllocationObservation } from "../../core/ports.ts";
+import type { AllocationObservation } from "../../core/ports/allocation-backend.ts";
 import { formatBytes, formatHms } from "../../core/reason-hints.ts";
 import type { JobUsage } from "./parse-usage.ts";
 

@@ -4,7 +4,7 @@
  * answered the token is Unavailable, never Absent.
  */
 import { externalHandle, type SubmissionToken } from "../../core/models.ts";
-import type { AllocationObservation, FindResult } from "../../core/ports.ts";
+import type { AllocationObservation, FindResult } from "../../core/ports/allocation-backend.ts";
 import { arrayFound, carries, foundObservation, fromAccounting, pick } from "./observe-rows.ts";
 import type { SlurmContext } from "./slurm-context.ts";
 

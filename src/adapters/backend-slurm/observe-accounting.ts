@@ -4,7 +4,11 @@
  * an ending a person acts on gets from accounting.
  */
 import { isTerminal } from "../../core/models.ts";
-import type { AllocationObservation, ObservationTarget, ObserveResult } from "../../core/ports.ts";
+import type {
+  AllocationObservation,
+  ObservationTarget,
+  ObserveResult,
+} from "../../core/ports/allocation-backend.ts";
 import { explainEnding, needsUsage, usagePending } from "./end-hints.ts";
 import { carries, fromAccounting, pick } from "./observe-rows.ts";
 import type { AccountingRow } from "./parse.ts";

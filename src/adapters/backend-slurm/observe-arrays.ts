@@ -5,7 +5,10 @@
  */
 
 import { arrayObservation } from "../../core/array/array-observation.ts";
-import type { AllocationObservation, ObservationTarget } from "../../core/ports.ts";
+import type {
+  AllocationObservation,
+  ObservationTarget,
+} from "../../core/ports/allocation-backend.ts";
 import { type ArrayElementState, collectElements } from "./array-observation.ts";
 import { absent } from "./observe-accounting.ts";
 import { carries, fromAccounting, fromQueue } from "./observe-rows.ts";

@@ -7,7 +7,7 @@ import type {
   ObservationCursor,
   ObservationTarget,
   ObserveChangesResult,
-} from "../../core/ports.ts";
+} from "../../core/ports/allocation-backend.ts";
 import { observeListed } from "./observe.ts";
 import { createSqueueMemo, type QueueRow } from "./parse-squeue.ts";
 import type { SlurmContext } from "./slurm-context.ts";

@@ -3,7 +3,7 @@
  * carry a submission token.
  */
 import { isTerminal } from "../../core/models.ts";
-import type { AllocationObservation } from "../../core/ports.ts";
+import type { AllocationObservation } from "../../core/ports/allocation-backend.ts";
 import type { AccountingRow } from "./parse.ts";
 import type { QueueRow } from "./parse-squeue.ts";
 import type { SlurmContext } from "./slurm-context.ts";

@@ -4,7 +4,11 @@
  * MinJobAge ago is still read from the controller), and one sacct only for the targets that
  * have left the controller.
  */
-import type { AllocationObservation, ObservationTarget, ObserveResult } from "../../core/ports.ts";
+import type {
+  AllocationObservation,
+  ObservationTarget,
+  ObserveResult,
+} from "../../core/ports/allocation-backend.ts";
 import { accountingObservation, explainEndings } from "./observe-accounting.ts";
 import { finishArrays, readArrays } from "./observe-arrays.ts";
 import { carries, fromQueue } from "./observe-rows.ts";

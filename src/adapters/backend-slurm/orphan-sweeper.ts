@@ -22,7 +22,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isSubmissionToken, type SubmissionToken } from "../../core/models.ts";
-import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports.ts";
+import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports/allocation-backend.ts";
 import { backgroundLoop } from "../../lib/background-loop.ts";
 import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
 import { errorCode } from "../../lib/durable-fs.ts";

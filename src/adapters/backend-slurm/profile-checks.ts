@@ -13,7 +13,7 @@
  * restart, which checks every profile again before the first interval.
  */
 
-import type { ProfileCheck } from "../../core/ports.ts";
+import type { ProfileCheck } from "../../core/ports/allocation-backend.ts";
 import { backgroundLoop } from "../../lib/background-loop.ts";
 import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";

@@ -13,7 +13,7 @@ import type {
   FindResult,
   SubmitResult,
   TaskResult,
-} from "../../core/ports.ts";
+} from "../../core/ports/allocation-backend.ts";
 import type { PlacementCatalog, SlurmBackend } from "./backend.ts";
 
 export interface HiddenNames {

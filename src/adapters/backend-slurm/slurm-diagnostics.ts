@@ -1,5 +1,5 @@
 /** What diagnostics say of the scheduler: the last call's outcome, the call counts, orphans. */
-import type { BackendDiagnostics } from "../../core/ports.ts";
+import type { BackendDiagnostics } from "../../core/ports/allocation-backend.ts";
 import type { SlurmContext } from "./slurm-context.ts";
 
 export function slurmDiagnostics(ctx: SlurmContext): BackendDiagnostics {

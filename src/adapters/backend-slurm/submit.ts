@@ -7,7 +7,7 @@ import { closeSync, constants, mkdirSync, openSync, writeFileSync } from "node:f
 import { join } from "node:path";
 import { allocationLogPath } from "../../core/layout.ts";
 import { externalHandle, type SubmissionToken } from "../../core/models.ts";
-import type { SubmitRequest, SubmitResult } from "../../core/ports.ts";
+import type { SubmitRequest, SubmitResult } from "../../core/ports/allocation-backend.ts";
 import {
   checkResources,
   type EffectiveResources,

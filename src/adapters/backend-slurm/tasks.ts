@@ -4,7 +4,11 @@
  * forbids.
  */
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
-import type { ObservationTarget, TaskResult, TaskRunner } from "../../core/ports.ts";
+import type {
+  ObservationTarget,
+  TaskResult,
+  TaskRunner,
+} from "../../core/ports/allocation-backend.ts";
 import { carries } from "./observe-rows.ts";
 import type { SlurmContext } from "./slurm-context.ts";
 import { normaliseState } from "./state-table.ts";

@@ -11,7 +11,11 @@ import { join } from "node:path";
 import type { ProbeOutcome } from "../../core/isolation/background-verifier.ts";
 import { allocationLogPath } from "../../core/layout.ts";
 import { isTerminal, mintSubmissionToken } from "../../core/models.ts";
-import type { AllocationBackend, IsolationVerdict, Launch } from "../../core/ports.ts";
+import type {
+  AllocationBackend,
+  IsolationVerdict,
+  Launch,
+} from "../../core/ports/allocation-backend.ts";
 import type { Sandbox } from "../../core/sandbox.ts";
 import { type Clock, pause } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";

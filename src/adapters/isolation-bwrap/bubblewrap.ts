@@ -39,7 +39,7 @@
  */
 import { accessSync, constants } from "node:fs";
 import { isAbsolute, normalize, resolve } from "node:path";
-import type { IsolationVerdict } from "../../core/ports.ts";
+import type { IsolationVerdict } from "../../core/ports/allocation-backend.ts";
 import type {
   JobEnv,
   JobIdentities,

@@ -29,7 +29,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { IsolationVerdict } from "../../core/ports.ts";
+import type { IsolationVerdict } from "../../core/ports/allocation-backend.ts";
 import type { JobEnv, RunAs, SandboxPaths } from "../../core/sandbox.ts";
 import { sleep } from "../../lib/clock.ts";
 import { createProgramRunner } from "../../lib/process-runner.ts";

@@ -31,7 +31,7 @@ import type {
   SubmitRequest,
   SubmitResult,
   TaskRunner,
-} from "../../core/ports.ts";
+} from "../../core/ports/allocation-backend.ts";
 import {
   type LaunchWrapper,
   NODE_TMP_PLACEHOLDER,

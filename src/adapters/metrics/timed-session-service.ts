@@ -2,7 +2,7 @@
  * The exec histogram, measured around the session service: request to outcome, whatever the
  * outcome (NotReady answers fast and is counted too: a flood of them is worth seeing).
  */
-import type { SessionService } from "../../core/session/session-service.ts";
+import type { SessionService } from "../../core/session/session-port.ts";
 import type { DaemonMetrics } from "./daemon-metrics.ts";
 
 export function timedSessionService(

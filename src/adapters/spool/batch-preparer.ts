@@ -11,7 +11,7 @@ import { dirname } from "node:path";
 import type { AttemptPreparer, PrepareResult } from "../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, Workload } from "../../core/models.ts";
-import type { LaunchTasks } from "../../core/ports.ts";
+import type { LaunchTasks } from "../../core/ports/allocation-backend.ts";
 import { makeDirsBeneath } from "../../lib/beneath-fs.ts";
 
 export interface BatchPreparerOptions {

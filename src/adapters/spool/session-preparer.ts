@@ -21,11 +21,14 @@ import {
 import type { StateLayout } from "../../core/layout.ts";
 import type { Allocation, ResourceProfile, Workload } from "../../core/models.ts";
 import {
+  type AllocationBackend,
+  sessionIsolationVerdict,
+} from "../../core/ports/allocation-backend.ts";
+import {
   SESSION_MAX_RANKS,
   type SessionAttemptRead,
   type SessionAttemptRecord,
 } from "../../core/ports/session-attempts.ts";
-import { type AllocationBackend, sessionIsolationVerdict } from "../../core/ports.ts";
 import { makeDirBeneath, makeDirsBeneath } from "../../lib/beneath-fs.ts";
 import { readTextCapped } from "../../lib/bounded-read.ts";
 import type { Clock } from "../../lib/clock.ts";

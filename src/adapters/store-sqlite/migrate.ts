@@ -1,5 +1,5 @@
 import type { Database } from "bun:sqlite";
-import { EMBEDDED_MIGRATIONS, type EmbeddedMigration } from "./migrations.ts";
+import { EMBEDDED_MIGRATIONS, type EmbeddedMigration } from "./embedded-migrations.ts";
 
 export interface MigrationReport {
   readonly applied: readonly string[];

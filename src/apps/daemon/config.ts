@@ -15,15 +15,15 @@
  */
 import * as v from "valibot";
 import { MIN_OWNER_UID_ENV, parseMinOwnerUid } from "../../adapters/isolation-bwrap/run-as.ts";
+import type { OrphanPolicy } from "../../core/ports/allocation-backend.ts";
 import type { RegisteredBackend } from "../../core/ports/backend-plugin.ts";
 import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../../core/ports/worker-gateway.ts";
-import type { OrphanPolicy } from "../../core/ports.ts";
 import type { ReclaimerDefaults } from "../../core/reclaimer.ts";
 import {
   DEFAULT_PROFILE_BREAKER,
   type ProfileBreakerOptions,
 } from "../../core/reconciler/profile-breaker.ts";
-import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/service.ts";
+import { DEFAULT_INTERRUPT_GRACE_MS } from "../../core/session/exec-service.ts";
 import { type FaultPoints, faultPointsFromEnv } from "../../lib/fault-point.ts";
 import type { BrowserGuardSettings } from "../../servers/http/browser-guard.ts";
 import { parseBrowserSettings } from "./browser-settings.ts";

@@ -28,8 +28,8 @@ import {
 import { checkDatabaseFilesystem } from "../../adapters/store-sqlite/network-fs.ts";
 import { bindActivityRecorder } from "../../adapters/store-sqlite/stores/activity-recorder.ts";
 import type { StateLayout } from "../../core/layout.ts";
+import type { AllocationBackend } from "../../core/ports/allocation-backend.ts";
 import type { SiteIdentity } from "../../core/ports/site-identity.ts";
-import type { AllocationBackend } from "../../core/ports.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
 import { activityRenewMs, createPresence } from "../../core/session/presence.ts";
 import { type Clock, every, systemClock, systemTimers, withDeadline } from "../../lib/clock.ts";

@@ -4,7 +4,7 @@
  * backend reads its elements, this only sums them up.
  */
 import { isTerminal } from "../models.ts";
-import type { AllocationObservation } from "../ports.ts";
+import type { AllocationObservation } from "../ports/allocation-backend.ts";
 import { type ElementState, summarizeArray } from "./array-summary.ts";
 
 export interface TimedElementState extends ElementState {

@@ -11,7 +11,7 @@
  */
 import { backgroundTimers, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
-import type { IsolationVerdict } from "../ports.ts";
+import type { IsolationVerdict } from "../ports/allocation-backend.ts";
 
 export type ProbeOutcome =
   | IsolationVerdict

@@ -13,7 +13,7 @@ import {
   type BatchPlacementGate,
   batchRefusal,
   launchesSandboxed,
-} from "../ports.ts";
+} from "../ports/allocation-backend.ts";
 
 export interface BatchGatePolicy {
   /** The daemon's jobs keep its uid (it is not root). */

@@ -8,7 +8,12 @@
 import type { Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { decorateBackend } from "../decorate-backend.ts";
-import type { AllocationBackend, BackendWith, IsolationVerdict, TaskRunner } from "../ports.ts";
+import type {
+  AllocationBackend,
+  BackendWith,
+  IsolationVerdict,
+  TaskRunner,
+} from "../ports/allocation-backend.ts";
 import type { Sandbox } from "../sandbox.ts";
 import { type BackgroundVerifier, createBackgroundVerifier } from "./background-verifier.ts";
 

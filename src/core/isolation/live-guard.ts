@@ -9,7 +9,7 @@
  * preparation both ask it, so both refuse with ISOLATION_UNAVAILABLE naming the blockers.
  */
 import { decorateBackend } from "../decorate-backend.ts";
-import type { AllocationBackend, IsolationVerdict } from "../ports.ts";
+import type { AllocationBackend, IsolationVerdict } from "../ports/allocation-backend.ts";
 
 /** How many blocking allocation ids a refusal names (the rest are counted). */
 const NAMED_BLOCKERS = 20;

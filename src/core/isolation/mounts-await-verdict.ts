@@ -9,7 +9,11 @@
  * launch, which refuses it naming the profile and why.
  */
 import type { AttemptPreparer } from "../attempt-preparer.ts";
-import { type AllocationBackend, launchesSandboxed, sandboxPending } from "../ports.ts";
+import {
+  type AllocationBackend,
+  launchesSandboxed,
+  sandboxPending,
+} from "../ports/allocation-backend.ts";
 
 export function mountsAwaitVerdict(
   preparer: AttemptPreparer,

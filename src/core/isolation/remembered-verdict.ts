@@ -11,8 +11,8 @@
  * fails its launches visibly; it never lets a session run outside one.
  */
 
+import type { IsolationVerdict } from "../ports/allocation-backend.ts";
 import type { StoredIsolationVerdict } from "../ports/isolation-verdict-store.ts";
-import type { IsolationVerdict } from "../ports.ts";
 
 /** How long a stored Verified verdict is used by a restarted daemon. */
 export const REMEMBERED_VERDICT_TTL_MS = 60 * 60 * 1000;

@@ -4,8 +4,12 @@
  * null says the backend has not got it, and callers say so instead of faking it.
  */
 import type { SubmissionToken } from "../models.ts";
-import type { AllocationBackend, AllocationObservation, ObservationTarget } from "../ports.ts";
 import type { LaunchSubject } from "../sandbox.ts";
+import type {
+  AllocationBackend,
+  AllocationObservation,
+  ObservationTarget,
+} from "./allocation-backend.ts";
 
 export interface BackendCapabilities {
   /** Steps inside the allocation a workload already holds (INV-4). */

@@ -19,8 +19,8 @@ import type { Log } from "../../lib/log.ts";
 import type { AccountDatabase } from "../accounts.ts";
 import type { StateLayout } from "../layout.ts";
 import type { ResourceProfile, SubmissionToken } from "../models.ts";
-import type { AllocationBackend, OrphanPolicy } from "../ports.ts";
 import type { JobIdentities, Sandbox } from "../sandbox.ts";
+import type { AllocationBackend, OrphanPolicy } from "./allocation-backend.ts";
 import type { CapabilityName } from "./backend-capabilities.ts";
 
 /** Something a backend runs beside the reconciler (the orphan sweep), started and stopped with the daemon. */

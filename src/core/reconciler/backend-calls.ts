@@ -19,7 +19,7 @@ import {
   type SubmitRequest,
   type SubmitResult,
   type TerminalFact,
-} from "../ports.ts";
+} from "../ports/allocation-backend.ts";
 import type { PhaseConfirmations } from "./confirmations.ts";
 import { type BackendOperation, zeroBackendCounts } from "./types.ts";
 import type { BackendWatch } from "./watch.ts";

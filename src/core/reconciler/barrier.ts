@@ -25,8 +25,8 @@ import {
   type TerminalPhase,
   type Workload,
 } from "../models.ts";
+import type { AllocationObservation, ObservationTarget } from "../ports/allocation-backend.ts";
 import type { ReconcileItem } from "../ports/reconciler-store.ts";
-import type { AllocationObservation, ObservationTarget } from "../ports.ts";
 import { type TickEnv, write } from "./env.ts";
 import type { BackendReads } from "./reads.ts";
 import {

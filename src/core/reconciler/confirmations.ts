@@ -14,7 +14,7 @@
  *    change, which confirms it as of that answer.
  */
 import { isTerminal } from "../models.ts";
-import type { AllocationObservation, ObservationTarget } from "../ports.ts";
+import type { AllocationObservation, ObservationTarget } from "../ports/allocation-backend.ts";
 
 export interface PhaseConfirmations {
   /** An `observe` (or the explicit part of a feed read) answered these at `atMs`. */

@@ -16,8 +16,8 @@ import {
   type TerminalPhase,
   type Workload,
 } from "../models.ts";
+import type { AllocationObservation, FindResult } from "../ports/allocation-backend.ts";
 import type { Transition } from "../ports/reconciler-store.ts";
-import type { AllocationObservation, FindResult } from "../ports.ts";
 
 export type Observed = Extract<AllocationObservation, { readonly kind: "Observed" }>;
 

@@ -18,8 +18,8 @@
  * safety net of a level-triggered loop: whatever a bug in the narrowing missed is found then.
  */
 
+import type { ObservationCursor } from "../ports/allocation-backend.ts";
 import type { LiveViewChanges, ReconcileItem } from "../ports/reconciler-store.ts";
-import type { ObservationCursor } from "../ports.ts";
 
 export interface TickFocus {
   /** Where the backend's change feed was read up to; null: the next tick is full. */

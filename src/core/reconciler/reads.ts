@@ -5,7 +5,7 @@ import type {
   ObservationCursor,
   ObservationTarget,
   ObservedChange,
-} from "../ports.ts";
+} from "../ports/allocation-backend.ts";
 import type { TickEnv } from "./env.ts";
 
 /** An allocation as the backend observes it: with its array size when it is an array. */

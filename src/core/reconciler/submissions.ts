@@ -12,8 +12,8 @@
  */
 import type { PrepareResult } from "../attempt-preparer.ts";
 import { type Allocation, attemptMessage, type Workload } from "../models.ts";
+import type { SubmitRequest } from "../ports/allocation-backend.ts";
 import type { Transition, WorkloadChange } from "../ports/reconciler-store.ts";
-import type { SubmitRequest } from "../ports.ts";
 import { type TickEnv, write } from "./env.ts";
 import type { LaneOutcome } from "./lanes.ts";
 import { refusedAttempt, refusedWhileLearning } from "./refused-while-learning.ts";

@@ -4,8 +4,8 @@
  * allocation and its workload together, compare-and-set like every step (decisions.ts).
  */
 import type { Allocation, Reason, Workload } from "../models.ts";
+import type { SubmitResult } from "../ports/allocation-backend.ts";
 import type { Transition } from "../ports/reconciler-store.ts";
-import type { SubmitResult } from "../ports.ts";
 
 /** The submit answer for one freshly minted or re-submitted attempt. */
 export function recordSubmitResult(

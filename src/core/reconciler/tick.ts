@@ -7,8 +7,8 @@
  * which the next tick simply takes the remaining steps.
  */
 import { type Allocation, isActiveAllocation, isTerminal, type Workload } from "../models.ts";
+import type { ObservedChange } from "../ports/allocation-backend.ts";
 import type { ReconcileItem, Transition } from "../ports/reconciler-store.ts";
-import type { ObservedChange } from "../ports.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
 import { cancelBarrier } from "./barrier.ts";
 import { followObservation, isObservablePhase, recordFound, settleEnded } from "./decisions.ts";

@@ -3,8 +3,8 @@ import type { Log } from "../../lib/log.ts";
 import type { AttemptPreparer } from "../attempt-preparer.ts";
 import type { Allocation, Workload } from "../models.ts";
 import type { AttemptIds } from "../ports/admission-store.ts";
+import type { AllocationBackend } from "../ports/allocation-backend.ts";
 import type { ReconcilerStore } from "../ports/reconciler-store.ts";
-import type { AllocationBackend } from "../ports.ts";
 import type { ProfileBreakerOptions, ProfileBreakerView } from "./profile-breaker.ts";
 import type { BackendHealth } from "./watch.ts";
 

@@ -3,7 +3,7 @@
  * exec sends them (docs/sessions.md): the live stream and a re-attached one read the same log.
  */
 import type { CellLog } from "./cell-log.ts";
-import type { ExecOutcome, ExecOutput } from "./session-service.ts";
+import type { ExecOutcome, ExecOutput } from "./session-port.ts";
 
 /** Streams and displays go to the log as they come; the final result or error goes last. */
 export function logOutput(log: CellLog, cell: string, output: ExecOutput): void {

@@ -16,7 +16,7 @@ import type {
   AllocationObservation,
   ObserveChangesResult,
   ObserveResult,
-} from "../ports.ts";
+} from "../ports/allocation-backend.ts";
 
 export interface EnvironmentEndings {
   /** A worker of `allocationId` reported its environment unusable; the first report is kept. */

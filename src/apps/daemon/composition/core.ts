@@ -35,13 +35,13 @@ import { mountsAwaitVerdict } from "../../../core/isolation/mounts-await-verdict
 import { type StateLayout, WORKLOADS_DIR } from "../../../core/layout.ts";
 import type { ResourceProfile } from "../../../core/models.ts";
 import type { AdmissionStore } from "../../../core/ports/admission-store.ts";
-import type { AllocationBackend } from "../../../core/ports.ts";
+import type { AllocationBackend } from "../../../core/ports/allocation-backend.ts";
 import { preparerByKind } from "../../../core/preparer-by-kind.ts";
 import {
   createReconciler,
   type Reconciler,
   type ReconcilerOptions,
-} from "../../../core/reconciler.ts";
+} from "../../../core/reconciler/create-reconciler.ts";
 import type { JobIdentities } from "../../../core/sandbox.ts";
 import {
   createEnvironmentEndings,

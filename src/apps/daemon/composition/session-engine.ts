@@ -20,26 +20,26 @@ import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../../core/layout.ts";
 import type { Workload } from "../../../core/models.ts";
 import type { ActivityRecorder } from "../../../core/ports/activity-recorder.ts";
+import type { AllocationBackend } from "../../../core/ports/allocation-backend.ts";
 import type { NonceBurner } from "../../../core/ports/nonce-burner.ts";
 import type { ReclaimerStore } from "../../../core/ports/reclaimer-store.ts";
 import { SESSION_MAX_RANKS } from "../../../core/ports/session-attempts.ts";
 import type { SessionStore } from "../../../core/ports/session-store.ts";
 import type { GatewayEvent, WorkerGateway } from "../../../core/ports/worker-gateway.ts";
-import type { AllocationBackend } from "../../../core/ports.ts";
 import { createReclaimer, type ReclaimerDefaults } from "../../../core/reclaimer.ts";
 import type { BarrierHooks } from "../../../core/reconciler/types.ts";
 import type { EnvironmentEndings } from "../../../core/session/environment-endings.ts";
+import {
+  createGatewayExpectations,
+  createSessionBarrierHooks,
+  createSessionService,
+} from "../../../core/session/exec-service.ts";
 import {
   createJupyterService,
   type JupyterService,
 } from "../../../core/session/jupyter-service.ts";
 import { createSessionReadiness, type SessionReadiness } from "../../../core/session/readiness.ts";
-import {
-  createGatewayExpectations,
-  createSessionBarrierHooks,
-  createSessionService,
-} from "../../../core/session/service.ts";
-import type { SessionService } from "../../../core/session/session-service.ts";
+import type { SessionService } from "../../../core/session/session-port.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import { createWorkerGateway } from "../../../servers/worker-gateway/gateway.ts";

@@ -31,6 +31,10 @@ import {
   judgeRememberedVerdict,
   REMEMBERED_VERDICT_TTL_MS,
 } from "../../../core/isolation/remembered-verdict.ts";
+import type {
+  AllocationBackend,
+  IsolationVerdict,
+} from "../../../core/ports/allocation-backend.ts";
 import {
   type ClusterJobEnv,
   type IsolatedBackend,
@@ -39,7 +43,6 @@ import {
   type SessionIsolationKit,
 } from "../../../core/ports/backend-plugin.ts";
 import { WORKER_LISTEN_ENV } from "../../../core/ports/worker-gateway.ts";
-import type { AllocationBackend, IsolationVerdict } from "../../../core/ports.ts";
 import type { Sandbox } from "../../../core/sandbox.ts";
 import { type BackendContext, type BackgroundService, verifierService } from "./context.ts";
 

@@ -14,12 +14,12 @@ import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts"
 import { timedSessionService } from "../../../adapters/metrics/timed-session-service.ts";
 import type { AttemptPreparer } from "../../../core/attempt-preparer.ts";
 import type { StateLayout } from "../../../core/layout.ts";
-import type { AllocationBackend } from "../../../core/ports.ts";
-import type { BarrierHooks } from "../../../core/reconciler.ts";
+import type { AllocationBackend } from "../../../core/ports/allocation-backend.ts";
+import type { BarrierHooks } from "../../../core/reconciler/create-reconciler.ts";
 import type { EnvironmentEndings } from "../../../core/session/environment-endings.ts";
 import type { JupyterService } from "../../../core/session/jupyter-service.ts";
 import { markSessionsUnobserved } from "../../../core/session/readiness.ts";
-import type { SessionService } from "../../../core/session/session-service.ts";
+import type { SessionService } from "../../../core/session/session-port.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import type { DaemonSettings } from "../config.ts";

@@ -20,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";
 import type { Presence } from "../../../core/session/presence.ts";
-import type { InterruptOutcome } from "../../../core/session/session-service.ts";
+import type { InterruptOutcome } from "../../../core/session/session-port.ts";
 import { every, sleep, systemTimers, type Timers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import type { CellEvent } from "../../../wire/worker-protocol.ts";

@@ -8,7 +8,7 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type * as v from "valibot";
-import type { ExecOk, ExecOutput, MimeBundle } from "../../../core/session/session-service.ts";
+import type { ExecOk, ExecOutput, MimeBundle } from "../../../core/session/session-port.ts";
 import { mustBeLiveSession, sessionFailure } from "../workloads/live-session.ts";
 import { ownedWorkload, type ToolContext } from "./tool-context.ts";
 import type { RunCodeArgs } from "./tool-schemas.ts";

@@ -4,7 +4,7 @@
  * and maxima, and whether each kind can be placed now.
  */
 import type { ProfileRunAs, ResourceProfile, WorkloadKind } from "../../../core/models.ts";
-import type { ProfileCheck } from "../../../core/ports.ts";
+import type { ProfileCheck } from "../../../core/ports/allocation-backend.ts";
 import type { Caller } from "../../../core/principals.ts";
 import type { ProfileBreakerState } from "../../../core/reconciler/profile-breaker.ts";
 import { profileBounds } from "../../../core/resources.ts";

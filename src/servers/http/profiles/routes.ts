@@ -5,7 +5,7 @@ import {
   type IsolationVerdict,
   type ProfileCheck,
   sessionIsolationVerdict,
-} from "../../../core/ports.ts";
+} from "../../../core/ports/allocation-backend.ts";
 import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import {

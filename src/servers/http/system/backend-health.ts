@@ -4,7 +4,7 @@
  * `/v1/diagnostics`, `/metrics` and `/ui/cluster` read it here, so they cannot disagree.
  */
 import { type BackendHealthVerdict, backendHealthVerdict } from "../../../core/backend-health.ts";
-import type { BackendDiagnostics } from "../../../core/ports.ts";
+import type { BackendDiagnostics } from "../../../core/ports/allocation-backend.ts";
 import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps } from "../deps.ts";
 

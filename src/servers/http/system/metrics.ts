@@ -8,7 +8,7 @@
 import type { DaemonMetrics } from "../../../adapters/metrics/daemon-metrics.ts";
 import type { ProcessFigures } from "../../../adapters/metrics/process-figures.ts";
 import type { OwnerUsageCount, WorkloadCount } from "../../../adapters/store-sqlite/index.ts";
-import type { OrphanDiagnostics } from "../../../core/ports.ts";
+import type { OrphanDiagnostics } from "../../../core/ports/allocation-backend.ts";
 import type { SpoolSpaceReport, TickFigures } from "../deps.ts";
 import { Exposition, type RequestCounter } from "./exposition.ts";
 import { ownerSection, workloadSection } from "./metrics-workloads.ts";

@@ -10,7 +10,7 @@ import {
   launchesSandboxed,
   type OrphanDiagnostics,
   sessionIsolationVerdict,
-} from "../../../core/ports.ts";
+} from "../../../core/ports/allocation-backend.ts";
 import { withDeadline } from "../../../lib/clock.ts";
 import type { ApiDeps, ApiEnv, SpoolSpaceReport } from "../deps.ts";
 import { breakerStates, degradedView } from "../profiles/profile-view.ts";

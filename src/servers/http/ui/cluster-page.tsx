@@ -7,7 +7,10 @@
 
 import type { LiveProfileCount } from "../../../adapters/store-sqlite/index.ts";
 import type { ResourceProfile } from "../../../core/models.ts";
-import type { BackendDiagnostics, IsolationVerdict } from "../../../core/ports.ts";
+import type {
+  BackendDiagnostics,
+  IsolationVerdict,
+} from "../../../core/ports/allocation-backend.ts";
 import type { TickFigures } from "../deps.ts";
 import type { DegradedProfileView, PlacementView } from "../profiles/profile-view.ts";
 import { CallRateChart } from "./call-rate-chart.tsx";

@@ -21,7 +21,7 @@ import {
   workloadOwner,
 } from "../../../adapters/store-sqlite/index.ts";
 import { PHASES, type Phase, WORKLOAD_KINDS, type WorkloadKind } from "../../../core/models.ts";
-import { batchRefusal, sessionIsolationVerdict } from "../../../core/ports.ts";
+import { batchRefusal, sessionIsolationVerdict } from "../../../core/ports/allocation-backend.ts";
 import { type Caller, listScope } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";

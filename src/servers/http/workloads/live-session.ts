@@ -10,7 +10,7 @@ import type {
   InterruptOutcome,
   RestartOutcome,
   SessionService,
-} from "../../../core/session/session-service.ts";
+} from "../../../core/session/session-port.ts";
 import type { ApiDeps } from "../deps.ts";
 import { conflict, notFound } from "../problem.ts";
 

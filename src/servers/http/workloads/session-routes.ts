@@ -9,7 +9,7 @@ import type * as v from "valibot";
 import type { Workload } from "../../../core/models.ts";
 import { finalEvent, logOutput } from "../../../core/session/cell-events.ts";
 import { type CellLogEvent, createCellLog } from "../../../core/session/cell-log.ts";
-import type { ExecOutcome, SessionService } from "../../../core/session/session-service.ts";
+import type { ExecOutcome, SessionService } from "../../../core/session/session-port.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { conflict, notFound } from "../problem.ts";
 import { parseWith, readBody } from "../validation.ts";

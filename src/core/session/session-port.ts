@@ -1,7 +1,7 @@
 /**
  * The session port: what the edges (the API, the CLI through it, tests) need from the
  * sessions engine, and nothing more. Owned by the core, which implements it
- * (session/service.ts); defining it in the API made the core depend on its own caller. The
+ * (session/exec-service.ts); defining it in the API made the core depend on its own caller. The
  * daemon injects an
  * implementation when sessions are enabled; without one, exec answers 409 instead of
  * pretending. Outcomes are a union so a handler cannot forget "not ready" or "no such

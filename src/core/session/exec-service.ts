@@ -27,7 +27,7 @@ import type {
   InterruptOutcome,
   RestartOutcome,
   SessionService,
-} from "./session-service.ts";
+} from "./session-port.ts";
 
 export interface SessionServiceOptions {
   readonly store: SessionStore;

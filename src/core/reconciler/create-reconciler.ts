@@ -59,33 +59,33 @@
  *    RUNNING → terminal; STOPPING in the barrier). COMPLETED's reason is EXITED_ZERO unless
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
-import { systemTimers } from "../lib/clock.ts";
-import type { SubmissionToken } from "./models.ts";
-import { mintSubmissionToken } from "./models.ts";
-import { acknowledgeSweep } from "./reconciler/acknowledge.ts";
-import { createAdmittedQueue } from "./reconciler/admitted.ts";
-import { tickBackend } from "./reconciler/backend-calls.ts";
-import { createPhaseConfirmations } from "./reconciler/confirmations.ts";
-import type { TickEnv } from "./reconciler/env.ts";
-import { createTickFocus } from "./reconciler/focus.ts";
-import { createLanes, type LaneOutcome } from "./reconciler/lanes.ts";
-import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./reconciler/profile-breaker.ts";
-import { createRunwaySchedule, warningLeads } from "./reconciler/runway.ts";
-import { createLoopSchedule, type LoopStep } from "./reconciler/schedule.ts";
-import { submitAttempts } from "./reconciler/submissions.ts";
-import { reconcileSubmissions, reconcileTick } from "./reconciler/tick.ts";
+import { systemTimers } from "../../lib/clock.ts";
+import type { SubmissionToken } from "../models.ts";
+import { mintSubmissionToken } from "../models.ts";
+import { acknowledgeSweep } from "./acknowledge.ts";
+import { createAdmittedQueue } from "./admitted.ts";
+import { tickBackend } from "./backend-calls.ts";
+import { createPhaseConfirmations } from "./confirmations.ts";
+import type { TickEnv } from "./env.ts";
+import { createTickFocus } from "./focus.ts";
+import { createLanes, type LaneOutcome } from "./lanes.ts";
+import { createProfileBreakers, DEFAULT_PROFILE_BREAKER } from "./profile-breaker.ts";
+import { createRunwaySchedule, warningLeads } from "./runway.ts";
+import { createLoopSchedule, type LoopStep } from "./schedule.ts";
+import { submitAttempts } from "./submissions.ts";
+import { reconcileSubmissions, reconcileTick } from "./tick.ts";
 import {
   BACKEND_OPERATIONS,
   type BarrierHooks,
   type Reconciler,
   type ReconcilerOptions,
   type TickReport,
-} from "./reconciler/types.ts";
-import { createBackendWatch } from "./reconciler/watch.ts";
+} from "./types.ts";
+import { createBackendWatch } from "./watch.ts";
 
-export type * from "./ports/reconciler-store.ts";
-export * from "./reconciler/types.ts";
-export type { BackendHealth } from "./reconciler/watch.ts";
+export type * from "../ports/reconciler-store.ts";
+export * from "./types.ts";
+export type { BackendHealth } from "./watch.ts";
 
 const DEFAULT_MIN_INTERVAL_MS = 1000;
 const DEFAULT_MAX_INTERVAL_MS = 30_000;

@@ -7,8 +7,8 @@
  * between them), and cancels in one call. A backend that talks to a scheduler can therefore
  * keep its scheduler calls per tick constant as the number of workloads grows.
  */
-import type { ArrayRequest } from "./array/array-request.ts";
-import type { ArraySummary } from "./array/array-summary.ts";
+import type { ArrayRequest } from "../array/array-request.ts";
+import type { ArraySummary } from "../array/array-summary.ts";
 import type {
   ExternalHandle,
   Phase,
@@ -16,12 +16,12 @@ import type {
   ResourceProfile,
   SubmissionToken,
   WorkloadKind,
-} from "./models.ts";
-import type { BackendCapabilities } from "./ports/backend-capabilities.ts";
-import type { ResourceRequest } from "./resources.ts";
+} from "../models.ts";
+import type { ResourceRequest } from "../resources.ts";
+import type { BackendCapabilities } from "./backend-capabilities.ts";
 
 // The capability record and each capability: ports/backend-capabilities.ts.
-export * from "./ports/backend-capabilities.ts";
+export * from "./backend-capabilities.ts";
 
 /**
  * A COMMAND run as several tasks by the backend's in-allocation launcher, each in its own
