@@ -23,6 +23,8 @@ import {
   type UnreadableWorkload,
   type WorkloadDetails,
 } from "../../../adapters/store-sqlite/index.ts";
+import { ADMIN, type Caller } from "../../../core/principals.ts";
+import { workloadFor } from "../../../core/scheduler-words.ts";
 import type { Log } from "../../../lib/log.ts";
 import {
   type ConfirmationSource,
@@ -44,9 +46,10 @@ export interface WorkloadJsonPage {
 }
 
 export interface WorkloadViewCache {
-  list(query: ListWorkloadsQuery): WorkloadJsonPage;
+  /** `caller` picks the message's form (core/scheduler-words.ts); absent: the hidden one. */
+  list(query: ListWorkloadsQuery, caller?: Caller): WorkloadJsonPage;
   /** Null: no such workload. */
-  show(id: string): string | null;
+  show(id: string, caller?: Caller): string | null;
   /** Entries held now (for tests and metrics). */
   size(): number;
 }
@@ -76,8 +79,10 @@ export function serializeWorkload(
   d: WorkloadDetails,
   nowMs: number,
   confirmed: PhaseConfirmedAt = NEVER_CONFIRMED,
+  caller?: Caller,
 ): string {
-  return JSON.stringify(workloadView(d.workload, d.conditions, d.allocations, nowMs, confirmed));
+  const workload = caller === undefined ? d.workload : workloadFor(caller, d.workload);
+  return JSON.stringify(workloadView(workload, d.conditions, d.allocations, nowMs, confirmed));
 }
 
 /**
@@ -87,25 +92,41 @@ export function serializeWorkload(
  * TIME_REMAINING, or a stale confirmation, until the workload next changed.
  */
 interface Held {
+  /** The view with `message` in the hidden form: a principal's. */
   readonly stableJson: string;
+  /** The admin's, with the scheduler's own words; the same text when there are none. */
+  readonly adminJson: string;
   readonly deadlineMs: number | null;
   readonly confirmation: ConfirmationSource;
 }
 
 function hold(d: WorkloadDetails): Held {
+  const stableJson = JSON.stringify(stableWorkloadView(d.workload, d.conditions, d.allocations));
   return {
-    stableJson: JSON.stringify(stableWorkloadView(d.workload, d.conditions, d.allocations)),
+    stableJson,
+    adminJson:
+      d.workload.messageAdmin == null
+        ? stableJson
+        : JSON.stringify(
+            stableWorkloadView(workloadFor(ADMIN, d.workload), d.conditions, d.allocations),
+          ),
     deadlineMs: workloadDeadlineMs(d.workload, d.allocations),
     confirmation: confirmationSource(d.workload, d.allocations),
   };
 }
 
 /** The text `serializeWorkload` gives: the two fields are the view's last, so they close it. */
-function render(held: Held, nowMs: number, confirmed: PhaseConfirmedAt): string {
+function render(
+  held: Held,
+  nowMs: number,
+  confirmed: PhaseConfirmedAt,
+  caller: Caller | undefined,
+): string {
+  const json = caller?.kind === "Admin" ? held.adminJson : held.stableJson;
   const remaining = timeRemainingSeconds(held.deadlineMs, nowMs);
   const confirmedMs = phaseConfirmedAtMs(held.confirmation, confirmed);
   const at = confirmedMs === null ? "null" : `"${iso(confirmedMs)}"`;
-  return `${held.stableJson.slice(0, -1)},"phaseConfirmedAt":${at},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
+  return `${json.slice(0, -1)},"phaseConfirmedAt":${at},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
 }
 
 export function createWorkloadViewCache(
@@ -160,7 +181,7 @@ export function createWorkloadViewCache(
   }
 
   return {
-    list(query) {
+    list(query, caller) {
       return inSnapshot(() => {
         const page = listWorkloadIds(store, query);
         const missing = page.ids.filter((id) => !entries.has(id));
@@ -179,21 +200,21 @@ export function createWorkloadViewCache(
           const held = fresh.get(id) ?? entries.get(id);
           // Same snapshot as the page: a listed id always has its row.
           if (held === undefined) throw new Error(`listed workload ${id} has no row`);
-          return render(held, nowMs, confirmed);
+          return render(held, nowMs, confirmed, caller);
         });
         return { items, next: page.next };
       });
     },
-    show(id) {
+    show(id, caller) {
       // Held, and nothing changed since the last sync: one statement (its own snapshot)
       // proves the entry current, without opening a transaction.
       const held = entries.get(id);
       if (held !== undefined && latestWorkloadChangeEver(store) === seenSeq) {
-        return render(held, store.clock.now(), confirmed);
+        return render(held, store.clock.now(), confirmed, caller);
       }
       return inSnapshot(() => {
         const cached = entries.get(id);
-        if (cached !== undefined) return render(cached, store.clock.now(), confirmed);
+        if (cached !== undefined) return render(cached, store.clock.now(), confirmed, caller);
         const read = readWorkloadDetailsByIds(store, [id]);
         const u = read.unreadable[0];
         if (u !== undefined) return report(u);
@@ -201,7 +222,7 @@ export function createWorkloadViewCache(
         if (d === undefined) return null;
         const fresh = hold(d);
         put(id, fresh);
-        return render(fresh, store.clock.now(), confirmed);
+        return render(fresh, store.clock.now(), confirmed, caller);
       });
     },
     size: () => entries.size,
