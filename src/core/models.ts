@@ -338,6 +338,11 @@ export interface Workload {
   readonly phase: Phase;
   readonly reason: Reason | null;
   readonly message: string | null;
+  /**
+   * The scheduler's own words where `message` hides the site's names (core/scheduler-words.ts):
+   * the admin's; absent or null: `message` is everyone's.
+   */
+  readonly messageAdmin?: string | null;
   readonly desired: DesiredState;
   readonly executionEpoch: number;
   readonly maxAttempts: number;
@@ -415,4 +420,6 @@ export interface TransitionEvent {
   readonly phase: Phase;
   readonly reason: Reason | null;
   readonly message: string | null;
+  /** As the workload's `messageAdmin`: the admin's form; absent or null: `message`. */
+  readonly messageAdmin?: string | null;
 }

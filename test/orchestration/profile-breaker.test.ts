@@ -4,7 +4,10 @@
  * goes out until the back-off has passed, then one trial; a success closes it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
+import type { SubmissionToken } from "../../src/core/models.ts";
+import type { SubmitResult } from "../../src/core/ports/allocation-backend.ts";
 import { createProfileBreakers } from "../../src/core/reconciler/profile-breaker.ts";
+import { messageForms } from "../../src/core/scheduler-words.ts";
 import { type Harness, harness } from "../support/reconciler-harness.ts";
 
 let open: Harness[] = [];
@@ -221,6 +224,41 @@ describe("while the breaker learns (issue 32)", () => {
     h.sim.setAvailable(true);
     await h.tick();
     expect(h.workload(refused)).toMatchObject({ phase: "FAILED", reason: "SUBMIT_REJECTED" });
+  });
+});
+
+describe("a refusal in the scheduler's words (issue 35)", () => {
+  test("the held and the failed workload keep them for the admin beside the hidden form", async () => {
+    const h = harness();
+    open.push(h);
+    const said = "Invalid partition name specified: gpuu";
+    const hide = (m: string) => m.replace("partition", "placement").replace("gpuu", "[hidden]");
+    const base = h.sim.backend.submit.bind(h.sim.backend);
+    h.sim.backend.submit = async (requests) => {
+      const answers = await base(requests);
+      return new Map<SubmissionToken, SubmitResult>(
+        [...answers].map(([token, a]): [SubmissionToken, SubmitResult] => {
+          if (a.kind !== "Rejected") return [token, a];
+          const forms = messageForms(said, hide);
+          return [token, { ...a, message: forms.message, messageAdmin: forms.messageAdmin ?? "" }];
+        }),
+      );
+    };
+    h.sim.failNextSubmits("REJECT");
+    const refused = h.addWorkload();
+    await h.tick();
+    const waiting = h.workload(refused);
+    expect(waiting).toMatchObject({ phase: "PENDING", reason: "SUBMIT_REFUSED" });
+    expect(waiting.message).toContain("Invalid placement name specified: [hidden]");
+    expect(waiting.messageAdmin).toContain(said);
+    h.clock.advance(30_000);
+    await h.tick();
+    expect(h.workload(refused)).toMatchObject({
+      phase: "FAILED",
+      reason: "SUBMIT_REJECTED",
+      message: "Invalid placement name specified: [hidden]",
+      messageAdmin: said,
+    });
   });
 });
 

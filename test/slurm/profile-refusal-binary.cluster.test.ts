@@ -3,7 +3,8 @@
  * cluster: the daemon's dry run at start makes it degraded in `openai4s profiles` and
  * GET /v1/profiles, in sbatch's own words for the admin, and without them (the partition
  * named nowhere) for a principal over TCP. Before, the list showed nothing amiss and every
- * submission ended "invalid placement specified: [hidden]".
+ * submission ended "invalid placement specified: [hidden]". A refused workload keeps sbatch's
+ * words for the admin's `openai4s show` too, and the hidden form for its principal's.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
@@ -123,7 +124,7 @@ describe.skipIf(testCluster === null)(
       expect(principal?.degraded?.since).toBe(typo?.since ?? "");
     }, 90_000);
 
-    test("a principal's workload on it ends SUBMIT_REJECTED in the hidden form; the log keeps sbatch's words", async () => {
+    test("a principal's workload on it ends SUBMIT_REJECTED in the hidden form; the admin's show and the log keep sbatch's words", async () => {
       const adminToken = readFileSync(join(d.stateDir, "admin-token"), "utf8").trim();
       const call = (token: string, method: string, path: string, body?: unknown) =>
         fetch(`${tcp}${path}`, {
@@ -168,6 +169,20 @@ describe.skipIf(testCluster === null)(
       expect(refused.length).toBeGreaterThan(0);
       expect(refused[0]).toContain(`invalid partition specified: ${MISSING}`);
       expect(refused[0]).toContain('"level":"warn"');
+
+      // `openai4s show`: the admin's (over the socket) in sbatch's words, the principal's
+      // (over TCP with its token) in the hidden form, the partition named nowhere.
+      const adminShow = await d.cli("show", id);
+      expect(adminShow.code).toBe(0);
+      expect(adminShow.stdout).toContain("SUBMIT_REJECTED");
+      expect(adminShow.stdout).toContain(`invalid partition specified: ${MISSING}`);
+      const tokenFile = join(scratch, "sci2-token");
+      writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
+      const principalShow = await d.cli("show", id, "--server", tcp, "--token-file", tokenFile);
+      expect(principalShow.code).toBe(0);
+      expect(principalShow.stdout).toContain("invalid placement specified: [hidden]");
+      expect(principalShow.stdout).not.toMatch(/partition/i);
+      expect(principalShow.stdout).not.toContain(MISSING);
     }, 60_000);
   },
 );

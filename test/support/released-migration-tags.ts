@@ -17,4 +17,5 @@ export const TAGS_BEFORE_THE_RENAME: readonly string[] = [
   "0011_idempotency_key_per_owner",
   "0012_filtered_list_indexes",
   "0013_dependencies_and_hold",
+  "0014_message_admin",
 ];

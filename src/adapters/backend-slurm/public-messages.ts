@@ -4,7 +4,8 @@
  * ("Invalid partition name specified", pending reason "QOSMaxJobsPerUserLimit") and echoes
  * the values an administrator configured: the same leak `ClusterProfile.public()` closes, by
  * a slower route. Every message that leaves this backend is therefore rewritten here; the
- * daemon's log keeps the scheduler's own words for the administrator.
+ * daemon's log keeps the scheduler's own words for the administrator, and so does a refused
+ * submission's workload (`messageAdmin`, shown to the admin only).
  */
 import { decorateBackend } from "../../core/decorate-backend.ts";
 import type {
@@ -14,6 +15,7 @@ import type {
   SubmitResult,
   TaskResult,
 } from "../../core/ports/allocation-backend.ts";
+import { messageForms } from "../../core/scheduler-words.ts";
 import type { PlacementCatalog, SlurmBackend } from "./backend.ts";
 
 export interface HiddenNames {
@@ -80,7 +82,16 @@ function submitResult(r: SubmitResult, rewrite: (m: string) => string): SubmitRe
     case "Created":
     case "Existing":
       return r;
-    case "Rejected":
+    case "Rejected": {
+      // Both forms: the workload keeps the scheduler's words for the admin (a partition the
+      // cluster lacks, named), the hidden form for its principal (core/scheduler-words.ts).
+      const forms = messageForms(r.message, rewrite);
+      return {
+        ...r,
+        message: forms.message,
+        ...(forms.messageAdmin === null ? {} : { messageAdmin: forms.messageAdmin }),
+      };
+    }
     case "Unknown":
       return { ...r, message: rewrite(r.message) };
     default: {

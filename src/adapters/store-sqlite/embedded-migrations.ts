@@ -25,6 +25,7 @@ import m0010 from "./migrations/0010_array_summary.sql" with { type: "text" };
 import m0011 from "./migrations/0011_idempotency_key_per_owner.sql" with { type: "text" };
 import m0012 from "./migrations/0012_filtered_list_indexes.sql" with { type: "text" };
 import m0013 from "./migrations/0013_dependencies_and_hold.sql" with { type: "text" };
+import m0014 from "./migrations/0014_message_admin.sql" with { type: "text" };
 import journal from "./migrations/meta/_journal.json" with { type: "json" };
 
 export interface EmbeddedMigration {
@@ -60,6 +61,8 @@ export const EMBEDDED_MIGRATIONS: readonly EmbeddedMigration[] = [
   { tag: "0012_filtered_list_indexes", sql: m0012 },
   // Workloads held until released, and the workloads one runs after (issue 35).
   { tag: "0013_dependencies_and_hold", sql: m0013 },
+  // The scheduler's own words kept for the admin beside the hidden form (issue 35).
+  { tag: "0014_message_admin", sql: m0014 },
 ];
 
 export const JOURNAL_TAGS: readonly string[] = journal.entries.map((e) => e.tag);

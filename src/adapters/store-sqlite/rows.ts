@@ -100,6 +100,7 @@ export function toWorkload(row: WorkloadRow): Workload {
     phase: parsePhase(row.phase),
     reason: parseReason(row.reason),
     message: row.message,
+    ...(row.messageAdmin == null ? {} : { messageAdmin: row.messageAdmin }),
     desired: parseDesired(row.desired, row.stopReason, row.stopMessage),
     executionEpoch: row.executionEpoch,
     maxAttempts: row.maxAttempts,
@@ -143,6 +144,7 @@ export function toEvent(row: EventRow): TransitionEvent {
     phase: parsePhase(row.phase),
     reason: parseReason(row.reason),
     message: row.message,
+    ...(row.messageAdmin == null ? {} : { messageAdmin: row.messageAdmin }),
   };
 }
 

@@ -29,6 +29,8 @@ export const workloads = sqliteTable(
     phase: text("phase").notNull(),
     reason: text("reason"),
     message: text("message"),
+    /** The scheduler's own words `message` hides names of (core/scheduler-words.ts); NULL: same. */
+    messageAdmin: text("message_admin"),
     /** RUN or STOP; STOP carries why (USER_CANCELLED, IDLE_TIMEOUT, MAX_LIFETIME, ...). */
     desired: text("desired").notNull().default("RUN"),
     stopReason: text("stop_reason"),
@@ -168,6 +170,8 @@ export const events = sqliteTable(
     phase: text("phase").notNull(),
     reason: text("reason"),
     message: text("message"),
+    /** As the workload's: the scheduler's own words, for the admin; NULL: `message`. */
+    messageAdmin: text("message_admin"),
   },
   (t) => [index("events_workload").on(t.workloadId, t.id)],
 );

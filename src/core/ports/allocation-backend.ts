@@ -133,6 +133,11 @@ export interface Rejected {
   readonly token: SubmissionToken;
   readonly message: string;
   /**
+   * The scheduler's own words where `message` hides the site's names (core/scheduler-words.ts),
+   * for the admin; absent: `message` is already what the scheduler said.
+   */
+  readonly messageAdmin?: string;
+  /**
    * Refused for this request alone, by the backend's own checks before its scheduler was
    * asked (an argument its launch cannot carry): says nothing about the profile, so it does
    * not count towards the profile's breaker, or one client could degrade a profile for all.

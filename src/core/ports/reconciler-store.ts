@@ -46,6 +46,8 @@ export interface WorkloadChange {
   readonly phase: Phase;
   readonly reason: Reason | null;
   readonly message: string | null;
+  /** The scheduler's own words `message` hides names of, for the admin; absent: none. */
+  readonly messageAdmin?: string | null;
   readonly exitCode?: number | null;
 }
 

@@ -80,8 +80,16 @@ export function refusedAttempt(a: Allocation, message: string, now: number): All
 }
 
 /** A refusal while the breaker learned: the attempt FAILED, the workload waits. */
-export function refusedWhileLearning(live: Live, message: string, now: number): Transition {
+export function refusedWhileLearning(
+  live: Live,
+  message: string,
+  now: number,
+  /** The scheduler's own words where `message` hides names (core/scheduler-words.ts). */
+  messageAdmin: string | null = null,
+): Transition {
   const { workload: w, allocation: a } = live;
+  const waiting = (said: string) =>
+    `the backend refused this submission (${said}); it waits while profile ${w.profile} shows whether the refusal is the profile's or this workload's own`;
   return {
     allocation: refusedAttempt(a, message, now),
     workload: {
@@ -90,7 +98,8 @@ export function refusedWhileLearning(live: Live, message: string, now: number): 
       expectedEpoch: w.executionEpoch,
       phase: "PENDING",
       reason: "SUBMIT_REFUSED",
-      message: `the backend refused this submission (${message}); it waits while profile ${w.profile} shows whether the refusal is the profile's or this workload's own`,
+      message: waiting(message),
+      messageAdmin: messageAdmin === null ? null : waiting(messageAdmin),
     },
   };
 }
@@ -105,6 +114,9 @@ function failOwnRefusal(w: Workload, message: string): Transition {
       phase: "FAILED",
       reason: "SUBMIT_REJECTED",
       message,
+      // The scheduler's words the waiting message kept for the admin (refusedWhileLearning):
+      // without them the admin's show of the failed workload had only the hidden form.
+      messageAdmin: w.messageAdmin == null ? null : refusalIn(w.messageAdmin),
     },
   };
 }
@@ -113,5 +125,9 @@ const LEARNING_MESSAGE = /^the backend refused this submission \((.*)\); it wait
 
 /** The backend's own words in a SUBMIT_REFUSED workload's message (refusedWhileLearning). */
 function refusalOf(w: Workload): string {
-  return LEARNING_MESSAGE.exec(w.message ?? "")?.[1] ?? w.message ?? "refused by the backend";
+  return w.message === null ? "refused by the backend" : refusalIn(w.message);
+}
+
+function refusalIn(message: string): string {
+  return LEARNING_MESSAGE.exec(message)?.[1] ?? message;
 }

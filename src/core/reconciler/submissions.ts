@@ -319,7 +319,9 @@ async function submitAndRecord(
         continue;
       }
       // While the breaker learns: not failed yet, it waits for the profile's verdict.
-      recorded.push(refusedWhileLearning(live, answer.message, env.clock.now()));
+      recorded.push(
+        refusedWhileLearning(live, answer.message, env.clock.now(), answer.messageAdmin ?? null),
+      );
       continue;
     }
     if (answer.kind === "Unknown") {

@@ -51,7 +51,13 @@ export function recordSubmitResult(
           message: result.message,
           endedAt: now,
         },
-        workload: { ...expectW, phase: "FAILED", reason, message: result.message },
+        workload: {
+          ...expectW,
+          phase: "FAILED",
+          reason,
+          message: result.message,
+          messageAdmin: result.messageAdmin ?? null,
+        },
       };
     }
     case "Unknown":

@@ -49,7 +49,7 @@ interface WorkloadCasRow {
 type Binding = string | number | null;
 
 const INSERT_EVENT =
-  "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message) VALUES (?, ?, ?, ?, ?, ?)";
+  "INSERT INTO events (workload_id, allocation_id, at, phase, reason, message, message_admin) VALUES (?, ?, ?, ?, ?, ?, ?)";
 
 /** The allocation's SET clause and its values (the id is pushed by the caller). */
 function allocationUpdate(a: NonNullable<Transition["allocation"]>): {
@@ -124,7 +124,7 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
   if (p && eventWorkloadId !== undefined) {
     sqlite
       .query<never, Binding[]>(INSERT_EVENT)
-      .run(eventWorkloadId, a?.id ?? null, p.at, p.phase, p.reason, p.message);
+      .run(eventWorkloadId, a?.id ?? null, p.at, p.phase, p.reason, p.message, null);
   }
   if (a && aRow) {
     const { sets, values } = allocationUpdate(a);
@@ -135,34 +135,36 @@ function applyInTransaction(sqlite: Database, transition: Transition, now: numbe
     if (!w && (aRow.phase !== a.phase || aRow.reason !== a.reason)) {
       sqlite
         .query<never, Binding[]>(INSERT_EVENT)
-        .run(aRow.workload_id, a.id, now, a.phase, a.reason, a.message);
+        .run(aRow.workload_id, a.id, now, a.phase, a.reason, a.message, null);
     }
   }
   if (w && wRow) {
+    // Written with every message, so a later message never shows under an earlier one's words.
+    const messageAdmin = w.messageAdmin ?? null;
     if (w.exitCode !== undefined) {
       sqlite
         .query<never, Binding[]>(
-          "UPDATE workloads SET phase = ?, reason = ?, message = ?, updated_at = ?, exit_code = ? WHERE id = ?",
+          "UPDATE workloads SET phase = ?, reason = ?, message = ?, message_admin = ?, updated_at = ?, exit_code = ? WHERE id = ?",
         )
-        .run(w.phase, w.reason, w.message, now, w.exitCode, w.id);
+        .run(w.phase, w.reason, w.message, messageAdmin, now, w.exitCode, w.id);
     } else {
       sqlite
         .query<never, Binding[]>(
-          "UPDATE workloads SET phase = ?, reason = ?, message = ?, updated_at = ? WHERE id = ?",
+          "UPDATE workloads SET phase = ?, reason = ?, message = ?, message_admin = ?, updated_at = ? WHERE id = ?",
         )
-        .run(w.phase, w.reason, w.message, now, w.id);
+        .run(w.phase, w.reason, w.message, messageAdmin, now, w.id);
     }
     if (wRow.phase !== w.phase || wRow.reason !== w.reason) {
       sqlite
         .query<never, Binding[]>(INSERT_EVENT)
-        .run(w.id, a?.id ?? null, now, w.phase, w.reason, w.message);
+        .run(w.id, a?.id ?? null, now, w.phase, w.reason, w.message, messageAdmin);
     }
   }
   const n = transition.notice;
   if (n && eventWorkloadId !== undefined) {
     sqlite
       .query<never, Binding[]>(INSERT_EVENT)
-      .run(eventWorkloadId, a?.id ?? null, n.at, n.phase, n.reason, n.message);
+      .run(eventWorkloadId, a?.id ?? null, n.at, n.phase, n.reason, n.message, null);
   }
   return true;
 }

@@ -53,7 +53,8 @@ export interface TwoWayWorkloadPage {
 }
 
 const COLUMNS = `id, kind, name, profile, spec_json AS specJson,
-  spec_revision AS specRevision, phase, reason, message, desired, stop_reason AS stopReason,
+  spec_revision AS specRevision, phase, reason, message, message_admin AS messageAdmin, desired,
+  stop_reason AS stopReason,
   stop_message AS stopMessage, execution_epoch AS executionEpoch, max_attempts AS maxAttempts,
   exit_code AS exitCode, idempotency_key AS idempotencyKey, request_hash AS requestHash,
   created_at AS createdAt, updated_at AS updatedAt, last_active_at AS lastActiveAt, owner,

@@ -40,7 +40,8 @@ SELECT
   w.exit_code, w.idempotency_key, w.created_at, w.updated_at, w.last_active_at,
   a.id, a.epoch, a.token, a.handle, a.phase, a.reason, a.message, a.exit_code,
   a.submitted_at, a.started_at, a.ended_at, a.acknowledged_at, a.deadline_at,
-  a.deadline_warned_at, a.array_size, w.owner, a.array_view_json, w.held, w.after_json
+  a.deadline_warned_at, a.array_size, w.owner, a.array_view_json, w.held, w.after_json,
+  w.message_admin
 FROM workloads w INDEXED BY workloads_live
 LEFT JOIN allocations a ON a.workload_id = w.id AND a.epoch = w.execution_epoch
 WHERE ${LIVE_PREDICATE_SQL}
@@ -86,6 +87,7 @@ type SnapshotRow = [
   aArrayViewJson: string | null,
   held: number,
   afterJson: string | null,
+  messageAdmin: string | null,
 ];
 
 /**
@@ -175,6 +177,7 @@ function decodeWorkload(r: SnapshotRow): Workload {
     phase: parsePhase(r[6]),
     reason: parseReason(r[7]),
     message: r[8],
+    ...(r[38] === null ? {} : { messageAdmin: r[38] }),
     desired: parseDesired(r[9], r[10], r[11]),
     executionEpoch: r[12],
     maxAttempts: r[13],

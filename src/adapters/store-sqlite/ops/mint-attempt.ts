@@ -38,7 +38,7 @@ export function mintAttempt(deps: StoreDeps, input: MintAttemptInput): MintAttem
     const epoch = input.expectedEpoch + 1;
     sqlite
       .query<never, [number, string, number, string]>(
-        "UPDATE workloads SET execution_epoch = ?, phase = 'SUBMITTING', reason = NULL, message = ?, updated_at = ? WHERE id = ?",
+        "UPDATE workloads SET execution_epoch = ?, phase = 'SUBMITTING', reason = NULL, message = ?, message_admin = NULL, updated_at = ? WHERE id = ?",
       )
       .run(epoch, input.message, now, input.workloadId);
     const allocation = insertAttempt(sqlite, { ...input, epoch, now });

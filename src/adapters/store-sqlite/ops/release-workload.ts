@@ -27,7 +27,7 @@ export function releaseWorkload(deps: StoreDeps, workloadId: string): ReleaseRes
     if (row.phase !== "PENDING") return { kind: "Ended" };
     sqlite
       .query<never, [number, string]>(
-        "UPDATE workloads SET held = 0, reason = NULL, message = 'released', updated_at = ? WHERE id = ? AND held = 1 AND phase = 'PENDING'",
+        "UPDATE workloads SET held = 0, reason = NULL, message = 'released', message_admin = NULL, updated_at = ? WHERE id = ? AND held = 1 AND phase = 'PENDING'",
       )
       .run(now, workloadId);
     sqlite

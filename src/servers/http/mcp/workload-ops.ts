@@ -10,6 +10,7 @@ import {
   requestStop,
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
+import { workloadFor } from "../../../core/scheduler-words.ts";
 import { submitterFor } from "../submitter.ts";
 import { parseWith } from "../validation.ts";
 import { type WorkloadView, workloadView } from "../views.ts";
@@ -21,7 +22,8 @@ import type { ToolContext } from "./tool-context.ts";
 export function viewOf(ctx: ToolContext, workload: Workload): WorkloadView {
   const { deps } = ctx;
   return workloadView(
-    workload,
+    // The caller's form of the message, as GET /v1/workloads/{id} gives it.
+    workloadFor(ctx.caller, workload),
     listConditions(deps.store, workload.id),
     listAllocations(deps.store, workload.id),
     deps.clock.now(),

@@ -11,6 +11,7 @@ import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { JSX } from "hono/jsx/jsx-runtime";
 import {
   countLiveWorkloadsByProfile,
+  isUnreadable,
   listEvents,
   listPrincipals,
   listWorkloadIds,
@@ -23,6 +24,7 @@ import {
 import { PHASES, type Phase, WORKLOAD_KINDS, type WorkloadKind } from "../../../core/models.ts";
 import { batchRefusal, sessionIsolationVerdict } from "../../../core/ports/allocation-backend.ts";
 import { type Caller, listScope } from "../../../core/principals.ts";
+import { eventFor, workloadFor } from "../../../core/scheduler-words.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError } from "../problem.ts";
 import { breakerStates, profileDegradedView } from "../profiles/profile-view.ts";
@@ -277,7 +279,10 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         filters={{ phase, kind, profile, owner }}
         profiles={profiles}
         owners={mine !== undefined ? [mine] : listPrincipals(deps.store).map((p) => p.name)}
-        page={result}
+        page={{
+          ...result,
+          items: result.items.map((w) => (isUnreadable(w) ? w : workloadFor(admitted.caller, w))),
+        }}
         live={live}
         nowMs={deps.clock.now()}
       />
@@ -298,9 +303,13 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         200,
       );
     }
-    const details = read?.details[0] ?? null;
-    if (details === null) return plain(c, `no workload ${JSON.stringify(id)}`, 404);
-    const events = listEvents(deps.store, details.workload.id);
+    const stored = read?.details[0] ?? null;
+    if (stored === null) return plain(c, `no workload ${JSON.stringify(id)}`, 404);
+    // The API's view per caller: the scheduler's words for the admin, the hidden form else.
+    const details = { ...stored, workload: workloadFor(admitted.caller, stored.workload) };
+    const events = listEvents(deps.store, details.workload.id).map((e) =>
+      eventFor(admitted.caller, e),
+    );
     return page(c, (nonce) => (
       <WorkloadPage
         nonce={nonce}

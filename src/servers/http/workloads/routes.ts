@@ -13,7 +13,8 @@ import {
   requestStop,
 } from "../../../adapters/store-sqlite/index.ts";
 import type { Workload } from "../../../core/models.ts";
-import { listScope } from "../../../core/principals.ts";
+import { type Caller, listScope } from "../../../core/principals.ts";
+import { eventFor, workloadFor } from "../../../core/scheduler-words.ts";
 import { placeStep, type StepPlacement } from "../../../core/steps.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import { ApiError, conflict, notFound, validationFailed } from "../problem.ts";
@@ -61,9 +62,10 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   const confirmed: PhaseConfirmedAt = (allocationId) =>
     deps.reconciler.phaseConfirmedAt?.(allocationId) ?? null;
 
-  function view(workload: Workload): WorkloadView {
+  /** The caller's view: the message in its form (core/scheduler-words.ts). */
+  function view(workload: Workload, caller: Caller): WorkloadView {
     return workloadView(
-      workload,
+      workloadFor(caller, workload),
       listConditions(deps.store, workload.id),
       listAllocations(deps.store, workload.id),
       deps.clock.now(),
@@ -120,7 +122,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       }
       case "Replayed":
         c.set("createdWorkload", outcome.workload.id);
-        return c.json(view(outcome.workload), 200);
+        return c.json(view(outcome.workload, c.get("caller")), 200);
       default: {
         const never: never = outcome;
         throw new Error(`unhandled submit outcome ${JSON.stringify(never)}`);
@@ -151,14 +153,17 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       return jsonText(c, `{"items":[],"nextCursor":null}`);
     }
     // Cached serialized views; the misses come from batched statements (view-cache.ts).
-    const page = views.listBytes({
-      ...(owner !== undefined ? { owner } : {}),
-      limit: query.limit ?? LIMITS.listLimitDefault,
-      ...(query.kind !== undefined ? { kind: query.kind } : {}),
-      ...(query.phase !== undefined ? { phase: query.phase } : {}),
-      ...(query.backendJobId !== undefined ? { backendJobId: query.backendJobId } : {}),
-      ...(cursor !== undefined ? { cursor } : {}),
-    });
+    const page = views.listBytes(
+      {
+        ...(owner !== undefined ? { owner } : {}),
+        limit: query.limit ?? LIMITS.listLimitDefault,
+        ...(query.kind !== undefined ? { kind: query.kind } : {}),
+        ...(query.phase !== undefined ? { phase: query.phase } : {}),
+        ...(query.backendJobId !== undefined ? { backendJobId: query.backendJobId } : {}),
+        ...(cursor !== undefined ? { cursor } : {}),
+      },
+      caller,
+    );
     // The text JSON.stringify({ items, nextCursor }) gives, without re-serializing items.
     const nextCursor = JSON.stringify(page.next ? encodeCursor(page.next) : null);
     return jsonBytes(c, joinJsonBytes(`{"items":[`, page.items, `],"nextCursor":${nextCursor}}`));
@@ -166,7 +171,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
 
   app.get("/v1/workloads/:id", function show(c) {
     const id = c.req.param("id");
-    const json = views.showBytes(id);
+    const json = views.showBytes(id, c.get("caller"));
     if (json === null) throw notFound(`no workload ${JSON.stringify(id)}`);
     return jsonBytes(c, json);
   });
@@ -174,7 +179,8 @@ export function createWorkloadRoutes(deps: ApiDeps) {
   app.get("/v1/workloads/:id/events", function events(c) {
     const workload = mustGet(c);
     // A bare array: INTERFACE.md gives this route no wrapper, unlike the list and profiles.
-    return c.json(listEvents(deps.store, workload.id).map(eventView));
+    const caller = c.get("caller");
+    return c.json(listEvents(deps.store, workload.id).map((e) => eventView(eventFor(caller, e))));
   });
 
   app.post("/v1/workloads/:id/cancel", function cancel(c) {
@@ -197,7 +203,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       }
     }
     const after = getWorkload(deps.store, workload.id) ?? workload;
-    return c.json(view(after), 202);
+    return c.json(view(after, c.get("caller")), 202);
   });
 
   app.post("/v1/workloads/:id/release", function release(c) {
@@ -225,7 +231,7 @@ export function createWorkloadRoutes(deps: ApiDeps) {
       }
     }
     const after = getWorkload(deps.store, workload.id) ?? workload;
-    return c.json(view(after), 202);
+    return c.json(view(after, c.get("caller")), 202);
   });
 
   registerSessionRoutes(app, deps, mustGet);

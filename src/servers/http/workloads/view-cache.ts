@@ -24,6 +24,8 @@ import {
   type WorkloadDetails,
   type WorkloadIdPage,
 } from "../../../adapters/store-sqlite/index.ts";
+import { ADMIN, type Caller } from "../../../core/principals.ts";
+import { workloadFor } from "../../../core/scheduler-words.ts";
 import type { Log } from "../../../lib/log.ts";
 import {
   type ConfirmationSource,
@@ -54,13 +56,14 @@ export interface WorkloadBytesPage {
 }
 
 export interface WorkloadViewCache {
-  list(query: ListWorkloadsQuery): WorkloadJsonPage;
+  /** `caller` picks the message's form (core/scheduler-words.ts); absent: the hidden one. */
+  list(query: ListWorkloadsQuery, caller?: Caller): WorkloadJsonPage;
   /** Null: no such workload. */
-  show(id: string): string | null;
+  show(id: string, caller?: Caller): string | null;
   /** The page as bytes (`list`'s items encoded), for the response body. */
-  listBytes(query: ListWorkloadsQuery): WorkloadBytesPage;
+  listBytes(query: ListWorkloadsQuery, caller?: Caller): WorkloadBytesPage;
   /** `show` as bytes. */
-  showBytes(id: string): JsonBytes | null;
+  showBytes(id: string, caller?: Caller): JsonBytes | null;
   /** Entries held now (for tests and metrics). */
   size(): number;
 }
@@ -90,8 +93,10 @@ export function serializeWorkload(
   d: WorkloadDetails,
   nowMs: number,
   confirmed: PhaseConfirmedAt = NEVER_CONFIRMED,
+  caller?: Caller,
 ): string {
-  return JSON.stringify(workloadView(d.workload, d.conditions, d.allocations, nowMs, confirmed));
+  const workload = caller === undefined ? d.workload : workloadFor(caller, d.workload);
+  return JSON.stringify(workloadView(workload, d.conditions, d.allocations, nowMs, confirmed));
 }
 
 /**
@@ -106,10 +111,17 @@ export function serializeWorkload(
  * reads profile); a page of fixed entries is now a copy of their bytes.
  */
 type Held =
-  | { readonly kind: "Fixed"; readonly bytes: JsonBytes }
+  | {
+      readonly kind: "Fixed";
+      /** A principal's answer: `message` in the hidden form. */
+      readonly bytes: JsonBytes;
+      /** The admin's, with the scheduler's own words; the same buffer when there are none. */
+      readonly adminBytes: JsonBytes;
+    }
   | {
       readonly kind: "Live";
       readonly stableJson: string;
+      readonly adminJson: string;
       readonly deadlineMs: number | null;
       readonly confirmation: ConfirmationSource;
     };
@@ -119,12 +131,21 @@ const fromUtf8 = new TextDecoder();
 
 function hold(d: WorkloadDetails): Held {
   const stableJson = JSON.stringify(stableWorkloadView(d.workload, d.conditions, d.allocations));
+  const adminJson =
+    d.workload.messageAdmin == null
+      ? stableJson
+      : JSON.stringify(
+          stableWorkloadView(workloadFor(ADMIN, d.workload), d.conditions, d.allocations),
+        );
   const deadlineMs = workloadDeadlineMs(d.workload, d.allocations);
   const confirmation = confirmationSource(d.workload, d.allocations);
-  const live = { kind: "Live", stableJson, deadlineMs, confirmation } as const;
+  const live = { kind: "Live", stableJson, adminJson, deadlineMs, confirmation } as const;
   if (deadlineMs !== null || confirmation.kind !== "Written") return live;
   // Neither the clock nor the confirmations are read for this entry: any values will do.
-  return { kind: "Fixed", bytes: utf8.encode(renderLive(live, 0, NEVER_CONFIRMED)) };
+  const bytes = utf8.encode(renderLive(live, 0, NEVER_CONFIRMED, undefined));
+  const adminBytes =
+    adminJson === stableJson ? bytes : utf8.encode(renderLive(live, 0, NEVER_CONFIRMED, ADMIN));
+  return { kind: "Fixed", bytes, adminBytes };
 }
 
 /** The text `serializeWorkload` gives: the two fields are the view's last, so they close it. */
@@ -132,15 +153,23 @@ function renderLive(
   held: Extract<Held, { kind: "Live" }>,
   nowMs: number,
   confirmed: PhaseConfirmedAt,
+  caller: Caller | undefined,
 ): string {
+  const json = caller?.kind === "Admin" ? held.adminJson : held.stableJson;
   const remaining = timeRemainingSeconds(held.deadlineMs, nowMs);
   const confirmedMs = phaseConfirmedAtMs(held.confirmation, confirmed);
   const at = confirmedMs === null ? "null" : `"${iso(confirmedMs)}"`;
-  return `${held.stableJson.slice(0, -1)},"phaseConfirmedAt":${at},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
+  return `${json.slice(0, -1)},"phaseConfirmedAt":${at},"timeRemainingSeconds":${remaining === null ? "null" : remaining}}`;
 }
 
-function render(held: Held, nowMs: number, confirmed: PhaseConfirmedAt): JsonBytes {
-  return held.kind === "Fixed" ? held.bytes : utf8.encode(renderLive(held, nowMs, confirmed));
+function render(
+  held: Held,
+  nowMs: number,
+  confirmed: PhaseConfirmedAt,
+  caller: Caller | undefined,
+): JsonBytes {
+  if (held.kind === "Fixed") return caller?.kind === "Admin" ? held.adminBytes : held.bytes;
+  return utf8.encode(renderLive(held, nowMs, confirmed, caller));
 }
 
 const COMMA = 0x2c;
@@ -243,23 +272,23 @@ export function createWorkloadViewCache(
   }
 
   /** Every item of a page whose entries are all held, or null (one was dropped). */
-  function fromHeld(ids: readonly string[]): JsonBytes[] | null {
+  function fromHeld(ids: readonly string[], caller: Caller | undefined): JsonBytes[] | null {
     const nowMs = store.clock.now();
     const items: JsonBytes[] = [];
     for (const id of ids) {
       const held = entries.get(id);
       if (held === undefined) return null;
-      items.push(render(held, nowMs, confirmed));
+      items.push(render(held, nowMs, confirmed, caller));
     }
     return items;
   }
 
-  function listBytes(query: ListWorkloadsQuery): WorkloadBytesPage {
+  function listBytes(query: ListWorkloadsQuery, caller?: Caller): WorkloadBytesPage {
     const key = pageKey(query);
     const known = pages.get(key);
     // No commit since the page was read: its ids, and every entry held, are current.
     if (known !== undefined && latestWorkloadChangeEver(store) === seenSeq) {
-      const items = fromHeld(known.ids);
+      const items = fromHeld(known.ids, caller);
       if (items !== null) return { items, next: known.next };
     }
     return inSnapshot(() => {
@@ -286,22 +315,22 @@ export function createWorkloadViewCache(
         const held = fresh.get(id) ?? entries.get(id);
         // Same snapshot as the page: a listed id always has its row.
         if (held === undefined) throw new Error(`listed workload ${id} has no row`);
-        return render(held, nowMs, confirmed);
+        return render(held, nowMs, confirmed, caller);
       });
       return { items, next: page.next };
     });
   }
 
-  function showBytes(id: string): JsonBytes | null {
+  function showBytes(id: string, caller?: Caller): JsonBytes | null {
     // Held, and nothing changed since the last sync: one statement (its own snapshot)
     // proves the entry current, without opening a transaction.
     const held = entries.get(id);
     if (held !== undefined && latestWorkloadChangeEver(store) === seenSeq) {
-      return render(held, store.clock.now(), confirmed);
+      return render(held, store.clock.now(), confirmed, caller);
     }
     return inSnapshot(() => {
       const cached = entries.get(id);
-      if (cached !== undefined) return render(cached, store.clock.now(), confirmed);
+      if (cached !== undefined) return render(cached, store.clock.now(), confirmed, caller);
       const read = readWorkloadDetailsByIds(store, [id]);
       const u = read.unreadable[0];
       if (u !== undefined) return report(u);
@@ -309,19 +338,19 @@ export function createWorkloadViewCache(
       if (d === undefined) return null;
       const fresh = hold(d);
       put(id, fresh);
-      return render(fresh, store.clock.now(), confirmed);
+      return render(fresh, store.clock.now(), confirmed, caller);
     });
   }
 
   return {
     listBytes,
     showBytes,
-    list(query) {
-      const page = listBytes(query);
+    list(query, caller) {
+      const page = listBytes(query, caller);
       return { items: page.items.map((b) => fromUtf8.decode(b)), next: page.next };
     },
-    show(id) {
-      const bytes = showBytes(id);
+    show(id, caller) {
+      const bytes = showBytes(id, caller);
       return bytes === null ? null : fromUtf8.decode(bytes);
     },
     size: () => entries.size,
