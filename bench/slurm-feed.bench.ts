@@ -14,26 +14,22 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSlurmBackend, type SlurmBackend } from "../src/adapters/backend-slurm/backend.ts";
-import { createSlurmBroker } from "../src/adapters/backend-slurm/broker.ts";
 import { parseSqueue } from "../src/adapters/backend-slurm/parse-squeue.ts";
-import { withPublicMessages } from "../src/adapters/backend-slurm/public-messages.ts";
 import {
   createWorkload,
   openDatabase,
   type StoreDeps,
 } from "../src/adapters/store-sqlite/index.ts";
 import { bindReconcilerStore } from "../src/adapters/store-sqlite/stores/reconciler-store.ts";
-import type { AttemptPreparer } from "../src/core/attempt-preparer.ts";
 import { decorateBackend } from "../src/core/decorate-backend.ts";
 import type { ExternalHandle } from "../src/core/models.ts";
 import type { AllocationBackend, ObservationCursor } from "../src/core/ports/allocation-backend.ts";
 import { createReconciler } from "../src/core/reconciler/create-reconciler.ts";
 import { systemClock } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
-import type { ProcessOutcome, ProgramRunner } from "../src/lib/process-runner.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
-import { BASE_PLACEMENT, catalog, newToken } from "../test/support/slurm-fixtures.ts";
+import { newToken } from "../test/support/slurm-fixtures.ts";
+import { preparerIn, type RecordedJob, recordedScheduler, slurmOn } from "./recorded-squeue.ts";
 
 const quick = process.env["O4S_BENCH_QUICK"] === "1";
 /** Issue 21: the steady tick at 10,000 live workloads through this backend, median ms. */
@@ -41,104 +37,6 @@ const TARGET_TICK_MS = 5;
 /** Ticks run before the measured ones, each with its 1 % starting (at most 100 in all). */
 const WARMUP_TICKS = 10;
 const JOBS = 10_000;
-const START_S = 1_700_000_000;
-
-interface RecordedJob {
-  readonly id: string;
-  readonly name: string;
-  readonly comment: string;
-  readonly workDir: string;
-  running: boolean;
-  /** Its line as last rendered, and for which state. */
-  rendered?: { readonly running: boolean; readonly line: string };
-}
-
-/**
- * A scheduler that answers from a recorded listing. sbatch adds a row; `settle()` renders
- * the listing once after the bench changed rows, outside the measured tick (that is the
- * controller's work, not ours); squeue returns the text as it stands. A row's line is
- * rendered again only when its job changed, so what the measured tick's garbage collector
- * finds of the controller's work is the one new text, as with a real squeue's output.
- */
-function recordedScheduler() {
-  const jobs: RecordedJob[] = [];
-  let text = "";
-  let nextId = 4_000_000;
-  const line = (j: RecordedJob) =>
-    [
-      j.id,
-      j.name,
-      j.running ? "RUNNING" : "PENDING",
-      "0",
-      j.running ? String(START_S) : "N/A",
-      j.running ? String(START_S + 86_400) : "N/A",
-      j.running ? "None" : "Priority",
-      j.workDir,
-      j.comment,
-    ].join("|");
-  const exited = (stdout: string): ProcessOutcome => ({
-    kind: "Exited",
-    exitCode: 0,
-    signal: null,
-    stdout,
-    stderr: "",
-    truncated: [],
-    durationMs: 0,
-  });
-  const option = (args: readonly string[], name: string) =>
-    args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? "";
-  const runner: ProgramRunner = {
-    async run(request) {
-      switch (request.program) {
-        case "sbatch": {
-          const id = String(nextId++);
-          jobs.push({
-            id,
-            name: option(request.args, "job-name"),
-            comment: option(request.args, "comment"),
-            workDir: option(request.args, "chdir"),
-            running: false,
-          });
-          return exited(`${id}\n`);
-        }
-        case "squeue":
-          return exited(text);
-        default:
-          return exited("");
-      }
-    },
-  };
-  return {
-    runner,
-    jobs,
-    settle() {
-      text = jobs
-        .map((j) => {
-          if (j.rendered?.running !== j.running) {
-            j.rendered = { running: j.running, line: `${line(j)}\n` };
-          }
-          return j.rendered.line;
-        })
-        .join("");
-    },
-    text: () => text,
-  };
-}
-
-function slurmOn(scheduler: ReturnType<typeof recordedScheduler>): SlurmBackend {
-  const placements = catalog({ bench: { ...BASE_PLACEMENT, partition: "batch" } });
-  // As the daemon builds it (composition/backends.ts): every message rewritten for the public.
-  return withPublicMessages(
-    createSlurmBackend({
-      broker: createSlurmBroker({ runner: scheduler.runner, path: "/usr/bin:/bin" }),
-      placements,
-      clock: systemClock,
-      log: silentLog,
-      ownerId: "bench",
-    }),
-    { values: ["batch"] },
-  );
-}
 
 const median = (xs: readonly number[]) =>
   [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
@@ -203,23 +101,6 @@ async function parseAndDiff(rounds: number) {
 function storeIn(dir: string): { deps: StoreDeps; close: () => void } {
   const opened = openDatabase(join(dir, "openai4s.db"));
   return { deps: { db: opened.db, clock: systemClock }, close: () => opened.close() };
-}
-
-/** Real directories for the batch scripts the backend writes (never a path outside `dir`). */
-function preparerIn(dir: string): AttemptPreparer {
-  return {
-    async prepare(workload, allocation) {
-      return {
-        kind: "Prepared",
-        attempt: {
-          launch: { kind: "COMMAND", command: ["true"], env: {} },
-          allocationDir: join(dir, "allocations", allocation.id),
-          workspaceDir: join(dir, "workspaces", workload.id),
-          timeLimitSeconds: null,
-        },
-      };
-    },
-  };
 }
 
 type Flavour = "slurm" | "slurm-without-feed" | "simulated";

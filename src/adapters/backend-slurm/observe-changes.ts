@@ -62,7 +62,7 @@ function namesOf(
   if (state.names?.membership === membership) return state.names.list;
   const tokens = new Set<string>();
   for (const { target } of watched.values()) tokens.add(target.token);
-  state.names = { membership, list: Object.freeze([...tokens]) };
+  state.names = { membership, list: [...tokens] };
   return state.names.list;
 }
 
