@@ -378,6 +378,7 @@ function buildApp(inputs: AppInputs, core: Composed, siteIdentity: SiteIdentity 
     backend,
     reconciler,
     clock,
+    timers: systemTimers,
     log,
     logFile: layout.jobLogPath,
     backup,

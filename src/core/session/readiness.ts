@@ -66,6 +66,12 @@ export interface SessionReadinessOptions {
    * before): the time-to-READY histogram. Not after a restart for a session already READY.
    */
   readonly onReady?: (workload: Workload, readyAt: number) => void;
+  /**
+   * What a session's kernel standing is made of changed (a condition written, its phase,
+   * its stop request, its current allocation): the Jupyter hub's waiters are told at once
+   * (standing-signal.ts) instead of looking again on a timer.
+   */
+  readonly onStandingChanged?: (workloadId: string) => void;
 }
 
 export interface SessionReadiness {
@@ -160,12 +166,24 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       mine = new Map();
       written.set(workloadId, mine);
     }
+    let wrote = false;
     for (const v of values) {
       const fingerprint = `${v.status}\u0000${v.reason}\u0000${v.message}`;
       if (mine.get(v.type) === fingerprint) continue;
       store.setCondition(workloadId, v);
       mine.set(v.type, fingerprint);
+      wrote = true;
     }
+    if (wrote) options.onStandingChanged?.(workloadId);
+  }
+
+  /** The rest of what a kernel's standing reads, per live session, as last seen by a pass. */
+  const shapes = new Map<string, string>();
+  function noteShape(workload: Workload, current: Allocation | null): void {
+    const shape = `${workload.phase}\u0000${workload.desired.kind}\u0000${current?.id}\u0000${current?.epoch}\u0000${current?.phase}`;
+    if (shapes.get(workload.id) === shape) return;
+    shapes.set(workload.id, shape);
+    options.onStandingChanged?.(workload.id);
   }
 
   /** Probes what is not yet known, both at once; a pass follows as soon as they answer. */
@@ -302,6 +320,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       write(id, endedConditions(store.getWorkload(id)));
       written.delete(id);
       reportedReady.delete(id);
+      if (shapes.delete(id)) options.onStandingChanged?.(id);
     }
     const liveAttempts = new Set<string>();
     for (const { workload, current } of view) {
@@ -310,6 +329,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
         const before = written.get(workload.id)?.get("READY");
         write(workload.id, evaluate(workload, current));
         noteReady(workload, before);
+        noteShape(workload, current);
       } catch (error) {
         // One session's broken state must not hold the others' readiness back.
         log.error("session readiness evaluation failed", {

@@ -40,6 +40,10 @@ import {
   createSessionService,
 } from "../../../core/session/service.ts";
 import type { SessionService } from "../../../core/session/session-service.ts";
+import {
+  createStandingSignal,
+  type StandingSignal,
+} from "../../../core/session/standing-signal.ts";
 import type { Clock } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import { createWorkerGateway } from "../../../servers/worker-gateway/gateway.ts";
@@ -161,6 +165,8 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     SESSION_MAX_RANKS;
   const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
   let readiness: SessionReadiness | null = null;
+  // Readiness tells the Jupyter hub's waiters; one per daemon, shared by the two.
+  const standingSignal = createStandingSignal();
   let jupyterService: JupyterService | null = null;
   let reconciler: { wake(): void } | null = null;
 
@@ -180,6 +186,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     maxRanksOf,
     clock,
     log,
+    onStandingChanged: (workloadId) => standingSignal.notify(workloadId),
     onReady: (workload, readyAt) =>
       options.metrics?.timeToReady
         .get(workload.profile)
@@ -208,7 +215,9 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
     backend,
   });
-  const { service, jupyter } = execServices(options, gateway, () => ready.trigger());
+  const { service, jupyter } = execServices(options, gateway, standingSignal, () =>
+    ready.trigger(),
+  );
   jupyterService = jupyter;
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
@@ -293,6 +302,7 @@ function openGateway(options: SessionEngineOptions, parts: GatewayParts): Worker
 function execServices(
   options: SessionEngineOptions,
   gateway: WorkerGateway,
+  standingSignal: StandingSignal,
   onWorkerLost: () => void,
 ): { readonly service: SessionService; readonly jupyter: JupyterService } {
   const { stores, log } = options;
@@ -305,6 +315,12 @@ function execServices(
       interruptGraceMs: options.interruptGraceMs,
     }),
   });
-  const jupyter = createJupyterService({ store: stores.sessions, gateway, log, onWorkerLost });
+  const jupyter = createJupyterService({
+    store: stores.sessions,
+    gateway,
+    log,
+    onWorkerLost,
+    standingSignal,
+  });
   return { service, jupyter };
 }

@@ -21,7 +21,7 @@ import { randomUUID } from "node:crypto";
 import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";
 import type { Presence } from "../../../core/session/presence.ts";
 import type { InterruptOutcome } from "../../../core/session/session-service.ts";
-import { every, sleep, systemTimers, type Timers } from "../../../lib/clock.ts";
+import type { Timers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import type { CellEvent } from "../../../wire/worker-protocol.ts";
 import {
@@ -63,11 +63,15 @@ export interface KernelHubsDeps {
   readonly presence: Presence;
   readonly now: () => number;
   readonly log: Log;
-  /** How often a waiting request and a watched session look again (default 250 ms). */
-  readonly pollMs?: number;
+  /**
+   * A waiting request and a watched session look again when the kernel's standing changed
+   * (`jupyter.standingChanged`, told by readiness), and at the latest after this long: a
+   * guard against a change nobody told, never the way READY is learnt (default 5 s).
+   */
+  readonly recheckMs?: number;
   /** What a client's session keeps while its websocket is gone (client-sessions.ts). */
   readonly replay?: ReplayLimits;
-  readonly timers?: Timers;
+  readonly timers: Timers;
 }
 
 export interface KernelHubs {
@@ -101,7 +105,7 @@ interface Hub {
   received: number;
   /** Execute requests received up to this one are aborted: an earlier cell failed. */
   abortThrough: number;
-  /** Cancels the watch on the session (lib/clock `every`). */
+  /** Cancels the watch on the session. */
   watch: (() => void) | null;
   /**
    * Headers of recent execute requests by msg_id: the parents of output between requests
@@ -214,9 +218,9 @@ function shareOf(queues: WeakMap<Client, Queued>, client: Client): Queued {
 
 export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const hubs = new Map<string, Hub>();
-  const pollMs = deps.pollMs ?? 250;
+  const recheckMs = deps.recheckMs ?? 5000;
   const replay = deps.replay ?? DEFAULT_REPLAY_LIMITS;
-  const timers = deps.timers ?? systemTimers;
+  const { timers } = deps;
 
   function hubOf(id: string): Hub {
     let h = hubs.get(id);
@@ -343,7 +347,18 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     }
   }
 
-  const pause = () => sleep(pollMs);
+  /** Until the kernel's standing may have changed, the guard's period, or `signal` aborts. */
+  function nextLook(id: string, signal?: AbortSignal): Promise<void> {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const cancel = timers.after(recheckMs, onAbort);
+    return deps.jupyter.standingChanged(id, stop.signal).finally(() => {
+      cancel();
+      signal?.removeEventListener("abort", onAbort);
+      stop.abort();
+    });
+  }
 
   /** Waits until READY; false (and the client told) when the session will never be. */
   async function untilReady(h: Hub, socket: Client, request: ClientMessage): Promise<boolean> {
@@ -356,7 +371,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         return false;
       }
       if (h.executionState !== "restarting") h.executionState = "starting";
-      await pause();
+      await nextLook(h.id);
     }
   }
 
@@ -534,18 +549,30 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   /** The session ended: every socket is told and closed, and the hub forgotten. */
   function watch(h: Hub): void {
     if (h.watch !== null) return;
-    h.watch = every(systemTimers, Math.max(pollMs, 1000), () => {
+    const watching = new AbortController();
+    h.watch = () => watching.abort();
+    const look = (): boolean => {
       const standing = deps.jupyter.standing(h.id);
       if (standing.kind === "Ready") {
         if (h.executionState === "starting") h.executionState = "idle";
-        return;
+        return true;
       }
-      if (standing.kind === "Starting") return;
+      if (standing.kind === "Starting") return true;
       const reason = standing.kind === "Dead" ? standing.message : "no such kernel";
       status(h, "dead", {});
       h.clients.closeAll(1000, reason.slice(0, 120));
       stopWatching(h);
       hubs.delete(h.id);
+      return false;
+    };
+    void (async () => {
+      // As the timer did: the first look after a change or the guard's period, not at once.
+      while (!watching.signal.aborted) {
+        await nextLook(h.id, watching.signal);
+        if (watching.signal.aborted || !look()) return;
+      }
+    })().catch((error: unknown) => {
+      deps.log.error("jupyter: watching a session failed", { kernel: h.id, error: String(error) });
     });
   }
 
