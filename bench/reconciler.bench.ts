@@ -30,7 +30,7 @@ import {
   createReconciler,
   type TickReport,
 } from "../src/core/reconciler.ts";
-import { systemClock } from "../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
@@ -95,6 +95,7 @@ async function benchOne(workloads: number, steadyTicks: number): Promise<Reconci
     });
     const sim = createSimulatedBackend({ clock: systemClock, recordCalls: false });
     const reconciler = createReconciler({
+      timers: systemTimers,
       store: bindReconcilerStore(deps),
       backend: sim.backend,
       preparer: inertPreparer,

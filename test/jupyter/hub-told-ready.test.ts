@@ -21,7 +21,7 @@ import { type StateLayout, stateLayout } from "../../src/core/layout.ts";
 import { createJupyterService } from "../../src/core/session/jupyter-service.ts";
 import { createSessionReadiness } from "../../src/core/session/readiness.ts";
 import { createStandingSignal } from "../../src/core/session/standing-signal.ts";
-import { manualTimeline } from "../../src/lib/clock.ts";
+import { manualTimeline, systemTimers } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { createKernelHubs, type KernelSocket } from "../../src/servers/http/jupyter/hub.ts";
 import { signingKeyFromBytes } from "../../src/wire/credential.ts";
@@ -60,6 +60,7 @@ function engine() {
   const signal = createStandingSignal();
   const store = bindSessionStore(t.store);
   const readiness = createSessionReadiness({
+    timers: systemTimers,
     store,
     gateway: gw,
     attempts: createSessionAttempts({ layout, key }),

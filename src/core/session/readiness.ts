@@ -15,7 +15,7 @@
  * (`trigger`), so READY follows the last worker's connection by one pass, not one period.
  */
 
-import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
+import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Allocation, type ConditionType, isTerminal, type Workload } from "../models.ts";
 import type { SessionAttempts } from "../ports/session-attempts.ts";
@@ -51,8 +51,8 @@ export interface SessionReadinessOptions {
   readonly log: Log;
   /** Period of `run`. Default 200 ms: READY within a second of the allocation running. */
   readonly intervalMs?: number;
-  /** What `run` waits on between passes (tests: a manual timeline). Default: real timers. */
-  readonly timers?: Timers;
+  /** What `run` waits on between passes (tests: a manual timeline), from the composition. */
+  readonly timers: Timers;
   /** After a failed probe, the next try waits this long. Default 1 s. */
   readonly probeRetryMs?: number;
   /** Per probe_workspace request. Default 5 s. */
@@ -141,7 +141,7 @@ export function markSessionsUnobserved(store: SessionStore, why: string): void {
 export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
   const { store, gateway, attempts, log } = options;
   const intervalMs = options.intervalMs ?? 200;
-  const timers = options.timers ?? systemTimers;
+  const { timers } = options;
   const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
   const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
   const probeRetryMs = options.probeRetryMs ?? 1000;

@@ -260,6 +260,8 @@ export interface ApiVariables {
    * and without it the audit log alone could not say who created a workload.
    */
   createdWorkload?: string;
+  /** The app's timers (ApiDeps.timers), for helpers that see only the context (body reads). */
+  apiTimers: Timers;
 }
 
 export interface ApiEnv {

@@ -44,7 +44,7 @@ import {
   createStandingSignal,
   type StandingSignal,
 } from "../../../core/session/standing-signal.ts";
-import type { Clock } from "../../../lib/clock.ts";
+import { type Clock, systemTimers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import { createWorkerGateway } from "../../../servers/worker-gateway/gateway.ts";
 import { loadOrCreateSigningKey, type SigningKey } from "../../../wire/credential.ts";
@@ -180,6 +180,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     jupyter: () => jupyterService,
   });
   readiness = createSessionReadiness({
+    timers: systemTimers,
     store: stores.sessions,
     gateway,
     attempts,
@@ -197,6 +198,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   });
   const ready = readiness;
   const reclaimer = createReclaimer({
+    timers: systemTimers,
     store: stores.leases,
     clock,
     log,
@@ -262,6 +264,7 @@ function openGateway(options: SessionEngineOptions, parts: GatewayParts): Worker
   const { stores, clock, log } = options;
   if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
   const gateway = createWorkerGateway({
+    timers: systemTimers,
     listen: options.listen,
     ...(options.unixSocket !== undefined ? { unixSocket: options.unixSocket } : {}),
     tls: parts.tls,
@@ -307,6 +310,7 @@ function execServices(
 ): { readonly service: SessionService; readonly jupyter: JupyterService } {
   const { stores, log } = options;
   const service = createSessionService({
+    timers: systemTimers,
     store: stores.sessions,
     gateway,
     log,
