@@ -34,7 +34,7 @@ import {
   type ReconcilerStore,
   type Timers,
 } from "../src/core/reconciler/create-reconciler.ts";
-import { systemClock } from "../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { inertPreparer } from "../test/support/reconciler-harness.ts";
 import {
@@ -110,6 +110,7 @@ function reconcilerOn(
 ) {
   const tickDuration = createDaemonMetrics().tickDuration;
   return createReconciler({
+    timers: systemTimers,
     store: daemonStore(w.deps),
     onTickEnded: (report) => tickDuration.observe(report.durationMs / 1000),
     backend: backend ?? w.sim.backend,

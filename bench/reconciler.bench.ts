@@ -36,7 +36,7 @@ import {
   type Reconciler,
   type TickReport,
 } from "../src/core/reconciler/create-reconciler.ts";
-import { systemClock } from "../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { preparerIn, type RecordedJob, recordedScheduler, slurmOn } from "./recorded-squeue.ts";
 
@@ -135,6 +135,7 @@ async function benchOne(workloads: number, ticks: number): Promise<ReconcilerBen
     const store = bindReconcilerStore(deps);
     const reconciler = (fullObserveIntervalMs?: number) =>
       createReconciler({
+        timers: systemTimers,
         store,
         backend,
         preparer: preparerIn(dir),

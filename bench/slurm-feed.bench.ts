@@ -25,7 +25,7 @@ import { decorateBackend } from "../src/core/decorate-backend.ts";
 import type { ExternalHandle } from "../src/core/models.ts";
 import type { AllocationBackend, ObservationCursor } from "../src/core/ports/allocation-backend.ts";
 import { createReconciler } from "../src/core/reconciler/create-reconciler.ts";
-import { systemClock } from "../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { createSimulatedBackend } from "../test/support/simulated-backend.ts";
 import { newToken } from "../test/support/slurm-fixtures.ts";
@@ -157,6 +157,7 @@ async function steadyTicks(ticks: number, flavour: Flavour) {
     else sim.start((sim.jobs()[i] as { readonly handle: ExternalHandle }).handle);
   };
   const r = createReconciler({
+    timers: systemTimers,
     store: bindReconcilerStore(store.deps),
     backend,
     preparer: preparerIn(dir),

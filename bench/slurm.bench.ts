@@ -43,7 +43,7 @@ import { stateLayout } from "../src/core/layout.ts";
 import type { SubmissionToken } from "../src/core/models.ts";
 import { preparerByKind } from "../src/core/preparer-by-kind.ts";
 import { createReconciler } from "../src/core/reconciler/create-reconciler.ts";
-import { systemClock } from "../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../src/lib/clock.ts";
 import { jsonLog } from "../src/lib/log.ts";
 import { createProgramRunner, type ProgramRunner } from "../src/lib/process-runner.ts";
 import { loadTestCluster, type TestCluster } from "../test/support/slurm-cluster-config.ts";
@@ -152,6 +152,7 @@ async function perTickCalls(cluster: TestCluster, activeJobs: number): Promise<T
     log,
   });
   const reconciler = createReconciler({
+    timers: systemTimers,
     store: bindReconcilerStore({ db: database.db, clock: systemClock }),
     backend,
     preparer: preparerByKind({
@@ -496,6 +497,7 @@ async function bystanderCancel(
     log,
   });
   const reconciler = createReconciler({
+    timers: systemTimers,
     store: bindReconcilerStore({ db: database.db, clock: systemClock }),
     backend,
     preparer: preparerByKind({

@@ -16,7 +16,7 @@ import { defaultLocalProfiles } from "../src/adapters/backend-local/backend-opti
 import { openDatabase } from "../src/adapters/store-sqlite/index.ts";
 import { bindAdmissionStore } from "../src/adapters/store-sqlite/stores/admission-store.ts";
 import type { AllocationBackend } from "../src/core/ports/allocation-backend.ts";
-import { systemClock } from "../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../src/lib/clock.ts";
 import { silentLog } from "../src/lib/log.ts";
 import { createApp } from "../src/servers/http/app.ts";
 
@@ -82,6 +82,7 @@ async function measure(count: number, targetMs: number) {
     } as unknown as AllocationBackend;
     const app = createApp({
       store,
+      timers: systemTimers,
       presence: { seen() {}, whileRunning: () => () => {} },
       admission: bindAdmissionStore(store),
       backend,

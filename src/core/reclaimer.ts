@@ -27,7 +27,7 @@
  * Only SESSION workloads in RUNNING that still want to run are considered: a queued session
  * holds nothing, and one already asked to stop keeps its first reason (requestStop's rule).
  */
-import { type Clock, systemTimers, type Timers } from "../lib/clock.ts";
+import type { Clock, Timers } from "../lib/clock.ts";
 import type { Log } from "../lib/log.ts";
 import type { Allocation, Workload } from "./models.ts";
 import type { ReclaimerStore } from "./ports/reclaimer-store.ts";
@@ -46,8 +46,8 @@ export interface ReclaimerOptions {
   readonly defaults: ReclaimerDefaults;
   /** Period of `run`. Default 1000 ms: an expired lease is acted on within about a second. */
   readonly intervalMs?: number;
-  /** What `run` waits on between passes (tests: a manual timeline). Default: real timers. */
-  readonly timers?: Timers;
+  /** What `run` waits on between passes (tests: a manual timeline), from the composition. */
+  readonly timers: Timers;
   /** Called after a stop was requested, e.g. to wake the reconciler so the barrier runs now. */
   readonly onStopRequested?: (workloadId: string) => void;
 }
@@ -122,7 +122,7 @@ export function decideReclaim(
 export function createReclaimer(options: ReclaimerOptions): Reclaimer {
   const { store, clock, log, defaults } = options;
   const intervalMs = options.intervalMs ?? 1000;
-  const timers = options.timers ?? systemTimers;
+  const { timers } = options;
 
   function reclaimOnce(): readonly ReclaimedSession[] {
     const stopped: ReclaimedSession[] = [];

@@ -3,6 +3,7 @@
  * output (never the final event) while the client is behind, and to say so in place.
  */
 import { describe, expect, test } from "bun:test";
+import { manualTimeline } from "../../src/lib/clock.ts";
 import { createEventStream } from "../../src/servers/http/workloads/event-stream.ts";
 
 async function readAll(body: ReadableStream<Uint8Array>): Promise<string> {
@@ -11,7 +12,11 @@ async function readAll(body: ReadableStream<Uint8Array>): Promise<string> {
 
 describe("event stream", () => {
   test("events are framed as SSE, in order, and the stream ends at close", async () => {
-    const s = createEventStream({ maxBufferedBytes: 1 << 20, keepaliveMs: 60_000 });
+    const s = createEventStream({
+      maxBufferedBytes: 1 << 20,
+      keepaliveMs: 60_000,
+      timers: manualTimeline(),
+    });
     s.push("stdout", { text: "a\nb" }, { droppable: true });
     s.push("result", { status: "OK", data: null, kernelRestarted: false });
     s.close();
@@ -21,7 +26,11 @@ describe("event stream", () => {
   });
 
   test("a client that does not read loses output beyond the cap, is told how much, and still gets the result", async () => {
-    const s = createEventStream({ maxBufferedBytes: 1000, keepaliveMs: 60_000 });
+    const s = createEventStream({
+      maxBufferedBytes: 1000,
+      keepaliveMs: 60_000,
+      timers: manualTimeline(),
+    });
     for (let i = 0; i < 100; i++) s.push("stdout", { text: `line ${i}\n` }, { droppable: true });
     s.push("result", { status: "OK", data: null, kernelRestarted: false });
     s.close();
@@ -39,7 +48,11 @@ describe("event stream", () => {
   });
 
   test("a client that cancels the body aborts the stream's signal", async () => {
-    const s = createEventStream({ maxBufferedBytes: 1000, keepaliveMs: 60_000 });
+    const s = createEventStream({
+      maxBufferedBytes: 1000,
+      keepaliveMs: 60_000,
+      timers: manualTimeline(),
+    });
     expect(s.cancelled.aborted).toBe(false);
     await s.body.cancel();
     expect(s.cancelled.aborted).toBe(true);

@@ -6,6 +6,7 @@ import {
   removeSocket,
   withPrivateSocket,
 } from "../../src/apps/daemon/unix-socket.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import { tempDirs } from "../support/temp-dir.ts";
 
 const newDir = tempDirs("o4s-sock-", "each");
@@ -16,7 +17,7 @@ function socketPath(): string {
 
 describe("the API socket file", () => {
   test("a missing path is free", async () => {
-    expect(await clearStaleSocket(socketPath())).toEqual({ kind: "Free" });
+    expect(await clearStaleSocket(socketPath(), systemTimers)).toEqual({ kind: "Free" });
   });
 
   test("is created 0600, and a live listener is never unlinked", async () => {
@@ -26,7 +27,7 @@ describe("the API socket file", () => {
     );
     try {
       expect(statSync(path).mode & 0o777).toBe(0o600);
-      expect((await clearStaleSocket(path)).kind).toBe("InUse");
+      expect((await clearStaleSocket(path, systemTimers)).kind).toBe("InUse");
       expect(existsSync(path)).toBe(true);
     } finally {
       await server.stop(true);
@@ -50,14 +51,14 @@ describe("the API socket file", () => {
     child.kill("SIGKILL");
     await child.exited;
     expect(existsSync(path)).toBe(true);
-    expect(await clearStaleSocket(path)).toEqual({ kind: "StaleRemoved" });
+    expect(await clearStaleSocket(path, systemTimers)).toEqual({ kind: "StaleRemoved" });
     expect(existsSync(path)).toBe(false);
   });
 
   test("a regular file at the path is not touched", async () => {
     const path = socketPath();
     writeFileSync(path, "precious");
-    expect((await clearStaleSocket(path)).kind).toBe("NotASocket");
+    expect((await clearStaleSocket(path, systemTimers)).kind).toBe("NotASocket");
     removeSocket(path);
     expect(existsSync(path)).toBe(true);
   });

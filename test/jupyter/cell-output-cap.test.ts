@@ -8,6 +8,7 @@ import type {
   JupyterRequestOptions,
   JupyterService,
 } from "../../src/core/session/jupyter-service.ts";
+import { manualTimeline } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { createKernelHubs, type KernelSocket } from "../../src/servers/http/jupyter/hub.ts";
 import { parseClientMessage } from "../../src/servers/http/jupyter/messages.ts";
@@ -46,8 +47,14 @@ describe("a cell's own output cap in its metadata", () => {
 
   test("reaches the kernel's request with the cell", async () => {
     const seen: JupyterRequestOptions[] = [];
-    const service: Pick<JupyterService, "standing" | "request" | "onOutput" | "restart"> = {
+    const service: Pick<
+      JupyterService,
+      "standing" | "standingChanged" | "request" | "onOutput" | "restart"
+    > = {
       standing: () => ({ kind: "Ready" }),
+      // Always READY: nothing ever changes, so a waiter is only let go by its abort.
+      standingChanged: (_id, signal) =>
+        new Promise<void>((resolve) => signal?.addEventListener("abort", () => resolve())),
       request: async (_id, _type, _content, options = {}) => {
         seen.push(options);
         return {
@@ -66,6 +73,7 @@ describe("a cell's own output cap in its metadata", () => {
       shutdown: () => {},
       presence: { seen() {}, whileRunning: () => () => {} },
       now: () => 0,
+      timers: manualTimeline(),
       log: silentLog,
     });
     const socket: KernelSocket = { send: () => {}, close: () => {} };

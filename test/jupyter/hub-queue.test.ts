@@ -6,6 +6,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { JupyterOutcome, JupyterService } from "../../src/core/session/jupyter-service.ts";
+import { manualTimeline } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { createKernelHubs, type KernelSocket } from "../../src/servers/http/jupyter/hub.ts";
 import { eventually } from "../support/eventually.ts";
@@ -15,8 +16,14 @@ function stuckKernel() {
   const waiting: (() => void)[] = [];
   let released = false;
   const answer: JupyterOutcome = { kind: "NotReady", message: "released" };
-  const service: Pick<JupyterService, "standing" | "request" | "onOutput" | "restart"> = {
+  const service: Pick<
+    JupyterService,
+    "standing" | "standingChanged" | "request" | "onOutput" | "restart"
+  > = {
     standing: () => ({ kind: "Ready" }),
+    // Always READY: nothing ever changes, so a waiter is only let go by its abort.
+    standingChanged: (_id, signal) =>
+      new Promise<void>((resolve) => signal?.addEventListener("abort", () => resolve())),
     request() {
       if (released) return Promise.resolve(answer);
       return new Promise<JupyterOutcome>((resolve) => waiting.push(() => resolve(answer)));
@@ -68,6 +75,7 @@ function stuckHubs() {
     shutdown: () => {},
     presence: { seen() {}, whileRunning: () => () => {} },
     now: () => 0,
+    timers: manualTimeline(),
     log: silentLog,
   });
   return { kernel, hubs };

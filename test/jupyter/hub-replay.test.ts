@@ -18,8 +18,14 @@ import { eventually } from "../support/eventually.ts";
 function steeredKernel() {
   let emit: ((event: CellEvent) => void) | null = null;
   let finish: (() => void) | null = null;
-  const service: Pick<JupyterService, "standing" | "request" | "onOutput" | "restart"> = {
+  const service: Pick<
+    JupyterService,
+    "standing" | "standingChanged" | "request" | "onOutput" | "restart"
+  > = {
     standing: () => ({ kind: "Ready" }),
+    // Always READY: nothing ever changes, so a waiter is only let go by its abort.
+    standingChanged: (_id, signal) =>
+      new Promise<void>((resolve) => signal?.addEventListener("abort", () => resolve())),
     request(_id, _type, _content, options) {
       emit = options?.onEvent ?? null;
       emit?.({

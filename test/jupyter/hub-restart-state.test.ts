@@ -9,6 +9,7 @@ import type {
   JupyterService,
   KernelStanding,
 } from "../../src/core/session/jupyter-service.ts";
+import { manualTimeline } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { createKernelHubs, type KernelSocket } from "../../src/servers/http/jupyter/hub.ts";
 import { eventually } from "../support/eventually.ts";
@@ -18,13 +19,23 @@ function restartingKernel() {
   let standingCalls = 0;
   let finish = () => {};
   const requests: string[] = [];
+  // The hub waits to be told the standing changed (readiness tells it in the daemon).
+  let waiters: (() => void)[] = [];
+  const told = () => {
+    const now = waiters;
+    waiters = [];
+    for (const w of now) w();
+  };
   const reply: JupyterOutcome = {
     kind: "Reply",
     msgType: "execute_reply",
     content: { status: "ok", execution_count: 1 },
     kernelRestarted: false,
   };
-  const service: Pick<JupyterService, "standing" | "request" | "onOutput" | "restart"> = {
+  const service: Pick<
+    JupyterService,
+    "standing" | "standingChanged" | "request" | "onOutput" | "restart"
+  > = {
     standing: () => {
       standingCalls += 1;
       return standing;
@@ -33,12 +44,14 @@ function restartingKernel() {
       requests.push(msgType);
       return Promise.resolve(reply);
     },
+    standingChanged: () => new Promise<void>((resolve) => void waiters.push(resolve)),
     onOutput: () => () => {},
     restart() {
       standing = { kind: "Starting", message: "a fresh interpreter is starting" };
       return new Promise((resolve) => {
         finish = () => {
           standing = { kind: "Ready" };
+          told();
           resolve({ kind: "Restarted" });
         };
       });
@@ -48,6 +61,7 @@ function restartingKernel() {
     service: service as JupyterService,
     requests,
     standingCalls: () => standingCalls,
+    waiting: () => waiters.length,
     finishRestart: () => finish(),
   };
 }
@@ -68,7 +82,7 @@ describe("a request waiting through a restart", () => {
       presence: { seen() {}, whileRunning: () => () => {} },
       now: () => 0,
       log: silentLog,
-      pollMs: 1,
+      timers: manualTimeline(),
     });
     const sent: string[] = [];
     const socket: KernelSocket = { send: (t) => void sent.push(t), close: () => {} };
@@ -76,9 +90,8 @@ describe("a request waiting through a restart", () => {
     const restarted = hubs.restart("w-1");
     expect(hubs.activity("w-1").executionState).toBe("restarting");
     client.onMessage(EXECUTE);
-    // The request is in its wait for the kernel once it has asked a few times.
-    const before = kernel.standingCalls();
-    await eventually(() => kernel.standingCalls() >= before + 3);
+    // The request is in its wait for the kernel: it asked, and waits to be told.
+    await eventually(() => kernel.waiting() > 0);
     expect(kernel.requests).toEqual([]);
     expect(hubs.activity("w-1").executionState).toBe("restarting");
     kernel.finishRestart();

@@ -19,7 +19,7 @@ import { createLiveView } from "../../src/adapters/store-sqlite/stores/reconcile
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import type { ReconcileItem } from "../../src/core/ports/reconciler-store.ts";
 import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
-import { manualClock } from "../../src/lib/clock.ts";
+import { manualClock, systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { inertPreparer, seededBytes } from "../support/reconciler-harness.ts";
 import { createSimulatedBackend } from "../support/simulated-backend.ts";
@@ -76,6 +76,7 @@ describe("cached live view", () => {
           const ids: string[] = [];
           const build = () =>
             createReconciler({
+              timers: systemTimers,
               store: bindReconcilerStore(deps),
               backend: sim.backend,
               preparer: inertPreparer,

@@ -6,6 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reconciler-store.ts";
 import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import {
   harnessPerTest,
   inertPreparer,
@@ -170,6 +171,7 @@ describe("freshToken: the lookup before submit is skipped only when provably use
       const seen = recording(h);
       let armed = true;
       const crashing = createReconciler({
+        timers: systemTimers,
         store: bindReconcilerStore(h.deps),
         backend: h.sim.backend,
         preparer: inertPreparer,

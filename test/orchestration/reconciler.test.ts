@@ -11,6 +11,7 @@ import {
   RECONCILER_FAULT_POINTS,
   type ReconcilerStore,
 } from "../../src/core/reconciler/create-reconciler.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import {
   type Harness,
   type HarnessOptions,
@@ -178,6 +179,7 @@ describe("submission", () => {
     await h.tick();
     lie = true;
     const reconciler = createReconciler({
+      timers: systemTimers,
       store: bindReconcilerStore(h.deps),
       backend: racing,
       preparer: inertPreparer,
@@ -340,6 +342,7 @@ describe("fault points", () => {
       h.stop(running);
       const seen: string[] = [];
       const dying = createReconciler({
+        timers: systemTimers,
         store: bindReconcilerStore(h.deps),
         backend: h.sim.backend,
         preparer: inertPreparer,

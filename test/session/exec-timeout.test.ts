@@ -10,6 +10,7 @@ import { getAllocation, setCondition } from "../../src/adapters/store-sqlite/ind
 import { bindSessionStore } from "../../src/adapters/store-sqlite/stores/session-store.ts";
 import { stateLayout } from "../../src/core/layout.ts";
 import { createSessionService } from "../../src/core/session/exec-service.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { fakeGateway } from "../support/fake-gateway.ts";
 import { newWorkload, startAttempt, type TestStore, testStore } from "../support/store-fixtures.ts";
@@ -32,6 +33,7 @@ test("an exec that times out interrupts the cell it left running", async () => {
   gw.kernel = () => "timeout";
 
   const service = createSessionService({
+    timers: systemTimers,
     store: bindSessionStore(t.store),
     gateway: gw,
     log: silentLog,

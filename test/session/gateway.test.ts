@@ -125,6 +125,7 @@ async function fakeWorker(
 ): Promise<FakeWorker> {
   const outcome = await dialGateway(hostPort(h.gateway.address), credential, {
     verdictTimeoutMs: 3000,
+    timers: systemTimers,
   });
   if (outcome.kind !== "Welcomed") throw new Error(`not welcomed: ${JSON.stringify(outcome)}`);
   const { link, welcome } = outcome;

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { getAllocation } from "../../src/adapters/store-sqlite/index.ts";
 import { bindSessionStore } from "../../src/adapters/store-sqlite/stores/session-store.ts";
 import { createJupyterService } from "../../src/core/session/jupyter-service.ts";
+import { createStandingSignal } from "../../src/core/session/standing-signal.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import type { CellEvent } from "../../src/wire/worker-protocol.ts";
 import { fakeGateway } from "../support/fake-gateway.ts";
@@ -38,6 +39,7 @@ test("only rank 0 of the current attempt speaks for the session; unsubscribed, n
     store: bindSessionStore(t.store),
     gateway: fakeGateway(),
     log: silentLog,
+    standingSignal: createStandingSignal(),
   });
   const heard: unknown[] = [];
   const stop = jupyter.onOutput((workloadId, cell, e) => heard.push({ workloadId, cell, e }));

@@ -7,6 +7,7 @@ import { afterAll, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createKernel, type Kernel } from "../../src/apps/worker/kernel.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import type { CellEvent } from "../../src/wire/worker-protocol.ts";
 import { eventually } from "../support/eventually.ts";
@@ -29,6 +30,7 @@ function kernel(options: { maxOutputChars?: number } = {}) {
   const idle: Idle[] = [];
   const k = createKernel({
     log: memoryLog(),
+    timers: systemTimers,
     python: realPython(),
     onIdleEvent: (event, cell) => idle.push({ cell, event }),
     ...options,

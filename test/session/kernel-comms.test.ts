@@ -10,6 +10,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createKernel, type Kernel } from "../../src/apps/worker/kernel.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import type { CellEvent } from "../../src/wire/worker-protocol.ts";
 import { realPython } from "../support/gateway-harness.ts";
@@ -31,7 +32,7 @@ function kernelWithout(hidden: string): Kernel {
   writeFileSync(python, `#!/bin/sh\nPYTHONPATH=${dir} exec ${realPython()} "$@"\n`, {
     mode: 0o755,
   });
-  const k = createKernel({ log: memoryLog(), python });
+  const k = createKernel({ log: memoryLog(), timers: systemTimers, python });
   opened.push(k);
   return k;
 }

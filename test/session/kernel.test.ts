@@ -6,6 +6,7 @@ import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createKernel, type Kernel, type KernelResult } from "../../src/apps/worker/kernel.ts";
+import { systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import type { CellEvent, KernelStatus } from "../../src/wire/worker-protocol.ts";
 import { eventually } from "../support/eventually.ts";
@@ -16,7 +17,7 @@ const tempDir = tempDirs("o4s-kernel-");
 
 const opened: Kernel[] = [];
 function kernel(options: { maxOutputChars?: number; python?: string; cwd?: string } = {}) {
-  const k = createKernel({ log: memoryLog(), ...options });
+  const k = createKernel({ log: memoryLog(), timers: systemTimers, ...options });
   opened.push(k);
   return k;
 }
@@ -24,7 +25,12 @@ function kernel(options: { maxOutputChars?: number; python?: string; cwd?: strin
 function fastKernel(
   options: { maxOutputChars?: number; maxMimeChars?: number; cwd?: string; python?: string } = {},
 ) {
-  const k = createKernel({ log: memoryLog(), python: realPython(), ...options });
+  const k = createKernel({
+    log: memoryLog(),
+    timers: systemTimers,
+    python: realPython(),
+    ...options,
+  });
   opened.push(k);
   return k;
 }
@@ -419,6 +425,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     const statuses: KernelStatus[] = [];
     const k = createKernel({
       log: memoryLog(),
+      timers: systemTimers,
       python: realPython(),
       onStatus: (s) => statuses.push(s),
     });
@@ -499,6 +506,7 @@ describe("streaming, rich results, interrupts by cell, liveness", () => {
     const statuses: KernelStatus[] = [];
     const k = createKernel({
       log: memoryLog(),
+      timers: systemTimers,
       python: realPython(),
       onStatus: (s) => statuses.push(s),
     });

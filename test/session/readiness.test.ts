@@ -49,6 +49,7 @@ afterEach(() => {
 
 function readiness() {
   return createSessionReadiness({
+    timers: systemTimers,
     store: bindSessionStore(t.store),
     gateway: gw,
     attempts: createSessionAttempts({ layout, key }),

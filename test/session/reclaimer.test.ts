@@ -13,7 +13,7 @@ import {
   decideReclaim,
   type ReclaimerDefaults,
 } from "../../src/core/reclaimer.ts";
-import { manualTimeline } from "../../src/lib/clock.ts";
+import { manualTimeline, systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog, silentLog } from "../../src/lib/log.ts";
 import {
   loseAttempt,
@@ -39,6 +39,7 @@ function reclaimer(
 ) {
   const woken: string[] = [];
   const r = createReclaimer({
+    timers: systemTimers,
     store: bindReclaimerStore(t.store),
     clock: t.clock,
     log: silentLog,
@@ -243,6 +244,7 @@ describe("reclaimer: lifetime clock", () => {
     const id = newWorkload(t.store, "SESSION", { idleTimeoutSeconds: 1 });
     startAttempt(t.store, id);
     const r = createReclaimer({
+      timers: systemTimers,
       store: bindReclaimerStore(t.store),
       clock: t.clock,
       log,

@@ -18,7 +18,7 @@ import {
   createSessionBarrierHooks,
   createSessionService,
 } from "../../src/core/session/exec-service.ts";
-import { manualTimeline } from "../../src/lib/clock.ts";
+import { manualTimeline, systemTimers } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { signingKeyFromBytes } from "../../src/wire/credential.ts";
 import { eventually } from "../support/eventually.ts";
@@ -72,6 +72,7 @@ describe("session service: exec", () => {
       code.includes("print") ? [{ type: "stream", name: "stdout", text: "hello\n" }] : [];
     gw.kernel = () => execAnswer("OK", "42");
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
@@ -110,6 +111,7 @@ describe("session service: exec", () => {
     markReady(id);
     gw.kernel = () => execAnswer("ERROR", null, "ZeroDivisionError: division by zero");
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
@@ -139,6 +141,7 @@ describe("session service: exec", () => {
     gw.kernelEvents = () =>
       Array.from({ length: 40 }, () => ({ type: "display_data", data: { "text/plain": big } }));
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
@@ -157,6 +160,7 @@ describe("session service: exec", () => {
     const a = startAttempt(t.store, id);
     gw.connect(a, prepared(id, a), 0);
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
@@ -186,6 +190,7 @@ describe("session service: exec", () => {
 
   test("interrupt reaches rank 0's running cell; not READY or unknown, nothing is sent", async () => {
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
@@ -275,6 +280,7 @@ describe("session service: exec", () => {
 
   test("restart asks rank 0's worker for a fresh kernel; not READY, nothing is sent", async () => {
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,
@@ -298,6 +304,7 @@ describe("session service: exec", () => {
 
   test("not READY, unknown, BATCH, stopping, or the worker gone: nothing runs", async () => {
     const service = createSessionService({
+      timers: systemTimers,
       store: bindSessionStore(t.store),
       gateway: gw,
       log: silentLog,

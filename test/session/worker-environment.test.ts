@@ -13,7 +13,7 @@ import {
   environmentProblem,
   missingPath,
 } from "../../src/apps/worker/environment-check.ts";
-import { systemClock } from "../../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../../src/lib/clock.ts";
 import { mintCredentials } from "../../src/wire/credential.ts";
 import { type Harness, realPython, startHarness } from "../support/gateway-harness.ts";
 import { tempDirs } from "../support/temp-dir.ts";
@@ -72,7 +72,7 @@ describe("the paths an environment names", () => {
 
   test("an environment that is all there passes, with or without a prefix", async () => {
     expect(missingPath(environment(prefixDir()), "n7")).toBeNull();
-    expect(await environmentProblem(environment(null), "n7")).toBeNull();
+    expect(await environmentProblem(environment(null), "n7", { timers: systemTimers })).toBeNull();
   });
 });
 
@@ -83,6 +83,7 @@ describe("the module lines an environment runs", () => {
         setupLines: ["true", "echo 'no module called cuda/99' >&2; exit 3", "echo never"],
       }),
       "n7",
+      { timers: systemTimers },
     );
     expect(problem).toBe(
       `environment "torch": module line "echo 'no module called cuda/99' >&2; exit 3" failed (exit 3) on node n7: no module called cuda/99`,
@@ -93,6 +94,7 @@ describe("the module lines an environment runs", () => {
     const problem = await environmentProblem(
       environment(prefixDir(), { setupLines: ["export A=1", "false", "true"] }),
       "n7",
+      { timers: systemTimers },
     );
     expect(problem).toBe(`environment "torch": module line "false" failed (exit 1) on node n7`);
   });
@@ -100,7 +102,11 @@ describe("the module lines an environment runs", () => {
   test("they run with the prefix's bin first on PATH; lines that succeed pass", async () => {
     const prefix = prefixDir();
     const lines = ['[ "$(command -v marker-tool)" = "$VIRTUAL_ENV/bin/marker-tool" ]', "echo ok"];
-    expect(await environmentProblem(environment(prefix, { setupLines: lines }), "n7")).toBeNull();
+    expect(
+      await environmentProblem(environment(prefix, { setupLines: lines }), "n7", {
+        timers: systemTimers,
+      }),
+    ).toBeNull();
   });
 
   test("a missing prefix is reported before any line runs", async () => {
@@ -109,6 +115,7 @@ describe("the module lines an environment runs", () => {
     const problem = await environmentProblem(
       environment(gone, { setupLines: [`touch ${mark}`] }),
       "n7",
+      { timers: systemTimers },
     );
     expect(problem).toBe(`environment "torch": ${gone} is not on node n7`);
     expect(await Bun.file(mark).exists()).toBe(false);
@@ -118,7 +125,7 @@ describe("the module lines an environment runs", () => {
     const problem = await environmentProblem(
       environment(prefixDir(), { setupLines: ["exec sleep 60"] }),
       "n7",
-      { timeoutMs: 300 },
+      { timeoutMs: 300, timers: systemTimers },
     );
     expect(problem).toBe(
       `environment "torch": its module lines did not finish within 300 ms on node n7`,

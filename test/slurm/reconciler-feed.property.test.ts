@@ -23,7 +23,7 @@ import { bindReconcilerStore } from "../../src/adapters/store-sqlite/stores/reco
 import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
 import type { AllocationBackend } from "../../src/core/ports/allocation-backend.ts";
 import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
-import { manualClock } from "../../src/lib/clock.ts";
+import { manualClock, systemTimers } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { fakeCluster } from "../support/fake-slurm-cluster.ts";
 import { BASE_PLACEMENT, catalog } from "../support/slurm-fixtures.ts";
@@ -113,6 +113,7 @@ function world(name: string, feed: boolean, clock: ReturnType<typeof manualClock
     },
   };
   const reconciler = createReconciler({
+    timers: systemTimers,
     store: bindReconcilerStore(deps),
     backend,
     preparer,

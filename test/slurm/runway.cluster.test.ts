@@ -23,7 +23,7 @@ import type { AttemptPreparer } from "../../src/core/attempt-preparer.ts";
 import { isTerminal } from "../../src/core/models.ts";
 import type { ObservationTarget } from "../../src/core/ports/allocation-backend.ts";
 import { createReconciler } from "../../src/core/reconciler/create-reconciler.ts";
-import { systemClock } from "../../src/lib/clock.ts";
+import { systemClock, systemTimers } from "../../src/lib/clock.ts";
 import { silentLog } from "../../src/lib/log.ts";
 import { workloadView } from "../../src/servers/http/views.ts";
 import { eventually } from "../support/eventually.ts";
@@ -102,6 +102,7 @@ describe.skipIf(testCluster === null)("slurm-cluster runway", () => {
       },
     };
     const reconciler = createReconciler({
+      timers: systemTimers,
       store: bindReconcilerStore(deps),
       backend,
       preparer,

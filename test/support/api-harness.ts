@@ -15,7 +15,12 @@ import { mintSubmissionToken } from "../../src/core/models.ts";
 import type { AllocationBackend } from "../../src/core/ports/allocation-backend.ts";
 import { createPresence } from "../../src/core/session/presence.ts";
 import type { SessionService } from "../../src/core/session/session-port.ts";
-import { type ManualClock, manualClock, manualTimeline } from "../../src/lib/clock.ts";
+import {
+  type ManualClock,
+  manualClock,
+  manualTimeline,
+  systemTimers,
+} from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { createApp } from "../../src/servers/http/app.ts";
 import type { Access, ApiDeps, SpoolSpace, TickFigures } from "../../src/servers/http/deps.ts";
@@ -123,6 +128,8 @@ export function harness(
   };
   const deps: ApiDeps = {
     store,
+    // Real timers, as before: keepalives and request deadlines are waited out by some tests.
+    timers: systemTimers,
     // Presence as the daemon records it; its renewal runs on a timeline no test moves here.
     presence: createPresence({
       activity: bindActivityRecorder(store),

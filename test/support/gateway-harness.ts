@@ -14,7 +14,7 @@ import type {
   GatewayExpectation,
   WorkerGateway,
 } from "../../src/core/ports/worker-gateway.ts";
-import type { Clock } from "../../src/lib/clock.ts";
+import { type Clock, systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import {
   createWorkerGateway,
@@ -67,6 +67,7 @@ export function startHarness(
   let db = openDatabase(join(dir, "openai4s.db"));
   const open = (listen: string) =>
     createWorkerGateway({
+      timers: systemTimers,
       listen,
       store: bindNonceBurner({ db: db.db, clock }),
       key,

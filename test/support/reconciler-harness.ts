@@ -31,7 +31,7 @@ import {
   type Timers,
 } from "../../src/core/reconciler/create-reconciler.ts";
 import type { ProfileBreakerOptions } from "../../src/core/reconciler/profile-breaker.ts";
-import { type ManualClock, manualClock } from "../../src/lib/clock.ts";
+import { type ManualClock, manualClock, systemTimers } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import {
   createSimulatedBackend,
@@ -134,6 +134,7 @@ export function harness(options: HarnessOptions = {}): Harness {
   let workloadSeq = 0;
   const build = () =>
     createReconciler({
+      timers: systemTimers,
       store: (options.wrapStore ?? ((s) => s))(bindReconcilerStore(deps)),
       backend: sim.backend,
       preparer: options.preparer ?? inertPreparer,

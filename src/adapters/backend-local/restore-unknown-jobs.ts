@@ -7,7 +7,7 @@ import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, statSync } f
 import { join } from "node:path";
 import { externalHandle, type SubmissionToken } from "../../core/models.ts";
 import type { UnknownJob } from "../../core/ports/backend-plugin.ts";
-import { sleep, systemClock } from "../../lib/clock.ts";
+import { type Clock, sleep } from "../../lib/clock.ts";
 import { silentLog } from "../../lib/log.ts";
 import { selfCommand } from "../../lib/self-command.ts";
 import { createLocalBackend } from "./backend.ts";
@@ -99,13 +99,14 @@ export async function cancelUnknownJobs(
   /** The spool the backend is built over (a cancel creates nothing there). */
   spoolDir: string,
   jobs: readonly UnknownJob[],
+  clock: Clock,
 ): Promise<readonly string[]> {
   if (jobs.length === 0) return [];
   const backend = createLocalBackend({
     backendDir,
     spoolDir,
     selfCommand: selfCommand(),
-    clock: systemClock,
+    clock,
     log: silentLog,
     hostEnv: {},
   });

@@ -4,6 +4,7 @@
  */
 import { writeSync } from "node:fs";
 import { isAbsolute } from "node:path";
+import { systemTimers } from "../../lib/clock.ts";
 import { type Command, UsageError } from "../../lib/command/command.ts";
 import { jsonLog } from "../../lib/log.ts";
 import { readBootId } from "./proc.ts";
@@ -30,7 +31,7 @@ export const superviseCommand: Command = {
     const dir = args[1];
     if (!isAbsolute(dir)) throw new UsageError("--job-dir must be an absolute path");
     const log = jsonLog(bestEffortLogLine);
-    return runSupervisor(dir, { now: Date.now, bootId: readBootId(), log });
+    return runSupervisor(dir, { now: Date.now, timers: systemTimers, bootId: readBootId(), log });
   },
 };
 

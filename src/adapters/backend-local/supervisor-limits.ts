@@ -7,7 +7,7 @@
  * the rest carry on (a multiprocessing parent whose worker died waits forever). When the
  * kill count moves, the whole job is ended, as v2's memory.oom.group and a scheduler do.
  */
-import { every, sleep, systemTimers } from "../../lib/clock.ts";
+import { every, sleep, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { CgroupDriver, CgroupUsage, JobCgroup } from "./cgroup-port.ts";
 import { driverForJob } from "./limit-enforcement.ts";
@@ -28,7 +28,11 @@ export interface JobCgroupGuard {
   finish(): Promise<CgroupUsage>;
 }
 
-export function jobCgroupGuard(limits: JobLimits | undefined, log: Log): JobCgroupGuard | null {
+export function jobCgroupGuard(
+  limits: JobLimits | undefined,
+  log: Log,
+  timers: Timers,
+): JobCgroupGuard | null {
   const job = limits?.cgroup ?? null;
   if (limits === undefined || job === null) return null;
   const driver = driverForJob(job);
@@ -47,7 +51,7 @@ export function jobCgroupGuard(limits: JobLimits | undefined, log: Log): JobCgro
       }
     },
     watch(onOutOfMemory) {
-      stopWatch = every(systemTimers, WATCH_INTERVAL_MS, () => {
+      stopWatch = every(timers, WATCH_INTERVAL_MS, () => {
         try {
           if (driver.usage(job).oomKills === 0) return;
         } catch (error) {

@@ -9,11 +9,15 @@
  * same record (a daemon that restarted while the first was still starting) loses the race
  * and exits without starting anything. A job array has one supervisor too, which runs each
  * element through the same code as a single job (array-supervisor.ts).
+ *
+ * Over 400 lines because the one process a job has keeps its claim, its limits, its stop
+ * and its durable end record together; the timers it now takes from its entry point
+ * (supervise-command.ts) added the last lines.
  */
 import { closeSync, existsSync, mkdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DEADLINE_ENV, deadlineEnvValue } from "../../core/deadline-env.ts";
-import { systemTimers } from "../../lib/clock.ts";
+import type { Timers } from "../../lib/clock.ts";
 import { errorCode, publishExclusive } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import { FULL_BELOW_BYTES, formatBytes, readSpace, type StatFs } from "../../lib/spool-space.ts";
@@ -37,6 +41,8 @@ import { jobCgroupGuard } from "./supervisor-limits.ts";
 
 export interface SupervisorDeps {
   readonly now: () => number;
+  /** The kill grace, the time limit and its warning (from the supervise entry point). */
+  readonly timers: Timers;
   readonly bootId: string;
   readonly log: Log;
   /** How the spool's free space is read when a job fails (tests replace it). */
@@ -253,7 +259,7 @@ async function superviseJob(
   const record = run.record;
   const startedAt = deps.now();
   const deadline = jobDeadlineMs(startedAt, record.timeLimitSeconds);
-  const limits = jobCgroupGuard(record.limits, deps.log);
+  const limits = jobCgroupGuard(record.limits, deps.log, deps.timers);
   try {
     limits?.start();
   } catch (error) {
@@ -293,7 +299,7 @@ async function superviseJob(
     state.stopReason = reason;
     deps.log.info("stopping job group", { reason, group });
     signalGroup(group, "SIGTERM");
-    state.cancelKill = systemTimers.after(record.killGraceMs, () => signalGroup(group, "SIGKILL"));
+    state.cancelKill = deps.timers.after(record.killGraceMs, () => signalGroup(group, "SIGKILL"));
   };
   setOnStop(beginStop);
   // A signal that arrived while the job was being started is honoured now.
@@ -303,7 +309,7 @@ async function superviseJob(
   const cancelLimit =
     deadline === null
       ? null
-      : systemTimers.after(Math.max(0, deadline - deps.now()), () => beginStop("TIME_LIMIT"));
+      : deps.timers.after(Math.max(0, deadline - deps.now()), () => beginStop("TIME_LIMIT"));
 
   const cancelWarn = warningTimer(record, startedAt, deadline, deps, () => {
     if (state.exited || state.stopReason !== null) return;
@@ -350,7 +356,7 @@ function warningTimer(
   if (deadline === null || leadSeconds <= 0) return null;
   const wholeMs = deadline - startedAt;
   const leadMs = Math.max(1000, Math.min(leadSeconds * 1000, Math.floor(wholeMs / 2)));
-  return systemTimers.after(Math.max(0, deadline - leadMs - deps.now()), warn);
+  return deps.timers.after(Math.max(0, deadline - leadMs - deps.now()), warn);
 }
 
 /**

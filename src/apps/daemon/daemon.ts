@@ -155,7 +155,7 @@ export async function startDaemon(config: DaemonConfig): Promise<StartResult> {
   const { settings } = parsed;
 
   // 1-3. The state dir and spool, the lock, the migration, the admin token, the socket paths.
-  const state = await prepareState(config, cleanups, log);
+  const state = await prepareState(config, cleanups, log, systemTimers);
   if (state.kind !== "Ready") return fail(state);
   const { layout, adminToken } = state;
 
@@ -378,6 +378,7 @@ function buildApp(inputs: AppInputs, core: Composed, siteIdentity: SiteIdentity 
     backend,
     reconciler,
     clock,
+    timers: systemTimers,
     log,
     logFile: layout.jobLogPath,
     backup,

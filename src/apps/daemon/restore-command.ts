@@ -344,7 +344,9 @@ async function unknownJobsOf(
 ): Promise<UnknownJobs> {
   const dir = layout.backendDir(name);
   const running = restore.unknownRunningJobs(dir, tokens);
-  const problems = cancel ? await restore.cancelUnknownJobs(dir, layout.spool, running) : [];
+  const problems = cancel
+    ? await restore.cancelUnknownJobs(dir, layout.spool, running, systemClock)
+    : [];
   // Their supervisors stop them within the kill grace: then their records go aside too.
   if (cancel && problems.length === 0) await restore.waitUntilEnded(dir, running, STOP_WAIT_MS);
   const moved = restore.setAsideEndedUnknownJobs(dir, tokens, stamp);

@@ -12,6 +12,7 @@ import {
   stateLayout,
   WORKLOADS_DIR,
 } from "../../core/layout.ts";
+import type { Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { sweepUploadStaging } from "../../servers/http/workloads/workspace-files.ts";
 import { AdminTokenError, loadOrCreateAdminToken } from "./admin-token.ts";
@@ -34,6 +35,7 @@ export async function prepareState(
   config: DaemonConfig,
   cleanups: Cleanup[],
   log: Log,
+  timers: Timers,
 ): Promise<StateReady> {
   // 1. The private state dir and the spool, checked before anything in them is read.
   const prepared = prepareLayout(config, log);
@@ -64,7 +66,7 @@ export async function prepareState(
     throw error;
   }
 
-  const sockets = await clearSocketPaths(config, log);
+  const sockets = await clearSocketPaths(config, log, timers);
   if (sockets !== null) return sockets;
   return { kind: "Ready", layout, adminToken };
 }
@@ -113,10 +115,14 @@ function tidyStateDir(layout: StateLayout, log: Log): StartFailure | null {
 }
 
 /** 3. Socket paths: a leftover of a killed daemon is removed, a live daemon is not. */
-async function clearSocketPaths(config: DaemonConfig, log: Log): Promise<StartFailure | null> {
+async function clearSocketPaths(
+  config: DaemonConfig,
+  log: Log,
+  timers: Timers,
+): Promise<StartFailure | null> {
   for (const address of config.listen) {
     if (address.kind !== "unix") continue;
-    const state = await clearStaleSocket(address.path);
+    const state = await clearStaleSocket(address.path, timers);
     switch (state.kind) {
       case "Free":
         break;

@@ -7,7 +7,7 @@
  */
 import { chmodSync, lstatSync, unlinkSync } from "node:fs";
 import { createConnection } from "node:net";
-import { systemTimers } from "../../lib/clock.ts";
+import type { Timers } from "../../lib/clock.ts";
 
 function errorCode(error: unknown): string | undefined {
   return (error as { code?: string } | null)?.code;
@@ -21,7 +21,7 @@ export type SocketPathState =
   | { readonly kind: "NotASocket"; readonly message: string };
 
 /** Does anything accept a connection on this socket path within the deadline? */
-function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
+function socketAnswers(path: string, timers: Timers, timeoutMs = 1000): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ path });
     const done = (answer: boolean) => {
@@ -30,13 +30,13 @@ function socketAnswers(path: string, timeoutMs = 1000): Promise<boolean> {
       resolve(answer);
     };
     // A listener too busy to accept within the deadline is still a listener: say "in use".
-    const cancelTimer = systemTimers.after(timeoutMs, () => done(true));
+    const cancelTimer = timers.after(timeoutMs, () => done(true));
     socket.once("connect", () => done(true));
     socket.once("error", () => done(false));
   });
 }
 
-export async function clearStaleSocket(path: string): Promise<SocketPathState> {
+export async function clearStaleSocket(path: string, timers: Timers): Promise<SocketPathState> {
   let stat: ReturnType<typeof lstatSync>;
   try {
     stat = lstatSync(path);
@@ -47,7 +47,7 @@ export async function clearStaleSocket(path: string): Promise<SocketPathState> {
   if (!stat.isSocket()) {
     return { kind: "NotASocket", message: `${path} exists and is not a socket; not touching it` };
   }
-  if (await socketAnswers(path)) {
+  if (await socketAnswers(path, timers)) {
     return { kind: "InUse", message: `another process answers on ${path}` };
   }
   try {

@@ -12,7 +12,7 @@
  * that failed can be named; their output is kept for the message, not the job's log.
  */
 import { accessSync, constants, statSync } from "node:fs";
-import { systemTimers } from "../../lib/clock.ts";
+import type { Timers } from "../../lib/clock.ts";
 import type { KernelEnvironment } from "./kernel-launch.ts";
 
 export interface CheckedEnvironment extends KernelEnvironment {
@@ -35,12 +35,17 @@ const LINE_CHARS = 200;
 export async function environmentProblem(
   environment: CheckedEnvironment,
   node: string,
-  options: { readonly timeoutMs?: number } = {},
+  options: { readonly timers: Timers; readonly timeoutMs?: number },
 ): Promise<string | null> {
   const missing = missingPath(environment, node);
   if (missing !== null) return missing;
   if (environment.setupLines.length === 0) return null;
-  return failedSetupLine(environment, node, options.timeoutMs ?? SETUP_CHECK_TIMEOUT_MS);
+  return failedSetupLine(
+    environment,
+    node,
+    options.timeoutMs ?? SETUP_CHECK_TIMEOUT_MS,
+    options.timers,
+  );
 }
 
 /** The prefix (a directory) and the interpreter (an executable file), in that order. */
@@ -96,6 +101,7 @@ async function failedSetupLine(
   environment: CheckedEnvironment,
   node: string,
   timeoutMs: number,
+  timers: Timers,
 ): Promise<string | null> {
   const what = `environment ${JSON.stringify(environment.name)}`;
   let p: ReturnType<typeof spawnCheck>;
@@ -105,7 +111,7 @@ async function failedSetupLine(
     return `${what}: cannot run its module lines on node ${node}: ${String(error)}`;
   }
   let timedOut = false;
-  const cancel = systemTimers.after(timeoutMs, () => {
+  const cancel = timers.after(timeoutMs, () => {
     timedOut = true;
     killGroup(p);
   });

@@ -4,6 +4,7 @@
  * kernel (the session then ends naming what is missing and where).
  */
 import { hostname } from "node:os";
+import type { Timers } from "../../lib/clock.ts";
 import { pause } from "../../lib/clock.ts";
 import { parseGatewayMessage } from "../../wire/worker-protocol.ts";
 import { type CheckedEnvironment, environmentProblem } from "./environment-check.ts";
@@ -15,7 +16,9 @@ const REPORT_ANSWER_MS = 5000;
 
 /** What keeps the session's environment from running here, or null (or none to check). */
 export function checkEnvironment(
-  options: Pick<WorkerOptions, "environmentName" | "python" | "environment" | "node">,
+  options: Pick<WorkerOptions, "environmentName" | "python" | "environment" | "node"> & {
+    readonly timers: Timers;
+  },
 ): Promise<string | null> {
   if (options.environmentName === undefined) return Promise.resolve(null);
   const environment: CheckedEnvironment = {
@@ -25,7 +28,7 @@ export function checkEnvironment(
     setupLines: options.environment?.setupLines ?? [],
   };
   // Logged when the worker exits with it (worker-command.ts), for the job's log.
-  return environmentProblem(environment, options.node ?? hostname());
+  return environmentProblem(environment, options.node ?? hostname(), { timers: options.timers });
 }
 
 /**

@@ -5,7 +5,7 @@
  * frames both ways until it closes.
  */
 import type { Socket, SocketHandler } from "bun";
-import { systemTimers } from "../../lib/clock.ts";
+import type { Timers } from "../../lib/clock.ts";
 import type { Credential } from "../../wire/credential.ts";
 import type { HostPort } from "../../wire/host-port.ts";
 import { createSocketWriter, type SocketWriter } from "../../wire/socket-writer.ts";
@@ -61,6 +61,8 @@ export type DialOutcome =
 export interface DialOptions {
   /** From connect to verdict; must exceed the gateway's handshake timeout plus its floor. */
   readonly verdictTimeoutMs: number;
+  /** Where the verdict deadline waits (from the worker's entry point). */
+  readonly timers: Timers;
   readonly maxFrameBytes?: number;
   /**
    * The SHA-256 fingerprint ("AB:CD:...") of the gateway's certificate: dial with TLS and
@@ -99,7 +101,7 @@ export function dialGateway(
       cancelTimer();
       resolve(outcome);
     };
-    const cancelTimer = systemTimers.after(options.verdictTimeoutMs, () => {
+    const cancelTimer = options.timers.after(options.verdictTimeoutMs, () => {
       settle({ kind: "Failed", message: "no verdict from the gateway in time" });
       closed("verdict timeout");
       socket?.terminate();

@@ -31,7 +31,7 @@
  */
 import type { Subprocess } from "bun";
 import * as v from "valibot";
-import { sleep, systemTimers } from "../../lib/clock.ts";
+import { sleep, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import {
   type CellError,
@@ -119,6 +119,8 @@ export interface KernelOptions {
   /** Per MIME value of a result or display (default 512 KiB of base64 or text). */
   readonly maxMimeChars?: number;
   readonly log: Log;
+  /** Where the restart escalation waits (from the worker's entry point). */
+  readonly timers: Timers;
   /** Every change of the interpreter's state: started, or died (with how). */
   readonly onStatus?: (status: KernelStatus) => void;
   /** Where the cgroup files are (tests); default "/". */
@@ -516,7 +518,7 @@ export function createKernel(options: KernelOptions): Kernel {
         if (!target.started) target.interruptHeld = true;
         else if (!signalInterrupt(target)) return { kind: "NotRunning" };
         if (restartAfterMs !== undefined && target.escalation === null) {
-          target.escalation = systemTimers.after(restartAfterMs, () => {
+          target.escalation = options.timers.after(restartAfterMs, () => {
             if (running !== target) return;
             const why = `the cell did not stop within ${seconds(restartAfterMs)} of its interrupt`;
             replace(target.proc, why, target);

@@ -6,7 +6,7 @@
  */
 
 import { ENVIRONMENT_NAME } from "../../core/environments.ts";
-import { systemClock } from "../../lib/clock.ts";
+import { systemClock, systemTimers } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { jsonLog } from "../../lib/log.ts";
@@ -231,7 +231,10 @@ async function runWithSignals(
   };
   for (const s of signals) process.on(s, onSignal);
   try {
-    const exit = await runWorker({ ...args, log, clock: systemClock }, controller.signal);
+    const exit = await runWorker(
+      { ...args, log, clock: systemClock, timers: systemTimers },
+      controller.signal,
+    );
     switch (exit.kind) {
       case "Stopped":
         log.info("worker: exiting", { reason: exit.reason });

@@ -15,7 +15,7 @@
  * (environment-check.ts): one that cannot run is reported to the gateway in place of a
  * kernel, and the worker exits 1, so the session ends naming what is missing and where.
  */
-import { type Clock, every, pause, systemTimers } from "../../lib/clock.ts";
+import { type Clock, every, pause, type Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Credential, credentialPath, readCredentialFile } from "../../wire/credential.ts";
 import { readGatewayFingerprint } from "../../wire/gateway-tls.ts";
@@ -55,6 +55,8 @@ export interface WorkerOptions {
   readonly gatewaySocket?: string;
   readonly log: Log;
   readonly clock: Clock;
+  /** Every wait of the worker (heartbeats, kernel escalation, dial and check deadlines). */
+  readonly timers: Timers;
   /** Dial retries start 100 ms apart and double up to this (default 3000). */
   readonly maxBackoffMs?: number;
   /** Connect-to-verdict limit per dial attempt (default 30 s). */
@@ -121,7 +123,6 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     gateway: options.gatewaySocket ?? gateway,
     tls: pin !== undefined,
   });
-
   // The kernel outlives connections; its status goes to whichever one is current, at once.
   let reportStatus: ((status: KernelStatus) => void) | null = null;
   // Output between cells goes to the current connection at once; none: Jupyter drops iopub
@@ -132,6 +133,7 @@ export async function runWorker(options: WorkerOptions, signal: AbortSignal): Pr
     ...(options.maxOutputChars !== undefined && { maxOutputChars: options.maxOutputChars }),
     ...(options.environment === undefined ? {} : { environment: options.environment }),
     log,
+    timers: options.timers,
     onStatus: (status) => reportStatus?.(status),
     onIdleEvent: (event, cell) => reportOutput?.(event, cell),
   });
@@ -279,6 +281,7 @@ async function dialUntil(
     if (remainingMs <= 0) return { kind: "Expired", last };
     const outcome = await dialGateway(address, credential, {
       verdictTimeoutMs: Math.min(options.verdictTimeoutMs ?? 30_000, remainingMs),
+      timers: options.timers,
       ...(options.maxFrameBytes !== undefined && { maxFrameBytes: options.maxFrameBytes }),
       ...(pin !== undefined && { pin }),
     });
@@ -325,7 +328,7 @@ function serve(
       end({ kind: "Stopped", reason: "signal" });
     };
     signal.addEventListener("abort", onAbort, { once: true });
-    const stopBeat = every(systemTimers, intervalMs, () => {
+    const stopBeat = every(options.timers, intervalMs, () => {
       // A half-open connection announces nothing; silence is how we notice it.
       if (clock.now() - lastHeardAt > LIVENESS_INTERVALS * intervalMs) {
         link.terminate();

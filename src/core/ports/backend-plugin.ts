@@ -184,6 +184,8 @@ export interface BackendRestoreHelpers {
     backendDir: string,
     spoolDir: string,
     jobs: readonly UnknownJob[],
+    /** The restore command's clock (system time enters at the program's edge). */
+    clock: Clock,
   ): Promise<readonly string[]>;
   waitUntilEnded(backendDir: string, jobs: readonly UnknownJob[], timeoutMs: number): Promise<void>;
   /** Moves the records of ended unknown jobs aside; their tokens. */

@@ -59,7 +59,6 @@
  *    RUNNING → terminal; STOPPING in the barrier). COMPLETED's reason is EXITED_ZERO unless
  *    the backend says otherwise; exit codes are copied to the workload when known.
  */
-import { systemTimers } from "../../lib/clock.ts";
 import type { SubmissionToken } from "../models.ts";
 import { mintSubmissionToken } from "../models.ts";
 import { acknowledgeSweep } from "./acknowledge.ts";
@@ -114,7 +113,7 @@ function withDefaults(options: ReconcilerOptions) {
     hooks: options.barrierHooks ?? noHooks,
     mintToken: (): SubmissionToken => mintSubmissionToken(randomBytes),
     newAllocationId: options.newAllocationId ?? (() => crypto.randomUUID()),
-    timers: options.timers ?? systemTimers,
+    timers: options.timers,
     monotonicMs: options.monotonicMs ?? (() => performance.now()),
     faultPoint: options.faultPoint ?? (() => {}),
   };

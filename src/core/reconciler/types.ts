@@ -70,8 +70,8 @@ export interface ReconcilerOptions {
   readonly randomBytes?: (n: number) => Uint8Array;
   /** Allocation ids. Default: crypto.randomUUID. */
   readonly newAllocationId?: () => string;
-  /** Default: systemTimers (lib/clock.ts). */
-  readonly timers?: Timers;
+  /** Every wait of the loop, from the composition (tests: a manual timeline). */
+  readonly timers: Timers;
   /** Monotonic milliseconds for tick durations. Default: performance.now. */
   readonly monotonicMs?: () => number;
   /**

@@ -6,7 +6,7 @@
  * Over 400 lines because the exec path (timeouts, escalation, restart, the cell log) shares one closure over the gateway; to be split with the cells work.
  */
 import { randomUUID } from "node:crypto";
-import { systemTimers, type Timers } from "../../lib/clock.ts";
+import type { Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { CellEvent, ExecResponse } from "../../wire/worker-protocol.ts";
 import type { Allocation, Workload } from "../models.ts";
@@ -45,8 +45,8 @@ export interface SessionServiceOptions {
    * session's every later cell.
    */
   readonly interruptGraceMs?: number;
-  /** Where the disconnect grace waits (tests: a manual timeline). Default: real timers. */
-  readonly timers?: Timers;
+  /** Where the disconnect grace waits (tests: a manual timeline), from the composition. */
+  readonly timers: Timers;
   /** Called when an exec finds the worker gone, so readiness is re-evaluated at once. */
   readonly onWorkerLost?: () => void;
 }
@@ -72,7 +72,7 @@ export function createSessionService(options: SessionServiceOptions): SessionSer
   const { store, gateway } = options;
   const execTimeoutMs = Math.min(options.execTimeoutMs ?? MAX_TIMER_MS, MAX_TIMER_MS);
   const interruptGraceMs = options.interruptGraceMs ?? DEFAULT_INTERRUPT_GRACE_MS;
-  const timers = options.timers ?? systemTimers;
+  const { timers } = options;
 
   function locate(workloadId: string): Located {
     const workload = store.getWorkload(workloadId);

@@ -16,6 +16,7 @@ import type { SessionStore } from "../ports/session-store.ts";
 import type { GatewayEvent, WorkerGateway } from "../ports/worker-gateway.ts";
 import { codeMayRun, runningCurrentAllocation } from "./code-may-run.ts";
 import { restartKernel } from "./restart-kernel.ts";
+import type { StandingSignal } from "./standing-signal.ts";
 
 export type KernelStanding =
   /** READY (or only its interpreter died: the next request starts a fresh one). */
@@ -57,6 +58,11 @@ export interface JupyterRequestOptions {
 
 export interface JupyterService {
   standing(workloadId: string): KernelStanding;
+  /**
+   * Resolves when `workloadId`'s standing may have changed (the readiness pass told it), or
+   * at once when `signal` aborts: the caller reads `standing` again.
+   */
+  standingChanged(workloadId: string, signal?: AbortSignal): Promise<void>;
   request(
     workloadId: string,
     msgType: string,
@@ -90,6 +96,8 @@ export function createJupyterService(deps: {
   readonly store: SessionStore;
   readonly gateway: Pick<WorkerGateway, "request">;
   readonly log: Log;
+  /** Told by the readiness pass when a kernel's standing may have changed. */
+  readonly standingSignal: Pick<StandingSignal, "changed">;
   /** A worker was found gone: readiness is re-evaluated at once. */
   readonly onWorkerLost?: () => void;
 }): JupyterService {
@@ -152,6 +160,8 @@ export function createJupyterService(deps: {
       const located = locate(workloadId);
       return located.kind === "Located" ? { kind: "Ready" } : located;
     },
+
+    standingChanged: (workloadId, signal) => deps.standingSignal.changed(workloadId, signal),
 
     async request(workloadId, msgType, content, options = {}) {
       const located = locate(workloadId);

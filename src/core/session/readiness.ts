@@ -13,9 +13,12 @@
  *
  * Passes run every `intervalMs` and also at once when the gateway reports a connection
  * (`trigger`), so READY follows the last worker's connection by one pass, not one period.
+ *
+ * Over 400 lines because the pass, its memo of what it wrote and the standing notification
+ * the Jupyter hub waits on (onStandingChanged) share one closure over the live sessions.
  */
 
-import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
+import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import { type Allocation, type ConditionType, isTerminal, type Workload } from "../models.ts";
 import type { SessionAttempts } from "../ports/session-attempts.ts";
@@ -51,8 +54,8 @@ export interface SessionReadinessOptions {
   readonly log: Log;
   /** Period of `run`. Default 200 ms: READY within a second of the allocation running. */
   readonly intervalMs?: number;
-  /** What `run` waits on between passes (tests: a manual timeline). Default: real timers. */
-  readonly timers?: Timers;
+  /** What `run` waits on between passes (tests: a manual timeline), from the composition. */
+  readonly timers: Timers;
   /** After a failed probe, the next try waits this long. Default 1 s. */
   readonly probeRetryMs?: number;
   /** Per probe_workspace request. Default 5 s. */
@@ -66,6 +69,12 @@ export interface SessionReadinessOptions {
    * before): the time-to-READY histogram. Not after a restart for a session already READY.
    */
   readonly onReady?: (workload: Workload, readyAt: number) => void;
+  /**
+   * What a session's kernel standing is made of changed (a condition written, its phase,
+   * its stop request, its current allocation): the Jupyter hub's waiters are told at once
+   * (standing-signal.ts) instead of looking again on a timer.
+   */
+  readonly onStandingChanged?: (workloadId: string) => void;
 }
 
 export interface SessionReadiness {
@@ -135,7 +144,7 @@ export function markSessionsUnobserved(store: SessionStore, why: string): void {
 export function createSessionReadiness(options: SessionReadinessOptions): SessionReadiness {
   const { store, gateway, attempts, log } = options;
   const intervalMs = options.intervalMs ?? 200;
-  const timers = options.timers ?? systemTimers;
+  const { timers } = options;
   const probeTimeoutMs = options.probeTimeoutMs ?? 5000;
   const kernelTimeoutMs = options.kernelTimeoutMs ?? 15_000;
   const probeRetryMs = options.probeRetryMs ?? 1000;
@@ -160,12 +169,24 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       mine = new Map();
       written.set(workloadId, mine);
     }
+    let wrote = false;
     for (const v of values) {
       const fingerprint = `${v.status}\u0000${v.reason}\u0000${v.message}`;
       if (mine.get(v.type) === fingerprint) continue;
       store.setCondition(workloadId, v);
       mine.set(v.type, fingerprint);
+      wrote = true;
     }
+    if (wrote) options.onStandingChanged?.(workloadId);
+  }
+
+  /** The rest of what a kernel's standing reads, per live session, as last seen by a pass. */
+  const shapes = new Map<string, string>();
+  function noteShape(workload: Workload, current: Allocation | null): void {
+    const shape = `${workload.phase}\u0000${workload.desired.kind}\u0000${current?.id}\u0000${current?.epoch}\u0000${current?.phase}`;
+    if (shapes.get(workload.id) === shape) return;
+    shapes.set(workload.id, shape);
+    options.onStandingChanged?.(workload.id);
   }
 
   /** Probes what is not yet known, both at once; a pass follows as soon as they answer. */
@@ -302,6 +323,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
       write(id, endedConditions(store.getWorkload(id)));
       written.delete(id);
       reportedReady.delete(id);
+      if (shapes.delete(id)) options.onStandingChanged?.(id);
     }
     const liveAttempts = new Set<string>();
     for (const { workload, current } of view) {
@@ -310,6 +332,7 @@ export function createSessionReadiness(options: SessionReadinessOptions): Sessio
         const before = written.get(workload.id)?.get("READY");
         write(workload.id, evaluate(workload, current));
         noteReady(workload, before);
+        noteShape(workload, current);
       } catch (error) {
         // One session's broken state must not hold the others' readiness back.
         log.error("session readiness evaluation failed", {

@@ -174,6 +174,11 @@ export function createApp(deps: ApiDeps) {
   const metrics = deps.metrics ?? createDaemonMetrics();
   const access = createAccessCache(deps.store);
 
+  app.use("*", async function injectTimers(c, next) {
+    c.set("apiTimers", deps.timers);
+    await next();
+  });
+
   app.use("*", async function countRequests(c, next) {
     const t0 = performance.now();
     await next();

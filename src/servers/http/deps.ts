@@ -18,7 +18,7 @@ import type { Caller, PrincipalLimits } from "../../core/principals.ts";
 import type { JupyterService } from "../../core/session/jupyter-service.ts";
 import type { Presence } from "../../core/session/presence.ts";
 import type { SessionService } from "../../core/session/session-port.ts";
-import type { Clock } from "../../lib/clock.ts";
+import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { BrowserGuardSettings } from "./browser-guard.ts";
 import type { SocketHandlers } from "./jupyter/socket.ts";
@@ -126,6 +126,8 @@ export interface ApiDeps {
   readonly backend: AllocationBackend;
   readonly reconciler: ReconcilerHandle;
   readonly clock: Clock;
+  /** Every wait of the HTTP doors (keepalives, deadlines, the Jupyter hub's guard). */
+  readonly timers: Timers;
   readonly log: Log;
   /** Where a job's output files are (`GET /v1/workloads/{id}/logs`). */
   readonly logFile: StateLayout["jobLogPath"];
@@ -258,6 +260,8 @@ export interface ApiVariables {
    * and without it the audit log alone could not say who created a workload.
    */
   createdWorkload?: string;
+  /** The app's timers (ApiDeps.timers), for helpers that see only the context (body reads). */
+  apiTimers: Timers;
 }
 
 export interface ApiEnv {

@@ -5,8 +5,8 @@
  */
 import type { Context } from "hono";
 import * as v from "valibot";
-import { systemTimers } from "../../lib/clock.ts";
-import type { ApiBindings } from "./deps.ts";
+import type { Timers } from "../../lib/clock.ts";
+import type { ApiBindings, ApiEnv } from "./deps.ts";
 import { ApiError, type FieldError, validationFailed } from "./problem.ts";
 
 /** No request body this API accepts is legitimately larger; bigger is a mistake or abuse. */
@@ -97,12 +97,16 @@ export const DEFAULT_BODY_TIMEOUT_MS = 30_000;
  * client whose body stops arriving would otherwise hold the handler and its connection for
  * as long as it likes (on the unix socket, which has no idle timeout, forever).
  */
-async function readBodyBytes(request: Request, timeoutMs: number): Promise<Uint8Array> {
+async function readBodyBytes(
+  request: Request,
+  timeoutMs: number,
+  timers: Timers,
+): Promise<Uint8Array> {
   const reader = request.body?.getReader();
   if (reader === undefined) return new Uint8Array();
   let cancelTimer = () => {};
   const expired = new Promise<"expired">((resolve) => {
-    cancelTimer = systemTimers.after(timeoutMs, () => resolve("expired"));
+    cancelTimer = timers.after(timeoutMs, () => resolve("expired"));
   });
   const chunks: Uint8Array[] = [];
   let total = 0;
@@ -195,7 +199,16 @@ export async function readJson(
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw bodyTooLarge();
   const bindings = c.env as ApiBindings | undefined;
-  const bytes = await readBodyBytes(c.req.raw, bindings?.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS);
+  // Set by the app's first middleware: a route mounted outside createApp has no deadline to
+  // wait on, which is a wiring bug, not a client's.
+  const timers = (c as Context<ApiEnv>).get("apiTimers");
+  if (timers === undefined)
+    throw new Error("readJson: no timers on the context (not under createApp)");
+  const bytes = await readBodyBytes(
+    c.req.raw,
+    bindings?.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
+    timers,
+  );
   const { text, valid } = decodeUtf8(bytes);
   if (text.trim() === "") {
     if (options.emptyIsNone === true) return {};

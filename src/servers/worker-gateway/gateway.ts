@@ -41,7 +41,7 @@ import type {
   RequestOutcome,
   WorkerGateway,
 } from "../../core/ports/worker-gateway.ts";
-import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
+import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
 import type { RandomBytes, SigningKey } from "../../wire/credential.ts";
 import { formatHostPort, parseHostPort } from "../../wire/host-port.ts";
@@ -86,9 +86,9 @@ export interface WorkerGatewayOptions {
   readonly clock: Clock;
   /**
    * Every wait: handshake deadline, refusal floor, request timeouts, the liveness sweep, the
-   * linger after a stop (tests: a manual timeline). Default: real timers.
+   * linger after a stop (tests: a manual timeline), from the composition.
    */
-  readonly timers?: Timers;
+  readonly timers: Timers;
   readonly log: Log;
   readonly expectations: GatewayExpectations;
   /** Cap on frames after the handshake (default 1 MiB). */
@@ -119,7 +119,7 @@ function settingsFrom(options: WorkerGatewayOptions): GatewaySettings {
     expectations: options.expectations,
     key: options.key,
     clock: options.clock,
-    timers: options.timers ?? systemTimers,
+    timers: options.timers,
     log: options.log,
     maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? 5000,

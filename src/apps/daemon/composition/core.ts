@@ -48,7 +48,7 @@ import {
   type EnvironmentEndings,
   withEnvironmentEndings,
 } from "../../../core/session/environment-endings.ts";
-import type { Clock } from "../../../lib/clock.ts";
+import { type Clock, systemTimers } from "../../../lib/clock.ts";
 import type { FaultPoints } from "../../../lib/fault-point.ts";
 import type { Log } from "../../../lib/log.ts";
 import { forbiddenRoots, startupSourceProblem } from "../../../lib/mount-sources.ts";
@@ -263,6 +263,7 @@ function composeReconciler(
   );
   const observer = observeTransitions(parts.store, metrics);
   const running = createReconciler({
+    timers: systemTimers,
     store: observer.store,
     onTickEnded: (report) => metrics.tickDuration.observe(report.durationMs / 1000),
     backend,

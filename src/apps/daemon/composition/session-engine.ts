@@ -40,7 +40,11 @@ import {
 } from "../../../core/session/jupyter-service.ts";
 import { createSessionReadiness, type SessionReadiness } from "../../../core/session/readiness.ts";
 import type { SessionService } from "../../../core/session/session-port.ts";
-import type { Clock } from "../../../lib/clock.ts";
+import {
+  createStandingSignal,
+  type StandingSignal,
+} from "../../../core/session/standing-signal.ts";
+import { type Clock, systemTimers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
 import { createWorkerGateway } from "../../../servers/worker-gateway/gateway.ts";
 import { loadOrCreateSigningKey, type SigningKey } from "../../../wire/credential.ts";
@@ -161,6 +165,8 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     SESSION_MAX_RANKS;
   const tls = gatewayTls(options.tls ?? { kind: "Generated" }, layout, log);
   let readiness: SessionReadiness | null = null;
+  // Readiness tells the Jupyter hub's waiters; one per daemon, shared by the two.
+  const standingSignal = createStandingSignal();
   let jupyterService: JupyterService | null = null;
   let reconciler: { wake(): void } | null = null;
 
@@ -174,12 +180,14 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     jupyter: () => jupyterService,
   });
   readiness = createSessionReadiness({
+    timers: systemTimers,
     store: stores.sessions,
     gateway,
     attempts,
     maxRanksOf,
     clock,
     log,
+    onStandingChanged: (workloadId) => standingSignal.notify(workloadId),
     onReady: (workload, readyAt) =>
       options.metrics?.timeToReady
         .get(workload.profile)
@@ -190,6 +198,7 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
   });
   const ready = readiness;
   const reclaimer = createReclaimer({
+    timers: systemTimers,
     store: stores.leases,
     clock,
     log,
@@ -208,7 +217,9 @@ export function startSessionEngine(options: SessionEngineOptions): SessionEngine
     credentialTtlMs: options.credentialTtlMs ?? DEFAULT_CREDENTIAL_TTL_MS,
     backend,
   });
-  const { service, jupyter } = execServices(options, gateway, () => ready.trigger());
+  const { service, jupyter } = execServices(options, gateway, standingSignal, () =>
+    ready.trigger(),
+  );
   jupyterService = jupyter;
   const barrierHooks = createSessionBarrierHooks({ gateway, clock, log });
 
@@ -253,6 +264,7 @@ function openGateway(options: SessionEngineOptions, parts: GatewayParts): Worker
   const { stores, clock, log } = options;
   if (options.unixSocket !== undefined) removeStaleWorkerSocket(options.unixSocket);
   const gateway = createWorkerGateway({
+    timers: systemTimers,
     listen: options.listen,
     ...(options.unixSocket !== undefined ? { unixSocket: options.unixSocket } : {}),
     tls: parts.tls,
@@ -293,10 +305,12 @@ function openGateway(options: SessionEngineOptions, parts: GatewayParts): Worker
 function execServices(
   options: SessionEngineOptions,
   gateway: WorkerGateway,
+  standingSignal: StandingSignal,
   onWorkerLost: () => void,
 ): { readonly service: SessionService; readonly jupyter: JupyterService } {
   const { stores, log } = options;
   const service = createSessionService({
+    timers: systemTimers,
     store: stores.sessions,
     gateway,
     log,
@@ -305,6 +319,12 @@ function execServices(
       interruptGraceMs: options.interruptGraceMs,
     }),
   });
-  const jupyter = createJupyterService({ store: stores.sessions, gateway, log, onWorkerLost });
+  const jupyter = createJupyterService({
+    store: stores.sessions,
+    gateway,
+    log,
+    onWorkerLost,
+    standingSignal,
+  });
   return { service, jupyter };
 }

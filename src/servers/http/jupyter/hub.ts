@@ -14,19 +14,17 @@
  * While a kernel has sockets, its session is watched: when it ends (cancelled, idle
  * reclaimed, lifetime, lost), every socket hears `status: dead` and is closed with the reason.
  *
- * Over 400 lines because one kernel's websockets, execution state and shell order share one factory; the relay of messages is the next split.
+ * Over 400 lines because one kernel's websockets, execution state and shell order share one factory; what it says to its sockets is hub-messages.ts.
  */
 
 import { randomUUID } from "node:crypto";
 import type { JupyterService, RestartOutcome } from "../../../core/session/jupyter-service.ts";
 import type { Presence } from "../../../core/session/presence.ts";
 import type { InterruptOutcome } from "../../../core/session/session-port.ts";
-import { every, sleep, systemTimers, type Timers } from "../../../lib/clock.ts";
+import type { Timers } from "../../../lib/clock.ts";
 import type { Log } from "../../../lib/log.ts";
-import type { CellEvent } from "../../../wire/worker-protocol.ts";
 import {
   type Client,
-  type ClientSessions,
   createClientSessions,
   DEFAULT_REPLAY_LIMITS,
   type KernelSocket,
@@ -34,18 +32,18 @@ import {
   type ReplayLimits,
 } from "./client-sessions.ts";
 import {
-  type Channel,
-  type ClientMessage,
-  type Header,
-  jupyterBundle,
-  kernelMessage,
-  parseClientMessage,
-  replyType,
-} from "./messages.ts";
+  type ExecutionState,
+  errorReply,
+  type Hub,
+  RECENT_PARENTS,
+  relay,
+  reply,
+  status,
+} from "./hub-messages.ts";
+import { type ClientMessage, type Header, kernelMessage, parseClientMessage } from "./messages.ts";
 
 export type { KernelSocket } from "./client-sessions.ts";
-
-export type ExecutionState = "starting" | "idle" | "busy" | "restarting" | "dead";
+export type { ExecutionState } from "./hub-messages.ts";
 
 export interface KernelActivity {
   readonly executionState: ExecutionState;
@@ -63,11 +61,15 @@ export interface KernelHubsDeps {
   readonly presence: Presence;
   readonly now: () => number;
   readonly log: Log;
-  /** How often a waiting request and a watched session look again (default 250 ms). */
-  readonly pollMs?: number;
+  /**
+   * A waiting request and a watched session look again when the kernel's standing changed
+   * (`jupyter.standingChanged`, told by readiness), and at the latest after this long: a
+   * guard against a change nobody told, never the way READY is learnt (default 5 s).
+   */
+  readonly recheckMs?: number;
   /** What a client's session keeps while its websocket is gone (client-sessions.ts). */
   readonly replay?: ReplayLimits;
-  readonly timers?: Timers;
+  readonly timers: Timers;
 }
 
 export interface KernelHubs {
@@ -88,31 +90,6 @@ export interface KernelHubs {
   /** Closes every socket (the daemon is stopping: clients reconnect to the next one). */
   closeAll(reason: string): void;
 }
-
-interface Hub {
-  readonly id: string;
-  readonly clients: ClientSessions;
-  kernelSession: string;
-  executionState: ExecutionState;
-  lastActivityMs: number | null;
-  kernelInfo: Readonly<Record<string, unknown>> | null;
-  chain: Promise<void>;
-  /** Shell requests received so far (their order of arrival). */
-  received: number;
-  /** Execute requests received up to this one are aborted: an earlier cell failed. */
-  abortThrough: number;
-  /** Cancels the watch on the session (lib/clock `every`). */
-  watch: (() => void) | null;
-  /**
-   * Headers of recent execute requests by msg_id: the parents of output between requests
-   * (a cell's, never a completion's, which no front end shows).
-   */
-  readonly parents: Map<string, Header>;
-  lastParent: Header;
-}
-
-/** Headers kept to parent output between requests (the newest ones). */
-const RECENT_PARENTS = 64;
 
 /** A comm message has no reply in the protocol (the kernel answers it with iopub, if at all). */
 function isComm(msgType: string): boolean {
@@ -214,9 +191,9 @@ function shareOf(queues: WeakMap<Client, Queued>, client: Client): Queued {
 
 export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   const hubs = new Map<string, Hub>();
-  const pollMs = deps.pollMs ?? 250;
+  const recheckMs = deps.recheckMs ?? 5000;
   const replay = deps.replay ?? DEFAULT_REPLAY_LIMITS;
-  const timers = deps.timers ?? systemTimers;
+  const { timers } = deps;
 
   function hubOf(id: string): Hub {
     let h = hubs.get(id);
@@ -243,107 +220,18 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     return h;
   }
 
-  function broadcast(h: Hub, text: string): void {
-    h.clients.broadcast(text);
+  /** Until the kernel's standing may have changed, the guard's period, or `signal` aborts. */
+  function nextLook(id: string, signal?: AbortSignal): Promise<void> {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const cancel = timers.after(recheckMs, onAbort);
+    return deps.jupyter.standingChanged(id, stop.signal).finally(() => {
+      cancel();
+      signal?.removeEventListener("abort", onAbort);
+      stop.abort();
+    });
   }
-
-  function status(h: Hub, state: ExecutionState, parent: Header): void {
-    h.executionState = state;
-    broadcast(
-      h,
-      kernelMessage("iopub", "status", { execution_state: state }, parent, h.kernelSession),
-    );
-  }
-
-  function reply(
-    h: Hub,
-    socket: Client,
-    channel: Channel,
-    request: ClientMessage,
-    msgType: string,
-    content: Readonly<Record<string, unknown>>,
-  ): void {
-    socket.send(kernelMessage(channel, msgType, content, request.header, h.kernelSession), true);
-  }
-
-  function errorReply(
-    h: Hub,
-    socket: Client,
-    request: ClientMessage,
-    ename: string,
-    evalue: string,
-  ) {
-    const content = { status: "error", ename, evalue, traceback: [`${ename}: ${evalue}`] };
-    reply(h, socket, request.channel, request, replyType(request.msgType), content);
-  }
-
-  /**
-   * One output, to the sockets that should see it: a request's (`socket` asked it), or one
-   * made while no request ran (`socket` null: there is nobody to ask for input).
-   */
-  function relay(h: Hub, socket: Client | null, parent: Header, event: CellEvent): void {
-    h.lastActivityMs = deps.now();
-    switch (event.type) {
-      case "stream":
-        broadcast(
-          h,
-          kernelMessage(
-            "iopub",
-            "stream",
-            { name: event.name, text: event.text },
-            parent,
-            h.kernelSession,
-          ),
-        );
-        return;
-      case "display_data": {
-        const content = { data: jupyterBundle(event.data), metadata: {}, transient: {} };
-        broadcast(h, kernelMessage("iopub", "display_data", content, parent, h.kernelSession));
-        return;
-      }
-      case "jupyter": {
-        const text = kernelMessage(
-          event.channel,
-          event.msgType,
-          event.content,
-          parent,
-          h.kernelSession,
-          event.metadata ?? {},
-          event.buffers ?? [],
-        );
-        if (event.channel === "stdin") {
-          socket?.send(text, true);
-          return;
-        }
-        if (event.msgType === "status") {
-          const state = event.content["execution_state"];
-          if (state === "busy" || state === "idle") h.executionState = state;
-        }
-        broadcast(h, text);
-        return;
-      }
-      case "kernel":
-        // The interpreter is being replaced (an interrupt did not stop the cell): front ends
-        // show "restarting"; the request's error reply follows when the cell is failed.
-        broadcast(
-          h,
-          kernelMessage(
-            "iopub",
-            "status",
-            { execution_state: "restarting" },
-            parent,
-            h.kernelSession,
-          ),
-        );
-        return;
-      default: {
-        const never: never = event;
-        throw new Error(`unhandled event ${JSON.stringify(never)}`);
-      }
-    }
-  }
-
-  const pause = () => sleep(pollMs);
 
   /** Waits until READY; false (and the client told) when the session will never be. */
   async function untilReady(h: Hub, socket: Client, request: ClientMessage): Promise<boolean> {
@@ -356,7 +244,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
         return false;
       }
       if (h.executionState !== "restarting") h.executionState = "starting";
-      await pause();
+      await nextLook(h.id);
     }
   }
 
@@ -384,7 +272,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
           if (event.type === "jupyter" && event.msgType === "status") {
             idle = event.content["execution_state"] === "idle";
           }
-          relay(h, socket, request.header, event);
+          relay(h, socket, request.header, event, deps.now());
         },
         cell: String(request.header["msg_id"]),
         buffers: request.buffers,
@@ -427,7 +315,7 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
     const h = hubs.get(workloadId);
     if (h === undefined || h.clients.size() === 0) return;
     const parent = (cell !== null ? h.parents.get(cell) : undefined) ?? h.lastParent;
-    relay(h, null, parent, event);
+    relay(h, null, parent, event, deps.now());
   });
 
   /** kernel_info from what the kernel said before: a reconnecting client is not held behind a cell. */
@@ -534,18 +422,30 @@ export function createKernelHubs(deps: KernelHubsDeps): KernelHubs {
   /** The session ended: every socket is told and closed, and the hub forgotten. */
   function watch(h: Hub): void {
     if (h.watch !== null) return;
-    h.watch = every(systemTimers, Math.max(pollMs, 1000), () => {
+    const watching = new AbortController();
+    h.watch = () => watching.abort();
+    const look = (): boolean => {
       const standing = deps.jupyter.standing(h.id);
       if (standing.kind === "Ready") {
         if (h.executionState === "starting") h.executionState = "idle";
-        return;
+        return true;
       }
-      if (standing.kind === "Starting") return;
+      if (standing.kind === "Starting") return true;
       const reason = standing.kind === "Dead" ? standing.message : "no such kernel";
       status(h, "dead", {});
       h.clients.closeAll(1000, reason.slice(0, 120));
       stopWatching(h);
       hubs.delete(h.id);
+      return false;
+    };
+    void (async () => {
+      // As the timer did: the first look after a change or the guard's period, not at once.
+      while (!watching.signal.aborted) {
+        await nextLook(h.id, watching.signal);
+        if (watching.signal.aborted || !look()) return;
+      }
+    })().catch((error: unknown) => {
+      deps.log.error("jupyter: watching a session failed", { kernel: h.id, error: String(error) });
     });
   }
 

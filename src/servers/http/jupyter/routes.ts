@@ -108,6 +108,7 @@ export function createJupyterRoutes(deps: ApiDeps): { app: Hono<ApiEnv>; hubs: K
           },
           presence: deps.presence,
           now: () => deps.clock.now(),
+          timers: deps.timers,
           log: deps.log,
         });
 

@@ -8,7 +8,7 @@
  * says how many outputs and bytes it missed, in place. Final events are never dropped.
  * A comment line every `keepaliveMs` keeps proxies and idle timers from cutting a silent cell.
  */
-import { every, systemTimers } from "../../../lib/clock.ts";
+import { every, type Timers } from "../../../lib/clock.ts";
 
 export interface EventStream {
   readonly body: ReadableStream<Uint8Array>;
@@ -29,6 +29,7 @@ const encoder = new TextEncoder();
 export function createEventStream(options: {
   readonly maxBufferedBytes: number;
   readonly keepaliveMs: number;
+  readonly timers: Timers;
 }): EventStream {
   const queue: Uint8Array[] = [];
   let buffered = 0;
@@ -37,7 +38,7 @@ export function createEventStream(options: {
   let closed = false;
   let wake: (() => void) | null = null;
   const cancelled = new AbortController();
-  const stopKeepalive = every(systemTimers, options.keepaliveMs, () =>
+  const stopKeepalive = every(options.timers, options.keepaliveMs, () =>
     enqueue(encoder.encode(": keepalive\n\n")),
   );
 

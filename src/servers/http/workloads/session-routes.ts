@@ -135,6 +135,7 @@ export function registerSessionRoutes(
     const stream = createEventStream({
       maxBufferedBytes: EXEC_STREAM_BUFFER_BYTES,
       keepaliveMs: 15_000,
+      timers: deps.timers,
     });
     const send = (e: CellLogEvent, final: boolean) => {
       stream.push(e.event, e.data, { droppable: !final && e.event !== "kernel", id: e.id });
