@@ -11,7 +11,7 @@ import {
   createOrphanSweeper,
   jobComment,
 } from "../../src/adapters/backend-slurm/orphan-sweeper.ts";
-import { manualClock } from "../../src/lib/clock.ts";
+import { manualClock, manualTimeline } from "../../src/lib/clock.ts";
 import { memoryLog } from "../../src/lib/log.ts";
 import { recordingRunner } from "../support/recording-runner.ts";
 import { newToken } from "../support/slurm-fixtures.ts";
@@ -65,6 +65,7 @@ describe("the orphan sweep lists what the observe path lists", () => {
       intervalMs: 60_000,
       knownTokens: (tokens) => new Set(tokens.filter((t) => t === known)),
       clock: manualClock(),
+      timers: manualTimeline(),
       log: memoryLog(),
     });
     return { sweeper, calls };

@@ -136,11 +136,8 @@ export const UNIT_ALLOWANCES: readonly {
 ];
 
 /**
- * Layer crossings that are debt, not design, each with the change that removes it. Empty:
- * the last ones (the session rules reading the preparer's files, the local backend building
- * isolation-bwrap's plain wrapper) became a port and an injected wrapper. The guard test
- * requires it to stay empty: a crossing is either designed (LAYER_EXCEPTIONS, with its why)
- * or removed, not parked here.
+ * Layer crossings that are debt, not design, each with the change that removes it.
+ * docs/architecture.md names each (test/docs/architecture-paths.test.ts checks it).
  */
 export const KNOWN_LAYER_IMPORTS: readonly {
   readonly file: string;

@@ -37,10 +37,7 @@ export const SYSTEM_TIME_ENTRY_POINTS: ReadonlySet<string> = new Set([
  * and the backend registry are being refactored together (issue 36): their system clock goes
  * into the composition with them.
  */
-export const SYSTEM_TIME_PENDING: ReadonlySet<string> = new Set([
-  "apps/daemon/serve-flags.ts",
-  "adapters/backend-slurm/orphan-sweeper.ts",
-]);
+export const SYSTEM_TIME_PENDING: ReadonlySet<string> = new Set(["apps/daemon/serve-flags.ts"]);
 
 function isAllowed(file: string): boolean {
   return (

@@ -24,7 +24,7 @@ import { join } from "node:path";
 import { isSubmissionToken, type SubmissionToken } from "../../core/models.ts";
 import type { OrphanDiagnostics, OrphanPolicy } from "../../core/ports/allocation-backend.ts";
 import { backgroundLoop } from "../../lib/background-loop.ts";
-import { type Clock, systemTimers, type Timers } from "../../lib/clock.ts";
+import type { Clock, Timers } from "../../lib/clock.ts";
 import { errorCode } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 import type { SlurmBroker } from "./broker.ts";
@@ -76,8 +76,8 @@ export interface OrphanSweeperOptions {
   readonly knownTokens: (tokens: readonly SubmissionToken[]) => ReadonlySet<string>;
   readonly clock: Clock;
   readonly log: Log;
-  /** Default: the system's (lib/clock.ts). */
-  readonly timers?: Timers;
+  /** The sweep's period runs on these (the plugin's background timers; tests: a timeline). */
+  readonly timers: Timers;
 }
 
 export interface OrphanSweeper {
@@ -137,7 +137,7 @@ export function createOrphanSweeper(options: OrphanSweeperOptions): OrphanSweepe
   }
 
   const loop = backgroundLoop({
-    timers: options.timers ?? systemTimers,
+    timers: options.timers,
     run: async () => {
       await sweepOnce();
       return options.intervalMs;

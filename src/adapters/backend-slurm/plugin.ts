@@ -131,6 +131,8 @@ async function create(context: BackendPluginContext<Record<string, never>>) {
           intervalMs: sweep.intervalSeconds * 1000,
           knownTokens,
           clock: context.clock,
+          // A background loop: it does not keep the daemon alive by itself.
+          timers: backgroundTimers,
           log: context.log,
         });
   const profileChecks = slurmProfileChecks(context, placements.catalog);
