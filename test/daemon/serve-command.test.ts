@@ -1,14 +1,16 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
+import { systemAccounts } from "../../src/adapters/accounts-nss/getent-accounts.ts";
 import { BACKENDS } from "../../src/apps/daemon/composition/index.ts";
 import { parseServeConfig } from "../../src/apps/daemon/config.ts";
 import { parseServeArgs } from "../../src/apps/daemon/serve-flags.ts";
+import { systemClock } from "../../src/lib/clock.ts";
 import { UsageError } from "../../src/lib/command/command.ts";
 import { main } from "../../src/main.ts";
 import { captureIo } from "../support/cli-runtime.ts";
 
 const parse = (args: string[], env: Record<string, string> = {}, daemonUid = 0) =>
-  parseServeArgs(args, env, "/srv/o4s", "/home/ada", daemonUid);
+  parseServeArgs(args, env, "/srv/o4s", "/home/ada", daemonUid, systemAccounts(systemClock));
 
 const NOBODY = { uid: 65534, gid: 65534, label: "nobody" };
 
@@ -278,7 +280,10 @@ describe("serve flags", () => {
 
 describe("serve's configuration: flags and environment in one parse", () => {
   const config = (args: string[], env: Record<string, string>) =>
-    parseServeConfig(args, env, "/srv/o4s", "/home/ada", ["/opt/openai4s"]);
+    parseServeConfig(args, env, "/srv/o4s", "/home/ada", ["/opt/openai4s"], {
+      daemonUid: 0,
+      accounts: systemAccounts(systemClock),
+    });
 
   test("the flags' options and the environment's settings, typed, in one object", () => {
     const parsed = config(["--state-dir", "/s", "--poll-min-ms", "500"], {

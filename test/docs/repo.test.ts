@@ -3,10 +3,13 @@
  * README and docs link only to files that exist in the repository, a LICENSE matches the
  * package's license field (the shipped systemd unit is checked in test/deploy/systemd-unit.test.ts).
  */
+
 import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { systemAccounts } from "../../src/adapters/accounts-nss/getent-accounts.ts";
 import { parseServeArgs } from "../../src/apps/daemon/serve-flags.ts";
+import { systemClock } from "../../src/lib/clock.ts";
 import { REPO_ROOT, trackedFiles } from "../support/tracked-files.ts";
 
 const ROOT = REPO_ROOT;
@@ -75,7 +78,8 @@ describe("docs/operations.md: an admin's first hour has no trap", () => {
     const line = /^#(ExecStart=\/usr\/local\/bin\/openai4s serve .*--listen .*)$/m.exec(unit)?.[1];
     expect(line).toBeDefined();
     const args = (line ?? "").split(" ").slice(2);
-    const parsed = parseServeArgs(args, { OPENAI4S_STATE_DIR: "/var/lib/openai4s" }, "/", "/", 941);
+    const env = { OPENAI4S_STATE_DIR: "/var/lib/openai4s" };
+    const parsed = parseServeArgs(args, env, "/", "/", 941, systemAccounts(systemClock));
     expect(parsed).toMatchObject({
       listen: [{ kind: "unix" }, { kind: "tcp", port: 8470 }],
       listenTls: { certPath: "/etc/openai4s/api-cert.pem", keyPath: "/etc/openai4s/api-key.pem" },

@@ -13,8 +13,10 @@
  * client's variables, the local backend's job environment) is not a setting: that stays the
  * environment itself.
  */
+
 import * as v from "valibot";
 import { MIN_OWNER_UID_ENV, parseMinOwnerUid } from "../../adapters/isolation-bwrap/run-as.ts";
+import type { AccountDatabase } from "../../core/accounts.ts";
 import type { OrphanPolicy } from "../../core/ports/allocation-backend.ts";
 import type { RegisteredBackend } from "../../core/ports/backend-plugin.ts";
 import { WORKER_LISTEN_ENV, workerGatewayListenFromEnv } from "../../core/ports/worker-gateway.ts";
@@ -341,8 +343,10 @@ export function parseServeConfig(
   cwd: string,
   homeDir: string,
   selfCommand: readonly string[],
+  /** What the entry point knows of the host: the daemon's uid and the site's accounts. */
+  host: { readonly daemonUid: number; readonly accounts: AccountDatabase },
 ): ServeConfigResult {
-  const options = parseServeArgs(args, env, cwd, homeDir);
+  const options = parseServeArgs(args, env, cwd, homeDir, host.daemonUid, host.accounts);
   if (options === "help") return { kind: "Help" };
   const parsed = parseDaemonSettings(env, selfCommand);
   return parsed.kind === "Invalid"

@@ -2,7 +2,9 @@
  * `openai4s serve`: its configuration from flags and environment, parsed once (config.ts),
  * starts the daemon, and turns SIGTERM/SIGINT into a graceful stop.
  */
+
 import { homedir } from "node:os";
+import { systemAccounts } from "../../adapters/accounts-nss/getent-accounts.ts";
 import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { jsonLog } from "../../lib/log.ts";
@@ -51,7 +53,10 @@ export const serveCommand: Command = {
   summary: "Run the daemon: admin API, reconciler and (opt-in) worker gateway",
   async run(args: readonly string[], io: CommandIo) {
     const self = selfCommand();
-    const parsed = parseServeConfig(args, io.env, process.cwd(), homedir(), self);
+    const parsed = parseServeConfig(args, io.env, process.cwd(), homedir(), self, {
+      daemonUid: process.getuid?.() ?? -1,
+      accounts: systemAccounts(systemClock),
+    });
     if (parsed.kind === "Help") {
       io.stdout(serveHelp());
       return 0;

@@ -6,15 +6,14 @@
  */
 
 import { resolve } from "node:path";
-import { systemAccounts } from "../../adapters/accounts-nss/getent-accounts.ts";
 import {
   chooseJobIdentity,
   type IdentityChoice,
   RUN_AS_ENV,
   UID_RANGE_ENV,
 } from "../../adapters/isolation-bwrap/run-as.ts";
+import type { AccountDatabase } from "../../core/accounts.ts";
 import type { PrincipalLimits } from "../../core/principals.ts";
-import { systemClock } from "../../lib/clock.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import type { LogLevel } from "../../lib/log.ts";
@@ -123,7 +122,9 @@ export function parseServeArgs(
   env: Readonly<Record<string, string | undefined>>,
   cwd: string,
   homeDir: string,
-  daemonUid: number = process.getuid?.() ?? -1,
+  daemonUid: number,
+  /** The site's accounts (NSS), for --run-as: handed in by the entry point, with its clock. */
+  accounts: AccountDatabase,
 ): ServeOptions | "help" {
   const parsed = parse(args);
   const v = parsed.values;
@@ -167,12 +168,7 @@ export function parseServeArgs(
   const runAsSpec = v["run-as"] ?? (runAsEnv === "" ? undefined : runAsEnv);
   const rangeEnv = env[UID_RANGE_ENV];
   const uidRangeSpec = v["uid-range"] ?? (rangeEnv === "" ? undefined : rangeEnv);
-  const identity = chooseJobIdentity(
-    runAsSpec,
-    uidRangeSpec,
-    daemonUid,
-    systemAccounts(systemClock),
-  );
+  const identity = chooseJobIdentity(runAsSpec, uidRangeSpec, daemonUid, accounts);
   if (identity.kind === "Invalid") throw new UsageError(`serve: ${identity.message}`);
   return {
     stateDir,
