@@ -3,6 +3,7 @@
  * local one, raw: the decorator is what sandboxes it here). The same code runs against the
  * Slurm dev cluster in test/session/slurm-session.cluster.test.ts.
  */
+
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
@@ -51,6 +52,7 @@ function setup(bwrapPath?: string) {
     log: silentLog,
     hostEnv: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
     killGraceMs: 500,
+    plainLaunch: plainWrapper(fixedIdentities(null)),
   });
   const sandbox = createBubblewrapSandbox({
     runAs: TEST_RUN_AS,

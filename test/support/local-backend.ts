@@ -2,6 +2,7 @@
  * Shared set-up for the local backend's tests: real processes, real files, a temp state dir
  * per test, and a clean-up that kills every supervisor and job group the test left behind.
  */
+
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -16,6 +17,8 @@ import {
   readBootId,
   readProcStat,
 } from "../../src/adapters/backend-local/proc.ts";
+import { plainWrapper } from "../../src/adapters/isolation-bwrap/launch-argv.ts";
+import { fixedIdentities } from "../../src/adapters/isolation-bwrap/uid-leases.ts";
 import { type StateLayout, stateLayout } from "../../src/core/layout.ts";
 import {
   externalHandle,
@@ -81,6 +84,8 @@ export function backendOptions(
       [DAEMON_SECRET_NAME]: "must-not-reach-jobs",
     },
     killGraceMs: 500,
+    // The daemon's composition hands the backend this (session-isolation.ts).
+    plainLaunch: plainWrapper(fixedIdentities(null)),
     ...overrides,
   };
 }

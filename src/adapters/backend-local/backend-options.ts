@@ -6,7 +6,7 @@
 import { availableParallelism, totalmem } from "node:os";
 import { DEFAULT_PIDS_MAX, type ResourceProfile } from "../../core/models.ts";
 import type { BackendWith } from "../../core/ports/allocation-backend.ts";
-import type { JobIdentities, RunAs, Sandbox } from "../../core/sandbox.ts";
+import type { LaunchWrapper, Sandbox } from "../../core/sandbox.ts";
 import type { Clock } from "../../lib/clock.ts";
 import type { FaultPoints } from "../../lib/fault-point.ts";
 import type { Log } from "../../lib/log.ts";
@@ -55,12 +55,12 @@ export interface LocalBackendOptions {
   /** When given, every launch runs inside it and the backend declares session isolation. */
   readonly sandbox?: Sandbox;
   /**
-   * Without a sandbox: the identity jobs run as (the daemon runs as root). A sandbox brings
-   * its own. Default null: jobs keep the daemon's uid (a daemon that is not root).
+   * Without a sandbox: the wrapper every launch goes through (who it runs as, a clean
+   * environment), handed in by whoever builds the backend (the daemon's composition,
+   * `openai4s restore`, tests), so this adapter builds no other adapter's wrapper. One of
+   * `sandbox` and `plainLaunch` is required.
    */
-  readonly runAs?: RunAs | null;
-  /** Without a sandbox: who each launch runs as; default: `runAs` for every one. */
-  readonly identities?: JobIdentities;
+  readonly plainLaunch?: LaunchWrapper;
   /**
    * The daemon's own trees (its state dir and spool), which no mount's source may resolve
    * into; the host's /proc, /sys, /dev and /etc are added. Default: the spool and backendDir.

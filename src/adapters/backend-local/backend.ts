@@ -26,8 +26,6 @@ import { createChangeFeed } from "../../core/change-feed.ts";
 import { decorateBackend } from "../../core/decorate-backend.ts";
 import { type CancelResult, NO_CAPABILITIES } from "../../core/ports/allocation-backend.ts";
 import type { LaunchWrapper, Sandbox } from "../../core/sandbox.ts";
-import { plainWrapper } from "../isolation-bwrap/launch-argv.ts";
-import { fixedIdentities } from "../isolation-bwrap/uid-leases.ts";
 import {
   type IsolatingLocalBackend,
   LOCAL_BACKEND_NAME,
@@ -59,8 +57,9 @@ export function createLocalBackend(options: LocalBackendOptions): LocalBackend {
 
 /** The port, each method one of the files beside this one, all over one shared context. */
 function createBackend(options: LocalBackendOptions): LocalBackend {
-  const wrapper: LaunchWrapper =
-    options.sandbox ?? plainWrapper(options.identities ?? fixedIdentities(options.runAs ?? null));
+  const wrapper: LaunchWrapper | undefined = options.sandbox ?? options.plainLaunch;
+  // A caller's bug, not a condition to answer: every builder hands one or the other in.
+  if (wrapper === undefined) throw new Error("a local backend needs a sandbox or a plainLaunch");
   const ctx = createLocalContext(options, wrapper);
   // Random per process: a cursor from before a restart is expired, never trusted.
   const feed = createChangeFeed(randomBytes(8).toString("hex"));

@@ -88,7 +88,7 @@ async function create(context: BackendPluginContext<LocalSettings>) {
     log: context.log,
     hostEnv: context.env,
     faults: context.faults,
-    identities: context.identities,
+    plainLaunch: context.isolation.plainLaunch,
     mountForbidden: [context.layout.root, context.layout.spool],
   };
   const isolated = await context.isolation.onThisMachine((sandbox) =>

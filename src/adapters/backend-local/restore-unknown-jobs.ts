@@ -3,10 +3,12 @@
  * taken. The restored daemon never adopts a job it has no row for, so such a job runs to
  * its end unmanaged; restore names them once, and cancels them when asked.
  */
+
 import { chownSync, existsSync, mkdirSync, readdirSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { externalHandle, type SubmissionToken } from "../../core/models.ts";
 import type { UnknownJob } from "../../core/ports/backend-plugin.ts";
+import type { LaunchWrapper } from "../../core/sandbox.ts";
 import { type Clock, sleep } from "../../lib/clock.ts";
 import { silentLog } from "../../lib/log.ts";
 import { selfCommand } from "../../lib/self-command.ts";
@@ -100,6 +102,7 @@ export async function cancelUnknownJobs(
   spoolDir: string,
   jobs: readonly UnknownJob[],
   clock: Clock,
+  plainLaunch: LaunchWrapper,
 ): Promise<readonly string[]> {
   if (jobs.length === 0) return [];
   const backend = createLocalBackend({
@@ -107,6 +110,7 @@ export async function cancelUnknownJobs(
     spoolDir,
     selfCommand: selfCommand(),
     clock,
+    plainLaunch,
     log: silentLog,
     hostEnv: {},
   });

@@ -12,10 +12,13 @@
  *   after the copy, under a token the copy never saw. Nothing can find that job by token.
  *   These workloads are listed; `--cancel-pending` cancels them instead of resubmitting.
  */
+
 import { Database } from "bun:sqlite";
 import { chmodSync, chownSync, closeSync, existsSync, openSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
+import { plainWrapper } from "../../adapters/isolation-bwrap/launch-argv.ts";
+import { fixedIdentities } from "../../adapters/isolation-bwrap/uid-leases.ts";
 import { openDatabase, requestStop } from "../../adapters/store-sqlite/index.ts";
 import { type StateLayout, stateLayout } from "../../core/layout.ts";
 import { TERMINAL_PHASES } from "../../core/models.ts";
@@ -65,6 +68,9 @@ Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage 
 
 /** How long restore waits for cancelled unknown jobs to end before moving their records. */
 const STOP_WAIT_MS = 30_000;
+
+/** The launch a backend built to cancel is given: it starts nothing, as the daemon's uid. */
+const RESTORE_LAUNCH = plainWrapper(fixedIdentities(null));
 
 const TERMINAL_SQL = TERMINAL_PHASES.map((p) => `'${p}'`).join(", ");
 
@@ -345,7 +351,7 @@ async function unknownJobsOf(
   const dir = layout.backendDir(name);
   const running = restore.unknownRunningJobs(dir, tokens);
   const problems = cancel
-    ? await restore.cancelUnknownJobs(dir, layout.spool, running, systemClock)
+    ? await restore.cancelUnknownJobs(dir, layout.spool, running, systemClock, RESTORE_LAUNCH)
     : [];
   // Their supervisors stop them within the kill grace: then their records go aside too.
   if (cancel && problems.length === 0) await restore.waitUntilEnded(dir, running, STOP_WAIT_MS);

@@ -19,7 +19,7 @@ import type { Log } from "../../lib/log.ts";
 import type { AccountDatabase } from "../accounts.ts";
 import type { StateLayout } from "../layout.ts";
 import type { ResourceProfile, SubmissionToken } from "../models.ts";
-import type { JobIdentities, Sandbox } from "../sandbox.ts";
+import type { JobIdentities, LaunchWrapper, Sandbox } from "../sandbox.ts";
 import type { AllocationBackend, OrphanPolicy } from "./allocation-backend.ts";
 import type { CapabilityName } from "./backend-capabilities.ts";
 
@@ -61,6 +61,11 @@ export interface ClusterJobEnv {
  * every backend so that none builds a sandbox or decides when sessions are allowed itself.
  */
 export interface SessionIsolationKit {
+  /**
+   * The launch of a job with no sandbox: who it runs as (the daemon's identities) and a clean
+   * environment. A backend is handed it, so no backend builds the sandbox adapter's wrapper.
+   */
+  readonly plainLaunch: LaunchWrapper;
   /**
    * Jobs run on this machine: the sandbox is verified here, at start. `build` makes the
    * backend with the verified sandbox, or without one (null) when it does not verify.
@@ -186,6 +191,8 @@ export interface BackendRestoreHelpers {
     jobs: readonly UnknownJob[],
     /** The restore command's clock (system time enters at the program's edge). */
     clock: Clock,
+    /** The backend's launch (a cancel starts nothing, but the backend is built whole). */
+    plainLaunch: LaunchWrapper,
   ): Promise<readonly string[]>;
   waitUntilEnded(backendDir: string, jobs: readonly UnknownJob[], timeoutMs: number): Promise<void>;
   /** Moves the records of ended unknown jobs aside; their tokens. */

@@ -95,6 +95,7 @@ export function sessionIsolationKit(
   readOnlyExtra: readonly string[],
 ): SessionIsolationKit {
   return {
+    plainLaunch: plainWrapper(context.identities),
     async onThisMachine(build): Promise<IsolatedBackend> {
       const isolation = await localSessionIsolation(context, readOnlyExtra);
       switch (isolation.kind) {
