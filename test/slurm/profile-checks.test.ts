@@ -122,3 +122,30 @@ test("no answer from the scheduler is UNANSWERED, never IMPOSSIBLE, and logged a
   expect(log.lines.filter((l) => l.includes('"level":"warn"'))).toEqual([]);
   await checks.stop();
 });
+
+test("a job of a refused profile accepted by the scheduler clears the refusal at once, not one interval later", async () => {
+  const timeline = manualTimeline();
+  const log = memoryLog();
+  const checks = createProfileChecks({
+    catalog,
+    run: async (args) => (args.includes("--partition=gpuu") ? REFUSED : ACCEPTED),
+    clock: timeline,
+    timers: timeline,
+    log,
+    intervalMs: 600_000,
+    publicForm,
+  });
+  checks.start();
+  timeline.advance(0);
+  await settle();
+  expect(checks.report().map((c) => c.outcome)).toEqual(["POSSIBLE", "IMPOSSIBLE"]);
+  // A profile the checks never refused is left alone.
+  checks.accepted("good");
+  expect(checks.report()[0]?.detail).not.toContain("accepted a job");
+  // The admin fixed the partition and a trial went through: no longer degraded.
+  timeline.advance(5_000);
+  checks.accepted("typo");
+  expect(checks.report()[1]).toMatchObject({ outcome: "POSSIBLE", since: timeline.now() });
+  expect(log.lines.filter((l) => l.includes("accepts a profile again"))).toHaveLength(1);
+  await checks.stop();
+});

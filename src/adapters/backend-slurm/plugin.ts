@@ -31,7 +31,7 @@ import {
   preflightClusterConfig,
 } from "./cluster-config.ts";
 import { createOrphanSweeper, loadOwnerId } from "./orphan-sweeper.ts";
-import { createProfileChecks } from "./profile-checks.ts";
+import { createProfileChecks, withAcceptedSubmissions } from "./profile-checks.ts";
 import { createSbatchTestRun } from "./profiles-preflight.ts";
 import { hiddenNamesOf, publicMessageRewriter, withPublicMessages } from "./public-messages.ts";
 import { createSiteArrayLimit } from "./site-array-limit.ts";
@@ -160,7 +160,10 @@ async function create(context: BackendPluginContext<Record<string, never>>) {
   // The site's MaxArraySize, read from the controller in the background (a minute between
   // tries until it answers): profiles show Slurm's default until then.
   const arrayLimit = createSiteArrayLimit({ broker, log: context.log, retryMs: 60_000 });
-  const slurmBackend = build(arrayLimit.catalog(placements.catalog), true);
+  const slurmBackend = withAcceptedSubmissions(
+    build(arrayLimit.catalog(placements.catalog), true),
+    profileChecks,
+  );
   // The sandbox on the launch line, verified on the nodes by a probe on its own smallest
   // placement (a backend over a one-entry catalog).
   const isolated = await context.isolation.onNodes(

@@ -13,7 +13,8 @@
  * restart, which checks every profile again before the first interval.
  */
 
-import type { ProfileCheck } from "../../core/ports/allocation-backend.ts";
+import { decorateBackend } from "../../core/decorate-backend.ts";
+import type { AllocationBackend, ProfileCheck } from "../../core/ports/allocation-backend.ts";
 import { backgroundLoop } from "../../lib/background-loop.ts";
 import type { Clock, Timers } from "../../lib/clock.ts";
 import type { Log } from "../../lib/log.ts";
@@ -25,6 +26,12 @@ export interface ProfileChecks {
   stop(): Promise<void>;
   /** The last answer for each profile (none before the first run). */
   report(): readonly ProfileCheck[];
+  /**
+   * The scheduler accepted a job of this profile: a refusal its last dry run gave is out of
+   * date (the admin fixed the partition), so the profile is no longer shown degraded for up
+   * to one interval after its jobs run again.
+   */
+  accepted(profile: string): void;
 }
 
 export interface ProfileChecksOptions {
@@ -91,5 +98,37 @@ export function createProfileChecks(options: ProfileChecksOptions): ProfileCheck
     start: () => loop.start(),
     stop: () => loop.stop(),
     report: () => [...last.values()],
+    accepted(profile) {
+      const before = last.get(profile);
+      if (before?.outcome !== "IMPOSSIBLE") return;
+      const at = options.clock.now();
+      const detail = "the scheduler accepted a job of this profile since its last dry run";
+      const check: ProfileCheck = {
+        ...before,
+        outcome: "POSSIBLE",
+        detail,
+        publicDetail: detail,
+        checkedAt: at,
+        since: at,
+      };
+      note(check);
+      last = new Map(last).set(profile, check);
+    },
   };
+}
+
+/** The backend, telling `checks` of each profile whose submission the scheduler accepted. */
+export function withAcceptedSubmissions<B extends AllocationBackend>(
+  backend: B,
+  checks: Pick<ProfileChecks, "accepted">,
+): B {
+  return decorateBackend(backend, {
+    async submit(requests) {
+      const results = await backend.submit(requests);
+      for (const r of requests) {
+        if (results.get(r.token)?.kind === "Created") checks.accepted(r.profile);
+      }
+      return results;
+    },
+  });
 }
