@@ -101,6 +101,12 @@ describe.skipIf(testCluster === null)(
 
       // A principal over TCP: degraded too, in the hidden form.
       const adminToken = readFileSync(join(d.stateDir, "admin-token"), "utf8").trim();
+      // /metrics says so too (the alerting rule fires on it), for this profile only.
+      const metrics = await (
+        await fetch(`${tcp}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } })
+      ).text();
+      expect(metrics).toContain('openai4s_profile_scheduler_refuses{profile="typo"} 1');
+      expect(metrics).toMatch(/openai4s_profile_scheduler_refuses\{profile="(?!typo)[^"]+"\} 0/);
       const asAdmin = (path: string, body: unknown) =>
         fetch(`${tcp}${path}`, {
           method: "POST",

@@ -55,6 +55,8 @@ export interface MetricsInput {
     readonly name: string;
     readonly degraded: boolean;
     readonly consecutiveRejections: number;
+    /** The scheduler's last dry run refused it (a partition the cluster lacks). */
+    readonly schedulerRefuses: boolean;
   }[];
 }
 
@@ -290,6 +292,18 @@ function profileSection(out: Exposition, profiles: NonNullable<MetricsInput["pro
       "openai4s_profile_consecutive_rejections",
       { profile: p.name },
       p.consecutiveRejections,
+    );
+  }
+  out.family(
+    "openai4s_profile_scheduler_refuses",
+    "gauge",
+    "1 while the scheduler's dry run of this profile refuses any job of it (checked at start and every 10 minutes; 0 once one of its jobs is accepted).",
+  );
+  for (const p of profiles) {
+    out.sample(
+      "openai4s_profile_scheduler_refuses",
+      { profile: p.name },
+      p.schedulerRefuses ? 1 : 0,
     );
   }
 }

@@ -9,6 +9,7 @@ import {
   type IsolationVerdict,
   launchesSandboxed,
   type OrphanDiagnostics,
+  type ProfileCheck,
   sessionIsolationVerdict,
 } from "../../../core/ports/allocation-backend.ts";
 import { withDeadline } from "../../../lib/clock.ts";
@@ -74,14 +75,18 @@ function spoolView(r: SpoolSpaceReport) {
 }
 
 /** Every profile with its breaker, the breakers read once (not once per profile). */
-function profileBreakerFigures(deps: ApiDeps) {
+function profileBreakerFigures(deps: ApiDeps, checks: readonly ProfileCheck[] | undefined) {
   const breakers = breakerStates(deps.reconciler);
+  const refused = new Set(
+    (checks ?? []).filter((c) => c.outcome === "IMPOSSIBLE").map((c) => c.profile),
+  );
   return deps.backend.profiles().map((p) => {
     const state = breakers.get(p.name);
     return {
       name: p.name,
       degraded: state?.kind === "Open",
       consecutiveRejections: state?.consecutiveRejections ?? 0,
+      schedulerRefuses: refused.has(p.name),
     };
   });
 }
@@ -182,7 +187,7 @@ export function createSystemRoutes(
       isolation: isolationView(deps),
       ...(deps.spool === undefined ? {} : { spool: deps.spool.report() }),
       ...(deps.stateDirSpace === undefined ? {} : { stateDir: deps.stateDirSpace.report() }),
-      profiles: profileBreakerFigures(deps),
+      profiles: profileBreakerFigures(deps, backend.profileChecks),
     });
     return c.body(text, 200, { "Content-Type": PROMETHEUS_CONTENT_TYPE });
   });
