@@ -55,7 +55,7 @@ export interface MetricsInput {
     readonly name: string;
     readonly degraded: boolean;
     readonly consecutiveRejections: number;
-    /** The scheduler's last dry run refused it (a partition the cluster lacks). */
+    /** The scheduler's last dry run refused it (a placement the cluster lacks). */
     readonly schedulerRefuses: boolean;
   }[];
 }
