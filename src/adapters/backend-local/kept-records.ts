@@ -4,10 +4,19 @@
  * state dir's free space: room reserved before the job starts, and writes retried until
  * they land, the supervisor alive meanwhile (issue 33).
  */
-import { existsSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { blockFor } from "../../lib/block-sleep.ts";
-import { writeFileDurable } from "../../lib/durable-fs.ts";
+import { fsyncDir, writeFileDurable } from "../../lib/durable-fs.ts";
 import type { Log } from "../../lib/log.ts";
 
 /**
@@ -39,7 +48,43 @@ export function writeKept(
   log: Log,
   sleep: RetrySleep,
 ): void {
+  try {
+    writeFileDurable(path, data);
+    return;
+  } catch {
+    // No room: the record goes into the reserve's own blocks, below.
+  }
+  if (intoReserve(dir, path, data)) return;
   keepTrying(dir, path, () => writeFileDurable(path, data), log, sleep);
+}
+
+/**
+ * The record written over the reserve's first bytes (blocks it already holds, so no free
+ * space is needed), the rest cut off, and the reserve renamed to the record's name. Freeing
+ * the reserve and writing afresh lost that room to whoever wrote next: the daemon's database
+ * and its WAL checkpointer, which retries on a full disk, took it first, and a job that had
+ * run stayed without its end record (1 run in 3 on a full tmpfs). False: no reserve, or the
+ * record is larger than it; the caller frees it and retries as before.
+ */
+function intoReserve(dir: string, path: string, data: string): boolean {
+  const reserve = join(dir, END_RESERVE);
+  const bytes = new TextEncoder().encode(data);
+  if (!existsSync(reserve) || bytes.length > END_RESERVE_BYTES) return false;
+  try {
+    const fd = openSync(reserve, "r+");
+    try {
+      writeSync(fd, bytes, 0, bytes.length, 0);
+      ftruncateSync(fd, bytes.length);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(reserve, path);
+    fsyncDir(dir);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
