@@ -18,13 +18,13 @@ const RAW =
   /\b(?:setTimeout|setInterval)\s*\(|\bBun\s*\.\s*sleep(?:Sync)?\s*\(|["']node:timers(?:\/promises)?["']|["']timers(?:\/promises)?["']/;
 
 /** Comments blanked (newlines kept, so line numbers hold): a comment may name a timer. */
-function withoutComments(source: string): string {
+export function withoutComments(source: string): string {
   return source
     .replace(/\/\*[\s\S]*?\*\//g, (block) => block.replace(/[^\n]/g, " "))
     .replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
 }
 
-function sourceFiles(dir: string): string[] {
+export function sourceFiles(dir: string): string[] {
   const out: string[] = [];
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);

@@ -6,8 +6,10 @@
  * `options.timers ?? systemTimers`, so a caller that forgot to pass its timeline ran on real
  * time, and the test slept instead of advancing).
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { join, relative, sep } from "node:path";
+
+import { readFileSync } from "node:fs";
+import { relative, sep } from "node:path";
+import { sourceFiles, withoutComments } from "./raw-timers.ts";
 
 export interface SystemTimeUse {
   /** Relative to the tree's root, with forward slashes. */
@@ -46,23 +48,6 @@ function isAllowed(file: string): boolean {
     SYSTEM_TIME_ENTRY_POINTS.has(file) ||
     SYSTEM_TIME_PENDING.has(file)
   );
-}
-
-/** Comments blanked (newlines kept, so line numbers hold): a comment may name them. */
-function withoutComments(source: string): string {
-  return source
-    .replace(/\/\*[\s\S]*?\*\//g, (block) => block.replace(/[^\n]/g, " "))
-    .replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
-}
-
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) out.push(...sourceFiles(path));
-    else if (/\.(?:ts|tsx|js|mjs)$/.test(name)) out.push(path);
-  }
-  return out;
 }
 
 /** Every use of the system time under `root` (a `src/` tree) where it may not be. */
