@@ -37,23 +37,23 @@ describe("--server, $OPENAI4S_SERVER, default socket", () => {
 
 describe("tokens", () => {
   const files = {
-    readFile: (p: string) => (p === "/srv/o4s/t" ? " tok\n" : ""),
+    readFile: async (p: string) => (p === "/srv/o4s/t" ? " tok\n" : ""),
     cwd: () => "/srv/o4s",
   };
-  test("--token-file is read and trimmed; else $OPENAI4S_TOKEN; else none", () => {
-    expect(resolveToken("t", { OPENAI4S_TOKEN: "env" }, files)).toBe("tok");
-    expect(resolveToken(undefined, { OPENAI4S_TOKEN: "env" }, files)).toBe("env");
-    expect(resolveToken(undefined, {}, files)).toBeNull();
+  test("--token-file is read and trimmed; else $OPENAI4S_TOKEN; else none", async () => {
+    expect(await resolveToken("t", { OPENAI4S_TOKEN: "env" }, files)).toBe("tok");
+    expect(await resolveToken(undefined, { OPENAI4S_TOKEN: "env" }, files)).toBe("env");
+    expect(await resolveToken(undefined, {}, files)).toBeNull();
   });
-  test("an unreadable or empty token file is a usage error naming the flag", () => {
+  test("an unreadable or empty token file is a usage error naming the flag", async () => {
     const failing = {
-      readFile: () => {
+      readFile: async () => {
         throw new Error("EACCES");
       },
       cwd: () => "/",
     };
-    expect(() => resolveToken("/x", {}, failing)).toThrow(/--token-file/);
-    expect(() => resolveToken("/empty", {}, files)).toThrow(/empty/);
+    await expect(resolveToken("/x", {}, failing)).rejects.toThrow(/--token-file/);
+    await expect(resolveToken("/empty", {}, files)).rejects.toThrow(/empty/);
   });
 });
 

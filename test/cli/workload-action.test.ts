@@ -22,11 +22,12 @@ function answering(body: unknown) {
     homeDir: () => "/home/test",
     cwd: () => "/srv/o4s",
     // As the file system answers for a file that is not there (the site's client.toml).
-    readFile: (path) => {
+    readFile: async (path) => {
       throw Object.assign(new Error(`ENOENT: no such file: ${path} (no files in this test)`), {
         code: "ENOENT",
       });
     },
+    fileExists: async () => false,
     isTty: () => false,
     sleep: async () => {},
     now: () => 1_800_000_000_000,

@@ -50,11 +50,12 @@ export function runtimeFor(h: Harness, options: { readonly tty?: boolean } = {})
     homeDir: () => "/home/test",
     cwd: () => "/srv/o4s",
     // As the file system answers for a file that is not there (the site's client.toml).
-    readFile: (path) => {
+    readFile: async (path) => {
       throw Object.assign(new Error(`ENOENT: no such file: ${path} (no files in this test)`), {
         code: "ENOENT",
       });
     },
+    fileExists: async () => false,
     isTty: () => options.tty === true,
     sleep: async (ms) => {
       runtime.nowMs += ms;

@@ -57,7 +57,7 @@ export function createAuditCommand(runtime: ClientRuntime = systemRuntime): Comm
       const limit = parseIntegerFlag("audit", "--limit", values.limit, { min: 1, max: 10_000 });
       if (limit !== undefined) query.set("limit", String(limit));
       const qs = query.toString();
-      const result = await connect().request<{ items: AuditEntry[] }>(
+      const result = await (await connect()).request<{ items: AuditEntry[] }>(
         "GET",
         `/v1/audit${qs ? `?${qs}` : ""}`,
       );

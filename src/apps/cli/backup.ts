@@ -64,7 +64,7 @@ function createBackupCommand(runtime: ClientRuntime = systemRuntime): Command {
       if (given === undefined) throw new UsageError("backup: DEST is required");
       if (extra.length > 0) throw new UsageError(`backup: unexpected argument "${extra[0]}"`);
       const dest = resolve(runtime.cwd(), given);
-      const client = connect();
+      const client = await connect();
       let fd: number;
       try {
         // O_EXCL: the existence check and the creation are one step; 0600: the store holds

@@ -11,7 +11,6 @@
  *   munge = true                                    # prove the user with MUNGE, no token
  *   munge_socket = "/run/munge/munge.socket.2"     # munged's socket, if not the default
  */
-import { parse } from "smol-toml";
 import { UsageError } from "../../lib/command/command.ts";
 
 export const CLIENT_CONFIG_ENV = "OPENAI4S_CLIENT_CONFIG";
@@ -35,22 +34,34 @@ export const NO_CLIENT_CONFIG: ClientConfig = Object.freeze({
 
 const KEYS = ["admin_socket", "socket", "server", "munge", "munge_socket"] as const;
 
+/** How the settings file is read (the client's runtime; a test's own files). */
+export interface ConfigFiles {
+  /** The file's text; rejects as the file system does (ENOENT, EACCES, EISDIR...). */
+  readonly readFile: (path: string) => Promise<string>;
+  /** Whether a file is there: a read that fails costs an error object, 1–3 ms of a command. */
+  readonly fileExists: (path: string) => Promise<boolean>;
+}
+
 /** The file's settings; a missing file is no settings (the personal daemon's socket). */
-export function readClientConfig(
+export async function readClientConfig(
   env: Readonly<Record<string, string | undefined>>,
-  readFile: (path: string) => string,
-): ClientConfig {
+  files: ConfigFiles,
+): Promise<ClientConfig> {
   const given = env[CLIENT_CONFIG_ENV];
   const path = given === undefined || given === "" ? DEFAULT_CLIENT_CONFIG : given;
+  // Every command of a machine without a site daemon asks: the cheap question first.
+  if (path === DEFAULT_CLIENT_CONFIG && !(await files.fileExists(path))) return NO_CLIENT_CONFIG;
   let text: string;
   try {
-    text = readFile(path);
+    text = await files.readFile(path);
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     // The default file is absent on a machine with no site daemon; one named is required.
     if (code === "ENOENT" && path === DEFAULT_CLIENT_CONFIG) return NO_CLIENT_CONFIG;
     throw new UsageError(`cannot read ${path}: ${(error as Error).message}`);
   }
+  // Loaded only where a site has the file: the parser is most of a short command's code.
+  const { parse } = await import("smol-toml");
   let table: Record<string, unknown>;
   try {
     table = parse(text) as Record<string, unknown>;

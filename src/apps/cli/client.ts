@@ -32,7 +32,10 @@ export interface ClientRuntime {
   readonly fetch: ClientFetch;
   readonly homeDir: () => string;
   readonly cwd: () => string;
-  readonly readFile: (path: string) => string;
+  /** A file's text; rejects as the file system does (ENOENT, EACCES...). */
+  readonly readFile: (path: string) => Promise<string>;
+  /** Whether a file is there, without the cost of a failed read's error. */
+  readonly fileExists: (path: string) => Promise<boolean>;
   /** Whether stdout is a terminal (live status lines) . */
   readonly isTty: () => boolean;
   readonly sleep: (ms: number) => Promise<void>;
@@ -40,13 +43,16 @@ export interface ClientRuntime {
   readonly now: () => number;
 }
 
-// `node:fs` and `node:os` are loaded when first needed, not imported: each costs a client
-// command about a millisecond of start-up, and most calls read no file (bench/startup.bench.ts).
+// No `node:fs` and no `node:os` on a short command's path: loading node:fs alone cost
+// `openai4s list` 2–3 ms of its 12 ms past the runtime's start (issue 34, measured in the
+// binary); Bun.file reads the few files a client reads.
 export const systemRuntime: ClientRuntime = {
   fetch: (url, init) => fetch(url, init),
-  homeDir: () => process.getBuiltinModule("node:os").homedir(),
+  // os.homedir() answers $HOME when it is set; only without it is the account asked.
+  homeDir: () => process.env["HOME"] || process.getBuiltinModule("node:os").homedir(),
   cwd: () => process.cwd(),
-  readFile: (path) => process.getBuiltinModule("node:fs").readFileSync(path, "utf8"),
+  readFile: (path) => Bun.file(path).text(),
+  fileExists: (path) => Bun.file(path).exists(),
   isTty: () => process.stdout.isTTY === true,
   sleep: (ms) => sleep(ms),
   now: () => Date.now(),
@@ -98,7 +104,7 @@ export type ClientInvocation<O extends CommandOptions> = ReturnType<typeof parse
    * argument checks, so that a bad argument is reported as such and not as whatever the
    * connection flags happen to get wrong.
    */
-  readonly connect: () => ApiClient;
+  readonly connect: () => Promise<ApiClient>;
 };
 
 export interface ClientCommandSpec<O extends CommandOptions> {
@@ -175,15 +181,15 @@ export function resolveServer(
   return { kind: "http", baseUrl: url.origin };
 }
 
-export function resolveToken(
+export async function resolveToken(
   flag: string | undefined,
   env: Readonly<Record<string, string | undefined>>,
   runtime: Pick<ClientRuntime, "readFile" | "cwd">,
-): string | null {
+): Promise<string | null> {
   if (flag !== undefined) {
     let text: string;
     try {
-      text = runtime.readFile(resolvePath(runtime.cwd(), flag));
+      text = await runtime.readFile(resolvePath(runtime.cwd(), flag));
     } catch (error) {
       throw new UsageError(`--token-file: cannot read ${flag}: ${(error as Error).message}`);
     }
@@ -200,14 +206,14 @@ export function resolveToken(
  * `$OPENAI4S_SERVER`): the user's own daemon, then the site's, as its client settings list
  * them (site-daemon.ts). No token: a MUNGE credential per request where the site says so.
  */
-export function connect(
+export async function connect(
   values: Pick<ClientOptionValues, "server" | "token-file">,
   io: CommandIo,
   runtime: ClientRuntime,
-): ApiClient {
+): Promise<ApiClient> {
   const server = resolveServer(values.server, io.env, runtime);
-  const token = resolveToken(values["token-file"], io.env, runtime);
-  const site = readClientConfig(io.env, runtime.readFile);
+  const token = await resolveToken(values["token-file"], io.env, runtime);
+  const site = await readClientConfig(io.env, runtime);
   const mungeOn = site.munge || /^(1|on|true|yes)$/i.test(io.env[MUNGE_ENV] ?? "");
   const sign = token === null && mungeOn ? mungeSigner(site.mungeSocket) : undefined;
   const explicit = values.server !== undefined || nonEmptyEnv(io.env[SERVER_ENV]);

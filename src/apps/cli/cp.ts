@@ -96,7 +96,11 @@ export function createCpCommand(runtime: ClientRuntime = systemRuntime): Command
         const path =
           to.path === "" || to.path.endsWith("/") ? `${to.path}${basename(src)}` : to.path;
         const query = values.mode === undefined ? "" : `?mode=${values.mode}`;
-        const result = await connect().send<{ path: string; sizeBytes: number; mode: string }>(
+        const result = await (await connect()).send<{
+          path: string;
+          sizeBytes: number;
+          mode: string;
+        }>(
           "PUT",
           `/v1/workloads/${encodeId(to.id)}/files/${encodePath(path)}${query}`,
           Bun.file(src),
@@ -112,7 +116,7 @@ export function createCpCommand(runtime: ClientRuntime = systemRuntime): Command
       const remote = from as Remote;
       if (remote.path === "") throw new UsageError("cp: name a file after ID: to download");
       const target = isDirectory(dst) || dst.endsWith("/") ? join(dst, basename(remote.path)) : dst;
-      const result = await connect().stream(
+      const result = await (await connect()).stream(
         `/v1/workloads/${encodeId(remote.id)}/files/${encodePath(remote.path)}`,
       );
       if (result.kind !== "Ok") return reportFailure("cp", result, io, json);

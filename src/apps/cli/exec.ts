@@ -66,7 +66,7 @@ export function createExecCommand(runtime: ClientRuntime = systemRuntime): Comma
         io.stderr(`openai4s exec: ${unusable}\n`);
         return 1;
       }
-      const client = connect();
+      const client = await connect();
       const exit = json
         ? await runJson(client, id, request, io, images)
         : await runStreaming(client, id, request, io, images);

@@ -52,7 +52,7 @@ export function createListCommand(runtime: ClientRuntime = systemRuntime): Comma
       if (values.limit !== undefined && !/^[0-9]{1,3}$/.test(values.limit)) {
         throw new UsageError(`list: --limit "${values.limit}" is not a number from 1 to 500`);
       }
-      const client = connect();
+      const client = await connect();
       const items: WorkloadBody[] = [];
       let cursor: string | null = null;
       let more = false;

@@ -54,7 +54,7 @@ export function createLogsCommand(runtime: ClientRuntime = systemRuntime): Comma
       const index = parseIntegerFlag("logs", "--index", values.index, { min: 0, max: 4_000_000 });
       if (index !== undefined) query.set("index", String(index));
       const suffix = query.size > 0 ? `?${query}` : "";
-      const result = await connect().stream(`/v1/workloads/${encodeId(id)}/logs${suffix}`);
+      const result = await (await connect()).stream(`/v1/workloads/${encodeId(id)}/logs${suffix}`);
       if (result.kind !== "Ok") return reportFailure("logs", result, io, json);
       // Decoded as it arrives; `stream: true` keeps a character split across chunks whole.
       const decoder = new TextDecoder();

@@ -53,7 +53,7 @@ export function createMcpCommand(runtime: ClientRuntime = systemRuntime): Comman
         return 2;
       }
       const server = resolveServer(values.server, io.env, runtime);
-      const token = resolveToken(values["token-file"], io.env, runtime);
+      const token = await resolveToken(values["token-file"], io.env, runtime);
       const upstream = new StreamableHTTPClientTransport(mcpUrl(server), {
         fetch: (url, init) => {
           const headers = new Headers(init?.headers);

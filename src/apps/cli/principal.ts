@@ -62,7 +62,7 @@ export function createPrincipalCommand(runtime: ClientRuntime = systemRuntime): 
     async run({ values, positionals, io, json, connect }) {
       const [action, name, ...rest] = positionals;
       if (rest.length > 0) throw new UsageError(`principal: unexpected argument "${rest[0]}"`);
-      const client = connect();
+      const client = await connect();
       switch (action) {
         case "add": {
           if (name === undefined) throw new UsageError("principal add: NAME is required");

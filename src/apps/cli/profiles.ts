@@ -33,7 +33,7 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
       if (positionals.length > 0) {
         throw new UsageError(`profiles: unexpected argument "${positionals[0]}"`);
       }
-      const client = connect();
+      const client = await connect();
       const result = await client.request<{ profiles: readonly ProfileBody[] }>(
         "GET",
         "/v1/profiles",

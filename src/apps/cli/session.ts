@@ -71,7 +71,7 @@ export function createSessionCommand(runtime: ClientRuntime = systemRuntime): Co
       const resources = parseResourceFlags("session start", values);
       if (resources !== undefined) fields["resources"] = resources;
       return createWorkload(
-        connect(),
+        await connect(),
         {
           command: "session start",
           kind: "SESSION",

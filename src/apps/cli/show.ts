@@ -116,7 +116,7 @@ export function createShowCommand(runtime: ClientRuntime = systemRuntime): Comma
     options: {},
     async run({ positionals, io, json, connect }) {
       const id = oneId("show", positionals);
-      const client = connect();
+      const client = await connect();
       const result = await client.request<WorkloadBody>("GET", `/v1/workloads/${encodeId(id)}`);
       if (result.kind !== "Ok") return reportFailure("show", result, io, json);
       if (json) {

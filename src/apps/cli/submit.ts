@@ -116,7 +116,7 @@ export function createSubmitCommand(runtime: ClientRuntime = systemRuntime): Com
       if (deps.afterAny.length > 0) fields["afterAny"] = deps.afterAny;
       if (values.hold === true) fields["hold"] = true;
       return createWorkload(
-        connect(),
+        await connect(),
         {
           command: "submit",
           kind: "BATCH",

@@ -46,7 +46,7 @@ export function createTokenCommand(runtime: ClientRuntime = systemRuntime): Comm
         case "issue": {
           if (arg === undefined) throw new UsageError("token issue: NAME is required");
           const seconds = expiresSeconds(values.expires);
-          const result = await connect().request<IssuedBody>(
+          const result = await (await connect()).request<IssuedBody>(
             "POST",
             `/v1/principals/${encodeId(arg)}/tokens`,
             { body: seconds === undefined ? {} : { expiresInSeconds: seconds } },
@@ -65,7 +65,7 @@ export function createTokenCommand(runtime: ClientRuntime = systemRuntime): Comm
         }
         case "revoke": {
           if (arg === undefined) throw new UsageError("token revoke: ID is required");
-          const result = await connect().request<{ id: string }>(
+          const result = await (await connect()).request<{ id: string }>(
             "POST",
             `/v1/tokens/${encodeId(arg)}/revoke`,
           );

@@ -81,7 +81,7 @@ export function createWaitCommand(runtime: ClientRuntime = systemRuntime): Comma
       }
       const timeoutSeconds = parseDurationFlag("wait", "--timeout", values.timeout);
       const timeoutMs = timeoutSeconds === undefined ? null : timeoutSeconds * 1000;
-      const client = connect();
+      const client = await connect();
       const live = !json && runtime.isTty();
       const started = runtime.now();
       let lastLine = "";

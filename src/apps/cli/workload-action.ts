@@ -35,7 +35,7 @@ export function createWorkloadActionCommand<T>(
     options: {},
     async run({ positionals, io, json, connect }) {
       const id = oneId(spec.name, positionals);
-      const result = await connect().request<T>(
+      const result = await (await connect()).request<T>(
         "POST",
         `/v1/workloads/${encodeId(id)}/${spec.name}`,
       );
