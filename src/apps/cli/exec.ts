@@ -1,6 +1,5 @@
-import { mkdirSync, writeFileSync } from "node:fs";
-import { resolve } from "node:path";
 import { type Command, type CommandIo, UsageError } from "../../lib/command/command.ts";
+import { resolvePath } from "../../lib/posix-path.ts";
 import type { ExecResponseBody } from "../../servers/http/workloads/exec-schemas.ts";
 import type { ApiClient } from "./api-client.ts";
 import {
@@ -203,7 +202,10 @@ interface ImageSaver {
 
 function imageSaver(dir: string, runtime: ClientRuntime): ImageSaver {
   const prefix = `exec-${runtime.now()}`;
-  const absolute = resolve(runtime.cwd(), dir);
+  const absolute = resolvePath(runtime.cwd(), dir);
+  // Loaded here, not imported: node:fs costs every `exec` of an agent 2–3 ms of start-up
+  // (issue 34), and only --save-images writes a file.
+  const { mkdirSync, writeFileSync } = process.getBuiltinModule("node:fs");
   let count = 0;
   let failures = 0;
   return {
@@ -220,7 +222,7 @@ function imageSaver(dir: string, runtime: ClientRuntime): ImageSaver {
       const png = bundle["image/png"];
       if (png === undefined) return null;
       count += 1;
-      const path = resolve(absolute, `${prefix}-${count}.png`);
+      const path = resolvePath(absolute, `${prefix}-${count}.png`);
       try {
         // "wx": never overwrite a file that is already there.
         writeFileSync(path, Buffer.from(png, "base64"), { flag: "wx", mode: 0o644 });
