@@ -37,6 +37,7 @@ import type { Log } from "../../lib/log.ts";
 import { createApp } from "../../servers/http/app.ts";
 import { createCallRateHistory } from "../../servers/http/ui/call-rate-history.ts";
 import { startListeners } from "./api-listeners.ts";
+import { reportingAuditFailures } from "./audit-failures.ts";
 import { fileAuditLog } from "./audit-log.ts";
 import { withListenHosts } from "./browser-settings.ts";
 import { composeCore } from "./composition/index.ts";
@@ -407,7 +408,7 @@ function buildApp(inputs: AppInputs, core: Composed, siteIdentity: SiteIdentity 
     ...(sessions?.service ? { sessions: sessions.service } : {}),
     ...(sessions?.jupyter ? { jupyter: sessions.jupyter } : {}),
     ...(config.principalDefaults ? { principalDefaults: config.principalDefaults } : {}),
-    audit: fileAuditLog({ path: layout.auditLog }),
+    audit: reportingAuditFailures(fileAuditLog({ path: layout.auditLog }), log),
     accounts: core.accounts,
     // Beyond loopback (browser-settings.ts): the names the daemon listens on.
     browserGuard: withListenHosts(inputs.settings.browser, config.listen),
