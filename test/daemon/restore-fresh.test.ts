@@ -92,6 +92,9 @@ describe("restore onto a fresh state dir", () => {
     expect(result.code).toBe(0);
     expect(result.out).toContain("attempts live in the copy: 1");
     expect(result.out).toContain("backends/slurm/owner-id put back from the copy");
+    // The cluster's jobs are not what "no running local job is unknown" checked: it says so.
+    expect(result.out).toContain("jobs of the slurm backend are not checked here");
+    expect(result.out).toContain("backend.orphans");
     const ownerFile = join(fresh, "backends", "slurm", "owner-id");
     expect(readFileSync(ownerFile, "utf8")).toBe(OWNER);
     expect(statSync(ownerFile).mode & 0o777).toBe(0o600);

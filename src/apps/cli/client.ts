@@ -48,8 +48,7 @@ export interface ClientRuntime {
 // binary); Bun.file reads the few files a client reads.
 export const systemRuntime: ClientRuntime = {
   fetch: (url, init) => fetch(url, init),
-  // os.homedir() answers $HOME when it is set; only without it is the account asked.
-  homeDir: () => process.env["HOME"] || process.getBuiltinModule("node:os").homedir(),
+  homeDir: () => process.getBuiltinModule("node:os").homedir(),
   cwd: () => process.cwd(),
   readFile: (path) => Bun.file(path).text(),
   fileExists: (path) => Bun.file(path).exists(),
@@ -158,7 +157,9 @@ export function resolveServer(
     const stateDir = resolveStateDir({
       flag: undefined,
       env,
-      homeDir: runtime.homeDir(),
+      // os.homedir() answers $HOME when it is set: asked only without it (node:os costs a
+      // short command about a millisecond to load).
+      homeDir: env["HOME"] || runtime.homeDir(),
       cwd: runtime.cwd(),
     });
     return { kind: "unix", path: joinPath(stateDir.path, "api.sock") };

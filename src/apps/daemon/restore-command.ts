@@ -17,20 +17,17 @@ import { Database } from "bun:sqlite";
 import { chmodSync, chownSync, closeSync, existsSync, openSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { resolve } from "node:path";
-import { plainWrapper } from "../../adapters/isolation-bwrap/launch-argv.ts";
-import { fixedIdentities } from "../../adapters/isolation-bwrap/uid-leases.ts";
 import { openDatabase, requestStop } from "../../adapters/store-sqlite/index.ts";
 import { type StateLayout, stateLayout } from "../../core/layout.ts";
 import { TERMINAL_PHASES } from "../../core/models.ts";
-import type { BackendRestoreHelpers, UnknownJob } from "../../core/ports/backend-plugin.ts";
 import { systemClock } from "../../lib/clock.ts";
 import type { Command, CommandIo } from "../../lib/command/command.ts";
 import { UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
 import { errorCode } from "../../lib/durable-fs.ts";
 import { type CarriedOutcome, restoreCarried } from "./backup-carried.ts";
-import { BACKENDS } from "./composition/backends.ts";
 import { type RestoreStep, swapInCopy, sweepRestoreLeftovers } from "./restore-swap.ts";
+import { unknownJobLines, unknownJobs } from "./restore-unknown-jobs.ts";
 import { prepareStateDir, resolveStateDir } from "./state-dir.ts";
 import { lockStateDir } from "./state-lock.ts";
 
@@ -65,12 +62,6 @@ Options:
   -h, --help          Show this help.
 Exit codes: 0 restored, 1 could not restore (daemon running, bad copy), 2 usage error.
 `;
-
-/** How long restore waits for cancelled unknown jobs to end before moving their records. */
-const STOP_WAIT_MS = 30_000;
-
-/** The launch a backend built to cancel is given: it starts nothing, as the daemon's uid. */
-const RESTORE_LAUNCH = plainWrapper(fixedIdentities(null));
 
 const TERMINAL_SQL = TERMINAL_PHASES.map((p) => `'${p}'`).join(", ");
 
@@ -275,7 +266,11 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
       parsed.values["cancel-pending"] === true,
     );
     const cancelUnknown = parsed.values["cancel-unknown-jobs"] === true;
-    const jobs = await unknownJobs(layout, adjusted.tokens, cancelUnknown, stamp);
+    const jobs = await unknownJobs(layout, adjusted.tokens, {
+      cancel: cancelUnknown,
+      stamp,
+      clock: systemClock,
+    });
     io.stdout(
       [
         `restored ${source} into ${layout.database}`,
@@ -305,79 +300,6 @@ function adjustedLines(adjusted: Adjusted, cancelledPending: boolean): string[] 
             : " (check the backend for their jobs before starting the daemon, or restore again with --cancel-pending)"
         }:`,
     ...adjusted.waiting.map((id) => `  ${id}`),
-  ];
-}
-
-interface UnknownJobs {
-  readonly running: readonly UnknownJob[];
-  /** Why a job could not be asked to stop, one line each. */
-  readonly problems: readonly string[];
-  /** Where the records of ended unknown jobs went (null: there were none). */
-  readonly setAside: { readonly count: number; readonly dir: string } | null;
-}
-
-/**
- * The jobs the copy does not know, of every backend that keeps records of its own (the
- * local one; a cluster's are the orphan sweep's): listed, stopped when asked, ended ones set
- * aside.
- */
-async function unknownJobs(
-  layout: StateLayout,
-  tokens: ReadonlySet<string>,
-  cancel: boolean,
-  stamp: string,
-): Promise<UnknownJobs> {
-  const running: UnknownJob[] = [];
-  const problems: string[] = [];
-  let setAside: UnknownJobs["setAside"] = null;
-  for (const backend of BACKENDS) {
-    if (backend.restore === null) continue;
-    const found = await unknownJobsOf(backend.restore, layout, backend.name, tokens, cancel, stamp);
-    running.push(...found.running);
-    problems.push(...found.problems);
-    setAside = found.setAside ?? setAside;
-  }
-  return { running, problems, setAside };
-}
-
-async function unknownJobsOf(
-  restore: BackendRestoreHelpers,
-  layout: StateLayout,
-  name: string,
-  tokens: ReadonlySet<string>,
-  cancel: boolean,
-  stamp: string,
-): Promise<UnknownJobs> {
-  const dir = layout.backendDir(name);
-  const running = restore.unknownRunningJobs(dir, tokens);
-  const problems = cancel
-    ? await restore.cancelUnknownJobs(dir, layout.spool, running, systemClock, RESTORE_LAUNCH)
-    : [];
-  // Their supervisors stop them within the kill grace: then their records go aside too.
-  if (cancel && problems.length === 0) await restore.waitUntilEnded(dir, running, STOP_WAIT_MS);
-  const moved = restore.setAsideEndedUnknownJobs(dir, tokens, stamp);
-  const setAside =
-    moved.length === 0 ? null : { count: moved.length, dir: restore.setAsideDir(dir, stamp) };
-  return { running, problems, setAside };
-}
-
-function unknownJobLines(jobs: UnknownJobs, cancelled: boolean): string[] {
-  const unknown = jobs.running;
-  const aside =
-    jobs.setAside === null
-      ? []
-      : [
-          `records of ${jobs.setAside.count} ended job(s) unknown to the copy moved to ${jobs.setAside.dir}`,
-        ];
-  if (unknown.length === 0) return ["no running local job is unknown to the copy", ...aside];
-  return [
-    `${unknown.length} local job(s) run but are unknown to the copy (started after it)${
-      cancelled
-        ? ": asked to stop"
-        : "; the daemon will not manage them: restore again with --cancel-unknown-jobs to stop them, or let them end"
-    }:`,
-    ...unknown.map((j) => `  ${j.workloadId} (allocation ${j.allocationId}, token ${j.token})`),
-    ...aside,
   ];
 }
 
