@@ -119,12 +119,17 @@ describe("a degraded profile (its breaker open)", () => {
       retryAt: new Date(openedAtMs + 30_000).toISOString(),
     };
     const profiles = (await (await h.request("/v1/profiles")).json()) as {
-      profiles: { name: string; degraded: unknown }[];
+      profiles: { name: string; degraded: unknown; placement: Record<string, unknown> }[];
     };
     expect(profiles.profiles.map((p) => [p.name, p.degraded])).toEqual([
       ["default", degraded],
       ["interactive", null],
     ]);
+    // Nothing of it is placed now: its placement says so, with the same reason and words.
+    expect(profiles.profiles[0]?.placement).toEqual({
+      BATCH: { placeable: false, reason: "SUBMISSIONS_REFUSED", message: degraded.message },
+    });
+    expect(profiles.profiles[1]?.placement["BATCH"]).toMatchObject({ placeable: true });
     const diagnostics = (await (await h.request("/v1/diagnostics")).json()) as {
       profiles: unknown;
     };

@@ -10,6 +10,7 @@ import type { Caller } from "../../../core/principals.ts";
 import type { ApiDeps, ApiEnv } from "../deps.ts";
 import {
   breakerStates,
+  type DegradedProfileView,
   type PlacementView,
   profileDegradedView,
   profileView,
@@ -18,12 +19,16 @@ import {
 /**
  * Whether each kind a profile accepts can be placed now, and if not why: the same verdict
  * admission applies, so a client can tell "this profile takes sessions" from "a session
- * submitted now would be refused" before it submits.
+ * submitted now would be refused" before it submits. A degraded profile (its breaker open,
+ * or the scheduler refusing its dry run) places nothing now either: its workloads wait
+ * `PENDING` or fail. It showed `placeable: true` beside `degraded`, and an agent choosing a
+ * profile by placement picked the one the scheduler refuses.
  */
 export function placement(
   profile: ResourceProfile,
   sessions: IsolationVerdict | null,
   batch: string | null,
+  degraded: DegradedProfileView | null = null,
 ): Readonly<Partial<Record<WorkloadKind, PlacementView>>> {
   const out: Partial<Record<WorkloadKind, PlacementView>> = {};
   for (const kind of profile.kinds) {
@@ -31,6 +36,8 @@ export function placement(
       out[kind] = { placeable: false, reason: "ISOLATION_UNAVAILABLE", message: sessions.message };
     } else if (kind === "BATCH" && batch !== null) {
       out[kind] = { placeable: false, reason: "ISOLATION_UNAVAILABLE", message: batch };
+    } else if (degraded !== null) {
+      out[kind] = { placeable: false, reason: degraded.reason, message: degraded.message };
     } else {
       out[kind] = { placeable: true, reason: null, message: null };
     }
@@ -58,11 +65,10 @@ export async function listProfiles(deps: ApiDeps, caller: Caller) {
   const breakers = breakerStates(deps.reconciler);
   const checks = await profileChecks(deps);
   return {
-    profiles: all.map((p) => ({
-      ...profileView(p),
-      placement: placement(p, sessions, batch),
-      degraded: profileDegradedView(breakers.get(p.name), checks.get(p.name), caller),
-    })),
+    profiles: all.map((p) => {
+      const degraded = profileDegradedView(breakers.get(p.name), checks.get(p.name), caller);
+      return { ...profileView(p), placement: placement(p, sessions, batch, degraded), degraded };
+    }),
   };
 }
 
