@@ -76,7 +76,15 @@ function describeServer(server: ServerAddress): string {
 export function createClient(
   server: ServerAddress,
   token: string | null,
-  runtime: { readonly fetch: ClientFetch },
+  runtime: {
+    readonly fetch: ClientFetch;
+    /**
+     * For an answer read whole (`request`, and `send` with no file): a lighter fetch that
+     * serves unix sockets and http: only (http1-fetch.ts). Streamed answers, uploads and
+     * https go through `fetch`.
+     */
+    readonly fetchWhole?: ClientFetch;
+  },
   /** With no token: each request's `Authorization` made fresh (a MUNGE credential). */
   sign?: (method: string, path: string, server: ServerAddress) => Promise<string>,
 ): ApiClient {
@@ -84,6 +92,7 @@ export function createClient(
     method: "GET" | "POST" | "PUT" | "DELETE",
     path: string,
     options: RequestOptions,
+    whole = false,
   ): Promise<Response | Extract<ApiResult<never>, { readonly kind: "Unreachable" }>> {
     const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
     if (token !== null) headers["Authorization"] = `Bearer ${token}`;
@@ -105,13 +114,18 @@ export function createClient(
     };
     // Over a unix socket the host part is a formality; the path is what routes.
     const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
+    const light = whole && options.raw === undefined && url.startsWith("http:");
+    const viaFetch = light ? (runtime.fetchWhole ?? runtime.fetch) : runtime.fetch;
     try {
-      return await runtime.fetch(url, init);
+      return await viaFetch(url, init);
     } catch (error) {
       const code = (error as { readonly code?: unknown } | null)?.code;
+      // The whole-answer fetch reads the body too: an answer cut off mid-way fails here,
+      // and is said as fetch's reading of a body would have it (readText).
+      const lost = light && code === "ECONNRESET";
       return {
         kind: "Unreachable",
-        message: unreachableMessage(server, error),
+        message: lost ? lostMessage(server, error) : unreachableMessage(server, error),
         neverConnected: code === "ENOENT" || code === "ECONNREFUSED",
       };
     }
@@ -122,7 +136,7 @@ export function createClient(
     path: string,
     options: RequestOptions,
   ): Promise<ApiResult<T>> {
-    const response = await send(method, path, options);
+    const response = await send(method, path, options, true);
     if (!(response instanceof Response)) return response;
     const text = await readText(response, server);
     if (typeof text !== "string") return text;

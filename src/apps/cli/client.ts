@@ -22,6 +22,7 @@ import {
   type ServerAddress,
 } from "./api-client.ts";
 import { CLIENT_CONFIG_ENV, DEFAULT_CLIENT_CONFIG, readClientConfig } from "./client-config.ts";
+import { type Http1Init, http1Fetch } from "./http1-fetch.ts";
 import { mungeSigner } from "./munge-sign.ts";
 import { fallbackClient } from "./site-daemon.ts";
 
@@ -30,6 +31,8 @@ const TOKEN_ENV = "OPENAI4S_TOKEN";
 /** The process-level things a client command touches, injectable for tests. */
 export interface ClientRuntime {
   readonly fetch: ClientFetch;
+  /** For answers read whole: HTTP/1.1 on Bun.connect, without fetch's start-up (http1-fetch.ts). */
+  readonly fetchWhole?: ClientFetch;
   readonly homeDir: () => string;
   readonly cwd: () => string;
   /** A file's text; rejects as the file system does (ENOENT, EACCES...). */
@@ -48,6 +51,7 @@ export interface ClientRuntime {
 // binary); Bun.file reads the few files a client reads.
 export const systemRuntime: ClientRuntime = {
   fetch: (url, init) => fetch(url, init),
+  fetchWhole: (url, init) => http1Fetch(url, init as Http1Init),
   homeDir: () => process.getBuiltinModule("node:os").homedir(),
   cwd: () => process.cwd(),
   readFile: (path) => Bun.file(path).text(),
