@@ -5,7 +5,11 @@
  *    request over the same socket (so the daemon's answer is in both, and the difference is
  *    what the CLI costs to start and print), and against `curl` on the same route (issue 34:
  *    what an admin's script would run instead; curl is C, so this ratio carries the runtime's
- *    own start-up, which the one-liner's does not).
+ *    own start-up, which the one-liner's does not);
+ *  - and, for scale, the runtime's floor against the same curl: a compiled one-liner that
+ *    makes the same request with nothing but `Bun.connect` and prints the answer. No program
+ *    on this runtime does the request for less; on the machines measured it alone was
+ *    1.3-1.4x curl, so `list` against curl is read against this row (issue 34).
  * Both one-liners are compiled with the options build.ts uses (bytecode, minified), so the
  * runtime is the same. Target: each ratio ≤ 1.3 (issue 20), in wall time and in CPU time
  * (the steadier figure on a busy machine): every `exec` from an agent and every `wait` in a
@@ -31,6 +35,8 @@ interface Cmd {
 
 interface Pair {
   readonly metric: string;
+  /** No target of its own: shown for scale (the runtime's floor). */
+  readonly forScale?: boolean;
   readonly ours: Cmd;
   readonly baseline: Cmd;
 }
@@ -50,6 +56,20 @@ async function compileOneLiner(dir: string, name: string, source: string): Promi
   if (!built.success) throw new Error(`cannot compile ${name}: ${built.logs.join("\n")}`);
   return outfile;
 }
+
+/** The least a Bun program can do for the request: a socket, the bytes, the answer printed. */
+const RAW_LIST_SOURCE = `const parts: Uint8Array[] = [];
+await new Promise<void>((resolve, reject) => {
+  Bun.connect({ unix: process.env.O4S_SOCK!, socket: {
+    open(s) { s.write("GET /v1/workloads?limit=50 HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n"); },
+    data(_s, d) { parts.push(d); },
+    close() { resolve(); },
+    error(_s, e) { reject(e); },
+  } }).catch(reject);
+});
+const text = Buffer.concat(parts).toString();
+console.log(text.slice(text.indexOf("\\r\\n\\r\\n") + 4));
+`;
 
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -128,6 +148,7 @@ function measureByHyperfine(
 
 export interface StartupRow {
   readonly metric: string;
+  readonly forScale: boolean;
   readonly ours: Measured;
   readonly baseline: Measured;
   /** Wall-time ratio, ours over the one-liner's. */
@@ -152,6 +173,7 @@ export async function benchStartup(runs: number): Promise<{
       'const r = await fetch("http://localhost/v1/workloads?limit=50", { unix: process.env.O4S_SOCK });\n' +
         "console.log(await r.text());\n",
     );
+    const rawList = await compileOneLiner(dir, "raw-list", RAW_LIST_SOURCE);
     const pairs: Pair[] = [
       {
         metric: "openai4s --version vs console.log one-liner",
@@ -181,6 +203,21 @@ export async function benchStartup(runs: number): Promise<{
           env,
         },
       });
+      pairs.push({
+        metric: "runtime floor: a Bun.connect one-liner vs curl on the same route",
+        forScale: true,
+        ours: { argv: [rawList], env: { ...env, O4S_SOCK: daemon.socket } },
+        baseline: {
+          argv: [
+            curl,
+            "-s",
+            "--unix-socket",
+            daemon.socket,
+            "http://localhost/v1/workloads?limit=50",
+          ],
+          env,
+        },
+      });
     }
     const hyperfine = Bun.which("hyperfine");
     const rows = pairs.map((pair) => {
@@ -190,6 +227,7 @@ export async function benchStartup(runs: number): Promise<{
           : measureByHyperfine(hyperfine, pair, runs, dir);
       return {
         metric: pair.metric,
+        forScale: pair.forScale === true,
         ours,
         baseline,
         ratio: ours.wallMs / baseline.wallMs,
@@ -209,15 +247,17 @@ if (import.meta.main) {
   const result = await benchStartup(runs);
   const ms = (m: Measured) => `${m.wallMs.toFixed(1)} ms wall, ${m.cpuMs.toFixed(1)} ms CPU`;
   console.log(`start-up bench (${runs} runs each, medians, measured by ${result.tool})`);
+  const targetOf = (r: StartupRow) => (r.forScale ? "" : `≤ ${TARGET_RATIO}`);
   for (const r of result.rows) {
     console.log(`  ${r.metric}: ${ms(r.ours)} vs ${ms(r.baseline)}`);
-    console.log(
-      `    = ${r.ratio.toFixed(2)}× wall, ${r.cpuRatio.toFixed(2)}× CPU (target ≤ ${TARGET_RATIO}×)`,
-    );
+    const target = r.forScale
+      ? "no target: the least any program on this runtime costs"
+      : `target ≤ ${TARGET_RATIO}×`;
+    console.log(`    = ${r.ratio.toFixed(2)}× wall, ${r.cpuRatio.toFixed(2)}× CPU (${target})`);
   }
   const table = result.rows.flatMap((r) => [
-    { metric: `${r.metric}: wall ratio`, value: r.ratio.toFixed(2), target: `≤ ${TARGET_RATIO}` },
-    { metric: `${r.metric}: CPU ratio`, value: r.cpuRatio.toFixed(2), target: `≤ ${TARGET_RATIO}` },
+    { metric: `${r.metric}: wall ratio`, value: r.ratio.toFixed(2), target: targetOf(r) },
+    { metric: `${r.metric}: CPU ratio`, value: r.cpuRatio.toFixed(2), target: targetOf(r) },
     {
       metric: `${r.metric}: wall ms`,
       value: `${r.ours.wallMs.toFixed(1)} vs ${r.baseline.wallMs.toFixed(1)}`,
