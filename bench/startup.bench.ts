@@ -189,35 +189,32 @@ export async function benchStartup(runs: number): Promise<{
     // Issue 34 names curl on the same route: what an admin's script would use instead.
     const curl = Bun.which("curl");
     if (curl !== null) {
-      pairs.push({
-        metric: "openai4s list (live daemon) vs curl on the same route",
-        ours: { argv: [BINARY, "list"], env: { ...env, OPENAI4S_SERVER: `unix:${daemon.socket}` } },
-        baseline: {
-          argv: [
-            curl,
-            "-s",
-            "--unix-socket",
-            daemon.socket,
-            "http://localhost/v1/workloads?limit=50",
-          ],
-          env,
+      const curlList: Cmd = {
+        argv: [
+          curl,
+          "-s",
+          "--unix-socket",
+          daemon.socket,
+          "http://localhost/v1/workloads?limit=50",
+        ],
+        env,
+      };
+      pairs.push(
+        {
+          metric: "openai4s list (live daemon) vs curl on the same route",
+          ours: {
+            argv: [BINARY, "list"],
+            env: { ...env, OPENAI4S_SERVER: `unix:${daemon.socket}` },
+          },
+          baseline: curlList,
         },
-      });
-      pairs.push({
-        metric: "runtime floor: a Bun.connect one-liner vs curl on the same route",
-        forScale: true,
-        ours: { argv: [rawList], env: { ...env, O4S_SOCK: daemon.socket } },
-        baseline: {
-          argv: [
-            curl,
-            "-s",
-            "--unix-socket",
-            daemon.socket,
-            "http://localhost/v1/workloads?limit=50",
-          ],
-          env,
+        {
+          metric: "runtime floor: a Bun.connect one-liner vs curl on the same route",
+          forScale: true,
+          ours: { argv: [rawList], env: { ...env, O4S_SOCK: daemon.socket } },
+          baseline: curlList,
         },
-      });
+      );
     }
     const hyperfine = Bun.which("hyperfine");
     const rows = pairs.map((pair) => {
