@@ -517,6 +517,34 @@ describe("list, show, cancel, profiles", () => {
     expect(io.out()).not.toContain("interactive is degraded");
   });
 
+  test("a degraded profile's other reason to place nothing is still said, its own once", async () => {
+    const backend = fakeBackend({
+      diagnostics: async () => ({
+        backend: "fake",
+        healthy: true,
+        message: "fine",
+        calls: {},
+        profileChecks: [
+          {
+            profile: "interactive",
+            outcome: "IMPOSSIBLE",
+            detail: "sbatch: error: Invalid partition name specified",
+            publicDetail: "hidden form",
+            checkedAt: 0,
+            since: 0,
+          },
+        ],
+      }),
+    });
+    const io = captureIo();
+    expect(await createProfilesCommand(runtimeFor(make({ backend }))).run([], io)).toBe(0);
+    // Its sessions cannot be isolated here (the fake backend): that line stays.
+    expect(io.out()).toContain("SESSION* cannot be placed now (ISOLATION_UNAVAILABLE)");
+    // Its refusal is the degraded line, not a second "cannot be placed now".
+    expect(io.out()).toContain("interactive is degraded (SCHEDULER_REFUSES)");
+    expect(io.out()).not.toContain("cannot be placed now (SCHEDULER_REFUSES)");
+  });
+
   test("profiles shows how far a workload may raise each default", async () => {
     const roomy = {
       name: "roomy",

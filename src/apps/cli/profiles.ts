@@ -92,12 +92,11 @@ export function createProfilesCommand(runtime: ClientRuntime = systemRuntime): C
         io.stdout(`${p.name} environments (session start --env NAME): ${names}\n`);
       }
       // Why a kind cannot be placed now, once per distinct reason: the table stays narrow. A
-      // degraded profile's reason is said with its name just below.
+      // degraded profile's own reason is said with its name just below.
       const notNow = new Map<string, string>();
       for (const p of profiles) {
-        if (p.degraded !== null && p.degraded !== undefined) continue;
         for (const [kind, place] of Object.entries(p.placement)) {
-          if (place?.placeable === false) {
+          if (place?.placeable === false && place.reason !== p.degraded?.reason) {
             notNow.set(
               `${kind}*:${place.reason}`,
               `${kind}* cannot be placed now (${place.reason}): ${place.message}`,

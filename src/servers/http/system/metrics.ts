@@ -274,37 +274,27 @@ function stateDirSection(out: Exposition, state: SpoolSpaceReport): void {
 
 /** Each profile's breaker: bounded by the admin's profile list, never by user input. */
 function profileSection(out: Exposition, profiles: NonNullable<MetricsInput["profiles"]>): void {
-  out.family(
-    "openai4s_profile_degraded",
-    "gauge",
-    "1 while the backend keeps refusing this profile's submissions (its breaker is open).",
-  );
-  for (const p of profiles) {
-    out.sample("openai4s_profile_degraded", { profile: p.name }, p.degraded ? 1 : 0);
-  }
-  out.family(
-    "openai4s_profile_consecutive_rejections",
-    "gauge",
-    "Submissions of this profile the backend refused in a row (0 after one succeeds).",
-  );
-  for (const p of profiles) {
-    out.sample(
+  type Profile = (typeof profiles)[number];
+  const gauges: readonly (readonly [string, string, (p: Profile) => number])[] = [
+    [
+      "openai4s_profile_degraded",
+      "1 while the backend keeps refusing this profile's submissions (its breaker is open).",
+      (p) => (p.degraded ? 1 : 0),
+    ],
+    [
       "openai4s_profile_consecutive_rejections",
-      { profile: p.name },
-      p.consecutiveRejections,
-    );
-  }
-  out.family(
-    "openai4s_profile_scheduler_refuses",
-    "gauge",
-    "1 while the scheduler's dry run of this profile refuses any job of it (checked at start and every 10 minutes; 0 once one of its jobs is accepted).",
-  );
-  for (const p of profiles) {
-    out.sample(
+      "Submissions of this profile the backend refused in a row (0 after one succeeds).",
+      (p) => p.consecutiveRejections,
+    ],
+    [
       "openai4s_profile_scheduler_refuses",
-      { profile: p.name },
-      p.schedulerRefuses ? 1 : 0,
-    );
+      "1 while the scheduler's dry run of this profile refuses any job of it (checked at start and every 10 minutes; 0 once one of its jobs is accepted).",
+      (p) => (p.schedulerRefuses ? 1 : 0),
+    ],
+  ];
+  for (const [name, help, value] of gauges) {
+    out.family(name, "gauge", help);
+    for (const p of profiles) out.sample(name, { profile: p.name }, value(p));
   }
 }
 
