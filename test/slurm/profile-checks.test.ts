@@ -5,7 +5,10 @@
  */
 import { expect, test } from "bun:test";
 import type { PlacementCatalog } from "../../src/adapters/backend-slurm/backend-options.ts";
-import { createProfileChecks } from "../../src/adapters/backend-slurm/profile-checks.ts";
+import {
+  createProfileChecks,
+  type ProfileChecksOptions,
+} from "../../src/adapters/backend-slurm/profile-checks.ts";
 import type { SbatchTestAnswer } from "../../src/adapters/backend-slurm/profiles-preflight.ts";
 import {
   hiddenNamesOf,
@@ -39,28 +42,34 @@ const ACCEPTED: SbatchTestAnswer = {
   stderr: "sbatch: Job 3 to start at 2026-12-04T17:00:00 using 1 processors on nodes n1\n",
 };
 
+/** Checks over `catalog` that ask `run`, on a manual timeline, logging to memory. */
+function checksAsking(run: ProfileChecksOptions["run"], intervalMs: number) {
+  const timeline = manualTimeline();
+  const log = memoryLog();
+  const checks = createProfileChecks({
+    catalog,
+    run,
+    clock: timeline,
+    timers: timeline,
+    log,
+    intervalMs,
+    publicForm,
+  });
+  return { timeline, log, checks };
+}
+
 async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await Promise.resolve();
 }
 
 test("a refused profile is logged once in the scheduler's words, its clearing once, and reported", async () => {
-  const timeline = manualTimeline();
-  const log = memoryLog();
   let typoFixed = false;
   const asked: string[] = [];
-  const checks = createProfileChecks({
-    catalog,
-    run: async (args) => {
-      const partition = args.find((a) => a.startsWith("--partition=")) ?? "";
-      asked.push(partition);
-      return partition === "--partition=gpuu" && !typoFixed ? REFUSED : ACCEPTED;
-    },
-    clock: timeline,
-    timers: timeline,
-    log,
-    intervalMs: 60_000,
-    publicForm,
-  });
+  const { timeline, log, checks } = checksAsking(async (args) => {
+    const partition = args.find((a) => a.startsWith("--partition=")) ?? "";
+    asked.push(partition);
+    return partition === "--partition=gpuu" && !typoFixed ? REFUSED : ACCEPTED;
+  }, 60_000);
   expect(checks.report()).toEqual([]);
   checks.start();
   timeline.advance(0);
@@ -104,17 +113,10 @@ test("a refused profile is logged once in the scheduler's words, its clearing on
 });
 
 test("no answer from the scheduler is UNANSWERED, never IMPOSSIBLE, and logged as no refusal", async () => {
-  const timeline = manualTimeline();
-  const log = memoryLog();
-  const checks = createProfileChecks({
-    catalog,
-    run: async () => ({ kind: "NoAnswer", message: "sbatch: not found on PATH" }),
-    clock: timeline,
-    timers: timeline,
-    log,
-    intervalMs: 60_000,
-    publicForm,
-  });
+  const { timeline, log, checks } = checksAsking(
+    async () => ({ kind: "NoAnswer", message: "sbatch: not found on PATH" }),
+    60_000,
+  );
   checks.start();
   timeline.advance(0);
   await settle();
@@ -124,17 +126,10 @@ test("no answer from the scheduler is UNANSWERED, never IMPOSSIBLE, and logged a
 });
 
 test("a job of a refused profile accepted by the scheduler clears the refusal at once, not one interval later", async () => {
-  const timeline = manualTimeline();
-  const log = memoryLog();
-  const checks = createProfileChecks({
-    catalog,
-    run: async (args) => (args.includes("--partition=gpuu") ? REFUSED : ACCEPTED),
-    clock: timeline,
-    timers: timeline,
-    log,
-    intervalMs: 600_000,
-    publicForm,
-  });
+  const { timeline, log, checks } = checksAsking(
+    async (args) => (args.includes("--partition=gpuu") ? REFUSED : ACCEPTED),
+    600_000,
+  );
   checks.start();
   timeline.advance(0);
   await settle();
