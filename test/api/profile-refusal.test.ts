@@ -84,7 +84,7 @@ async function principalToken(h: Harness, name: string): Promise<string> {
   return ((await issued.json()) as { token: string }).token;
 }
 
-type Listed = { profiles: { name: string; degraded: unknown }[] };
+type Listed = { profiles: { name: string; degraded: unknown; placement: unknown }[] };
 
 describe("a profile the scheduler refuses", () => {
   test("the admin reads it degraded in the scheduler's own words", async () => {
@@ -128,6 +128,10 @@ describe("a profile the scheduler refuses", () => {
       since: new Date(SINCE_MS).toISOString(),
       retryAt: null,
     });
+    // Nothing of it is placed now, said in the same hidden form.
+    expect(body.profiles[0]?.placement).toEqual({
+      BATCH: { placeable: false, reason: "SCHEDULER_REFUSES", message: HIDDEN },
+    });
   });
 
   test("an open breaker keeps its count and retry time under the scheduler's reason", async () => {
@@ -161,6 +165,9 @@ describe("a profile the scheduler refuses", () => {
     expect(row.slice(0, row.indexOf("</tr>"))).toContain(
       `degraded (SCHEDULER_REFUSES) since ${new Date(SINCE_MS).toISOString()}: ${SAID}`,
     );
+    // Its placement agrees with GET /v1/profiles: nothing of it is placed now.
+    expect(row.slice(0, row.indexOf("</tr>"))).toContain("BATCH: refused (SCHEDULER_REFUSES)");
+    expect(row.slice(0, row.indexOf("</tr>"))).not.toContain("BATCH: placeable");
     const other = page.slice(page.indexOf("<strong>interactive</strong>"));
     expect(other.slice(0, other.indexOf("</tr>"))).not.toContain("degraded");
   });

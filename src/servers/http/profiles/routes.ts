@@ -28,7 +28,7 @@ export function placement(
   profile: ResourceProfile,
   sessions: IsolationVerdict | null,
   batch: string | null,
-  degraded: DegradedProfileView | null = null,
+  degraded: DegradedProfileView | null,
 ): Readonly<Partial<Record<WorkloadKind, PlacementView>>> {
   const out: Partial<Record<WorkloadKind, PlacementView>> = {};
   for (const kind of profile.kinds) {

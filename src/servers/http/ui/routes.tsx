@@ -420,16 +420,19 @@ export function createUiRoutes(deps: ApiDeps, keys: UiKeys = newUiKeys()) {
         callHistory={
           history === undefined ? null : { points: history.points(nowMs), sinceMs: history.since() }
         }
-        profiles={all.map((p) => ({
-          profile: p,
-          placement: placement(p, isolation, batchRefusal(deps.backend)),
+        profiles={all.map((p) => {
           // The scheduler's refusal in its own words: this page is the admin's only.
-          degraded: profileDegradedView(
+          const degraded = profileDegradedView(
             breakers.get(p.name),
             backend.profileChecks?.find((check) => check.profile === p.name),
             admitted.caller,
-          ),
-        }))}
+          );
+          return {
+            profile: p,
+            placement: placement(p, isolation, batchRefusal(deps.backend), degraded),
+            degraded,
+          };
+        })}
         live={countLiveWorkloadsByProfile(deps.store)}
       />
     ));
