@@ -382,6 +382,28 @@ describe("session start and exec", () => {
   });
 });
 
+/** A backend whose scheduler dry run refuses `profile`, saying `detail` (at time 0). */
+function refusingDryRun(profile: string, detail: string) {
+  return fakeBackend({
+    diagnostics: async () => ({
+      backend: "fake",
+      healthy: true,
+      message: "fine",
+      calls: {},
+      profileChecks: [
+        {
+          profile,
+          outcome: "IMPOSSIBLE",
+          detail,
+          publicDetail: "hidden form",
+          checkedAt: 0,
+          since: 0,
+        },
+      ],
+    }),
+  });
+}
+
 describe("list, show, cancel, profiles", () => {
   test("list shows a table; --all follows pages; --json is the API body", async () => {
     const h = make();
@@ -490,24 +512,7 @@ describe("list, show, cancel, profiles", () => {
 
   test("profiles names a degraded profile with the scheduler's words", async () => {
     const said = "sbatch: error: Batch job submission failed: Invalid partition name specified";
-    const backend = fakeBackend({
-      diagnostics: async () => ({
-        backend: "fake",
-        healthy: true,
-        message: "fine",
-        calls: {},
-        profileChecks: [
-          {
-            profile: "default",
-            outcome: "IMPOSSIBLE",
-            detail: said,
-            publicDetail: "hidden form",
-            checkedAt: 0,
-            since: 0,
-          },
-        ],
-      }),
-    });
+    const backend = refusingDryRun("default", said);
     const h = make({ backend });
     const io = captureIo();
     expect(await createProfilesCommand(runtimeFor(h)).run([], io)).toBe(0);
@@ -518,24 +523,10 @@ describe("list, show, cancel, profiles", () => {
   });
 
   test("a degraded profile's other reason to place nothing is still said, its own once", async () => {
-    const backend = fakeBackend({
-      diagnostics: async () => ({
-        backend: "fake",
-        healthy: true,
-        message: "fine",
-        calls: {},
-        profileChecks: [
-          {
-            profile: "interactive",
-            outcome: "IMPOSSIBLE",
-            detail: "sbatch: error: Invalid partition name specified",
-            publicDetail: "hidden form",
-            checkedAt: 0,
-            since: 0,
-          },
-        ],
-      }),
-    });
+    const backend = refusingDryRun(
+      "interactive",
+      "sbatch: error: Invalid partition name specified",
+    );
     const io = captureIo();
     expect(await createProfilesCommand(runtimeFor(make({ backend }))).run([], io)).toBe(0);
     // Its sessions cannot be isolated here (the fake backend): that line stays.
