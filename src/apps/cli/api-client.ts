@@ -15,6 +15,26 @@ export type ServerAddress =
 /** How a request reaches the daemon (`fetch`, with Bun's `unix` option for a socket). */
 export type ClientFetch = (url: string, init: RequestInit & { unix?: string }) => Promise<Response>;
 
+/** An answer read whole: what the client needs of it, in fetch's names. */
+export interface WholeAnswer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly ok: boolean;
+  /** Names lower-cased; a repeated header's values joined with ", ", as Headers does. */
+  readonly headers: ReadonlyMap<string, string>;
+  /** The body decoded as UTF-8 (invalid sequences replaced, as Response.text() does). */
+  readonly text: string;
+}
+
+/**
+ * A request whose answer is read whole. Rejects as fetch does, with its codes: ENOENT or
+ * ECONNREFUSED when nothing was reached, ECONNRESET for an answer cut short.
+ */
+export type WholeFetch = (
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string; unix?: string },
+) => Promise<WholeAnswer>;
+
 export interface Problem {
   readonly type: string;
   readonly title: string;
@@ -83,17 +103,16 @@ export function createClient(
      * serves unix sockets and http: only (http1-fetch.ts). Streamed answers, uploads and
      * https go through `fetch`.
      */
-    readonly fetchWhole?: ClientFetch;
+    readonly fetchWhole?: WholeFetch;
   },
   /** With no token: each request's `Authorization` made fresh (a MUNGE credential). */
   sign?: (method: string, path: string, server: ServerAddress) => Promise<string>,
 ): ApiClient {
-  async function send(
-    method: "GET" | "POST" | "PUT" | "DELETE",
+  async function headersFor(
+    method: string,
     path: string,
     options: RequestOptions,
-    whole = false,
-  ): Promise<Response | Extract<ApiResult<never>, { readonly kind: "Unreachable" }>> {
+  ): Promise<{ readonly kind: "Headers"; readonly headers: Record<string, string> } | Unreachable> {
     const headers: Record<string, string> = { Accept: "application/json", ...options.headers };
     if (token !== null) headers["Authorization"] = `Bearer ${token}`;
     else if (sign !== undefined) {
@@ -105,29 +124,58 @@ export function createClient(
     }
     if (options.body !== undefined) headers["Content-Type"] = "application/json";
     if (options.raw !== undefined) headers["Content-Type"] = "application/octet-stream";
+    return { kind: "Headers", headers };
+  }
+
+  // Over a unix socket the host part is a formality; the path is what routes.
+  const urlOf = (path: string) =>
+    `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
+  const unix = server.kind === "unix" ? { unix: server.path } : {};
+
+  /** A request whose answer is streamed or sent raw: through fetch. */
+  async function send(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    options: RequestOptions,
+  ): Promise<Response | Unreachable> {
+    const made = await headersFor(method, path, options);
+    if (made.kind === "Unreachable") return made;
     const init: RequestInit & { unix?: string } = {
       method,
-      headers,
+      headers: made.headers,
       ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
       ...(options.raw !== undefined ? { body: options.raw } : {}),
-      ...(server.kind === "unix" ? { unix: server.path } : {}),
+      ...unix,
     };
-    // Over a unix socket the host part is a formality; the path is what routes.
-    const url = `${server.kind === "unix" ? "http://localhost" : server.baseUrl}${path}`;
-    const light = whole && options.raw === undefined && url.startsWith("http:");
-    const viaFetch = light ? (runtime.fetchWhole ?? runtime.fetch) : runtime.fetch;
     try {
-      return await viaFetch(url, init);
+      return await runtime.fetch(urlOf(path), init);
     } catch (error) {
-      const code = (error as { readonly code?: unknown } | null)?.code;
-      // The whole-answer fetch reads the body too: an answer cut off mid-way fails here,
-      // and is said as fetch's reading of a body would have it (readText).
-      const lost = light && code === "ECONNRESET";
-      return {
-        kind: "Unreachable",
-        message: lost ? lostMessage(server, error) : unreachableMessage(server, error),
-        neverConnected: code === "ENOENT" || code === "ECONNREFUSED",
-      };
+      return unreachable(server, error, false);
+    }
+  }
+
+  /**
+   * A request whose answer is read whole: through the lighter fetchWhole where it serves
+   * (unix sockets and http:, no raw body), else fetch with its body read here.
+   */
+  async function sendWhole(
+    method: "GET" | "POST" | "PUT" | "DELETE",
+    path: string,
+    options: RequestOptions,
+  ): Promise<WholeAnswer | Unreachable> {
+    const url = urlOf(path);
+    const whole = runtime.fetchWhole;
+    if (whole === undefined || options.raw !== undefined || !url.startsWith("http:")) {
+      const response = await send(method, path, options);
+      return response instanceof Response ? readWhole(response, server) : response;
+    }
+    const made = await headersFor(method, path, options);
+    if (made.kind === "Unreachable") return made;
+    const body = options.body !== undefined ? { body: JSON.stringify(options.body) } : {};
+    try {
+      return await whole(url, { method, headers: made.headers, ...body, ...unix });
+    } catch (error) {
+      return unreachable(server, error, true);
     }
   }
 
@@ -136,18 +184,16 @@ export function createClient(
     path: string,
     options: RequestOptions,
   ): Promise<ApiResult<T>> {
-    const response = await send(method, path, options, true);
-    if (!(response instanceof Response)) return response;
-    const text = await readText(response, server);
-    if (typeof text !== "string") return text;
+    const answer = await sendWhole(method, path, options);
+    if ("kind" in answer) return answer;
     let body: unknown;
     try {
-      body = text === "" ? null : JSON.parse(text);
+      body = answer.text === "" ? null : JSON.parse(answer.text);
     } catch {
       body = null;
     }
-    if (response.ok) return { kind: "Ok", status: response.status, body: body as T };
-    return toProblem(response, text, body);
+    if (answer.ok) return { kind: "Ok", status: answer.status, body: body as T };
+    return toProblem(answer, body);
   }
 
   return {
@@ -187,6 +233,22 @@ export function createClient(
   };
 }
 
+type Unreachable = Extract<ApiResult<never>, { readonly kind: "Unreachable" }>;
+
+/**
+ * No answer: the request failed to connect, or (`whole`) its answer, read in the same call,
+ * was cut off mid-way, which is said as fetch's reading of a body would have it.
+ */
+function unreachable(server: ServerAddress, error: unknown, whole: boolean): Unreachable {
+  const code = (error as { readonly code?: unknown } | null)?.code;
+  const lost = whole && code === "ECONNRESET";
+  return {
+    kind: "Unreachable",
+    message: lost ? lostMessage(server, error) : unreachableMessage(server, error),
+    neverConnected: code === "ENOENT" || code === "ECONNREFUSED",
+  };
+}
+
 type RequestOptions = {
   readonly body?: unknown;
   /** A raw body (an upload): Bun streams a file-backed Blob from disk. */
@@ -200,16 +262,19 @@ function lostMessage(server: ServerAddress, error: unknown): string {
   return `the connection to the daemon at ${describeServer(server)} was lost before its answer was complete${typeof code === "string" ? ` (${code})` : ""}; it may have stopped or restarted`;
 }
 
-/** A whole answer as text, or Unreachable when the connection dropped mid-body. */
-async function readText(
+/** A fetch answer read whole, or Unreachable when the connection dropped mid-body. */
+async function readWhole(
   response: Response,
   server: ServerAddress,
-): Promise<string | { readonly kind: "Unreachable"; readonly message: string }> {
+): Promise<WholeAnswer | Unreachable> {
+  let text: string;
   try {
-    return await response.text();
+    text = await response.text();
   } catch (error) {
     return { kind: "Unreachable", message: lostMessage(server, error) };
   }
+  const { status, statusText, ok } = response;
+  return { status, statusText, ok, headers: new Map(response.headers), text };
 }
 
 /**
@@ -241,29 +306,28 @@ function guarded(
 
 /** A failed answer's body as a problem (JSON when it is JSON, else its text). */
 async function readProblem(response: Response, server: ServerAddress) {
-  const text = await readText(response, server);
-  if (typeof text !== "string") return text;
+  const answer = await readWhole(response, server);
+  if ("kind" in answer) return answer;
   let body: unknown = null;
   try {
-    body = JSON.parse(text);
+    body = JSON.parse(answer.text);
   } catch {}
-  return toProblem(response, text, body);
+  return toProblem(answer, body);
 }
 
 function toProblem(
-  response: Response,
-  text: string,
+  answer: WholeAnswer,
   body: unknown,
 ): { readonly kind: "Problem"; readonly status: number; readonly problem: Problem } {
-  if (isProblem(body)) return { kind: "Problem", status: response.status, problem: body };
+  if (isProblem(body)) return { kind: "Problem", status: answer.status, problem: body };
   return {
     kind: "Problem",
-    status: response.status,
+    status: answer.status,
     problem: {
       type: "about:blank",
-      title: response.statusText || "Error",
-      status: response.status,
-      detail: text.slice(0, 500) || `HTTP ${response.status}`,
+      title: answer.statusText || "Error",
+      status: answer.status,
+      detail: answer.text.slice(0, 500) || `HTTP ${answer.status}`,
     },
   };
 }

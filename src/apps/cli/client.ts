@@ -20,9 +20,10 @@ import {
   type Problem,
   SERVER_ENV,
   type ServerAddress,
+  type WholeFetch,
 } from "./api-client.ts";
 import { CLIENT_CONFIG_ENV, DEFAULT_CLIENT_CONFIG, readClientConfig } from "./client-config.ts";
-import { type Http1Init, http1Fetch } from "./http1-fetch.ts";
+import { http1Fetch } from "./http1-fetch.ts";
 import { mungeSigner } from "./munge-sign.ts";
 import { fallbackClient } from "./site-daemon.ts";
 
@@ -32,7 +33,7 @@ const TOKEN_ENV = "OPENAI4S_TOKEN";
 export interface ClientRuntime {
   readonly fetch: ClientFetch;
   /** For answers read whole: HTTP/1.1 on Bun.connect, without fetch's start-up (http1-fetch.ts). */
-  readonly fetchWhole?: ClientFetch;
+  readonly fetchWhole?: WholeFetch;
   readonly homeDir: () => string;
   readonly cwd: () => string;
   /** A file's text; rejects as the file system does (ENOENT, EACCES...). */
@@ -51,7 +52,7 @@ export interface ClientRuntime {
 // binary); Bun.file reads the few files a client reads.
 export const systemRuntime: ClientRuntime = {
   fetch: (url, init) => fetch(url, init),
-  fetchWhole: (url, init) => http1Fetch(url, init as Http1Init),
+  fetchWhole: (url, init) => http1Fetch(url, init),
   homeDir: () => process.getBuiltinModule("node:os").homedir(),
   cwd: () => process.cwd(),
   readFile: (path) => Bun.file(path).text(),
