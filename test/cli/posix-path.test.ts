@@ -1,7 +1,7 @@
 /** The client's path helpers (src/lib/posix-path.ts) give node:path's answers. */
 import { describe, expect, test } from "bun:test";
 import { isAbsolute, join, resolve } from "node:path";
-import { isAbsolutePath, joinPath, resolvePath } from "../../src/lib/posix-path.ts";
+import { isAbsolutePath, joinPath, resolveFrom, resolvePath } from "../../src/lib/posix-path.ts";
 
 const PATHS = [
   "",
@@ -30,6 +30,19 @@ describe("posix paths as node:path", () => {
     for (const base of BASES) {
       for (const p of PATHS)
         expect([base, p, resolvePath(base, p)]).toEqual([base, p, resolve(base, p)]);
+    }
+  });
+
+  test("resolveFrom: as resolve, the base asked for only by a relative path", () => {
+    for (const base of BASES) {
+      for (const p of PATHS) {
+        let asked = false;
+        const got = resolveFrom(() => {
+          asked = true;
+          return base;
+        }, p);
+        expect([base, p, got, asked]).toEqual([base, p, resolve(base, p), !isAbsolute(p)]);
+      }
     }
   });
 

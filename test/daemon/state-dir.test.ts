@@ -5,7 +5,7 @@ import { prepareStateDir, resolveStateDir } from "../../src/apps/daemon/state-di
 import { tempDirs } from "../support/temp-dir.ts";
 
 describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/.local/state", () => {
-  const base = { homeDir: "/home/ada", cwd: "/srv/o4s" };
+  const base = { homeDir: "/home/ada", cwd: () => "/srv/o4s" };
   test.each([
     [
       "the flag wins",
@@ -39,6 +39,20 @@ describe("resolveStateDir: --state-dir, $OPENAI4S_STATE_DIR, $XDG_STATE_HOME, ~/
     ["then the home default", undefined, {}, "/home/ada/.local/state/openai4s", "home"],
   ] as const)("%s", (_l, flag, env, path, source) => {
     expect(resolveStateDir({ ...base, flag, env })).toEqual({ path, source });
+  });
+
+  test("the working directory is asked only for a relative flag or variable", () => {
+    const asked: string[] = [];
+    const cwd = () => {
+      asked.push("cwd");
+      return "/srv/o4s";
+    };
+    resolveStateDir({ ...base, cwd, flag: "/abs", env: {} });
+    resolveStateDir({ ...base, cwd, flag: undefined, env: { OPENAI4S_STATE_DIR: "/e" } });
+    resolveStateDir({ ...base, cwd, flag: undefined, env: {} });
+    expect(asked).toEqual([]);
+    resolveStateDir({ ...base, cwd, flag: undefined, env: { OPENAI4S_STATE_DIR: "e" } });
+    expect(asked).toEqual(["cwd"]);
   });
 });
 

@@ -5,10 +5,9 @@
  * into values, and the rendering of problems for humans.
  */
 import type { ParseArgsConfig } from "node:util";
-import { sleep } from "../../lib/clock.ts";
 import { type Command, type CommandIo, UsageError } from "../../lib/command/command.ts";
 import { parseStrict } from "../../lib/command/parse-args.ts";
-import { joinPath, resolvePath } from "../../lib/posix-path.ts";
+import { joinPath, resolveFrom } from "../../lib/posix-path.ts";
 import type { ListedProfileView } from "../../servers/http/profiles/profile-view.ts";
 import type { EventView, WorkloadView } from "../../servers/http/views.ts";
 import { resolveStateDir } from "../daemon/state-dir-path.ts";
@@ -58,7 +57,8 @@ export const systemRuntime: ClientRuntime = {
   readFile: (path) => Bun.file(path).text(),
   fileExists: (path) => Bun.file(path).exists(),
   isTty: () => process.stdout.isTTY === true,
-  sleep: (ms) => sleep(ms),
+  // Loaded when a command first waits (wait, exec's polling): not on every short command's path.
+  sleep: async (ms) => (await import("../../lib/clock.ts")).sleep(ms),
   now: () => Date.now(),
 };
 
@@ -165,7 +165,7 @@ export function resolveServer(
       // os.homedir() answers $HOME when it is set: asked only without it (node:os costs a
       // short command about a millisecond to load).
       homeDir: env["HOME"] || runtime.homeDir(),
-      cwd: runtime.cwd(),
+      cwd: runtime.cwd,
     });
     return { kind: "unix", path: joinPath(stateDir.path, "api.sock") };
   }
@@ -173,7 +173,7 @@ export function resolveServer(
   if (raw.startsWith("unix:")) {
     const path = raw.slice("unix:".length);
     if (path === "") throw new UsageError(`${where}: unix: needs a socket path`);
-    return { kind: "unix", path: resolvePath(runtime.cwd(), path) };
+    return { kind: "unix", path: resolveFrom(runtime.cwd, path) };
   }
   let url: URL;
   try {
@@ -195,7 +195,7 @@ export async function resolveToken(
   if (flag !== undefined) {
     let text: string;
     try {
-      text = await runtime.readFile(resolvePath(runtime.cwd(), flag));
+      text = await runtime.readFile(resolveFrom(runtime.cwd, flag));
     } catch (error) {
       throw new UsageError(`--token-file: cannot read ${flag}: ${(error as Error).message}`);
     }

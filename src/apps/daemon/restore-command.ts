@@ -239,7 +239,7 @@ async function restore(args: readonly string[], io: CommandIo): Promise<number> 
     flag: parsed.values["state-dir"],
     env: io.env,
     homeDir: homedir(),
-    cwd,
+    cwd: () => cwd,
   }).path;
   prepareStateDir(stateDir);
   const lock = lockStateDir(stateDir);

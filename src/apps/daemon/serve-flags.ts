@@ -132,7 +132,7 @@ export function parseServeArgs(
   if (parsed.positionals.length > 0) {
     throw new UsageError(`serve: unexpected argument "${parsed.positionals[0]}"`);
   }
-  const stateDir = resolveStateDir({ flag: v["state-dir"], env, homeDir, cwd }).path;
+  const stateDir = resolveStateDir({ flag: v["state-dir"], env, homeDir, cwd: () => cwd }).path;
   const backend = v.backend ?? DEFAULT_BACKEND;
   if (backendNamed(backend) === undefined) {
     throw new UsageError(

@@ -5,7 +5,7 @@
  * finding the default socket loads no filesystem code (start-up: bench/startup.bench.ts).
  */
 import { UsageError } from "../../lib/command/command.ts";
-import { isAbsolutePath, joinPath, resolvePath } from "../../lib/posix-path.ts";
+import { isAbsolutePath, joinPath, resolveFrom } from "../../lib/posix-path.ts";
 
 const STATE_DIR_ENV = "OPENAI4S_STATE_DIR";
 
@@ -20,7 +20,8 @@ export interface StateDirInputs {
   readonly flag: string | undefined;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly homeDir: string;
-  readonly cwd: string;
+  /** Asked only to resolve a relative flag or variable (posix-path.ts: resolveFrom). */
+  readonly cwd: () => string;
 }
 
 /** An empty variable counts as unset, as shells make unsetting awkward. */
@@ -33,9 +34,9 @@ export function resolveStateDir(inputs: StateDirInputs): ResolvedStateDir {
   // default: silently using ~/.local/state would start a second, empty daemon.
   if (inputs.flag === "") throw new UsageError("--state-dir must not be empty");
   const flag = nonEmpty(inputs.flag);
-  if (flag !== undefined) return { path: resolvePath(inputs.cwd, flag), source: "flag" };
+  if (flag !== undefined) return { path: resolveFrom(inputs.cwd, flag), source: "flag" };
   const env = nonEmpty(inputs.env[STATE_DIR_ENV]);
-  if (env !== undefined) return { path: resolvePath(inputs.cwd, env), source: "env" };
+  if (env !== undefined) return { path: resolveFrom(inputs.cwd, env), source: "env" };
   // The XDG spec says a relative XDG_STATE_HOME is invalid and must be ignored.
   const xdg = nonEmpty(inputs.env["XDG_STATE_HOME"]);
   if (xdg !== undefined && isAbsolutePath(xdg)) {
