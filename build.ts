@@ -3,13 +3,18 @@
  * smoke-runs both names. Autoloading of .env and bunfig.toml is off in the binary: an admin's
  * working directory must not change how the daemon behaves.
  */
-import { existsSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 
 const outDir = join(import.meta.dir, "dist");
 const outfile = join(outDir, "openai4s");
 const workerLink = join(outDir, "openai4s-worker");
 mkdirSync(outDir, { recursive: true });
+// The source maps of an earlier build: chunk names carry a content hash, so each build left
+// its own beside the last (over a thousand files after a day's work).
+for (const name of readdirSync(outDir)) {
+  if (name.endsWith(".map")) rmSync(join(outDir, name));
+}
 
 const result = await Bun.build({
   // The WAL checkpointer runs as a Worker (src/adapters/store-sqlite/wal-checkpointer.ts): a worker's
