@@ -102,6 +102,11 @@ int main(int argc, char **argv) {
 }
 `;
 
+/** Both ranks printed their line, yet the job still runs: the hang in MPI_Finalize. */
+function finalizeHang(phase: string, out: string): boolean {
+  return phase === "RUNNING" && out.split("\n").filter((l) => l.startsWith("rank=")).length === 2;
+}
+
 /** MPICH's compiler wrapper (Debian's mpich); Open MPI here speaks PMIx only (see docs). */
 const MPICC = "/usr/bin/mpicc.mpich";
 
@@ -134,11 +139,18 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster multi-node BATC
   async function run(
     ...args: string[]
   ): Promise<{ id: string; phase: string; out: string; err: string }> {
+    return runWaiting("180s", ...args);
+  }
+
+  async function runWaiting(
+    timeout: string,
+    ...args: string[]
+  ): Promise<{ id: string; phase: string; out: string; err: string }> {
     const submitted = await d.cli("submit", "--profile", "pair", ...args);
     expect(submitted.stderr).toBe("");
     expect(submitted.code).toBe(0);
     const id = submitted.stdout.trim().split(/\s+/).at(-1) ?? "";
-    await d.cli("wait", id, "--timeout", "180s");
+    await d.cli("wait", id, "--timeout", timeout);
     const view = await d.show(id);
     const logs = await d.cli("logs", id);
     const errors = await d.cli("logs", id, "--stderr");
@@ -235,19 +247,34 @@ describe.skipIf(testCluster === null || !IS_ROOT)("slurm-cluster multi-node BATC
     "MPI hello world across both nodes inside the sandbox: size 2, ranks 0 and 1",
     async () => {
       // Each task builds the program in its node's /tmp (one task per node here) and runs it.
-      const { phase, out, err } = await run(
-        "--tasks",
-        "2",
-        // The two "nodes" of the test cluster are one kernel: UCX would take them for one
-        // host and pick its shared-memory transports, which cannot cross two nodes' private
-        // /dev/shm and IPC namespaces. Between real nodes it picks the network by itself.
-        // Set in the command, not in `env`: a comma in a job variable is refused on Slurm.
-        "--",
-        "/bin/sh",
-        "-c",
-        `printf %s "$0" > /tmp/hello.c && ${MPICC} -o /tmp/hello /tmp/hello.c && UCX_TLS=tcp,self exec /tmp/hello`,
-        MPI_HELLO,
-      );
+      const hello = () =>
+        runWaiting(
+          "60s",
+          "--tasks",
+          "2",
+          // The two "nodes" of the test cluster are one kernel: UCX would take them for one
+          // host and pick its shared-memory transports, which cannot cross two nodes' private
+          // /dev/shm and IPC namespaces. Between real nodes it picks the network by itself.
+          // Set in the command, not in `env`: a comma in a job variable is refused on Slurm.
+          "--",
+          "/bin/sh",
+          "-c",
+          `printf %s "$0" > /tmp/hello.c && ${MPICC} -o /tmp/hello /tmp/hello.c && UCX_TLS=tcp,self exec /tmp/hello`,
+          MPI_HELLO,
+        );
+      // UCX 1.13's TCP transport can hang MPI_Finalize (openucx/ucx#8738: a rank that closed
+      // its endpoints waits in the PMI fence and stops progressing the connection its peer
+      // still flushes): both ranks printed, one spins, the job never ends. Seen in 2 of 10
+      // runs on a loaded 2-core machine, with the output complete each time. Such a run is
+      // cancelled and the job run again, at most three times in all; anything else fails.
+      let { id, phase, out, err } = await hello();
+      for (let tries = 1; tries < 3 && finalizeHang(phase, out); tries++) {
+        console.log(`MPI_Finalize hung in ${id} (UCX TCP, openucx/ucx#8738); running it again`);
+        await d.cli("cancel", id);
+        ({ id, phase, out, err } = await hello());
+      }
+      // A job still running holds both nodes for its time limit: freed before the verdict.
+      if (phase === "RUNNING") await d.cli("cancel", id);
       // The job's stderr in the diff when it did not complete: what the launcher said.
       expect({ phase, err: phase === "COMPLETED" ? "" : err }).toEqual({
         phase: "COMPLETED",
