@@ -37,7 +37,7 @@ export function joinPath(...parts: readonly string[]): string {
 
 /** `path` against `base` (an absolute directory, e.g. the working directory). */
 export function resolvePath(base: string, path: string): string {
-  return normalize(isAbsolutePath(path) ? path : `${base}/${path}`);
+  return resolveFrom(() => base, path);
 }
 
 /**

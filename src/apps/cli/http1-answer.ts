@@ -29,7 +29,7 @@ const CR = 13;
 const LF = 10;
 
 /** Where `\r\n` (or `\r\n\r\n` when `twice`) starts at or after `from`; -1 when not there. */
-export function indexOfLineEnd(bytes: Uint8Array, from: number, twice = false): number {
+function indexOfLineEnd(bytes: Uint8Array, from: number, twice = false): number {
   const need = twice ? 4 : 2;
   for (let i = bytes.indexOf(CR, from); i >= 0; i = bytes.indexOf(CR, i + 1)) {
     if (i + need > bytes.byteLength) return -1;
@@ -43,7 +43,7 @@ export function indexOfLineEnd(bytes: Uint8Array, from: number, twice = false): 
  * `apply`, which reads the array in native code: a spread walks it with the JS array
  * iterator, which a 200-byte head made hot enough to be JIT-compiled (2 ms of CPU).
  */
-export function latin1(bytes: Uint8Array): string {
+function latin1(bytes: Uint8Array): string {
   let text = "";
   for (let at = 0; at < bytes.byteLength; at += 8192) {
     const piece = bytes.subarray(at, at + 8192) as unknown as number[];

@@ -44,13 +44,17 @@ function request(url: URL, init: Http1Init): string | Uint8Array {
     lines.push(`${name}: ${value}`);
   }
   const body = init.body ?? "";
+  // Each part looked at once, and a body that is not ASCII encoded once.
+  const bodyBytes = ASCII.test(body) ? null : new TextEncoder().encode(body);
   if (init.body !== undefined || method === "POST" || method === "PUT") {
-    const length = ASCII.test(body) ? body.length : new TextEncoder().encode(body).byteLength;
-    lines.push(`Content-Length: ${length}`);
+    lines.push(`Content-Length: ${bodyBytes === null ? body.length : bodyBytes.byteLength}`);
   }
   lines.push("Connection: close", "", "");
-  const text = lines.join("\r\n") + body;
-  return ASCII.test(text) ? text : new TextEncoder().encode(text);
+  const head = lines.join("\r\n");
+  if (bodyBytes === null && ASCII.test(head)) return head + body;
+  const headBytes = new TextEncoder().encode(head);
+  const rest = bodyBytes ?? new TextEncoder().encode(body);
+  return joinBytes([headBytes, rest], headBytes.byteLength + rest.byteLength);
 }
 
 function coded(message: string, code: string): Error {
